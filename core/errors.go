@@ -1,0 +1,117 @@
+package outbox
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+var (
+	// ErrNoTransaction is returned by [Writer.Write] when the executor is not inside a
+	// transaction. Nothing is inserted.
+	ErrNoTransaction = errors.New("outbox: executor is not inside a transaction")
+	// ErrStopped is returned by operations on a stopped or stopping component.
+	ErrStopped = errors.New("outbox: stopped")
+	// ErrNotFound is returned when no event has the given ID.
+	ErrNotFound = errors.New("outbox: event not found")
+	// ErrNotDead is returned by a replay of an event that exists but is not DEAD.
+	ErrNotDead = errors.New("outbox: event is not dead")
+	// ErrDuplicateListener is returned when a listener is already registered for the same
+	// (aggregate type, event type).
+	ErrDuplicateListener = errors.New("outbox: listener already registered")
+	// ErrUnrecoverable marks a listener error that must not be retried: an error that wraps
+	// it moves the event to DEAD at once.
+	ErrUnrecoverable = errors.New("outbox: unrecoverable")
+	// ErrUnroutable is the reason recorded for an event that no listener handles.
+	ErrUnroutable = errors.New("outbox: no listener for event")
+	// ErrInvalidEnvelope is matched (errors.Is) by every [EnvelopeError].
+	ErrInvalidEnvelope = errors.New("outbox: invalid envelope")
+	// ErrInvalidConfig is matched (errors.Is) by every [ConfigError].
+	ErrInvalidConfig = errors.New("outbox: invalid config")
+)
+
+// Reasons an envelope is rejected. An [EnvelopeError] wraps exactly one of them.
+var (
+	ErrEmptyType       = errors.New("event type is required")
+	ErrFieldTooLong    = errors.New("field is too long")
+	ErrPayloadRequired = errors.New("payload is required")
+	ErrInvalidPayload  = errors.New("payload is not valid JSON")
+	ErrPayloadTooLarge = errors.New("payload is too large")
+	ErrEmptyHeaderKey  = errors.New("header key is empty")
+	ErrInvalidDelay    = errors.New("invalid delivery delay")
+	ErrDuplicateID     = errors.New("event ID is used twice in one batch")
+)
+
+// EnvelopeError reports an envelope that failed validation. It wraps one of the
+// ErrEmptyType … ErrDuplicateID reasons and matches ErrInvalidEnvelope.
+type EnvelopeError struct {
+	// Index is the envelope's position in the batch given to WriteAll (0 for Write).
+	Index int
+	// Field names the offending field, for example "Payload" or "Headers".
+	Field string
+	// Err is the reason.
+	Err error
+	// Detail adds context such as the size limit; may be empty.
+	Detail string
+}
+
+// Error implements error.
+func (e *EnvelopeError) Error() string {
+	msg := fmt.Sprintf("outbox: envelope %d: %s: %v", e.Index, e.Field, e.Err)
+	if e.Detail != "" {
+		msg += " (" + e.Detail + ")"
+	}
+	return msg
+}
+
+// Unwrap returns the reason.
+func (e *EnvelopeError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrInvalidEnvelope) true.
+func (e *EnvelopeError) Is(target error) bool { return target == ErrInvalidEnvelope }
+
+// ConfigError reports an invalid configuration value. It matches ErrInvalidConfig.
+type ConfigError struct {
+	// Field is the configuration field, for example "Workers".
+	Field string
+	// Reason says what is wrong.
+	Reason string
+}
+
+// Error implements error.
+func (e *ConfigError) Error() string {
+	return "outbox: invalid config: " + e.Field + ": " + e.Reason
+}
+
+// Is makes errors.Is(err, ErrInvalidConfig) true.
+func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+
+// RetryAfterError asks for a retry after Delay instead of the retry policy's backoff. The
+// attempt counts: at MaxAttempts the event is DEAD. Return it from a listener, wrapped or not.
+type RetryAfterError struct {
+	Delay time.Duration
+	Err   error
+}
+
+// Error implements error.
+func (e *RetryAfterError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("retry after %s", e.Delay)
+	}
+	return fmt.Sprintf("retry after %s: %v", e.Delay, e.Err)
+}
+
+// Unwrap returns the underlying error.
+func (e *RetryAfterError) Unwrap() error { return e.Err }
+
+// PanicError is the error recorded when a listener or interceptor panics. The panic is
+// recovered and the delivery counts as a failed attempt.
+type PanicError struct {
+	// Value is what was passed to panic.
+	Value any
+	// Stack is the goroutine's stack at the panic. It is logged, never stored in the table.
+	Stack []byte
+}
+
+// Error implements error.
+func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }

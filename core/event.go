@@ -1,0 +1,118 @@
+package outbox
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// GlobalAggregateType is the aggregate type of an event whose [Envelope.AggregateType] is empty.
+const GlobalAggregateType = "__GLOBAL__"
+
+// Status is the delivery state of an event row. The numeric values are stored in the
+// status column and never change.
+type Status int
+
+// The statuses of an event row.
+const (
+	// StatusNew is a row waiting for its first delivery, or put back by a deferral or a replay.
+	StatusNew Status = 0
+	// StatusDone is a row whose listener succeeded. It is terminal.
+	StatusDone Status = 1
+	// StatusRetry is a row whose last delivery failed and that is due again at AvailableAt.
+	StatusRetry Status = 2
+	// StatusDead is a row that will not be delivered again unless it is replayed.
+	StatusDead Status = 3
+)
+
+// String returns the status name: "NEW", "DONE", "RETRY" or "DEAD".
+func (s Status) String() string {
+	switch s {
+	case StatusNew:
+		return "NEW"
+	case StatusDone:
+		return "DONE"
+	case StatusRetry:
+		return "RETRY"
+	case StatusDead:
+		return "DEAD"
+	default:
+		return "UNKNOWN"
+	}
+}
+
+// Event is one stored outbox row, as listeners, the dead-event manager and stores see it.
+// Times are in UTC. A listener must not modify the event it is given.
+type Event struct {
+	// ID is the event's unique identifier: a ULID unless the writer's caller set one.
+	ID string
+	// Type is the event type, for example "OrderPlaced".
+	Type string
+	// AggregateType names the kind of entity the event is about. It is never empty:
+	// events written without one carry GlobalAggregateType.
+	AggregateType string
+	// AggregateID identifies the entity. Optional.
+	AggregateID string
+	// TenantID is pass-through metadata. Optional.
+	TenantID string
+	// Payload is the event body, a valid JSON document, marshalled once at write time.
+	Payload json.RawMessage
+	// Headers is string metadata. Nil when the event has none.
+	Headers map[string]string
+	// Status is the row's delivery state.
+	Status Status
+	// Attempts counts failed deliveries (deferrals do not count).
+	Attempts int
+	// LastError is the reason of the last failure or of the move to DEAD, at most
+	// MaxLastErrorLen bytes.
+	LastError string
+	// CreatedAt is when the event occurred ([Envelope.OccurredAt]).
+	CreatedAt time.Time
+	// AvailableAt is the earliest time the event may be delivered.
+	AvailableAt time.Time
+	// DoneAt is when the row became DONE; zero otherwise.
+	DoneAt time.Time
+}
+
+// MaxLastErrorLen bounds the stored last_error text, in bytes. Longer messages are truncated.
+const MaxLastErrorLen = 4000
+
+// Envelope is what business code writes: an event before it is stored. Only Type and
+// Payload are required. [Writer.Write] validates every field before any SQL runs.
+type Envelope struct {
+	// ID is the event ID. Leave it empty to get a monotonic ULID; when set it must be at
+	// most MaxIDLen bytes.
+	ID string
+	// Type is the event type. Required, at most MaxTypeLen bytes.
+	Type string
+	// AggregateType routes the event together with Type. Defaults to GlobalAggregateType.
+	// At most MaxAggregateTypeLen bytes.
+	AggregateType string
+	// AggregateID identifies the entity the event is about. At most MaxAggregateIDLen bytes.
+	AggregateID string
+	// TenantID is pass-through metadata. At most MaxTenantIDLen bytes.
+	TenantID string
+	// Payload is the event body. A []byte or json.RawMessage is taken as JSON text and
+	// must be valid JSON; any other value (including a string) is marshalled with
+	// encoding/json. The encoded payload must not exceed the writer's MaxPayloadBytes.
+	Payload any
+	// Headers is string metadata. Keys must not be empty.
+	Headers map[string]string
+	// OccurredAt is when the event happened; it becomes Event.CreatedAt and orders
+	// delivery. Defaults to the time of the write.
+	OccurredAt time.Time
+	// AvailableAt delays delivery until this time. It must not be before OccurredAt and
+	// cannot be combined with DeliverAfter. A delayed event skips the hot path.
+	AvailableAt time.Time
+	// DeliverAfter delays delivery by this long after OccurredAt. It must not be negative
+	// and cannot be combined with AvailableAt.
+	DeliverAfter time.Duration
+}
+
+// Limits on envelope fields, in bytes. They match the column sizes of the shipped DDL.
+const (
+	MaxIDLen            = 64
+	MaxTypeLen          = 128
+	MaxAggregateTypeLen = 64
+	MaxAggregateIDLen   = 128
+	MaxTenantIDLen      = 64
+)

@@ -1,0 +1,39 @@
+package outbox
+
+import "context"
+
+// WriterHook observes and shapes writes. The writer calls, for each WriteAll batch:
+// BeforeWrite (may transform the batch, or suppress it by returning no envelopes; an error
+// aborts the write), then the INSERT, then AfterWrite, and after the transaction ends
+// either AfterCommit or AfterRollback. Errors and panics from AfterWrite, AfterCommit and
+// AfterRollback are logged and never reach the caller. Embed [NopWriterHook] to implement
+// only some methods.
+//
+// AfterCommit and AfterRollback run only when the transaction handle reports its end (a
+// [*Tx] from [RunInTx] or [BeginTx], or an adapter's transaction). They receive a context
+// that keeps the write's values but is never cancelled.
+type WriterHook interface {
+	BeforeWrite(ctx context.Context, envs []Envelope) ([]Envelope, error)
+	AfterWrite(ctx context.Context, events []Event) error
+	AfterCommit(ctx context.Context, events []Event) error
+	AfterRollback(ctx context.Context, events []Event) error
+}
+
+// NopWriterHook implements [WriterHook] and does nothing; embed it.
+type NopWriterHook struct{}
+
+var _ WriterHook = NopWriterHook{}
+
+// BeforeWrite returns envs unchanged.
+func (NopWriterHook) BeforeWrite(_ context.Context, envs []Envelope) ([]Envelope, error) {
+	return envs, nil
+}
+
+// AfterWrite does nothing.
+func (NopWriterHook) AfterWrite(context.Context, []Event) error { return nil }
+
+// AfterCommit does nothing.
+func (NopWriterHook) AfterCommit(context.Context, []Event) error { return nil }
+
+// AfterRollback does nothing.
+func (NopWriterHook) AfterRollback(context.Context, []Event) error { return nil }

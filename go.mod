@@ -1,0 +1,3 @@
+module github.com/outboxkit/outbox
+
+go 1.25.0
