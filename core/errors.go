@@ -28,6 +28,12 @@ var (
 	ErrInvalidEnvelope = errors.New("outbox: invalid envelope")
 	// ErrInvalidConfig is matched (errors.Is) by every [ConfigError].
 	ErrInvalidConfig = errors.New("outbox: invalid config")
+	// ErrInvalidArgument is wrapped by errors for bad arguments to a call, such as a page
+	// limit out of range.
+	ErrInvalidArgument = errors.New("outbox: invalid argument")
+	// ErrTxDone is returned when a callback is registered on, or a write is made through, a
+	// transaction that has already committed or rolled back.
+	ErrTxDone = errors.New("outbox: transaction has already ended")
 )
 
 // Reasons an envelope is rejected. An [EnvelopeError] wraps exactly one of them.
@@ -38,12 +44,13 @@ var (
 	ErrInvalidPayload  = errors.New("payload is not valid JSON")
 	ErrPayloadTooLarge = errors.New("payload is too large")
 	ErrEmptyHeaderKey  = errors.New("header key is empty")
+	ErrInvalidUTF8     = errors.New("text is not valid UTF-8")
 	ErrInvalidDelay    = errors.New("invalid delivery delay")
 	ErrDuplicateID     = errors.New("event ID is used twice in one batch")
 )
 
 // EnvelopeError reports an envelope that failed validation. It wraps one of the
-// ErrEmptyType … ErrDuplicateID reasons and matches ErrInvalidEnvelope.
+// ErrEmptyType … ErrInvalidUTF8 reasons and matches ErrInvalidEnvelope.
 type EnvelopeError struct {
 	// Index is the envelope's position in the batch given to WriteAll (0 for Write).
 	Index int

@@ -1,0 +1,33 @@
+# Outbox: common tasks. `make help` lists them.
+.DEFAULT_GOAL := help
+GO ?= go
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_\/-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: run
+run: ## Run the quickstart example on SQLite (no server needed).
+	$(GO) run ./examples/quickstart
+
+.PHONY: test
+test: ## Run all tests with the race detector (starts a throwaway PostgreSQL if needed).
+	$(GO) test -race ./...
+
+.PHONY: test-short
+test-short: ## Run all tests without the race detector.
+	$(GO) test ./...
+
+.PHONY: lint
+lint: ## go vet, gofmt check and go.mod tidiness.
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) mod tidy -diff
+
+.PHONY: db-up
+db-up: ## Start a throwaway PostgreSQL on 127.0.0.1 and print its env (eval the output).
+	@scripts/testdb.sh start postgres
+
+.PHONY: db-down
+db-down: ## Stop the server started by db-up: make db-down DIR=<OUTBOX_TEST_POSTGRES_DIR>.
+	@scripts/testdb.sh stop "$(DIR)"

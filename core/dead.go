@@ -1,0 +1,149 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Page sizes for [DeadEvents.List].
+const (
+	// DefaultDeadPageSize is the page size when DeadQuery.Limit is 0.
+	DefaultDeadPageSize = 50
+	// MaxDeadPageSize is the largest page DeadEvents.List returns.
+	MaxDeadPageSize = 500
+	// DefaultReplayBatchSize is the batch size of DeadEvents.ReplayAll when 0 is given.
+	DefaultReplayBatchSize = 100
+)
+
+// DeadEvents inspects and replays DEAD events. It is safe for concurrent use.
+type DeadEvents struct {
+	store Store
+	now   func() time.Time
+}
+
+// NewDeadEvents returns a dead-event manager over store.
+func NewDeadEvents(store Store) *DeadEvents {
+	return &DeadEvents{store: store, now: time.Now}
+}
+
+// DeadQuery selects a page of DEAD events.
+type DeadQuery struct {
+	DeadFilter
+	// After continues from the Next cursor of the previous page; zero starts at the oldest.
+	After Cursor
+	// Limit is the page size, 1 to MaxDeadPageSize. Defaults to DefaultDeadPageSize.
+	Limit int
+}
+
+// DeadPage is one page of DEAD events, oldest first.
+type DeadPage struct {
+	Events []Event
+	// Next is the cursor for the following page; zero when this page is the last.
+	Next Cursor
+}
+
+// List returns a page of DEAD events matching q, oldest first (created_at, then ID).
+// A limit outside 0..MaxDeadPageSize returns an error wrapping ErrInvalidArgument.
+func (d *DeadEvents) List(ctx context.Context, q DeadQuery) (DeadPage, error) {
+	limit := q.Limit
+	if limit == 0 {
+		limit = DefaultDeadPageSize
+	}
+	if limit < 0 || limit > MaxDeadPageSize {
+		return DeadPage{}, fmt.Errorf("%w: limit %d is outside 1..%d", ErrInvalidArgument, q.Limit, MaxDeadPageSize)
+	}
+	// Ask for one more row to know whether a next page exists.
+	events, err := d.store.ListDead(ctx, ListDeadParams{DeadFilter: q.DeadFilter, After: q.After, Limit: limit + 1})
+	if err != nil {
+		return DeadPage{}, fmt.Errorf("outbox: list dead events: %w", err)
+	}
+	page := DeadPage{Events: events}
+	if len(events) > limit {
+		page.Events = events[:limit]
+		last := page.Events[limit-1]
+		page.Next = Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+	return page, nil
+}
+
+// Count returns the number of DEAD events matching f.
+func (d *DeadEvents) Count(ctx context.Context, f DeadFilter) (int64, error) {
+	n, err := d.store.CountDead(ctx, f)
+	if err != nil {
+		return 0, fmt.Errorf("outbox: count dead events: %w", err)
+	}
+	return n, nil
+}
+
+// Get returns one event by ID, whatever its status, or an error wrapping ErrNotFound.
+func (d *DeadEvents) Get(ctx context.Context, id string) (Event, error) {
+	if id == "" {
+		return Event{}, fmt.Errorf("%w: empty event ID", ErrInvalidArgument)
+	}
+	e, err := d.store.Get(ctx, id)
+	if err != nil {
+		return Event{}, fmt.Errorf("outbox: get event %s: %w", id, err)
+	}
+	return e, nil
+}
+
+// Replay moves one DEAD event back to NEW with its attempts reset, so the poller delivers
+// it again. It returns an error wrapping ErrNotFound when no event has the ID and
+// ErrNotDead when the event exists but is not DEAD (nothing changes then).
+func (d *DeadEvents) Replay(ctx context.Context, id string) error {
+	if id == "" {
+		return fmt.Errorf("%w: empty event ID", ErrInvalidArgument)
+	}
+	n, err := d.store.Replay(ctx, ReplayParams{IDs: []string{id}, Now: d.now()})
+	if err != nil {
+		return fmt.Errorf("outbox: replay event %s: %w", id, err)
+	}
+	if n > 0 {
+		return nil
+	}
+	e, err := d.store.Get(ctx, id)
+	if err != nil {
+		return fmt.Errorf("outbox: replay event %s: %w", id, err)
+	}
+	return fmt.Errorf("outbox: replay event %s (status %s): %w", id, e.Status, ErrNotDead)
+}
+
+// ReplayAll replays every DEAD event matching f in batches of batchSize (0 means
+// DefaultReplayBatchSize) and returns how many it replayed. It replays at most as many
+// events as were DEAD when it started, so events that fail again while it runs are not
+// replayed twice. On error it returns the count replayed so far with the error.
+func (d *DeadEvents) ReplayAll(ctx context.Context, f DeadFilter, batchSize int) (int64, error) {
+	if batchSize == 0 {
+		batchSize = DefaultReplayBatchSize
+	}
+	if batchSize < 0 {
+		return 0, fmt.Errorf("%w: batch size %d is negative", ErrInvalidArgument, batchSize)
+	}
+	budget, err := d.store.CountDead(ctx, f)
+	if err != nil {
+		return 0, fmt.Errorf("outbox: replay dead events: %w", err)
+	}
+	var total int64
+	for total < budget {
+		limit := int(min(int64(batchSize), budget-total))
+		n, err := d.store.Replay(ctx, ReplayParams{DeadFilter: f, Limit: limit, Now: d.now()})
+		if err != nil {
+			return total, fmt.Errorf("outbox: replay dead events: %w", err)
+		}
+		total += n
+		if n < int64(limit) {
+			break
+		}
+	}
+	return total, nil
+}
+
+// Stats counts events per status and reports the oldest pending one.
+func (d *DeadEvents) Stats(ctx context.Context) (Stats, error) {
+	s, err := d.store.Stats(ctx)
+	if err != nil {
+		return Stats{}, fmt.Errorf("outbox: stats: %w", err)
+	}
+	return s, nil
+}

@@ -1,0 +1,155 @@
+package outbox
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+	"unicode/utf8"
+)
+
+// DefaultMaxPayloadBytes is the default limit on an encoded payload: 1 MiB.
+const DefaultMaxPayloadBytes = 1 << 20
+
+// encodeEnvelopes validates envs and turns them into events ready to insert. now is the
+// write time; maxPayload the payload limit in bytes. Every error is an *EnvelopeError.
+func encodeEnvelopes(envs []Envelope, now time.Time, maxPayload int) ([]Event, error) {
+	events := make([]Event, len(envs))
+	var seen map[string]int
+	if len(envs) > 1 {
+		seen = make(map[string]int, len(envs))
+	}
+	now = canonicalTime(now)
+	for i := range envs {
+		if err := encodeEnvelope(&envs[i], &events[i], now, maxPayload); err != nil {
+			err.Index = i
+			return nil, err
+		}
+		if seen != nil {
+			if j, dup := seen[events[i].ID]; dup {
+				return nil, &EnvelopeError{Index: i, Field: "ID", Err: ErrDuplicateID, Detail: fmt.Sprintf("same as envelope %d", j)}
+			}
+			seen[events[i].ID] = i
+		}
+	}
+	return events, nil
+}
+
+func encodeEnvelope(env *Envelope, ev *Event, now time.Time, maxPayload int) *EnvelopeError {
+	if env.Type == "" {
+		return &EnvelopeError{Field: "Type", Err: ErrEmptyType}
+	}
+	for _, f := range [...]struct {
+		name, value string
+		limit       int
+	}{
+		{"ID", env.ID, MaxIDLen},
+		{"Type", env.Type, MaxTypeLen},
+		{"AggregateType", env.AggregateType, MaxAggregateTypeLen},
+		{"AggregateID", env.AggregateID, MaxAggregateIDLen},
+		{"TenantID", env.TenantID, MaxTenantIDLen},
+	} {
+		if len(f.value) > f.limit {
+			return &EnvelopeError{Field: f.name, Err: ErrFieldTooLong, Detail: fmt.Sprintf("%d bytes, limit %d", len(f.value), f.limit)}
+		}
+		if !utf8.ValidString(f.value) {
+			return &EnvelopeError{Field: f.name, Err: ErrInvalidUTF8}
+		}
+	}
+	var headers map[string]string
+	if len(env.Headers) > 0 {
+		headers = make(map[string]string, len(env.Headers))
+		for k, v := range env.Headers {
+			if k == "" {
+				return &EnvelopeError{Field: "Headers", Err: ErrEmptyHeaderKey}
+			}
+			if !utf8.ValidString(k) || !utf8.ValidString(v) {
+				return &EnvelopeError{Field: "Headers", Err: ErrInvalidUTF8, Detail: fmt.Sprintf("key %q", k)}
+			}
+			headers[k] = v
+		}
+	}
+	payload, perr := encodePayload(env.Payload, maxPayload)
+	if perr != nil {
+		return perr
+	}
+
+	occurred := now
+	if !env.OccurredAt.IsZero() {
+		occurred = canonicalTime(env.OccurredAt)
+	}
+	available := occurred
+	switch {
+	case !env.AvailableAt.IsZero() && env.DeliverAfter != 0:
+		return &EnvelopeError{Field: "AvailableAt", Err: ErrInvalidDelay, Detail: "AvailableAt and DeliverAfter are mutually exclusive"}
+	case env.DeliverAfter < 0:
+		return &EnvelopeError{Field: "DeliverAfter", Err: ErrInvalidDelay, Detail: "negative"}
+	case env.DeliverAfter > 0:
+		available = canonicalTime(occurred.Add(env.DeliverAfter))
+	case !env.AvailableAt.IsZero():
+		available = canonicalTime(env.AvailableAt)
+		if available.Before(occurred) {
+			return &EnvelopeError{Field: "AvailableAt", Err: ErrInvalidDelay, Detail: "before OccurredAt"}
+		}
+	}
+
+	id := env.ID
+	if id == "" {
+		id = NewID()
+	}
+	aggType := env.AggregateType
+	if aggType == "" {
+		aggType = GlobalAggregateType
+	}
+	*ev = Event{
+		ID:            id,
+		Type:          env.Type,
+		AggregateType: aggType,
+		AggregateID:   env.AggregateID,
+		TenantID:      env.TenantID,
+		Payload:       payload,
+		Headers:       headers,
+		Status:        StatusNew,
+		CreatedAt:     occurred,
+		AvailableAt:   available,
+	}
+	return nil
+}
+
+// encodePayload turns the envelope payload into JSON text exactly once.
+func encodePayload(p any, limit int) (json.RawMessage, *EnvelopeError) {
+	var raw []byte
+	switch v := p.(type) {
+	case nil:
+		return nil, &EnvelopeError{Field: "Payload", Err: ErrPayloadRequired}
+	case json.RawMessage:
+		if v == nil {
+			return nil, &EnvelopeError{Field: "Payload", Err: ErrPayloadRequired}
+		}
+		raw = v
+	case []byte:
+		if v == nil {
+			return nil, &EnvelopeError{Field: "Payload", Err: ErrPayloadRequired}
+		}
+		raw = v
+	default:
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, &EnvelopeError{Field: "Payload", Err: ErrInvalidPayload, Detail: err.Error()}
+		}
+		if len(b) > limit {
+			return nil, &EnvelopeError{Field: "Payload", Err: ErrPayloadTooLarge, Detail: fmt.Sprintf("%d bytes, limit %d", len(b), limit)}
+		}
+		return b, nil
+	}
+	if len(raw) > limit {
+		return nil, &EnvelopeError{Field: "Payload", Err: ErrPayloadTooLarge, Detail: fmt.Sprintf("%d bytes, limit %d", len(raw), limit)}
+	}
+	if !json.Valid(raw) {
+		return nil, &EnvelopeError{Field: "Payload", Err: ErrInvalidPayload}
+	}
+	// Copy so a caller reusing its buffer cannot change what is queued for dispatch.
+	return append(json.RawMessage(nil), raw...), nil
+}
+
+// canonicalTime is the one time representation every store uses: UTC, microseconds.
+func canonicalTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }

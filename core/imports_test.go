@@ -1,0 +1,55 @@
+package outbox_test
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestCoreImportsOnlyStandardLibrary keeps core/ dependency-free: every non-test Go file
+// under core/ may import the standard library and other core packages, nothing else.
+func TestCoreImportsOnlyStandardLibrary(t *testing.T) {
+	t.Parallel()
+	const self = "github.com/outboxkit/outbox/core"
+	checked := 0
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != "." && (name == "testdata" || strings.HasPrefix(name, ".")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		checked++
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			first, _, _ := strings.Cut(p, "/")
+			if p == self || strings.HasPrefix(p, self+"/") {
+				continue
+			}
+			if strings.Contains(first, ".") {
+				t.Errorf("%s imports %q: core must import only the standard library", path, p)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 5 {
+		t.Fatalf("checked only %d files; is the test running in core/?", checked)
+	}
+}
