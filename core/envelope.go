@@ -3,6 +3,7 @@ package outbox
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -51,8 +52,8 @@ func encodeEnvelope(env *Envelope, ev *Event, now time.Time, maxPayload int) *En
 		if len(f.value) > f.limit {
 			return &EnvelopeError{Field: f.name, Err: ErrFieldTooLong, Detail: fmt.Sprintf("%d bytes, limit %d", len(f.value), f.limit)}
 		}
-		if !utf8.ValidString(f.value) {
-			return &EnvelopeError{Field: f.name, Err: ErrInvalidUTF8}
+		if !validText(f.value) {
+			return &EnvelopeError{Field: f.name, Err: ErrInvalidText}
 		}
 	}
 	var headers map[string]string
@@ -62,8 +63,8 @@ func encodeEnvelope(env *Envelope, ev *Event, now time.Time, maxPayload int) *En
 			if k == "" {
 				return &EnvelopeError{Field: "Headers", Err: ErrEmptyHeaderKey}
 			}
-			if !utf8.ValidString(k) || !utf8.ValidString(v) {
-				return &EnvelopeError{Field: "Headers", Err: ErrInvalidUTF8, Detail: fmt.Sprintf("key %q", k)}
+			if !validText(k) || !validText(v) {
+				return &EnvelopeError{Field: "Headers", Err: ErrInvalidText, Detail: fmt.Sprintf("key %q", k)}
 			}
 			headers[k] = v
 		}
@@ -118,6 +119,7 @@ func encodeEnvelope(env *Envelope, ev *Event, now time.Time, maxPayload int) *En
 // encodePayload turns the envelope payload into JSON text exactly once.
 func encodePayload(p any, limit int) (json.RawMessage, *EnvelopeError) {
 	var raw []byte
+	owned := false // raw was marshalled here: valid, and nobody else holds it
 	switch v := p.(type) {
 	case nil:
 		return nil, &EnvelopeError{Field: "Payload", Err: ErrPayloadRequired}
@@ -136,16 +138,19 @@ func encodePayload(p any, limit int) (json.RawMessage, *EnvelopeError) {
 		if err != nil {
 			return nil, &EnvelopeError{Field: "Payload", Err: ErrInvalidPayload, Detail: err.Error()}
 		}
-		if len(b) > limit {
-			return nil, &EnvelopeError{Field: "Payload", Err: ErrPayloadTooLarge, Detail: fmt.Sprintf("%d bytes, limit %d", len(b), limit)}
-		}
-		return b, nil
+		raw, owned = b, true
 	}
 	if len(raw) > limit {
 		return nil, &EnvelopeError{Field: "Payload", Err: ErrPayloadTooLarge, Detail: fmt.Sprintf("%d bytes, limit %d", len(raw), limit)}
 	}
-	if !json.Valid(raw) {
+	if !owned && !json.Valid(raw) {
 		return nil, &EnvelopeError{Field: "Payload", Err: ErrInvalidPayload}
+	}
+	if hasEscapedNUL(raw) {
+		return nil, &EnvelopeError{Field: "Payload", Err: ErrInvalidPayload, Detail: `contains \u0000, which PostgreSQL cannot store`}
+	}
+	if owned {
+		return raw, nil
 	}
 	// Copy so a caller reusing its buffer cannot change what is queued for dispatch.
 	return append(json.RawMessage(nil), raw...), nil
@@ -153,3 +158,23 @@ func encodePayload(p any, limit int) (json.RawMessage, *EnvelopeError) {
 
 // canonicalTime is the one time representation every store uses: UTC, microseconds.
 func canonicalTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+// validText reports whether s can be stored in a text column of every supported
+// database: valid UTF-8 (JSON encoding would silently replace invalid bytes) and no NUL
+// (PostgreSQL rejects it).
+func validText(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
+
+// hasEscapedNUL reports whether valid JSON text contains the escape \u0000 (an escaped
+// backslash followed by "u0000" does not count).
+func hasEscapedNUL(b []byte) bool {
+	for i := 0; i+6 <= len(b); i++ {
+		if b[i] != '\\' {
+			continue
+		}
+		if string(b[i+1:i+6]) == "u0000" {
+			return true
+		}
+		i++ // skip the escaped character, so "\\\\u0000" is not taken for an escape
+	}
+	return false
+}

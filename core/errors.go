@@ -44,13 +44,13 @@ var (
 	ErrInvalidPayload  = errors.New("payload is not valid JSON")
 	ErrPayloadTooLarge = errors.New("payload is too large")
 	ErrEmptyHeaderKey  = errors.New("header key is empty")
-	ErrInvalidUTF8     = errors.New("text is not valid UTF-8")
+	ErrInvalidText     = errors.New("text is not valid UTF-8 or contains NUL")
 	ErrInvalidDelay    = errors.New("invalid delivery delay")
 	ErrDuplicateID     = errors.New("event ID is used twice in one batch")
 )
 
 // EnvelopeError reports an envelope that failed validation. It wraps one of the
-// ErrEmptyType … ErrInvalidUTF8 reasons and matches ErrInvalidEnvelope.
+// ErrEmptyType … ErrInvalidText reasons and matches ErrInvalidEnvelope.
 type EnvelopeError struct {
 	// Index is the envelope's position in the batch given to WriteAll (0 for Write).
 	Index int

@@ -102,15 +102,17 @@ func TestWriterValidatesBeforeAnySQL(t *testing.T) {
 		{"long aggregate id", outbox.Envelope{Type: "T", AggregateID: long, Payload: 1}, "AggregateID", outbox.ErrFieldTooLong},
 		{"long tenant", outbox.Envelope{Type: "T", TenantID: long, Payload: 1}, "TenantID", outbox.ErrFieldTooLong},
 		{"long id", outbox.Envelope{ID: long, Type: "T", Payload: 1}, "ID", outbox.ErrFieldTooLong},
-		{"bad utf8 type", outbox.Envelope{Type: "\xff", Payload: 1}, "Type", outbox.ErrInvalidUTF8},
+		{"bad utf8 type", outbox.Envelope{Type: "\xff", Payload: 1}, "Type", outbox.ErrInvalidText},
 		{"nil payload", outbox.Envelope{Type: "T"}, "Payload", outbox.ErrPayloadRequired},
 		{"nil raw payload", outbox.Envelope{Type: "T", Payload: json.RawMessage(nil)}, "Payload", outbox.ErrPayloadRequired},
 		{"invalid raw json", outbox.Envelope{Type: "T", Payload: []byte(`{"a":`)}, "Payload", outbox.ErrInvalidPayload},
 		{"unmarshalable", outbox.Envelope{Type: "T", Payload: make(chan int)}, "Payload", outbox.ErrInvalidPayload},
+		{"escaped NUL", outbox.Envelope{Type: "T", Payload: map[string]string{"a": "x\x00"}}, "Payload", outbox.ErrInvalidPayload},
 		{"too large raw", outbox.Envelope{Type: "T", Payload: big}, "Payload", outbox.ErrPayloadTooLarge},
 		{"too large marshalled", outbox.Envelope{Type: "T", Payload: strings.Repeat("a", 100)}, "Payload", outbox.ErrPayloadTooLarge},
 		{"empty header key", outbox.Envelope{Type: "T", Payload: 1, Headers: map[string]string{"": "v"}}, "Headers", outbox.ErrEmptyHeaderKey},
-		{"bad utf8 header", outbox.Envelope{Type: "T", Payload: 1, Headers: map[string]string{"k": "\xfe"}}, "Headers", outbox.ErrInvalidUTF8},
+		{"nul in aggregate id", outbox.Envelope{Type: "T", AggregateID: "a\x00b", Payload: 1}, "AggregateID", outbox.ErrInvalidText},
+		{"bad utf8 header", outbox.Envelope{Type: "T", Payload: 1, Headers: map[string]string{"k": "\xfe"}}, "Headers", outbox.ErrInvalidText},
 		{"both delays", outbox.Envelope{Type: "T", Payload: 1, AvailableAt: time.Now().Add(time.Hour), DeliverAfter: time.Minute}, "AvailableAt", outbox.ErrInvalidDelay},
 		{"negative delay", outbox.Envelope{Type: "T", Payload: 1, DeliverAfter: -time.Second}, "DeliverAfter", outbox.ErrInvalidDelay},
 		{"available before occurred", outbox.Envelope{Type: "T", Payload: 1, OccurredAt: time.Now(), AvailableAt: time.Now().Add(-time.Hour)}, "AvailableAt", outbox.ErrInvalidDelay},
@@ -376,6 +378,7 @@ func FuzzWriterEnvelope(f *testing.F) {
 	f.Add("OrderPlaced", "Order", "o-1", []byte(`{"id":1}`), "trace", "abc", int64(0))
 	f.Add("", "", "", []byte(`{`), "", "", int64(-1))
 	f.Add("T", "\xff", "x", []byte(`null`), "k", "\xfe", int64(1e9))
+	f.Add("T", "", "", []byte(`["\\u0000", "\u0000"]`), "k", "v", int64(0))
 	f.Fuzz(func(t *testing.T, typ, aggType, aggID string, payload []byte, hk, hv string, delay int64) {
 		rec := &insertRecorder{}
 		w, err := outbox.NewWriter(rec, outbox.WriterConfig{MaxPayloadBytes: 1024})
@@ -399,4 +402,16 @@ func FuzzWriterEnvelope(f *testing.F) {
 			t.Fatalf("accepted envelope stored as %+v", ev)
 		}
 	})
+}
+
+func TestWriterAcceptsEscapedBackslashBeforeU0000(t *testing.T) {
+	t.Parallel()
+	w := newWriter(t, &insertRecorder{}, outbox.WriterConfig{})
+	// `"\\u0000"` is a backslash followed by the text u0000, not a NUL character.
+	if _, err := w.Write(context.Background(), fakeTx{}, outbox.Envelope{Type: "T", Payload: []byte(`"\\u0000"`)}); err != nil {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := w.Write(context.Background(), fakeTx{}, outbox.Envelope{Type: "T", Payload: []byte(`"\\\u0000"`)}); !errors.Is(err, outbox.ErrInvalidPayload) {
+		t.Fatalf("escaped backslash then \\u0000: err = %v", err)
+	}
 }

@@ -1,0 +1,136 @@
+package outbox
+
+import "strings"
+
+// ddlStatement is one DDL statement with the comment that explains it in the migration
+// files.
+type ddlStatement struct {
+	comment string
+	sql     string
+}
+
+// migration creates (up) and drops (down) the outbox table.
+type migration struct {
+	up, down []ddlStatement
+}
+
+// renderDDL formats statements as a migration file: each preceded by its comment,
+// terminated by a semicolon, separated by a blank line. Comments hold no semicolons, so
+// tools that split files on them (goose) see exactly these statements.
+func renderDDL(stmts []ddlStatement) string {
+	var sb strings.Builder
+	for i, s := range stmts {
+		if i > 0 {
+			sb.WriteByte('\n')
+		}
+		for line := range strings.SplitSeq(s.comment, "\n") {
+			if line != "" {
+				sb.WriteString("-- " + line + "\n")
+			}
+		}
+		sb.WriteString(s.sql + ";\n")
+	}
+	return sb.String()
+}
+
+// Index comments shared by the dialects. They say why each index exists.
+const (
+	pendingIndexComment = "Pending: the poller's scan of due NEW/RETRY rows (status, available_at <= now),\n" +
+		"oldest created_at first."
+	deadIndexComment = "ListDead and Replay walk DEAD rows in (created_at, event_id) keyset order.\n" +
+		"Partial, so the DONE rows that make up most of the table are not in it."
+	finishedIndexComment = "Purge deletes the oldest DONE/DEAD rows by COALESCE(done_at, created_at) in\n" +
+		"small batches. The expression matches the purge query so each batch is an index\n" +
+		"range scan instead of a sort of every finished row."
+)
+
+// sqliteHintComment explains the "+status" of the SQLite partial indexes. The queries
+// they serve write the same "+status".
+const sqliteHintComment = "\nThe unary + in +status keeps SQLite's planner, which usually has no statistics,\n" +
+	"from preferring the pending index. Queries write the same +status."
+
+// The suffixes of the derived index names.
+const (
+	pendingIndexSuffix  = "_pending_idx"
+	deadIndexSuffix     = "_dead_idx"
+	finishedIndexSuffix = "_finished_idx"
+)
+
+// tableComment heads the CREATE TABLE statement.
+const tableComment = "The transactional outbox. status: 0 NEW, 1 DONE, 2 RETRY, 3 DEAD.\n" +
+	"locked_by/locked_at hold a poller's claim when several nodes poll."
+
+func postgresDDL(d *dialect, t tableName) migration {
+	table := d.qualified(t)
+	// PostgreSQL creates an index in its table's schema and rejects a qualified index name.
+	index := func(suffix string) string { return d.quote(t.indexName(suffix)) }
+	return migration{
+		up: []ddlStatement{
+			{tableComment, "CREATE TABLE IF NOT EXISTS " + table + " (\n" +
+				"    event_id       VARCHAR(64)  NOT NULL PRIMARY KEY,\n" +
+				"    event_type     VARCHAR(128) NOT NULL,\n" +
+				"    aggregate_type VARCHAR(64)  NOT NULL,\n" +
+				"    aggregate_id   VARCHAR(128) NULL,\n" +
+				"    tenant_id      VARCHAR(64)  NULL,\n" +
+				"    payload        JSONB        NOT NULL,\n" +
+				"    headers        JSONB        NULL,\n" +
+				"    status         SMALLINT     NOT NULL DEFAULT 0,\n" +
+				"    attempts       INTEGER      NOT NULL DEFAULT 0,\n" +
+				"    last_error     TEXT         NULL,\n" +
+				"    available_at   TIMESTAMPTZ  NOT NULL,\n" +
+				"    created_at     TIMESTAMPTZ  NOT NULL,\n" +
+				"    done_at        TIMESTAMPTZ  NULL,\n" +
+				"    locked_by      VARCHAR(128) NULL,\n" +
+				"    locked_at      TIMESTAMPTZ  NULL\n" +
+				")"},
+			{pendingIndexComment, "CREATE INDEX IF NOT EXISTS " + index(pendingIndexSuffix) + " ON " + table +
+				" (status, available_at, created_at)"},
+			{deadIndexComment, "CREATE INDEX IF NOT EXISTS " + index(deadIndexSuffix) + " ON " + table +
+				" (created_at, event_id) WHERE " + d.hintedStatus() + " = 3"},
+			{finishedIndexComment, "CREATE INDEX IF NOT EXISTS " + index(finishedIndexSuffix) + " ON " + table +
+				" (" + finishedAt + ", event_id) WHERE " + d.hintedStatus() + " IN (1, 3)"},
+		},
+		down: []ddlStatement{{"Drops the table and its indexes.", "DROP TABLE IF EXISTS " + table}},
+	}
+}
+
+func sqliteDDL(d *dialect, t tableName) migration {
+	table := d.qualified(t)
+	// SQLite qualifies the index name with the schema and requires a bare table name.
+	index := func(suffix string) string {
+		name := d.quote(t.indexName(suffix))
+		if t.schema != "" {
+			name = d.quote(t.schema) + "." + name
+		}
+		return name + " ON " + d.quote(t.name)
+	}
+	return migration{
+		up: []ddlStatement{
+			{tableComment + "\nTimes are UTC text in the fixed-width form 2006-01-02T15:04:05.000000Z, so text\n" +
+				"order is time order.", "CREATE TABLE IF NOT EXISTS " + table + " (\n" +
+				"    event_id       VARCHAR(64)  NOT NULL PRIMARY KEY,\n" +
+				"    event_type     VARCHAR(128) NOT NULL,\n" +
+				"    aggregate_type VARCHAR(64)  NOT NULL,\n" +
+				"    aggregate_id   VARCHAR(128) NULL,\n" +
+				"    tenant_id      VARCHAR(64)  NULL,\n" +
+				"    payload        TEXT         NOT NULL,\n" +
+				"    headers        TEXT         NULL,\n" +
+				"    status         SMALLINT     NOT NULL DEFAULT 0,\n" +
+				"    attempts       INTEGER      NOT NULL DEFAULT 0,\n" +
+				"    last_error     TEXT         NULL,\n" +
+				"    available_at   TEXT         NOT NULL,\n" +
+				"    created_at     TEXT         NOT NULL,\n" +
+				"    done_at        TEXT         NULL,\n" +
+				"    locked_by      VARCHAR(128) NULL,\n" +
+				"    locked_at      TEXT         NULL\n" +
+				")"},
+			{pendingIndexComment, "CREATE INDEX IF NOT EXISTS " + index(pendingIndexSuffix) +
+				" (status, available_at, created_at)"},
+			{deadIndexComment + sqliteHintComment, "CREATE INDEX IF NOT EXISTS " + index(deadIndexSuffix) +
+				" (created_at, event_id) WHERE " + d.hintedStatus() + " = 3"},
+			{finishedIndexComment + sqliteHintComment, "CREATE INDEX IF NOT EXISTS " + index(finishedIndexSuffix) +
+				" (" + finishedAt + ", event_id) WHERE " + d.hintedStatus() + " IN (1, 3)"},
+		},
+		down: []ddlStatement{{"Drops the table and its indexes.", "DROP TABLE IF EXISTS " + table}},
+	}
+}

@@ -1,0 +1,375 @@
+package outbox
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// query is one statement with its arguments.
+type query struct {
+	SQL  string
+	Args []any
+}
+
+// builder accumulates SQL text and arguments; arg returns the placeholder for a value.
+type builder struct {
+	d    *dialect
+	sb   strings.Builder
+	args []any
+}
+
+func (d *dialect) newBuilder() *builder { return &builder{d: d} }
+
+func (b *builder) w(parts ...string) *builder {
+	for _, p := range parts {
+		b.sb.WriteString(p)
+	}
+	return b
+}
+
+func (b *builder) arg(v any) string {
+	b.args = append(b.args, v)
+	return b.d.bindVar(len(b.args))
+}
+
+func (b *builder) query() query { return query{SQL: b.sb.String(), Args: b.args} }
+
+// selectColumns are the columns every event SELECT reads, in the order rawRow.decode
+// expects.
+const selectColumns = "event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, " +
+	"status, attempts, last_error, available_at, created_at, done_at"
+
+// insertParamsPerRow is the number of arguments one inserted row binds.
+const insertParamsPerRow = 9
+
+// insertQueries builds one multi-row INSERT for events, or several when the batch would
+// exceed the dialect's bind-parameter limit. New rows are NEW with no attempts, whatever
+// the events' Status and Attempts say. A zero CreatedAt becomes now and a zero
+// AvailableAt becomes CreatedAt.
+func (d *dialect) insertQueries(t tableName, events []Event, now time.Time) ([]query, error) {
+	perStmt := d.maxBindParams / insertParamsPerRow
+	qs := make([]query, 0, (len(events)+perStmt-1)/perStmt)
+	for start := 0; start < len(events); start += perStmt {
+		chunk := events[start:min(start+perStmt, len(events))]
+		b := d.newBuilder().w("INSERT INTO ", d.qualified(t),
+			" (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at) VALUES ")
+		for i, e := range chunk {
+			if e.ID == "" {
+				return nil, invalidParams("insert", "event %d has no ID", start+i)
+			}
+			headers, err := encodeHeaders(e.Headers)
+			if err != nil {
+				return nil, fmt.Errorf("event %s: %w", e.ID, err)
+			}
+			if e.CreatedAt.IsZero() {
+				e.CreatedAt = now
+			}
+			if e.AvailableAt.IsZero() {
+				e.AvailableAt = e.CreatedAt
+			}
+			availableAt, err := d.time(e.AvailableAt)
+			if err != nil {
+				return nil, fmt.Errorf("event %s: AvailableAt: %w", e.ID, err)
+			}
+			createdAt, err := d.time(e.CreatedAt)
+			if err != nil {
+				return nil, fmt.Errorf("event %s: CreatedAt: %w", e.ID, err)
+			}
+			if i > 0 {
+				b.w(", ")
+			}
+			b.w("(", b.arg(e.ID), ", ", b.arg(e.Type), ", ", b.arg(e.AggregateType), ", ",
+				b.arg(nullString(e.AggregateID)), ", ", b.arg(nullString(e.TenantID)), ", ",
+				b.arg(string(e.Payload)), ", ", b.arg(headers), ", 0, 0, ",
+				b.arg(availableAt), ", ", b.arg(createdAt), ")")
+		}
+		qs = append(qs, b.query())
+	}
+	return qs, nil
+}
+
+// encodeHeaders returns the headers column: NULL when there are none, else a JSON object.
+func encodeHeaders(h map[string]string) (any, error) {
+	if len(h) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		return nil, fmt.Errorf("encode headers: %w", err)
+	}
+	return string(b), nil
+}
+
+// nullString maps "" to NULL for optional columns.
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// chunkIDs splits ids into lists of at most the dialect's maxIDs.
+func (d *dialect) chunkIDs(ids []string) [][]string {
+	var out [][]string
+	for start := 0; start < len(ids); start += d.maxIDs {
+		out = append(out, ids[start:min(start+d.maxIDs, len(ids))])
+	}
+	return out
+}
+
+// matchIDs writes a predicate matching event_id against ids.
+func (b *builder) matchIDs(ids []string) *builder {
+	if b.d.idsAsArray {
+		return b.w("event_id = ANY(CAST(", b.arg(textArrayLiteral(ids)), " AS TEXT[]))")
+	}
+	b.w("event_id IN (")
+	for i, id := range ids {
+		if i > 0 {
+			b.w(", ")
+		}
+		b.w(b.arg(id))
+	}
+	return b.w(")")
+}
+
+// textArrayLiteral encodes ids as a PostgreSQL array literal, {"a","b"}. Sent as a plain
+// string and cast in SQL, it needs no driver support for arrays.
+func textArrayLiteral(ids []string) string {
+	var sb strings.Builder
+	sb.WriteByte('{')
+	for i, id := range ids {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteByte('"')
+		for j := 0; j < len(id); j++ {
+			if c := id[j]; c == '"' || c == '\\' {
+				sb.WriteByte('\\')
+			}
+			sb.WriteByte(id[j])
+		}
+		sb.WriteByte('"')
+	}
+	sb.WriteByte('}')
+	return sb.String()
+}
+
+// clearClaim is appended to every status change: a row that changes state is no longer
+// claimed by a poller.
+const clearClaim = ", locked_by = NULL, locked_at = NULL"
+
+// markDoneQueries builds the fenced updates of [Store.MarkDone], one per chunk of IDs.
+func (d *dialect) markDoneQueries(t tableName, p MarkDoneParams) ([]query, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	doneAt, err := d.time(p.DoneAt)
+	if err != nil {
+		return nil, fmt.Errorf("DoneAt: %w", err)
+	}
+	var qs []query
+	for _, ids := range d.chunkIDs(p.IDs) {
+		b := d.newBuilder()
+		b.w("UPDATE ", d.qualified(t), " SET status = 1, done_at = ", b.arg(doneAt), clearClaim, " WHERE ")
+		b.matchIDs(ids).w(" AND status <> 1")
+		qs = append(qs, b.query())
+	}
+	return qs, nil
+}
+
+// rescheduleQuery builds the fenced update of [Store.Reschedule].
+func (d *dialect) rescheduleQuery(t tableName, p RescheduleParams) (query, error) {
+	if err := p.Validate(); err != nil {
+		return query{}, err
+	}
+	availableAt, err := d.time(p.AvailableAt)
+	if err != nil {
+		return query{}, fmt.Errorf("AvailableAt: %w", err)
+	}
+	b := d.newBuilder()
+	b.w("UPDATE ", d.qualified(t), " SET status = ", b.arg(int64(p.Status)), ", available_at = ", b.arg(availableAt))
+	if p.CountAttempt {
+		b.w(", attempts = attempts + 1")
+	}
+	if p.LastError != "" {
+		b.w(", last_error = ", b.arg(truncateLastError(p.LastError)))
+	}
+	b.w(clearClaim, " WHERE event_id = ", b.arg(p.ID), " AND status <> 1")
+	return b.query(), nil
+}
+
+// markDeadQuery builds the fenced update of [Store.MarkDead].
+func (d *dialect) markDeadQuery(t tableName, p MarkDeadParams) (query, error) {
+	if err := p.Validate(); err != nil {
+		return query{}, err
+	}
+	b := d.newBuilder()
+	b.w("UPDATE ", d.qualified(t), " SET status = 3, last_error = ", b.arg(nullString(truncateLastError(p.Reason))))
+	if p.CountAttempt {
+		b.w(", attempts = attempts + 1")
+	}
+	b.w(clearClaim, " WHERE event_id = ", b.arg(p.ID), " AND status <> 1")
+	return b.query(), nil
+}
+
+// truncateLastError makes s storable as last_error: valid UTF-8 without NUL bytes (which
+// PostgreSQL text rejects), at most MaxLastErrorLen bytes, cut on a character boundary.
+func truncateLastError(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.ReplaceAll(s, "\x00", "\uFFFD")
+	if len(s) <= MaxLastErrorLen {
+		return s
+	}
+	cut := MaxLastErrorLen
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
+}
+
+// pendingQuery builds the poller's scan of [Store.Pending].
+func (d *dialect) pendingQuery(t tableName, p PendingParams) (query, error) {
+	if err := p.Validate(); err != nil {
+		return query{}, err
+	}
+	now, err := d.time(p.Now)
+	if err != nil {
+		return query{}, fmt.Errorf("Now: %w", err)
+	}
+	createdBefore, err := d.time(p.Now.Add(-p.SkipRecent))
+	if err != nil {
+		return query{}, fmt.Errorf("Now-SkipRecent: %w", err)
+	}
+	b := d.newBuilder()
+	b.w("SELECT ", selectColumns, " FROM ", d.qualified(t),
+		" WHERE status IN (0, 2) AND available_at <= ", b.arg(now),
+		" AND created_at <= ", b.arg(createdBefore),
+		" ORDER BY created_at, event_id LIMIT ", b.arg(int64(p.Limit)))
+	return b.query(), nil
+}
+
+// getQuery builds the lookup of [Store.Get].
+func (d *dialect) getQuery(t tableName, id string) query {
+	b := d.newBuilder()
+	b.w("SELECT ", selectColumns, " FROM ", d.qualified(t), " WHERE event_id = ", b.arg(id))
+	return b.query()
+}
+
+// deadWhere writes the WHERE clause selecting DEAD rows that match f. hinted is set
+// for the queries that walk DEAD rows in created_at order, which the dead index serves.
+func (b *builder) deadWhere(f DeadFilter, hinted bool) *builder {
+	status := "status"
+	if hinted {
+		status = b.d.hintedStatus()
+	}
+	b.w(" WHERE ", status, " = 3")
+	if f.EventType != "" {
+		b.w(" AND event_type = ", b.arg(f.EventType))
+	}
+	if f.AggregateType != "" {
+		b.w(" AND aggregate_type = ", b.arg(f.AggregateType))
+	}
+	return b
+}
+
+// listDeadQuery builds one keyset page of [Store.ListDead].
+func (d *dialect) listDeadQuery(t tableName, p ListDeadParams) (query, error) {
+	if err := p.Validate(); err != nil {
+		return query{}, err
+	}
+	b := d.newBuilder()
+	b.w("SELECT ", selectColumns, " FROM ", d.qualified(t))
+	b.deadWhere(p.DeadFilter, true)
+	if !p.After.IsZero() {
+		after, err := d.time(p.After.CreatedAt)
+		if err != nil {
+			return query{}, fmt.Errorf("After: %w", err)
+		}
+		b.w(" AND (created_at, event_id) > (", b.arg(after), ", ", b.arg(p.After.ID), ")")
+	}
+	b.w(" ORDER BY created_at, event_id LIMIT ", b.arg(int64(p.Limit)))
+	return b.query(), nil
+}
+
+// countDeadQuery builds [Store.CountDead].
+func (d *dialect) countDeadQuery(t tableName, f DeadFilter) query {
+	b := d.newBuilder()
+	b.w("SELECT COUNT(*) FROM ", d.qualified(t))
+	return b.deadWhere(f, false).query()
+}
+
+// replaySet is the assignment list of a replay; its one argument is available_at.
+func (b *builder) replaySet(t tableName, now any) *builder {
+	return b.w("UPDATE ", b.d.qualified(t),
+		" SET status = 0, attempts = 0, last_error = NULL, available_at = ", b.arg(now), clearClaim)
+}
+
+// replayQueries builds [Store.Replay]: one update per chunk of p.IDs, or one bounded
+// update of the oldest DEAD rows matching the filter.
+func (d *dialect) replayQueries(t tableName, p ReplayParams) ([]query, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	now, err := d.time(p.Now)
+	if err != nil {
+		return nil, fmt.Errorf("Now: %w", err)
+	}
+	if len(p.IDs) > 0 {
+		var qs []query
+		for _, ids := range d.chunkIDs(p.IDs) {
+			b := d.newBuilder().replaySet(t, now).w(" WHERE ")
+			b.matchIDs(ids).w(" AND ", d.hintedStatus(), " = 3")
+			qs = append(qs, b.query())
+		}
+		return qs, nil
+	}
+	b := d.newBuilder().replaySet(t, now)
+	if d.orderedDML {
+		b.deadWhere(p.DeadFilter, true).w(" ORDER BY created_at, event_id LIMIT ", b.arg(int64(p.Limit)))
+		return []query{b.query()}, nil
+	}
+	// The outer status test guards against a concurrent change between the subquery
+	// and the update (PostgreSQL re-checks it on the row it locks); hinted on SQLite so
+	// that the rows are found by primary key, not by scanning the pending index.
+	b.w(" WHERE event_id IN (SELECT event_id FROM ", d.qualified(t))
+	b.deadWhere(p.DeadFilter, true).w(" ORDER BY created_at, event_id LIMIT ", b.arg(int64(p.Limit)),
+		") AND ", d.hintedStatus(), " = 3")
+	return []query{b.query()}, nil
+}
+
+// finishedAt is when a DONE or DEAD row finished, as far as Purge is concerned. The
+// migrations index this exact expression.
+const finishedAt = "COALESCE(done_at, created_at)"
+
+// purgeQuery builds one batch of [Store.Purge].
+func (d *dialect) purgeQuery(t tableName, p PurgeParams) (query, error) {
+	if err := p.Validate(); err != nil {
+		return query{}, err
+	}
+	before, err := d.time(p.Before)
+	if err != nil {
+		return query{}, fmt.Errorf("Before: %w", err)
+	}
+	b := d.newBuilder()
+	where := func() {
+		b.w(" WHERE ", d.hintedStatus(), " IN (1, 3) AND ", finishedAt, " < ", b.arg(before),
+			" ORDER BY ", finishedAt, ", event_id LIMIT ", b.arg(int64(p.Limit)))
+	}
+	if d.orderedDML {
+		b.w("DELETE FROM ", d.qualified(t))
+		where()
+		return b.query(), nil
+	}
+	b.w("DELETE FROM ", d.qualified(t), " WHERE event_id IN (SELECT event_id FROM ", d.qualified(t))
+	where()
+	b.w(")")
+	return b.query(), nil
+}
+
+// statsQuery builds [Store.Stats]: per status, the row count and the oldest created_at.
+func (d *dialect) statsQuery(t tableName) query {
+	return query{SQL: "SELECT status, COUNT(*), MIN(created_at) FROM " + d.qualified(t) + " GROUP BY status"}
+}

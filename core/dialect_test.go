@@ -1,0 +1,577 @@
+package outbox
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Golden SQL for every statement each dialect builds. The strings are exact: a change
+// here is a change of the SQL users run.
+
+var (
+	goldenT0  = time.Date(2024, 5, 6, 7, 8, 9, 123456789, time.FixedZone("X", 2*3600))
+	goldenT0U = time.Date(2024, 5, 6, 5, 8, 9, 123456000, time.UTC) // goldenT0 stored
+	goldenT0S = "2024-05-06T05:08:09.123456Z"                       // goldenT0 on SQLite
+)
+
+// goldenTime is how each dialect binds goldenT0.
+func goldenTime(d Dialect) any {
+	if d == SQLite {
+		return goldenT0S
+	}
+	return goldenT0U
+}
+
+type goldenCase struct {
+	name    string
+	build   func(d *dialect) ([]query, error)
+	pg      []string
+	sqlite  []string
+	pgArgs  []any // nil: not checked
+	sqlArgs []any
+}
+
+func one(q query) ([]query, error) { return []query{q}, nil }
+
+func one2(q query, err error) ([]query, error) {
+	if err != nil {
+		return nil, err
+	}
+	return []query{q}, nil
+}
+
+var goldenTable = tableName{name: DefaultTable}
+
+const sel = "SELECT event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, last_error, available_at, created_at, done_at FROM "
+
+func goldenCases() []goldenCase {
+	t := goldenTable
+	return []goldenCase{
+		{
+			name: "insert two",
+			build: func(d *dialect) ([]query, error) {
+				return d.insertQueries(t, []Event{
+					{ID: "a", Type: "T", AggregateType: "A", AggregateID: "1", TenantID: "t", Payload: json.RawMessage(`{"x":1}`),
+						Headers: map[string]string{"k": "v"}, CreatedAt: goldenT0, AvailableAt: goldenT0, Status: StatusDead, Attempts: 3},
+					{ID: "b", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: goldenT0},
+				}, time.Time{})
+			},
+			pg:     []string{`INSERT INTO "outbox_event" (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, 0, 0, $8, $9), ($10, $11, $12, $13, $14, $15, $16, 0, 0, $17, $18)`},
+			sqlite: []string{`INSERT INTO "outbox_event" (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?), (?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?)`},
+			pgArgs: []any{"a", "T", "A", "1", "t", `{"x":1}`, `{"k":"v"}`, goldenT0U, goldenT0U,
+				"b", "T", "A", nil, nil, "1", nil, goldenT0U, goldenT0U},
+			sqlArgs: []any{"a", "T", "A", "1", "t", `{"x":1}`, `{"k":"v"}`, goldenT0S, goldenT0S,
+				"b", "T", "A", nil, nil, "1", nil, goldenT0S, goldenT0S},
+		},
+		{
+			name: "mark done",
+			build: func(d *dialect) ([]query, error) {
+				return d.markDoneQueries(t, MarkDoneParams{IDs: []string{"a", `b"\`}, DoneAt: goldenT0})
+			},
+			pg:      []string{`UPDATE "outbox_event" SET status = 1, done_at = $1, locked_by = NULL, locked_at = NULL WHERE event_id = ANY(CAST($2 AS TEXT[])) AND status <> 1`},
+			sqlite:  []string{`UPDATE "outbox_event" SET status = 1, done_at = ?, locked_by = NULL, locked_at = NULL WHERE event_id IN (?, ?) AND status <> 1`},
+			pgArgs:  []any{goldenT0U, `{"a","b\"\\"}`},
+			sqlArgs: []any{goldenT0S, "a", `b"\`},
+		},
+		{
+			name: "reschedule retry counting",
+			build: func(d *dialect) ([]query, error) {
+				return one2(d.rescheduleQuery(t, RescheduleParams{ID: "a", Status: StatusRetry, AvailableAt: goldenT0, CountAttempt: true, LastError: "boom"}))
+			},
+			pg:      []string{`UPDATE "outbox_event" SET status = $1, available_at = $2, attempts = attempts + 1, last_error = $3, locked_by = NULL, locked_at = NULL WHERE event_id = $4 AND status <> 1`},
+			sqlite:  []string{`UPDATE "outbox_event" SET status = ?, available_at = ?, attempts = attempts + 1, last_error = ?, locked_by = NULL, locked_at = NULL WHERE event_id = ? AND status <> 1`},
+			pgArgs:  []any{int64(2), goldenT0U, "boom", "a"},
+			sqlArgs: []any{int64(2), goldenT0S, "boom", "a"},
+		},
+		{
+			name: "reschedule deferral",
+			build: func(d *dialect) ([]query, error) {
+				return one2(d.rescheduleQuery(t, RescheduleParams{ID: "a", Status: StatusNew, AvailableAt: goldenT0}))
+			},
+			pg:     []string{`UPDATE "outbox_event" SET status = $1, available_at = $2, locked_by = NULL, locked_at = NULL WHERE event_id = $3 AND status <> 1`},
+			sqlite: []string{`UPDATE "outbox_event" SET status = ?, available_at = ?, locked_by = NULL, locked_at = NULL WHERE event_id = ? AND status <> 1`},
+			pgArgs: []any{int64(0), goldenT0U, "a"},
+		},
+		{
+			name: "mark dead counting",
+			build: func(d *dialect) ([]query, error) {
+				return one2(d.markDeadQuery(t, MarkDeadParams{ID: "a", Reason: "bad", CountAttempt: true}))
+			},
+			pg:      []string{`UPDATE "outbox_event" SET status = 3, last_error = $1, attempts = attempts + 1, locked_by = NULL, locked_at = NULL WHERE event_id = $2 AND status <> 1`},
+			sqlite:  []string{`UPDATE "outbox_event" SET status = 3, last_error = ?, attempts = attempts + 1, locked_by = NULL, locked_at = NULL WHERE event_id = ? AND status <> 1`},
+			pgArgs:  []any{"bad", "a"},
+			sqlArgs: []any{"bad", "a"},
+		},
+		{
+			name: "mark dead no reason",
+			build: func(d *dialect) ([]query, error) {
+				return one2(d.markDeadQuery(t, MarkDeadParams{ID: "a"}))
+			},
+			pg:     []string{`UPDATE "outbox_event" SET status = 3, last_error = $1, locked_by = NULL, locked_at = NULL WHERE event_id = $2 AND status <> 1`},
+			sqlite: []string{`UPDATE "outbox_event" SET status = 3, last_error = ?, locked_by = NULL, locked_at = NULL WHERE event_id = ? AND status <> 1`},
+			pgArgs: []any{nil, "a"},
+		},
+		{
+			name: "pending",
+			build: func(d *dialect) ([]query, error) {
+				return one2(d.pendingQuery(t, PendingParams{Now: goldenT0, SkipRecent: time.Second, Limit: 10}))
+			},
+			pg:      []string{sel + `"outbox_event" WHERE status IN (0, 2) AND available_at <= $1 AND created_at <= $2 ORDER BY created_at, event_id LIMIT $3`},
+			sqlite:  []string{sel + `"outbox_event" WHERE status IN (0, 2) AND available_at <= ? AND created_at <= ? ORDER BY created_at, event_id LIMIT ?`},
+			pgArgs:  []any{goldenT0U, goldenT0U.Add(-time.Second), int64(10)},
+			sqlArgs: []any{goldenT0S, "2024-05-06T05:08:08.123456Z", int64(10)},
+		},
+		{
+			name:    "get",
+			build:   func(d *dialect) ([]query, error) { return one(d.getQuery(t, "a")) },
+			pg:      []string{sel + `"outbox_event" WHERE event_id = $1`},
+			sqlite:  []string{sel + `"outbox_event" WHERE event_id = ?`},
+			pgArgs:  []any{"a"},
+			sqlArgs: []any{"a"},
+		},
+		{
+			name: "list dead first page",
+			build: func(d *dialect) ([]query, error) {
+				return one2(d.listDeadQuery(t, ListDeadParams{Limit: 50}))
+			},
+			pg:     []string{sel + `"outbox_event" WHERE status = 3 ORDER BY created_at, event_id LIMIT $1`},
+			sqlite: []string{sel + `"outbox_event" WHERE +status = 3 ORDER BY created_at, event_id LIMIT ?`},
+			pgArgs: []any{int64(50)},
+		},
+		{
+			name: "list dead filtered next page",
+			build: func(d *dialect) ([]query, error) {
+				return one2(d.listDeadQuery(t, ListDeadParams{DeadFilter: DeadFilter{EventType: "E", AggregateType: "A"},
+					After: Cursor{CreatedAt: goldenT0, ID: "x"}, Limit: 2}))
+			},
+			pg:      []string{sel + `"outbox_event" WHERE status = 3 AND event_type = $1 AND aggregate_type = $2 AND (created_at, event_id) > ($3, $4) ORDER BY created_at, event_id LIMIT $5`},
+			sqlite:  []string{sel + `"outbox_event" WHERE +status = 3 AND event_type = ? AND aggregate_type = ? AND (created_at, event_id) > (?, ?) ORDER BY created_at, event_id LIMIT ?`},
+			pgArgs:  []any{"E", "A", goldenT0U, "x", int64(2)},
+			sqlArgs: []any{"E", "A", goldenT0S, "x", int64(2)},
+		},
+		{
+			name:   "count dead",
+			build:  func(d *dialect) ([]query, error) { return one(d.countDeadQuery(t, DeadFilter{})) },
+			pg:     []string{`SELECT COUNT(*) FROM "outbox_event" WHERE status = 3`},
+			sqlite: []string{`SELECT COUNT(*) FROM "outbox_event" WHERE status = 3`},
+		},
+		{
+			name: "count dead by aggregate type",
+			build: func(d *dialect) ([]query, error) {
+				return one(d.countDeadQuery(t, DeadFilter{AggregateType: "A"}))
+			},
+			pg:     []string{`SELECT COUNT(*) FROM "outbox_event" WHERE status = 3 AND aggregate_type = $1`},
+			sqlite: []string{`SELECT COUNT(*) FROM "outbox_event" WHERE status = 3 AND aggregate_type = ?`},
+			pgArgs: []any{"A"},
+		},
+		{
+			name: "replay ids",
+			build: func(d *dialect) ([]query, error) {
+				return d.replayQueries(t, ReplayParams{IDs: []string{"a", "b"}, Now: goldenT0, Limit: 99})
+			},
+			pg:      []string{`UPDATE "outbox_event" SET status = 0, attempts = 0, last_error = NULL, available_at = $1, locked_by = NULL, locked_at = NULL WHERE event_id = ANY(CAST($2 AS TEXT[])) AND status = 3`},
+			sqlite:  []string{`UPDATE "outbox_event" SET status = 0, attempts = 0, last_error = NULL, available_at = ?, locked_by = NULL, locked_at = NULL WHERE event_id IN (?, ?) AND +status = 3`},
+			pgArgs:  []any{goldenT0U, `{"a","b"}`},
+			sqlArgs: []any{goldenT0S, "a", "b"},
+		},
+		{
+			name: "replay filter",
+			build: func(d *dialect) ([]query, error) {
+				return d.replayQueries(t, ReplayParams{DeadFilter: DeadFilter{EventType: "E"}, Limit: 100, Now: goldenT0})
+			},
+			pg:      []string{`UPDATE "outbox_event" SET status = 0, attempts = 0, last_error = NULL, available_at = $1, locked_by = NULL, locked_at = NULL WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE status = 3 AND event_type = $2 ORDER BY created_at, event_id LIMIT $3) AND status = 3`},
+			sqlite:  []string{`UPDATE "outbox_event" SET status = 0, attempts = 0, last_error = NULL, available_at = ?, locked_by = NULL, locked_at = NULL WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE +status = 3 AND event_type = ? ORDER BY created_at, event_id LIMIT ?) AND +status = 3`},
+			pgArgs:  []any{goldenT0U, "E", int64(100)},
+			sqlArgs: []any{goldenT0S, "E", int64(100)},
+		},
+		{
+			name: "purge",
+			build: func(d *dialect) ([]query, error) {
+				return one2(d.purgeQuery(t, PurgeParams{Before: goldenT0, Limit: 500}))
+			},
+			pg:      []string{`DELETE FROM "outbox_event" WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE status IN (1, 3) AND COALESCE(done_at, created_at) < $1 ORDER BY COALESCE(done_at, created_at), event_id LIMIT $2)`},
+			sqlite:  []string{`DELETE FROM "outbox_event" WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE +status IN (1, 3) AND COALESCE(done_at, created_at) < ? ORDER BY COALESCE(done_at, created_at), event_id LIMIT ?)`},
+			pgArgs:  []any{goldenT0U, int64(500)},
+			sqlArgs: []any{goldenT0S, int64(500)},
+		},
+		{
+			name:   "stats",
+			build:  func(d *dialect) ([]query, error) { return one(d.statsQuery(t)) },
+			pg:     []string{`SELECT status, COUNT(*), MIN(created_at) FROM "outbox_event" GROUP BY status`},
+			sqlite: []string{`SELECT status, COUNT(*), MIN(created_at) FROM "outbox_event" GROUP BY status`},
+		},
+		{
+			name: "schema-qualified table",
+			build: func(d *dialect) ([]query, error) {
+				return one(d.getQuery(tableName{schema: "app", name: "Events"}, "a"))
+			},
+			pg:     []string{sel + `"app"."Events" WHERE event_id = $1`},
+			sqlite: []string{sel + `"app"."Events" WHERE event_id = ?`},
+		},
+	}
+}
+
+func TestDialectGoldenSQL(t *testing.T) {
+	t.Parallel()
+	for _, tc := range goldenCases() {
+		for _, d := range []Dialect{Postgres, SQLite} {
+			t.Run(d.Name()+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
+				want, wantArgs := tc.pg, tc.pgArgs
+				if d == SQLite {
+					want, wantArgs = tc.sqlite, tc.sqlArgs
+				}
+				qs, err := tc.build(d.builder())
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got []string
+				for _, q := range qs {
+					got = append(got, q.SQL)
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("SQL\n got: %q\nwant: %q", got, want)
+				}
+				if wantArgs != nil && !reflect.DeepEqual(qs[0].Args, wantArgs) {
+					t.Errorf("args\n got: %#v\nwant: %#v", qs[0].Args, wantArgs)
+				}
+				for _, q := range qs {
+					if n := placeholders(d.builder(), q.SQL); n != len(q.Args) {
+						t.Errorf("%d placeholders, %d args: %s", n, len(q.Args), q.SQL)
+					}
+				}
+			})
+		}
+	}
+}
+
+// placeholders counts the bind variables in a statement.
+func placeholders(d *dialect, sql string) int {
+	if d.bindVar(1) == "?" {
+		return strings.Count(sql, "?")
+	}
+	n := 0
+	for d.bindVar(n+1) != "" && strings.Contains(sql, d.bindVar(n+1)) {
+		n++
+	}
+	return n
+}
+
+func TestDialectGoldenDDL(t *testing.T) {
+	t.Parallel()
+	tables := map[string]tableName{"plain": goldenTable, "qualified": {schema: "app", name: "Events"}}
+	want := map[string][]string{
+		"postgres/plain": {
+			`CREATE INDEX IF NOT EXISTS "outbox_event_pending_idx" ON "outbox_event" (status, available_at, created_at)`,
+			`CREATE INDEX IF NOT EXISTS "outbox_event_dead_idx" ON "outbox_event" (created_at, event_id) WHERE status = 3`,
+			`CREATE INDEX IF NOT EXISTS "outbox_event_finished_idx" ON "outbox_event" (COALESCE(done_at, created_at), event_id) WHERE status IN (1, 3)`,
+			`DROP TABLE IF EXISTS "outbox_event"`,
+		},
+		"postgres/qualified": {
+			`CREATE INDEX IF NOT EXISTS "Events_pending_idx" ON "app"."Events" (status, available_at, created_at)`,
+			`CREATE INDEX IF NOT EXISTS "Events_dead_idx" ON "app"."Events" (created_at, event_id) WHERE status = 3`,
+			`CREATE INDEX IF NOT EXISTS "Events_finished_idx" ON "app"."Events" (COALESCE(done_at, created_at), event_id) WHERE status IN (1, 3)`,
+			`DROP TABLE IF EXISTS "app"."Events"`,
+		},
+		"sqlite/plain": {
+			`CREATE INDEX IF NOT EXISTS "outbox_event_pending_idx" ON "outbox_event" (status, available_at, created_at)`,
+			`CREATE INDEX IF NOT EXISTS "outbox_event_dead_idx" ON "outbox_event" (created_at, event_id) WHERE +status = 3`,
+			`CREATE INDEX IF NOT EXISTS "outbox_event_finished_idx" ON "outbox_event" (COALESCE(done_at, created_at), event_id) WHERE +status IN (1, 3)`,
+			`DROP TABLE IF EXISTS "outbox_event"`,
+		},
+		"sqlite/qualified": {
+			`CREATE INDEX IF NOT EXISTS "app"."Events_pending_idx" ON "Events" (status, available_at, created_at)`,
+			`CREATE INDEX IF NOT EXISTS "app"."Events_dead_idx" ON "Events" (created_at, event_id) WHERE +status = 3`,
+			`CREATE INDEX IF NOT EXISTS "app"."Events_finished_idx" ON "Events" (COALESCE(done_at, created_at), event_id) WHERE +status IN (1, 3)`,
+			`DROP TABLE IF EXISTS "app"."Events"`,
+		},
+	}
+	for _, d := range []Dialect{Postgres, SQLite} {
+		for tn, tab := range tables {
+			dd := d.builder()
+			m := dd.ddl(dd, tab)
+			var got []string
+			for _, s := range append(m.up[1:], m.down...) {
+				got = append(got, s.sql)
+			}
+			if key := d.Name() + "/" + tn; !reflect.DeepEqual(got, want[key]) {
+				t.Errorf("%s:\n got: %q\nwant: %q", key, got, want[key])
+			}
+			if prefix := "CREATE TABLE IF NOT EXISTS " + dd.qualified(tab) + " (\n    event_id       VARCHAR(64)  NOT NULL PRIMARY KEY,\n"; !strings.HasPrefix(m.up[0].sql, prefix) {
+				t.Errorf("%s: CREATE TABLE starts %q", d.Name(), m.up[0].sql)
+			}
+		}
+	}
+}
+
+func TestInsertSplitsAtBindLimit(t *testing.T) {
+	t.Parallel()
+	for _, d := range []Dialect{Postgres, SQLite} {
+		dd := d.builder()
+		perStmt := dd.maxBindParams / insertParamsPerRow
+		events := make([]Event, 2*perStmt+1)
+		for i := range events {
+			events[i] = Event{ID: strconv.Itoa(i), Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: goldenT0}
+		}
+		qs, err := dd.insertQueries(goldenTable, events, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(qs) != 3 {
+			t.Fatalf("%s: %d statements, want 3", d.Name(), len(qs))
+		}
+		for i, q := range qs {
+			if len(q.Args) > dd.maxBindParams {
+				t.Errorf("%s: statement %d binds %d > %d", d.Name(), i, len(q.Args), dd.maxBindParams)
+			}
+		}
+		if got := len(qs[2].Args); got != insertParamsPerRow {
+			t.Errorf("%s: last statement binds %d, want one row", d.Name(), got)
+		}
+		if qs[1].Args[0] != strconv.Itoa(perStmt) {
+			t.Errorf("%s: second statement starts with %v", d.Name(), qs[1].Args[0])
+		}
+	}
+}
+
+func TestInsertDefaultsTimes(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2030, 1, 1, 0, 0, 0, 999, time.UTC)
+	qs, err := Postgres.builder().insertQueries(goldenTable, []Event{
+		{ID: "a", Payload: json.RawMessage(`1`)},
+		{ID: "b", Payload: json.RawMessage(`1`), CreatedAt: goldenT0},
+	}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := qs[0].Args
+	nowU := now.Truncate(time.Microsecond)
+	if args[7] != nowU || args[8] != nowU || args[16] != goldenT0U || args[17] != goldenT0U {
+		t.Errorf("times: %v %v %v %v", args[7], args[8], args[16], args[17])
+	}
+}
+
+func TestIDListsAreChunked(t *testing.T) {
+	t.Parallel()
+	for _, d := range []Dialect{Postgres, SQLite} {
+		dd := d.builder()
+		ids := make([]string, 2*dd.maxIDs+3)
+		for i := range ids {
+			ids[i] = strconv.Itoa(i)
+		}
+		done, err := dd.markDoneQueries(goldenTable, MarkDoneParams{IDs: ids, DoneAt: goldenT0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		replay, err := dd.replayQueries(goldenTable, ReplayParams{IDs: ids, Now: goldenT0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(done) != 3 || len(replay) != 3 {
+			t.Errorf("%s: %d mark-done and %d replay statements, want 3 each", d.Name(), len(done), len(replay))
+		}
+	}
+}
+
+func TestBuildersRejectBadParams(t *testing.T) {
+	t.Parallel()
+	t0 := goldenT0
+	cases := map[string]func(d *dialect) error{
+		"mark done no ids": func(d *dialect) error {
+			_, err := d.markDoneQueries(goldenTable, MarkDoneParams{DoneAt: t0})
+			return err
+		},
+		"mark done zero time": func(d *dialect) error {
+			_, err := d.markDoneQueries(goldenTable, MarkDoneParams{IDs: []string{"a"}})
+			return err
+		},
+		"reschedule no id": func(d *dialect) error {
+			_, err := d.rescheduleQuery(goldenTable, RescheduleParams{Status: StatusRetry, AvailableAt: t0})
+			return err
+		},
+		"reschedule to dead": func(d *dialect) error {
+			_, err := d.rescheduleQuery(goldenTable, RescheduleParams{ID: "a", Status: StatusDead, AvailableAt: t0})
+			return err
+		},
+		"reschedule zero time": func(d *dialect) error {
+			_, err := d.rescheduleQuery(goldenTable, RescheduleParams{ID: "a", Status: StatusRetry})
+			return err
+		},
+		"mark dead no id": func(d *dialect) error {
+			_, err := d.markDeadQuery(goldenTable, MarkDeadParams{Reason: "x"})
+			return err
+		},
+		"pending zero limit": func(d *dialect) error {
+			_, err := d.pendingQuery(goldenTable, PendingParams{Now: t0})
+			return err
+		},
+		"pending negative skip": func(d *dialect) error {
+			_, err := d.pendingQuery(goldenTable, PendingParams{Now: t0, Limit: 1, SkipRecent: -1})
+			return err
+		},
+		"pending zero now": func(d *dialect) error {
+			_, err := d.pendingQuery(goldenTable, PendingParams{Limit: 1})
+			return err
+		},
+		"list dead zero limit": func(d *dialect) error {
+			_, err := d.listDeadQuery(goldenTable, ListDeadParams{})
+			return err
+		},
+		"replay nothing": func(d *dialect) error {
+			_, err := d.replayQueries(goldenTable, ReplayParams{Now: t0})
+			return err
+		},
+		"replay zero now": func(d *dialect) error {
+			_, err := d.replayQueries(goldenTable, ReplayParams{IDs: []string{"a"}})
+			return err
+		},
+		"purge negative limit": func(d *dialect) error {
+			_, err := d.purgeQuery(goldenTable, PurgeParams{Before: t0, Limit: -1})
+			return err
+		},
+		"purge zero before": func(d *dialect) error {
+			_, err := d.purgeQuery(goldenTable, PurgeParams{Limit: 1})
+			return err
+		},
+		"insert without id": func(d *dialect) error {
+			_, err := d.insertQueries(goldenTable, []Event{{Payload: json.RawMessage(`1`)}}, t0)
+			return err
+		},
+	}
+	for name, build := range cases {
+		for _, d := range []Dialect{Postgres, SQLite} {
+			if err := build(d.builder()); !errors.Is(err, ErrInvalidParams) {
+				t.Errorf("%s/%s: err = %v, want ErrInvalidParams", d.Name(), name, err)
+			}
+		}
+	}
+}
+
+func TestSQLiteTimeEncoding(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		in   time.Time
+		want string
+	}{
+		{time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC), "2024-01-02T03:04:05.000000Z"},
+		{time.Date(2024, 1, 2, 3, 4, 5, 999999999, time.UTC), "2024-01-02T03:04:05.999999Z"},
+		{goldenT0, goldenT0S},
+		{time.Time{}, "0001-01-01T00:00:00.000000Z"},
+		{time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC), "9999-12-31T23:59:59.000000Z"},
+	}
+	for _, c := range cases {
+		got, err := SQLite.builder().time(c.in)
+		if err != nil || got != c.want {
+			t.Errorf("time(%v) = %v, %v; want %s", c.in, got, err, c.want)
+		}
+		back, err := decodeTime(got)
+		if err != nil || !back.Equal(utcMicro(c.in)) || back.Location() != time.UTC {
+			t.Errorf("decodeTime(%v) = %v, %v", got, back, err)
+		}
+	}
+	if _, err := SQLite.builder().time(time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)); err == nil {
+		t.Error("year 10000 encoded without error")
+	}
+	// Text order is time order, the property every range condition relies on.
+	a, _ := encodeSQLiteTime(time.Date(2024, 1, 2, 3, 4, 5, 9000, time.UTC))
+	b, _ := encodeSQLiteTime(time.Date(2024, 1, 2, 3, 4, 5, 10000, time.UTC))
+	if !(a.(string) < b.(string)) {
+		t.Errorf("%v !< %v", a, b)
+	}
+}
+
+func TestDecodeTimeAcceptsDriverForms(t *testing.T) {
+	t.Parallel()
+	want := time.Date(2024, 5, 6, 5, 8, 9, 123456000, time.UTC)
+	for _, v := range []any{
+		goldenT0, goldenT0S, []byte(goldenT0S), "2024-05-06T07:08:09.123456789+02:00",
+		"2024-05-06 05:08:09.123456+00:00", "2024-05-06 05:08:09.123456+00", "2024-05-06 05:08:09.123456",
+		goldenT0.In(time.FixedZone("CEST", 2*3600)).String(),
+	} {
+		if got, err := decodeTime(v); err != nil || !got.Equal(want) || got.Location() != time.UTC {
+			t.Errorf("decodeTime(%#v) = %v, %v", v, got, err)
+		}
+	}
+	for _, v := range []any{nil, "yesterday", 42, []byte("2024-13-01")} {
+		if _, err := decodeTime(v); err == nil {
+			t.Errorf("decodeTime(%#v) succeeded", v)
+		}
+	}
+}
+
+func TestTruncateLastError(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("é", MaxLastErrorLen) // 2 bytes each
+	cases := map[string]struct{ in, want string }{
+		"short":       {"boom", "boom"},
+		"exact":       {strings.Repeat("a", MaxLastErrorLen), strings.Repeat("a", MaxLastErrorLen)},
+		"cut ascii":   {strings.Repeat("a", MaxLastErrorLen+5), strings.Repeat("a", MaxLastErrorLen)},
+		"cut rune":    {"a" + long, "a" + strings.Repeat("é", (MaxLastErrorLen-1)/2)},
+		"invalid":     {"a\xffb", "a\uFFFDb"},
+		"nul":         {"a\x00b", "a\uFFFDb"},
+		"empty stays": {"", ""},
+	}
+	for name, c := range cases {
+		if got := truncateLastError(c.in); got != c.want {
+			t.Errorf("%s: got %d bytes %q…, want %d bytes", name, len(got), got[:min(len(got), 10)], len(c.want))
+		}
+	}
+}
+
+func TestTextArrayLiteral(t *testing.T) {
+	t.Parallel()
+	cases := map[string][]string{
+		`{"a"}`:               {"a"},
+		`{"a","b,c","{d}"}`:   {"a", "b,c", "{d}"},
+		`{"q\"","b\\s",""}`:   {`q"`, `b\s`, ""},
+		`{"NULL"," spaced "}`: {"NULL", " spaced "},
+	}
+	for want, in := range cases {
+		if got := textArrayLiteral(in); got != want {
+			t.Errorf("textArrayLiteral(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+// TestDialectKnobs builds statements with a dialect shaped like MySQL's would be, to
+// keep the builder free of assumptions that only hold for PostgreSQL and SQLite.
+func TestDialectKnobs(t *testing.T) {
+	t.Parallel()
+	d := &dialect{
+		name:          "mysql-like",
+		bindVar:       func(int) string { return "?" },
+		quoteChar:     '`',
+		encodeTime:    func(t time.Time) (any, error) { return t, nil },
+		decodeTime:    decodeTime,
+		maxBindParams: 65535,
+		maxIDs:        2,
+		orderedDML:    true,
+	}
+	tab := tableName{schema: "app", name: "outbox_event"}
+	purge, err := d.purgeQuery(tab, PurgeParams{Before: goldenT0, Limit: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "DELETE FROM `app`.`outbox_event` WHERE status IN (1, 3) AND COALESCE(done_at, created_at) < ? ORDER BY COALESCE(done_at, created_at), event_id LIMIT ?"; purge.SQL != want {
+		t.Errorf("purge:\n got: %s\nwant: %s", purge.SQL, want)
+	}
+	replay, err := d.replayQueries(tab, ReplayParams{Limit: 5, Now: goldenT0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "UPDATE `app`.`outbox_event` SET status = 0, attempts = 0, last_error = NULL, available_at = ?, locked_by = NULL, locked_at = NULL WHERE status = 3 ORDER BY created_at, event_id LIMIT ?"; replay[0].SQL != want {
+		t.Errorf("replay:\n got: %s\nwant: %s", replay[0].SQL, want)
+	}
+	done, err := d.markDoneQueries(tab, MarkDoneParams{IDs: []string{"a", "b", "c"}, DoneAt: goldenT0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(done) != 2 || !strings.HasSuffix(done[1].SQL, "WHERE event_id IN (?) AND status <> 1") {
+		t.Errorf("mark done: %q", done)
+	}
+}

@@ -1,0 +1,387 @@
+package outbox
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/outboxkit/outbox/core/internal/startstop"
+)
+
+// Dispatcher defaults used by the zero [DispatcherConfig].
+const (
+	// DefaultWorkers is the number of concurrent deliveries.
+	DefaultWorkers = 4
+	// DefaultHotQueueSize bounds the in-process queue fed after commit.
+	DefaultHotQueueSize = 1000
+	// DefaultColdQueueSize bounds the queue fed by the poller.
+	DefaultColdQueueSize = 1000
+	// DefaultListenerTimeout bounds one delivery attempt (interceptors and listener).
+	DefaultListenerTimeout = 30 * time.Second
+	// DefaultStatusTimeout bounds each status-update statement after a delivery.
+	DefaultStatusTimeout = 10 * time.Second
+)
+
+// tombstoneTTL is how long a finished event's ID is refused by EnqueueCold, so that a
+// poller query that read the row just before the outcome was written cannot deliver it
+// again.
+const tombstoneTTL = time.Minute
+
+// DispatcherConfig configures a [Dispatcher]. The zero value is ready to use.
+type DispatcherConfig struct {
+	// Workers is the number of concurrent deliveries. Defaults to DefaultWorkers.
+	Workers int
+	// HotQueueSize bounds the events handed over in-process right after commit. When
+	// the queue is full the event is left for the poller; a write never blocks. -1
+	// disables the hot path: every event is delivered by the poller. Defaults to
+	// DefaultHotQueueSize.
+	HotQueueSize int
+	// ColdQueueSize bounds the events the poller has queued. The poller never reads
+	// more rows than the queue can take. Defaults to DefaultColdQueueSize.
+	ColdQueueSize int
+	// MaxAttempts is the number of failed attempts after which an event is DEAD. 1 makes
+	// the first failure final; -1 retries forever. Defaults to DefaultMaxAttempts.
+	MaxAttempts int
+	// Retry computes the delay before the next attempt after a failure. Defaults to the
+	// zero ExponentialBackoff (DefaultRetryBase, DefaultRetryMax, with jitter).
+	Retry RetryPolicy
+	// ListenerTimeout bounds one delivery attempt: the context given to the
+	// interceptors and the listener is cancelled when it passes, and the attempt then
+	// counts as failed if the listener returns an error. -1 means no timeout. Defaults
+	// to DefaultListenerTimeout.
+	ListenerTimeout time.Duration
+	// StatusTimeout bounds each statement that records an outcome (MarkDone,
+	// Reschedule, MarkDead). -1 means no timeout. Defaults to DefaultStatusTimeout.
+	StatusTimeout time.Duration
+	// Interceptors wrap every delivery attempt; see [Interceptor]. Defaults to none.
+	Interceptors []Interceptor
+	// Logger receives operational logs, with component=dispatcher. Defaults to
+	// slog.Default().
+	Logger *slog.Logger
+	// Metrics receives measurements. Defaults to NopMetrics{}.
+	Metrics Metrics
+	// Now returns the current time. Defaults to time.Now.
+	Now func() time.Time
+}
+
+func (c DispatcherConfig) withDefaults() DispatcherConfig {
+	c.Workers = cmp.Or(c.Workers, DefaultWorkers)
+	c.HotQueueSize = cmp.Or(c.HotQueueSize, DefaultHotQueueSize)
+	c.ColdQueueSize = cmp.Or(c.ColdQueueSize, DefaultColdQueueSize)
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, DefaultMaxAttempts)
+	if c.Retry == nil {
+		c.Retry = ExponentialBackoff{}
+	}
+	c.ListenerTimeout = cmp.Or(c.ListenerTimeout, DefaultListenerTimeout)
+	c.StatusTimeout = cmp.Or(c.StatusTimeout, DefaultStatusTimeout)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	if c.Metrics == nil {
+		c.Metrics = NopMetrics{}
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+func (c DispatcherConfig) validate() error {
+	switch {
+	case c.Workers < 1:
+		return &ConfigError{Field: "Workers", Reason: fmt.Sprintf("must be positive, got %d", c.Workers)}
+	case c.HotQueueSize < -1:
+		return &ConfigError{Field: "HotQueueSize", Reason: fmt.Sprintf("must be positive or -1, got %d", c.HotQueueSize)}
+	case c.ColdQueueSize < 1:
+		return &ConfigError{Field: "ColdQueueSize", Reason: fmt.Sprintf("must be positive, got %d", c.ColdQueueSize)}
+	case c.MaxAttempts < -1:
+		return &ConfigError{Field: "MaxAttempts", Reason: fmt.Sprintf("must be positive or -1, got %d", c.MaxAttempts)}
+	case c.ListenerTimeout < 0 && c.ListenerTimeout != -1:
+		return &ConfigError{Field: "ListenerTimeout", Reason: fmt.Sprintf("must be positive or -1, got %s", c.ListenerTimeout)}
+	case c.StatusTimeout < 0 && c.StatusTimeout != -1:
+		return &ConfigError{Field: "StatusTimeout", Reason: fmt.Sprintf("must be positive or -1, got %s", c.StatusTimeout)}
+	}
+	for i, ic := range c.Interceptors {
+		if ic == nil {
+			return &ConfigError{Field: "Interceptors", Reason: fmt.Sprintf("interceptor %d is nil", i)}
+		}
+	}
+	return nil
+}
+
+// Dispatcher delivers events to their listeners. Events reach it two ways: the hot path
+// ([Dispatcher.WriterHook], right after commit, no database read) and the cold path
+// ([Poller], from the table). Workers take two hot events for every cold one when both
+// queues have work, so neither path starves the other.
+//
+// Each attempt runs the interceptors and the listener under a context that ends after
+// ListenerTimeout, then writes the outcome:
+//
+//	listener returns                          row becomes                      attempt counted
+//	nil, or Done()                            DONE                             no
+//	RetryAfter(d)                             NEW, due now+d (deferred)        no
+//	Dead(reason), or an error wrapping        DEAD, last_error = reason        yes
+//	  ErrUnrecoverable
+//	*RetryAfterError (errors.As)              RETRY, due now+Delay             yes
+//	any other error, or a panic               RETRY, due now+Retry.Delay(n)    yes
+//	(no listener for the route)               DEAD, reason wraps ErrUnroutable no
+//
+// A counted failure whose attempt number reaches MaxAttempts makes the event DEAD
+// instead of RETRY. A panic is recovered as a [*PanicError]: its stack is logged, its
+// message stored.
+//
+// An event ID is accepted once from enqueue until its outcome is written, so the poller
+// cannot queue an event that is already queued or running. After the outcome is
+// written the cold path also refuses the ID for a short while (until the retry is due,
+// at most a minute), so a poll that read the row just before the outcome was written
+// does not deliver it again.
+//
+// No database connection is held while a listener runs: the outcome is written after
+// it returns, with its own statement bounded by StatusTimeout. If that statement fails,
+// the error is logged and the row stays pending for the poller.
+type Dispatcher struct {
+	store  Store
+	reg    *Registry
+	cfg    DispatcherConfig
+	log    *slog.Logger
+	runner *startstop.Runner
+
+	hot  chan dispatchItem // nil when the hot path is disabled
+	cold chan dispatchItem
+
+	mu        sync.Mutex
+	accepting bool                // guarded by mu
+	inflight  map[string]struct{} // guarded by mu
+	tombs     tombstones          // guarded by mu
+}
+
+// dispatchItem is one queued event.
+type dispatchItem struct {
+	ev         Event
+	path       Path
+	enqueuedAt time.Time
+}
+
+// NewDispatcher returns a stopped Dispatcher that delivers events from store to the
+// listeners of reg. It returns a [*ConfigError] when store or reg is nil or a config
+// value is invalid.
+func NewDispatcher(store Store, reg *Registry, cfg DispatcherConfig) (*Dispatcher, error) {
+	if store == nil {
+		return nil, &ConfigError{Field: "Store", Reason: "is nil"}
+	}
+	if reg == nil {
+		return nil, &ConfigError{Field: "Registry", Reason: "is nil"}
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg.Interceptors = append([]Interceptor(nil), cfg.Interceptors...)
+	d := &Dispatcher{
+		store:    store,
+		reg:      reg,
+		cfg:      cfg,
+		log:      cfg.Logger.With(slog.String("component", "dispatcher")),
+		runner:   startstop.New(),
+		cold:     make(chan dispatchItem, cfg.ColdQueueSize),
+		inflight: make(map[string]struct{}),
+		tombs:    newTombstones(),
+	}
+	if cfg.HotQueueSize > 0 {
+		d.hot = make(chan dispatchItem, cfg.HotQueueSize)
+	}
+	return d, nil
+}
+
+// Start starts the workers and returns at once. The workers run until [Dispatcher.Stop]
+// with a context that keeps ctx's values but not its deadline or cancellation. Starting
+// a running dispatcher does nothing; a stopped one can be started again. Start returns
+// ctx.Err() only when ctx expires while a concurrent Stop is in progress.
+func (d *Dispatcher) Start(ctx context.Context) error {
+	started, err := d.runner.Start(ctx, func(r startstop.Run) {
+		d.mu.Lock()
+		d.accepting = true
+		d.mu.Unlock()
+		for range d.cfg.Workers {
+			r.Go(func() { d.work(r) })
+		}
+	})
+	if started {
+		d.log.LogAttrs(ctx, slog.LevelInfo, "dispatcher started",
+			slog.Int("workers", d.cfg.Workers),
+			slog.Int("hot_queue_size", max(d.cfg.HotQueueSize, 0)),
+			slog.Int("cold_queue_size", d.cfg.ColdQueueSize))
+	}
+	return err
+}
+
+// Stop stops the dispatcher gracefully: it refuses new events, lets the workers deliver
+// every queued event and waits for them. If ctx expires first, Stop cancels the
+// contexts of running listeners, waits for the workers to return and returns ctx.Err();
+// the outcomes of the interrupted deliveries are not written and queued events are not
+// delivered: their rows stay pending for the poller. Stop is idempotent, and a no-op
+// before Start.
+func (d *Dispatcher) Stop(ctx context.Context) error {
+	stopped, err := d.runner.Stop(ctx, ErrStopped, startstop.StopHooks{
+		CloseIntake: func() {
+			d.mu.Lock()
+			d.accepting = false
+			d.mu.Unlock()
+		},
+		HardStop: func() {
+			hot, cold := d.QueueDepths()
+			d.log.LogAttrs(ctx, slog.LevelWarn, "dispatcher stop deadline passed; cancelling running deliveries, queued events stay pending",
+				slog.Int("hot_queued", hot), slog.Int("cold_queued", cold))
+		},
+		Cleanup: d.discardQueued,
+	})
+	if stopped {
+		d.log.LogAttrs(ctx, slog.LevelInfo, "dispatcher stopped")
+	}
+	return err
+}
+
+// discardQueued empties the queues after a hard stop and forgets every in-flight ID: no
+// worker runs any more, and the rows of the discarded events are still pending.
+func (d *Dispatcher) discardQueued() {
+	d.mu.Lock()
+	for len(d.hot) > 0 {
+		<-d.hot
+	}
+	for len(d.cold) > 0 {
+		<-d.cold
+	}
+	clear(d.inflight)
+	d.mu.Unlock()
+	d.cfg.Metrics.QueueDepths(0, 0)
+}
+
+// EnqueueHot hands a committed event to the hot queue. It never blocks: it returns false
+// when the queue is full, the hot path is disabled, the dispatcher is not running, or
+// the event is already queued or being delivered. Normally [Dispatcher.WriterHook] calls
+// it; an event it refuses is delivered later by the poller.
+func (d *Dispatcher) EnqueueHot(e Event) bool {
+	return d.enqueue(e, PathHot, d.cfg.Now()) == enqueueOK
+}
+
+// EnqueueCold hands a pending event read from the table to the cold queue. It never
+// blocks: it returns false when the queue is full, the dispatcher is not running, the
+// event is already queued or being delivered, or its outcome was written moments ago.
+// Normally the [Poller] calls it.
+func (d *Dispatcher) EnqueueCold(e Event) bool {
+	return d.enqueue(e, PathCold, d.cfg.Now()) == enqueueOK
+}
+
+// ColdCapacity returns how many more events the cold queue can take now: 0 when the
+// dispatcher is not running.
+func (d *Dispatcher) ColdCapacity() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.accepting {
+		return 0
+	}
+	return cap(d.cold) - len(d.cold)
+}
+
+// QueueDepths returns the number of events waiting in the hot and cold queues.
+func (d *Dispatcher) QueueDepths() (hot, cold int) { return len(d.hot), len(d.cold) }
+
+type enqueueResult int
+
+const (
+	enqueueOK        enqueueResult = iota
+	enqueueDuplicate               // queued, running, or finished moments ago
+	enqueueFull                    // queue full or hot path disabled
+	enqueueStopped                 // dispatcher not running
+)
+
+func (d *Dispatcher) enqueue(e Event, path Path, now time.Time) enqueueResult {
+	q := d.cold
+	if path == PathHot {
+		q = d.hot
+	}
+	d.mu.Lock()
+	switch {
+	case !d.accepting:
+		d.mu.Unlock()
+		return enqueueStopped
+	case q == nil:
+		d.mu.Unlock()
+		return enqueueFull
+	}
+	if _, ok := d.inflight[e.ID]; ok || (path == PathCold && d.tombs.blocks(e.ID, now)) {
+		d.mu.Unlock()
+		return enqueueDuplicate
+	}
+	select {
+	case q <- dispatchItem{ev: e, path: path, enqueuedAt: now}:
+		d.inflight[e.ID] = struct{}{}
+	default:
+		d.mu.Unlock()
+		return enqueueFull
+	}
+	d.mu.Unlock()
+	d.cfg.Metrics.QueueDepths(d.QueueDepths())
+	return enqueueOK
+}
+
+// release forgets an in-flight ID once its outcome is settled. A non-zero until keeps a
+// tombstone: cold enqueues of the ID are refused until then (at most tombstoneTTL).
+func (d *Dispatcher) release(id string, now, until time.Time) {
+	d.mu.Lock()
+	delete(d.inflight, id)
+	if !until.IsZero() {
+		d.tombs.add(id, now, until)
+	} else {
+		d.tombs.prune(now)
+	}
+	d.mu.Unlock()
+}
+
+// WriterHook returns the hook that feeds the hot path; give it to the writer. Its
+// AfterCommit hands each committed event to the hot queue, except events that are not
+// due yet (they wait for the poller; Metrics.DelayedSkipped). It never blocks and never
+// fails: an event the queue cannot take (full, or dispatcher stopped) is counted with
+// Metrics.HotDropped, logged, and delivered later by the poller.
+func (d *Dispatcher) WriterHook() WriterHook { return dispatcherHook{d: d} }
+
+type dispatcherHook struct {
+	NopWriterHook
+	d *Dispatcher
+}
+
+// AfterCommit queues the due events on the hot path; see [Dispatcher.WriterHook].
+func (h dispatcherHook) AfterCommit(ctx context.Context, events []Event) error {
+	d := h.d
+	if d.hot == nil {
+		return nil
+	}
+	now := d.cfg.Now()
+	dropped := 0
+	var reason enqueueResult
+	for i := range events {
+		if events[i].AvailableAt.After(now) {
+			d.cfg.Metrics.DelayedSkipped()
+			continue
+		}
+		switch r := d.enqueue(events[i], PathHot, now); r {
+		case enqueueOK:
+			d.cfg.Metrics.HotEnqueued()
+		case enqueueDuplicate:
+			d.log.LogAttrs(ctx, slog.LevelDebug, "committed event already queued", slog.String("event_id", events[i].ID))
+		default:
+			d.cfg.Metrics.HotDropped()
+			dropped++
+			reason = r
+		}
+	}
+	if dropped > 0 {
+		why := "hot queue full"
+		if reason == enqueueStopped {
+			why = "dispatcher not running"
+		}
+		d.log.LogAttrs(ctx, slog.LevelWarn, "committed events left for the poller: "+why, slog.Int("dropped", dropped))
+	}
+	return nil
+}

@@ -1,0 +1,274 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/outboxkit/outbox/core/internal/startstop"
+)
+
+// work is one worker: it takes events until the queues are drained after a graceful
+// stop, or at once after a hard stop.
+func (d *Dispatcher) work(r startstop.Run) {
+	var turn uint
+	for {
+		it, ok := d.next(r, turn)
+		if !ok {
+			return
+		}
+		turn++
+		d.cfg.Metrics.QueueDepths(d.QueueDepths())
+		d.deliver(r.Ctx, it)
+	}
+}
+
+// next returns the next event. Two turns out of three prefer the hot queue, the third
+// prefers the cold one; a worker never idles while either queue has work. It returns
+// false after a hard stop, or after a graceful stop once both queues are empty.
+func (d *Dispatcher) next(r startstop.Run, turn uint) (dispatchItem, bool) {
+	first, second := d.hot, d.cold
+	if turn%3 == 2 {
+		first, second = second, first
+	}
+	for {
+		if r.Ctx.Err() != nil {
+			return dispatchItem{}, false
+		}
+		select {
+		case it := <-first:
+			return it, true
+		default:
+		}
+		select {
+		case it := <-second:
+			return it, true
+		default:
+		}
+		select {
+		case <-r.Stopping:
+			// Intake closed before Stopping: the queues are empty for good.
+			return dispatchItem{}, false
+		default:
+		}
+		select {
+		case it := <-d.hot:
+			return it, true
+		case it := <-d.cold:
+			return it, true
+		case <-r.Ctx.Done():
+			return dispatchItem{}, false
+		case <-r.Stopping:
+			// Loop: drain what is left, then return.
+		}
+	}
+}
+
+// outcomeKind is what a delivery attempt leads to.
+type outcomeKind int
+
+const (
+	outcomeDone     outcomeKind = iota
+	outcomeDeferred             // back to NEW, attempt not counted
+	outcomeRetry                // RETRY, attempt counted
+	outcomeDead
+)
+
+func (k outcomeKind) metric() Outcome {
+	switch k {
+	case outcomeDeferred:
+		return OutcomeDeferred
+	case outcomeRetry:
+		return OutcomeFailure
+	case outcomeDead:
+		return OutcomeDead
+	default:
+		return OutcomeSuccess
+	}
+}
+
+// decision is the outcome of one attempt, ready to be written.
+type decision struct {
+	kind         outcomeKind
+	at           time.Time // new available_at for deferred and retry
+	reason       string    // last_error for retry and dead
+	countAttempt bool
+	err          error // the attempt's error, for logs
+}
+
+// deliver runs one attempt and writes its outcome.
+func (d *Dispatcher) deliver(runCtx context.Context, it dispatchItem) {
+	e := it.ev
+	if runCtx.Err() != nil { // hard stop: leave the row pending
+		d.release(e.ID, d.cfg.Now(), time.Time{})
+		return
+	}
+	start := d.cfg.Now()
+	latency := start.Sub(it.enqueuedAt)
+	if it.path == PathCold {
+		latency = start.Sub(eventDueAt(e))
+	}
+	latency = max(latency, 0)
+
+	var dec decision
+	l, ok := d.reg.Lookup(e.AggregateType, e.Type)
+	if !ok {
+		err := fmt.Errorf("%w: aggregate type %q, event type %q", ErrUnroutable, e.AggregateType, e.Type)
+		dec = decision{kind: outcomeDead, reason: err.Error(), err: err}
+	} else {
+		res, err := d.attempt(runCtx, l, &e)
+		if runCtx.Err() != nil {
+			// Interrupted by a hard stop: the outcome is unknown, the row stays pending.
+			d.log.LogAttrs(runCtx, slog.LevelDebug, "delivery interrupted by stop; event left pending",
+				slog.String("event_id", e.ID))
+			d.release(e.ID, d.cfg.Now(), time.Time{})
+			return
+		}
+		dec = d.decide(&e, res, err, d.cfg.Now())
+	}
+	duration := max(d.cfg.Now().Sub(start), 0)
+
+	now, written := d.writeOutcome(runCtx, &e, dec)
+	var until time.Time
+	if written {
+		until = now.Add(tombstoneTTL)
+		if (dec.kind == outcomeRetry || dec.kind == outcomeDeferred) && dec.at.Before(until) {
+			until = dec.at
+		}
+	}
+	d.release(e.ID, now, until)
+	d.cfg.Metrics.Dispatched(DispatchInfo{
+		Path:          it.path,
+		Outcome:       dec.kind.metric(),
+		EventType:     e.Type,
+		AggregateType: e.AggregateType,
+		Duration:      duration,
+		Latency:       latency,
+	})
+	d.logOutcome(runCtx, &e, it.path, dec, duration)
+}
+
+// attempt runs the interceptors and the listener under the per-event context.
+func (d *Dispatcher) attempt(runCtx context.Context, l Listener, e *Event) (Result, error) {
+	ctx, cancel := context.WithCancel(runCtx)
+	if d.cfg.ListenerTimeout > 0 {
+		ctx, cancel = context.WithTimeout(runCtx, d.cfg.ListenerTimeout)
+	}
+	defer cancel()
+	call := func(ctx context.Context, e *Event) (Result, error) {
+		if rl, ok := l.(ResultListener); ok {
+			return rl.HandleResult(ctx, e)
+		}
+		return Result{}, l.Handle(ctx, e)
+	}
+	return invokeDelivery(ctx, d.log, d.cfg.Interceptors, e, call)
+}
+
+// decide maps an attempt's result to an outcome, per the dispatch table.
+func (d *Dispatcher) decide(e *Event, res Result, err error, now time.Time) decision {
+	if err == nil {
+		switch res.kind {
+		case resultRetryAfter:
+			return decision{kind: outcomeDeferred, at: now.Add(res.delay)}
+		case resultDead:
+			reason := res.reason
+			if reason == "" {
+				reason = "listener reported the event dead"
+			}
+			return decision{kind: outcomeDead, reason: reason, countAttempt: true, err: errors.New(reason)}
+		default:
+			return decision{kind: outcomeDone}
+		}
+	}
+	if errors.Is(err, ErrUnrecoverable) {
+		return decision{kind: outcomeDead, reason: err.Error(), countAttempt: true, err: err}
+	}
+	attempt := e.Attempts + 1
+	if d.cfg.MaxAttempts > 0 && attempt >= d.cfg.MaxAttempts {
+		return decision{kind: outcomeDead, reason: err.Error(), countAttempt: true, err: err}
+	}
+	var delay time.Duration
+	if ra := (*RetryAfterError)(nil); errors.As(err, &ra) {
+		delay = ra.Delay
+	} else {
+		delay = d.cfg.Retry.Delay(attempt)
+	}
+	return decision{kind: outcomeRetry, at: now.Add(max(delay, 0)), reason: err.Error(), countAttempt: true, err: err}
+}
+
+// writeOutcome records dec with its own short statement. It reports the time the
+// outcome was decided and whether the row is known to be settled (the statement
+// succeeded, whether or not its fence let it change the row).
+func (d *Dispatcher) writeOutcome(runCtx context.Context, e *Event, dec decision) (time.Time, bool) {
+	ctx := context.WithoutCancel(runCtx)
+	if d.cfg.StatusTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d.cfg.StatusTimeout)
+		defer cancel()
+	}
+	now := d.cfg.Now()
+	var (
+		n   int64
+		err error
+		op  string
+	)
+	switch dec.kind {
+	case outcomeDone:
+		op = "mark done"
+		n, err = d.store.MarkDone(ctx, MarkDoneParams{IDs: []string{e.ID}, DoneAt: now})
+	case outcomeDeferred:
+		op = "defer"
+		n, err = d.store.Reschedule(ctx, RescheduleParams{ID: e.ID, Status: StatusNew, AvailableAt: dec.at})
+	case outcomeRetry:
+		op = "schedule retry"
+		n, err = d.store.Reschedule(ctx, RescheduleParams{
+			ID: e.ID, Status: StatusRetry, AvailableAt: dec.at, CountAttempt: true, LastError: dec.reason,
+		})
+	case outcomeDead:
+		op = "mark dead"
+		n, err = d.store.MarkDead(ctx, MarkDeadParams{ID: e.ID, Reason: dec.reason, CountAttempt: dec.countAttempt})
+	}
+	if err != nil {
+		d.log.LogAttrs(runCtx, slog.LevelError, "status update failed; event left for the poller",
+			slog.String("event_id", e.ID), slog.String("op", op), slog.String("error", fmt.Errorf("%s: %w", op, err).Error()))
+		return now, false
+	}
+	if n == 0 {
+		d.log.LogAttrs(runCtx, slog.LevelWarn, "status update changed no row; the event was already finished",
+			slog.String("event_id", e.ID), slog.String("op", op))
+	}
+	return now, true
+}
+
+func (d *Dispatcher) logOutcome(ctx context.Context, e *Event, path Path, dec decision, duration time.Duration) {
+	attempts := e.Attempts
+	if dec.countAttempt {
+		attempts++
+	}
+	attrs := []slog.Attr{
+		slog.String("event_id", e.ID),
+		slog.String("event_type", e.Type),
+		slog.String("aggregate_type", e.AggregateType),
+		slog.String("path", path.String()),
+		slog.String("outcome", dec.kind.metric().String()),
+		slog.Int("attempts", attempts),
+		slog.Duration("duration", duration),
+	}
+	if pe := (*PanicError)(nil); errors.As(dec.err, &pe) {
+		d.log.LogAttrs(ctx, slog.LevelError, "listener panicked",
+			append(attrs, slog.Any("panic", pe.Value), slog.String("stack", string(pe.Stack)))...)
+	}
+	switch dec.kind {
+	case outcomeDead:
+		d.log.LogAttrs(ctx, slog.LevelError, "event moved to dead", append(attrs, slog.String("reason", dec.reason))...)
+	case outcomeRetry:
+		d.log.LogAttrs(ctx, slog.LevelDebug, "delivery failed; retry scheduled",
+			append(attrs, slog.Time("retry_at", dec.at), slog.String("error", dec.reason))...)
+	case outcomeDeferred:
+		d.log.LogAttrs(ctx, slog.LevelDebug, "delivery deferred", append(attrs, slog.Time("available_at", dec.at))...)
+	default:
+		d.log.LogAttrs(ctx, slog.LevelDebug, "event delivered", attrs...)
+	}
+}

@@ -1,0 +1,131 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+)
+
+// Interceptor wraps every delivery attempt, for tracing, logging or metrics around
+// listeners. The dispatcher calls the Before methods of its interceptors in order, then
+// the listener, then the After methods in reverse order.
+//
+// Before returns the context for the rest of the attempt (return ctx unchanged if there
+// is nothing to add). An error or a panic from Before stops the attempt: later
+// interceptors and the listener do not run, and the error counts as a failed delivery
+// exactly as if the listener had returned it (retry with backoff, DEAD at MaxAttempts,
+// DEAD at once when it wraps ErrUnrecoverable).
+//
+// After is called, with the context its own Before returned, only for interceptors whose
+// Before succeeded. err is the attempt's error: nil on success, the listener's error, a
+// [*PanicError], or the error of a later Before. Errors and panics from After are logged
+// and do not change the outcome.
+type Interceptor interface {
+	Before(ctx context.Context, e *Event) (context.Context, error)
+	After(ctx context.Context, e *Event, err error) error
+}
+
+// InterceptorFuncs adapts a pair of functions to [Interceptor]. A nil function does
+// nothing.
+type InterceptorFuncs struct {
+	// BeforeFunc is called by Before.
+	BeforeFunc func(ctx context.Context, e *Event) (context.Context, error)
+	// AfterFunc is called by After.
+	AfterFunc func(ctx context.Context, e *Event, err error) error
+}
+
+var _ Interceptor = InterceptorFuncs{}
+
+// Before calls f.BeforeFunc, or returns ctx when it is nil.
+func (f InterceptorFuncs) Before(ctx context.Context, e *Event) (context.Context, error) {
+	if f.BeforeFunc == nil {
+		return ctx, nil
+	}
+	return f.BeforeFunc(ctx, e)
+}
+
+// After calls f.AfterFunc, or returns nil when it is nil.
+func (f InterceptorFuncs) After(ctx context.Context, e *Event, err error) error {
+	if f.AfterFunc == nil {
+		return nil
+	}
+	return f.AfterFunc(ctx, e, err)
+}
+
+// invokeDelivery runs the interceptors around call and returns the attempt's error and,
+// for a ResultListener, its result. Panics in Before and call become *PanicError; panics
+// and errors in After are logged.
+func invokeDelivery(ctx context.Context, log *slog.Logger, chain []Interceptor, e *Event,
+	call func(context.Context, *Event) (Result, error),
+) (Result, error) {
+	ctxs := make([]context.Context, 0, len(chain))
+	var (
+		res Result
+		err error
+	)
+	cur := ctx
+	for _, ic := range chain {
+		var next context.Context
+		next, err = protectBefore(ic, cur, e)
+		if err != nil {
+			break
+		}
+		if next != nil {
+			cur = next
+		}
+		ctxs = append(ctxs, cur)
+	}
+	if err == nil {
+		res, err = protectCall(call, cur, e)
+	}
+	for i := len(ctxs) - 1; i >= 0; i-- {
+		if aerr := protectAfter(chain[i], ctxs[i], e, err); aerr != nil {
+			attrs := []slog.Attr{
+				slog.String("event_id", e.ID),
+				slog.Int("interceptor", i),
+				slog.String("error", aerr.Error()),
+			}
+			if pe, ok := aerr.(*PanicError); ok {
+				attrs = append(attrs, slog.String("stack", string(pe.Stack)))
+			}
+			log.LogAttrs(ctx, slog.LevelWarn, "interceptor After failed; ignored", attrs...)
+		}
+	}
+	return res, err
+}
+
+func newPanicError(r any) *PanicError {
+	return &PanicError{Value: r, Stack: debug.Stack()}
+}
+
+func protectBefore(ic Interceptor, ctx context.Context, e *Event) (next context.Context, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			next, err = nil, newPanicError(r)
+		}
+	}()
+	next, err = ic.Before(ctx, e)
+	if err != nil {
+		err = fmt.Errorf("interceptor before: %w", err)
+	}
+	return next, err
+}
+
+func protectAfter(ic Interceptor, ctx context.Context, e *Event, derr error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = newPanicError(r)
+		}
+	}()
+	return ic.After(ctx, e, derr)
+}
+
+func protectCall(call func(context.Context, *Event) (Result, error), ctx context.Context, e *Event) (res Result, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			res, err = Result{}, newPanicError(r)
+		}
+	}()
+	return call(ctx, e)
+}

@@ -1,0 +1,20 @@
+package outbox_test
+
+import (
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/outboxkit/outbox/internal/testdb"
+)
+
+// TestMain checks for leaked goroutines and stops the throwaway database servers the
+// tests started. goleak's Cleanup replaces its os.Exit, so it exits itself with the
+// code goleak computed (non-zero on a leak).
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(exitCode int) {
+		testdb.StopAll()
+		os.Exit(exitCode)
+	}))
+}

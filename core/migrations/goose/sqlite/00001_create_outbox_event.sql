@@ -1,0 +1,43 @@
+-- +goose Up
+-- The transactional outbox. status: 0 NEW, 1 DONE, 2 RETRY, 3 DEAD.
+-- locked_by/locked_at hold a poller's claim when several nodes poll.
+-- Times are UTC text in the fixed-width form 2006-01-02T15:04:05.000000Z, so text
+-- order is time order.
+CREATE TABLE IF NOT EXISTS "outbox_event" (
+    event_id       VARCHAR(64)  NOT NULL PRIMARY KEY,
+    event_type     VARCHAR(128) NOT NULL,
+    aggregate_type VARCHAR(64)  NOT NULL,
+    aggregate_id   VARCHAR(128) NULL,
+    tenant_id      VARCHAR(64)  NULL,
+    payload        TEXT         NOT NULL,
+    headers        TEXT         NULL,
+    status         SMALLINT     NOT NULL DEFAULT 0,
+    attempts       INTEGER      NOT NULL DEFAULT 0,
+    last_error     TEXT         NULL,
+    available_at   TEXT         NOT NULL,
+    created_at     TEXT         NOT NULL,
+    done_at        TEXT         NULL,
+    locked_by      VARCHAR(128) NULL,
+    locked_at      TEXT         NULL
+);
+
+-- Pending: the poller's scan of due NEW/RETRY rows (status, available_at <= now),
+-- oldest created_at first.
+CREATE INDEX IF NOT EXISTS "outbox_event_pending_idx" ON "outbox_event" (status, available_at, created_at);
+
+-- ListDead and Replay walk DEAD rows in (created_at, event_id) keyset order.
+-- Partial, so the DONE rows that make up most of the table are not in it.
+-- The unary + in +status keeps SQLite's planner, which usually has no statistics,
+-- from preferring the pending index. Queries write the same +status.
+CREATE INDEX IF NOT EXISTS "outbox_event_dead_idx" ON "outbox_event" (created_at, event_id) WHERE +status = 3;
+
+-- Purge deletes the oldest DONE/DEAD rows by COALESCE(done_at, created_at) in
+-- small batches. The expression matches the purge query so each batch is an index
+-- range scan instead of a sort of every finished row.
+-- The unary + in +status keeps SQLite's planner, which usually has no statistics,
+-- from preferring the pending index. Queries write the same +status.
+CREATE INDEX IF NOT EXISTS "outbox_event_finished_idx" ON "outbox_event" (COALESCE(done_at, created_at), event_id) WHERE +status IN (1, 3);
+
+-- +goose Down
+-- Drops the table and its indexes.
+DROP TABLE IF EXISTS "outbox_event";

@@ -1,0 +1,334 @@
+package outbox
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Mode selects which parts of the outbox run. See [Config.Mode].
+type Mode int
+
+// The modes of an [Outbox].
+const (
+	// SingleNode runs the hot path and a poller that reads due rows without claiming them.
+	// Use it when exactly one process dispatches from the table. It is the default.
+	SingleNode Mode = iota
+	// MultiNode runs the hot path and a claiming poller so that several processes can
+	// share one table. It requires claim locking, which is not available yet: New rejects it.
+	MultiNode
+	// Ordered delivers events of one aggregate in insertion order: no hot path, one
+	// worker, and MaxAttempts 1 (a failure goes to DEAD instead of letting later events
+	// overtake a retry). Run it in one process only.
+	Ordered
+	// WriterOnly writes events and runs nothing else (except purge): use it when change
+	// data capture reads the table, or when another process dispatches.
+	WriterOnly
+)
+
+// String returns the mode's name.
+func (m Mode) String() string {
+	switch m {
+	case SingleNode:
+		return "SingleNode"
+	case MultiNode:
+		return "MultiNode"
+	case Ordered:
+		return "Ordered"
+	case WriterOnly:
+		return "WriterOnly"
+	default:
+		return fmt.Sprintf("Mode(%d)", int(m))
+	}
+}
+
+// Config configures an [Outbox]. Only Dialect is required. A zero field takes its
+// default; where a field says so, -1 disables the feature.
+type Config struct {
+	// Mode selects what runs. Defaults to SingleNode.
+	Mode Mode
+	// Dialect is the SQL dialect of db: Postgres or SQLite. Required unless Store is set.
+	Dialect Dialect
+	// Table is the outbox table, optionally schema-qualified ("app.outbox_event").
+	// Defaults to DefaultTable.
+	Table string
+	// Store replaces the SQL store built from Dialect and Table (for example an
+	// in-memory store in tests). Defaults to NewSQLStore(db, Dialect, …).
+	Store Store
+
+	// Workers is the number of concurrent deliveries. Ordered mode requires 1.
+	// Defaults to DefaultWorkers.
+	Workers int
+	// HotQueueSize bounds the events handed over after commit. When it is full the event
+	// is left for the poller; a write never blocks. Defaults to DefaultHotQueueSize.
+	HotQueueSize int
+	// ColdQueueSize bounds the events the poller hands over. Defaults to DefaultColdQueueSize.
+	ColdQueueSize int
+	// MaxAttempts is the number of failed deliveries after which an event is DEAD.
+	// Ordered mode requires 1. Defaults to DefaultMaxAttempts (1 in Ordered mode).
+	MaxAttempts int
+	// Retry computes the delay before a retry. Defaults to an ExponentialBackoff with
+	// DefaultRetryBase and DefaultRetryMax.
+	Retry RetryPolicy
+	// ListenerTimeout bounds one delivery attempt; -1 means no timeout.
+	// Defaults to DefaultListenerTimeout.
+	ListenerTimeout time.Duration
+	// Interceptors run around every delivery: Before in order, After in reverse.
+	Interceptors []Interceptor
+
+	// PollInterval is the time between poller cycles. Defaults to DefaultPollInterval.
+	PollInterval time.Duration
+	// PollBatchSize bounds the rows one poll query reads. Defaults to DefaultPollBatchSize.
+	PollBatchSize int
+	// SkipRecent makes the poller leave events younger than this to the hot path;
+	// -1 means none. Defaults to DefaultSkipRecent.
+	SkipRecent time.Duration
+
+	// PurgeInterval is the time between purges of old DONE and DEAD rows; -1 disables
+	// purging. Defaults to DefaultPurgeInterval.
+	PurgeInterval time.Duration
+	// PurgeRetention is how long DONE and DEAD rows are kept. Defaults to DefaultPurgeRetention.
+	PurgeRetention time.Duration
+	// PurgeBatchSize bounds the rows one purge statement deletes. Defaults to DefaultPurgeBatchSize.
+	PurgeBatchSize int
+
+	// MaxPayloadBytes bounds an encoded payload. Defaults to DefaultMaxPayloadBytes.
+	MaxPayloadBytes int
+	// WriterHooks run around every write, before the dispatcher's own hook.
+	WriterHooks []WriterHook
+
+	// Logger receives operational logs. Defaults to slog.Default().
+	Logger *slog.Logger
+	// Metrics receives measurements. Defaults to NopMetrics.
+	Metrics Metrics
+}
+
+// Outbox wires a writer, a dispatcher, a poller, a purger and a dead-event manager over one
+// table, according to [Config.Mode]. Create it with [New], register listeners, then Start.
+type Outbox struct {
+	mode       Mode
+	store      Store
+	registry   *Registry
+	writer     *Writer
+	dead       *DeadEvents
+	dispatcher *Dispatcher // nil in WriterOnly mode
+	poller     *Poller     // nil in WriterOnly mode
+	purger     *Purger     // nil when purging is disabled
+	logger     *slog.Logger
+
+	mu      sync.Mutex
+	started []service // what Start started, in order
+}
+
+type service interface {
+	Start(ctx context.Context) error
+	Stop(ctx context.Context) error
+}
+
+// New builds an Outbox over db. It validates cfg and returns a [*ConfigError] (matching
+// ErrInvalidConfig) naming the first bad field. Nothing runs until [Outbox.Start].
+func New(db *sql.DB, cfg Config) (*Outbox, error) {
+	if err := cfg.validate(db); err != nil {
+		return nil, err
+	}
+	logger := cmp.Or(cfg.Logger, slog.Default())
+	metrics := cfg.Metrics
+	if metrics == nil {
+		metrics = NopMetrics{}
+	}
+	store := cfg.Store
+	if store == nil {
+		s, err := NewSQLStore(db, cfg.Dialect, SQLStoreConfig{Table: cfg.Table})
+		if err != nil {
+			return nil, err
+		}
+		store = s
+	}
+	o := &Outbox{
+		mode:     cfg.Mode,
+		store:    store,
+		registry: NewRegistry(),
+		dead:     NewDeadEvents(store),
+		logger:   logger.With(slog.String("component", "outbox")),
+	}
+	hooks := append([]WriterHook(nil), cfg.WriterHooks...)
+
+	if cfg.Mode != WriterOnly {
+		workers, maxAttempts := cfg.Workers, cfg.MaxAttempts
+		if cfg.Mode == Ordered {
+			workers, maxAttempts = 1, 1
+		}
+		d, err := NewDispatcher(store, o.registry, DispatcherConfig{
+			Workers:         workers,
+			HotQueueSize:    cfg.HotQueueSize,
+			ColdQueueSize:   cfg.ColdQueueSize,
+			MaxAttempts:     maxAttempts,
+			Retry:           cfg.Retry,
+			ListenerTimeout: cfg.ListenerTimeout,
+			Interceptors:    cfg.Interceptors,
+			Logger:          logger,
+			Metrics:         metrics,
+		})
+		if err != nil {
+			return nil, err
+		}
+		p, err := NewPoller(store, d, PollerConfig{
+			Interval:   cfg.PollInterval,
+			BatchSize:  cfg.PollBatchSize,
+			SkipRecent: cfg.SkipRecent,
+			Logger:     logger,
+			Metrics:    metrics,
+		})
+		if err != nil {
+			return nil, err
+		}
+		o.dispatcher, o.poller = d, p
+		if cfg.Mode == SingleNode {
+			hooks = append(hooks, d.WriterHook())
+		}
+	}
+	if cfg.PurgeInterval != -1 {
+		pg, err := NewPurger(store, PurgerConfig{
+			Interval:  cfg.PurgeInterval,
+			Retention: cfg.PurgeRetention,
+			BatchSize: cfg.PurgeBatchSize,
+			Logger:    logger,
+		})
+		if err != nil {
+			return nil, err
+		}
+		o.purger = pg
+	}
+	w, err := NewWriter(store, WriterConfig{MaxPayloadBytes: cfg.MaxPayloadBytes, Hooks: hooks, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	o.writer = w
+	return o, nil
+}
+
+func (c Config) validate(db *sql.DB) error {
+	switch c.Mode {
+	case SingleNode, Ordered, WriterOnly:
+	case MultiNode:
+		return &ConfigError{Field: "Mode", Reason: "MultiNode needs claim locking, which this version does not have yet; run one SingleNode dispatcher and WriterOnly elsewhere"}
+	default:
+		return &ConfigError{Field: "Mode", Reason: fmt.Sprintf("unknown mode %d", int(c.Mode))}
+	}
+	if c.Store == nil {
+		if db == nil {
+			return &ConfigError{Field: "DB", Reason: "*sql.DB is nil"}
+		}
+		if c.Dialect == nil {
+			return &ConfigError{Field: "Dialect", Reason: "is required (outbox.Postgres or outbox.SQLite)"}
+		}
+	}
+	if c.Mode == Ordered {
+		if c.Workers != 0 && c.Workers != 1 {
+			return &ConfigError{Field: "Workers", Reason: "Ordered mode runs exactly 1 worker"}
+		}
+		if c.MaxAttempts != 0 && c.MaxAttempts != 1 {
+			return &ConfigError{Field: "MaxAttempts", Reason: "Ordered mode allows 1 attempt: a retry would let later events overtake"}
+		}
+	}
+	if c.PurgeInterval < -1 {
+		return &ConfigError{Field: "PurgeInterval", Reason: "must be positive, 0 for the default or -1 to disable"}
+	}
+	return nil
+}
+
+// Register routes events of eventType on aggregateType ("" for GlobalAggregateType) to
+// l. It returns an error wrapping ErrDuplicateListener when the route is taken. Listeners
+// may be registered before or after Start.
+func (o *Outbox) Register(aggregateType, eventType string, l Listener) error {
+	return o.registry.Register(aggregateType, eventType, l)
+}
+
+// Registry returns the listener registry.
+func (o *Outbox) Registry() *Registry { return o.registry }
+
+// Writer returns the writer business code uses inside its transactions.
+func (o *Outbox) Writer() *Writer { return o.writer }
+
+// Dead returns the dead-event manager.
+func (o *Outbox) Dead() *DeadEvents { return o.dead }
+
+// Store returns the store.
+func (o *Outbox) Store() Store { return o.store }
+
+// Mode returns the configured mode.
+func (o *Outbox) Mode() Mode { return o.mode }
+
+// Dispatcher returns the dispatcher, or nil in WriterOnly mode.
+func (o *Outbox) Dispatcher() *Dispatcher { return o.dispatcher }
+
+// Poller returns the poller, or nil in WriterOnly mode.
+func (o *Outbox) Poller() *Poller { return o.poller }
+
+// Purger returns the purger, or nil when purging is disabled.
+func (o *Outbox) Purger() *Purger { return o.purger }
+
+// Start checks that the table is reachable, then starts the dispatcher, the poller and
+// the purger, in that order. It does not block; ctx bounds only the start-up (the loops
+// keep running after ctx ends). If a part fails to start, the parts already started are
+// stopped and the error is returned. Calling Start on a started Outbox does nothing.
+func (o *Outbox) Start(ctx context.Context) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.started != nil {
+		return nil
+	}
+	if _, err := o.store.Get(ctx, "outbox-start-probe"); err != nil && !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("outbox: start: table check: %w", err)
+	}
+	var parts []service
+	if o.dispatcher != nil {
+		parts = append(parts, o.dispatcher, o.poller)
+	}
+	if o.purger != nil {
+		parts = append(parts, o.purger)
+	}
+	started := make([]service, 0, len(parts))
+	for _, s := range parts {
+		if err := s.Start(ctx); err != nil {
+			stopAll(context.WithoutCancel(ctx), started)
+			return fmt.Errorf("outbox: start: %w", err)
+		}
+		started = append(started, s)
+	}
+	o.started = started
+	o.logger.InfoContext(ctx, "outbox started", slog.String("mode", o.mode.String()))
+	return nil
+}
+
+// Stop stops the purger and the poller, then drains the dispatcher within ctx: events
+// already queued are delivered if ctx allows, and anything left stays in the table for the
+// next start. It returns ctx.Err() when the deadline cut the drain short. Calling Stop
+// before Start, or twice, does nothing.
+func (o *Outbox) Stop(ctx context.Context) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.started == nil {
+		return nil
+	}
+	err := stopAll(ctx, o.started)
+	o.started = nil
+	o.logger.InfoContext(ctx, "outbox stopped", slog.String("mode", o.mode.String()))
+	return err
+}
+
+// stopAll stops services in reverse start order and returns the first error.
+func stopAll(ctx context.Context, started []service) error {
+	var first error
+	for i := len(started) - 1; i >= 0; i-- {
+		if err := started[i].Stop(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}

@@ -1,0 +1,419 @@
+package outboxtest
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	outbox "github.com/outboxkit/outbox/core"
+)
+
+// MemoryStore is an in-memory [outbox.Store] for tests. It is safe for concurrent use and
+// follows the Store contract: status updates are fenced (a DONE row never changes),
+// Pending returns due NEW and RETRY rows oldest first, times are stored in UTC truncated
+// to microseconds like the SQL stores, and last_error is truncated to
+// outbox.MaxLastErrorLen bytes. Every method returns ctx.Err() when ctx is done and
+// rejects invalid parameters with an error matching outbox.ErrInvalidParams.
+//
+// Insert ignores its executor (which may be nil) and applies at once: there is no
+// transaction to roll back. Events returned by any method are copies.
+type MemoryStore struct {
+	mu   sync.Mutex
+	rows map[string]*memRow
+}
+
+type memRow struct {
+	ev          outbox.Event
+	undecodable error
+}
+
+var _ outbox.Store = (*MemoryStore)(nil)
+
+// NewMemoryStore returns an empty MemoryStore.
+func NewMemoryStore() *MemoryStore { return &MemoryStore{rows: make(map[string]*memRow)} }
+
+// Insert adds events as NEW rows with no attempts, whatever their Status and Attempts
+// say. A zero CreatedAt becomes the current time and a zero AvailableAt becomes
+// CreatedAt. It returns an error, and inserts nothing, when an event has no ID or an ID
+// is already stored or used twice.
+func (s *MemoryStore) Insert(ctx context.Context, _ outbox.Executor, events []outbox.Event) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	now := time.Now()
+	rows := make([]*memRow, len(events))
+	seen := make(map[string]struct{}, len(events))
+	for i, e := range events {
+		if e.ID == "" {
+			return fmt.Errorf("%w: insert: event %d has no ID", outbox.ErrInvalidParams, i)
+		}
+		if _, dup := seen[e.ID]; dup {
+			return fmt.Errorf("insert: event ID %q is used twice", e.ID)
+		}
+		seen[e.ID] = struct{}{}
+		e.Status, e.Attempts, e.LastError, e.DoneAt = outbox.StatusNew, 0, "", time.Time{}
+		if e.CreatedAt.IsZero() {
+			e.CreatedAt = now
+		}
+		if e.AvailableAt.IsZero() {
+			e.AvailableAt = e.CreatedAt
+		}
+		rows[i] = &memRow{ev: normalize(e)}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range rows {
+		if _, ok := s.rows[r.ev.ID]; ok {
+			return fmt.Errorf("insert: event ID %q already exists", r.ev.ID)
+		}
+	}
+	for _, r := range rows {
+		s.rows[r.ev.ID] = r
+	}
+	return nil
+}
+
+// MarkDone implements [outbox.Store.MarkDone].
+func (s *MemoryStore) MarkDone(ctx context.Context, p outbox.MarkDoneParams) (int64, error) {
+	if err := check(ctx, p.Validate()); err != nil {
+		return 0, err
+	}
+	doneAt := canonical(p.DoneAt)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, id := range uniq(p.IDs) {
+		r, ok := s.rows[id]
+		if !ok || r.ev.Status == outbox.StatusDone {
+			continue
+		}
+		r.ev.Status, r.ev.DoneAt = outbox.StatusDone, doneAt
+		n++
+	}
+	return n, nil
+}
+
+// Reschedule implements [outbox.Store.Reschedule].
+func (s *MemoryStore) Reschedule(ctx context.Context, p outbox.RescheduleParams) (int64, error) {
+	if err := check(ctx, p.Validate()); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.rows[p.ID]
+	if !ok || r.ev.Status == outbox.StatusDone {
+		return 0, nil
+	}
+	r.ev.Status, r.ev.AvailableAt = p.Status, canonical(p.AvailableAt)
+	if p.CountAttempt {
+		r.ev.Attempts++
+	}
+	if p.LastError != "" {
+		r.ev.LastError = truncateLastError(p.LastError)
+	}
+	return 1, nil
+}
+
+// MarkDead implements [outbox.Store.MarkDead].
+func (s *MemoryStore) MarkDead(ctx context.Context, p outbox.MarkDeadParams) (int64, error) {
+	if err := check(ctx, p.Validate()); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.rows[p.ID]
+	if !ok || r.ev.Status == outbox.StatusDone {
+		return 0, nil
+	}
+	r.ev.Status, r.ev.LastError = outbox.StatusDead, truncateLastError(p.Reason)
+	if p.CountAttempt {
+		r.ev.Attempts++
+	}
+	return 1, nil
+}
+
+// Pending implements [outbox.Store.Pending]. Rows marked with [MemoryStore.Corrupt] come
+// back in Undecodable.
+func (s *MemoryStore) Pending(ctx context.Context, p outbox.PendingParams) (outbox.PendingBatch, error) {
+	if err := check(ctx, p.Validate()); err != nil {
+		return outbox.PendingBatch{}, err
+	}
+	now := canonical(p.Now)
+	createdBefore := canonical(p.Now.Add(-p.SkipRecent))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rows := s.sorted(func(e *outbox.Event) bool {
+		return (e.Status == outbox.StatusNew || e.Status == outbox.StatusRetry) &&
+			!e.AvailableAt.After(now) && !e.CreatedAt.After(createdBefore)
+	})
+	var b outbox.PendingBatch
+	for _, r := range rows[:min(len(rows), p.Limit)] {
+		if r.undecodable != nil {
+			b.Undecodable = append(b.Undecodable, outbox.RowError{EventID: r.ev.ID, Err: r.undecodable})
+			continue
+		}
+		b.Events = append(b.Events, clone(r.ev))
+	}
+	return b, nil
+}
+
+// Get implements [outbox.Store.Get]. It returns an error matching outbox.ErrNotFound when
+// no row has the ID.
+func (s *MemoryStore) Get(ctx context.Context, id string) (outbox.Event, error) {
+	if err := ctx.Err(); err != nil {
+		return outbox.Event{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.rows[id]
+	if !ok {
+		return outbox.Event{}, fmt.Errorf("get event %q: %w", id, outbox.ErrNotFound)
+	}
+	if r.undecodable != nil {
+		return outbox.Event{}, outbox.RowError{EventID: id, Err: r.undecodable}
+	}
+	return clone(r.ev), nil
+}
+
+// ListDead implements [outbox.Store.ListDead].
+func (s *MemoryStore) ListDead(ctx context.Context, p outbox.ListDeadParams) ([]outbox.Event, error) {
+	if err := check(ctx, p.Validate()); err != nil {
+		return nil, err
+	}
+	after := outbox.Cursor{CreatedAt: canonical(p.After.CreatedAt), ID: p.After.ID}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rows := s.sorted(func(e *outbox.Event) bool {
+		return matchDead(e, p.DeadFilter) && (p.After.IsZero() || keyAfter(e, after))
+	})
+	out := make([]outbox.Event, 0, min(len(rows), p.Limit))
+	for _, r := range rows[:min(len(rows), p.Limit)] {
+		out = append(out, clone(r.ev))
+	}
+	return out, nil
+}
+
+// CountDead implements [outbox.Store.CountDead].
+func (s *MemoryStore) CountDead(ctx context.Context, f outbox.DeadFilter) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, r := range s.rows {
+		if matchDead(&r.ev, f) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Replay implements [outbox.Store.Replay].
+func (s *MemoryStore) Replay(ctx context.Context, p outbox.ReplayParams) (int64, error) {
+	if err := check(ctx, p.Validate()); err != nil {
+		return 0, err
+	}
+	now := canonical(p.Now)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var rows []*memRow
+	if len(p.IDs) > 0 {
+		for _, id := range uniq(p.IDs) {
+			if r, ok := s.rows[id]; ok && r.ev.Status == outbox.StatusDead {
+				rows = append(rows, r)
+			}
+		}
+	} else {
+		rows = s.sorted(func(e *outbox.Event) bool { return matchDead(e, p.DeadFilter) })
+		rows = rows[:min(len(rows), p.Limit)]
+	}
+	for _, r := range rows {
+		r.ev.Status, r.ev.Attempts, r.ev.LastError, r.ev.AvailableAt = outbox.StatusNew, 0, "", now
+	}
+	return int64(len(rows)), nil
+}
+
+// Purge implements [outbox.Store.Purge]: a row's finish time is its DoneAt, or its
+// CreatedAt when DoneAt is zero (DEAD rows).
+func (s *MemoryStore) Purge(ctx context.Context, p outbox.PurgeParams) (int64, error) {
+	if err := check(ctx, p.Validate()); err != nil {
+		return 0, err
+	}
+	before := canonical(p.Before)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var rows []*memRow
+	for _, r := range s.rows {
+		if (r.ev.Status == outbox.StatusDone || r.ev.Status == outbox.StatusDead) && finishedAt(&r.ev).Before(before) {
+			rows = append(rows, r)
+		}
+	}
+	slices.SortFunc(rows, func(a, b *memRow) int {
+		return cmp.Or(finishedAt(&a.ev).Compare(finishedAt(&b.ev)), strings.Compare(a.ev.ID, b.ev.ID))
+	})
+	rows = rows[:min(len(rows), p.Limit)]
+	for _, r := range rows {
+		delete(s.rows, r.ev.ID)
+	}
+	return int64(len(rows)), nil
+}
+
+// Stats implements [outbox.Store.Stats].
+func (s *MemoryStore) Stats(ctx context.Context) (outbox.Stats, error) {
+	if err := ctx.Err(); err != nil {
+		return outbox.Stats{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := outbox.Stats{Counts: make(map[outbox.Status]int64)}
+	for _, r := range s.rows {
+		st.Counts[r.ev.Status]++
+		if r.ev.Status == outbox.StatusNew || r.ev.Status == outbox.StatusRetry {
+			if st.OldestPending.IsZero() || r.ev.CreatedAt.Before(st.OldestPending) {
+				st.OldestPending = r.ev.CreatedAt
+			}
+		}
+	}
+	return st, nil
+}
+
+// Events returns a copy of every stored row, oldest first (CreatedAt, then ID).
+func (s *MemoryStore) Events() []outbox.Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rows := s.sorted(func(*outbox.Event) bool { return true })
+	out := make([]outbox.Event, len(rows))
+	for i, r := range rows {
+		out[i] = clone(r.ev)
+	}
+	return out
+}
+
+// Event returns a copy of the row with the given ID, and whether it exists.
+func (s *MemoryStore) Event(id string) (outbox.Event, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.rows[id]
+	if !ok {
+		return outbox.Event{}, false
+	}
+	return clone(r.ev), true
+}
+
+// Put stores events exactly as given (status, attempts, last error and times
+// included), replacing rows with the same ID. Use it to set up a table state that
+// Insert cannot produce, such as a RETRY row with attempts. Times are normalised as the
+// store always does.
+func (s *MemoryStore) Put(events ...outbox.Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range events {
+		s.rows[e.ID] = &memRow{ev: normalize(e)}
+	}
+}
+
+// Corrupt makes the row with the given ID undecodable: Pending reports it in
+// Undecodable with err, and Get returns an [outbox.RowError]. It reports whether the
+// row exists.
+func (s *MemoryStore) Corrupt(id string, err error) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.rows[id]
+	if ok {
+		r.undecodable = err
+	}
+	return ok
+}
+
+// sorted returns the rows matching keep in (CreatedAt, ID) order. s.mu must be held.
+func (s *MemoryStore) sorted(keep func(*outbox.Event) bool) []*memRow {
+	var rows []*memRow
+	for _, r := range s.rows {
+		if keep(&r.ev) {
+			rows = append(rows, r)
+		}
+	}
+	slices.SortFunc(rows, func(a, b *memRow) int {
+		return cmp.Or(a.ev.CreatedAt.Compare(b.ev.CreatedAt), strings.Compare(a.ev.ID, b.ev.ID))
+	})
+	return rows
+}
+
+func check(ctx context.Context, err error) error {
+	if err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+func matchDead(e *outbox.Event, f outbox.DeadFilter) bool {
+	return e.Status == outbox.StatusDead &&
+		(f.EventType == "" || e.Type == f.EventType) &&
+		(f.AggregateType == "" || e.AggregateType == f.AggregateType)
+}
+
+func keyAfter(e *outbox.Event, c outbox.Cursor) bool {
+	if d := e.CreatedAt.Compare(c.CreatedAt); d != 0 {
+		return d > 0
+	}
+	return e.ID > c.ID
+}
+
+func finishedAt(e *outbox.Event) time.Time {
+	if e.DoneAt.IsZero() {
+		return e.CreatedAt
+	}
+	return e.DoneAt
+}
+
+func uniq(ids []string) []string {
+	out := slices.Clone(ids)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func canonical(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC().Truncate(time.Microsecond)
+}
+
+func normalize(e outbox.Event) outbox.Event {
+	e.CreatedAt, e.AvailableAt, e.DoneAt = canonical(e.CreatedAt), canonical(e.AvailableAt), canonical(e.DoneAt)
+	e.LastError = truncateLastError(e.LastError)
+	return clone(e)
+}
+
+func clone(e outbox.Event) outbox.Event {
+	e.Payload = bytes.Clone(e.Payload)
+	if len(e.Headers) == 0 {
+		e.Headers = nil
+	} else {
+		e.Headers = maps.Clone(e.Headers)
+	}
+	return e
+}
+
+// truncateLastError keeps last_error storable like the SQL stores do: valid UTF-8
+// without NUL bytes, at most outbox.MaxLastErrorLen bytes, cut on a character boundary.
+func truncateLastError(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.ReplaceAll(s, "\x00", "\uFFFD")
+	if len(s) <= outbox.MaxLastErrorLen {
+		return s
+	}
+	cut := outbox.MaxLastErrorLen
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
+}

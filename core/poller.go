@@ -1,0 +1,260 @@
+package outbox
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/outboxkit/outbox/core/internal/startstop"
+)
+
+// Poller defaults used by the zero [PollerConfig].
+const (
+	// DefaultPollInterval is the time between two poll cycles.
+	DefaultPollInterval = 5 * time.Second
+	// DefaultPollBatchSize bounds the rows read by one query.
+	DefaultPollBatchSize = 100
+	// DefaultSkipRecent leaves out rows younger than this, which the hot path is
+	// most likely delivering.
+	DefaultSkipRecent = time.Second
+	// DefaultQueryTimeout bounds each query of the poller and the purger.
+	DefaultQueryTimeout = 10 * time.Second
+)
+
+// PollerConfig configures a [Poller]. The zero value is ready to use.
+type PollerConfig struct {
+	// Interval is the time between two poll cycles; the first runs at Start. Defaults
+	// to DefaultPollInterval.
+	Interval time.Duration
+	// BatchSize bounds the rows read by one query. Defaults to DefaultPollBatchSize.
+	BatchSize int
+	// SkipRecent leaves out rows created less than this long ago: the hot path is
+	// most likely delivering them. -1 reads every due row. Defaults to DefaultSkipRecent.
+	SkipRecent time.Duration
+	// QueryTimeout bounds each query. -1 means no timeout. Defaults to
+	// DefaultQueryTimeout.
+	QueryTimeout time.Duration
+	// Logger receives operational logs, with component=poller. Defaults to slog.Default().
+	Logger *slog.Logger
+	// Metrics receives measurements. Defaults to NopMetrics{}.
+	Metrics Metrics
+	// Now returns the current time. Defaults to time.Now.
+	Now func() time.Time
+}
+
+func (c PollerConfig) withDefaults() PollerConfig {
+	c.Interval = cmp.Or(c.Interval, DefaultPollInterval)
+	c.BatchSize = cmp.Or(c.BatchSize, DefaultPollBatchSize)
+	c.SkipRecent = cmp.Or(c.SkipRecent, DefaultSkipRecent)
+	c.QueryTimeout = cmp.Or(c.QueryTimeout, DefaultQueryTimeout)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	if c.Metrics == nil {
+		c.Metrics = NopMetrics{}
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+func (c PollerConfig) validate() error {
+	switch {
+	case c.Interval < 0:
+		return &ConfigError{Field: "Interval", Reason: fmt.Sprintf("must be positive, got %s", c.Interval)}
+	case c.BatchSize < 1:
+		return &ConfigError{Field: "BatchSize", Reason: fmt.Sprintf("must be positive, got %d", c.BatchSize)}
+	case c.SkipRecent < 0 && c.SkipRecent != -1:
+		return &ConfigError{Field: "SkipRecent", Reason: fmt.Sprintf("must be positive or -1, got %s", c.SkipRecent)}
+	case c.QueryTimeout < 0 && c.QueryTimeout != -1:
+		return &ConfigError{Field: "QueryTimeout", Reason: fmt.Sprintf("must be positive or -1, got %s", c.QueryTimeout)}
+	}
+	return nil
+}
+
+// Poller is the fallback path: it periodically reads due NEW and RETRY rows, oldest
+// first, and feeds them to the [Dispatcher]'s cold queue. It delivers what the hot path
+// missed: events dropped by a full queue, written while the process was down, retries
+// and deferrals, and replays. It never reads more rows than the cold queue can take and
+// keeps no high-water mark, so a row committed late with an early timestamp is still
+// found.
+type Poller struct {
+	store  Store
+	d      *Dispatcher
+	cfg    PollerConfig
+	log    *slog.Logger
+	runner *startstop.Runner
+}
+
+// NewPoller returns a stopped Poller feeding d from store. It returns a [*ConfigError]
+// when store or d is nil or a config value is invalid.
+func NewPoller(store Store, d *Dispatcher, cfg PollerConfig) (*Poller, error) {
+	if store == nil {
+		return nil, &ConfigError{Field: "Store", Reason: "is nil"}
+	}
+	if d == nil {
+		return nil, &ConfigError{Field: "Dispatcher", Reason: "is nil"}
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Poller{
+		store:  store,
+		d:      d,
+		cfg:    cfg,
+		log:    cfg.Logger.With(slog.String("component", "poller")),
+		runner: startstop.New(),
+	}, nil
+}
+
+// Start starts the poll loop and returns at once: a first cycle runs immediately, then
+// one every Interval until [Poller.Stop]. The loop keeps ctx's values but not its
+// deadline or cancellation. Starting a running poller does nothing; a stopped one can be
+// started again. Start returns ctx.Err() only when ctx expires while a concurrent Stop
+// is in progress.
+func (p *Poller) Start(ctx context.Context) error {
+	started, err := p.runner.Start(ctx, func(r startstop.Run) {
+		r.Go(func() { p.loop(r) })
+	})
+	if started {
+		p.log.LogAttrs(ctx, slog.LevelInfo, "poller started",
+			slog.Duration("interval", p.cfg.Interval), slog.Int("batch_size", p.cfg.BatchSize))
+	}
+	return err
+}
+
+// Stop stops the loop, letting a running cycle finish. If ctx expires first, it cancels
+// the cycle's queries, waits for the loop to return and returns ctx.Err(). Stop is
+// idempotent, and a no-op before Start.
+func (p *Poller) Stop(ctx context.Context) error {
+	stopped, err := p.runner.Stop(ctx, ErrStopped, startstop.StopHooks{})
+	if stopped {
+		p.log.LogAttrs(ctx, slog.LevelInfo, "poller stopped")
+	}
+	return err
+}
+
+func (p *Poller) loop(r startstop.Run) {
+	ticker := time.NewTicker(p.cfg.Interval)
+	defer ticker.Stop()
+	for {
+		if _, err := p.Poll(r.Ctx); err != nil && !errors.Is(err, context.Canceled) {
+			p.log.LogAttrs(r.Ctx, slog.LevelError, "poll failed", slog.String("error", err.Error()))
+		}
+		select {
+		case <-r.Stopping:
+			return
+		case <-r.Ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// Poll runs one cycle and returns the number of events it queued. It reads at most as
+// many rows as the cold queue can take, in batches of BatchSize, and stops at the first
+// event the queue refuses because it is full; an event that is already queued or
+// running is skipped. Rows that cannot be decoded are moved to DEAD. It returns the
+// store's error, wrapped, when a query fails; failures to move an undecodable row are
+// logged.
+func (p *Poller) Poll(ctx context.Context) (int, error) {
+	budget := p.d.ColdCapacity()
+	if budget == 0 {
+		return 0, nil
+	}
+	now := p.cfg.Now()
+	skip := max(p.cfg.SkipRecent, 0)
+	total := 0
+	var oldestDue time.Time
+	// Rows queued (or found in flight) earlier in this cycle are probably still
+	// pending, and come first again: each query reads past them.
+	seen := make(map[string]struct{})
+	for total < budget {
+		want := min(p.cfg.BatchSize, budget-total)
+		limit := want + len(seen)
+		batch, err := p.pending(ctx, PendingParams{Now: now, SkipRecent: skip, Limit: limit})
+		if err != nil {
+			return total, err
+		}
+		for _, re := range batch.Undecodable {
+			p.markUndecodable(ctx, re)
+		}
+		added, full := 0, false
+		for _, ev := range batch.Events {
+			if due := eventDueAt(ev); oldestDue.IsZero() || due.Before(oldestDue) {
+				oldestDue = due
+			}
+			if _, ok := seen[ev.ID]; ok || added == want || full {
+				continue
+			}
+			seen[ev.ID] = struct{}{}
+			switch p.d.enqueue(ev, PathCold, p.d.cfg.Now()) {
+			case enqueueOK:
+				added++
+				p.cfg.Metrics.ColdEnqueued()
+			case enqueueDuplicate: // queued, running or just finished: skip
+			default:
+				full = true
+			}
+		}
+		total += added
+		if full || added == 0 || len(batch.Events)+len(batch.Undecodable) < limit {
+			break
+		}
+	}
+	lag := time.Duration(0)
+	if !oldestDue.IsZero() {
+		lag = max(now.Sub(oldestDue), 0)
+	}
+	p.cfg.Metrics.OldestPendingLag(lag)
+	if total > 0 {
+		p.log.LogAttrs(ctx, slog.LevelDebug, "poll queued events", slog.Int("queued", total))
+	}
+	return total, nil
+}
+
+func (p *Poller) pending(ctx context.Context, params PendingParams) (PendingBatch, error) {
+	if p.cfg.QueryTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.cfg.QueryTimeout)
+		defer cancel()
+	}
+	b, err := p.store.Pending(ctx, params)
+	if err != nil {
+		return PendingBatch{}, fmt.Errorf("read pending events: %w", err)
+	}
+	return b, nil
+}
+
+// markUndecodable moves a row that cannot be decoded to DEAD.
+func (p *Poller) markUndecodable(ctx context.Context, re RowError) {
+	if p.cfg.QueryTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.cfg.QueryTimeout)
+		defer cancel()
+	}
+	reason := re.Error()
+	_, err := p.store.MarkDead(ctx, MarkDeadParams{ID: re.EventID, Reason: reason})
+	if err != nil {
+		if !errors.Is(err, context.Canceled) {
+			p.log.LogAttrs(ctx, slog.LevelError, "undecodable event could not be moved to dead",
+				slog.String("event_id", re.EventID), slog.String("error", fmt.Errorf("mark dead: %w", err).Error()))
+		}
+		return
+	}
+	p.log.LogAttrs(ctx, slog.LevelError, "undecodable event moved to dead",
+		slog.String("event_id", re.EventID), slog.String("reason", reason))
+	p.cfg.Metrics.Dispatched(DispatchInfo{Path: PathCold, Outcome: OutcomeDead})
+}
+
+// eventDueAt is when an event became deliverable: the later of its creation and its
+// available_at.
+func eventDueAt(e Event) time.Time {
+	if e.CreatedAt.After(e.AvailableAt) {
+		return e.CreatedAt
+	}
+	return e.AvailableAt
+}

@@ -1,0 +1,183 @@
+package outbox
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/outboxkit/outbox/core/internal/startstop"
+)
+
+// Purger defaults used by the zero [PurgerConfig].
+const (
+	// DefaultPurgeInterval is the time between two purge runs.
+	DefaultPurgeInterval = time.Hour
+	// DefaultRetention is how long DONE and DEAD rows are kept.
+	DefaultRetention = 7 * 24 * time.Hour
+	// DefaultPurgeBatchSize bounds the rows deleted by one statement.
+	DefaultPurgeBatchSize = 500
+)
+
+// PurgerConfig configures a [Purger]. The zero value is ready to use.
+type PurgerConfig struct {
+	// Interval is the time between two runs; the first runs at Start. Defaults to
+	// DefaultPurgeInterval.
+	Interval time.Duration
+	// Retention is how long finished rows are kept: DONE rows from done_at, DEAD rows
+	// from created_at. Defaults to DefaultRetention.
+	Retention time.Duration
+	// BatchSize bounds the rows deleted by one statement. Defaults to
+	// DefaultPurgeBatchSize.
+	BatchSize int
+	// QueryTimeout bounds each statement. -1 means no timeout. Defaults to
+	// DefaultQueryTimeout.
+	QueryTimeout time.Duration
+	// Logger receives operational logs, with component=purger. Defaults to slog.Default().
+	Logger *slog.Logger
+	// Now returns the current time. Defaults to time.Now.
+	Now func() time.Time
+}
+
+func (c PurgerConfig) withDefaults() PurgerConfig {
+	c.Interval = cmp.Or(c.Interval, DefaultPurgeInterval)
+	c.Retention = cmp.Or(c.Retention, DefaultRetention)
+	c.BatchSize = cmp.Or(c.BatchSize, DefaultPurgeBatchSize)
+	c.QueryTimeout = cmp.Or(c.QueryTimeout, DefaultQueryTimeout)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+func (c PurgerConfig) validate() error {
+	switch {
+	case c.Interval < 0:
+		return &ConfigError{Field: "Interval", Reason: fmt.Sprintf("must be positive, got %s", c.Interval)}
+	case c.Retention < 0:
+		return &ConfigError{Field: "Retention", Reason: fmt.Sprintf("must be positive, got %s", c.Retention)}
+	case c.BatchSize < 1:
+		return &ConfigError{Field: "BatchSize", Reason: fmt.Sprintf("must be positive, got %d", c.BatchSize)}
+	case c.QueryTimeout < 0 && c.QueryTimeout != -1:
+		return &ConfigError{Field: "QueryTimeout", Reason: fmt.Sprintf("must be positive or -1, got %s", c.QueryTimeout)}
+	}
+	return nil
+}
+
+// Purger periodically deletes DONE and DEAD rows older than the retention, in batches,
+// so the table stays small. Errors are logged and the next run tries again.
+type Purger struct {
+	store  Store
+	cfg    PurgerConfig
+	log    *slog.Logger
+	runner *startstop.Runner
+}
+
+// NewPurger returns a stopped Purger for store. It returns a [*ConfigError] when store
+// is nil or a config value is invalid.
+func NewPurger(store Store, cfg PurgerConfig) (*Purger, error) {
+	if store == nil {
+		return nil, &ConfigError{Field: "Store", Reason: "is nil"}
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Purger{
+		store:  store,
+		cfg:    cfg,
+		log:    cfg.Logger.With(slog.String("component", "purger")),
+		runner: startstop.New(),
+	}, nil
+}
+
+// Start starts the purge loop and returns at once: a first run happens immediately,
+// then one every Interval until [Purger.Stop]. The loop keeps ctx's values but not its
+// deadline or cancellation. Starting a running purger does nothing; a stopped one can be
+// started again. Start returns ctx.Err() only when ctx expires while a concurrent Stop
+// is in progress.
+func (p *Purger) Start(ctx context.Context) error {
+	started, err := p.runner.Start(ctx, func(r startstop.Run) {
+		r.Go(func() { p.loop(r) })
+	})
+	if started {
+		p.log.LogAttrs(ctx, slog.LevelInfo, "purger started",
+			slog.Duration("interval", p.cfg.Interval), slog.Duration("retention", p.cfg.Retention))
+	}
+	return err
+}
+
+// Stop stops the loop; a running purge finishes its current batch. If ctx expires
+// first, it cancels the running statement, waits for the loop to return and returns
+// ctx.Err(). Stop is idempotent, and a no-op before Start.
+func (p *Purger) Stop(ctx context.Context) error {
+	stopped, err := p.runner.Stop(ctx, ErrStopped, startstop.StopHooks{})
+	if stopped {
+		p.log.LogAttrs(ctx, slog.LevelInfo, "purger stopped")
+	}
+	return err
+}
+
+func (p *Purger) loop(r startstop.Run) {
+	ticker := time.NewTicker(p.cfg.Interval)
+	defer ticker.Stop()
+	for {
+		n, err := p.run(r.Ctx, r.Stopping)
+		switch {
+		case err != nil && !errors.Is(err, context.Canceled):
+			p.log.LogAttrs(r.Ctx, slog.LevelError, "purge failed",
+				slog.Int64("deleted", n), slog.String("error", err.Error()))
+		case n > 0:
+			p.log.LogAttrs(r.Ctx, slog.LevelInfo, "purged finished events", slog.Int64("deleted", n))
+		}
+		select {
+		case <-r.Stopping:
+			return
+		case <-r.Ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// RunOnce deletes DONE and DEAD rows older than the retention, batch after batch, until
+// a batch deletes fewer than BatchSize rows. It returns how many rows it deleted and,
+// when a statement fails, the store's error wrapped.
+func (p *Purger) RunOnce(ctx context.Context) (int64, error) { return p.run(ctx, nil) }
+
+// run is RunOnce that also stops between batches when stop is closed.
+func (p *Purger) run(ctx context.Context, stop <-chan struct{}) (int64, error) {
+	before := p.cfg.Now().Add(-p.cfg.Retention)
+	var total int64
+	for {
+		n, err := p.purgeBatch(ctx, PurgeParams{Before: before, Limit: p.cfg.BatchSize})
+		total += n
+		if err != nil {
+			return total, err
+		}
+		if n < int64(p.cfg.BatchSize) {
+			return total, nil
+		}
+		select {
+		case <-stop:
+			return total, nil
+		default:
+		}
+	}
+}
+
+func (p *Purger) purgeBatch(ctx context.Context, params PurgeParams) (int64, error) {
+	if p.cfg.QueryTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.cfg.QueryTimeout)
+		defer cancel()
+	}
+	n, err := p.store.Purge(ctx, params)
+	if err != nil {
+		return 0, fmt.Errorf("purge: %w", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,69 @@
+package outbox
+
+import (
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// Retry defaults used by the zero [ExponentialBackoff] and the zero [DispatcherConfig].
+const (
+	// DefaultRetryBase is the first retry delay of [ExponentialBackoff].
+	DefaultRetryBase = 200 * time.Millisecond
+	// DefaultRetryMax caps the (unjittered) delay of [ExponentialBackoff].
+	DefaultRetryMax = 60 * time.Second
+	// DefaultMaxAttempts is the number of failed attempts after which an event is DEAD.
+	DefaultMaxAttempts = 10
+)
+
+// RetryPolicy decides how long a failed event waits before its next attempt. Delay is
+// called with the number of failed attempts so far, including the one that just failed
+// (1 after the first failure). It must be safe for concurrent use.
+type RetryPolicy interface {
+	Delay(attempt int) time.Duration
+}
+
+// RetryPolicyFunc adapts a function to [RetryPolicy].
+type RetryPolicyFunc func(attempt int) time.Duration
+
+// Delay calls f.
+func (f RetryPolicyFunc) Delay(attempt int) time.Duration { return f(attempt) }
+
+// ExponentialBackoff is the default [RetryPolicy]: the delay after attempt n is
+// min(Max, Base·2^(n-1)), multiplied by a random factor in [0.5, 1.5) unless DisableJitter
+// is set. The zero value uses DefaultRetryBase and DefaultRetryMax with jitter.
+type ExponentialBackoff struct {
+	// Base is the delay after the first failure. Defaults to DefaultRetryBase.
+	Base time.Duration
+	// Max caps the delay before jitter is applied. Defaults to DefaultRetryMax.
+	Max time.Duration
+	// DisableJitter turns off the random factor, making delays exact. Defaults to false
+	// (jitter on), which spreads retries of events that failed together.
+	DisableJitter bool
+}
+
+var _ RetryPolicy = ExponentialBackoff{}
+
+// Delay returns the wait before the next attempt after attempt failures. An attempt below
+// 1 is treated as 1. The result never overflows, however large attempt is.
+func (b ExponentialBackoff) Delay(attempt int) time.Duration {
+	base, limit := b.Base, b.Max
+	if base <= 0 {
+		base = DefaultRetryBase
+	}
+	if limit <= 0 {
+		limit = DefaultRetryMax
+	}
+	d := limit
+	if shift := max(attempt, 1) - 1; shift < 63 && base <= limit>>shift {
+		d = min(base<<shift, limit)
+	}
+	if b.DisableJitter {
+		return d
+	}
+	f := float64(d) * (0.5 + rand.Float64())
+	if f >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return time.Duration(f)
+}

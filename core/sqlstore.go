@@ -1,0 +1,315 @@
+package outbox
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// DefaultStoreQueryTimeout bounds each statement a [SQLStore] runs on its own.
+const DefaultStoreQueryTimeout = 10 * time.Second
+
+// SQLStoreConfig configures a [SQLStore]. The zero value is ready to use.
+type SQLStoreConfig struct {
+	// Table is the outbox table, optionally schema-qualified ("app.outbox_event"). It
+	// must pass [ValidateTableName] and is always quoted. Defaults to DefaultTable.
+	Table string
+	// QueryTimeout bounds every statement the store runs on its own connection (all
+	// methods but Insert, which runs on the caller's executor under the caller's
+	// context). -1 disables the bound. Defaults to DefaultStoreQueryTimeout.
+	QueryTimeout time.Duration
+}
+
+func (c SQLStoreConfig) withDefaults() SQLStoreConfig {
+	c.Table = cmp.Or(c.Table, DefaultTable)
+	c.QueryTimeout = cmp.Or(c.QueryTimeout, DefaultStoreQueryTimeout)
+	return c
+}
+
+// SQLStore is the [Store] for PostgreSQL and SQLite, on database/sql. Create the table
+// with [Migrate], [MigrateTable] or the files from [Migrations].
+//
+// Every value is bound as a statement argument. Times are stored in UTC, truncated to
+// microseconds, so an event reads back exactly as it was written. Insert writes a batch
+// with one multi-row INSERT; only a batch that would exceed the database's limit on
+// bind parameters (7281 events on PostgreSQL, 111 on SQLite) is split into several
+// statements, which are atomic together only when the executor is a transaction.
+// Methods taking many IDs (MarkDone, Replay) match them in chunks, one statement each.
+//
+// Pending decodes each row on its own: a row with corrupt headers, payload or times is
+// reported in [PendingBatch.Undecodable] and does not fail the batch. Get and ListDead
+// are lenient instead, so that dead events made from such rows can still be inspected:
+// a payload that is not valid JSON comes back as a JSON string holding the stored text,
+// and headers that do not decode come back nil. A row whose times do not decode makes
+// them fail.
+//
+// A SQLStore is safe for concurrent use.
+type SQLStore struct {
+	db      *sql.DB
+	d       *dialect
+	table   tableName
+	timeout time.Duration
+}
+
+var _ Store = (*SQLStore)(nil)
+
+// NewSQLStore returns a store on db for dialect d. It does no I/O. It returns a
+// *[ConfigError] when db or d is nil, the table name is invalid or QueryTimeout is
+// negative other than -1.
+func NewSQLStore(db *sql.DB, d Dialect, cfg SQLStoreConfig) (*SQLStore, error) {
+	if db == nil {
+		return nil, &ConfigError{Field: "DB", Reason: "nil *sql.DB"}
+	}
+	if d == nil {
+		return nil, &ConfigError{Field: "Dialect", Reason: "nil; use outbox.Postgres or outbox.SQLite"}
+	}
+	cfg = cfg.withDefaults()
+	t, err := parseTableName(cfg.Table)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.QueryTimeout < 0 && cfg.QueryTimeout != -1 {
+		return nil, &ConfigError{Field: "QueryTimeout", Reason: fmt.Sprintf("%s is negative; use -1 to disable", cfg.QueryTimeout)}
+	}
+	return &SQLStore{db: db, d: d.builder(), table: t, timeout: cfg.QueryTimeout}, nil
+}
+
+// withTimeout bounds one statement by the configured QueryTimeout.
+func (s *SQLStore) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.timeout < 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, s.timeout)
+}
+
+// exec runs qs one after another, each under its own timeout, and sums the rows changed.
+func (s *SQLStore) exec(ctx context.Context, qs []query) (int64, error) {
+	var total int64
+	for _, q := range qs {
+		n, err := s.exec1(ctx, q)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+func (s *SQLStore) exec1(ctx context.Context, q query) (int64, error) {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	res, err := s.db.ExecContext(ctx, q.SQL, q.Args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// Insert implements [Store.Insert]. It runs on exec under ctx, without QueryTimeout, so
+// that it is part of the caller's transaction. New rows are NEW with no attempts,
+// whatever the events' Status and Attempts say; a zero CreatedAt becomes the current
+// time and a zero AvailableAt becomes CreatedAt. A nil exec returns an error wrapping
+// [ErrNoTransaction]; no events is a no-op.
+func (s *SQLStore) Insert(ctx context.Context, exec Executor, events []Event) error {
+	if len(events) == 0 {
+		return nil
+	}
+	if exec == nil {
+		return fmt.Errorf("insert events: nil executor: %w", ErrNoTransaction)
+	}
+	qs, err := s.d.insertQueries(s.table, events, time.Now())
+	if err != nil {
+		return fmt.Errorf("insert events: %w", err)
+	}
+	for _, q := range qs {
+		if _, err := exec.ExecContext(ctx, q.SQL, q.Args...); err != nil {
+			return fmt.Errorf("insert events: %w", err)
+		}
+	}
+	return nil
+}
+
+// MarkDone implements [Store.MarkDone]. Rows that are already DONE are not changed. When
+// one chunk of IDs fails, the rows of earlier chunks stay DONE and are counted.
+func (s *SQLStore) MarkDone(ctx context.Context, p MarkDoneParams) (int64, error) {
+	qs, err := s.d.markDoneQueries(s.table, p)
+	if err != nil {
+		return 0, fmt.Errorf("mark done: %w", err)
+	}
+	n, err := s.exec(ctx, qs)
+	if err != nil {
+		return n, fmt.Errorf("mark done: %w", err)
+	}
+	return n, nil
+}
+
+// Reschedule implements [Store.Reschedule].
+func (s *SQLStore) Reschedule(ctx context.Context, p RescheduleParams) (int64, error) {
+	q, err := s.d.rescheduleQuery(s.table, p)
+	if err != nil {
+		return 0, fmt.Errorf("reschedule: %w", err)
+	}
+	n, err := s.exec1(ctx, q)
+	if err != nil {
+		return 0, fmt.Errorf("reschedule %s: %w", p.ID, err)
+	}
+	return n, nil
+}
+
+// MarkDead implements [Store.MarkDead].
+func (s *SQLStore) MarkDead(ctx context.Context, p MarkDeadParams) (int64, error) {
+	q, err := s.d.markDeadQuery(s.table, p)
+	if err != nil {
+		return 0, fmt.Errorf("mark dead: %w", err)
+	}
+	n, err := s.exec1(ctx, q)
+	if err != nil {
+		return 0, fmt.Errorf("mark dead %s: %w", p.ID, err)
+	}
+	return n, nil
+}
+
+// Pending implements [Store.Pending].
+func (s *SQLStore) Pending(ctx context.Context, p PendingParams) (PendingBatch, error) {
+	q, err := s.d.pendingQuery(s.table, p)
+	if err != nil {
+		return PendingBatch{}, fmt.Errorf("pending: %w", err)
+	}
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	rows, err := s.db.QueryContext(ctx, q.SQL, q.Args...)
+	if err != nil {
+		return PendingBatch{}, fmt.Errorf("pending: %w", err)
+	}
+	defer rows.Close()
+	events, bad, err := scanEvents(rows, s.d, strict)
+	if err != nil {
+		return PendingBatch{}, fmt.Errorf("pending: %w", err)
+	}
+	return PendingBatch{Events: events, Undecodable: bad}, nil
+}
+
+// Get implements [Store.Get]. It returns an error wrapping [ErrNotFound] when no row
+// has the ID, and one wrapping a [RowError] when the row's times cannot be decoded.
+func (s *SQLStore) Get(ctx context.Context, id string) (Event, error) {
+	q := s.d.getQuery(s.table, id)
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	var r rawRow
+	if err := r.scan(s.db.QueryRowContext(ctx, q.SQL, q.Args...)); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return Event{}, fmt.Errorf("get event %s: %w", id, ErrNotFound)
+		}
+		return Event{}, fmt.Errorf("get event %s: %w", id, err)
+	}
+	e, err := r.decode(s.d, lenient)
+	if err != nil {
+		return Event{}, fmt.Errorf("get: %w", RowError{EventID: id, Err: err})
+	}
+	return e, nil
+}
+
+// ListDead implements [Store.ListDead].
+func (s *SQLStore) ListDead(ctx context.Context, p ListDeadParams) ([]Event, error) {
+	q, err := s.d.listDeadQuery(s.table, p)
+	if err != nil {
+		return nil, fmt.Errorf("list dead: %w", err)
+	}
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	rows, err := s.db.QueryContext(ctx, q.SQL, q.Args...)
+	if err != nil {
+		return nil, fmt.Errorf("list dead: %w", err)
+	}
+	defer rows.Close()
+	events, bad, err := scanEvents(rows, s.d, lenient)
+	if err != nil {
+		return nil, fmt.Errorf("list dead: %w", err)
+	}
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("list dead: %w", bad[0])
+	}
+	return events, nil
+}
+
+// CountDead implements [Store.CountDead].
+func (s *SQLStore) CountDead(ctx context.Context, f DeadFilter) (int64, error) {
+	q := s.d.countDeadQuery(s.table, f)
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	var n int64
+	if err := s.db.QueryRowContext(ctx, q.SQL, q.Args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count dead: %w", err)
+	}
+	return n, nil
+}
+
+// Replay implements [Store.Replay]. A replay by IDs runs one statement per chunk of IDs;
+// when one fails, the rows of earlier chunks stay replayed and are counted.
+func (s *SQLStore) Replay(ctx context.Context, p ReplayParams) (int64, error) {
+	qs, err := s.d.replayQueries(s.table, p)
+	if err != nil {
+		return 0, fmt.Errorf("replay: %w", err)
+	}
+	n, err := s.exec(ctx, qs)
+	if err != nil {
+		return n, fmt.Errorf("replay: %w", err)
+	}
+	return n, nil
+}
+
+// Purge implements [Store.Purge] with one DELETE.
+func (s *SQLStore) Purge(ctx context.Context, p PurgeParams) (int64, error) {
+	q, err := s.d.purgeQuery(s.table, p)
+	if err != nil {
+		return 0, fmt.Errorf("purge: %w", err)
+	}
+	n, err := s.exec1(ctx, q)
+	if err != nil {
+		return 0, fmt.Errorf("purge: %w", err)
+	}
+	return n, nil
+}
+
+// Stats implements [Store.Stats] with one grouped query. It counts every row, so its
+// cost grows with the table; keep the table small with purging.
+func (s *SQLStore) Stats(ctx context.Context) (Stats, error) {
+	q := s.d.statsQuery(s.table)
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	rows, err := s.db.QueryContext(ctx, q.SQL, q.Args...)
+	if err != nil {
+		return Stats{}, fmt.Errorf("stats: %w", err)
+	}
+	defer rows.Close()
+	st := Stats{Counts: make(map[Status]int64, 4)}
+	for rows.Next() {
+		var status, count, oldest any
+		if err := rows.Scan(&status, &count, &oldest); err != nil {
+			return Stats{}, fmt.Errorf("stats: %w", err)
+		}
+		st1, err1 := intValue(status)
+		n, err2 := intValue(count)
+		if err := errors.Join(err1, err2); err != nil {
+			return Stats{}, fmt.Errorf("stats: %w", err)
+		}
+		st.Counts[Status(st1)] = n
+		if Status(st1) != StatusNew && Status(st1) != StatusRetry {
+			continue
+		}
+		t, err := s.d.decodeTime(oldest)
+		if err != nil {
+			return Stats{}, fmt.Errorf("stats: oldest %s: %w", Status(st1), err)
+		}
+		if st.OldestPending.IsZero() || t.Before(st.OldestPending) {
+			st.OldestPending = t
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return Stats{}, fmt.Errorf("stats: %w", err)
+	}
+	return st, nil
+}

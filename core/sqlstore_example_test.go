@@ -1,0 +1,72 @@
+package outbox_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	_ "modernc.org/sqlite"
+
+	outbox "github.com/outboxkit/outbox/core"
+)
+
+// A store on SQLite: migrate, insert an event in the business transaction, poll it and
+// mark it done.
+func ExampleNewSQLStore() {
+	dir, _ := os.MkdirTemp("", "outbox-example")
+	defer os.RemoveAll(dir)
+	db, err := sql.Open("sqlite", outbox.SQLiteDSN(filepath.Join(dir, "app.db")))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer db.Close()
+	ctx := context.Background()
+	if err := outbox.Migrate(ctx, db, outbox.SQLite); err != nil {
+		fmt.Println(err)
+		return
+	}
+	store, err := outbox.NewSQLStore(db, outbox.SQLite, outbox.SQLStoreConfig{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	created := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	err = store.Insert(ctx, tx, []outbox.Event{{
+		ID: "evt-1", Type: "OrderPlaced", AggregateType: "Order", AggregateID: "42",
+		Payload: json.RawMessage(`{"total":99}`), CreatedAt: created, AvailableAt: created,
+	}})
+	if err != nil {
+		_ = tx.Rollback()
+		fmt.Println(err)
+		return
+	}
+	if err := tx.Commit(); err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	batch, err := store.Pending(ctx, outbox.PendingParams{Now: created.Add(time.Minute), Limit: 10})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, e := range batch.Events {
+		fmt.Println(e.ID, e.Type, e.Status, string(e.Payload))
+	}
+	n, err := store.MarkDone(ctx, outbox.MarkDoneParams{IDs: []string{"evt-1"}, DoneAt: created.Add(time.Minute)})
+	fmt.Println("marked done:", n, err)
+	// Output:
+	// evt-1 OrderPlaced NEW {"total":99}
+	// marked done: 1 <nil>
+}

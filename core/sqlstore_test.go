@@ -1,0 +1,547 @@
+package outbox_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+	"testing"
+	"time"
+
+	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storetest"
+	"github.com/outboxkit/outbox/internal/testdb"
+)
+
+// sqlBundle is a migrated, empty outbox table on one database.
+type sqlBundle struct {
+	db    *sql.DB
+	d     outbox.Dialect
+	table string // as configured, e.g. "outbox_test_ab12.outbox_event"
+	store *outbox.SQLStore
+}
+
+// quoted returns the table name quoted for raw SQL in tests.
+func (b sqlBundle) quoted() string {
+	parts := strings.Split(b.table, ".")
+	for i, p := range parts {
+		parts[i] = `"` + p + `"`
+	}
+	return strings.Join(parts, ".")
+}
+
+// ph returns the n-th placeholder of the bundle's dialect.
+func (b sqlBundle) ph(n int) string {
+	if b.d == outbox.Postgres {
+		return fmt.Sprintf("$%d", n)
+	}
+	return "?"
+}
+
+func setupSQLite(t *testing.T) sqlBundle {
+	t.Helper()
+	db := testdb.NewSQLiteDB(t)
+	return setupStore(t, db, outbox.SQLite, outbox.DefaultTable)
+}
+
+func setupPostgres(t *testing.T) sqlBundle {
+	t.Helper()
+	db := testdb.NewPostgresDB(t)
+	return setupStore(t, db, outbox.Postgres, testdb.IsolatedTable(t, db, outbox.Postgres.Name()))
+}
+
+func setupStore(t *testing.T, db *sql.DB, d outbox.Dialect, table string) sqlBundle {
+	t.Helper()
+	if err := outbox.MigrateTable(t.Context(), db, d, table); err != nil {
+		t.Fatalf("MigrateTable: %v", err)
+	}
+	s, err := outbox.NewSQLStore(db, d, outbox.SQLStoreConfig{Table: table})
+	if err != nil {
+		t.Fatalf("NewSQLStore: %v", err)
+	}
+	return sqlBundle{db: db, d: d, table: table, store: s}
+}
+
+var setups = []struct {
+	name  string
+	setup func(t *testing.T) sqlBundle
+}{
+	{"sqlite", setupSQLite},
+	{"postgres", setupPostgres},
+}
+
+func TestSQLStoreConformance(t *testing.T) {
+	t.Parallel()
+	for _, s := range setups {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			storetest.Run(t, storetest.Features{}, func(t *testing.T) storetest.Harness {
+				b := s.setup(t)
+				return storetest.Harness{Store: b.store, DB: b.db}
+			})
+		})
+	}
+}
+
+func testEvent(id string, created time.Time) outbox.Event {
+	return outbox.Event{ID: id, Type: "T", AggregateType: "A", Payload: json.RawMessage(`{"n":1}`),
+		CreatedAt: created, AvailableAt: created}
+}
+
+func TestSQLStoreUndecodableRows(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2031, 3, 1, 12, 0, 0, 0, time.UTC)
+	type corruption struct {
+		id, set string
+		// lenient is whether Get still returns the row.
+		lenient bool
+	}
+	cases := map[string][]corruption{
+		"sqlite": {
+			{"bad-headers", `headers = 'not json'`, true},
+			{"wrong-headers", `headers = '{"a": 1}'`, true},
+			{"bad-payload", `payload = '{broken'`, true},
+			{"bad-created", `created_at = '2031-02-30T12:00:00.000000Z'`, false}, // no Feb 30, sorts as due
+			{"bad-available", `available_at = '2031-02-30T12:00:00.000000Z'`, false},
+		},
+		"postgres": {
+			{"wrong-headers", `headers = '{"a": 1}'::jsonb`, true},
+			{"array-headers", `headers = '[1, 2]'::jsonb`, true},
+			{"null-type", `event_type = NULL`, false}, // by hand, dropping NOT NULL first
+		},
+	}
+	for _, s := range setups {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			b := s.setup(t)
+			ctx := t.Context()
+			events := []outbox.Event{testEvent("good-1", t0), testEvent("good-2", t0.Add(time.Hour))}
+			for i, c := range cases[s.name] {
+				events = append(events, testEvent(c.id, t0.Add(time.Duration(i+1)*time.Minute)))
+			}
+			if err := b.store.Insert(ctx, b.db, events); err != nil {
+				t.Fatal(err)
+			}
+			if s.name == "postgres" {
+				if _, err := b.db.ExecContext(ctx, `ALTER TABLE `+b.quoted()+` ALTER COLUMN event_type DROP NOT NULL`); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, c := range cases[s.name] {
+				if _, err := b.db.ExecContext(ctx, `UPDATE `+b.quoted()+` SET `+c.set+` WHERE event_id = `+b.ph(1), c.id); err != nil {
+					t.Fatalf("corrupt %s: %v", c.id, err)
+				}
+			}
+
+			batch, err := b.store.Pending(ctx, outbox.PendingParams{Now: t0.Add(2 * time.Hour), Limit: 100})
+			if err != nil {
+				t.Fatalf("Pending failed because of corrupt rows: %v", err)
+			}
+			var got []string
+			for _, e := range batch.Events {
+				got = append(got, e.ID)
+			}
+			if strings.Join(got, ",") != "good-1,good-2" {
+				t.Errorf("decoded events %v, want good-1,good-2", got)
+			}
+			bad := map[string]error{}
+			for _, re := range batch.Undecodable {
+				bad[re.EventID] = re
+			}
+			for _, c := range cases[s.name] {
+				err, ok := bad[c.id]
+				if !ok {
+					t.Errorf("%s not reported undecodable (got %v)", c.id, batch.Undecodable)
+					continue
+				}
+				t.Logf("%s: %v", c.id, err)
+
+				e, err := b.store.Get(ctx, c.id)
+				var rowErr outbox.RowError
+				switch {
+				case c.lenient && err != nil:
+					t.Errorf("Get(%s): %v, want the row leniently decoded", c.id, err)
+				case c.lenient && (e.Headers != nil || !json.Valid(e.Payload)):
+					t.Errorf("Get(%s) = headers %v, payload %s", c.id, e.Headers, e.Payload)
+				case !c.lenient && !errors.As(err, &rowErr):
+					t.Errorf("Get(%s) = %v, want a RowError", c.id, err)
+				}
+			}
+			if n := len(batch.Undecodable); n != len(cases[s.name]) {
+				t.Errorf("%d undecodable rows, want %d", n, len(cases[s.name]))
+			}
+
+			// The poller moves such rows to DEAD; the dead-event API must still list them.
+			for _, c := range cases[s.name] {
+				if c.lenient {
+					if _, err := b.store.MarkDead(ctx, outbox.MarkDeadParams{ID: c.id, Reason: "undecodable"}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			dead, err := b.store.ListDead(ctx, outbox.ListDeadParams{Limit: 10})
+			if err != nil {
+				t.Fatalf("ListDead: %v", err)
+			}
+			for _, e := range dead {
+				if !json.Valid(e.Payload) {
+					t.Errorf("ListDead returned invalid JSON payload for %s: %s", e.ID, e.Payload)
+				}
+				if e.ID == "bad-payload" && string(e.Payload) != `"{broken"` {
+					t.Errorf("bad payload listed as %s, want the stored text as a JSON string", e.Payload)
+				}
+			}
+		})
+	}
+}
+
+func TestMigrateIsIdempotent(t *testing.T) {
+	t.Parallel()
+	for _, s := range setups {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			b := s.setup(t) // migrated once
+			for range 2 {
+				if err := outbox.MigrateTable(t.Context(), b.db, b.d, b.table); err != nil {
+					t.Fatalf("MigrateTable again: %v", err)
+				}
+			}
+			if err := b.store.Insert(t.Context(), b.db, []outbox.Event{testEvent("a", time.Now())}); err != nil {
+				t.Fatal(err)
+			}
+			if err := outbox.MigrateTable(t.Context(), b.db, b.d, b.table); err != nil {
+				t.Fatalf("MigrateTable on a table with rows: %v", err)
+			}
+			if _, err := b.store.Get(t.Context(), "a"); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestMigrateDefaultTable(t *testing.T) {
+	t.Parallel()
+	db := testdb.NewSQLiteDB(t)
+	for range 2 {
+		if err := outbox.Migrate(t.Context(), db, outbox.SQLite); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var n int
+	if err := db.QueryRowContext(t.Context(), `SELECT COUNT(*) FROM outbox_event`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMigrateRejectsBadInput(t *testing.T) {
+	t.Parallel()
+	db := testdb.NewSQLiteDB(t)
+	var ce *outbox.ConfigError
+	if err := outbox.MigrateTable(t.Context(), db, outbox.SQLite, `x"; DROP TABLE y`); !errors.As(err, &ce) || ce.Field != "Table" {
+		t.Errorf("bad table: %v", err)
+	}
+	if err := outbox.Migrate(t.Context(), nil, outbox.SQLite); !errors.Is(err, outbox.ErrInvalidConfig) {
+		t.Errorf("nil db: %v", err)
+	}
+	if err := outbox.Migrate(t.Context(), db, nil); !errors.Is(err, outbox.ErrInvalidConfig) {
+		t.Errorf("nil dialect: %v", err)
+	}
+}
+
+// TestShippedMigrationFiles applies the embedded up file, the down file and the up file
+// again, as a migration tool would, and checks the store works on the result.
+func TestShippedMigrationFiles(t *testing.T) {
+	t.Parallel()
+	for _, s := range []struct {
+		name string
+		d    outbox.Dialect
+		open func(testing.TB) *sql.DB
+	}{
+		{"sqlite", outbox.SQLite, testdb.NewSQLiteDB},
+		{"postgres", outbox.Postgres, testdb.NewPostgresDB},
+	} {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			db := s.open(t)
+			conn, err := db.Conn(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if s.d == outbox.Postgres {
+				// The files name the table without a schema: run them in a fresh schema.
+				schema := strings.TrimSuffix(testdb.IsolatedTable(t, db, "postgres"), "."+outbox.DefaultTable)
+				if _, err := conn.ExecContext(t.Context(), `SET search_path TO "`+schema+`"`); err != nil {
+					t.Fatal(err)
+				}
+			}
+			run := func(name string) {
+				t.Helper()
+				text, err := fs.ReadFile(outbox.Migrations(s.d), name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, stmt := range strings.Split(string(text), ";\n") {
+					if strings.TrimSpace(stmt) == "" {
+						continue
+					}
+					if _, err := conn.ExecContext(t.Context(), stmt); err != nil {
+						t.Fatalf("%s: %v\n%s", name, err, stmt)
+					}
+				}
+			}
+			run("0001_create_outbox_event.up.sql")
+			run("0001_create_outbox_event.down.sql")
+			run("0001_create_outbox_event.up.sql")
+			run("0001_create_outbox_event.up.sql") // IF NOT EXISTS
+			if _, err := conn.ExecContext(t.Context(),
+				`INSERT INTO outbox_event (event_id, event_type, aggregate_type, payload, status, available_at, created_at)
+				 VALUES ('x', 't', 'a', '{}', 0, '2031-01-01T00:00:00.000000Z', '2031-01-01T00:00:00.000000Z')`); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestCustomSchemaQualifiedTable(t *testing.T) {
+	t.Parallel()
+	for _, s := range setups {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			var db *sql.DB
+			var table, indexQuery string
+			d := outbox.SQLite
+			if s.name == "postgres" {
+				d = outbox.Postgres
+				db = testdb.NewPostgresDB(t)
+				schema := strings.TrimSuffix(testdb.IsolatedTable(t, db, "postgres"), "."+outbox.DefaultTable)
+				table = schema + ".Order_Events" // mixed case: quoted everywhere
+				indexQuery = `SELECT indexname FROM pg_indexes WHERE schemaname = '` + schema + `' ORDER BY indexname`
+			} else {
+				db = testdb.NewSQLiteDB(t)
+				table = "main.Order_Events"
+				indexQuery = `SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'Order_Events' AND sql IS NOT NULL ORDER BY name`
+			}
+			b := setupStore(t, db, d, table)
+			ctx := t.Context()
+			t0 := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
+			if err := b.store.Insert(ctx, db, []outbox.Event{testEvent("a", t0), testEvent("b", t0)}); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := b.store.MarkDone(ctx, outbox.MarkDoneParams{IDs: []string{"a"}, DoneAt: t0}); err != nil || n != 1 {
+				t.Fatalf("MarkDone = %d, %v", n, err)
+			}
+			batch, err := b.store.Pending(ctx, outbox.PendingParams{Now: t0, Limit: 10})
+			if err != nil || len(batch.Events) != 1 || batch.Events[0].ID != "b" {
+				t.Fatalf("Pending = %+v, %v", batch, err)
+			}
+			if n, err := b.store.Purge(ctx, outbox.PurgeParams{Before: t0.Add(time.Second), Limit: 10}); err != nil || n != 1 {
+				t.Fatalf("Purge = %d, %v", n, err)
+			}
+			rows, err := db.QueryContext(ctx, indexQuery)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			var names []string
+			for rows.Next() {
+				var n string
+				if err := rows.Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				names = append(names, n)
+			}
+			got := strings.Join(names, ",")
+			want := "Order_Events_dead_idx,Order_Events_finished_idx,Order_Events_pending_idx"
+			if s.name == "postgres" {
+				want += ",Order_Events_pkey"
+			}
+			if got != want {
+				t.Errorf("indexes %s, want %s", got, want)
+			}
+		})
+	}
+}
+
+// TestQueriesUseIndexes checks that the partial and expression indexes serve the
+// queries they were made for.
+func TestQueriesUseIndexes(t *testing.T) {
+	t.Parallel()
+	for _, s := range setups {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			b := s.setup(t)
+			ctx := t.Context()
+			conn, err := b.db.Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			explain := "EXPLAIN QUERY PLAN "
+			if b.d == outbox.Postgres {
+				explain = "EXPLAIN "
+				// A near-empty table is cheapest to scan; make the planner show what it can use.
+				if _, err := conn.ExecContext(ctx, "SET enable_seqscan = off"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The statements as the dialect builds them (see the golden tests), with
+			// literals for the arguments.
+			t0, st := "'2031-01-01T00:00:00.000000Z'", "status"
+			if b.d == outbox.SQLite {
+				st = "+status"
+			}
+			type check struct{ use, avoid string }
+			cases := map[string]check{
+				`SELECT event_id FROM ` + b.quoted() + ` WHERE ` + st + ` IN (1, 3) AND COALESCE(done_at, created_at) < ` + t0 +
+					` ORDER BY COALESCE(done_at, created_at), event_id LIMIT 10`: {"finished_idx", "pending_idx"},
+				`SELECT event_id FROM ` + b.quoted() + ` WHERE ` + st + ` = 3 AND (created_at, event_id) > (` + t0 + `, 'x')` +
+					` ORDER BY created_at, event_id LIMIT 10`: {"dead_idx", "pending_idx"},
+				`SELECT event_id FROM ` + b.quoted() + ` WHERE ` + st + ` = 3 AND event_type = 'x' ORDER BY created_at, event_id LIMIT 10`: {"dead_idx", "pending_idx"},
+				`SELECT event_id FROM ` + b.quoted() + ` WHERE status IN (0, 2) AND available_at <= ` + t0 +
+					` AND created_at <= ` + t0 + ` ORDER BY created_at, event_id LIMIT 10`: {"pending_idx", "dead_idx"},
+			}
+			if b.d == outbox.SQLite {
+				cases[`UPDATE `+b.quoted()+` SET status = 0 WHERE event_id IN (SELECT event_id FROM `+b.quoted()+
+					` WHERE +status = 3 ORDER BY created_at, event_id LIMIT 10) AND +status = 3`] = check{"dead_idx", "pending_idx"}
+				cases[`DELETE FROM `+b.quoted()+` WHERE event_id IN (SELECT event_id FROM `+b.quoted()+
+					` WHERE +status IN (1, 3) AND COALESCE(done_at, created_at) < `+t0+` ORDER BY COALESCE(done_at, created_at), event_id LIMIT 10)`] = check{"finished_idx", "pending_idx"}
+			}
+			for q, c := range cases {
+				rows, err := conn.QueryContext(ctx, explain+q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var plan strings.Builder
+				for rows.Next() {
+					cols, _ := rows.Columns()
+					vals := make([]any, len(cols))
+					for i := range vals {
+						vals[i] = new(any)
+					}
+					if err := rows.Scan(vals...); err != nil {
+						t.Fatal(err)
+					}
+					for _, v := range vals {
+						fmt.Fprintf(&plan, "%v ", *(v.(*any)))
+					}
+					plan.WriteString("\n")
+				}
+				rows.Close()
+				if p := plan.String(); !strings.Contains(p, c.use) || strings.Contains(p, c.avoid) {
+					t.Errorf("%s does not use %s (or uses %s):\n%s", q, c.use, c.avoid, p)
+				}
+			}
+		})
+	}
+}
+
+func TestNewSQLStoreValidatesConfig(t *testing.T) {
+	t.Parallel()
+	db := testdb.NewSQLiteDB(t)
+	cases := map[string]struct {
+		db    *sql.DB
+		d     outbox.Dialect
+		cfg   outbox.SQLStoreConfig
+		field string
+	}{
+		"nil db":           {nil, outbox.SQLite, outbox.SQLStoreConfig{}, "DB"},
+		"nil dialect":      {db, nil, outbox.SQLStoreConfig{}, "Dialect"},
+		"bad table":        {db, outbox.SQLite, outbox.SQLStoreConfig{Table: "a-b"}, "Table"},
+		"negative timeout": {db, outbox.SQLite, outbox.SQLStoreConfig{QueryTimeout: -time.Second}, "QueryTimeout"},
+	}
+	for name, c := range cases {
+		_, err := outbox.NewSQLStore(c.db, c.d, c.cfg)
+		var ce *outbox.ConfigError
+		if !errors.As(err, &ce) || ce.Field != c.field {
+			t.Errorf("%s: err = %v, want ConfigError on %s", name, err, c.field)
+		}
+	}
+	if _, err := outbox.NewSQLStore(db, outbox.SQLite, outbox.SQLStoreConfig{QueryTimeout: -1}); err != nil {
+		t.Errorf("QueryTimeout -1: %v", err)
+	}
+}
+
+func TestSQLStoreInsertEdgeCases(t *testing.T) {
+	t.Parallel()
+	b := setupSQLite(t)
+	ctx := t.Context()
+	if err := b.store.Insert(ctx, nil, []outbox.Event{testEvent("a", time.Now())}); !errors.Is(err, outbox.ErrNoTransaction) {
+		t.Errorf("nil executor: %v", err)
+	}
+	if err := b.store.Insert(ctx, nil, nil); err != nil {
+		t.Errorf("no events: %v", err)
+	}
+	// Zero times default like the in-memory store's: CreatedAt now, AvailableAt CreatedAt.
+	before := time.Now().UTC().Truncate(time.Microsecond)
+	if err := b.store.Insert(ctx, b.db, []outbox.Event{{ID: "z", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`)}}); err != nil {
+		t.Fatal(err)
+	}
+	e, err := b.store.Get(ctx, "z")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.CreatedAt.Before(before) || e.CreatedAt.After(time.Now()) || !e.AvailableAt.Equal(e.CreatedAt) {
+		t.Errorf("defaulted times: created %v, available %v", e.CreatedAt, e.AvailableAt)
+	}
+}
+
+// TestPostgresStoresTypedColumns checks the PostgreSQL column contents: jsonb objects
+// (not strings or bytea) and NULL headers, so that SQL users can query them.
+func TestPostgresStoresTypedColumns(t *testing.T) {
+	t.Parallel()
+	b := setupPostgres(t)
+	ctx := t.Context()
+	e := testEvent("typed", time.Now())
+	e.Headers = map[string]string{"k": "v"}
+	if err := b.store.Insert(ctx, b.db, []outbox.Event{e, testEvent("bare", time.Now())}); err != nil {
+		t.Fatal(err)
+	}
+	var payloadType, headerValue string
+	var bareHeadersNull bool
+	err := b.db.QueryRowContext(ctx, `SELECT jsonb_typeof(payload), headers->>'k', (SELECT headers IS NULL FROM `+
+		b.quoted()+` WHERE event_id = 'bare') FROM `+b.quoted()+` WHERE event_id = 'typed'`).
+		Scan(&payloadType, &headerValue, &bareHeadersNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if payloadType != "object" || headerValue != "v" || !bareHeadersNull {
+		t.Errorf("payload type %s, header k %q, bare headers NULL %v", payloadType, headerValue, bareHeadersNull)
+	}
+}
+
+func TestQueryTimeoutBoundsStatements(t *testing.T) {
+	t.Parallel()
+	b := setupPostgres(t)
+	s, err := outbox.NewSQLStore(b.db, outbox.Postgres, outbox.SQLStoreConfig{Table: b.table, QueryTimeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Hold a lock on the row so the update has to wait past the timeout.
+	tx, err := b.db.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := s.Insert(t.Context(), tx, []outbox.Event{testEvent("locked", time.Now())}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	tx, err = b.db.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.ExecContext(t.Context(), `SELECT 1 FROM `+b.quoted()+` WHERE event_id = 'locked' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = s.MarkDone(context.Background(), outbox.MarkDoneParams{IDs: []string{"locked"}, DoneAt: time.Now()})
+	if err == nil || time.Since(start) > 5*time.Second {
+		t.Errorf("MarkDone on a locked row = %v after %s, want a timeout", err, time.Since(start))
+	}
+}

@@ -1,0 +1,435 @@
+package storetest
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	outbox "github.com/outboxkit/outbox/core"
+)
+
+func testInsertGetRoundTrip(x *fixture) {
+	created := time.Date(2031, 3, 1, 13, 0, 0, 123456789, time.FixedZone("CET", 3600))
+	in := outbox.Event{
+		ID: "01J0ROUNDTRIP", Type: "OrderPlaced", AggregateType: "Order", AggregateID: "order-42", TenantID: "tenant-7",
+		Payload:   json.RawMessage(`{"b":[1,2.5,{"c":null}],"a":"ü \" \\ \u2028","n":true}`),
+		Headers:   map[string]string{"traceparent": "00-abc-def-01", "empty": "", "ünï": "cödé"},
+		CreatedAt: created, AvailableAt: created.Add(90*time.Second + 999*time.Nanosecond),
+		// Insert stores NEW rows; these must be ignored.
+		Status: outbox.StatusDead, Attempts: 7, LastError: "ignored", DoneAt: created,
+	}
+	x.insert(in)
+	got := x.get(in.ID)
+	if got.ID != in.ID || got.Type != in.Type || got.AggregateType != in.AggregateType ||
+		got.AggregateID != in.AggregateID || got.TenantID != in.TenantID {
+		x.Fatalf("identity fields: got %+v", got)
+	}
+	if !jsonEqual(got.Payload, in.Payload) {
+		x.Fatalf("payload %s, want %s", got.Payload, in.Payload)
+	}
+	if !reflect.DeepEqual(got.Headers, in.Headers) {
+		x.Fatalf("headers %v, want %v", got.Headers, in.Headers)
+	}
+	if got.Status != outbox.StatusNew || got.Attempts != 0 || got.LastError != "" || !got.DoneAt.IsZero() {
+		x.Fatalf("new row state: status %s, attempts %d, last error %q, done at %v", got.Status, got.Attempts, got.LastError, got.DoneAt)
+	}
+	x.wantTime("CreatedAt", got.CreatedAt, created)
+	x.wantTime("AvailableAt", got.AvailableAt, in.AvailableAt)
+	if got.CreatedAt.Nanosecond() != 123456000 {
+		x.Fatalf("CreatedAt %v: want microseconds kept, nanoseconds dropped", got.CreatedAt)
+	}
+
+	// What Pending returns is the same event.
+	b := x.pending(in.AvailableAt, 0, 10)
+	if len(b.Events) != 1 || !reflect.DeepEqual(b.Events[0], got) {
+		x.Fatalf("Pending returned %+v, Get %+v", b.Events, got)
+	}
+
+	// An event without optional fields.
+	bare := outbox.Event{ID: "bare", Type: "T", AggregateType: outbox.GlobalAggregateType,
+		Payload: json.RawMessage(`"just a string"`), CreatedAt: base, AvailableAt: base}
+	x.insert(bare)
+	g := x.get("bare")
+	if g.AggregateID != "" || g.TenantID != "" || g.Headers != nil || !jsonEqual(g.Payload, bare.Payload) {
+		x.Fatalf("bare event read back as %+v", g)
+	}
+}
+
+func testInsertHeadersNilOrEmpty(x *fixture) {
+	a, b := ev("nil-headers", base), ev("empty-headers", base)
+	b.Headers = map[string]string{}
+	x.insert(a, b)
+	for _, id := range []string{a.ID, b.ID} {
+		if h := x.get(id).Headers; h != nil {
+			x.Fatalf("%s: headers %#v, want nil", id, h)
+		}
+	}
+}
+
+func testInsertBatch(x *fixture) {
+	batch := []outbox.Event{ev("b1", at(time.Second)), ev("b2", at(2*time.Second)), ev("b3", at(3*time.Second))}
+	batch[1].Headers = map[string]string{"k": "v"}
+	x.insert(batch...)
+	for _, e := range batch {
+		got := x.get(e.ID)
+		x.wantTime(e.ID+" CreatedAt", got.CreatedAt, e.CreatedAt)
+		if !jsonEqual(got.Payload, e.Payload) || !reflect.DeepEqual(got.Headers, e.Headers) {
+			x.Fatalf("%s read back as %+v", e.ID, got)
+		}
+	}
+	x.wantIDs("Pending", x.pending(at(time.Hour), 0, 10).Events, "b1", "b2", "b3")
+}
+
+func testInsertLargeBatch(x *fixture, n int) {
+	all := seq("large-", n)
+	events := make([]outbox.Event, n)
+	for i, id := range all {
+		events[i] = ev(id, at(time.Duration(i)*time.Microsecond))
+	}
+	x.insert(events...)
+	st, err := x.store().Stats(x.ctx)
+	if err != nil {
+		x.Fatalf("Stats: %v", err)
+	}
+	if st.Counts[outbox.StatusNew] != int64(n) {
+		x.Fatalf("Stats counts %v NEW rows, want %d", st.Counts, n)
+	}
+	x.wantIDs("Pending", x.pending(at(time.Hour), 0, 3).Events, all[0], all[1], all[2])
+	if got := x.markDone(at(time.Hour), all...); got != int64(n) {
+		x.Fatalf("MarkDone of %d IDs changed %d", n, got)
+	}
+	if got := x.markDone(at(2*time.Hour), all...); got != 0 {
+		x.Fatalf("second MarkDone changed %d", got)
+	}
+	x.wantStatus(all[n-1], outbox.StatusDone)
+}
+
+func testInsertDuplicateID(x *fixture) {
+	x.insert(ev("dup", base))
+	if err := x.store().Insert(x.ctx, x.exec(), []outbox.Event{ev("fresh", base), ev("dup", base)}); err == nil {
+		x.Fatal("Insert of an existing ID succeeded")
+	}
+	x.notFound("fresh") // one statement: nothing of the batch is stored
+	if err := x.store().Insert(x.ctx, x.exec(), []outbox.Event{ev("twice", base), ev("twice", base)}); err == nil {
+		x.Fatal("Insert of one ID twice in a batch succeeded")
+	}
+	x.notFound("twice")
+	if got := x.get("dup"); !jsonEqual(got.Payload, ev("dup", base).Payload) {
+		x.Fatalf("original row changed: %+v", got)
+	}
+}
+
+func (x *fixture) inTx(fn func(tx *sql.Tx), commit bool) {
+	x.Helper()
+	tx, err := x.h.DB.BeginTx(x.ctx, nil)
+	if err != nil {
+		x.Fatalf("BeginTx: %v", err)
+	}
+	fn(tx)
+	if commit {
+		err = tx.Commit()
+	} else {
+		err = tx.Rollback()
+	}
+	if err != nil {
+		x.Fatalf("end tx: %v", err)
+	}
+}
+
+func testInsertRollback(x *fixture) {
+	x.inTx(func(tx *sql.Tx) {
+		if err := x.store().Insert(x.ctx, tx, []outbox.Event{ev("rb1", base), ev("rb2", base)}); err != nil {
+			x.Fatalf("Insert in tx: %v", err)
+		}
+	}, false)
+	x.notFound("rb1")
+	x.notFound("rb2")
+	if b := x.pending(at(time.Hour), 0, 10); len(b.Events) != 0 {
+		x.Fatalf("rolled back events are pending: %v", ids(b.Events))
+	}
+}
+
+func testInsertCommit(x *fixture) {
+	x.inTx(func(tx *sql.Tx) {
+		if err := x.store().Insert(x.ctx, tx, []outbox.Event{ev("c1", base)}); err != nil {
+			x.Fatalf("Insert in tx: %v", err)
+		}
+	}, true)
+	x.wantStatus("c1", outbox.StatusNew)
+}
+
+func testGetNotFound(x *fixture) {
+	x.notFound("missing")
+	x.insert(ev("present", base))
+	x.notFound("PRESENT")
+}
+
+func testMarkDone(x *fixture) {
+	x.insert(ev("a", base), ev("b", base), ev("c", base))
+	x.retry("b", at(time.Minute))
+	doneAt := time.Date(2031, 3, 1, 14, 0, 0, 987654321, time.FixedZone("EST", -5*3600))
+	if n := x.markDone(doneAt, "a", "b", "missing"); n != 2 {
+		x.Fatalf("MarkDone changed %d rows, want 2", n)
+	}
+	for _, id := range []string{"a", "b"} {
+		x.wantTime(id+" DoneAt", x.wantStatus(id, outbox.StatusDone).DoneAt, doneAt)
+	}
+	if e := x.wantStatus("c", outbox.StatusNew); !e.DoneAt.IsZero() {
+		x.Fatalf("c has DoneAt %v", e.DoneAt)
+	}
+	// Idempotent: DONE rows are not touched again, done_at keeps the first value.
+	if n := x.markDone(at(time.Hour), "a", "b"); n != 0 {
+		x.Fatalf("second MarkDone changed %d rows", n)
+	}
+	x.wantTime("a DoneAt", x.get("a").DoneAt, doneAt)
+	if b := x.pending(at(time.Hour), 0, 10); !slices.Equal(ids(b.Events), []string{"c"}) {
+		x.Fatalf("Pending after MarkDone: %v", ids(b.Events))
+	}
+}
+
+func testDoneIsFenced(x *fixture) {
+	x.insert(ev("done", base))
+	x.markDone(at(time.Minute), "done")
+	before := x.get("done")
+	n, err := x.store().Reschedule(x.ctx, outbox.RescheduleParams{ID: "done", Status: outbox.StatusRetry,
+		AvailableAt: at(time.Hour), CountAttempt: true, LastError: "late failure"})
+	x.changed("Reschedule of DONE", n, err, 0)
+	n, err = x.store().Reschedule(x.ctx, outbox.RescheduleParams{ID: "done", Status: outbox.StatusNew, AvailableAt: at(time.Hour)})
+	x.changed("deferral of DONE", n, err, 0)
+	n, err = x.store().MarkDead(x.ctx, outbox.MarkDeadParams{ID: "done", Reason: "late", CountAttempt: true})
+	x.changed("MarkDead of DONE", n, err, 0)
+	n, err = x.store().Replay(x.ctx, outbox.ReplayParams{IDs: []string{"done"}, Now: at(time.Hour)})
+	x.changed("Replay of DONE", n, err, 0)
+	x.changed("MarkDone of DONE", x.markDone(at(time.Hour), "done"), nil, 0)
+	if after := x.get("done"); !reflect.DeepEqual(after, before) {
+		x.Fatalf("DONE row changed:\nbefore %+v\nafter  %+v", before, after)
+	}
+}
+
+func testReschedule(x *fixture) {
+	x.insert(ev("r", base))
+	n, err := x.store().Reschedule(x.ctx, outbox.RescheduleParams{ID: "r", Status: outbox.StatusRetry,
+		AvailableAt: at(time.Minute + 7*time.Nanosecond), CountAttempt: true, LastError: "timeout"})
+	x.changed("Reschedule", n, err, 1)
+	e := x.wantStatus("r", outbox.StatusRetry)
+	if e.Attempts != 1 || e.LastError != "timeout" {
+		x.Fatalf("after failure: attempts %d, last error %q", e.Attempts, e.LastError)
+	}
+	x.wantTime("AvailableAt", e.AvailableAt, at(time.Minute))
+	if b := x.pending(at(time.Minute-time.Microsecond), 0, 10); len(b.Events) != 0 {
+		x.Fatalf("rescheduled row is due early: %v", ids(b.Events))
+	}
+	x.wantIDs("Pending at AvailableAt", x.pending(at(time.Minute), 0, 10).Events, "r")
+
+	// A deferral: back to NEW, no attempt counted, last error kept.
+	n, err = x.store().Reschedule(x.ctx, outbox.RescheduleParams{ID: "r", Status: outbox.StatusNew, AvailableAt: at(time.Hour)})
+	x.changed("deferral", n, err, 1)
+	e = x.wantStatus("r", outbox.StatusNew)
+	if e.Attempts != 1 || e.LastError != "timeout" {
+		x.Fatalf("after deferral: attempts %d, last error %q", e.Attempts, e.LastError)
+	}
+	x.wantTime("AvailableAt", e.AvailableAt, at(time.Hour))
+
+	// Another failure counts again and replaces the error.
+	n, err = x.store().Reschedule(x.ctx, outbox.RescheduleParams{ID: "r", Status: outbox.StatusRetry,
+		AvailableAt: at(2 * time.Hour), CountAttempt: true, LastError: "refused"})
+	x.changed("second failure", n, err, 1)
+	if e = x.get("r"); e.Attempts != 2 || e.LastError != "refused" {
+		x.Fatalf("after second failure: attempts %d, last error %q", e.Attempts, e.LastError)
+	}
+
+	n, err = x.store().Reschedule(x.ctx, outbox.RescheduleParams{ID: "missing", Status: outbox.StatusRetry, AvailableAt: base})
+	x.changed("Reschedule of a missing row", n, err, 0)
+}
+
+func testMarkDead(x *fixture) {
+	x.insert(ev("d1", base), ev("d2", base))
+	x.retry("d1", at(time.Minute))
+	n, err := x.store().MarkDead(x.ctx, outbox.MarkDeadParams{ID: "d1", Reason: "poison", CountAttempt: true})
+	x.changed("MarkDead", n, err, 1)
+	if e := x.wantStatus("d1", outbox.StatusDead); e.Attempts != 2 || e.LastError != "poison" || !e.DoneAt.IsZero() {
+		x.Fatalf("d1: attempts %d, last error %q, done at %v", e.Attempts, e.LastError, e.DoneAt)
+	}
+	n, err = x.store().MarkDead(x.ctx, outbox.MarkDeadParams{ID: "d2", Reason: "unroutable"})
+	x.changed("MarkDead without attempt", n, err, 1)
+	if e := x.wantStatus("d2", outbox.StatusDead); e.Attempts != 0 || e.LastError != "unroutable" {
+		x.Fatalf("d2: attempts %d, last error %q", e.Attempts, e.LastError)
+	}
+	if b := x.pending(at(time.Hour), 0, 10); len(b.Events) != 0 {
+		x.Fatalf("dead rows are pending: %v", ids(b.Events))
+	}
+	n, err = x.store().MarkDead(x.ctx, outbox.MarkDeadParams{ID: "missing", Reason: "x"})
+	x.changed("MarkDead of a missing row", n, err, 0)
+}
+
+func testLastErrorTruncated(x *fixture) {
+	x.insert(ev("long1", base), ev("long2", base))
+	long := strings.Repeat("€", outbox.MaxLastErrorLen) // 3 bytes each
+	check := func(id string) {
+		x.Helper()
+		got := x.get(id).LastError
+		if len(got) > outbox.MaxLastErrorLen || len(got) < outbox.MaxLastErrorLen-3 || !utf8.ValidString(got) || !strings.HasPrefix(long, got) {
+			x.Fatalf("%s: last error of %d bytes (valid UTF-8 %v), want a prefix of at most %d bytes",
+				id, len(got), utf8.ValidString(got), outbox.MaxLastErrorLen)
+		}
+	}
+	n, err := x.store().Reschedule(x.ctx, outbox.RescheduleParams{ID: "long1", Status: outbox.StatusRetry,
+		AvailableAt: base, CountAttempt: true, LastError: long})
+	x.changed("Reschedule", n, err, 1)
+	check("long1")
+	n, err = x.store().MarkDead(x.ctx, outbox.MarkDeadParams{ID: "long2", Reason: long})
+	x.changed("MarkDead", n, err, 1)
+	check("long2")
+}
+
+func testPendingDueAndOrder(x *fixture) {
+	now := at(time.Hour)
+	const skip = 10 * time.Second
+	due := func(id string, created time.Time) outbox.Event { return ev(id, created) }
+	late := ev("not-yet", at(-time.Hour))
+	late.AvailableAt = now.Add(time.Microsecond)
+	edge := ev("due-now", at(-time.Hour))
+	edge.AvailableAt = now
+	x.insert(
+		due("b-same", at(0)), due("a-same", at(0)), // same created_at: event_id decides
+		due("oldest", at(-time.Minute)),
+		late, edge,
+		due("recent", now.Add(-skip+time.Microsecond)), // created inside the SkipRecent window
+		due("skip-edge", now.Add(-skip)),               // exactly at the window's edge: included
+		due("retry", at(time.Second)),
+		due("done", at(-2*time.Hour)),
+		due("dead", at(-2*time.Hour)),
+	)
+	x.retry("retry", at(30*time.Minute))
+	x.markDone(at(time.Minute), "done")
+	x.markDead("dead", "x")
+
+	got := x.pending(now, skip, 100).Events
+	x.wantIDs("Pending", got, "due-now", "oldest", "a-same", "b-same", "retry", "skip-edge")
+	for _, e := range got {
+		if e.Status != outbox.StatusNew && e.Status != outbox.StatusRetry {
+			x.Fatalf("Pending returned %s in status %s", e.ID, e.Status)
+		}
+	}
+	// Without SkipRecent the recent row is due too; later, the not-yet row as well.
+	x.wantIDs("Pending without skip", x.pending(now, 0, 100).Events,
+		"due-now", "oldest", "a-same", "b-same", "retry", "skip-edge", "recent")
+	x.wantIDs("Pending later", x.pending(now.Add(time.Second), 0, 100).Events,
+		"due-now", "not-yet", "oldest", "a-same", "b-same", "retry", "skip-edge", "recent")
+}
+
+func testPendingLimit(x *fixture) {
+	all := seq("p", 7)
+	for i, id := range all {
+		x.insert(ev(id, at(time.Duration(i)*time.Second)))
+	}
+	x.wantIDs("Limit 3", x.pending(at(time.Hour), 0, 3).Events, all[:3]...)
+	x.wantIDs("Limit 1", x.pending(at(time.Hour), 0, 1).Events, all[0])
+	x.markDone(at(time.Hour), all[0], all[1])
+	x.wantIDs("after MarkDone", x.pending(at(time.Hour), 0, 3).Events, all[2:5]...)
+}
+
+func testBadParams(x *fixture) {
+	x.insert(ev("a", base))
+	s := x.store()
+	calls := map[string]func() error{
+		"Insert without ID": func() error {
+			return s.Insert(x.ctx, x.exec(), []outbox.Event{{Type: "T", Payload: json.RawMessage(`1`), CreatedAt: base}})
+		},
+		"MarkDone without IDs": func() error {
+			_, err := s.MarkDone(x.ctx, outbox.MarkDoneParams{DoneAt: base})
+			return err
+		},
+		"Reschedule without ID": func() error {
+			_, err := s.Reschedule(x.ctx, outbox.RescheduleParams{Status: outbox.StatusRetry, AvailableAt: base})
+			return err
+		},
+		"Reschedule to DEAD": func() error {
+			_, err := s.Reschedule(x.ctx, outbox.RescheduleParams{ID: "a", Status: outbox.StatusDead, AvailableAt: base})
+			return err
+		},
+		"Reschedule to DONE": func() error {
+			_, err := s.Reschedule(x.ctx, outbox.RescheduleParams{ID: "a", Status: outbox.StatusDone, AvailableAt: base})
+			return err
+		},
+		"MarkDead without ID": func() error {
+			_, err := s.MarkDead(x.ctx, outbox.MarkDeadParams{Reason: "x"})
+			return err
+		},
+		"Pending with limit 0": func() error {
+			_, err := s.Pending(x.ctx, outbox.PendingParams{Now: base})
+			return err
+		},
+		"Pending with negative limit": func() error {
+			_, err := s.Pending(x.ctx, outbox.PendingParams{Now: base, Limit: -1})
+			return err
+		},
+		"ListDead with limit 0": func() error {
+			_, err := s.ListDead(x.ctx, outbox.ListDeadParams{})
+			return err
+		},
+		"Replay without IDs or limit": func() error {
+			_, err := s.Replay(x.ctx, outbox.ReplayParams{Now: base})
+			return err
+		},
+		"Purge with limit 0": func() error {
+			_, err := s.Purge(x.ctx, outbox.PurgeParams{Before: base})
+			return err
+		},
+	}
+	for name, call := range calls {
+		if err := call(); !errors.Is(err, outbox.ErrInvalidParams) {
+			x.Errorf("%s: err = %v, want one matching ErrInvalidParams", name, err)
+		}
+	}
+	if e := x.wantStatus("a", outbox.StatusNew); e.Attempts != 0 {
+		x.Fatalf("bad calls changed the row: %+v", e)
+	}
+}
+
+func testCanceledContext(x *fixture) {
+	x.insert(ev("a", base))
+	ctx, cancel := context.WithCancel(x.ctx)
+	cancel()
+	s := x.store()
+	if _, err := s.Get(ctx, "a"); !errors.Is(err, context.Canceled) {
+		x.Errorf("Get: %v", err)
+	}
+	if _, err := s.Pending(ctx, outbox.PendingParams{Now: base, Limit: 1}); !errors.Is(err, context.Canceled) {
+		x.Errorf("Pending: %v", err)
+	}
+	if _, err := s.MarkDone(ctx, outbox.MarkDoneParams{IDs: []string{"a"}, DoneAt: base}); !errors.Is(err, context.Canceled) {
+		x.Errorf("MarkDone: %v", err)
+	}
+	x.wantStatus("a", outbox.StatusNew)
+}
+
+// testOddIDs uses IDs with characters that need quoting in SQL literals or arrays.
+func testOddIDs(x *fixture) {
+	odd := []string{`quote"d`, `back\slash`, "comma,sep", "{brace}", " spaced ", "NULL", "it's", "ünï", "semi;colon"}
+	for i, id := range odd {
+		x.insert(ev(id, at(time.Duration(i)*time.Second)))
+	}
+	x.wantIDs("Pending", x.pending(at(time.Hour), 0, 100).Events, odd...)
+	if n := x.markDone(at(time.Hour), odd[:4]...); n != 4 {
+		x.Fatalf("MarkDone changed %d, want 4", n)
+	}
+	for _, id := range odd[4:] {
+		x.markDead(id, "x")
+	}
+	n, err := x.store().Replay(x.ctx, outbox.ReplayParams{IDs: odd, Now: at(time.Hour)})
+	x.changed("Replay", n, err, int64(len(odd)-4))
+	for i, id := range odd {
+		want := outbox.StatusNew
+		if i < 4 {
+			want = outbox.StatusDone
+		}
+		x.wantStatus(id, want)
+	}
+}

@@ -1,0 +1,262 @@
+package storetest
+
+import (
+	"reflect"
+	"slices"
+	"time"
+
+	outbox "github.com/outboxkit/outbox/core"
+)
+
+// deadSet inserts DEAD rows for the ListDead, CountDead and Replay tests and returns the
+// IDs of type "X" in aggregate "A", in keyset order.
+func (x *fixture) deadSet() []string {
+	mk := func(id, typ, agg string, created time.Time) outbox.Event {
+		e := ev(id, created)
+		e.Type, e.AggregateType = typ, agg
+		return e
+	}
+	x.insert(
+		mk("x-3", "X", "A", at(2*time.Second)),
+		mk("x-1", "X", "A", at(time.Second)), // three rows share created_at: ID order
+		mk("x-0", "X", "A", at(time.Second)),
+		mk("x-2", "X", "A", at(time.Second)),
+		mk("x-first", "X", "A", at(0)),
+		mk("y-1", "Y", "A", at(0)),
+		mk("y-2", "Y", "A", at(5*time.Second)),
+		mk("xb-1", "X", "B", at(3*time.Second)),
+		mk("x-alive", "X", "A", at(0)),
+		mk("x-done", "X", "A", at(0)),
+	)
+	for _, id := range []string{"x-3", "x-1", "x-0", "x-2", "x-first", "y-1", "y-2", "xb-1"} {
+		x.markDead(id, "dead "+id)
+	}
+	x.markDone(at(time.Minute), "x-done")
+	return []string{"x-first", "x-0", "x-1", "x-2", "x-3"}
+}
+
+func (x *fixture) listDead(p outbox.ListDeadParams) []outbox.Event {
+	x.Helper()
+	got, err := x.store().ListDead(x.ctx, p)
+	if err != nil {
+		x.Fatalf("ListDead(%+v): %v", p, err)
+	}
+	return got
+}
+
+func testListDeadFilters(x *fixture) {
+	xa := x.deadSet()
+	all := x.listDead(outbox.ListDeadParams{Limit: 100})
+	x.wantIDs("no filter", all, "x-first", "y-1", "x-0", "x-1", "x-2", "x-3", "xb-1", "y-2")
+	for _, e := range all {
+		if e.Status != outbox.StatusDead || e.LastError != "dead "+e.ID || e.Attempts != 1 {
+			x.Fatalf("listed %+v", e)
+		}
+	}
+	x.wantIDs("type and aggregate", x.listDead(outbox.ListDeadParams{
+		DeadFilter: outbox.DeadFilter{EventType: "X", AggregateType: "A"}, Limit: 100}), xa...)
+	x.wantIDs("type", x.listDead(outbox.ListDeadParams{
+		DeadFilter: outbox.DeadFilter{EventType: "X"}, Limit: 100}), append(slices.Clone(xa), "xb-1")...)
+	x.wantIDs("aggregate", x.listDead(outbox.ListDeadParams{
+		DeadFilter: outbox.DeadFilter{AggregateType: "B"}, Limit: 100}), "xb-1")
+	x.wantIDs("no match", x.listDead(outbox.ListDeadParams{
+		DeadFilter: outbox.DeadFilter{EventType: "Z"}, Limit: 100}))
+}
+
+func testListDeadPagination(x *fixture) {
+	want := x.deadSet()
+	filter := outbox.DeadFilter{EventType: "X", AggregateType: "A"}
+	var got []string
+	var after outbox.Cursor
+	for page := 0; ; page++ {
+		if page > 10 {
+			x.Fatal("pagination does not end")
+		}
+		events := x.listDead(outbox.ListDeadParams{DeadFilter: filter, After: after, Limit: 2})
+		if len(events) > 2 {
+			x.Fatalf("page of %d, limit 2", len(events))
+		}
+		if len(events) == 0 {
+			break
+		}
+		got = append(got, ids(events)...)
+		last := events[len(events)-1]
+		after = outbox.Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+	if !slices.Equal(got, want) {
+		x.Fatalf("pages gave %q, want %q", got, want)
+	}
+	// A cursor between two rows with the same created_at starts at the next ID.
+	x.wantIDs("mid-tie cursor", x.listDead(outbox.ListDeadParams{DeadFilter: filter,
+		After: outbox.Cursor{CreatedAt: at(time.Second), ID: "x-0"}, Limit: 2}), "x-1", "x-2")
+}
+
+func testCountDead(x *fixture) {
+	count := func(f outbox.DeadFilter) int64 {
+		x.Helper()
+		n, err := x.store().CountDead(x.ctx, f)
+		if err != nil {
+			x.Fatalf("CountDead: %v", err)
+		}
+		return n
+	}
+	if n := count(outbox.DeadFilter{}); n != 0 {
+		x.Fatalf("empty store counts %d dead", n)
+	}
+	x.deadSet()
+	for f, want := range map[outbox.DeadFilter]int64{
+		{}:                                   8,
+		{EventType: "X"}:                     6,
+		{AggregateType: "A"}:                 7,
+		{EventType: "X", AggregateType: "A"}: 5,
+		{EventType: "Z"}:                     0,
+	} {
+		if n := count(f); n != want {
+			x.Fatalf("CountDead(%+v) = %d, want %d", f, n, want)
+		}
+	}
+}
+
+func testReplayByID(x *fixture) {
+	x.insert(ev("dead", base), ev("done", base), ev("new", base), ev("retry", base))
+	x.retry("dead", at(time.Minute))
+	x.markDead("dead", "poison")
+	x.markDone(at(time.Minute), "done")
+	x.retry("retry", at(time.Minute))
+	retryBefore, newBefore := x.get("retry"), x.get("new")
+
+	now := at(time.Hour + 5*time.Nanosecond)
+	n, err := x.store().Replay(x.ctx, outbox.ReplayParams{IDs: []string{"dead", "done", "new", "retry", "missing"}, Now: now})
+	x.changed("Replay", n, err, 1)
+	e := x.wantStatus("dead", outbox.StatusNew)
+	if e.Attempts != 0 || e.LastError != "" {
+		x.Fatalf("replayed: attempts %d, last error %q", e.Attempts, e.LastError)
+	}
+	x.wantTime("replayed AvailableAt", e.AvailableAt, now)
+	x.wantStatus("done", outbox.StatusDone)
+	if got := x.get("retry"); !reflect.DeepEqual(got, retryBefore) {
+		x.Fatalf("RETRY row changed by replay: %+v", got)
+	}
+	if got := x.get("new"); !reflect.DeepEqual(got, newBefore) {
+		x.Fatalf("NEW row changed by replay: %+v", got)
+	}
+	x.wantIDs("Pending", x.pending(now, 0, 10).Events, "dead", "new", "retry")
+
+	// Replaying again changes nothing: the row is no longer DEAD.
+	n, err = x.store().Replay(x.ctx, outbox.ReplayParams{IDs: []string{"dead"}, Now: now})
+	x.changed("second Replay", n, err, 0)
+}
+
+func testReplayByFilter(x *fixture) {
+	xa := x.deadSet()
+	filter := outbox.DeadFilter{EventType: "X", AggregateType: "A"}
+	now := at(time.Hour)
+	n, err := x.store().Replay(x.ctx, outbox.ReplayParams{DeadFilter: filter, Limit: 2, Now: now})
+	x.changed("Replay by filter", n, err, 2)
+	for i, id := range xa {
+		want := outbox.StatusDead
+		if i < 2 { // the oldest two
+			want = outbox.StatusNew
+		}
+		if e := x.wantStatus(id, want); want == outbox.StatusNew && (e.Attempts != 0 || e.LastError != "") {
+			x.Fatalf("%s replayed with attempts %d, last error %q", id, e.Attempts, e.LastError)
+		}
+	}
+	total := n
+	for range 10 {
+		n, err = x.store().Replay(x.ctx, outbox.ReplayParams{DeadFilter: filter, Limit: 2, Now: now})
+		if err != nil {
+			x.Fatalf("Replay: %v", err)
+		}
+		if n > 2 {
+			x.Fatalf("Replay with limit 2 changed %d", n)
+		}
+		if n == 0 {
+			break
+		}
+		total += n
+	}
+	if total != int64(len(xa)) {
+		x.Fatalf("replayed %d in batches, want %d", total, len(xa))
+	}
+	for _, id := range []string{"y-1", "y-2", "xb-1"} {
+		x.wantStatus(id, outbox.StatusDead)
+	}
+	x.wantStatus("x-done", outbox.StatusDone)
+	x.wantStatus("x-alive", outbox.StatusNew)
+	if c, err := x.store().CountDead(x.ctx, outbox.DeadFilter{}); err != nil || c != 3 {
+		x.Fatalf("CountDead after replay = %d, %v; want 3", c, err)
+	}
+}
+
+func testPurge(x *fixture) {
+	old := at(-30 * 24 * time.Hour)
+	before := at(-7 * 24 * time.Hour)
+	x.insert(
+		ev("done-old", old),                      // DONE long ago: purged first
+		ev("dead-old", old.Add(time.Hour)),       // DEAD, created long ago: purged second
+		ev("done-recently", old),                 // created long ago, DONE recently: kept
+		ev("dead-recent", before.Add(time.Hour)), // kept
+		ev("new-old", old),                       // not finished: kept
+		ev("retry-old", old),                     // not finished: kept
+	)
+	x.markDone(old.Add(time.Minute), "done-old")
+	x.markDead("dead-old", "x")
+	x.markDone(before.Add(time.Minute), "done-recently")
+	x.markDead("dead-recent", "x")
+	x.retry("retry-old", old)
+
+	purge := func(limit int) int64 {
+		x.Helper()
+		n, err := x.store().Purge(x.ctx, outbox.PurgeParams{Before: before, Limit: limit})
+		if err != nil {
+			x.Fatalf("Purge: %v", err)
+		}
+		return n
+	}
+	if n := purge(1); n != 1 {
+		x.Fatalf("Purge(limit 1) deleted %d", n)
+	}
+	x.notFound("done-old")
+	x.wantStatus("dead-old", outbox.StatusDead)
+	if n := purge(10); n != 1 {
+		x.Fatalf("second Purge deleted %d, want 1", n)
+	}
+	x.notFound("dead-old")
+	if n := purge(10); n != 0 {
+		x.Fatalf("third Purge deleted %d, want 0", n)
+	}
+	x.wantStatus("done-recently", outbox.StatusDone)
+	x.wantStatus("dead-recent", outbox.StatusDead)
+	x.wantStatus("new-old", outbox.StatusNew)
+	x.wantStatus("retry-old", outbox.StatusRetry)
+}
+
+func testStats(x *fixture) {
+	st, err := x.store().Stats(x.ctx)
+	if err != nil {
+		x.Fatalf("Stats: %v", err)
+	}
+	for s, n := range st.Counts {
+		if n != 0 {
+			x.Fatalf("empty store: %d rows in %s", n, s)
+		}
+	}
+	if !st.OldestPending.IsZero() {
+		x.Fatalf("empty store: OldestPending %v", st.OldestPending)
+	}
+	x.insert(ev("n1", at(time.Minute)), ev("n2", at(2*time.Minute)), ev("r1", at(30*time.Second+123*time.Microsecond)),
+		ev("done", at(-time.Hour)), ev("dead", at(-time.Hour)), ev("done2", at(-time.Hour)))
+	x.retry("r1", at(time.Hour)) // not due: still pending for Stats
+	x.markDone(at(time.Hour), "done", "done2")
+	x.markDead("dead", "x")
+	st, err = x.store().Stats(x.ctx)
+	if err != nil {
+		x.Fatalf("Stats: %v", err)
+	}
+	want := map[outbox.Status]int64{outbox.StatusNew: 2, outbox.StatusRetry: 1, outbox.StatusDone: 2, outbox.StatusDead: 1}
+	if !reflect.DeepEqual(st.Counts, want) {
+		x.Fatalf("Counts %v, want %v", st.Counts, want)
+	}
+	x.wantTime("OldestPending", st.OldestPending, at(30*time.Second+123*time.Microsecond))
+}

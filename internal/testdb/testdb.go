@@ -1,0 +1,237 @@
+// Package testdb gives tests real databases: a throwaway PostgreSQL server started once
+// per test process by scripts/testdb.sh (or the one named by OUTBOX_TEST_POSTGRES_DSN),
+// an isolated schema per test, and SQLite files in temp dirs.
+//
+// Import path: github.com/outboxkit/outbox/internal/testdb (package testdb). Only tests
+// import it.
+//
+// A package that uses PostgresDSN stops the server it started from its TestMain:
+//
+//	func TestMain(m *testing.M) {
+//		code := m.Run()
+//		testdb.StopAll()
+//		os.Exit(code)
+//	}
+//
+// # Skipping
+//
+// When no server can be had (the PostgreSQL binaries are missing), tests skip with a
+// loud message. When the environment variable CI or OUTBOX_TEST_REQUIRE_DBS is set,
+// they fail instead: CI must never skip.
+package testdb
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	// Drivers for the databases the helpers open.
+	_ "github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite"
+
+	outbox "github.com/outboxkit/outbox/core"
+)
+
+// Environment variables read by the package.
+const (
+	// EnvPostgresDSN names an existing PostgreSQL database to use instead of starting one.
+	EnvPostgresDSN = "OUTBOX_TEST_POSTGRES_DSN"
+	// EnvRequireDBs makes a missing database fail tests instead of skipping them.
+	EnvRequireDBs = "OUTBOX_TEST_REQUIRE_DBS"
+)
+
+// server is the PostgreSQL server of this process, started at most once.
+var server struct {
+	once sync.Once
+	mu   sync.Mutex
+	dsn  string
+	dir  string // set when this process started the server
+	err  error
+}
+
+// PostgresDSN returns the DSN of a PostgreSQL database for tests: OUTBOX_TEST_POSTGRES_DSN
+// when set, else a server started by scripts/testdb.sh on the first call and shared by
+// the rest of the process (stop it with [StopAll]). It skips the test, or fails it under
+// CI or OUTBOX_TEST_REQUIRE_DBS, when no server can be had.
+func PostgresDSN(tb testing.TB) string {
+	tb.Helper()
+	if dsn := os.Getenv(EnvPostgresDSN); dsn != "" {
+		return dsn
+	}
+	server.once.Do(startPostgres)
+	server.mu.Lock()
+	dsn, err := server.dsn, server.err
+	server.mu.Unlock()
+	if err != nil {
+		unavailable(tb, "PostgreSQL", err)
+	}
+	return dsn
+}
+
+func unavailable(tb testing.TB, what string, err error) {
+	tb.Helper()
+	msg := fmt.Sprintf("\n*** %s IS UNAVAILABLE: %v\n*** Set %s, or install the server binaries; these tests did NOT run.",
+		strings.ToUpper(what), err, EnvPostgresDSN)
+	if os.Getenv("CI") != "" || os.Getenv(EnvRequireDBs) != "" {
+		tb.Fatal(msg)
+	}
+	tb.Skip(msg)
+}
+
+func startPostgres() {
+	dsn, dir, err := runStart("postgres")
+	server.mu.Lock()
+	defer server.mu.Unlock()
+	server.dsn, server.dir, server.err = dsn, dir, err
+}
+
+// runStart runs "scripts/testdb.sh start <kind>" and parses its two output lines.
+func runStart(kind string) (dsn, dir string, err error) {
+	script, err := scriptPath()
+	if err != nil {
+		return "", "", err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, "bash", script, "start", kind)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.WaitDelay = 5 * time.Second
+	// The script's watcher stops the server if this process dies without StopAll.
+	cmd.Env = append(os.Environ(), "TESTDB_OWNER_PID="+strconv.Itoa(os.Getpid()))
+	if err := cmd.Run(); err != nil {
+		return "", "", fmt.Errorf("%s start %s: %w\n%s", script, kind, err, strings.TrimSpace(stderr.String()))
+	}
+	prefix := "OUTBOX_TEST_" + strings.ToUpper(kind) + "_"
+	sc := bufio.NewScanner(&stdout)
+	for sc.Scan() {
+		k, v, _ := strings.Cut(sc.Text(), "=")
+		switch k {
+		case prefix + "DSN":
+			dsn = v
+		case prefix + "DIR":
+			dir = v
+		}
+	}
+	if dsn == "" || dir == "" {
+		return "", dir, fmt.Errorf("%s start %s printed no DSN/DIR:\n%s", script, kind, stdout.String())
+	}
+	return dsn, dir, nil
+}
+
+// StopAll stops the servers this process started and removes their directories. Call
+// it from TestMain after m.Run. It is safe to call when nothing was started.
+func StopAll() {
+	server.mu.Lock()
+	dir := server.dir
+	server.dir = ""
+	server.mu.Unlock()
+	if dir == "" {
+		return
+	}
+	script, err := scriptPath()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "testdb: stop %s: %v\n", dir, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", script, "stop", dir)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintf(os.Stderr, "testdb: stop %s: %v\n", dir, err)
+	}
+}
+
+// scriptPath finds scripts/testdb.sh at the module root: the first directory above the
+// working directory that holds go.mod.
+func scriptPath() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return filepath.Join(dir, "scripts", "testdb.sh"), nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// NewPostgresDB opens the test PostgreSQL database with the pgx stdlib driver ("pgx")
+// and closes it when the test ends.
+func NewPostgresDB(tb testing.TB) *sql.DB {
+	tb.Helper()
+	return open(tb, "pgx", PostgresDSN(tb))
+}
+
+// NewSQLiteDB opens a new SQLite database file in the test's temp dir with
+// [outbox.SQLiteDSN] and closes it when the test ends.
+func NewSQLiteDB(tb testing.TB) *sql.DB {
+	tb.Helper()
+	return open(tb, "sqlite", outbox.SQLiteDSN(filepath.Join(tb.TempDir(), "outbox.db")))
+}
+
+func open(tb testing.TB, driver, dsn string) *sql.DB {
+	tb.Helper()
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		tb.Fatalf("open %s: %v", driver, err)
+	}
+	tb.Cleanup(func() {
+		if err := db.Close(); err != nil {
+			tb.Errorf("close %s: %v", driver, err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := db.PingContext(ctx); err != nil {
+		tb.Fatalf("ping %s: %v", driver, err)
+	}
+	return db
+}
+
+// IsolatedTable returns a table name no other test uses. On PostgreSQL
+// (dialectName "postgres") it creates a fresh schema, dropped with everything in it
+// when the test ends, and returns "<schema>.outbox_event". Other dialects get
+// outbox.DefaultTable: their databases are per test already. The table itself is not
+// created; use [outbox.MigrateTable].
+func IsolatedTable(tb testing.TB, db *sql.DB, dialectName string) string {
+	tb.Helper()
+	if dialectName != outbox.Postgres.Name() {
+		return outbox.DefaultTable
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	schema := "outbox_test_" + hex.EncodeToString(b[:])
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := db.ExecContext(ctx, `CREATE SCHEMA "`+schema+`"`); err != nil {
+		tb.Fatalf("create schema: %v", err)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := db.ExecContext(ctx, `DROP SCHEMA "`+schema+`" CASCADE`); err != nil {
+			tb.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	return schema + "." + outbox.DefaultTable
+}

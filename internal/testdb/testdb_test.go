@@ -1,0 +1,59 @@
+package testdb
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	outbox "github.com/outboxkit/outbox/core"
+)
+
+func TestScriptPath(t *testing.T) {
+	t.Parallel()
+	p, err := scriptPath()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Base(p) != "testdb.sh" {
+		t.Fatalf("scriptPath = %s", p)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSQLite(t *testing.T) {
+	t.Parallel()
+	db := NewSQLiteDB(t)
+	if table := IsolatedTable(t, db, outbox.SQLite.Name()); table != outbox.DefaultTable {
+		t.Fatalf("IsolatedTable = %s", table)
+	}
+	if err := outbox.Migrate(t.Context(), db, outbox.SQLite); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPostgres starts (or reuses) the server and isolates two tables from each other.
+// This package has no TestMain, so the test stops the server it started itself.
+func TestPostgres(t *testing.T) {
+	t.Cleanup(StopAll)
+	db := NewPostgresDB(t)
+	var tables []string
+	for range 2 {
+		table := IsolatedTable(t, db, outbox.Postgres.Name())
+		if !strings.HasSuffix(table, "."+outbox.DefaultTable) {
+			t.Fatalf("IsolatedTable = %s", table)
+		}
+		if err := outbox.MigrateTable(t.Context(), db, outbox.Postgres, table); err != nil {
+			t.Fatal(err)
+		}
+		tables = append(tables, table)
+	}
+	if tables[0] == tables[1] {
+		t.Fatalf("two tests share %s", tables[0])
+	}
+	if dsn := PostgresDSN(t); !strings.Contains(dsn, "127.0.0.1") && os.Getenv(EnvPostgresDSN) == "" {
+		t.Errorf("server not on loopback: %s", dsn)
+	}
+}
