@@ -25,9 +25,8 @@ const (
 	DefaultStatusTimeout = 10 * time.Second
 )
 
-// tombstoneTTL is how long a finished event's ID is refused by EnqueueCold, so that a
-// poller query that read the row just before the outcome was written cannot deliver it
-// again.
+// tombstoneTTL is how long EnqueueCold refuses stale copies of a finished event: rows a
+// poller read just before the outcome was written.
 const tombstoneTTL = time.Minute
 
 // DispatcherConfig configures a [Dispatcher]. The zero value is ready to use.
@@ -132,10 +131,11 @@ func (c DispatcherConfig) validate() error {
 // message stored.
 //
 // An event ID is accepted once from enqueue until its outcome is written, so the poller
-// cannot queue an event that is already queued or running. After the outcome is
-// written the cold path also refuses the ID for a short while (until the retry is due,
-// at most a minute), so a poll that read the row just before the outcome was written
-// does not deliver it again.
+// cannot queue an event that is already queued or running. For a minute after the
+// outcome is written, the cold path also refuses copies of the row read before it
+// (recognised by an AvailableAt that has not moved forward), so a poll that raced with
+// the completion does not deliver the event again or with stale attempts; a retry that
+// falls due or a replay moves available_at forward and is accepted.
 //
 // No database connection is held while a listener runs: the outcome is written after
 // it returns, with its own statement bounded by StatusTimeout. If that statement fails,
@@ -267,8 +267,9 @@ func (d *Dispatcher) EnqueueHot(e Event) bool {
 
 // EnqueueCold hands a pending event read from the table to the cold queue. It never
 // blocks: it returns false when the queue is full, the dispatcher is not running, the
-// event is already queued or being delivered, or its outcome was written moments ago.
-// Normally the [Poller] calls it.
+// event is already queued or being delivered, or e is a stale copy of an event whose
+// outcome was written moments ago (read before that outcome: its AvailableAt is not
+// after the delivered copy's). Normally the [Poller] calls it.
 func (d *Dispatcher) EnqueueCold(e Event) bool {
 	return d.enqueue(e, PathCold, d.cfg.Now()) == enqueueOK
 }
@@ -310,7 +311,7 @@ func (d *Dispatcher) enqueue(e Event, path Path, now time.Time) enqueueResult {
 		d.mu.Unlock()
 		return enqueueFull
 	}
-	if _, ok := d.inflight[e.ID]; ok || (path == PathCold && d.tombs.blocks(e.ID, now)) {
+	if _, ok := d.inflight[e.ID]; ok || (path == PathCold && d.tombs.blocks(e.ID, e.AvailableAt, now)) {
 		d.mu.Unlock()
 		return enqueueDuplicate
 	}
@@ -326,13 +327,14 @@ func (d *Dispatcher) enqueue(e Event, path Path, now time.Time) enqueueResult {
 	return enqueueOK
 }
 
-// release forgets an in-flight ID once its outcome is settled. A non-zero until keeps a
-// tombstone: cold enqueues of the ID are refused until then (at most tombstoneTTL).
-func (d *Dispatcher) release(id string, now, until time.Time) {
+// release forgets an in-flight ID once its outcome is settled. When settled is true the
+// outcome was written: stale copies of the event (AvailableAt not after availableAt) are
+// refused by the cold path for tombstoneTTL.
+func (d *Dispatcher) release(id string, now time.Time, settled bool, availableAt time.Time) {
 	d.mu.Lock()
 	delete(d.inflight, id)
-	if !until.IsZero() {
-		d.tombs.add(id, now, until)
+	if settled {
+		d.tombs.add(id, now, availableAt)
 	} else {
 		d.tombs.prune(now)
 	}

@@ -102,7 +102,7 @@ type decision struct {
 func (d *Dispatcher) deliver(runCtx context.Context, it dispatchItem) {
 	e := it.ev
 	if runCtx.Err() != nil { // hard stop: leave the row pending
-		d.release(e.ID, d.cfg.Now(), time.Time{})
+		d.release(e.ID, d.cfg.Now(), false, time.Time{})
 		return
 	}
 	start := d.cfg.Now()
@@ -118,12 +118,13 @@ func (d *Dispatcher) deliver(runCtx context.Context, it dispatchItem) {
 		err := fmt.Errorf("%w: aggregate type %q, event type %q", ErrUnroutable, e.AggregateType, e.Type)
 		dec = decision{kind: outcomeDead, reason: err.Error(), err: err}
 	} else {
-		res, err := d.attempt(runCtx, l, &e)
+		le := e // the listener's copy; e keeps the queued state
+		res, err := d.attempt(runCtx, l, &le)
 		if runCtx.Err() != nil {
 			// Interrupted by a hard stop: the outcome is unknown, the row stays pending.
 			d.log.LogAttrs(runCtx, slog.LevelDebug, "delivery interrupted by stop; event left pending",
 				slog.String("event_id", e.ID))
-			d.release(e.ID, d.cfg.Now(), time.Time{})
+			d.release(e.ID, d.cfg.Now(), false, time.Time{})
 			return
 		}
 		dec = d.decide(&e, res, err, d.cfg.Now())
@@ -131,14 +132,7 @@ func (d *Dispatcher) deliver(runCtx context.Context, it dispatchItem) {
 	duration := max(d.cfg.Now().Sub(start), 0)
 
 	now, written := d.writeOutcome(runCtx, &e, dec)
-	var until time.Time
-	if written {
-		until = now.Add(tombstoneTTL)
-		if (dec.kind == outcomeRetry || dec.kind == outcomeDeferred) && dec.at.Before(until) {
-			until = dec.at
-		}
-	}
-	d.release(e.ID, now, until)
+	d.release(e.ID, now, written, e.AvailableAt)
 	d.cfg.Metrics.Dispatched(DispatchInfo{
 		Path:          it.path,
 		Outcome:       dec.kind.metric(),
@@ -152,9 +146,14 @@ func (d *Dispatcher) deliver(runCtx context.Context, it dispatchItem) {
 
 // attempt runs the interceptors and the listener under the per-event context.
 func (d *Dispatcher) attempt(runCtx context.Context, l Listener, e *Event) (Result, error) {
-	ctx, cancel := context.WithCancel(runCtx)
+	var (
+		ctx    context.Context
+		cancel context.CancelFunc
+	)
 	if d.cfg.ListenerTimeout > 0 {
 		ctx, cancel = context.WithTimeout(runCtx, d.cfg.ListenerTimeout)
+	} else {
+		ctx, cancel = context.WithCancel(runCtx)
 	}
 	defer cancel()
 	call := func(ctx context.Context, e *Event) (Result, error) {
