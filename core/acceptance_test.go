@@ -502,8 +502,8 @@ func TestAcceptancePurgeDeletesOnlyOldFinishedRows(t *testing.T) {
 			mustN(st.MarkDone(ctx, outbox.MarkDoneParams{IDs: []string{id}, DoneAt: old}))
 		}
 		mustN(st.MarkDone(ctx, outbox.MarkDoneParams{IDs: []string{"done-recent"}, DoneAt: recent}))
-		mustN(st.MarkDead(ctx, outbox.MarkDeadParams{ID: "dead-old", Reason: "x"}))
-		mustN(st.MarkDead(ctx, outbox.MarkDeadParams{ID: "dead-recent", Reason: "x"}))
+		mustN(st.MarkDead(ctx, outbox.MarkDeadParams{DeadAt: old, ID: "dead-old", Reason: "x"}))
+		mustN(st.MarkDead(ctx, outbox.MarkDeadParams{DeadAt: recent, ID: "dead-recent", Reason: "x"}))
 		mustN(st.Reschedule(ctx, outbox.RescheduleParams{ID: "retry-old", Status: outbox.StatusRetry, AvailableAt: old, CountAttempt: true, LastError: "x"}))
 
 		n, err := a.ob.Purger().RunOnce(ctx)

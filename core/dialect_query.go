@@ -206,8 +206,12 @@ func (d *dialect) markDeadQuery(t tableName, p MarkDeadParams) (query, error) {
 	if err := p.Validate(); err != nil {
 		return query{}, err
 	}
+	deadAt, err := d.time(p.DeadAt)
+	if err != nil {
+		return query{}, fmt.Errorf("DeadAt: %w", err)
+	}
 	b := d.newBuilder()
-	b.w("UPDATE ", d.qualified(t), " SET status = 3, last_error = ", b.arg(nullString(truncateLastError(p.Reason))))
+	b.w("UPDATE ", d.qualified(t), " SET status = 3, done_at = ", b.arg(deadAt), ", last_error = ", b.arg(nullString(truncateLastError(p.Reason))))
 	if p.CountAttempt {
 		b.w(", attempts = attempts + 1")
 	}
@@ -304,7 +308,7 @@ func (d *dialect) countDeadQuery(t tableName, f DeadFilter) query {
 // replaySet is the assignment list of a replay; its one argument is available_at.
 func (b *builder) replaySet(t tableName, now any) *builder {
 	return b.w("UPDATE ", b.d.qualified(t),
-		" SET status = 0, attempts = 0, last_error = NULL, available_at = ", b.arg(now), clearClaim)
+		" SET status = 0, attempts = 0, last_error = NULL, done_at = NULL, available_at = ", b.arg(now), clearClaim)
 }
 
 // replayQueries builds [Store.Replay]: one update per chunk of p.IDs, or one bounded

@@ -100,21 +100,21 @@ func goldenCases() []goldenCase {
 		{
 			name: "mark dead counting",
 			build: func(d *dialect) ([]query, error) {
-				return one2(d.markDeadQuery(t, MarkDeadParams{ID: "a", Reason: "bad", CountAttempt: true}))
+				return one2(d.markDeadQuery(t, MarkDeadParams{DeadAt: goldenT0, ID: "a", Reason: "bad", CountAttempt: true}))
 			},
-			pg:      []string{`UPDATE "outbox_event" SET status = 3, last_error = $1, attempts = attempts + 1, locked_by = NULL, locked_at = NULL WHERE event_id = $2 AND status <> 1`},
-			sqlite:  []string{`UPDATE "outbox_event" SET status = 3, last_error = ?, attempts = attempts + 1, locked_by = NULL, locked_at = NULL WHERE event_id = ? AND status <> 1`},
-			pgArgs:  []any{"bad", "a"},
-			sqlArgs: []any{"bad", "a"},
+			pg:      []string{`UPDATE "outbox_event" SET status = 3, done_at = $1, last_error = $2, attempts = attempts + 1, locked_by = NULL, locked_at = NULL WHERE event_id = $3 AND status <> 1`},
+			sqlite:  []string{`UPDATE "outbox_event" SET status = 3, done_at = ?, last_error = ?, attempts = attempts + 1, locked_by = NULL, locked_at = NULL WHERE event_id = ? AND status <> 1`},
+			pgArgs:  []any{goldenT0U, "bad", "a"},
+			sqlArgs: []any{"2024-05-06T05:08:09.123456Z", "bad", "a"},
 		},
 		{
 			name: "mark dead no reason",
 			build: func(d *dialect) ([]query, error) {
-				return one2(d.markDeadQuery(t, MarkDeadParams{ID: "a"}))
+				return one2(d.markDeadQuery(t, MarkDeadParams{DeadAt: goldenT0, ID: "a"}))
 			},
-			pg:     []string{`UPDATE "outbox_event" SET status = 3, last_error = $1, locked_by = NULL, locked_at = NULL WHERE event_id = $2 AND status <> 1`},
-			sqlite: []string{`UPDATE "outbox_event" SET status = 3, last_error = ?, locked_by = NULL, locked_at = NULL WHERE event_id = ? AND status <> 1`},
-			pgArgs: []any{nil, "a"},
+			pg:     []string{`UPDATE "outbox_event" SET status = 3, done_at = $1, last_error = $2, locked_by = NULL, locked_at = NULL WHERE event_id = $3 AND status <> 1`},
+			sqlite: []string{`UPDATE "outbox_event" SET status = 3, done_at = ?, last_error = ?, locked_by = NULL, locked_at = NULL WHERE event_id = ? AND status <> 1`},
+			pgArgs: []any{goldenT0U, nil, "a"},
 		},
 		{
 			name: "pending",
@@ -174,8 +174,8 @@ func goldenCases() []goldenCase {
 			build: func(d *dialect) ([]query, error) {
 				return d.replayQueries(t, ReplayParams{IDs: []string{"a", "b"}, Now: goldenT0, Limit: 99})
 			},
-			pg:      []string{`UPDATE "outbox_event" SET status = 0, attempts = 0, last_error = NULL, available_at = $1, locked_by = NULL, locked_at = NULL WHERE event_id = ANY(CAST($2 AS TEXT[])) AND status = 3`},
-			sqlite:  []string{`UPDATE "outbox_event" SET status = 0, attempts = 0, last_error = NULL, available_at = ?, locked_by = NULL, locked_at = NULL WHERE event_id IN (?, ?) AND +status = 3`},
+			pg:      []string{`UPDATE "outbox_event" SET status = 0, attempts = 0, last_error = NULL, done_at = NULL, available_at = $1, locked_by = NULL, locked_at = NULL WHERE event_id = ANY(CAST($2 AS TEXT[])) AND status = 3`},
+			sqlite:  []string{`UPDATE "outbox_event" SET status = 0, attempts = 0, last_error = NULL, done_at = NULL, available_at = ?, locked_by = NULL, locked_at = NULL WHERE event_id IN (?, ?) AND +status = 3`},
 			pgArgs:  []any{goldenT0U, `{"a","b"}`},
 			sqlArgs: []any{goldenT0S, "a", "b"},
 		},
@@ -184,8 +184,8 @@ func goldenCases() []goldenCase {
 			build: func(d *dialect) ([]query, error) {
 				return d.replayQueries(t, ReplayParams{DeadFilter: DeadFilter{EventType: "E"}, Limit: 100, Now: goldenT0})
 			},
-			pg:      []string{`UPDATE "outbox_event" SET status = 0, attempts = 0, last_error = NULL, available_at = $1, locked_by = NULL, locked_at = NULL WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE status = 3 AND event_type = $2 ORDER BY created_at, event_id LIMIT $3) AND status = 3`},
-			sqlite:  []string{`UPDATE "outbox_event" SET status = 0, attempts = 0, last_error = NULL, available_at = ?, locked_by = NULL, locked_at = NULL WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE +status = 3 AND event_type = ? ORDER BY created_at, event_id LIMIT ?) AND +status = 3`},
+			pg:      []string{`UPDATE "outbox_event" SET status = 0, attempts = 0, last_error = NULL, done_at = NULL, available_at = $1, locked_by = NULL, locked_at = NULL WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE status = 3 AND event_type = $2 ORDER BY created_at, event_id LIMIT $3) AND status = 3`},
+			sqlite:  []string{`UPDATE "outbox_event" SET status = 0, attempts = 0, last_error = NULL, done_at = NULL, available_at = ?, locked_by = NULL, locked_at = NULL WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE +status = 3 AND event_type = ? ORDER BY created_at, event_id LIMIT ?) AND +status = 3`},
 			pgArgs:  []any{goldenT0U, "E", int64(100)},
 			sqlArgs: []any{goldenT0S, "E", int64(100)},
 		},
@@ -403,7 +403,7 @@ func TestBuildersRejectBadParams(t *testing.T) {
 			return err
 		},
 		"mark dead no id": func(d *dialect) error {
-			_, err := d.markDeadQuery(goldenTable, MarkDeadParams{Reason: "x"})
+			_, err := d.markDeadQuery(goldenTable, MarkDeadParams{DeadAt: goldenT0, Reason: "x"})
 			return err
 		},
 		"pending zero limit": func(d *dialect) error {
@@ -445,8 +445,8 @@ func TestBuildersRejectBadParams(t *testing.T) {
 	}
 	for name, build := range cases {
 		for _, d := range []Dialect{Postgres, SQLite} {
-			if err := build(d.builder()); !errors.Is(err, ErrInvalidParams) {
-				t.Errorf("%s/%s: err = %v, want ErrInvalidParams", d.Name(), name, err)
+			if err := build(d.builder()); !errors.Is(err, ErrInvalidArgument) {
+				t.Errorf("%s/%s: err = %v, want ErrInvalidArgument", d.Name(), name, err)
 			}
 		}
 	}
@@ -564,7 +564,7 @@ func TestDialectKnobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "UPDATE `app`.`outbox_event` SET status = 0, attempts = 0, last_error = NULL, available_at = ?, locked_by = NULL, locked_at = NULL WHERE status = 3 ORDER BY created_at, event_id LIMIT ?"; replay[0].SQL != want {
+	if want := "UPDATE `app`.`outbox_event` SET status = 0, attempts = 0, last_error = NULL, done_at = NULL, available_at = ?, locked_by = NULL, locked_at = NULL WHERE status = 3 ORDER BY created_at, event_id LIMIT ?"; replay[0].SQL != want {
 		t.Errorf("replay:\n got: %s\nwant: %s", replay[0].SQL, want)
 	}
 	done, err := d.markDoneQueries(tab, MarkDoneParams{IDs: []string{"a", "b", "c"}, DoneAt: goldenT0})

@@ -227,7 +227,7 @@ func (d *Dispatcher) writeOutcome(runCtx context.Context, e *Event, dec decision
 		})
 	case outcomeDead:
 		op = "mark dead"
-		n, err = d.store.MarkDead(ctx, MarkDeadParams{ID: e.ID, Reason: dec.reason, CountAttempt: dec.countAttempt})
+		n, err = d.store.MarkDead(ctx, MarkDeadParams{ID: e.ID, DeadAt: now, Reason: dec.reason, CountAttempt: dec.countAttempt})
 	}
 	if err != nil {
 		d.log.LogAttrs(runCtx, slog.LevelError, "status update failed; event left for the poller",

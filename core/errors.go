@@ -29,7 +29,8 @@ var (
 	// ErrInvalidConfig is matched (errors.Is) by every [ConfigError].
 	ErrInvalidConfig = errors.New("outbox: invalid config")
 	// ErrInvalidArgument is wrapped by errors for bad arguments to a call, such as a page
-	// limit out of range.
+	// limit out of range, or store parameters that fail their Validate method. Nothing
+	// runs in that case.
 	ErrInvalidArgument = errors.New("outbox: invalid argument")
 	// ErrTxDone is returned when a callback is registered on, or a write is made through, a
 	// transaction that has already committed or rolled back.

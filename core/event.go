@@ -69,7 +69,7 @@ type Event struct {
 	CreatedAt time.Time
 	// AvailableAt is the earliest time the event may be delivered.
 	AvailableAt time.Time
-	// DoneAt is when the row became DONE; zero otherwise.
+	// DoneAt is when the row became DONE or DEAD; zero while it is pending.
 	DoneAt time.Time
 }
 

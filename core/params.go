@@ -1,20 +1,14 @@
 package outbox
 
-import (
-	"errors"
-	"fmt"
-)
+import "fmt"
 
-// ErrInvalidParams is matched (errors.Is) by every error a [Store] method returns for bad
-// input, such as a non-positive limit or an empty ID list. Nothing runs in that case.
-var ErrInvalidParams = errors.New("outbox: invalid store parameters")
-
+// invalidParams reports bad input to a [Store] method; nothing runs in that case.
 func invalidParams(method, format string, args ...any) error {
-	return fmt.Errorf("%w: %s: %s", ErrInvalidParams, method, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w: %s: %s", ErrInvalidArgument, method, fmt.Sprintf(format, args...))
 }
 
 // Validate reports whether p can be passed to [Store.MarkDone]: IDs must not be empty
-// and DoneAt must be set. The error matches [ErrInvalidParams].
+// and DoneAt must be set. The error matches [ErrInvalidArgument].
 func (p MarkDoneParams) Validate() error {
 	if len(p.IDs) == 0 {
 		return invalidParams("mark done", "IDs is empty")
@@ -27,7 +21,7 @@ func (p MarkDoneParams) Validate() error {
 
 // Validate reports whether p can be passed to [Store.Reschedule]: ID must be set, Status
 // must be StatusRetry or StatusNew and AvailableAt must be set. The error matches
-// [ErrInvalidParams].
+// [ErrInvalidArgument].
 func (p RescheduleParams) Validate() error {
 	if p.ID == "" {
 		return invalidParams("reschedule", "ID is empty")
@@ -41,17 +35,20 @@ func (p RescheduleParams) Validate() error {
 	return nil
 }
 
-// Validate reports whether p can be passed to [Store.MarkDead]: ID must be set. The
-// error matches [ErrInvalidParams].
+// Validate reports whether p can be passed to [Store.MarkDead]: ID and DeadAt must be set. The
+// error matches [ErrInvalidArgument].
 func (p MarkDeadParams) Validate() error {
 	if p.ID == "" {
 		return invalidParams("mark dead", "ID is empty")
+	}
+	if p.DeadAt.IsZero() {
+		return invalidParams("mark dead", "DeadAt is zero")
 	}
 	return nil
 }
 
 // Validate reports whether p can be passed to [Store.Pending]: Limit must be positive,
-// Now set and SkipRecent not negative. The error matches [ErrInvalidParams].
+// Now set and SkipRecent not negative. The error matches [ErrInvalidArgument].
 func (p PendingParams) Validate() error {
 	if p.Limit <= 0 {
 		return invalidParams("pending", "Limit must be positive, got %d", p.Limit)
@@ -66,7 +63,7 @@ func (p PendingParams) Validate() error {
 }
 
 // Validate reports whether p can be passed to [Store.ListDead]: Limit must be positive.
-// The error matches [ErrInvalidParams].
+// The error matches [ErrInvalidArgument].
 func (p ListDeadParams) Validate() error {
 	if p.Limit <= 0 {
 		return invalidParams("list dead", "Limit must be positive, got %d", p.Limit)
@@ -75,7 +72,7 @@ func (p ListDeadParams) Validate() error {
 }
 
 // Validate reports whether p can be passed to [Store.Replay]: either IDs is not empty or
-// Limit is positive, and Now is set. The error matches [ErrInvalidParams].
+// Limit is positive, and Now is set. The error matches [ErrInvalidArgument].
 func (p ReplayParams) Validate() error {
 	if len(p.IDs) == 0 && p.Limit <= 0 {
 		return invalidParams("replay", "IDs is empty and Limit is not positive (%d)", p.Limit)
@@ -87,7 +84,7 @@ func (p ReplayParams) Validate() error {
 }
 
 // Validate reports whether p can be passed to [Store.Purge]: Limit must be positive and
-// Before set. The error matches [ErrInvalidParams].
+// Before set. The error matches [ErrInvalidArgument].
 func (p PurgeParams) Validate() error {
 	if p.Limit <= 0 {
 		return invalidParams("purge", "Limit must be positive, got %d", p.Limit)

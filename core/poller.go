@@ -237,7 +237,7 @@ func (p *Poller) markUndecodable(ctx context.Context, re RowError) {
 		defer cancel()
 	}
 	reason := re.Error()
-	_, err := p.store.MarkDead(ctx, MarkDeadParams{ID: re.EventID, Reason: reason})
+	_, err := p.store.MarkDead(ctx, MarkDeadParams{ID: re.EventID, DeadAt: p.cfg.Now(), Reason: reason})
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
 			p.log.LogAttrs(ctx, slog.LevelError, "undecodable event could not be moved to dead",

@@ -177,7 +177,7 @@ func TestSQLStoreUndecodableRows(t *testing.T) {
 			// The poller moves such rows to DEAD; the dead-event API must still list them.
 			for _, c := range cases[s.name] {
 				if c.lenient {
-					if _, err := b.store.MarkDead(ctx, outbox.MarkDeadParams{ID: c.id, Reason: "undecodable"}); err != nil {
+					if _, err := b.store.MarkDead(ctx, outbox.MarkDeadParams{DeadAt: time.Now(), ID: c.id, Reason: "undecodable"}); err != nil {
 						t.Fatal(err)
 					}
 				}

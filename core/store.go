@@ -38,8 +38,8 @@ type Store interface {
 	// after a failure, StatusNew after a deferral), records p.LastError and, when
 	// p.CountAttempt is set, increments attempts. A DONE row is left alone.
 	Reschedule(ctx context.Context, p RescheduleParams) (int64, error)
-	// MarkDead moves a row to DEAD with a reason; p.CountAttempt increments attempts too.
-	// A DONE row is left alone.
+	// MarkDead moves a row to DEAD with a reason and sets done_at to p.DeadAt;
+	// p.CountAttempt increments attempts too. A DONE row is left alone.
 	MarkDead(ctx context.Context, p MarkDeadParams) (int64, error)
 	// Pending returns due NEW and RETRY rows, oldest first (created_at, then event_id).
 	// Rows that cannot be decoded come back in PendingBatch.Undecodable.
@@ -51,12 +51,13 @@ type Store interface {
 	ListDead(ctx context.Context, p ListDeadParams) ([]Event, error)
 	// CountDead counts DEAD events matching the filter.
 	CountDead(ctx context.Context, f DeadFilter) (int64, error)
-	// Replay moves DEAD rows back to NEW, due now, with attempts reset and last_error
-	// cleared. Either p.IDs or the filter with p.Limit selects the rows; only DEAD rows
+	// Replay moves DEAD rows back to NEW, due now, with attempts reset and last_error and
+	// done_at cleared. Either p.IDs or the filter with p.Limit selects the rows; only DEAD rows
 	// change. It returns the number of rows changed.
 	Replay(ctx context.Context, p ReplayParams) (int64, error)
-	// Purge deletes at most p.Limit DONE and DEAD rows whose done_at (or created_at when
-	// done_at is unset) is before p.Before, oldest first, and returns how many it deleted.
+	// Purge deletes at most p.Limit DONE and DEAD rows whose done_at (the time they became
+	// DONE or DEAD; created_at for rows that have none) is before p.Before, oldest first,
+	// and returns how many it deleted.
 	Purge(ctx context.Context, p PurgeParams) (int64, error)
 	// Stats counts rows per status and finds the oldest due-or-not pending row.
 	Stats(ctx context.Context) (Stats, error)
@@ -86,6 +87,9 @@ type RescheduleParams struct {
 // MarkDeadParams are the inputs of [Store.MarkDead].
 type MarkDeadParams struct {
 	ID string
+	// DeadAt is stored as done_at: the time the row reached a final state, from which
+	// purge retention counts. Required.
+	DeadAt time.Time
 	// Reason is stored as last_error, truncated to MaxLastErrorLen bytes.
 	Reason string
 	// CountAttempt increments attempts (the delivery that failed for the last time).

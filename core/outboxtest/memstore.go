@@ -20,7 +20,7 @@ import (
 // Pending returns due NEW and RETRY rows oldest first, times are stored in UTC truncated
 // to microseconds like the SQL stores, and last_error is truncated to
 // outbox.MaxLastErrorLen bytes. Every method returns ctx.Err() when ctx is done and
-// rejects invalid parameters with an error matching outbox.ErrInvalidParams.
+// rejects invalid parameters with an error matching outbox.ErrInvalidArgument.
 //
 // Insert ignores its executor (which may be nil) and applies at once: there is no
 // transaction to roll back. Events returned by any method are copies.
@@ -52,7 +52,7 @@ func (s *MemoryStore) Insert(ctx context.Context, _ outbox.Executor, events []ou
 	seen := make(map[string]struct{}, len(events))
 	for i, e := range events {
 		if e.ID == "" {
-			return fmt.Errorf("%w: insert: event %d has no ID", outbox.ErrInvalidParams, i)
+			return fmt.Errorf("%w: insert: event %d has no ID", outbox.ErrInvalidArgument, i)
 		}
 		if _, dup := seen[e.ID]; dup {
 			return fmt.Errorf("insert: event ID %q is used twice", e.ID)
@@ -132,7 +132,7 @@ func (s *MemoryStore) MarkDead(ctx context.Context, p outbox.MarkDeadParams) (in
 	if !ok || r.ev.Status == outbox.StatusDone {
 		return 0, nil
 	}
-	r.ev.Status, r.ev.LastError = outbox.StatusDead, truncateLastError(p.Reason)
+	r.ev.Status, r.ev.LastError, r.ev.DoneAt = outbox.StatusDead, truncateLastError(p.Reason), canonical(p.DeadAt)
 	if p.CountAttempt {
 		r.ev.Attempts++
 	}
@@ -236,7 +236,7 @@ func (s *MemoryStore) Replay(ctx context.Context, p outbox.ReplayParams) (int64,
 		rows = rows[:min(len(rows), p.Limit)]
 	}
 	for _, r := range rows {
-		r.ev.Status, r.ev.Attempts, r.ev.LastError, r.ev.AvailableAt = outbox.StatusNew, 0, "", now
+		r.ev.Status, r.ev.Attempts, r.ev.LastError, r.ev.AvailableAt, r.ev.DoneAt = outbox.StatusNew, 0, "", now, time.Time{}
 	}
 	return int64(len(rows)), nil
 }

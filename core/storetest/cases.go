@@ -202,7 +202,7 @@ func testDoneIsFenced(x *fixture) {
 	x.changed("Reschedule of DONE", n, err, 0)
 	n, err = x.store().Reschedule(x.ctx, outbox.RescheduleParams{ID: "done", Status: outbox.StatusNew, AvailableAt: at(time.Hour)})
 	x.changed("deferral of DONE", n, err, 0)
-	n, err = x.store().MarkDead(x.ctx, outbox.MarkDeadParams{ID: "done", Reason: "late", CountAttempt: true})
+	n, err = x.store().MarkDead(x.ctx, outbox.MarkDeadParams{DeadAt: base, ID: "done", Reason: "late", CountAttempt: true})
 	x.changed("MarkDead of DONE", n, err, 0)
 	n, err = x.store().Replay(x.ctx, outbox.ReplayParams{IDs: []string{"done"}, Now: at(time.Hour)})
 	x.changed("Replay of DONE", n, err, 0)
@@ -251,12 +251,12 @@ func testReschedule(x *fixture) {
 func testMarkDead(x *fixture) {
 	x.insert(ev("d1", base), ev("d2", base))
 	x.retry("d1", at(time.Minute))
-	n, err := x.store().MarkDead(x.ctx, outbox.MarkDeadParams{ID: "d1", Reason: "poison", CountAttempt: true})
+	n, err := x.store().MarkDead(x.ctx, outbox.MarkDeadParams{DeadAt: at(2 * time.Minute), ID: "d1", Reason: "poison", CountAttempt: true})
 	x.changed("MarkDead", n, err, 1)
-	if e := x.wantStatus("d1", outbox.StatusDead); e.Attempts != 2 || e.LastError != "poison" || !e.DoneAt.IsZero() {
+	if e := x.wantStatus("d1", outbox.StatusDead); e.Attempts != 2 || e.LastError != "poison" || !e.DoneAt.Equal(at(2*time.Minute)) {
 		x.Fatalf("d1: attempts %d, last error %q, done at %v", e.Attempts, e.LastError, e.DoneAt)
 	}
-	n, err = x.store().MarkDead(x.ctx, outbox.MarkDeadParams{ID: "d2", Reason: "unroutable"})
+	n, err = x.store().MarkDead(x.ctx, outbox.MarkDeadParams{DeadAt: base, ID: "d2", Reason: "unroutable"})
 	x.changed("MarkDead without attempt", n, err, 1)
 	if e := x.wantStatus("d2", outbox.StatusDead); e.Attempts != 0 || e.LastError != "unroutable" {
 		x.Fatalf("d2: attempts %d, last error %q", e.Attempts, e.LastError)
@@ -264,7 +264,7 @@ func testMarkDead(x *fixture) {
 	if b := x.pending(at(time.Hour), 0, 10); len(b.Events) != 0 {
 		x.Fatalf("dead rows are pending: %v", ids(b.Events))
 	}
-	n, err = x.store().MarkDead(x.ctx, outbox.MarkDeadParams{ID: "missing", Reason: "x"})
+	n, err = x.store().MarkDead(x.ctx, outbox.MarkDeadParams{DeadAt: base, ID: "missing", Reason: "x"})
 	x.changed("MarkDead of a missing row", n, err, 0)
 }
 
@@ -283,7 +283,7 @@ func testLastErrorTruncated(x *fixture) {
 		AvailableAt: base, CountAttempt: true, LastError: long})
 	x.changed("Reschedule", n, err, 1)
 	check("long1")
-	n, err = x.store().MarkDead(x.ctx, outbox.MarkDeadParams{ID: "long2", Reason: long})
+	n, err = x.store().MarkDead(x.ctx, outbox.MarkDeadParams{DeadAt: base, ID: "long2", Reason: long})
 	x.changed("MarkDead", n, err, 1)
 	check("long2")
 }
@@ -359,7 +359,7 @@ func testBadParams(x *fixture) {
 			return err
 		},
 		"MarkDead without ID": func() error {
-			_, err := s.MarkDead(x.ctx, outbox.MarkDeadParams{Reason: "x"})
+			_, err := s.MarkDead(x.ctx, outbox.MarkDeadParams{DeadAt: base, Reason: "x"})
 			return err
 		},
 		"Pending with limit 0": func() error {
@@ -384,8 +384,8 @@ func testBadParams(x *fixture) {
 		},
 	}
 	for name, call := range calls {
-		if err := call(); !errors.Is(err, outbox.ErrInvalidParams) {
-			x.Errorf("%s: err = %v, want one matching ErrInvalidParams", name, err)
+		if err := call(); !errors.Is(err, outbox.ErrInvalidArgument) {
+			x.Errorf("%s: err = %v, want one matching ErrInvalidArgument", name, err)
 		}
 	}
 	if e := x.wantStatus("a", outbox.StatusNew); e.Attempts != 0 {

@@ -129,8 +129,8 @@ func testReplayByID(x *fixture) {
 	n, err := x.store().Replay(x.ctx, outbox.ReplayParams{IDs: []string{"dead", "done", "new", "retry", "missing"}, Now: now})
 	x.changed("Replay", n, err, 1)
 	e := x.wantStatus("dead", outbox.StatusNew)
-	if e.Attempts != 0 || e.LastError != "" {
-		x.Fatalf("replayed: attempts %d, last error %q", e.Attempts, e.LastError)
+	if e.Attempts != 0 || e.LastError != "" || !e.DoneAt.IsZero() {
+		x.Fatalf("replayed: attempts %d, last error %q, done at %v", e.Attempts, e.LastError, e.DoneAt)
 	}
 	x.wantTime("replayed AvailableAt", e.AvailableAt, now)
 	x.wantStatus("done", outbox.StatusDone)
@@ -195,15 +195,17 @@ func testPurge(x *fixture) {
 	x.insert(
 		ev("done-old", old),                      // DONE long ago: purged first
 		ev("dead-old", old.Add(time.Hour)),       // DEAD, created long ago: purged second
+		ev("died-recently", old),                 // created long ago, DEAD recently: kept
 		ev("done-recently", old),                 // created long ago, DONE recently: kept
 		ev("dead-recent", before.Add(time.Hour)), // kept
 		ev("new-old", old),                       // not finished: kept
 		ev("retry-old", old),                     // not finished: kept
 	)
 	x.markDone(old.Add(time.Minute), "done-old")
-	x.markDead("dead-old", "x")
+	x.markDeadAt("dead-old", "x", old.Add(2*time.Hour))
+	x.markDeadAt("died-recently", "x", before.Add(time.Minute))
 	x.markDone(before.Add(time.Minute), "done-recently")
-	x.markDead("dead-recent", "x")
+	x.markDeadAt("dead-recent", "x", before.Add(2*time.Hour))
 	x.retry("retry-old", old)
 
 	purge := func(limit int) int64 {
@@ -228,6 +230,7 @@ func testPurge(x *fixture) {
 	}
 	x.wantStatus("done-recently", outbox.StatusDone)
 	x.wantStatus("dead-recent", outbox.StatusDead)
+	x.wantStatus("died-recently", outbox.StatusDead)
 	x.wantStatus("new-old", outbox.StatusNew)
 	x.wantStatus("retry-old", outbox.StatusRetry)
 }

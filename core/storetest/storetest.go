@@ -23,7 +23,7 @@
 // Every subtest runs in parallel with its own harness. The suite uses only Store
 // methods, so a store without SQL passes it too; tests that need a real transaction
 // (rollback atomicity) run only when the harness has a DB. Bad parameters must be
-// rejected with an error matching [outbox.ErrInvalidParams]; the params' Validate
+// rejected with an error matching [outbox.ErrInvalidArgument]; the params' Validate
 // methods implement the checks.
 package storetest
 
@@ -203,9 +203,11 @@ func (x *fixture) markDone(doneAt time.Time, ids ...string) int64 {
 	return n
 }
 
-func (x *fixture) markDead(id, reason string) {
+func (x *fixture) markDead(id, reason string) { x.Helper(); x.markDeadAt(id, reason, base) }
+
+func (x *fixture) markDeadAt(id, reason string, deadAt time.Time) {
 	x.Helper()
-	n, err := x.store().MarkDead(x.ctx, outbox.MarkDeadParams{ID: id, Reason: reason, CountAttempt: true})
+	n, err := x.store().MarkDead(x.ctx, outbox.MarkDeadParams{DeadAt: deadAt, ID: id, Reason: reason, CountAttempt: true})
 	x.changed("MarkDead "+id, n, err, 1)
 }
 
