@@ -12,6 +12,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -26,13 +27,14 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
+	if err := run(os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "quickstart:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
+// run tells the story, printing to out.
+func run(out io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -55,7 +57,7 @@ func run() error {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE orders (id TEXT PRIMARY KEY, amount_cents INTEGER NOT NULL)`); err != nil {
 		return err
 	}
-	fmt.Printf("database: %s\n", path)
+	fmt.Fprintf(out, "database: %s\n", path)
 
 	ob, err := outbox.New(db, outbox.Config{
 		Dialect:      outbox.SQLite,
@@ -70,14 +72,14 @@ func run() error {
 
 	var finished atomic.Int64 // deliveries that ended in DONE
 	if err := ob.Register("Order", "OrderPlaced", outbox.ListenerFunc(func(_ context.Context, e *outbox.Event) error {
-		fmt.Printf("delivered  %-14s id=%s order=%s payload=%s\n", e.Type, e.ID, e.AggregateID, e.Payload)
+		fmt.Fprintf(out, "delivered  %-14s id=%s order=%s payload=%s\n", e.Type, e.ID, e.AggregateID, e.Payload)
 		finished.Add(1)
 		return nil
 	})); err != nil {
 		return err
 	}
 	if err := ob.Register("Order", "ReminderDue", outbox.ListenerFunc(func(_ context.Context, e *outbox.Event) error {
-		fmt.Printf("delivered  %-14s id=%s order=%s (delayed, %s after it was written)\n",
+		fmt.Fprintf(out, "delivered  %-14s id=%s order=%s (delayed, %s after it was written)\n",
 			e.Type, e.ID, e.AggregateID, time.Since(e.CreatedAt).Round(100*time.Millisecond))
 		finished.Add(1)
 		return nil
@@ -87,10 +89,10 @@ func run() error {
 	var fixed atomic.Bool // the payment service is "down" until we fix it
 	if err := ob.Register("Order", "PaymentRequested", outbox.ListenerFunc(func(_ context.Context, e *outbox.Event) error {
 		if !fixed.Load() {
-			fmt.Printf("failed     %-14s id=%s attempt=%d\n", e.Type, e.ID, e.Attempts+1)
+			fmt.Fprintf(out, "failed     %-14s id=%s attempt=%d\n", e.Type, e.ID, e.Attempts+1)
 			return errors.New("payment service unavailable")
 		}
-		fmt.Printf("delivered  %-14s id=%s after replay\n", e.Type, e.ID)
+		fmt.Fprintf(out, "delivered  %-14s id=%s after replay\n", e.Type, e.ID)
 		finished.Add(1)
 		return nil
 	})); err != nil {
@@ -117,7 +119,7 @@ func run() error {
 	}
 	// 2. An order whose transaction fails: neither the order nor its event exists.
 	err = placeOrder(ctx, db, ob.Writer(), "order-bad", 100, errors.New("card declined"))
-	fmt.Printf("rolled back order-bad: %v (nothing is published)\n", err)
+	fmt.Fprintf(out, "rolled back order-bad: %v (nothing is published)\n", err)
 	// 3. A delayed event and an event whose listener keeps failing.
 	err = outbox.RunInTx(ctx, db, func(ctx context.Context, tx *outbox.Tx) error {
 		_, err := ob.Writer().WriteAll(ctx, tx, []outbox.Envelope{
@@ -142,7 +144,7 @@ func run() error {
 		return err
 	}
 	for _, e := range page.Events {
-		fmt.Printf("dead       %-14s id=%s attempts=%d last_error=%q\n", e.Type, e.ID, e.Attempts, e.LastError)
+		fmt.Fprintf(out, "dead       %-14s id=%s attempts=%d last_error=%q\n", e.Type, e.ID, e.Attempts, e.LastError)
 	}
 
 	// Fix the cause, replay the dead event, and watch it delivered.
@@ -151,7 +153,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("replayed %d dead event(s)\n", n)
+	fmt.Fprintf(out, "replayed %d dead event(s)\n", n)
 	if err := waitFor(ctx, func() (bool, error) { return finished.Load() == 4, nil }); err != nil {
 		return err
 	}
@@ -164,7 +166,7 @@ func run() error {
 	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM orders`).Scan(&orders); err != nil {
 		return err
 	}
-	fmt.Printf("orders: %d, outbox rows: DONE=%d DEAD=%d NEW=%d RETRY=%d\n", orders,
+	fmt.Fprintf(out, "orders: %d, outbox rows: DONE=%d DEAD=%d NEW=%d RETRY=%d\n", orders,
 		stats.Counts[outbox.StatusDone], stats.Counts[outbox.StatusDead],
 		stats.Counts[outbox.StatusNew], stats.Counts[outbox.StatusRetry])
 	return nil
