@@ -65,12 +65,14 @@ type Config struct {
 	// Defaults to DefaultWorkers.
 	Workers int
 	// HotQueueSize bounds the events handed over after commit. When it is full the event
-	// is left for the poller; a write never blocks. Defaults to DefaultHotQueueSize.
+	// is left for the poller; a write never blocks. -1 disables the hot path.
+	// Defaults to DefaultHotQueueSize.
 	HotQueueSize int
 	// ColdQueueSize bounds the events the poller hands over. Defaults to DefaultColdQueueSize.
 	ColdQueueSize int
-	// MaxAttempts is the number of failed deliveries after which an event is DEAD.
-	// Ordered mode requires 1. Defaults to DefaultMaxAttempts (1 in Ordered mode).
+	// MaxAttempts is the number of failed deliveries after which an event is DEAD; -1
+	// retries forever. Ordered mode requires 1. Defaults to DefaultMaxAttempts (1 in
+	// Ordered mode).
 	MaxAttempts int
 	// Retry computes the delay before a retry. Defaults to an ExponentialBackoff with
 	// DefaultRetryBase and DefaultRetryMax.
