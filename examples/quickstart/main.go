@@ -154,12 +154,13 @@ func run(out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "replayed %d dead event(s)\n", n)
-	if err := waitFor(ctx, func() (bool, error) { return finished.Load() == 4, nil }); err != nil {
-		return err
-	}
-
-	stats, err := ob.Dead().Stats(ctx)
-	if err != nil {
+	// The listener has run once the counter moves; the row is DONE a moment later.
+	var stats outbox.Stats
+	if err := waitFor(ctx, func() (bool, error) {
+		var err error
+		stats, err = ob.Dead().Stats(ctx)
+		return finished.Load() == 4 && stats.Counts[outbox.StatusDone] == 4, err
+	}); err != nil {
 		return err
 	}
 	var orders int

@@ -53,13 +53,14 @@ const (
 	EnvRequireDBs = "OUTBOX_TEST_REQUIRE_DBS"
 )
 
-// server is the PostgreSQL server of this process, started at most once.
+// server is the PostgreSQL server of this process, started on first use and again after
+// StopAll. mu is held while it starts, so concurrent tests wait for one server.
 var server struct {
-	once sync.Once
-	mu   sync.Mutex
-	dsn  string
-	dir  string // set when this process started the server
-	err  error
+	mu      sync.Mutex
+	started bool
+	dsn     string
+	dir     string // set when this process started the server
+	err     error
 }
 
 // PostgresDSN returns the DSN of a PostgreSQL database for tests: OUTBOX_TEST_POSTGRES_DSN
@@ -71,8 +72,11 @@ func PostgresDSN(tb testing.TB) string {
 	if dsn := os.Getenv(EnvPostgresDSN); dsn != "" {
 		return dsn
 	}
-	server.once.Do(startPostgres)
 	server.mu.Lock()
+	if !server.started {
+		server.dsn, server.dir, server.err = runStart("postgres")
+		server.started = true
+	}
 	dsn, err := server.dsn, server.err
 	server.mu.Unlock()
 	if err != nil {
@@ -89,13 +93,6 @@ func unavailable(tb testing.TB, what string, err error) {
 		tb.Fatal(msg)
 	}
 	tb.Skip(msg)
-}
-
-func startPostgres() {
-	dsn, dir, err := runStart("postgres")
-	server.mu.Lock()
-	defer server.mu.Unlock()
-	server.dsn, server.dir, server.err = dsn, dir, err
 }
 
 // runStart runs "scripts/testdb.sh start <kind>" and parses its two output lines.
@@ -133,11 +130,12 @@ func runStart(kind string) (dsn, dir string, err error) {
 }
 
 // StopAll stops the servers this process started and removes their directories. Call
-// it from TestMain after m.Run. It is safe to call when nothing was started.
+// it from TestMain after m.Run. It is safe to call when nothing was started; a later
+// PostgresDSN starts a new server.
 func StopAll() {
 	server.mu.Lock()
 	dir := server.dir
-	server.dir = ""
+	server.started, server.dsn, server.dir, server.err = false, "", "", nil
 	server.mu.Unlock()
 	if dir == "" {
 		return
