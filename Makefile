@@ -1,6 +1,8 @@
 # Outbox: common tasks. `make help` lists them.
 .DEFAULT_GOAL := help
 GO ?= go
+# DB lists the servers db-up starts.
+DB ?= postgres mysql
 
 .PHONY: help
 help: ## Show this help.
@@ -11,7 +13,7 @@ run: ## Run the quickstart example on SQLite (no server needed).
 	$(GO) run ./examples/quickstart
 
 .PHONY: test
-test: ## Run all tests with the race detector (starts a throwaway PostgreSQL if needed).
+test: ## Run all tests with the race detector (starts throwaway PostgreSQL and MariaDB if needed).
 	$(GO) test -race ./...
 
 .PHONY: test-short
@@ -25,9 +27,9 @@ lint: ## go vet, gofmt check and go.mod tidiness.
 	$(GO) mod tidy -diff
 
 .PHONY: db-up
-db-up: ## Start a throwaway PostgreSQL on 127.0.0.1 and print its env (eval the output).
-	@scripts/testdb.sh start postgres
+db-up: ## Start throwaway PostgreSQL and MariaDB on 127.0.0.1 and print their env, one KEY=value per line (DB=mysql for one).
+	@for db in $(DB); do scripts/testdb.sh start $$db || exit 1; done
 
 .PHONY: db-down
-db-down: ## Stop the server started by db-up: make db-down DIR=<OUTBOX_TEST_POSTGRES_DIR>.
-	@scripts/testdb.sh stop "$(DIR)"
+db-down: ## Stop servers started by db-up: make db-down DIR="<OUTBOX_TEST_POSTGRES_DIR> <OUTBOX_TEST_MYSQL_DIR>".
+	@for dir in $(DIR); do scripts/testdb.sh stop "$$dir" || exit 1; done

@@ -1,7 +1,7 @@
 package outbox_test
 
-// Acceptance tests of the composite Outbox on real databases: every test runs on SQLite
-// and on PostgreSQL (a throwaway server, see internal/testdb).
+// Acceptance tests of the composite Outbox on real databases: every test runs on SQLite,
+// PostgreSQL and MariaDB (throwaway servers, see internal/testdb).
 
 import (
 	"context"
@@ -33,6 +33,18 @@ var backends = []backend{
 		db := testdb.NewPostgresDB(t)
 		return db, testdb.IsolatedTable(t, db, "postgres")
 	}},
+	{"mysql", outbox.MySQL, func(t *testing.T) (*sql.DB, string) {
+		db := testdb.NewMySQLDB(t)
+		return db, testdb.IsolatedTable(t, db, "mysql")
+	}},
+}
+
+// ph1 returns the dialect's placeholder for a statement's first argument.
+func ph1(d outbox.Dialect) string {
+	if d == outbox.Postgres {
+		return "$1"
+	}
+	return "?"
 }
 
 // forEachBackend runs fn as a parallel subtest per database.
@@ -99,10 +111,7 @@ func (a *acceptanceBundle) start(t *testing.T) {
 func (a *acceptanceBundle) placeOrder(ctx context.Context, id string, env outbox.Envelope, fail error) (string, error) {
 	var eventID string
 	err := outbox.RunInTx(ctx, a.db, func(ctx context.Context, tx *outbox.Tx) error {
-		q := `INSERT INTO ` + a.orders + ` (id) VALUES ($1)`
-		if a.dialect == outbox.SQLite {
-			q = `INSERT INTO ` + a.orders + ` (id) VALUES (?)`
-		}
+		q := `INSERT INTO ` + a.orders + ` (id) VALUES (` + ph1(a.dialect) + `)`
 		if _, err := tx.ExecContext(ctx, q, id); err != nil {
 			return err
 		}
@@ -249,7 +258,7 @@ func TestAcceptanceCommitDeliversThroughHotPath(t *testing.T) {
 		var businessRowSeen atomic.Bool
 		rec := newDeliveries(func(ctx context.Context, e *outbox.Event) error {
 			var n int
-			q := `SELECT COUNT(*) FROM ` + a.orders + ` WHERE id = ` + map[bool]string{true: "?", false: "$1"}[a.dialect == outbox.SQLite]
+			q := `SELECT COUNT(*) FROM ` + a.orders + ` WHERE id = ` + ph1(a.dialect)
 			if err := a.db.QueryRowContext(ctx, q, e.AggregateID).Scan(&n); err == nil && n == 1 {
 				businessRowSeen.Store(true)
 			}

@@ -1,6 +1,8 @@
 package outbox
 
 import (
+	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strconv"
@@ -11,9 +13,10 @@ import (
 // Dialect describes one SQL database to [NewSQLStore] and [Migrate]: placeholders,
 // identifier quoting, time encoding, statement limits and DDL. It is a pure query
 // builder: it does no I/O and holds no state. The implementations are the values
-// [Postgres] and [SQLite]; the interface has unexported methods so that no other exist.
+// [Postgres], [MySQL] and [SQLite]; the interface has unexported methods so that no
+// other exist.
 type Dialect interface {
-	// Name returns the dialect's name: "postgres" or "sqlite".
+	// Name returns the dialect's name: "postgres", "mysql" or "sqlite".
 	Name() string
 	// builder returns the query builder behind the dialect.
 	builder() *dialect
@@ -34,6 +37,52 @@ var (
 		idsAsArray:    true,
 		maxIDs:        5000,
 		ddl:           postgresDDL,
+	}
+	// MySQL is MySQL 8.0 or newer and MariaDB 10.6 or newer, through
+	// github.com/go-sql-driver/mysql (driver name "mysql"). The DSN must carry
+	// [MySQLDSNParams], parseTime=true&loc=UTC:
+	//
+	//	user:password@tcp(127.0.0.1:3306)/app?parseTime=true&loc=UTC
+	//
+	// or, with the driver's Config, ParseTime: true and Loc: time.UTC. Times are
+	// DATETIME(6) columns holding UTC wall-clock time. The driver formats every time
+	// argument in its loc and parses DATETIME values in loc, so with any loc but UTC the
+	// stored values are local wall-clock times (ambiguous around DST changes, and wrong
+	// for anything that reads them as UTC); parseTime=true makes DATETIME values scan as
+	// time.Time. The session time_zone does not matter: the server does not convert
+	// DATETIME values. The connection character set must be utf8mb4, the driver's
+	// default. [SQLStore.CheckConnection], which [Outbox.Start] runs, returns a
+	// *[ConfigError] with Field "DSN" naming the fix when a connection breaks these rules.
+	//
+	// The table is InnoDB, utf8mb4 with the case-sensitive utf8mb4_bin collation (so
+	// filters match exactly, as on PostgreSQL); event_id is VARBINARY(64), compared
+	// byte by byte, so IDs that differ only in trailing spaces stay distinct. Payload
+	// and headers are JSON (on MariaDB an alias of LONGTEXT with a JSON_VALID check;
+	// MySQL stores JSON in a binary form and returns it normalised, keys sorted).
+	// MySQL has no partial indexes: two STORED generated columns stand in for them,
+	// due_at (available_at of NEW and RETRY rows, else NULL) for the poller and
+	// finished_at (when a DONE or DEAD row finished, else NULL) for Purge, and the
+	// indexes are declared inside CREATE TABLE IF NOT EXISTS because MySQL has no
+	// CREATE INDEX IF NOT EXISTS. Bounded replays and purges are UPDATE/DELETE …
+	// ORDER BY … LIMIT, since MySQL rejects LIMIT in an IN subquery. A multi-row INSERT
+	// is also split when its arguments exceed 4 MiB, well below the server's
+	// max_allowed_packet (16 MiB on MariaDB, 64 MiB on MySQL); a single event larger
+	// than half of max_allowed_packet needs a larger server setting.
+	MySQL Dialect = &dialect{
+		name:              "mysql",
+		bindVar:           func(int) string { return "?" },
+		quoteChar:         '`',
+		encodeTime:        encodeMySQLTime,
+		decodeTime:        decodeTime,
+		maxBindParams:     65535, // the protocol's 2-byte parameter count
+		maxIDs:            1000,
+		maxStatementBytes: 4 << 20,
+		orderedDML:        true,
+		expandKeyset:      true,
+		dueColumn:         "due_at",
+		finishedColumn:    "finished_at",
+		ddl:               mysqlDDL,
+		checkConn:         checkMySQLConn,
 	}
 	// SQLite is SQLite 3.15 or newer, normally through modernc.org/sqlite opened with
 	// [SQLiteDSN]. Payload and headers are TEXT; times are TEXT in a fixed-width UTC
@@ -60,9 +109,7 @@ var (
 const SQLiteTimeLayout = "2006-01-02T15:04:05.000000Z"
 
 // dialect is the one implementation of Dialect. Every difference between databases is a
-// field, so a new database (MySQL/MariaDB: "?" placeholders, backtick quoting,
-// DELETE … ORDER BY … LIMIT, no RETURNING) is a new value, not a new code path through
-// the store.
+// field, so a new database is a new value, not a new code path through the store.
 type dialect struct {
 	name string
 	// bindVar returns the placeholder of the n-th argument, counting from 1.
@@ -81,9 +128,25 @@ type dialect struct {
 	idsAsArray bool
 	// maxIDs is the most IDs one statement matches; longer lists are split.
 	maxIDs int
+	// maxStatementBytes, when positive, bounds the argument bytes of one multi-row
+	// INSERT (payloads, headers and the other columns): MySQL rejects a statement larger
+	// than max_allowed_packet. A single row larger than the bound still goes alone.
+	maxStatementBytes int
 	// orderedDML writes bounded updates and deletes as "UPDATE/DELETE … ORDER BY … LIMIT ?"
 	// (MySQL) instead of "… WHERE event_id IN (SELECT event_id … ORDER BY … LIMIT ?)".
 	orderedDML bool
+	// expandKeyset writes the keyset condition (created_at, event_id) > (?, ?) as
+	// (created_at > ? OR (created_at = ? AND event_id > ?)): MySQL and MariaDB do not
+	// turn a row comparison into an index range, the expanded form they do.
+	expandKeyset bool
+	// dueColumn and finishedColumn, when set, name columns that stand in for partial
+	// indexes (MySQL has none, and MariaDB no expression indexes either): generated
+	// columns that are NULL except on the rows a query looks for, so that their indexes
+	// hold just those rows in the query's order and no other index starts with status.
+	// dueColumn is available_at on NEW and RETRY rows, and Pending filters on it instead
+	// of status and available_at. finishedColumn is COALESCE(done_at, created_at) on DONE
+	// and DEAD rows, and Purge filters and orders by it alone.
+	dueColumn, finishedColumn string
 	// statusHint prefixes the status column in the predicates that the partial dead and
 	// finished indexes serve, and in those indexes' WHERE clauses. SQLite sets it to "+":
 	// without statistics (most SQLite databases never run ANALYZE) its planner prefers
@@ -93,6 +156,10 @@ type dialect struct {
 	statusHint string
 	// ddl returns the statements that create and drop the table.
 	ddl func(d *dialect, t tableName) migration
+	// checkConn, when set, verifies that a connection pool is configured the way the
+	// dialect needs ([SQLStore.CheckConnection] runs it). It is the one part of a
+	// dialect that does I/O, and it only reads.
+	checkConn func(ctx context.Context, db *sql.DB) error
 }
 
 // hintedStatus is the status column as written in predicates the partial indexes serve.
@@ -132,6 +199,15 @@ func encodeSQLiteTime(t time.Time) (any, error) {
 		return nil, fmt.Errorf("time %s is outside the years 1 to 9999 that SQLite text times hold", t)
 	}
 	return t.Format(SQLiteTimeLayout), nil
+}
+
+// encodeMySQLTime passes t (UTC, microseconds) to the driver, which formats it in its
+// loc: UTC when the DSN is right, see [MySQL].
+func encodeMySQLTime(t time.Time) (any, error) {
+	if y := t.Year(); y < 1000 || y > 9999 {
+		return nil, fmt.Errorf("time %s is outside the years 1000 to 9999 that MySQL DATETIME holds", t)
+	}
+	return t, nil
 }
 
 // timeTextLayouts are the textual time forms decodeTime accepts: the SQLite dialect's

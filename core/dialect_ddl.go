@@ -134,3 +134,49 @@ func sqliteDDL(d *dialect, t tableName) migration {
 		down: []ddlStatement{{"Drops the table and its indexes.", "DROP TABLE IF EXISTS " + table}},
 	}
 }
+
+// mysqlComment explains what the MySQL table does differently.
+const mysqlComment = "\nTimes are DATETIME(6) in UTC: connect with parseTime=true&loc=UTC.\n" +
+	"event_id is VARBINARY so that IDs compare byte by byte, and the other text columns use\n" +
+	"the case-sensitive utf8mb4_bin collation. On MariaDB, JSON is LONGTEXT with a JSON_VALID check.\n" +
+	"The indexes are declared here because MySQL has no CREATE INDEX IF NOT EXISTS. MySQL has no\n" +
+	"partial indexes either, so due_at and finished_at stand in for them: generated columns that\n" +
+	"are NULL except on the rows their index is for.\n" +
+	"pending_idx serves the poller's scan of due NEW/RETRY rows (due_at <= now), oldest first.\n" +
+	"dead_idx serves ListDead and Replay, which walk DEAD rows in (created_at, event_id) order,\n" +
+	"and Stats. It is the only index that starts with status.\n" +
+	"finished_idx serves Purge, which deletes the oldest DONE/DEAD rows by finished_at,\n" +
+	"COALESCE(done_at, created_at), in small batches."
+
+func mysqlDDL(d *dialect, t tableName) migration {
+	table := d.qualified(t)
+	// MySQL index names are per table, so they need no schema.
+	index := func(suffix string) string { return d.quote(t.indexName(suffix)) }
+	return migration{
+		up: []ddlStatement{
+			{tableComment + mysqlComment, "CREATE TABLE IF NOT EXISTS " + table + " (\n" +
+				"    event_id       VARBINARY(64) NOT NULL PRIMARY KEY,\n" +
+				"    event_type     VARCHAR(128)  NOT NULL,\n" +
+				"    aggregate_type VARCHAR(64)   NOT NULL,\n" +
+				"    aggregate_id   VARCHAR(128)  NULL,\n" +
+				"    tenant_id      VARCHAR(64)   NULL,\n" +
+				"    payload        JSON          NOT NULL,\n" +
+				"    headers        JSON          NULL,\n" +
+				"    status         SMALLINT      NOT NULL DEFAULT 0,\n" +
+				"    attempts       INTEGER       NOT NULL DEFAULT 0,\n" +
+				"    last_error     TEXT          NULL,\n" +
+				"    available_at   DATETIME(6)   NOT NULL,\n" +
+				"    created_at     DATETIME(6)   NOT NULL,\n" +
+				"    done_at        DATETIME(6)   NULL,\n" +
+				"    locked_by      VARCHAR(128)  NULL,\n" +
+				"    locked_at      DATETIME(6)   NULL,\n" +
+				"    " + d.dueColumn + "         DATETIME(6)   AS (CASE WHEN status IN (0, 2) THEN available_at END) STORED,\n" +
+				"    " + d.finishedColumn + "    DATETIME(6)   AS (CASE WHEN status IN (1, 3) THEN " + finishedAt + " END) STORED,\n" +
+				"    INDEX " + index(pendingIndexSuffix) + " (" + d.dueColumn + ", created_at),\n" +
+				"    INDEX " + index(deadIndexSuffix) + " (status, created_at, event_id),\n" +
+				"    INDEX " + index(finishedIndexSuffix) + " (" + d.finishedColumn + ", event_id)\n" +
+				") ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin"},
+		},
+		down: []ddlStatement{{"Drops the table and its indexes.", "DROP TABLE IF EXISTS " + table}},
+	}
+}

@@ -46,49 +46,69 @@ const selectColumns = "event_id, event_type, aggregate_type, aggregate_id, tenan
 const insertParamsPerRow = 9
 
 // insertQueries builds one multi-row INSERT for events, or several when the batch would
-// exceed the dialect's bind-parameter limit. New rows are NEW with no attempts, whatever
-// the events' Status and Attempts say. A zero CreatedAt becomes now and a zero
-// AvailableAt becomes CreatedAt.
+// exceed the dialect's bind-parameter limit or its statement size bound. New rows are
+// NEW with no attempts, whatever the events' Status and Attempts say. A zero CreatedAt
+// becomes now and a zero AvailableAt becomes CreatedAt.
 func (d *dialect) insertQueries(t tableName, events []Event, now time.Time) ([]query, error) {
 	perStmt := d.maxBindParams / insertParamsPerRow
-	qs := make([]query, 0, (len(events)+perStmt-1)/perStmt)
-	for start := 0; start < len(events); start += perStmt {
-		chunk := events[start:min(start+perStmt, len(events))]
-		b := d.newBuilder().w("INSERT INTO ", d.qualified(t),
-			" (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at) VALUES ")
-		for i, e := range chunk {
-			if e.ID == "" {
-				return nil, invalidParams("insert", "event %d has no ID", start+i)
-			}
-			headers, err := encodeHeaders(e.Headers)
-			if err != nil {
-				return nil, fmt.Errorf("event %s: %w", e.ID, err)
-			}
-			if e.CreatedAt.IsZero() {
-				e.CreatedAt = now
-			}
-			if e.AvailableAt.IsZero() {
-				e.AvailableAt = e.CreatedAt
-			}
-			availableAt, err := d.time(e.AvailableAt)
-			if err != nil {
-				return nil, fmt.Errorf("event %s: AvailableAt: %w", e.ID, err)
-			}
-			createdAt, err := d.time(e.CreatedAt)
-			if err != nil {
-				return nil, fmt.Errorf("event %s: CreatedAt: %w", e.ID, err)
-			}
-			if i > 0 {
-				b.w(", ")
-			}
-			b.w("(", b.arg(e.ID), ", ", b.arg(e.Type), ", ", b.arg(e.AggregateType), ", ",
-				b.arg(nullString(e.AggregateID)), ", ", b.arg(nullString(e.TenantID)), ", ",
-				b.arg(string(e.Payload)), ", ", b.arg(headers), ", 0, 0, ",
-				b.arg(availableAt), ", ", b.arg(createdAt), ")")
+	var qs []query
+	var b *builder
+	rows, size := 0, 0
+	for i, e := range events {
+		if e.ID == "" {
+			return nil, invalidParams("insert", "event %d has no ID", i)
 		}
+		headers, err := encodeHeaders(e.Headers)
+		if err != nil {
+			return nil, fmt.Errorf("event %s: %w", e.ID, err)
+		}
+		if e.CreatedAt.IsZero() {
+			e.CreatedAt = now
+		}
+		if e.AvailableAt.IsZero() {
+			e.AvailableAt = e.CreatedAt
+		}
+		availableAt, err := d.time(e.AvailableAt)
+		if err != nil {
+			return nil, fmt.Errorf("event %s: AvailableAt: %w", e.ID, err)
+		}
+		createdAt, err := d.time(e.CreatedAt)
+		if err != nil {
+			return nil, fmt.Errorf("event %s: CreatedAt: %w", e.ID, err)
+		}
+		rowSize := insertRowSize(e, headers)
+		if b != nil && (rows == perStmt || d.maxStatementBytes > 0 && size+rowSize > d.maxStatementBytes) {
+			qs = append(qs, b.query())
+			b = nil
+		}
+		if b == nil {
+			b = d.newBuilder().w("INSERT INTO ", d.qualified(t),
+				" (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at) VALUES ")
+			rows, size = 0, 0
+		} else {
+			b.w(", ")
+		}
+		b.w("(", b.arg(e.ID), ", ", b.arg(e.Type), ", ", b.arg(e.AggregateType), ", ",
+			b.arg(nullString(e.AggregateID)), ", ", b.arg(nullString(e.TenantID)), ", ",
+			b.arg(string(e.Payload)), ", ", b.arg(headers), ", 0, 0, ",
+			b.arg(availableAt), ", ", b.arg(createdAt), ")")
+		rows++
+		size += rowSize
+	}
+	if b != nil {
 		qs = append(qs, b.query())
 	}
 	return qs, nil
+}
+
+// insertRowSize approximates the bytes one row's arguments take on the wire: its text
+// columns plus 32 bytes for the two times.
+func insertRowSize(e Event, headers any) int {
+	n := len(e.ID) + len(e.Type) + len(e.AggregateType) + len(e.AggregateID) + len(e.TenantID) + len(e.Payload) + 32
+	if h, ok := headers.(string); ok {
+		n += len(h)
+	}
+	return n
 }
 
 // encodeHeaders returns the headers column: NULL when there are none, else a JSON object.
@@ -248,10 +268,14 @@ func (d *dialect) pendingQuery(t tableName, p PendingParams) (query, error) {
 		return query{}, fmt.Errorf("Now-SkipRecent: %w", err)
 	}
 	b := d.newBuilder()
-	b.w("SELECT ", selectColumns, " FROM ", d.qualified(t),
-		" WHERE status IN (0, 2) AND available_at <= ", b.arg(now),
-		" AND created_at <= ", b.arg(createdBefore),
-		" ORDER BY created_at, event_id LIMIT ", b.arg(int64(p.Limit)))
+	b.w("SELECT ", selectColumns, " FROM ", d.qualified(t))
+	if col := d.dueColumn; col != "" {
+		// NULL unless the row is NEW or RETRY, so no status test is needed.
+		b.w(" WHERE ", col, " <= ", b.arg(now))
+	} else {
+		b.w(" WHERE status IN (0, 2) AND available_at <= ", b.arg(now))
+	}
+	b.w(" AND created_at <= ", b.arg(createdBefore), " ORDER BY created_at, event_id LIMIT ", b.arg(int64(p.Limit)))
 	return b.query(), nil
 }
 
@@ -292,7 +316,11 @@ func (d *dialect) listDeadQuery(t tableName, p ListDeadParams) (query, error) {
 		if err != nil {
 			return query{}, fmt.Errorf("After: %w", err)
 		}
-		b.w(" AND (created_at, event_id) > (", b.arg(after), ", ", b.arg(p.After.ID), ")")
+		if d.expandKeyset {
+			b.w(" AND (created_at > ", b.arg(after), " OR (created_at = ", b.arg(after), " AND event_id > ", b.arg(p.After.ID), "))")
+		} else {
+			b.w(" AND (created_at, event_id) > (", b.arg(after), ", ", b.arg(p.After.ID), ")")
+		}
 	}
 	b.w(" ORDER BY created_at, event_id LIMIT ", b.arg(int64(p.Limit)))
 	return b.query(), nil
@@ -359,6 +387,11 @@ func (d *dialect) purgeQuery(t tableName, p PurgeParams) (query, error) {
 	}
 	b := d.newBuilder()
 	where := func() {
+		if col := d.finishedColumn; col != "" {
+			// NULL unless the row is DONE or DEAD, so no status test is needed.
+			b.w(" WHERE ", col, " < ", b.arg(before), " ORDER BY ", col, ", event_id LIMIT ", b.arg(int64(p.Limit)))
+			return
+		}
 		b.w(" WHERE ", d.hintedStatus(), " IN (1, 3) AND ", finishedAt, " < ", b.arg(before),
 			" ORDER BY ", finishedAt, ", event_id LIMIT ", b.arg(int64(p.Limit)))
 	}

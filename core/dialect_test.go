@@ -19,21 +19,18 @@ var (
 	goldenT0S = "2024-05-06T05:08:09.123456Z"                       // goldenT0 on SQLite
 )
 
-// goldenTime is how each dialect binds goldenT0.
-func goldenTime(d Dialect) any {
-	if d == SQLite {
-		return goldenT0S
-	}
-	return goldenT0U
-}
+// allDialects are the dialects every builder test covers.
+var allDialects = []Dialect{Postgres, MySQL, SQLite}
 
 type goldenCase struct {
 	name    string
 	build   func(d *dialect) ([]query, error)
 	pg      []string
 	sqlite  []string
+	mysql   []string
 	pgArgs  []any // nil: not checked
 	sqlArgs []any
+	myArgs  []any
 }
 
 func one(q query) ([]query, error) { return []query{q}, nil }
@@ -63,10 +60,13 @@ func goldenCases() []goldenCase {
 			},
 			pg:     []string{`INSERT INTO "outbox_event" (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, 0, 0, $8, $9), ($10, $11, $12, $13, $14, $15, $16, 0, 0, $17, $18)`},
 			sqlite: []string{`INSERT INTO "outbox_event" (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?), (?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?)`},
+			mysql:  []string{"INSERT INTO `outbox_event` (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?), (?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?)"},
 			pgArgs: []any{"a", "T", "A", "1", "t", `{"x":1}`, `{"k":"v"}`, goldenT0U, goldenT0U,
 				"b", "T", "A", nil, nil, "1", nil, goldenT0U, goldenT0U},
 			sqlArgs: []any{"a", "T", "A", "1", "t", `{"x":1}`, `{"k":"v"}`, goldenT0S, goldenT0S,
 				"b", "T", "A", nil, nil, "1", nil, goldenT0S, goldenT0S},
+			myArgs: []any{"a", "T", "A", "1", "t", `{"x":1}`, `{"k":"v"}`, goldenT0U, goldenT0U,
+				"b", "T", "A", nil, nil, "1", nil, goldenT0U, goldenT0U},
 		},
 		{
 			name: "mark done",
@@ -75,8 +75,10 @@ func goldenCases() []goldenCase {
 			},
 			pg:      []string{`UPDATE "outbox_event" SET status = 1, done_at = $1, locked_by = NULL, locked_at = NULL WHERE event_id = ANY(CAST($2 AS TEXT[])) AND status <> 1`},
 			sqlite:  []string{`UPDATE "outbox_event" SET status = 1, done_at = ?, locked_by = NULL, locked_at = NULL WHERE event_id IN (?, ?) AND status <> 1`},
+			mysql:   []string{"UPDATE `outbox_event` SET status = 1, done_at = ?, locked_by = NULL, locked_at = NULL WHERE event_id IN (?, ?) AND status <> 1"},
 			pgArgs:  []any{goldenT0U, `{"a","b\"\\"}`},
 			sqlArgs: []any{goldenT0S, "a", `b"\`},
+			myArgs:  []any{goldenT0U, "a", `b"\`},
 		},
 		{
 			name: "reschedule retry counting",
@@ -85,8 +87,10 @@ func goldenCases() []goldenCase {
 			},
 			pg:      []string{`UPDATE "outbox_event" SET status = $1, available_at = $2, attempts = attempts + 1, last_error = $3, locked_by = NULL, locked_at = NULL WHERE event_id = $4 AND status <> 1`},
 			sqlite:  []string{`UPDATE "outbox_event" SET status = ?, available_at = ?, attempts = attempts + 1, last_error = ?, locked_by = NULL, locked_at = NULL WHERE event_id = ? AND status <> 1`},
+			mysql:   []string{"UPDATE `outbox_event` SET status = ?, available_at = ?, attempts = attempts + 1, last_error = ?, locked_by = NULL, locked_at = NULL WHERE event_id = ? AND status <> 1"},
 			pgArgs:  []any{int64(2), goldenT0U, "boom", "a"},
 			sqlArgs: []any{int64(2), goldenT0S, "boom", "a"},
+			myArgs:  []any{int64(2), goldenT0U, "boom", "a"},
 		},
 		{
 			name: "reschedule deferral",
@@ -95,6 +99,7 @@ func goldenCases() []goldenCase {
 			},
 			pg:     []string{`UPDATE "outbox_event" SET status = $1, available_at = $2, locked_by = NULL, locked_at = NULL WHERE event_id = $3 AND status <> 1`},
 			sqlite: []string{`UPDATE "outbox_event" SET status = ?, available_at = ?, locked_by = NULL, locked_at = NULL WHERE event_id = ? AND status <> 1`},
+			mysql:  []string{"UPDATE `outbox_event` SET status = ?, available_at = ?, locked_by = NULL, locked_at = NULL WHERE event_id = ? AND status <> 1"},
 			pgArgs: []any{int64(0), goldenT0U, "a"},
 		},
 		{
@@ -104,8 +109,10 @@ func goldenCases() []goldenCase {
 			},
 			pg:      []string{`UPDATE "outbox_event" SET status = 3, done_at = $1, last_error = $2, attempts = attempts + 1, locked_by = NULL, locked_at = NULL WHERE event_id = $3 AND status <> 1`},
 			sqlite:  []string{`UPDATE "outbox_event" SET status = 3, done_at = ?, last_error = ?, attempts = attempts + 1, locked_by = NULL, locked_at = NULL WHERE event_id = ? AND status <> 1`},
+			mysql:   []string{"UPDATE `outbox_event` SET status = 3, done_at = ?, last_error = ?, attempts = attempts + 1, locked_by = NULL, locked_at = NULL WHERE event_id = ? AND status <> 1"},
 			pgArgs:  []any{goldenT0U, "bad", "a"},
 			sqlArgs: []any{"2024-05-06T05:08:09.123456Z", "bad", "a"},
+			myArgs:  []any{goldenT0U, "bad", "a"},
 		},
 		{
 			name: "mark dead no reason",
@@ -114,6 +121,7 @@ func goldenCases() []goldenCase {
 			},
 			pg:     []string{`UPDATE "outbox_event" SET status = 3, done_at = $1, last_error = $2, locked_by = NULL, locked_at = NULL WHERE event_id = $3 AND status <> 1`},
 			sqlite: []string{`UPDATE "outbox_event" SET status = 3, done_at = ?, last_error = ?, locked_by = NULL, locked_at = NULL WHERE event_id = ? AND status <> 1`},
+			mysql:  []string{"UPDATE `outbox_event` SET status = 3, done_at = ?, last_error = ?, locked_by = NULL, locked_at = NULL WHERE event_id = ? AND status <> 1"},
 			pgArgs: []any{goldenT0U, nil, "a"},
 		},
 		{
@@ -123,16 +131,20 @@ func goldenCases() []goldenCase {
 			},
 			pg:      []string{sel + `"outbox_event" WHERE status IN (0, 2) AND available_at <= $1 AND created_at <= $2 ORDER BY created_at, event_id LIMIT $3`},
 			sqlite:  []string{sel + `"outbox_event" WHERE status IN (0, 2) AND available_at <= ? AND created_at <= ? ORDER BY created_at, event_id LIMIT ?`},
+			mysql:   []string{sel + "`outbox_event` WHERE due_at <= ? AND created_at <= ? ORDER BY created_at, event_id LIMIT ?"},
 			pgArgs:  []any{goldenT0U, goldenT0U.Add(-time.Second), int64(10)},
 			sqlArgs: []any{goldenT0S, "2024-05-06T05:08:08.123456Z", int64(10)},
+			myArgs:  []any{goldenT0U, goldenT0U.Add(-time.Second), int64(10)},
 		},
 		{
 			name:    "get",
 			build:   func(d *dialect) ([]query, error) { return one(d.getQuery(t, "a")) },
 			pg:      []string{sel + `"outbox_event" WHERE event_id = $1`},
 			sqlite:  []string{sel + `"outbox_event" WHERE event_id = ?`},
+			mysql:   []string{sel + "`outbox_event` WHERE event_id = ?"},
 			pgArgs:  []any{"a"},
 			sqlArgs: []any{"a"},
+			myArgs:  []any{"a"},
 		},
 		{
 			name: "list dead first page",
@@ -141,6 +153,7 @@ func goldenCases() []goldenCase {
 			},
 			pg:     []string{sel + `"outbox_event" WHERE status = 3 ORDER BY created_at, event_id LIMIT $1`},
 			sqlite: []string{sel + `"outbox_event" WHERE +status = 3 ORDER BY created_at, event_id LIMIT ?`},
+			mysql:  []string{sel + "`outbox_event` WHERE status = 3 ORDER BY created_at, event_id LIMIT ?"},
 			pgArgs: []any{int64(50)},
 		},
 		{
@@ -151,6 +164,8 @@ func goldenCases() []goldenCase {
 			},
 			pg:      []string{sel + `"outbox_event" WHERE status = 3 AND event_type = $1 AND aggregate_type = $2 AND (created_at, event_id) > ($3, $4) ORDER BY created_at, event_id LIMIT $5`},
 			sqlite:  []string{sel + `"outbox_event" WHERE +status = 3 AND event_type = ? AND aggregate_type = ? AND (created_at, event_id) > (?, ?) ORDER BY created_at, event_id LIMIT ?`},
+			mysql:   []string{sel + "`outbox_event` WHERE status = 3 AND event_type = ? AND aggregate_type = ? AND (created_at > ? OR (created_at = ? AND event_id > ?)) ORDER BY created_at, event_id LIMIT ?"},
+			myArgs:  []any{"E", "A", goldenT0U, goldenT0U, "x", int64(2)},
 			pgArgs:  []any{"E", "A", goldenT0U, "x", int64(2)},
 			sqlArgs: []any{"E", "A", goldenT0S, "x", int64(2)},
 		},
@@ -159,6 +174,7 @@ func goldenCases() []goldenCase {
 			build:  func(d *dialect) ([]query, error) { return one(d.countDeadQuery(t, DeadFilter{})) },
 			pg:     []string{`SELECT COUNT(*) FROM "outbox_event" WHERE status = 3`},
 			sqlite: []string{`SELECT COUNT(*) FROM "outbox_event" WHERE status = 3`},
+			mysql:  []string{"SELECT COUNT(*) FROM `outbox_event` WHERE status = 3"},
 		},
 		{
 			name: "count dead by aggregate type",
@@ -167,6 +183,7 @@ func goldenCases() []goldenCase {
 			},
 			pg:     []string{`SELECT COUNT(*) FROM "outbox_event" WHERE status = 3 AND aggregate_type = $1`},
 			sqlite: []string{`SELECT COUNT(*) FROM "outbox_event" WHERE status = 3 AND aggregate_type = ?`},
+			mysql:  []string{"SELECT COUNT(*) FROM `outbox_event` WHERE status = 3 AND aggregate_type = ?"},
 			pgArgs: []any{"A"},
 		},
 		{
@@ -176,8 +193,10 @@ func goldenCases() []goldenCase {
 			},
 			pg:      []string{`UPDATE "outbox_event" SET status = 0, attempts = 0, last_error = NULL, done_at = NULL, available_at = $1, locked_by = NULL, locked_at = NULL WHERE event_id = ANY(CAST($2 AS TEXT[])) AND status = 3`},
 			sqlite:  []string{`UPDATE "outbox_event" SET status = 0, attempts = 0, last_error = NULL, done_at = NULL, available_at = ?, locked_by = NULL, locked_at = NULL WHERE event_id IN (?, ?) AND +status = 3`},
+			mysql:   []string{"UPDATE `outbox_event` SET status = 0, attempts = 0, last_error = NULL, done_at = NULL, available_at = ?, locked_by = NULL, locked_at = NULL WHERE event_id IN (?, ?) AND status = 3"},
 			pgArgs:  []any{goldenT0U, `{"a","b"}`},
 			sqlArgs: []any{goldenT0S, "a", "b"},
+			myArgs:  []any{goldenT0U, "a", "b"},
 		},
 		{
 			name: "replay filter",
@@ -186,6 +205,8 @@ func goldenCases() []goldenCase {
 			},
 			pg:      []string{`UPDATE "outbox_event" SET status = 0, attempts = 0, last_error = NULL, done_at = NULL, available_at = $1, locked_by = NULL, locked_at = NULL WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE status = 3 AND event_type = $2 ORDER BY created_at, event_id LIMIT $3) AND status = 3`},
 			sqlite:  []string{`UPDATE "outbox_event" SET status = 0, attempts = 0, last_error = NULL, done_at = NULL, available_at = ?, locked_by = NULL, locked_at = NULL WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE +status = 3 AND event_type = ? ORDER BY created_at, event_id LIMIT ?) AND +status = 3`},
+			mysql:   []string{"UPDATE `outbox_event` SET status = 0, attempts = 0, last_error = NULL, done_at = NULL, available_at = ?, locked_by = NULL, locked_at = NULL WHERE status = 3 AND event_type = ? ORDER BY created_at, event_id LIMIT ?"},
+			myArgs:  []any{goldenT0U, "E", int64(100)},
 			pgArgs:  []any{goldenT0U, "E", int64(100)},
 			sqlArgs: []any{goldenT0S, "E", int64(100)},
 		},
@@ -196,6 +217,8 @@ func goldenCases() []goldenCase {
 			},
 			pg:      []string{`DELETE FROM "outbox_event" WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE status IN (1, 3) AND COALESCE(done_at, created_at) < $1 ORDER BY COALESCE(done_at, created_at), event_id LIMIT $2)`},
 			sqlite:  []string{`DELETE FROM "outbox_event" WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE +status IN (1, 3) AND COALESCE(done_at, created_at) < ? ORDER BY COALESCE(done_at, created_at), event_id LIMIT ?)`},
+			mysql:   []string{"DELETE FROM `outbox_event` WHERE finished_at < ? ORDER BY finished_at, event_id LIMIT ?"},
+			myArgs:  []any{goldenT0U, int64(500)},
 			pgArgs:  []any{goldenT0U, int64(500)},
 			sqlArgs: []any{goldenT0S, int64(500)},
 		},
@@ -204,6 +227,7 @@ func goldenCases() []goldenCase {
 			build:  func(d *dialect) ([]query, error) { return one(d.statsQuery(t)) },
 			pg:     []string{`SELECT status, COUNT(*), MIN(created_at) FROM "outbox_event" GROUP BY status`},
 			sqlite: []string{`SELECT status, COUNT(*), MIN(created_at) FROM "outbox_event" GROUP BY status`},
+			mysql:  []string{"SELECT status, COUNT(*), MIN(created_at) FROM `outbox_event` GROUP BY status"},
 		},
 		{
 			name: "schema-qualified table",
@@ -212,6 +236,7 @@ func goldenCases() []goldenCase {
 			},
 			pg:     []string{sel + `"app"."Events" WHERE event_id = $1`},
 			sqlite: []string{sel + `"app"."Events" WHERE event_id = ?`},
+			mysql:  []string{sel + "`app`.`Events` WHERE event_id = ?"},
 		},
 	}
 }
@@ -219,12 +244,15 @@ func goldenCases() []goldenCase {
 func TestDialectGoldenSQL(t *testing.T) {
 	t.Parallel()
 	for _, tc := range goldenCases() {
-		for _, d := range []Dialect{Postgres, SQLite} {
+		for _, d := range allDialects {
 			t.Run(d.Name()+"/"+tc.name, func(t *testing.T) {
 				t.Parallel()
 				want, wantArgs := tc.pg, tc.pgArgs
-				if d == SQLite {
+				switch d {
+				case SQLite:
 					want, wantArgs = tc.sqlite, tc.sqlArgs
+				case MySQL:
+					want, wantArgs = tc.mysql, tc.myArgs
 				}
 				qs, err := tc.build(d.builder())
 				if err != nil {
@@ -311,7 +339,7 @@ func TestDialectGoldenDDL(t *testing.T) {
 
 func TestInsertSplitsAtBindLimit(t *testing.T) {
 	t.Parallel()
-	for _, d := range []Dialect{Postgres, SQLite} {
+	for _, d := range allDialects {
 		dd := d.builder()
 		perStmt := dd.maxBindParams / insertParamsPerRow
 		events := make([]Event, 2*perStmt+1)
@@ -358,7 +386,7 @@ func TestInsertDefaultsTimes(t *testing.T) {
 
 func TestIDListsAreChunked(t *testing.T) {
 	t.Parallel()
-	for _, d := range []Dialect{Postgres, SQLite} {
+	for _, d := range allDialects {
 		dd := d.builder()
 		ids := make([]string, 2*dd.maxIDs+3)
 		for i := range ids {
@@ -444,7 +472,7 @@ func TestBuildersRejectBadParams(t *testing.T) {
 		},
 	}
 	for name, build := range cases {
-		for _, d := range []Dialect{Postgres, SQLite} {
+		for _, d := range allDialects {
 			if err := build(d.builder()); !errors.Is(err, ErrInvalidArgument) {
 				t.Errorf("%s/%s: err = %v, want ErrInvalidArgument", d.Name(), name, err)
 			}
@@ -535,43 +563,5 @@ func TestTextArrayLiteral(t *testing.T) {
 		if got := textArrayLiteral(in); got != want {
 			t.Errorf("textArrayLiteral(%q) = %s, want %s", in, got, want)
 		}
-	}
-}
-
-// TestDialectKnobs builds statements with a dialect shaped like MySQL's would be, to
-// keep the builder free of assumptions that only hold for PostgreSQL and SQLite.
-func TestDialectKnobs(t *testing.T) {
-	t.Parallel()
-	d := &dialect{
-		name:          "mysql-like",
-		bindVar:       func(int) string { return "?" },
-		quoteChar:     '`',
-		encodeTime:    func(t time.Time) (any, error) { return t, nil },
-		decodeTime:    decodeTime,
-		maxBindParams: 65535,
-		maxIDs:        2,
-		orderedDML:    true,
-	}
-	tab := tableName{schema: "app", name: "outbox_event"}
-	purge, err := d.purgeQuery(tab, PurgeParams{Before: goldenT0, Limit: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "DELETE FROM `app`.`outbox_event` WHERE status IN (1, 3) AND COALESCE(done_at, created_at) < ? ORDER BY COALESCE(done_at, created_at), event_id LIMIT ?"; purge.SQL != want {
-		t.Errorf("purge:\n got: %s\nwant: %s", purge.SQL, want)
-	}
-	replay, err := d.replayQueries(tab, ReplayParams{Limit: 5, Now: goldenT0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "UPDATE `app`.`outbox_event` SET status = 0, attempts = 0, last_error = NULL, done_at = NULL, available_at = ?, locked_by = NULL, locked_at = NULL WHERE status = 3 ORDER BY created_at, event_id LIMIT ?"; replay[0].SQL != want {
-		t.Errorf("replay:\n got: %s\nwant: %s", replay[0].SQL, want)
-	}
-	done, err := d.markDoneQueries(tab, MarkDoneParams{IDs: []string{"a", "b", "c"}, DoneAt: goldenT0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(done) != 2 || !strings.HasSuffix(done[1].SQL, "WHERE event_id IN (?) AND status <> 1") {
-		t.Errorf("mark done: %q", done)
 	}
 }

@@ -4,7 +4,8 @@
 // that rolled back, and visible and replayable when it fails.
 //
 // Import path: github.com/outboxkit/outbox/core (package outbox). It imports only the
-// standard library; bring your own driver (modernc.org/sqlite or pgx's stdlib).
+// standard library; bring your own driver (modernc.org/sqlite, pgx's stdlib or
+// github.com/go-sql-driver/mysql).
 //
 // # Writing
 //
@@ -33,9 +34,10 @@
 //
 // # Storage
 //
-// A [Store] persists events. [NewSQLStore] implements it for a [Dialect] ([Postgres] or
-// [SQLite]) over a validated, quoted table name; [Migrate] creates the table, and
-// [Migrations] ships the same DDL for migration tools. Open SQLite with [SQLiteDSN].
+// A [Store] persists events. [NewSQLStore] implements it for a [Dialect] ([Postgres],
+// [MySQL] or [SQLite]) over a validated, quoted table name; [Migrate] creates the table,
+// and [Migrations] ships the same DDL for migration tools. Open SQLite with [SQLiteDSN]
+// and MySQL with [MySQLDSNParams] in the DSN.
 //
 // # Observability
 //

@@ -20,7 +20,7 @@ func migrationFileTexts(d *dialect) (up, down, goose string) {
 
 func TestMigrationFilesMatchDDL(t *testing.T) {
 	t.Parallel()
-	for _, d := range []Dialect{Postgres, SQLite} {
+	for _, d := range allDialects {
 		up, down, goose := migrationFileTexts(d.builder())
 		want := map[string]string{
 			"migrations/" + d.Name() + "/0001_create_outbox_event.up.sql":     up,
@@ -50,7 +50,7 @@ func TestMigrationFilesMatchDDL(t *testing.T) {
 // shipped, independently of the builder.
 func TestGooseFileJoinsUpAndDown(t *testing.T) {
 	t.Parallel()
-	for _, d := range []Dialect{Postgres, SQLite} {
+	for _, d := range allDialects {
 		read := func(fsys fs.FS, name string) string {
 			t.Helper()
 			b, err := fs.ReadFile(fsys, name)
@@ -76,7 +76,7 @@ func TestGooseFileJoinsUpAndDown(t *testing.T) {
 // statement; a semicolon in a comment would cut a statement short in some tools.
 func TestDDLCommentsHaveNoSemicolons(t *testing.T) {
 	t.Parallel()
-	for _, d := range []Dialect{Postgres, SQLite} {
+	for _, d := range allDialects {
 		dd := d.builder()
 		m := dd.ddl(dd, tableName{schema: "s", name: DefaultTable})
 		for _, s := range append(m.up, m.down...) {

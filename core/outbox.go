@@ -52,7 +52,7 @@ func (m Mode) String() string {
 type Config struct {
 	// Mode selects what runs. Defaults to SingleNode.
 	Mode Mode
-	// Dialect is the SQL dialect of db: Postgres or SQLite. Required unless Store is set.
+	// Dialect is the SQL dialect of db: Postgres, MySQL or SQLite. Required unless Store is set.
 	Dialect Dialect
 	// Table is the outbox table, optionally schema-qualified ("app.outbox_event").
 	// Defaults to DefaultTable.
@@ -227,7 +227,7 @@ func (c Config) validate(db *sql.DB) error {
 			return &ConfigError{Field: "DB", Reason: "*sql.DB is nil"}
 		}
 		if c.Dialect == nil {
-			return &ConfigError{Field: "Dialect", Reason: "is required (outbox.Postgres or outbox.SQLite)"}
+			return &ConfigError{Field: "Dialect", Reason: "is required (outbox.Postgres, outbox.MySQL or outbox.SQLite)"}
 		}
 	}
 	if c.Mode == Ordered {
@@ -275,7 +275,8 @@ func (o *Outbox) Poller() *Poller { return o.poller }
 // Purger returns the purger, or nil when purging is disabled.
 func (o *Outbox) Purger() *Purger { return o.purger }
 
-// Start checks that the table is reachable, then starts the dispatcher, the poller and
+// Start checks the connection (when the store is a [ConnectionChecker], as [SQLStore]
+// is) and that the table is reachable, then starts the dispatcher, the poller and
 // the purger, in that order. It does not block; ctx bounds only the start-up (the loops
 // keep running after ctx ends). If a part fails to start, the parts already started are
 // stopped and the error is returned. Calling Start on a started Outbox does nothing.
@@ -284,6 +285,11 @@ func (o *Outbox) Start(ctx context.Context) error {
 	defer o.mu.Unlock()
 	if o.started != nil {
 		return nil
+	}
+	if c, ok := o.store.(ConnectionChecker); ok {
+		if err := c.CheckConnection(ctx); err != nil {
+			return fmt.Errorf("outbox: start: connection check: %w", err)
+		}
 	}
 	if _, err := o.store.Get(ctx, "outbox-start-probe"); err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("outbox: start: table check: %w", err)

@@ -29,14 +29,15 @@ func (c SQLStoreConfig) withDefaults() SQLStoreConfig {
 	return c
 }
 
-// SQLStore is the [Store] for PostgreSQL and SQLite, on database/sql. Create the table
-// with [Migrate], [MigrateTable] or the files from [Migrations].
+// SQLStore is the [Store] for PostgreSQL, MySQL/MariaDB and SQLite, on database/sql.
+// Create the table with [Migrate], [MigrateTable] or the files from [Migrations].
 //
 // Every value is bound as a statement argument. Times are stored in UTC, truncated to
 // microseconds, so an event reads back exactly as it was written. Insert writes a batch
 // with one multi-row INSERT; only a batch that would exceed the database's limit on
-// bind parameters (7281 events on PostgreSQL, 111 on SQLite) is split into several
-// statements, which are atomic together only when the executor is a transaction.
+// bind parameters (7281 events on PostgreSQL and MySQL, 111 on SQLite), or on MySQL
+// whose arguments exceed 4 MiB, is split into several statements, which are atomic
+// together only when the executor is a transaction.
 // Methods taking many IDs (MarkDone, Replay) match them in chunks, one statement each.
 //
 // Pending decodes each row on its own: a row with corrupt headers, payload or times is
@@ -54,7 +55,10 @@ type SQLStore struct {
 	timeout time.Duration
 }
 
-var _ Store = (*SQLStore)(nil)
+var (
+	_ Store             = (*SQLStore)(nil)
+	_ ConnectionChecker = (*SQLStore)(nil)
+)
 
 // NewSQLStore returns a store on db for dialect d. It does no I/O. It returns a
 // *[ConfigError] when db or d is nil, the table name is invalid or QueryTimeout is
@@ -64,7 +68,7 @@ func NewSQLStore(db *sql.DB, d Dialect, cfg SQLStoreConfig) (*SQLStore, error) {
 		return nil, &ConfigError{Field: "DB", Reason: "nil *sql.DB"}
 	}
 	if d == nil {
-		return nil, &ConfigError{Field: "Dialect", Reason: "nil; use outbox.Postgres or outbox.SQLite"}
+		return nil, &ConfigError{Field: "Dialect", Reason: "nil; use outbox.Postgres, outbox.MySQL or outbox.SQLite"}
 	}
 	cfg = cfg.withDefaults()
 	t, err := parseTableName(cfg.Table)
@@ -272,6 +276,23 @@ func (s *SQLStore) Purge(ctx context.Context, p PurgeParams) (int64, error) {
 		return 0, fmt.Errorf("purge: %w", err)
 	}
 	return n, nil
+}
+
+// CheckConnection verifies that the store's connection pool is configured the way its
+// dialect needs. For [MySQL] it checks that DATETIME values scan as time.Time and that
+// the driver sends and parses times in UTC (the DSN carries [MySQLDSNParams]), and that
+// the connection character set is utf8mb4; a connection that breaks one of these rules
+// would store wrong times or text without any error, so it returns a *[ConfigError]
+// with Field "DSN" naming the fix. [Postgres] and [SQLite] need nothing and return nil
+// without I/O. Any other error is the database's, for example an unreachable server.
+// [Outbox.Start] runs it before it starts anything.
+func (s *SQLStore) CheckConnection(ctx context.Context) error {
+	if s.d.checkConn == nil {
+		return nil
+	}
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	return s.d.checkConn(ctx, s.db)
 }
 
 // Stats implements [Store.Stats] with one grouped query. It counts every row, so its

@@ -70,3 +70,14 @@ func ExampleNewSQLStore() {
 	// evt-1 OrderPlaced NEW {"total":99}
 	// marked done: 1 <nil>
 }
+
+// A MySQL or MariaDB DSN for github.com/go-sql-driver/mysql carries MySQLDSNParams, so
+// that times are DATETIME values in UTC that scan as time.Time. Outbox.Start (through
+// SQLStore.CheckConnection) rejects a DSN without them.
+func ExampleMySQLDSNParams() {
+	dsn := "app:secret@tcp(127.0.0.1:3306)/shop?" + outbox.MySQLDSNParams
+	fmt.Println(dsn)
+	// With the driver's Config instead: ParseTime: true, Loc: time.UTC.
+
+	// Output: app:secret@tcp(127.0.0.1:3306)/shop?parseTime=true&loc=UTC
+}

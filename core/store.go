@@ -19,9 +19,10 @@ var (
 	_ Executor = (*sql.Conn)(nil)
 )
 
-// Store persists events. [NewSQLStore] returns the implementation for PostgreSQL and SQLite;
-// [github.com/outboxkit/outbox/core/outboxtest] has an in-memory one for tests. Every
-// implementation must pass [github.com/outboxkit/outbox/core/storetest.Run].
+// Store persists events. [NewSQLStore] returns the implementation for PostgreSQL,
+// MySQL/MariaDB and SQLite; [github.com/outboxkit/outbox/core/outboxtest] has an
+// in-memory one for tests. Every implementation must pass
+// [github.com/outboxkit/outbox/core/storetest.Run].
 //
 // Status updates are fenced: they never change a DONE row, and MarkDone, Reschedule and
 // MarkDead report how many rows they changed so a caller can tell a lost race from success.
@@ -61,6 +62,15 @@ type Store interface {
 	Purge(ctx context.Context, p PurgeParams) (int64, error)
 	// Stats counts rows per status and finds the oldest due-or-not pending row.
 	Stats(ctx context.Context) (Stats, error)
+}
+
+// ConnectionChecker is implemented by stores that can verify that their database
+// connection is configured the way they need, such as [SQLStore]. [Outbox.Start] calls
+// CheckConnection before it starts anything and fails with its error.
+type ConnectionChecker interface {
+	// CheckConnection returns a *[ConfigError] when the connection is misconfigured, or
+	// the error that kept it from checking.
+	CheckConnection(ctx context.Context) error
 }
 
 // MarkDoneParams are the inputs of [Store.MarkDone].

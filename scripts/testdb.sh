@@ -1,25 +1,37 @@
 #!/usr/bin/env bash
 # Throwaway database servers for tests and benchmarks, on 127.0.0.1 only.
 #
-#   scripts/testdb.sh start postgres   start a fresh server in a new temp dir
+#   scripts/testdb.sh start postgres   start a fresh PostgreSQL in a new temp dir
+#   scripts/testdb.sh start mysql      start a fresh MariaDB in a new temp dir
 #   scripts/testdb.sh stop <dir>       stop the server started in <dir> and remove <dir>
 #
-# start prints exactly two lines on stdout, ready for `eval` or `export`:
+# start prints exactly two lines on stdout, KEY=value without quotes:
 #   OUTBOX_TEST_POSTGRES_DSN=postgres://postgres@127.0.0.1:<port>/outbox_test?sslmode=disable
 #   OUTBOX_TEST_POSTGRES_DIR=/tmp/outbox-testdb-postgres.XXXXXX
+# or
+#   OUTBOX_TEST_MYSQL_DSN=root:outbox@tcp(127.0.0.1:<port>)/outbox_test?parseTime=true&loc=UTC
+#   OUTBOX_TEST_MYSQL_DIR=/tmp/outbox-testdb-mysql.XXXXXX
+# The MySQL DSN holds shell metacharacters, so export each line instead of eval-ing it:
+#   while IFS= read -r line; do export "$line"; done < <(scripts/testdb.sh start mysql)
 # Everything else goes to stderr. Exit status 2 means the server binaries are missing.
 #
 # Environment:
 #   PG_BIN             directory of initdb, pg_ctl and postgres
 #                      (default /usr/lib/postgresql/15/bin)
+#   MYSQL_BIN          directory of MariaDB's mariadbd, mariadb-install-db and mariadb
+#                      client (or their older names mysqld, mysql_install_db, mysql)
+#                      (default: found on PATH, /usr/sbin and /usr/bin; Debian package
+#                      mariadb-server)
 #   TESTDB_OWNER_PID   when set, a detached watcher stops the server and removes its dir
 #                      once this process has exited, so a killed test run leaves no
 #                      server behind
 #
-# Settings favour speed over durability (fsync=off, synchronous_commit=off,
-# full_page_writes=off): the data is thrown away. Each kind has a start_<kind> function
-# that writes the marker file <dir>/kind and a stop_<kind> function; a MariaDB kind
-# ("mysql") is added the same way.
+# Settings favour speed over durability (PostgreSQL: fsync=off, synchronous_commit=off,
+# full_page_writes=off; MariaDB: no binary log, no doublewrite buffer, no flushing at
+# commit): the data is thrown away. Neither server reads the system's configuration
+# files or uses its system service, data directory, socket or port (3306). Each kind has
+# a start_<kind> function that writes the marker file <dir>/kind and a stop_<kind>
+# function.
 set -euo pipefail
 
 SCRIPT=$(readlink -f "$0")
@@ -30,8 +42,9 @@ die() {
 	exit 1
 }
 
-# as_owner runs a command as the user that owns the server files: the postgres OS user
-# when we are root (initdb and postgres refuse to run as root), else ourselves.
+# as_owner runs a command as the user that owns the server files: the $SERVER_USER OS
+# user (postgres or mysql) when we are root (initdb and postgres refuse to run as root,
+# and a server's files should not belong to root), else ourselves.
 as_owner() {
 	if [ "$(id -u)" -eq 0 ]; then
 		runuser -u "$SERVER_USER" -- "$@"
@@ -144,9 +157,142 @@ stop_postgres() {
 	fi
 }
 
+# find_bin prints the first of the named programs found in $MYSQL_BIN, or on PATH,
+# /usr/sbin and /usr/bin.
+find_bin() {
+	local name dir
+	for name in "$@"; do
+		if [ -n "${MYSQL_BIN:-}" ]; then
+			if [ -x "$MYSQL_BIN/$name" ]; then
+				echo "$MYSQL_BIN/$name"
+				return 0
+			fi
+			continue
+		fi
+		for dir in $(echo "$PATH" | tr ':' ' ') /usr/sbin /usr/bin; do
+			if [ -x "$dir/$name" ]; then
+				echo "$dir/$name"
+				return 0
+			fi
+		done
+	done
+	return 1
+}
+
+# The MariaDB account the tests use, over TCP on 127.0.0.1.
+MYSQL_USER=root
+MYSQL_PASSWORD=outbox
+
+# mysql_server_pid prints the pid of the server in <dir>, if it is running.
+mysql_server_pid() {
+	local dir=$1 pid
+	[ -f "$dir/mysqld.pid" ] || return 1
+	pid=$(cat "$dir/mysqld.pid")
+	[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && echo "$pid"
+}
+
+# kill_mysql stops the server in <dir>: TERM, then KILL after 20 s. Its files are
+# thrown away, so a slow shutdown is not worth waiting for.
+kill_mysql() {
+	local dir=$1 pid i
+	pid=$(mysql_server_pid "$dir") || return 0
+	kill -TERM "$pid" 2>/dev/null || true
+	for i in $(seq 1 200); do
+		kill -0 "$pid" 2>/dev/null || return 0
+		sleep 0.1
+	done
+	log "mariadbd $pid did not stop; killing it"
+	kill -KILL "$pid" 2>/dev/null || true
+}
+
+start_mysql() {
+	local server install client
+	server=$(find_bin mariadbd mysqld) &&
+		install=$(find_bin mariadb-install-db mysql_install_db) &&
+		client=$(find_bin mariadb mysql) || {
+		log "MariaDB binaries not found (mariadbd, mariadb-install-db, mariadb; set MYSQL_BIN or install mariadb-server)"
+		exit 2
+	}
+	SERVER_USER=mysql
+	if [ "$(id -u)" -eq 0 ] && ! id -u "$SERVER_USER" >/dev/null 2>&1; then
+		log "running as root but there is no '$SERVER_USER' OS user to run the server"
+		exit 2
+	fi
+
+	local dir
+	dir=$(make_dir mysql)
+	# Leave nothing behind if start-up fails.
+	trap 'kill_mysql "$dir"; rm -rf "$dir"' ERR
+
+	log "mariadb-install-db in $dir/data"
+	# root@localhost and root@127.0.0.1 without a password ("normal"); the password is
+	# set below, once the server runs.
+	as_owner "$install" --no-defaults --datadir="$dir/data" --auth-root-authentication-method=normal \
+		--skip-test-db --skip-name-resolve >"$dir/install.log" 2>&1 ||
+		{
+			cat "$dir/install.log" >&2
+			false
+		}
+
+	local port attempt i started=
+	for attempt in 1 2 3 4 5; do
+		port=$(free_port)
+		log "starting mariadbd on 127.0.0.1:$port (attempt $attempt)"
+		# setsid and closed descriptors: the server outlives this script and holds none
+		# of its caller's pipes open.
+		setsid bash -c 'as_user=$1; shift; if [ "$(id -u)" -eq 0 ]; then exec runuser -u "$as_user" -- "$@"; else exec "$@"; fi' \
+			outbox-testdb-mariadbd "$SERVER_USER" "$server" --no-defaults \
+			--datadir="$dir/data" --socket="$dir/mysqld.sock" --pid-file="$dir/mysqld.pid" \
+			--tmpdir="$dir" --log-error="$dir/server.log" \
+			--bind-address=127.0.0.1 --port="$port" --skip-name-resolve \
+			--skip-log-bin --innodb-flush-log-at-trx-commit=0 --innodb-doublewrite=0 \
+			--innodb-flush-method=nosync --innodb-buffer-pool-size=128M --innodb-fast-shutdown=2 \
+			--max-connections=1000 --character-set-server=utf8mb4 --collation-server=utf8mb4_general_ci \
+			</dev/null >/dev/null 2>&1 &
+		for i in $(seq 1 600); do
+			if "$client" --no-defaults --protocol=socket --socket="$dir/mysqld.sock" -u root -e 'SELECT 1' >/dev/null 2>&1; then
+				started=1
+				break
+			fi
+			# The server logs this and exits when it cannot start, for example when
+			# another process took the port.
+			if grep -q '\[ERROR\] Aborting' "$dir/server.log" 2>/dev/null; then
+				break
+			fi
+			sleep 0.1
+		done
+		[ -z "$started" ] || break
+		tail -n 5 "$dir/server.log" >&2 || true
+		kill_mysql "$dir"
+		mv "$dir/server.log" "$dir/server.log.$attempt" 2>/dev/null || true
+	done
+	[ -n "$started" ] || false
+
+	"$client" --no-defaults --protocol=socket --socket="$dir/mysqld.sock" -u root >&2 <<-EOF
+		CREATE USER IF NOT EXISTS '$MYSQL_USER'@'127.0.0.1';
+		ALTER USER '$MYSQL_USER'@'127.0.0.1' IDENTIFIED BY '$MYSQL_PASSWORD';
+		GRANT ALL PRIVILEGES ON *.* TO '$MYSQL_USER'@'127.0.0.1' WITH GRANT OPTION;
+		CREATE DATABASE outbox_test CHARACTER SET utf8mb4;
+	EOF
+	trap - ERR
+
+	watch_owner "${TESTDB_OWNER_PID:-}" "$dir"
+	log "mariadb ready on 127.0.0.1:$port"
+	echo "OUTBOX_TEST_MYSQL_DSN=$MYSQL_USER:$MYSQL_PASSWORD@tcp(127.0.0.1:$port)/outbox_test?parseTime=true&loc=UTC"
+	echo "OUTBOX_TEST_MYSQL_DIR=$dir"
+}
+
+stop_mysql() {
+	local dir=$1
+	if mysql_server_pid "$dir" >/dev/null; then
+		log "stopping mariadbd in $dir"
+		kill_mysql "$dir"
+	fi
+}
+
 usage() {
 	cat >&2 <<-EOF
-		usage: $0 start postgres
+		usage: $0 start postgres|mysql
 		       $0 stop <dir>
 	EOF
 	exit 64
@@ -158,7 +304,8 @@ main() {
 	start)
 		case $2 in
 		postgres) start_postgres ;;
-		*) die "unknown kind '$2' (supported: postgres)" ;;
+		mysql) start_mysql ;;
+		*) die "unknown kind '$2' (supported: postgres, mysql)" ;;
 		esac
 		;;
 	stop)
@@ -168,6 +315,7 @@ main() {
 		kind=$(cat "$dir/kind")
 		case $kind in
 		postgres) stop_postgres "$dir" ;;
+		mysql) stop_mysql "$dir" ;;
 		*) die "unknown kind '$kind' in $dir/kind" ;;
 		esac
 		rm -rf "$dir"

@@ -1,11 +1,13 @@
-// Package testdb gives tests real databases: a throwaway PostgreSQL server started once
-// per test process by scripts/testdb.sh (or the one named by OUTBOX_TEST_POSTGRES_DSN),
-// an isolated schema per test, and SQLite files in temp dirs.
+// Package testdb gives tests real databases: throwaway PostgreSQL and MariaDB servers
+// started once per test process by scripts/testdb.sh (or the ones named by
+// OUTBOX_TEST_POSTGRES_DSN and OUTBOX_TEST_MYSQL_DSN), an isolated schema (PostgreSQL)
+// or database (MariaDB) per test, and SQLite files in temp dirs.
 //
 // Import path: github.com/outboxkit/outbox/internal/testdb (package testdb). Only tests
 // import it.
 //
-// A package that uses PostgresDSN stops the server it started from its TestMain:
+// A package that uses PostgresDSN or MySQLDSN stops the servers it started from its
+// TestMain:
 //
 //	func TestMain(m *testing.M) {
 //		code := m.Run()
@@ -15,9 +17,9 @@
 //
 // # Skipping
 //
-// When no server can be had (the PostgreSQL binaries are missing), tests skip with a
-// loud message. When the environment variable CI or OUTBOX_TEST_REQUIRE_DBS is set,
-// they fail instead: CI must never skip.
+// When no server can be had (the server binaries are missing), tests skip with a loud
+// message. When the environment variable CI or OUTBOX_TEST_REQUIRE_DBS is set, they
+// fail instead: CI must never skip.
 package testdb
 
 import (
@@ -39,6 +41,7 @@ import (
 	"time"
 
 	// Drivers for the databases the helpers open.
+	_ "github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite"
 
@@ -49,18 +52,51 @@ import (
 const (
 	// EnvPostgresDSN names an existing PostgreSQL database to use instead of starting one.
 	EnvPostgresDSN = "OUTBOX_TEST_POSTGRES_DSN"
+	// EnvMySQLDSN names an existing MySQL or MariaDB database to use instead of starting
+	// one. It must carry outbox.MySQLDSNParams, and its user must be allowed to create
+	// and drop databases.
+	EnvMySQLDSN = "OUTBOX_TEST_MYSQL_DSN"
 	// EnvRequireDBs makes a missing database fail tests instead of skipping them.
 	EnvRequireDBs = "OUTBOX_TEST_REQUIRE_DBS"
 )
 
-// server is the PostgreSQL server of this process, started on first use and again after
+// server is one throwaway server of this process, started on first use and again after
 // StopAll. mu is held while it starts, so concurrent tests wait for one server.
-var server struct {
+type server struct {
+	kind   string // scripts/testdb.sh's kind: "postgres" or "mysql"
+	what   string // for messages
+	envDSN string
+
 	mu      sync.Mutex
 	started bool
 	dsn     string
 	dir     string // set when this process started the server
 	err     error
+}
+
+// The servers of this process.
+var (
+	postgresServer = &server{kind: "postgres", what: "PostgreSQL", envDSN: EnvPostgresDSN}
+	mysqlServer    = &server{kind: "mysql", what: "MariaDB", envDSN: EnvMySQLDSN}
+)
+
+// dsnFor returns the DSN from the server's environment variable, or starts the server.
+func (s *server) dsnFor(tb testing.TB) string {
+	tb.Helper()
+	if dsn := os.Getenv(s.envDSN); dsn != "" {
+		return dsn
+	}
+	s.mu.Lock()
+	if !s.started {
+		s.dsn, s.dir, s.err = runStart(s.kind)
+		s.started = true
+	}
+	dsn, err := s.dsn, s.err
+	s.mu.Unlock()
+	if err != nil {
+		unavailable(tb, s.what, s.envDSN, err)
+	}
+	return dsn
 }
 
 // PostgresDSN returns the DSN of a PostgreSQL database for tests: OUTBOX_TEST_POSTGRES_DSN
@@ -69,26 +105,23 @@ var server struct {
 // CI or OUTBOX_TEST_REQUIRE_DBS, when no server can be had.
 func PostgresDSN(tb testing.TB) string {
 	tb.Helper()
-	if dsn := os.Getenv(EnvPostgresDSN); dsn != "" {
-		return dsn
-	}
-	server.mu.Lock()
-	if !server.started {
-		server.dsn, server.dir, server.err = runStart("postgres")
-		server.started = true
-	}
-	dsn, err := server.dsn, server.err
-	server.mu.Unlock()
-	if err != nil {
-		unavailable(tb, "PostgreSQL", err)
-	}
-	return dsn
+	return postgresServer.dsnFor(tb)
 }
 
-func unavailable(tb testing.TB, what string, err error) {
+// MySQLDSN returns the DSN of a MySQL/MariaDB database for tests, for the
+// github.com/go-sql-driver/mysql driver: OUTBOX_TEST_MYSQL_DSN when set, else a MariaDB
+// server started by scripts/testdb.sh on the first call and shared by the rest of the
+// process (stop it with [StopAll]). It skips the test, or fails it under CI or
+// OUTBOX_TEST_REQUIRE_DBS, when no server can be had.
+func MySQLDSN(tb testing.TB) string {
+	tb.Helper()
+	return mysqlServer.dsnFor(tb)
+}
+
+func unavailable(tb testing.TB, what, envDSN string, err error) {
 	tb.Helper()
 	msg := fmt.Sprintf("\n*** %s IS UNAVAILABLE: %v\n*** Set %s, or install the server binaries; these tests did NOT run.",
-		strings.ToUpper(what), err, EnvPostgresDSN)
+		strings.ToUpper(what), err, envDSN)
 	if os.Getenv("CI") != "" || os.Getenv(EnvRequireDBs) != "" {
 		tb.Fatal(msg)
 	}
@@ -131,12 +164,21 @@ func runStart(kind string) (dsn, dir string, err error) {
 
 // StopAll stops the servers this process started and removes their directories. Call
 // it from TestMain after m.Run. It is safe to call when nothing was started; a later
-// PostgresDSN starts a new server.
+// PostgresDSN or MySQLDSN starts a new server.
 func StopAll() {
-	server.mu.Lock()
-	dir := server.dir
-	server.started, server.dsn, server.dir, server.err = false, "", "", nil
-	server.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, s := range []*server{postgresServer, mysqlServer} {
+		wg.Go(s.stop)
+	}
+	wg.Wait()
+}
+
+// stop stops the server if this process started it.
+func (s *server) stop() {
+	s.mu.Lock()
+	dir := s.dir
+	s.started, s.dsn, s.dir, s.err = false, "", "", nil
+	s.mu.Unlock()
 	if dir == "" {
 		return
 	}
@@ -180,6 +222,13 @@ func NewPostgresDB(tb testing.TB) *sql.DB {
 	return open(tb, "pgx", PostgresDSN(tb))
 }
 
+// NewMySQLDB opens the test MySQL/MariaDB database with the github.com/go-sql-driver/mysql
+// driver ("mysql") and closes it when the test ends.
+func NewMySQLDB(tb testing.TB) *sql.DB {
+	tb.Helper()
+	return open(tb, "mysql", MySQLDSN(tb))
+}
+
 // NewSQLiteDB opens a new SQLite database file in the test's temp dir with
 // [outbox.SQLiteDSN] and closes it when the test ends.
 func NewSQLiteDB(tb testing.TB) *sql.DB {
@@ -206,14 +255,20 @@ func open(tb testing.TB, driver, dsn string) *sql.DB {
 	return db
 }
 
-// IsolatedTable returns a table name no other test uses. On PostgreSQL
-// (dialectName "postgres") it creates a fresh schema, dropped with everything in it
-// when the test ends, and returns "<schema>.outbox_event". Other dialects get
-// outbox.DefaultTable: their databases are per test already. The table itself is not
-// created; use [outbox.MigrateTable].
+// IsolatedTable returns a table name no other test uses. On PostgreSQL (dialectName
+// "postgres") it creates a fresh schema, and on MySQL/MariaDB ("mysql") a fresh
+// database, dropped with everything in it when the test ends, and returns
+// "<schema>.outbox_event". Other dialects get outbox.DefaultTable: their databases are
+// per test already. The table itself is not created; use [outbox.MigrateTable].
 func IsolatedTable(tb testing.TB, db *sql.DB, dialectName string) string {
 	tb.Helper()
-	if dialectName != outbox.Postgres.Name() {
+	var create, drop string
+	switch dialectName {
+	case outbox.Postgres.Name():
+		create, drop = `CREATE SCHEMA "%s"`, `DROP SCHEMA "%s" CASCADE`
+	case outbox.MySQL.Name():
+		create, drop = "CREATE DATABASE `%s` CHARACTER SET utf8mb4", "DROP DATABASE `%s`"
+	default:
 		return outbox.DefaultTable
 	}
 	var b [8]byte
@@ -221,13 +276,13 @@ func IsolatedTable(tb testing.TB, db *sql.DB, dialectName string) string {
 	schema := "outbox_test_" + hex.EncodeToString(b[:])
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := db.ExecContext(ctx, `CREATE SCHEMA "`+schema+`"`); err != nil {
+	if _, err := db.ExecContext(ctx, fmt.Sprintf(create, schema)); err != nil {
 		tb.Fatalf("create schema: %v", err)
 	}
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if _, err := db.ExecContext(ctx, `DROP SCHEMA "`+schema+`" CASCADE`); err != nil {
+		if _, err := db.ExecContext(ctx, fmt.Sprintf(drop, schema)); err != nil {
 			tb.Errorf("drop schema %s: %v", schema, err)
 		}
 	})

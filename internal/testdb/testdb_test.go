@@ -57,3 +57,31 @@ func TestPostgres(t *testing.T) {
 		t.Errorf("server not on loopback: %s", dsn)
 	}
 }
+
+// TestMySQL starts (or reuses) the MariaDB server and isolates two tables from each
+// other in databases of their own.
+func TestMySQL(t *testing.T) {
+	t.Cleanup(StopAll)
+	db := NewMySQLDB(t)
+	var tables []string
+	for range 2 {
+		table := IsolatedTable(t, db, outbox.MySQL.Name())
+		if !strings.HasSuffix(table, "."+outbox.DefaultTable) {
+			t.Fatalf("IsolatedTable = %s", table)
+		}
+		if err := outbox.MigrateTable(t.Context(), db, outbox.MySQL, table); err != nil {
+			t.Fatal(err)
+		}
+		tables = append(tables, table)
+	}
+	if tables[0] == tables[1] {
+		t.Fatalf("two tests share %s", tables[0])
+	}
+	dsn := MySQLDSN(t)
+	if !strings.Contains(dsn, "127.0.0.1") && os.Getenv(EnvMySQLDSN) == "" {
+		t.Errorf("server not on loopback: %s", dsn)
+	}
+	if !strings.Contains(dsn, outbox.MySQLDSNParams) {
+		t.Errorf("DSN lacks %s: %s", outbox.MySQLDSNParams, dsn)
+	}
+}

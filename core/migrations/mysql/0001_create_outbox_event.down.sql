@@ -1,0 +1,2 @@
+-- Drops the table and its indexes.
+DROP TABLE IF EXISTS `outbox_event`;

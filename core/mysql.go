@@ -1,0 +1,65 @@
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+// MySQLDSNParams are the DSN parameters the [MySQL] dialect needs from
+// github.com/go-sql-driver/mysql: DATETIME values scan as time.Time (parseTime=true),
+// and the driver formats and parses times in UTC (loc=UTC, its default, stated so that
+// nobody changes it). Append them to the DSN:
+//
+//	"user:password@tcp(127.0.0.1:3306)/app?" + outbox.MySQLDSNParams
+const MySQLDSNParams = "parseTime=true&loc=UTC"
+
+// mysqlCheckTimes are the instants the connection check sends: one in January and one
+// in July, so that a loc with daylight saving time is off by its offset in at least one
+// of them even where its standard offset is zero.
+var mysqlCheckTimes = [...]time.Time{
+	time.Date(2001, 1, 2, 3, 4, 5, 123456000, time.UTC),
+	time.Date(2001, 7, 2, 3, 4, 5, 123456000, time.UTC),
+}
+
+// mysqlCheckQuery reads a time argument back twice: as DATETIME, which tells whether the
+// driver parses times (parseTime), and as text formatted by the server, which shows the
+// wall-clock time the driver sent (its loc). It also reads the connection's character
+// sets.
+const mysqlCheckQuery = "SELECT CAST(? AS DATETIME(6)), DATE_FORMAT(CAST(? AS DATETIME(6)), '%Y-%m-%d %H:%i:%s.%f'), " +
+	"@@character_set_client, @@character_set_connection"
+
+// mysqlTextLayout is how DATE_FORMAT in mysqlCheckQuery prints a time.
+const mysqlTextLayout = "2006-01-02 15:04:05.000000"
+
+// checkMySQLConn is the [MySQL] dialect's connection check; see [SQLStore.CheckConnection].
+func checkMySQLConn(ctx context.Context, db *sql.DB) error {
+	for _, want := range mysqlCheckTimes {
+		var scanned any
+		var text, csClient, csConn sql.NullString
+		if err := db.QueryRowContext(ctx, mysqlCheckQuery, want, want).Scan(&scanned, &text, &csClient, &csConn); err != nil {
+			return fmt.Errorf("check mysql connection: %w", err)
+		}
+		t, ok := scanned.(time.Time)
+		if !ok {
+			return &ConfigError{Field: "DSN", Reason: fmt.Sprintf(
+				"DATETIME values scan as %T, not time.Time: add parseTime=true to the MySQL DSN (outbox.MySQLDSNParams)", scanned)}
+		}
+		if t.Location() == time.Local {
+			return &ConfigError{Field: "DSN", Reason: "the driver reads and writes times in loc=Local, the process's time zone: " +
+				"set loc=UTC in the MySQL DSN (outbox.MySQLDSNParams)"}
+		}
+		if got := text.String; got != want.Format(mysqlTextLayout) || !t.Equal(want) {
+			return &ConfigError{Field: "DSN", Reason: fmt.Sprintf(
+				"the driver sends times in loc %s, not UTC (%s was stored as %q): set loc=UTC in the MySQL DSN (outbox.MySQLDSNParams)",
+				t.Location(), want.Format(mysqlTextLayout), got)}
+		}
+		if csClient.String != "utf8mb4" || csConn.String != "utf8mb4" {
+			return &ConfigError{Field: "DSN", Reason: fmt.Sprintf(
+				"the connection character set is %s/%s, not utf8mb4: remove charset from the MySQL DSN or set charset=utf8mb4",
+				csClient.String, csConn.String)}
+		}
+	}
+	return nil
+}
