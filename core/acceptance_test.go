@@ -495,7 +495,7 @@ func TestAcceptancePurgeDeletesOnlyOldFinishedRows(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := st.Insert(ctx, tx, events); err != nil {
+		if err := st.Insert(ctx, tx, outbox.InsertParams{Events: events}); err != nil {
 			t.Fatal(err)
 		}
 		if err := tx.Commit(); err != nil {
@@ -624,7 +624,24 @@ func TestNewRejectsInvalidConfig(t *testing.T) {
 		cfg   outbox.Config
 		field string
 	}{
-		{"multi node not yet", db, outbox.Config{Dialect: outbox.SQLite, Mode: outbox.MultiNode}, "Mode"},
+		{"multi node without ttl", db, outbox.Config{Dialect: outbox.SQLite, Mode: outbox.MultiNode}, "ClaimTTL"},
+		{"multi node negative ttl", db, outbox.Config{Dialect: outbox.SQLite, Mode: outbox.MultiNode, ClaimTTL: -time.Second}, "ClaimTTL"},
+		{"multi node ttl below default timeouts", db, outbox.Config{Dialect: outbox.SQLite, Mode: outbox.MultiNode,
+			ClaimTTL: 40 * time.Second}, "ClaimTTL"}, // 30 s listener + 10 s status
+		{"multi node ttl below timeouts", db, outbox.Config{Dialect: outbox.SQLite, Mode: outbox.MultiNode,
+			ClaimTTL: 2 * time.Second, ListenerTimeout: time.Second, StatusTimeout: time.Second}, "ClaimTTL"},
+		{"multi node without listener timeout", db, outbox.Config{Dialect: outbox.SQLite, Mode: outbox.MultiNode,
+			ClaimTTL: time.Hour, ListenerTimeout: -1}, "ListenerTimeout"},
+		{"multi node without status timeout", db, outbox.Config{Dialect: outbox.SQLite, Mode: outbox.MultiNode,
+			ClaimTTL: time.Hour, StatusTimeout: -1}, "StatusTimeout"},
+		{"multi node node id with slash", db, outbox.Config{Dialect: outbox.SQLite, Mode: outbox.MultiNode,
+			ClaimTTL: time.Hour, NodeID: "a/b"}, "NodeID"},
+		{"multi node node id with space", db, outbox.Config{Dialect: outbox.SQLite, Mode: outbox.MultiNode,
+			ClaimTTL: time.Hour, NodeID: "a b"}, "NodeID"},
+		{"multi node node id too long", db, outbox.Config{Dialect: outbox.SQLite, Mode: outbox.MultiNode,
+			ClaimTTL: time.Hour, NodeID: strings.Repeat("n", outbox.MaxNodeIDLen+1)}, "NodeID"},
+		{"claim ttl outside multi node", db, outbox.Config{Dialect: outbox.SQLite, ClaimTTL: time.Hour}, "ClaimTTL"},
+		{"node id outside multi node", db, outbox.Config{Dialect: outbox.SQLite, Mode: outbox.WriterOnly, NodeID: "n1"}, "NodeID"},
 		{"unknown mode", db, outbox.Config{Dialect: outbox.SQLite, Mode: 42}, "Mode"},
 		{"no dialect", db, outbox.Config{}, "Dialect"},
 		{"no db", nil, outbox.Config{Dialect: outbox.SQLite}, "DB"},

@@ -24,9 +24,12 @@ type Dialect interface {
 
 // The supported dialects.
 var (
-	// Postgres is PostgreSQL (tested with 15) through any database/sql driver: pgx's
-	// stdlib driver, lib/pq. Payload and headers are jsonb, times timestamptz; ID lists
-	// are sent as one text-array literal, so no driver array support is needed.
+	// Postgres is PostgreSQL 12 or newer (tested with 15) through any database/sql
+	// driver: pgx's stdlib driver, lib/pq. Payload and headers are jsonb, times
+	// timestamptz; ID lists are sent as one text-array literal, so no driver array
+	// support is needed. A claim ([MultiNode]) is one statement: a MATERIALIZED CTE that
+	// selects the rows FOR UPDATE SKIP LOCKED and an UPDATE … RETURNING of exactly those
+	// rows. Row locks never block INSERTs on PostgreSQL.
 	Postgres Dialect = &dialect{
 		name:          "postgres",
 		bindVar:       func(n int) string { return "$" + strconv.Itoa(n) },
@@ -36,7 +39,11 @@ var (
 		maxBindParams: 65535, // the wire protocol's Int16 parameter count
 		idsAsArray:    true,
 		maxIDs:        5000,
-		ddl:           postgresDDL,
+		dbNow:         "statement_timestamp()",
+		dbTimeOffset: func(b *builder, d time.Duration) string {
+			return "statement_timestamp() + CAST(" + b.arg(d.Microseconds()) + " AS BIGINT) * INTERVAL '1 microsecond'"
+		},
+		ddl: postgresDDL,
 	}
 	// MySQL is MySQL 8.0 or newer and MariaDB 10.6 or newer, through
 	// github.com/go-sql-driver/mysql (driver name "mysql"). The DSN must carry
@@ -68,6 +75,16 @@ var (
 	// is also split when its arguments exceed 4 MiB, well below the server's
 	// max_allowed_packet (16 MiB on MariaDB, 64 MiB on MySQL); a single event larger
 	// than half of max_allowed_packet needs a larger server setting.
+	//
+	// Claims ([MultiNode]) need FOR UPDATE SKIP LOCKED: MySQL 8.0.1 or newer, MariaDB
+	// 10.6 or newer. A claim is one short READ COMMITTED transaction (the driver sets the
+	// level for that transaction only): a locking SELECT that walks the pending index
+	// (FORCE INDEX on the index the migrations create, so keep its name) and locks only
+	// the rows it returns, then an UPDATE of those rows by primary key. READ COMMITTED
+	// takes no gap locks, so business transactions inserting into the table never wait
+	// for a claim, whatever their own isolation level; Purge and Replay by filter, which
+	// change ranges of rows, run READ COMMITTED for the same reason. A claim that meets a
+	// deadlock (1213) or lock wait timeout (1205) is retried.
 	MySQL Dialect = &dialect{
 		name:              "mysql",
 		bindVar:           func(int) string { return "?" },
@@ -81,13 +98,22 @@ var (
 		expandKeyset:      true,
 		dueColumn:         "due_at",
 		finishedColumn:    "finished_at",
-		ddl:               mysqlDDL,
-		checkConn:         checkMySQLConn,
+		dbNow:             "UTC_TIMESTAMP(6)",
+		dbTimeOffset: func(b *builder, d time.Duration) string {
+			return "UTC_TIMESTAMP(6) + INTERVAL " + b.arg(d.Microseconds()) + " MICROSECOND"
+		},
+		claimInTx:        true,
+		readCommittedDML: true,
+		ddl:              mysqlDDL,
+		checkConn:        checkMySQLConn,
 	}
-	// SQLite is SQLite 3.15 or newer, normally through modernc.org/sqlite opened with
-	// [SQLiteDSN]. Payload and headers are TEXT; times are TEXT in a fixed-width UTC
-	// format ([SQLiteTimeLayout]) that the dialect encodes itself, so that text order is
-	// time order whatever the driver's own time handling.
+	// SQLite is SQLite 3.15 or newer (3.35 for claims in [MultiNode] mode, which use
+	// UPDATE … RETURNING), normally through modernc.org/sqlite opened with [SQLiteDSN].
+	// Payload and headers are TEXT; times are TEXT in a fixed-width UTC format
+	// ([SQLiteTimeLayout]) that the dialect encodes itself, so that text order is time
+	// order whatever the driver's own time handling. SQLite has one writer at a time, so
+	// a claim is a single UPDATE … WHERE event_id IN (SELECT … LIMIT n) RETURNING; the
+	// database clock is the host's, read by strftime('now') with millisecond precision.
 	SQLite Dialect = &dialect{
 		name:       "sqlite",
 		bindVar:    func(int) string { return "?" },
@@ -100,7 +126,11 @@ var (
 		maxBindParams: 999,
 		maxIDs:        500,
 		statusHint:    "+",
-		ddl:           sqliteDDL,
+		dbNow:         sqliteNow("'now'"),
+		dbTimeOffset: func(b *builder, d time.Duration) string {
+			return sqliteNow("'now', " + b.arg(fmt.Sprintf("%+.6f seconds", d.Seconds())))
+		},
+		ddl: sqliteDDL,
 	}
 )
 
@@ -154,6 +184,25 @@ type dialect struct {
 	// DEAD or DONE row; unary + keeps that term off the pending index, so the partial
 	// index declared with the same "+status" predicate is used.
 	statusHint string
+	// dbNow is the database's current time as an SQL expression, in the form the time
+	// columns hold: every claim decision compares with it, so that claims follow one
+	// clock. PostgreSQL uses statement_timestamp(), the start of the statement (now() is
+	// the start of the transaction, which may be long before an insert in a business
+	// transaction); MySQL UTC_TIMESTAMP(6), which does not depend on the session
+	// time_zone; SQLite the fixed-width text of strftime('now'), milliseconds followed by
+	// "000Z".
+	dbNow string
+	// dbTimeOffset returns an expression for dbNow plus d, binding d as an argument of b.
+	dbTimeOffset func(b *builder, d time.Duration) string
+	// claimInTx claims in a READ COMMITTED transaction of two statements, a locking
+	// SELECT … FOR UPDATE SKIP LOCKED and an UPDATE by primary key (MySQL, which has no
+	// UPDATE … RETURNING), instead of one UPDATE … RETURNING statement.
+	claimInTx bool
+	// readCommittedDML runs the statements that change a range of rows (Purge, and
+	// Replay by filter) in a READ COMMITTED transaction: under InnoDB's default
+	// REPEATABLE READ their range scans take gap locks, which make concurrent INSERTs
+	// into the table wait until the statement ends.
+	readCommittedDML bool
 	// ddl returns the statements that create and drop the table.
 	ddl func(d *dialect, t tableName) migration
 	// checkConn, when set, verifies that a connection pool is configured the way the
@@ -193,6 +242,14 @@ func utcMicro(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond)
 
 // time encodes a time argument in the dialect's format.
 func (d *dialect) time(t time.Time) (any, error) { return d.encodeTime(utcMicro(t)) }
+
+// sqliteNow returns the SQLite expression for the time strftime computes from args
+// ("'now'" and modifiers) in the [SQLiteTimeLayout] text form. SQLite's clock has
+// millisecond precision, so the microseconds are always "000". Within one statement
+// every 'now' is the same instant.
+func sqliteNow(args string) string {
+	return "strftime('%Y-%m-%dT%H:%M:%f000Z', " + args + ")"
+}
 
 func encodeSQLiteTime(t time.Time) (any, error) {
 	if y := t.Year(); y < 1 || y > 9999 {

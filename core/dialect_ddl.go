@@ -36,7 +36,7 @@ func renderDDL(stmts []ddlStatement) string {
 // Index comments shared by the dialects. They say why each index exists.
 const (
 	pendingIndexComment = "Pending: the poller's scan of due NEW/RETRY rows (status, available_at <= now),\n" +
-		"oldest created_at first."
+		"oldest created_at first. Claim (MultiNode) reads the same rows, due longest first."
 	deadIndexComment = "ListDead and Replay walk DEAD rows in (created_at, event_id) keyset order.\n" +
 		"Partial, so the DONE rows that make up most of the table are not in it."
 	finishedIndexComment = "Purge deletes the oldest DONE/DEAD rows by COALESCE(done_at, created_at) in\n" +
@@ -58,7 +58,8 @@ const (
 
 // tableComment heads the CREATE TABLE statement.
 const tableComment = "The transactional outbox. status: 0 NEW, 1 DONE, 2 RETRY, 3 DEAD.\n" +
-	"locked_by/locked_at hold a poller's claim when several nodes poll."
+	"locked_by/locked_until hold a claim in MultiNode mode: the claim token (node ID/ULID)\n" +
+	"and its expiry by the database clock. Outcome updates are fenced by the token."
 
 func postgresDDL(d *dialect, t tableName) migration {
 	table := d.qualified(t)
@@ -81,7 +82,7 @@ func postgresDDL(d *dialect, t tableName) migration {
 				"    created_at     TIMESTAMPTZ  NOT NULL,\n" +
 				"    done_at        TIMESTAMPTZ  NULL,\n" +
 				"    locked_by      VARCHAR(128) NULL,\n" +
-				"    locked_at      TIMESTAMPTZ  NULL\n" +
+				"    locked_until   TIMESTAMPTZ  NULL\n" +
 				")"},
 			{pendingIndexComment, "CREATE INDEX IF NOT EXISTS " + index(pendingIndexSuffix) + " ON " + table +
 				" (status, available_at, created_at)"},
@@ -122,7 +123,7 @@ func sqliteDDL(d *dialect, t tableName) migration {
 				"    created_at     TEXT         NOT NULL,\n" +
 				"    done_at        TEXT         NULL,\n" +
 				"    locked_by      VARCHAR(128) NULL,\n" +
-				"    locked_at      TEXT         NULL\n" +
+				"    locked_until   TEXT         NULL\n" +
 				")"},
 			{pendingIndexComment, "CREATE INDEX IF NOT EXISTS " + index(pendingIndexSuffix) +
 				" (status, available_at, created_at)"},
@@ -142,7 +143,9 @@ const mysqlComment = "\nTimes are DATETIME(6) in UTC: connect with parseTime=tru
 	"The indexes are declared here because MySQL has no CREATE INDEX IF NOT EXISTS. MySQL has no\n" +
 	"partial indexes either, so due_at and finished_at stand in for them: generated columns that\n" +
 	"are NULL except on the rows their index is for.\n" +
-	"pending_idx serves the poller's scan of due NEW/RETRY rows (due_at <= now), oldest first.\n" +
+	"pending_idx serves the poller's scan of due NEW/RETRY rows (due_at <= now), oldest first,\n" +
+	"and the claim of MultiNode pollers, which walks it in order (due_at, created_at, event_id)\n" +
+	"with FORCE INDEX so that its locking read locks only the rows it claims.\n" +
 	"dead_idx serves ListDead and Replay, which walk DEAD rows in (created_at, event_id) order,\n" +
 	"and Stats. It is the only index that starts with status.\n" +
 	"finished_idx serves Purge, which deletes the oldest DONE/DEAD rows by finished_at,\n" +
@@ -169,7 +172,7 @@ func mysqlDDL(d *dialect, t tableName) migration {
 				"    created_at     DATETIME(6)   NOT NULL,\n" +
 				"    done_at        DATETIME(6)   NULL,\n" +
 				"    locked_by      VARCHAR(128)  NULL,\n" +
-				"    locked_at      DATETIME(6)   NULL,\n" +
+				"    locked_until   DATETIME(6)   NULL,\n" +
 				"    " + d.dueColumn + "         DATETIME(6)   AS (CASE WHEN status IN (0, 2) THEN available_at END) STORED,\n" +
 				"    " + d.finishedColumn + "    DATETIME(6)   AS (CASE WHEN status IN (1, 3) THEN " + finishedAt + " END) STORED,\n" +
 				"    INDEX " + index(pendingIndexSuffix) + " (" + d.dueColumn + ", created_at),\n" +

@@ -31,7 +31,7 @@ func TestMySQLDDL(t *testing.T) {
 		"    created_at     DATETIME(6)   NOT NULL,\n" +
 		"    done_at        DATETIME(6)   NULL,\n" +
 		"    locked_by      VARCHAR(128)  NULL,\n" +
-		"    locked_at      DATETIME(6)   NULL,\n" +
+		"    locked_until   DATETIME(6)   NULL,\n" +
 		"    due_at         DATETIME(6)   AS (CASE WHEN status IN (0, 2) THEN available_at END) STORED,\n" +
 		"    finished_at    DATETIME(6)   AS (CASE WHEN status IN (1, 3) THEN COALESCE(done_at, created_at) END) STORED,\n" +
 		"    INDEX `Events_pending_idx` (due_at, created_at),\n" +
@@ -82,7 +82,7 @@ func TestInsertSplitsAtStatementBytes(t *testing.T) {
 		events[i] = Event{ID: strconv.Itoa(i), Type: "T", AggregateType: "A", Payload: big, CreatedAt: goldenT0}
 	}
 	events[9].Payload = json.RawMessage(`"` + strings.Repeat("y", 5<<20) + `"`) // larger than the bound: alone
-	qs, err := MySQL.builder().insertQueries(goldenTable, events, time.Time{})
+	qs, err := MySQL.builder().insertQueries(goldenTable, InsertParams{Events: events}, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestInsertSplitsAtStatementBytes(t *testing.T) {
 		t.Errorf("last statement starts with %v", qs[3].Args[0])
 	}
 	// PostgreSQL has no such bound.
-	if qs, err := Postgres.builder().insertQueries(goldenTable, events, time.Time{}); err != nil || len(qs) != 1 {
+	if qs, err := Postgres.builder().insertQueries(goldenTable, InsertParams{Events: events}, time.Time{}); err != nil || len(qs) != 1 {
 		t.Errorf("postgres: %d statements, %v", len(qs), err)
 	}
 }

@@ -40,20 +40,36 @@ func (b *builder) query() query { return query{SQL: b.sb.String(), Args: b.args}
 // selectColumns are the columns every event SELECT reads, in the order rawRow.decode
 // expects.
 const selectColumns = "event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, " +
-	"status, attempts, last_error, available_at, created_at, done_at"
+	"status, attempts, last_error, available_at, created_at, done_at, locked_by, locked_until"
 
-// insertParamsPerRow is the number of arguments one inserted row binds.
+// insertParamsPerRow is the number of arguments one inserted row binds; a claimed batch
+// binds two more per row (the token and the claim TTL).
 const insertParamsPerRow = 9
 
-// insertQueries builds one multi-row INSERT for events, or several when the batch would
+// insertQueries builds one multi-row INSERT for p.Events, or several when the batch would
 // exceed the dialect's bind-parameter limit or its statement size bound. New rows are
 // NEW with no attempts, whatever the events' Status and Attempts say. A zero CreatedAt
-// becomes now and a zero AvailableAt becomes CreatedAt.
-func (d *dialect) insertQueries(t tableName, events []Event, now time.Time) ([]query, error) {
-	perStmt := d.maxBindParams / insertParamsPerRow
+// becomes now and a zero AvailableAt becomes CreatedAt. When an event has LockedBy set,
+// the statement also writes locked_by and locked_until: the token and the database's
+// current time plus p.ClaimTTL for claimed rows, NULL for the others.
+func (d *dialect) insertQueries(t tableName, p InsertParams, now time.Time) ([]query, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	events := p.Events
+	claims := false
+	for i := range events {
+		claims = claims || events[i].LockedBy != ""
+	}
+	columns := "event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at"
+	rowArgs := insertParamsPerRow
+	if claims {
+		columns += ", locked_by, locked_until"
+		rowArgs += 2
+	}
 	var qs []query
 	var b *builder
-	rows, size := 0, 0
+	size := 0
 	for i, e := range events {
 		if e.ID == "" {
 			return nil, invalidParams("insert", "event %d has no ID", i)
@@ -77,22 +93,27 @@ func (d *dialect) insertQueries(t tableName, events []Event, now time.Time) ([]q
 			return nil, fmt.Errorf("event %s: CreatedAt: %w", e.ID, err)
 		}
 		rowSize := insertRowSize(e, headers)
-		if b != nil && (rows == perStmt || d.maxStatementBytes > 0 && size+rowSize > d.maxStatementBytes) {
+		if b != nil && (len(b.args)+rowArgs > d.maxBindParams || d.maxStatementBytes > 0 && size+rowSize > d.maxStatementBytes) {
 			qs = append(qs, b.query())
 			b = nil
 		}
 		if b == nil {
-			b = d.newBuilder().w("INSERT INTO ", d.qualified(t),
-				" (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at) VALUES ")
-			rows, size = 0, 0
+			b = d.newBuilder().w("INSERT INTO ", d.qualified(t), " (", columns, ") VALUES ")
+			size = 0
 		} else {
 			b.w(", ")
 		}
 		b.w("(", b.arg(e.ID), ", ", b.arg(e.Type), ", ", b.arg(e.AggregateType), ", ",
 			b.arg(nullString(e.AggregateID)), ", ", b.arg(nullString(e.TenantID)), ", ",
 			b.arg(string(e.Payload)), ", ", b.arg(headers), ", 0, 0, ",
-			b.arg(availableAt), ", ", b.arg(createdAt), ")")
-		rows++
+			b.arg(availableAt), ", ", b.arg(createdAt))
+		switch {
+		case e.LockedBy != "":
+			b.w(", ", b.arg(e.LockedBy), ", ", d.dbTimeOffset(b, p.ClaimTTL))
+		case claims:
+			b.w(", NULL, NULL")
+		}
+		b.w(")")
 		size += rowSize
 	}
 	if b != nil {
@@ -179,7 +200,17 @@ func textArrayLiteral(ids []string) string {
 
 // clearClaim is appended to every status change: a row that changes state is no longer
 // claimed by a poller.
-const clearClaim = ", locked_by = NULL, locked_at = NULL"
+const clearClaim = ", locked_by = NULL, locked_until = NULL"
+
+// fence writes the WHERE conditions every outcome update shares: the row is not DONE
+// and, when token is set, still claimed by it.
+func (b *builder) fence(token string) *builder {
+	b.w(" AND status <> 1")
+	if token != "" {
+		b.w(" AND locked_by = ", b.arg(token))
+	}
+	return b
+}
 
 // markDoneQueries builds the fenced updates of [Store.MarkDone], one per chunk of IDs.
 func (d *dialect) markDoneQueries(t tableName, p MarkDoneParams) ([]query, error) {
@@ -194,7 +225,7 @@ func (d *dialect) markDoneQueries(t tableName, p MarkDoneParams) ([]query, error
 	for _, ids := range d.chunkIDs(p.IDs) {
 		b := d.newBuilder()
 		b.w("UPDATE ", d.qualified(t), " SET status = 1, done_at = ", b.arg(doneAt), clearClaim, " WHERE ")
-		b.matchIDs(ids).w(" AND status <> 1")
+		b.matchIDs(ids).fence(p.Token)
 		qs = append(qs, b.query())
 	}
 	return qs, nil
@@ -217,7 +248,7 @@ func (d *dialect) rescheduleQuery(t tableName, p RescheduleParams) (query, error
 	if p.LastError != "" {
 		b.w(", last_error = ", b.arg(truncateLastError(p.LastError)))
 	}
-	b.w(clearClaim, " WHERE event_id = ", b.arg(p.ID), " AND status <> 1")
+	b.w(clearClaim, " WHERE event_id = ", b.arg(p.ID)).fence(p.Token)
 	return b.query(), nil
 }
 
@@ -235,7 +266,7 @@ func (d *dialect) markDeadQuery(t tableName, p MarkDeadParams) (query, error) {
 	if p.CountAttempt {
 		b.w(", attempts = attempts + 1")
 	}
-	b.w(clearClaim, " WHERE event_id = ", b.arg(p.ID), " AND status <> 1")
+	b.w(clearClaim, " WHERE event_id = ", b.arg(p.ID)).fence(p.Token)
 	return b.query(), nil
 }
 

@@ -44,7 +44,7 @@ func one2(q query, err error) ([]query, error) {
 
 var goldenTable = tableName{name: DefaultTable}
 
-const sel = "SELECT event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, last_error, available_at, created_at, done_at FROM "
+const sel = "SELECT event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, last_error, available_at, created_at, done_at, locked_by, locked_until FROM "
 
 func goldenCases() []goldenCase {
 	t := goldenTable
@@ -52,11 +52,11 @@ func goldenCases() []goldenCase {
 		{
 			name: "insert two",
 			build: func(d *dialect) ([]query, error) {
-				return d.insertQueries(t, []Event{
+				return d.insertQueries(t, InsertParams{Events: []Event{
 					{ID: "a", Type: "T", AggregateType: "A", AggregateID: "1", TenantID: "t", Payload: json.RawMessage(`{"x":1}`),
 						Headers: map[string]string{"k": "v"}, CreatedAt: goldenT0, AvailableAt: goldenT0, Status: StatusDead, Attempts: 3},
 					{ID: "b", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: goldenT0},
-				}, time.Time{})
+				}}, time.Time{})
 			},
 			pg:     []string{`INSERT INTO "outbox_event" (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, 0, 0, $8, $9), ($10, $11, $12, $13, $14, $15, $16, 0, 0, $17, $18)`},
 			sqlite: []string{`INSERT INTO "outbox_event" (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?), (?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?)`},
@@ -73,9 +73,9 @@ func goldenCases() []goldenCase {
 			build: func(d *dialect) ([]query, error) {
 				return d.markDoneQueries(t, MarkDoneParams{IDs: []string{"a", `b"\`}, DoneAt: goldenT0})
 			},
-			pg:      []string{`UPDATE "outbox_event" SET status = 1, done_at = $1, locked_by = NULL, locked_at = NULL WHERE event_id = ANY(CAST($2 AS TEXT[])) AND status <> 1`},
-			sqlite:  []string{`UPDATE "outbox_event" SET status = 1, done_at = ?, locked_by = NULL, locked_at = NULL WHERE event_id IN (?, ?) AND status <> 1`},
-			mysql:   []string{"UPDATE `outbox_event` SET status = 1, done_at = ?, locked_by = NULL, locked_at = NULL WHERE event_id IN (?, ?) AND status <> 1"},
+			pg:      []string{`UPDATE "outbox_event" SET status = 1, done_at = $1, locked_by = NULL, locked_until = NULL WHERE event_id = ANY(CAST($2 AS TEXT[])) AND status <> 1`},
+			sqlite:  []string{`UPDATE "outbox_event" SET status = 1, done_at = ?, locked_by = NULL, locked_until = NULL WHERE event_id IN (?, ?) AND status <> 1`},
+			mysql:   []string{"UPDATE `outbox_event` SET status = 1, done_at = ?, locked_by = NULL, locked_until = NULL WHERE event_id IN (?, ?) AND status <> 1"},
 			pgArgs:  []any{goldenT0U, `{"a","b\"\\"}`},
 			sqlArgs: []any{goldenT0S, "a", `b"\`},
 			myArgs:  []any{goldenT0U, "a", `b"\`},
@@ -85,9 +85,9 @@ func goldenCases() []goldenCase {
 			build: func(d *dialect) ([]query, error) {
 				return one2(d.rescheduleQuery(t, RescheduleParams{ID: "a", Status: StatusRetry, AvailableAt: goldenT0, CountAttempt: true, LastError: "boom"}))
 			},
-			pg:      []string{`UPDATE "outbox_event" SET status = $1, available_at = $2, attempts = attempts + 1, last_error = $3, locked_by = NULL, locked_at = NULL WHERE event_id = $4 AND status <> 1`},
-			sqlite:  []string{`UPDATE "outbox_event" SET status = ?, available_at = ?, attempts = attempts + 1, last_error = ?, locked_by = NULL, locked_at = NULL WHERE event_id = ? AND status <> 1`},
-			mysql:   []string{"UPDATE `outbox_event` SET status = ?, available_at = ?, attempts = attempts + 1, last_error = ?, locked_by = NULL, locked_at = NULL WHERE event_id = ? AND status <> 1"},
+			pg:      []string{`UPDATE "outbox_event" SET status = $1, available_at = $2, attempts = attempts + 1, last_error = $3, locked_by = NULL, locked_until = NULL WHERE event_id = $4 AND status <> 1`},
+			sqlite:  []string{`UPDATE "outbox_event" SET status = ?, available_at = ?, attempts = attempts + 1, last_error = ?, locked_by = NULL, locked_until = NULL WHERE event_id = ? AND status <> 1`},
+			mysql:   []string{"UPDATE `outbox_event` SET status = ?, available_at = ?, attempts = attempts + 1, last_error = ?, locked_by = NULL, locked_until = NULL WHERE event_id = ? AND status <> 1"},
 			pgArgs:  []any{int64(2), goldenT0U, "boom", "a"},
 			sqlArgs: []any{int64(2), goldenT0S, "boom", "a"},
 			myArgs:  []any{int64(2), goldenT0U, "boom", "a"},
@@ -97,9 +97,9 @@ func goldenCases() []goldenCase {
 			build: func(d *dialect) ([]query, error) {
 				return one2(d.rescheduleQuery(t, RescheduleParams{ID: "a", Status: StatusNew, AvailableAt: goldenT0}))
 			},
-			pg:     []string{`UPDATE "outbox_event" SET status = $1, available_at = $2, locked_by = NULL, locked_at = NULL WHERE event_id = $3 AND status <> 1`},
-			sqlite: []string{`UPDATE "outbox_event" SET status = ?, available_at = ?, locked_by = NULL, locked_at = NULL WHERE event_id = ? AND status <> 1`},
-			mysql:  []string{"UPDATE `outbox_event` SET status = ?, available_at = ?, locked_by = NULL, locked_at = NULL WHERE event_id = ? AND status <> 1"},
+			pg:     []string{`UPDATE "outbox_event" SET status = $1, available_at = $2, locked_by = NULL, locked_until = NULL WHERE event_id = $3 AND status <> 1`},
+			sqlite: []string{`UPDATE "outbox_event" SET status = ?, available_at = ?, locked_by = NULL, locked_until = NULL WHERE event_id = ? AND status <> 1`},
+			mysql:  []string{"UPDATE `outbox_event` SET status = ?, available_at = ?, locked_by = NULL, locked_until = NULL WHERE event_id = ? AND status <> 1"},
 			pgArgs: []any{int64(0), goldenT0U, "a"},
 		},
 		{
@@ -107,9 +107,9 @@ func goldenCases() []goldenCase {
 			build: func(d *dialect) ([]query, error) {
 				return one2(d.markDeadQuery(t, MarkDeadParams{DeadAt: goldenT0, ID: "a", Reason: "bad", CountAttempt: true}))
 			},
-			pg:      []string{`UPDATE "outbox_event" SET status = 3, done_at = $1, last_error = $2, attempts = attempts + 1, locked_by = NULL, locked_at = NULL WHERE event_id = $3 AND status <> 1`},
-			sqlite:  []string{`UPDATE "outbox_event" SET status = 3, done_at = ?, last_error = ?, attempts = attempts + 1, locked_by = NULL, locked_at = NULL WHERE event_id = ? AND status <> 1`},
-			mysql:   []string{"UPDATE `outbox_event` SET status = 3, done_at = ?, last_error = ?, attempts = attempts + 1, locked_by = NULL, locked_at = NULL WHERE event_id = ? AND status <> 1"},
+			pg:      []string{`UPDATE "outbox_event" SET status = 3, done_at = $1, last_error = $2, attempts = attempts + 1, locked_by = NULL, locked_until = NULL WHERE event_id = $3 AND status <> 1`},
+			sqlite:  []string{`UPDATE "outbox_event" SET status = 3, done_at = ?, last_error = ?, attempts = attempts + 1, locked_by = NULL, locked_until = NULL WHERE event_id = ? AND status <> 1`},
+			mysql:   []string{"UPDATE `outbox_event` SET status = 3, done_at = ?, last_error = ?, attempts = attempts + 1, locked_by = NULL, locked_until = NULL WHERE event_id = ? AND status <> 1"},
 			pgArgs:  []any{goldenT0U, "bad", "a"},
 			sqlArgs: []any{"2024-05-06T05:08:09.123456Z", "bad", "a"},
 			myArgs:  []any{goldenT0U, "bad", "a"},
@@ -119,9 +119,9 @@ func goldenCases() []goldenCase {
 			build: func(d *dialect) ([]query, error) {
 				return one2(d.markDeadQuery(t, MarkDeadParams{DeadAt: goldenT0, ID: "a"}))
 			},
-			pg:     []string{`UPDATE "outbox_event" SET status = 3, done_at = $1, last_error = $2, locked_by = NULL, locked_at = NULL WHERE event_id = $3 AND status <> 1`},
-			sqlite: []string{`UPDATE "outbox_event" SET status = 3, done_at = ?, last_error = ?, locked_by = NULL, locked_at = NULL WHERE event_id = ? AND status <> 1`},
-			mysql:  []string{"UPDATE `outbox_event` SET status = 3, done_at = ?, last_error = ?, locked_by = NULL, locked_at = NULL WHERE event_id = ? AND status <> 1"},
+			pg:     []string{`UPDATE "outbox_event" SET status = 3, done_at = $1, last_error = $2, locked_by = NULL, locked_until = NULL WHERE event_id = $3 AND status <> 1`},
+			sqlite: []string{`UPDATE "outbox_event" SET status = 3, done_at = ?, last_error = ?, locked_by = NULL, locked_until = NULL WHERE event_id = ? AND status <> 1`},
+			mysql:  []string{"UPDATE `outbox_event` SET status = 3, done_at = ?, last_error = ?, locked_by = NULL, locked_until = NULL WHERE event_id = ? AND status <> 1"},
 			pgArgs: []any{goldenT0U, nil, "a"},
 		},
 		{
@@ -135,6 +135,116 @@ func goldenCases() []goldenCase {
 			pgArgs:  []any{goldenT0U, goldenT0U.Add(-time.Second), int64(10)},
 			sqlArgs: []any{goldenT0S, "2024-05-06T05:08:08.123456Z", int64(10)},
 			myArgs:  []any{goldenT0U, goldenT0U.Add(-time.Second), int64(10)},
+		},
+		{
+			name: "insert claimed",
+			build: func(d *dialect) ([]query, error) {
+				return d.insertQueries(t, InsertParams{ClaimTTL: 30 * time.Second, Events: []Event{
+					{ID: "a", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: goldenT0, LockedBy: "n1/01J"},
+					{ID: "b", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: goldenT0},
+				}}, time.Time{})
+			},
+			pg: []string{`INSERT INTO "outbox_event" (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at, locked_by, locked_until) VALUES ` +
+				`($1, $2, $3, $4, $5, $6, $7, 0, 0, $8, $9, $10, statement_timestamp() + CAST($11 AS BIGINT) * INTERVAL '1 microsecond'), ($12, $13, $14, $15, $16, $17, $18, 0, 0, $19, $20, NULL, NULL)`},
+			sqlite: []string{`INSERT INTO "outbox_event" (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at, locked_by, locked_until) VALUES ` +
+				`(?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%f000Z', 'now', ?)), (?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, NULL, NULL)`},
+			mysql: []string{"INSERT INTO `outbox_event` (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at, locked_by, locked_until) VALUES " +
+				"(?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND), (?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, NULL, NULL)"},
+			pgArgs: []any{"a", "T", "A", nil, nil, "1", nil, goldenT0U, goldenT0U, "n1/01J", int64(30000000),
+				"b", "T", "A", nil, nil, "1", nil, goldenT0U, goldenT0U},
+			sqlArgs: []any{"a", "T", "A", nil, nil, "1", nil, goldenT0S, goldenT0S, "n1/01J", "+30.000000 seconds",
+				"b", "T", "A", nil, nil, "1", nil, goldenT0S, goldenT0S},
+			myArgs: []any{"a", "T", "A", nil, nil, "1", nil, goldenT0U, goldenT0U, "n1/01J", int64(30000000),
+				"b", "T", "A", nil, nil, "1", nil, goldenT0U, goldenT0U},
+		},
+		{
+			name: "claim",
+			build: func(d *dialect) ([]query, error) {
+				p := ClaimParams{Token: "n1/01J", TTL: 30 * time.Second, SkipRecent: time.Second, Limit: 10}
+				if d.claimInTx {
+					lock, err := d.claimLockQuery(t, p)
+					if err != nil {
+						return nil, err
+					}
+					return append([]query{lock}, d.claimUpdateQueries(t, p.Token, goldenT0U, []string{"a", "b"})...), nil
+				}
+				return one2(d.claimQuery(t, p))
+			},
+			pg: []string{`WITH claimed AS MATERIALIZED (SELECT event_id FROM "outbox_event" WHERE status IN (0, 2) AND available_at <= statement_timestamp() ` +
+				`AND created_at <= statement_timestamp() + CAST($1 AS BIGINT) * INTERVAL '1 microsecond' AND (locked_until IS NULL OR locked_until < statement_timestamp()) ` +
+				`ORDER BY available_at, created_at, event_id LIMIT $2 FOR UPDATE SKIP LOCKED) ` +
+				`UPDATE "outbox_event" AS t SET locked_by = $3, locked_until = statement_timestamp() + CAST($4 AS BIGINT) * INTERVAL '1 microsecond' ` +
+				`FROM claimed WHERE t.event_id = claimed.event_id RETURNING t.event_id, t.event_type, t.aggregate_type, t.aggregate_id, t.tenant_id, t.payload, ` +
+				`t.headers, t.status, t.attempts, t.last_error, t.available_at, t.created_at, t.done_at, t.locked_by, t.locked_until`},
+			sqlite: []string{`UPDATE "outbox_event" SET locked_by = ?, locked_until = strftime('%Y-%m-%dT%H:%M:%f000Z', 'now', ?) WHERE event_id IN (` +
+				`SELECT event_id FROM "outbox_event" WHERE status IN (0, 2) AND available_at <= strftime('%Y-%m-%dT%H:%M:%f000Z', 'now') ` +
+				`AND created_at <= strftime('%Y-%m-%dT%H:%M:%f000Z', 'now', ?) AND (locked_until IS NULL OR locked_until < strftime('%Y-%m-%dT%H:%M:%f000Z', 'now')) ` +
+				`ORDER BY available_at, created_at, event_id LIMIT ?) RETURNING ` + selectColumns},
+			mysql: []string{
+				"SELECT " + selectColumns + ", UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND FROM `outbox_event` FORCE INDEX (`outbox_event_pending_idx`) " +
+					"WHERE due_at <= UTC_TIMESTAMP(6) AND created_at <= UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND AND (locked_until IS NULL OR locked_until < UTC_TIMESTAMP(6)) " +
+					"ORDER BY due_at, created_at, event_id LIMIT ? FOR UPDATE SKIP LOCKED",
+				"UPDATE `outbox_event` SET locked_by = ?, locked_until = ? WHERE event_id IN (?, ?)",
+			},
+			pgArgs:  []any{int64(-1000000), int64(10), "n1/01J", int64(30000000)},
+			sqlArgs: []any{"n1/01J", "+30.000000 seconds", "-1.000000 seconds", int64(10)},
+			myArgs:  []any{int64(30000000), int64(-1000000), int64(10)},
+		},
+		{
+			name: "renew claim",
+			build: func(d *dialect) ([]query, error) {
+				return one2(d.renewClaimQuery(t, RenewClaimParams{ID: "a", Token: "n1/01J", TTL: 30 * time.Second}))
+			},
+			pg:      []string{`UPDATE "outbox_event" SET locked_until = statement_timestamp() + CAST($1 AS BIGINT) * INTERVAL '1 microsecond' WHERE event_id = $2 AND locked_by = $3 AND status IN (0, 2)`},
+			sqlite:  []string{`UPDATE "outbox_event" SET locked_until = strftime('%Y-%m-%dT%H:%M:%f000Z', 'now', ?) WHERE event_id = ? AND locked_by = ? AND status IN (0, 2)`},
+			mysql:   []string{"UPDATE `outbox_event` SET locked_until = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND WHERE event_id = ? AND locked_by = ? AND status IN (0, 2)"},
+			pgArgs:  []any{int64(30000000), "a", "n1/01J"},
+			sqlArgs: []any{"+30.000000 seconds", "a", "n1/01J"},
+			myArgs:  []any{int64(30000000), "a", "n1/01J"},
+		},
+		{
+			name: "claim update args",
+			build: func(d *dialect) ([]query, error) {
+				return d.claimUpdateQueries(t, "n1/01J", goldenT0U, []string{"a", "b"}), nil
+			},
+			pg:      []string{`UPDATE "outbox_event" SET locked_by = $1, locked_until = $2 WHERE event_id = ANY(CAST($3 AS TEXT[]))`},
+			sqlite:  []string{`UPDATE "outbox_event" SET locked_by = ?, locked_until = ? WHERE event_id IN (?, ?)`},
+			mysql:   []string{"UPDATE `outbox_event` SET locked_by = ?, locked_until = ? WHERE event_id IN (?, ?)"},
+			pgArgs:  []any{"n1/01J", goldenT0U, `{"a","b"}`},
+			sqlArgs: []any{"n1/01J", goldenT0U, "a", "b"},
+			myArgs:  []any{"n1/01J", goldenT0U, "a", "b"},
+		},
+		{
+			name: "fenced mark done",
+			build: func(d *dialect) ([]query, error) {
+				return d.markDoneQueries(t, MarkDoneParams{IDs: []string{"a"}, DoneAt: goldenT0, Token: "n1/01J"})
+			},
+			pg:      []string{`UPDATE "outbox_event" SET status = 1, done_at = $1, locked_by = NULL, locked_until = NULL WHERE event_id = ANY(CAST($2 AS TEXT[])) AND status <> 1 AND locked_by = $3`},
+			sqlite:  []string{`UPDATE "outbox_event" SET status = 1, done_at = ?, locked_by = NULL, locked_until = NULL WHERE event_id IN (?) AND status <> 1 AND locked_by = ?`},
+			mysql:   []string{"UPDATE `outbox_event` SET status = 1, done_at = ?, locked_by = NULL, locked_until = NULL WHERE event_id IN (?) AND status <> 1 AND locked_by = ?"},
+			pgArgs:  []any{goldenT0U, `{"a"}`, "n1/01J"},
+			sqlArgs: []any{goldenT0S, "a", "n1/01J"},
+		},
+		{
+			name: "fenced reschedule",
+			build: func(d *dialect) ([]query, error) {
+				return one2(d.rescheduleQuery(t, RescheduleParams{ID: "a", Status: StatusNew, AvailableAt: goldenT0, Token: "n1/01J"}))
+			},
+			pg:      []string{`UPDATE "outbox_event" SET status = $1, available_at = $2, locked_by = NULL, locked_until = NULL WHERE event_id = $3 AND status <> 1 AND locked_by = $4`},
+			sqlite:  []string{`UPDATE "outbox_event" SET status = ?, available_at = ?, locked_by = NULL, locked_until = NULL WHERE event_id = ? AND status <> 1 AND locked_by = ?`},
+			mysql:   []string{"UPDATE `outbox_event` SET status = ?, available_at = ?, locked_by = NULL, locked_until = NULL WHERE event_id = ? AND status <> 1 AND locked_by = ?"},
+			pgArgs:  []any{int64(0), goldenT0U, "a", "n1/01J"},
+			sqlArgs: []any{int64(0), goldenT0S, "a", "n1/01J"},
+		},
+		{
+			name: "fenced mark dead",
+			build: func(d *dialect) ([]query, error) {
+				return one2(d.markDeadQuery(t, MarkDeadParams{ID: "a", DeadAt: goldenT0, Reason: "r", Token: "n1/01J"}))
+			},
+			pg:     []string{`UPDATE "outbox_event" SET status = 3, done_at = $1, last_error = $2, locked_by = NULL, locked_until = NULL WHERE event_id = $3 AND status <> 1 AND locked_by = $4`},
+			sqlite: []string{`UPDATE "outbox_event" SET status = 3, done_at = ?, last_error = ?, locked_by = NULL, locked_until = NULL WHERE event_id = ? AND status <> 1 AND locked_by = ?`},
+			mysql:  []string{"UPDATE `outbox_event` SET status = 3, done_at = ?, last_error = ?, locked_by = NULL, locked_until = NULL WHERE event_id = ? AND status <> 1 AND locked_by = ?"},
+			myArgs: []any{goldenT0U, "r", "a", "n1/01J"},
 		},
 		{
 			name:    "get",
@@ -191,9 +301,9 @@ func goldenCases() []goldenCase {
 			build: func(d *dialect) ([]query, error) {
 				return d.replayQueries(t, ReplayParams{IDs: []string{"a", "b"}, Now: goldenT0, Limit: 99})
 			},
-			pg:      []string{`UPDATE "outbox_event" SET status = 0, attempts = 0, last_error = NULL, done_at = NULL, available_at = $1, locked_by = NULL, locked_at = NULL WHERE event_id = ANY(CAST($2 AS TEXT[])) AND status = 3`},
-			sqlite:  []string{`UPDATE "outbox_event" SET status = 0, attempts = 0, last_error = NULL, done_at = NULL, available_at = ?, locked_by = NULL, locked_at = NULL WHERE event_id IN (?, ?) AND +status = 3`},
-			mysql:   []string{"UPDATE `outbox_event` SET status = 0, attempts = 0, last_error = NULL, done_at = NULL, available_at = ?, locked_by = NULL, locked_at = NULL WHERE event_id IN (?, ?) AND status = 3"},
+			pg:      []string{`UPDATE "outbox_event" SET status = 0, attempts = 0, last_error = NULL, done_at = NULL, available_at = $1, locked_by = NULL, locked_until = NULL WHERE event_id = ANY(CAST($2 AS TEXT[])) AND status = 3`},
+			sqlite:  []string{`UPDATE "outbox_event" SET status = 0, attempts = 0, last_error = NULL, done_at = NULL, available_at = ?, locked_by = NULL, locked_until = NULL WHERE event_id IN (?, ?) AND +status = 3`},
+			mysql:   []string{"UPDATE `outbox_event` SET status = 0, attempts = 0, last_error = NULL, done_at = NULL, available_at = ?, locked_by = NULL, locked_until = NULL WHERE event_id IN (?, ?) AND status = 3"},
 			pgArgs:  []any{goldenT0U, `{"a","b"}`},
 			sqlArgs: []any{goldenT0S, "a", "b"},
 			myArgs:  []any{goldenT0U, "a", "b"},
@@ -203,9 +313,9 @@ func goldenCases() []goldenCase {
 			build: func(d *dialect) ([]query, error) {
 				return d.replayQueries(t, ReplayParams{DeadFilter: DeadFilter{EventType: "E"}, Limit: 100, Now: goldenT0})
 			},
-			pg:      []string{`UPDATE "outbox_event" SET status = 0, attempts = 0, last_error = NULL, done_at = NULL, available_at = $1, locked_by = NULL, locked_at = NULL WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE status = 3 AND event_type = $2 ORDER BY created_at, event_id LIMIT $3) AND status = 3`},
-			sqlite:  []string{`UPDATE "outbox_event" SET status = 0, attempts = 0, last_error = NULL, done_at = NULL, available_at = ?, locked_by = NULL, locked_at = NULL WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE +status = 3 AND event_type = ? ORDER BY created_at, event_id LIMIT ?) AND +status = 3`},
-			mysql:   []string{"UPDATE `outbox_event` SET status = 0, attempts = 0, last_error = NULL, done_at = NULL, available_at = ?, locked_by = NULL, locked_at = NULL WHERE status = 3 AND event_type = ? ORDER BY created_at, event_id LIMIT ?"},
+			pg:      []string{`UPDATE "outbox_event" SET status = 0, attempts = 0, last_error = NULL, done_at = NULL, available_at = $1, locked_by = NULL, locked_until = NULL WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE status = 3 AND event_type = $2 ORDER BY created_at, event_id LIMIT $3) AND status = 3`},
+			sqlite:  []string{`UPDATE "outbox_event" SET status = 0, attempts = 0, last_error = NULL, done_at = NULL, available_at = ?, locked_by = NULL, locked_until = NULL WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE +status = 3 AND event_type = ? ORDER BY created_at, event_id LIMIT ?) AND +status = 3`},
+			mysql:   []string{"UPDATE `outbox_event` SET status = 0, attempts = 0, last_error = NULL, done_at = NULL, available_at = ?, locked_by = NULL, locked_until = NULL WHERE status = 3 AND event_type = ? ORDER BY created_at, event_id LIMIT ?"},
 			myArgs:  []any{goldenT0U, "E", int64(100)},
 			pgArgs:  []any{goldenT0U, "E", int64(100)},
 			sqlArgs: []any{goldenT0S, "E", int64(100)},
@@ -346,7 +456,7 @@ func TestInsertSplitsAtBindLimit(t *testing.T) {
 		for i := range events {
 			events[i] = Event{ID: strconv.Itoa(i), Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: goldenT0}
 		}
-		qs, err := dd.insertQueries(goldenTable, events, time.Time{})
+		qs, err := dd.insertQueries(goldenTable, InsertParams{Events: events}, time.Time{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -370,10 +480,10 @@ func TestInsertSplitsAtBindLimit(t *testing.T) {
 func TestInsertDefaultsTimes(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2030, 1, 1, 0, 0, 0, 999, time.UTC)
-	qs, err := Postgres.builder().insertQueries(goldenTable, []Event{
+	qs, err := Postgres.builder().insertQueries(goldenTable, InsertParams{Events: []Event{
 		{ID: "a", Payload: json.RawMessage(`1`)},
 		{ID: "b", Payload: json.RawMessage(`1`), CreatedAt: goldenT0},
-	}, now)
+	}}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -467,9 +577,62 @@ func TestBuildersRejectBadParams(t *testing.T) {
 			return err
 		},
 		"insert without id": func(d *dialect) error {
-			_, err := d.insertQueries(goldenTable, []Event{{Payload: json.RawMessage(`1`)}}, t0)
+			_, err := d.insertQueries(goldenTable, InsertParams{Events: []Event{{Payload: json.RawMessage(`1`)}}}, t0)
 			return err
 		},
+		"insert claimed without ttl": func(d *dialect) error {
+			_, err := d.insertQueries(goldenTable, InsertParams{Events: []Event{{ID: "a", Payload: json.RawMessage(`1`), LockedBy: "n/1"}}}, t0)
+			return err
+		},
+		"insert token too long": func(d *dialect) error {
+			_, err := d.insertQueries(goldenTable, InsertParams{ClaimTTL: time.Second,
+				Events: []Event{{ID: "a", Payload: json.RawMessage(`1`), LockedBy: strings.Repeat("t", MaxClaimTokenLen+1)}}}, t0)
+			return err
+		},
+		"insert negative ttl": func(d *dialect) error {
+			_, err := d.insertQueries(goldenTable, InsertParams{ClaimTTL: -time.Second, Events: []Event{{ID: "a", Payload: json.RawMessage(`1`)}}}, t0)
+			return err
+		},
+		"mark done token too long": func(d *dialect) error {
+			_, err := d.markDoneQueries(goldenTable, MarkDoneParams{IDs: []string{"a"}, DoneAt: t0, Token: strings.Repeat("t", MaxClaimTokenLen+1)})
+			return err
+		},
+		"reschedule token too long": func(d *dialect) error {
+			_, err := d.rescheduleQuery(goldenTable, RescheduleParams{ID: "a", Status: StatusNew, AvailableAt: t0, Token: strings.Repeat("t", MaxClaimTokenLen+1)})
+			return err
+		},
+		"mark dead token too long": func(d *dialect) error {
+			_, err := d.markDeadQuery(goldenTable, MarkDeadParams{ID: "a", DeadAt: t0, Token: strings.Repeat("t", MaxClaimTokenLen+1)})
+			return err
+		},
+	}
+	claimCases := map[string]ClaimParams{
+		"claim empty token":     {TTL: time.Second, Limit: 1},
+		"claim token too long":  {Token: strings.Repeat("t", MaxClaimTokenLen+1), TTL: time.Second, Limit: 1},
+		"claim zero ttl":        {Token: "n/1", Limit: 1},
+		"claim sub-microsecond": {Token: "n/1", TTL: time.Nanosecond, Limit: 1},
+		"claim negative skip":   {Token: "n/1", TTL: time.Second, SkipRecent: -time.Second, Limit: 1},
+		"claim zero limit":      {Token: "n/1", TTL: time.Second},
+	}
+	for name, p := range map[string]RenewClaimParams{
+		"renew without id":    {Token: "n/1", TTL: time.Second},
+		"renew without token": {ID: "a", TTL: time.Second},
+		"renew zero ttl":      {ID: "a", Token: "n/1"},
+	} {
+		cases[name] = func(d *dialect) error {
+			_, err := d.renewClaimQuery(goldenTable, p)
+			return err
+		}
+	}
+	for name, p := range claimCases {
+		cases[name] = func(d *dialect) error {
+			if d.claimInTx {
+				_, err := d.claimLockQuery(goldenTable, p)
+				return err
+			}
+			_, err := d.claimQuery(goldenTable, p)
+			return err
+		}
 	}
 	for name, build := range cases {
 		for _, d := range allDialects {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/outboxkit/outbox/core/internal/startstop"
@@ -64,6 +65,12 @@ type DispatcherConfig struct {
 	Metrics Metrics
 	// Now returns the current time. Defaults to time.Now.
 	Now func() time.Time
+	// ClaimTTL is the length of the claims this node makes in [MultiNode] mode (its
+	// writer's pre-claims and its poller's claims). A worker about to deliver a claimed
+	// event with less than ListenerTimeout + StatusTimeout left renews the claim by
+	// ClaimTTL first ([Store.RenewClaim]). 0 never renews: such an event is left for the
+	// next claim. Defaults to 0.
+	ClaimTTL time.Duration
 }
 
 func (c DispatcherConfig) withDefaults() DispatcherConfig {
@@ -100,6 +107,8 @@ func (c DispatcherConfig) validate() error {
 		return &ConfigError{Field: "ListenerTimeout", Reason: fmt.Sprintf("must be positive or -1, got %s", c.ListenerTimeout)}
 	case c.StatusTimeout < 0 && c.StatusTimeout != -1:
 		return &ConfigError{Field: "StatusTimeout", Reason: fmt.Sprintf("must be positive or -1, got %s", c.StatusTimeout)}
+	case c.ClaimTTL < 0:
+		return &ConfigError{Field: "ClaimTTL", Reason: fmt.Sprintf("must not be negative, got %s", c.ClaimTTL)}
 	}
 	for i, ic := range c.Interceptors {
 		if ic == nil {
@@ -140,6 +149,20 @@ func (c DispatcherConfig) validate() error {
 // No database connection is held while a listener runs: the outcome is written after
 // it returns, with its own statement bounded by StatusTimeout. If that statement fails,
 // the error is logged and the row stays pending for the poller.
+//
+// # Claims
+//
+// In [MultiNode] mode an event arrives claimed: Event.LockedBy holds the claim token
+// (from the writer's pre-claim on the hot path, or the poller's [Store.Claim]) and
+// Event.LockedUntil this node's estimate of when the claim ends. Every outcome update is
+// fenced by the token, so a node whose claim expired and was taken over changes nothing
+// (logged at Warn) and the other node's outcome stands. A worker does not start an
+// attempt on a claim with less than ListenerTimeout + StatusTimeout left, measured with
+// this process's monotonic clock (an event that waited long in a queue): it renews the
+// claim by ClaimTTL first ([Store.RenewClaim]), and when the claim is gone (another node
+// took the event over) or cannot be renewed, leaves the event to the next claim instead
+// of running while another node may take it over. Unclaimed events (LockedBy empty) are
+// recorded without a token, as in single-node mode.
 type Dispatcher struct {
 	store  Store
 	reg    *Registry
@@ -154,6 +177,12 @@ type Dispatcher struct {
 	accepting bool                // guarded by mu
 	inflight  map[string]struct{} // guarded by mu
 	tombs     tombstones          // guarded by mu
+
+	// coldWake is signalled (never blocking) when a worker takes a cold event and at
+	// most coldLowWater remain queued; -1 disables it. A claiming poller waits on it to
+	// claim the next batch just in time.
+	coldWake     chan struct{}
+	coldLowWater atomic.Int64
 }
 
 // dispatchItem is one queued event.
@@ -187,7 +216,9 @@ func NewDispatcher(store Store, reg *Registry, cfg DispatcherConfig) (*Dispatche
 		cold:     make(chan dispatchItem, cfg.ColdQueueSize),
 		inflight: make(map[string]struct{}),
 		tombs:    newTombstones(),
+		coldWake: make(chan struct{}, 1),
 	}
+	d.coldLowWater.Store(-1)
 	if cfg.HotQueueSize > 0 {
 		d.hot = make(chan dispatchItem, cfg.HotQueueSize)
 	}
@@ -269,7 +300,9 @@ func (d *Dispatcher) EnqueueHot(e Event) bool {
 // blocks: it returns false when the queue is full, the dispatcher is not running, the
 // event is already queued or being delivered, or e is a stale copy of an event whose
 // outcome was written moments ago (read before that outcome: its AvailableAt is not
-// after the delivered copy's). Normally the [Poller] calls it.
+// after the delivered copy's). Normally the [Poller] calls it. A claimed event (from
+// [Store.Claim]) should carry in LockedUntil the claim's end by this process's clock,
+// as the poller sets it; see "Claims" on [Dispatcher].
 func (d *Dispatcher) EnqueueCold(e Event) bool {
 	return d.enqueue(e, PathCold, d.cfg.Now()) == enqueueOK
 }
@@ -283,6 +316,23 @@ func (d *Dispatcher) ColdCapacity() int {
 		return 0
 	}
 	return cap(d.cold) - len(d.cold)
+}
+
+// wakeOnColdDrain makes the workers signal the returned channel whenever they take a
+// cold event and at most low remain queued.
+func (d *Dispatcher) wakeOnColdDrain(low int) <-chan struct{} {
+	d.coldLowWater.Store(int64(low))
+	return d.coldWake
+}
+
+// tookCold signals coldWake when the cold queue has drained to its low-water mark.
+func (d *Dispatcher) tookCold() {
+	if low := d.coldLowWater.Load(); low >= 0 && int64(len(d.cold)) <= low {
+		select {
+		case d.coldWake <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // QueueDepths returns the number of events waiting in the hot and cold queues.
@@ -345,12 +395,21 @@ func (d *Dispatcher) release(id string, now time.Time, settled bool, availableAt
 // AfterCommit hands each committed event to the hot queue, except events that are not
 // due yet (they wait for the poller; Metrics.DelayedSkipped). It never blocks and never
 // fails: an event the queue cannot take (full, or dispatcher stopped) is counted with
-// Metrics.HotDropped, logged, and delivered later by the poller.
+// Metrics.HotDropped, logged, and delivered later by the poller. With ClaimTTL set
+// ([MultiNode]) it queues only events the writer pre-claimed (LockedBy set; see
+// [WriterConfig.ClaimTTL]), and a pre-claiming writer does not claim a batch for the hot
+// path while the hot queue is full, so that other nodes' pollers can take it at once.
 func (d *Dispatcher) WriterHook() WriterHook { return dispatcherHook{d: d} }
 
 type dispatcherHook struct {
 	NopWriterHook
 	d *Dispatcher
+}
+
+// hotQueueFull reports whether the hot queue cannot take an event now (or the hot path
+// is disabled). A pre-claiming writer asks before it claims events for the hot path.
+func (h dispatcherHook) hotQueueFull() bool {
+	return h.d.hot == nil || len(h.d.hot) >= cap(h.d.hot)
 }
 
 // AfterCommit queues the due events on the hot path; see [Dispatcher.WriterHook].
@@ -365,6 +424,15 @@ func (h dispatcherHook) AfterCommit(ctx context.Context, events []Event) error {
 	for i := range events {
 		if events[i].AvailableAt.After(now) {
 			d.cfg.Metrics.DelayedSkipped()
+			continue
+		}
+		if d.cfg.ClaimTTL > 0 && events[i].LockedBy == "" {
+			// Under claims only an event this node pre-claimed may take the hot path;
+			// any node's poller may be claiming the others. The writer claims none while
+			// the hot queue is full: count them as dropped.
+			d.cfg.Metrics.HotDropped()
+			dropped++
+			reason = enqueueFull
 			continue
 		}
 		switch r := d.enqueue(events[i], PathHot, now); r {

@@ -38,7 +38,7 @@ func ExampleDispatcher() {
 	now := time.Now()
 	e := outbox.Event{ID: "evt-1", Type: "OrderPlaced", AggregateType: "Order",
 		Payload: json.RawMessage(`{"order_id":42}`), CreatedAt: now, AvailableAt: now}
-	if err := store.Insert(ctx, nil, []outbox.Event{e}); err != nil { // Writer.Write, in the transaction
+	if err := store.Insert(ctx, nil, outbox.InsertParams{Events: []outbox.Event{e}}); err != nil { // Writer.Write, in the transaction
 		panic(err)
 	}
 	_ = d.WriterHook().AfterCommit(ctx, []outbox.Event{e}) // after the commit

@@ -75,6 +75,7 @@ func TestNewDispatcherValidates(t *testing.T) {
 		{name: "max attempts below -1", store: store, reg: reg, cfg: outbox.DispatcherConfig{MaxAttempts: -2}, wantField: "MaxAttempts"},
 		{name: "negative listener timeout", store: store, reg: reg, cfg: outbox.DispatcherConfig{ListenerTimeout: -time.Second}, wantField: "ListenerTimeout"},
 		{name: "negative status timeout", store: store, reg: reg, cfg: outbox.DispatcherConfig{StatusTimeout: -2}, wantField: "StatusTimeout"},
+		{name: "negative claim ttl", store: store, reg: reg, cfg: outbox.DispatcherConfig{ClaimTTL: -time.Second}, wantField: "ClaimTTL"},
 		{name: "nil interceptor", store: store, reg: reg, cfg: outbox.DispatcherConfig{
 			Interceptors: []outbox.Interceptor{outbox.InterceptorFuncs{}, nil},
 		}, wantField: "Interceptors"},

@@ -20,6 +20,9 @@ func (d *Dispatcher) work(r startstop.Run) {
 			return
 		}
 		turn++
+		if it.path == PathCold {
+			d.tookCold()
+		}
 		d.cfg.Metrics.QueueDepths(d.QueueDepths())
 		d.deliver(r.Ctx, it)
 	}
@@ -105,6 +108,12 @@ func (d *Dispatcher) deliver(runCtx context.Context, it dispatchItem) {
 		d.release(e.ID, d.cfg.Now(), false, time.Time{})
 		return
 	}
+	if left, short := d.claimTooShort(e); short && !d.renewClaim(runCtx, &e, left, it.path) {
+		// The claim could expire while the listener runs, and another node deliver the
+		// event too: leave it to whoever claims it next (possibly this node).
+		d.release(e.ID, d.cfg.Now(), false, time.Time{})
+		return
+	}
 	start := d.cfg.Now()
 	latency := start.Sub(it.enqueuedAt)
 	if it.path == PathCold {
@@ -142,6 +151,52 @@ func (d *Dispatcher) deliver(runCtx context.Context, it dispatchItem) {
 		Latency:       latency,
 	})
 	d.logOutcome(runCtx, &e, it.path, dec, duration)
+}
+
+// claimTooShort reports whether e is claimed ([MultiNode]) with less time left than one
+// attempt may take (ListenerTimeout plus StatusTimeout), and how much is left. The
+// time left is measured by this process's monotonic clock from the node's own estimate
+// of the claim's end (Event.LockedUntil as the writer or the poller set it), never
+// against another clock.
+func (d *Dispatcher) claimTooShort(e Event) (time.Duration, bool) {
+	if e.LockedBy == "" || e.LockedUntil.IsZero() {
+		return 0, false
+	}
+	left := time.Until(e.LockedUntil)
+	return left, left < max(d.cfg.ListenerTimeout, 0)+max(d.cfg.StatusTimeout, 0)
+}
+
+// renewClaim extends e's claim before an attempt that could outlive it, and reports
+// whether the attempt may go ahead; e.LockedUntil becomes the renewed claim's end.
+func (d *Dispatcher) renewClaim(runCtx context.Context, e *Event, left time.Duration, path Path) bool {
+	attrs := []slog.Attr{slog.String("event_id", e.ID), slog.String("claim", e.LockedBy),
+		slog.Duration("claim_left", left), slog.String("path", path.String())}
+	if d.cfg.ClaimTTL <= 0 {
+		d.log.LogAttrs(runCtx, slog.LevelWarn, "claim too close to expiry to deliver; event left for the next claim", attrs...)
+		return false
+	}
+	ctx := runCtx
+	if d.cfg.StatusTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(runCtx, d.cfg.StatusTimeout)
+		defer cancel()
+	}
+	start := time.Now() // the database renews after this moment
+	n, err := d.store.RenewClaim(ctx, RenewClaimParams{ID: e.ID, Token: e.LockedBy, TTL: d.cfg.ClaimTTL})
+	switch {
+	case err != nil:
+		if runCtx.Err() == nil {
+			d.log.LogAttrs(runCtx, slog.LevelWarn, "claim close to expiry could not be renewed; event left for the next claim",
+				append(attrs, slog.String("error", err.Error()))...)
+		}
+		return false
+	case n == 0:
+		d.log.LogAttrs(runCtx, slog.LevelWarn, "claim lost before delivery (another node took the event over); event skipped", attrs...)
+		return false
+	}
+	e.LockedUntil = start.Add(d.cfg.ClaimTTL)
+	d.log.LogAttrs(runCtx, slog.LevelDebug, "claim renewed before delivery", attrs...)
+	return true
 }
 
 // attempt runs the interceptors and the listener under the per-event context.
@@ -213,28 +268,36 @@ func (d *Dispatcher) writeOutcome(runCtx context.Context, e *Event, dec decision
 		err error
 		op  string
 	)
+	token := e.LockedBy // fences the update under claims; "" in single-node mode
 	switch dec.kind {
 	case outcomeDone:
 		op = "mark done"
-		n, err = d.store.MarkDone(ctx, MarkDoneParams{IDs: []string{e.ID}, DoneAt: now})
+		n, err = d.store.MarkDone(ctx, MarkDoneParams{IDs: []string{e.ID}, DoneAt: now, Token: token})
 	case outcomeDeferred:
 		op = "defer"
-		n, err = d.store.Reschedule(ctx, RescheduleParams{ID: e.ID, Status: StatusNew, AvailableAt: dec.at})
+		n, err = d.store.Reschedule(ctx, RescheduleParams{ID: e.ID, Status: StatusNew, AvailableAt: dec.at, Token: token})
 	case outcomeRetry:
 		op = "schedule retry"
 		n, err = d.store.Reschedule(ctx, RescheduleParams{
-			ID: e.ID, Status: StatusRetry, AvailableAt: dec.at, CountAttempt: true, LastError: dec.reason,
+			ID: e.ID, Status: StatusRetry, AvailableAt: dec.at, CountAttempt: true, LastError: dec.reason, Token: token,
 		})
 	case outcomeDead:
 		op = "mark dead"
-		n, err = d.store.MarkDead(ctx, MarkDeadParams{ID: e.ID, DeadAt: now, Reason: dec.reason, CountAttempt: dec.countAttempt})
+		n, err = d.store.MarkDead(ctx, MarkDeadParams{
+			ID: e.ID, DeadAt: now, Reason: dec.reason, CountAttempt: dec.countAttempt, Token: token,
+		})
 	}
 	if err != nil {
 		d.log.LogAttrs(runCtx, slog.LevelError, "status update failed; event left for the poller",
 			slog.String("event_id", e.ID), slog.String("op", op), slog.String("error", fmt.Errorf("%s: %w", op, err).Error()))
 		return now, false
 	}
-	if n == 0 {
+	switch {
+	case n == 0 && token != "":
+		d.log.LogAttrs(runCtx, slog.LevelWarn, "status update changed no row: the claim was lost "+
+			"(it expired and another node claimed the event) or the event was already finished; outcome not recorded",
+			slog.String("event_id", e.ID), slog.String("op", op), slog.String("claim", token))
+	case n == 0:
 		d.log.LogAttrs(runCtx, slog.LevelWarn, "status update changed no row; the event was already finished",
 			slog.String("event_id", e.ID), slog.String("op", op))
 	}

@@ -28,9 +28,18 @@
 //
 // # Wiring
 //
-// [New] builds all of it over one table from a [Config], in one of four modes
-// ([SingleNode], [Ordered], [WriterOnly]; [MultiNode] comes with claim locking). Start it
-// with [Outbox.Start] and stop it with [Outbox.Stop], which drains within its context.
+// [New] builds all of it over one table from a [Config], in one of four modes: [SingleNode]
+// (one dispatching process), [MultiNode] (several, with claim locking), [Ordered]
+// (per-aggregate FIFO) and [WriterOnly]. Start it with [Outbox.Start] and stop it with
+// [Outbox.Stop], which drains within its context.
+//
+// # Several nodes
+//
+// In [MultiNode] mode every poller claims the rows it reads ([Store.Claim]: FOR UPDATE
+// SKIP LOCKED on PostgreSQL and MySQL/MariaDB) with a fresh token and a TTL measured by
+// the database clock, the writer pre-claims the events it hands to its own hot path, and
+// every outcome update is fenced by the claim's token, so a node whose claim expired and
+// was taken over records nothing. See [MultiNode] and [Config.ClaimTTL].
 //
 // # Storage
 //

@@ -71,10 +71,25 @@ type Event struct {
 	AvailableAt time.Time
 	// DoneAt is when the row became DONE or DEAD; zero while it is pending.
 	DoneAt time.Time
+	// LockedBy is the claim token of the node delivering the event in [MultiNode] mode,
+	// "<node ID>/<ULID>", or "" when the row is not claimed. Every claim gets a fresh
+	// token, so a node whose claim expired and was taken over cannot record an outcome
+	// (see [Store.Claim]). [Store.Insert] inserts an event claimed by LockedBy when it is
+	// set; at most MaxClaimTokenLen bytes.
+	LockedBy string
+	// LockedUntil is when the claim in LockedBy expires. Stores return the database's
+	// value, by the database clock. The copy a dispatcher delivers carries the node's own
+	// conservative estimate instead (the claim's start by this process's clock plus the
+	// claim TTL), so a listener can compare it with time.Now. [Store.Insert] ignores it.
+	LockedUntil time.Time
 }
 
 // MaxLastErrorLen bounds the stored last_error text, in bytes. Longer messages are truncated.
 const MaxLastErrorLen = 4000
+
+// MaxClaimTokenLen bounds a claim token ([Event.LockedBy], [ClaimParams.Token]), in bytes:
+// the size of the locked_by column.
+const MaxClaimTokenLen = 128
 
 // Envelope is what business code writes: an event before it is stored. Only Type and
 // Payload are required. [Writer.Write] validates every field before any SQL runs.

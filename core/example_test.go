@@ -186,3 +186,59 @@ func ExampleDeadEvents_Replay() {
 	// dead: true
 	// delivered after replay
 }
+
+// Example_multiNode runs two nodes on one table, as two replicas of a service would.
+// The event written through node A is claimed by node A in the business transaction and
+// delivered by its hot path; node B's poller, polling every 10 ms, never takes it.
+func Example_multiNode() {
+	db, cleanup := openExampleDB()
+	defer cleanup()
+	ctx := context.Background()
+	if err := outbox.Migrate(ctx, db, outbox.SQLite); err != nil {
+		panic(err)
+	}
+	delivered := make(chan string, 2)
+	node := func(id string) *outbox.Outbox {
+		ob, err := outbox.New(db, outbox.Config{
+			Dialect:         outbox.SQLite,
+			Mode:            outbox.MultiNode,
+			NodeID:          id,
+			ClaimTTL:        time.Minute, // > ListenerTimeout + StatusTimeout
+			ListenerTimeout: 10 * time.Second,
+			StatusTimeout:   5 * time.Second,
+			PollInterval:    10 * time.Millisecond,
+			SkipRecent:      -1,
+		})
+		if err != nil {
+			panic(err)
+		}
+		err = ob.Register("Order", "OrderPlaced", outbox.ListenerFunc(func(_ context.Context, e *outbox.Event) error {
+			delivered <- fmt.Sprintf("%s delivered %s, claimed by %s", id, e.Type, outbox.ClaimOwner(e.LockedBy))
+			return nil
+		}))
+		if err != nil {
+			panic(err)
+		}
+		if err := ob.Start(ctx); err != nil {
+			panic(err)
+		}
+		return ob
+	}
+	a, b := node("node-a"), node("node-b")
+	defer b.Stop(ctx)
+	defer a.Stop(ctx)
+
+	err := outbox.RunInTx(ctx, db, func(ctx context.Context, tx *outbox.Tx) error {
+		_, err := a.Writer().Write(ctx, tx, outbox.Envelope{Type: "OrderPlaced", AggregateType: "Order", Payload: map[string]int{"total": 42}})
+		return err
+	})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(<-delivered)
+	time.Sleep(100 * time.Millisecond) // ten polls of node B
+	fmt.Println("deliveries pending:", len(delivered))
+	// Output:
+	// node-a delivered OrderPlaced, claimed by node-a
+	// deliveries pending: 0
+}

@@ -113,7 +113,7 @@ func TestMySQLStoresTypedColumns(t *testing.T) {
 	e.Headers = map[string]string{"k": "v"}
 	spaced := testEvent("typed ", time.Now()) // differs only by a trailing space
 	spaced.Type = "t"                         // differs only by case
-	if err := b.store.Insert(ctx, b.db, []outbox.Event{e, spaced}); err != nil {
+	if err := b.store.Insert(ctx, b.db, outbox.InsertParams{Events: []outbox.Event{e, spaced}}); err != nil {
 		t.Fatal(err)
 	}
 	var payloadType, headerValue string
@@ -191,7 +191,7 @@ func TestMySQLLargeBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	if err := b.store.Insert(ctx, tx, events); err != nil {
+	if err := b.store.Insert(ctx, tx, outbox.InsertParams{Events: events}); err != nil {
 		t.Fatalf("Insert of %d events of %d bytes (max_allowed_packet %d): %v", n, len(payload), maxPacket, err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -225,7 +225,7 @@ func TestMySQLQueriesUseIndexes(t *testing.T) {
 			done = append(done, e.ID)
 		}
 	}
-	if err := b.store.Insert(ctx, b.db, events); err != nil {
+	if err := b.store.Insert(ctx, b.db, outbox.InsertParams{Events: events}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.store.MarkDone(ctx, outbox.MarkDoneParams{IDs: done, DoneAt: base.Add(time.Hour)}); err != nil {

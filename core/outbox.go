@@ -15,12 +15,54 @@ import (
 type Mode int
 
 // The modes of an [Outbox].
+//
+// Choose by how many processes dispatch from the table and what order you need:
+//
+//	one process dispatches, any order          SingleNode (default)
+//	several processes dispatch (replicas)      MultiNode, with Config.ClaimTTL
+//	per-aggregate FIFO, one process            Ordered
+//	nothing dispatches here (CDC, or another   WriterOnly
+//	  deployment runs the dispatchers)
+//
+// Every mode writes the same rows, so processes in WriterOnly mode can write while
+// others dispatch in SingleNode, MultiNode or Ordered mode; but never run two
+// dispatching modes, or two SingleNode or Ordered processes, on one table.
 const (
 	// SingleNode runs the hot path and a poller that reads due rows without claiming them.
 	// Use it when exactly one process dispatches from the table. It is the default.
+	// Two SingleNode processes on one table would both deliver every event the poller
+	// finds; use MultiNode instead.
 	SingleNode Mode = iota
-	// MultiNode runs the hot path and a claiming poller so that several processes can
-	// share one table. It requires claim locking, which is not available yet: New rejects it.
+	// MultiNode runs the hot path and a claiming poller so that several processes (the
+	// replicas of a service) can share one table. It requires [Config.ClaimTTL].
+	//
+	// The poller claims rows ([Store.Claim]): it marks them with a claim token of its
+	// node (locked_by) and an expiry (locked_until, the database's current time plus
+	// ClaimTTL), skipping rows that other transactions hold (FOR UPDATE SKIP LOCKED on
+	// PostgreSQL and MySQL/MariaDB), so no two nodes take the same row. A claim whose
+	// node died expires and is taken by another node. Every outcome update is fenced by
+	// the token: a node whose claim expired and was taken over records nothing.
+	//
+	// The hot path is protected by pre-claiming: the writer inserts every event it hands
+	// to this node's hot path already claimed by this node, in the business transaction
+	// (locked_by set, locked_until = database now + ClaimTTL). Other nodes' pollers skip
+	// claimed rows, so in a fault-free run the hot path of one node and the poller of
+	// another never deliver the same event. Batches written while the hot queue is full,
+	// events written through a transaction without after-commit hooks (a bare *sql.Tx),
+	// and delayed events are not pre-claimed: any node's poller claims them when they are
+	// due. A pre-claimed event this node does not deliver (it stopped or died first) is
+	// delivered by any node once its pre-claim expires.
+	//
+	// Claims are made just in time (a batch, the next when the workers have drained the
+	// previous one), and a worker renews a claim that has less than ListenerTimeout +
+	// StatusTimeout left before it starts an attempt, so that in a fault-free run no claim
+	// expires while its event is queued or delivered.
+	//
+	// Claims are decided by the database clock only: application clocks (Config.Now,
+	// the hosts' clocks) never decide whether a claim is live. Delivery remains at least
+	// once: a node that stalls beyond ClaimTTL (a listener ignoring its context, a long
+	// GC or network pause) may deliver an event that another node delivers too, but only
+	// the current claim's outcome is recorded.
 	MultiNode
 	// Ordered delivers events of one aggregate in insertion order: no hot path, one
 	// worker, and MaxAttempts 1 (a failure goes to DEAD instead of letting later events
@@ -77,9 +119,12 @@ type Config struct {
 	// Retry computes the delay before a retry. Defaults to an ExponentialBackoff with
 	// DefaultRetryBase and DefaultRetryMax.
 	Retry RetryPolicy
-	// ListenerTimeout bounds one delivery attempt; -1 means no timeout.
-	// Defaults to DefaultListenerTimeout.
+	// ListenerTimeout bounds one delivery attempt; -1 means no timeout (not allowed in
+	// MultiNode mode). Defaults to DefaultListenerTimeout.
 	ListenerTimeout time.Duration
+	// StatusTimeout bounds each statement that records an outcome; -1 means no timeout
+	// (not allowed in MultiNode mode). Defaults to DefaultStatusTimeout.
+	StatusTimeout time.Duration
 	// Interceptors run around every delivery: Before in order, After in reverse.
 	Interceptors []Interceptor
 
@@ -90,6 +135,25 @@ type Config struct {
 	// SkipRecent makes the poller leave events younger than this to the hot path;
 	// -1 means none. Defaults to DefaultSkipRecent.
 	SkipRecent time.Duration
+
+	// ClaimTTL is how long a claim holds in MultiNode mode: a row claimed by a node (by
+	// its poller, or pre-claimed by its writer for the hot path) is not taken by another
+	// node until ClaimTTL has passed by the database clock; after that, a node that died
+	// or stalled loses it. It bounds how long the events of a crashed node wait. Required
+	// in MultiNode mode, where it must exceed ListenerTimeout + StatusTimeout (a worker
+	// never starts an attempt that could outlive its claim), and rejected in the other
+	// modes. Choose a few times ListenerTimeout + StatusTimeout; a very long TTL delays
+	// redelivery after a crash, and a short one risks redelivery after a pause.
+	ClaimTTL time.Duration
+	// NodeID identifies this process in claim tokens ("<NodeID>/<ULID>" in locked_by),
+	// which makes claims traceable to a node; it must be unique among the nodes (each
+	// claim has its own token anyway). MultiNode only; see [ValidateNodeID]. Defaults to
+	// DefaultNodeID(): host name, process ID and a random suffix.
+	NodeID string
+	// Now is the application clock: OccurredAt of events written without one, retry
+	// and deferral due times, poller and latency measurements. It exists for tests;
+	// claims never use it. Defaults to time.Now.
+	Now func() time.Time
 
 	// PurgeInterval is the time between purges of old DONE and DEAD rows; -1 disables
 	// purging. Defaults to DefaultPurgeInterval.
@@ -159,39 +223,58 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 		logger:   logger.With(slog.String("component", "outbox")),
 	}
 	hooks := append([]WriterHook(nil), cfg.WriterHooks...)
+	var claimTTL time.Duration // the writer's pre-claim
+	nodeID := cfg.NodeID
+	if cfg.Mode == MultiNode && nodeID == "" {
+		nodeID = DefaultNodeID()
+	}
 
 	if cfg.Mode != WriterOnly {
 		workers, maxAttempts := cfg.Workers, cfg.MaxAttempts
 		if cfg.Mode == Ordered {
 			workers, maxAttempts = 1, 1
 		}
-		d, err := NewDispatcher(store, o.registry, DispatcherConfig{
+		dc := DispatcherConfig{
 			Workers:         workers,
 			HotQueueSize:    cfg.HotQueueSize,
 			ColdQueueSize:   cfg.ColdQueueSize,
 			MaxAttempts:     maxAttempts,
 			Retry:           cfg.Retry,
 			ListenerTimeout: cfg.ListenerTimeout,
+			StatusTimeout:   cfg.StatusTimeout,
 			Interceptors:    cfg.Interceptors,
 			Logger:          logger,
 			Metrics:         metrics,
-		})
+			Now:             cfg.Now,
+		}
+		if cfg.Mode == MultiNode {
+			dc.ClaimTTL = cfg.ClaimTTL
+		}
+		d, err := NewDispatcher(store, o.registry, dc)
 		if err != nil {
 			return nil, err
 		}
-		p, err := NewPoller(store, d, PollerConfig{
+		pc := PollerConfig{
 			Interval:   cfg.PollInterval,
 			BatchSize:  cfg.PollBatchSize,
 			SkipRecent: cfg.SkipRecent,
 			Logger:     logger,
 			Metrics:    metrics,
-		})
+			Now:        cfg.Now,
+		}
+		if cfg.Mode == MultiNode {
+			pc.ClaimTTL, pc.NodeID = cfg.ClaimTTL, nodeID
+		}
+		p, err := NewPoller(store, d, pc)
 		if err != nil {
 			return nil, err
 		}
 		o.dispatcher, o.poller = d, p
-		if cfg.Mode == SingleNode {
+		if cfg.Mode == SingleNode || cfg.Mode == MultiNode {
 			hooks = append(hooks, d.WriterHook())
+		}
+		if cfg.Mode == MultiNode && cfg.HotQueueSize != -1 {
+			claimTTL = cfg.ClaimTTL
 		}
 	}
 	if cfg.PurgeInterval != -1 {
@@ -206,7 +289,14 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 		}
 		o.purger = pg
 	}
-	w, err := NewWriter(store, WriterConfig{MaxPayloadBytes: cfg.MaxPayloadBytes, Hooks: hooks, Logger: logger})
+	w, err := NewWriter(store, WriterConfig{
+		MaxPayloadBytes: cfg.MaxPayloadBytes,
+		Hooks:           hooks,
+		Logger:          logger,
+		Now:             cfg.Now,
+		ClaimTTL:        claimTTL,
+		NodeID:          nodeID,
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -217,8 +307,16 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 func (c Config) validate(db *sql.DB) error {
 	switch c.Mode {
 	case SingleNode, Ordered, WriterOnly:
+		if c.ClaimTTL != 0 {
+			return &ConfigError{Field: "ClaimTTL", Reason: "only MultiNode mode claims rows; leave it zero in " + c.Mode.String() + " mode"}
+		}
+		if c.NodeID != "" {
+			return &ConfigError{Field: "NodeID", Reason: "only MultiNode mode claims rows; leave it empty in " + c.Mode.String() + " mode"}
+		}
 	case MultiNode:
-		return &ConfigError{Field: "Mode", Reason: "MultiNode needs claim locking, which this version does not have yet; run one SingleNode dispatcher and WriterOnly elsewhere"}
+		if err := c.validateMultiNode(); err != nil {
+			return err
+		}
 	default:
 		return &ConfigError{Field: "Mode", Reason: fmt.Sprintf("unknown mode %d", int(c.Mode))}
 	}
@@ -240,6 +338,30 @@ func (c Config) validate(db *sql.DB) error {
 	}
 	if c.PurgeInterval < -1 {
 		return &ConfigError{Field: "PurgeInterval", Reason: "must be positive, 0 for the default or -1 to disable"}
+	}
+	return nil
+}
+
+// validateMultiNode checks the claim settings of MultiNode mode.
+func (c Config) validateMultiNode() error {
+	if c.ClaimTTL <= 0 {
+		return &ConfigError{Field: "ClaimTTL", Reason: fmt.Sprintf(
+			"MultiNode mode requires a positive claim TTL (a few times ListenerTimeout + StatusTimeout), got %s", c.ClaimTTL)}
+	}
+	if c.ListenerTimeout == -1 {
+		return &ConfigError{Field: "ListenerTimeout", Reason: "MultiNode mode needs a listener timeout below ClaimTTL; -1 (none) is not allowed"}
+	}
+	if c.StatusTimeout == -1 {
+		return &ConfigError{Field: "StatusTimeout", Reason: "MultiNode mode needs a status timeout below ClaimTTL; -1 (none) is not allowed"}
+	}
+	lt := cmp.Or(c.ListenerTimeout, DefaultListenerTimeout)
+	st := cmp.Or(c.StatusTimeout, DefaultStatusTimeout)
+	if lt > 0 && st > 0 && c.ClaimTTL <= lt+st {
+		return &ConfigError{Field: "ClaimTTL", Reason: fmt.Sprintf(
+			"%s must exceed ListenerTimeout + StatusTimeout (%s + %s): a claim must outlive an attempt", c.ClaimTTL, lt, st)}
+	}
+	if c.NodeID != "" {
+		return ValidateNodeID(c.NodeID)
 	}
 	return nil
 }

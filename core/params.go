@@ -1,14 +1,52 @@
 package outbox
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // invalidParams reports bad input to a [Store] method; nothing runs in that case.
 func invalidParams(method, format string, args ...any) error {
 	return fmt.Errorf("%w: %s: %s", ErrInvalidArgument, method, fmt.Sprintf(format, args...))
 }
 
-// Validate reports whether p can be passed to [Store.MarkDone]: IDs must not be empty
-// and DoneAt must be set. The error matches [ErrInvalidArgument].
+// validToken checks an optional claim token.
+func validToken(method, token string) error {
+	if len(token) > MaxClaimTokenLen {
+		return invalidParams(method, "Token is %d bytes, more than MaxClaimTokenLen (%d)", len(token), MaxClaimTokenLen)
+	}
+	return nil
+}
+
+// minClaimTTL is the shortest claim TTL a store accepts: the precision of the stored times.
+const minClaimTTL = time.Microsecond
+
+// Validate reports whether p can be passed to [Store.Insert]: an event's LockedBy must
+// be at most MaxClaimTokenLen bytes, and ClaimTTL at least a microsecond when some
+// event has LockedBy set. An event without an ID is rejected by the store. The error
+// matches [ErrInvalidArgument].
+func (p InsertParams) Validate() error {
+	claimed := false
+	for i := range p.Events {
+		if tok := p.Events[i].LockedBy; tok != "" {
+			if err := validToken("insert", tok); err != nil {
+				return err
+			}
+			claimed = true
+		}
+	}
+	if claimed && p.ClaimTTL < minClaimTTL {
+		return invalidParams("insert", "ClaimTTL must be positive for events with LockedBy, got %s", p.ClaimTTL)
+	}
+	if p.ClaimTTL < 0 {
+		return invalidParams("insert", "ClaimTTL is negative: %s", p.ClaimTTL)
+	}
+	return nil
+}
+
+// Validate reports whether p can be passed to [Store.MarkDone]: IDs must not be empty,
+// DoneAt must be set and Token at most MaxClaimTokenLen bytes. The error matches
+// [ErrInvalidArgument].
 func (p MarkDoneParams) Validate() error {
 	if len(p.IDs) == 0 {
 		return invalidParams("mark done", "IDs is empty")
@@ -16,12 +54,53 @@ func (p MarkDoneParams) Validate() error {
 	if p.DoneAt.IsZero() {
 		return invalidParams("mark done", "DoneAt is zero")
 	}
+	return validToken("mark done", p.Token)
+}
+
+// Validate reports whether p can be passed to [Store.RenewClaim]: ID and Token must be
+// set, Token at most MaxClaimTokenLen bytes and TTL at least a microsecond. The error
+// matches [ErrInvalidArgument].
+func (p RenewClaimParams) Validate() error {
+	if p.ID == "" {
+		return invalidParams("renew claim", "ID is empty")
+	}
+	if p.Token == "" {
+		return invalidParams("renew claim", "Token is empty")
+	}
+	if err := validToken("renew claim", p.Token); err != nil {
+		return err
+	}
+	if p.TTL < minClaimTTL {
+		return invalidParams("renew claim", "TTL must be positive, got %s", p.TTL)
+	}
+	return nil
+}
+
+// Validate reports whether p can be passed to [Store.Claim]: Token must be set and at
+// most MaxClaimTokenLen bytes, TTL at least a microsecond, SkipRecent not negative and
+// Limit positive. The error matches [ErrInvalidArgument].
+func (p ClaimParams) Validate() error {
+	if p.Token == "" {
+		return invalidParams("claim", "Token is empty")
+	}
+	if err := validToken("claim", p.Token); err != nil {
+		return err
+	}
+	if p.TTL < minClaimTTL {
+		return invalidParams("claim", "TTL must be positive, got %s", p.TTL)
+	}
+	if p.SkipRecent < 0 {
+		return invalidParams("claim", "SkipRecent is negative: %s", p.SkipRecent)
+	}
+	if p.Limit <= 0 {
+		return invalidParams("claim", "Limit must be positive, got %d", p.Limit)
+	}
 	return nil
 }
 
 // Validate reports whether p can be passed to [Store.Reschedule]: ID must be set, Status
-// must be StatusRetry or StatusNew and AvailableAt must be set. The error matches
-// [ErrInvalidArgument].
+// must be StatusRetry or StatusNew, AvailableAt must be set and Token at most
+// MaxClaimTokenLen bytes. The error matches [ErrInvalidArgument].
 func (p RescheduleParams) Validate() error {
 	if p.ID == "" {
 		return invalidParams("reschedule", "ID is empty")
@@ -32,11 +111,11 @@ func (p RescheduleParams) Validate() error {
 	if p.AvailableAt.IsZero() {
 		return invalidParams("reschedule", "AvailableAt is zero")
 	}
-	return nil
+	return validToken("reschedule", p.Token)
 }
 
-// Validate reports whether p can be passed to [Store.MarkDead]: ID and DeadAt must be set. The
-// error matches [ErrInvalidArgument].
+// Validate reports whether p can be passed to [Store.MarkDead]: ID and DeadAt must be set
+// and Token at most MaxClaimTokenLen bytes. The error matches [ErrInvalidArgument].
 func (p MarkDeadParams) Validate() error {
 	if p.ID == "" {
 		return invalidParams("mark dead", "ID is empty")
@@ -44,7 +123,7 @@ func (p MarkDeadParams) Validate() error {
 	if p.DeadAt.IsZero() {
 		return invalidParams("mark dead", "DeadAt is zero")
 	}
-	return nil
+	return validToken("mark dead", p.Token)
 }
 
 // Validate reports whether p can be passed to [Store.Pending]: Limit must be positive,

@@ -41,8 +41,18 @@ type PollerConfig struct {
 	Logger *slog.Logger
 	// Metrics receives measurements. Defaults to NopMetrics{}.
 	Metrics Metrics
-	// Now returns the current time. Defaults to time.Now.
+	// Now returns the current time. Defaults to time.Now. Claims never use it: they
+	// follow the database clock.
 	Now func() time.Time
+	// ClaimTTL, when positive, makes the poller claim the rows it reads ([MultiNode]):
+	// each batch is read with [Store.Claim] under a fresh token of NodeID, held for
+	// ClaimTTL, so that several pollers on one table never take the same row. It must
+	// exceed the dispatcher's ListenerTimeout plus StatusTimeout. Defaults to 0: rows
+	// are read with [Store.Pending] and not claimed.
+	ClaimTTL time.Duration
+	// NodeID owns the claims; see [ValidateNodeID]. Defaults to DefaultNodeID() when
+	// ClaimTTL is set.
+	NodeID string
 }
 
 func (c PollerConfig) withDefaults() PollerConfig {
@@ -57,11 +67,21 @@ func (c PollerConfig) withDefaults() PollerConfig {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.ClaimTTL > 0 && c.NodeID == "" {
+		c.NodeID = DefaultNodeID()
+	}
 	return c
 }
 
 func (c PollerConfig) validate() error {
+	if c.NodeID != "" {
+		if err := ValidateNodeID(c.NodeID); err != nil {
+			return err
+		}
+	}
 	switch {
+	case c.ClaimTTL < 0:
+		return &ConfigError{Field: "ClaimTTL", Reason: fmt.Sprintf("must not be negative, got %s", c.ClaimTTL)}
 	case c.Interval < 0:
 		return &ConfigError{Field: "Interval", Reason: fmt.Sprintf("must be positive, got %s", c.Interval)}
 	case c.BatchSize < 1:
@@ -86,6 +106,7 @@ type Poller struct {
 	cfg    PollerConfig
 	log    *slog.Logger
 	runner *startstop.Runner
+	wake   <-chan struct{} // claim mode: the cold queue drained; see Poll
 }
 
 // NewPoller returns a stopped Poller feeding d from store. It returns a [*ConfigError]
@@ -101,13 +122,17 @@ func NewPoller(store Store, d *Dispatcher, cfg PollerConfig) (*Poller, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Poller{
+	p := &Poller{
 		store:  store,
 		d:      d,
 		cfg:    cfg,
 		log:    cfg.Logger.With(slog.String("component", "poller")),
 		runner: startstop.New(),
-	}, nil
+	}
+	if cfg.ClaimTTL > 0 {
+		p.wake = d.wakeOnColdDrain(cfg.BatchSize / 2)
+	}
+	return p, nil
 }
 
 // Start starts the poll loop and returns at once: a first cycle runs immediately, then
@@ -141,8 +166,13 @@ func (p *Poller) loop(r startstop.Run) {
 	ticker := time.NewTicker(p.cfg.Interval)
 	defer ticker.Stop()
 	for {
-		if _, err := p.Poll(r.Ctx); err != nil && !errors.Is(err, context.Canceled) {
+		_, more, err := p.poll(r.Ctx)
+		if err != nil && !errors.Is(err, context.Canceled) {
 			p.log.LogAttrs(r.Ctx, slog.LevelError, "poll failed", slog.String("error", err.Error()))
+		}
+		var wake <-chan struct{}
+		if more {
+			wake = p.wake // claim the next batch as soon as the queue drains
 		}
 		select {
 		case <-r.Stopping:
@@ -150,6 +180,7 @@ func (p *Poller) loop(r startstop.Run) {
 		case <-r.Ctx.Done():
 			return
 		case <-ticker.C:
+		case <-wake:
 		}
 	}
 }
@@ -160,11 +191,41 @@ func (p *Poller) loop(r startstop.Run) {
 // running is skipped. Rows that cannot be decoded are moved to DEAD. It returns the
 // store's error, wrapped, when a query fails; failures to move an undecodable row are
 // logged.
+//
+// With ClaimTTL set, Poll claims instead ([Store.Claim]) one batch, at most BatchSize
+// events minus those already waiting in the cold queue, and queues every claimed event
+// with the claim's token; undecodable claimed rows go to DEAD under that token. Claims
+// are made just in time, so that a claimed event starts long before its claim expires
+// and a node that dies holds few claims: when a batch comes back full, the poll loop
+// claims the next one as soon as the workers have drained the cold queue to half a
+// batch, instead of waiting for the next tick. A claimed event the queue refuses stays
+// claimed until its claim expires.
 func (p *Poller) Poll(ctx context.Context) (int, error) {
+	n, _, err := p.poll(ctx)
+	return n, err
+}
+
+// poll is Poll, also reporting whether more rows are probably due (claim mode: the
+// batch came back full).
+func (p *Poller) poll(ctx context.Context) (int, bool, error) {
 	budget := p.d.ColdCapacity()
-	if budget == 0 {
-		return 0, nil
+	if p.cfg.ClaimTTL > 0 {
+		_, queued := p.d.QueueDepths()
+		budget = min(budget, p.cfg.BatchSize-queued)
+		if budget <= 0 {
+			return 0, queued > 0, nil // wait for the workers to drain the queue
+		}
+		return p.pollClaims(ctx, budget)
 	}
+	if budget == 0 {
+		return 0, false, nil
+	}
+	n, err := p.pollPending(ctx, budget)
+	return n, false, err
+}
+
+// pollPending is Poll without claims.
+func (p *Poller) pollPending(ctx context.Context, budget int) (int, error) {
 	now := p.cfg.Now()
 	skip := max(p.cfg.SkipRecent, 0)
 	total := 0
@@ -180,7 +241,7 @@ func (p *Poller) Poll(ctx context.Context) (int, error) {
 			return total, err
 		}
 		for _, re := range batch.Undecodable {
-			p.markUndecodable(ctx, re)
+			p.markUndecodable(ctx, re, "")
 		}
 		added, full := 0, false
 		for _, ev := range batch.Events {
@@ -216,6 +277,84 @@ func (p *Poller) Poll(ctx context.Context) (int, error) {
 	return total, nil
 }
 
+// pollClaims is Poll with claims: batches are claimed until budget rows are claimed, a
+// batch comes back short, or the queue refuses an event. It reports whether the last batch
+// came back full.
+func (p *Poller) pollClaims(ctx context.Context, budget int) (int, bool, error) {
+	skip := max(p.cfg.SkipRecent, 0)
+	total, claimed := 0, 0 // queued; claimed, also undecodable and refused rows
+	more := false
+	var oldestDue time.Time
+	for claimed < budget {
+		want := min(p.cfg.BatchSize, budget-claimed)
+		token := NewClaimToken(p.cfg.NodeID)
+		// The database starts the claim after this moment, so start+ClaimTTL is a
+		// conservative estimate of its end by this process's monotonic clock.
+		start := time.Now()
+		batch, err := p.claim(ctx, ClaimParams{Token: token, TTL: p.cfg.ClaimTTL, SkipRecent: skip, Limit: want})
+		if err != nil {
+			return total, false, err
+		}
+		for _, re := range batch.Undecodable {
+			p.markUndecodable(ctx, re, token)
+		}
+		added, refused := 0, 0
+		full := false
+		for _, ev := range batch.Events {
+			if due := eventDueAt(ev); oldestDue.IsZero() || due.Before(oldestDue) {
+				oldestDue = due
+			}
+			ev.LockedUntil = start.Add(p.cfg.ClaimTTL)
+			if full {
+				refused++
+				continue
+			}
+			switch p.d.enqueue(ev, PathCold, p.d.cfg.Now()) {
+			case enqueueOK:
+				added++
+				p.cfg.Metrics.ColdEnqueued()
+			case enqueueDuplicate:
+				refused++
+			default:
+				refused++
+				full = true
+			}
+		}
+		if refused > 0 {
+			p.log.LogAttrs(ctx, slog.LevelDebug, "claimed events the dispatcher refused stay claimed until the claim expires",
+				slog.Int("refused", refused), slog.String("claim", token))
+		}
+		total += added
+		claimed += len(batch.Events) + len(batch.Undecodable)
+		more = !full && len(batch.Events)+len(batch.Undecodable) == want
+		if !more {
+			break
+		}
+	}
+	lag := time.Duration(0)
+	if !oldestDue.IsZero() {
+		lag = max(p.cfg.Now().Sub(oldestDue), 0)
+	}
+	p.cfg.Metrics.OldestPendingLag(lag)
+	if total > 0 {
+		p.log.LogAttrs(ctx, slog.LevelDebug, "poll claimed events", slog.Int("queued", total))
+	}
+	return total, more, nil
+}
+
+func (p *Poller) claim(ctx context.Context, params ClaimParams) (PendingBatch, error) {
+	if p.cfg.QueryTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.cfg.QueryTimeout)
+		defer cancel()
+	}
+	b, err := p.store.Claim(ctx, params)
+	if err != nil {
+		return PendingBatch{}, fmt.Errorf("claim pending events: %w", err)
+	}
+	return b, nil
+}
+
 func (p *Poller) pending(ctx context.Context, params PendingParams) (PendingBatch, error) {
 	if p.cfg.QueryTimeout > 0 {
 		var cancel context.CancelFunc
@@ -229,15 +368,16 @@ func (p *Poller) pending(ctx context.Context, params PendingParams) (PendingBatc
 	return b, nil
 }
 
-// markUndecodable moves a row that cannot be decoded to DEAD.
-func (p *Poller) markUndecodable(ctx context.Context, re RowError) {
+// markUndecodable moves a row that cannot be decoded to DEAD, fenced by token when the
+// row was claimed.
+func (p *Poller) markUndecodable(ctx context.Context, re RowError, token string) {
 	if p.cfg.QueryTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, p.cfg.QueryTimeout)
 		defer cancel()
 	}
 	reason := re.Error()
-	_, err := p.store.MarkDead(ctx, MarkDeadParams{ID: re.EventID, DeadAt: p.cfg.Now(), Reason: reason})
+	_, err := p.store.MarkDead(ctx, MarkDeadParams{ID: re.EventID, DeadAt: p.cfg.Now(), Reason: reason, Token: token})
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
 			p.log.LogAttrs(ctx, slog.LevelError, "undecodable event could not be moved to dead",

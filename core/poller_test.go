@@ -39,6 +39,9 @@ func TestNewPollerValidates(t *testing.T) {
 		{name: "negative batch size", store: store, d: d, cfg: outbox.PollerConfig{BatchSize: -1}, wantField: "BatchSize"},
 		{name: "skip recent below -1", store: store, d: d, cfg: outbox.PollerConfig{SkipRecent: -2}, wantField: "SkipRecent"},
 		{name: "query timeout below -1", store: store, d: d, cfg: outbox.PollerConfig{QueryTimeout: -time.Second}, wantField: "QueryTimeout"},
+		{name: "claims", store: store, d: d, cfg: outbox.PollerConfig{ClaimTTL: time.Minute, NodeID: "node-1"}},
+		{name: "negative claim ttl", store: store, d: d, cfg: outbox.PollerConfig{ClaimTTL: -time.Second}, wantField: "ClaimTTL"},
+		{name: "bad node id", store: store, d: d, cfg: outbox.PollerConfig{ClaimTTL: time.Minute, NodeID: "a/b"}, wantField: "NodeID"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -92,7 +95,7 @@ func (b *pollBundle) seed(t *testing.T, n int, age time.Duration) []string {
 		e := newEvent(fmt.Sprintf("e%02d", i), "Thing")
 		e.CreatedAt = e.CreatedAt.Add(-age + time.Duration(i)*time.Second)
 		e.AvailableAt = e.CreatedAt
-		if err := b.store.Insert(t.Context(), nil, []outbox.Event{e}); err != nil {
+		if err := b.store.Insert(t.Context(), nil, outbox.InsertParams{Events: []outbox.Event{e}}); err != nil {
 			t.Fatal(err)
 		}
 		ids[i] = e.ID
@@ -278,7 +281,7 @@ func TestPollerSkipRecent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := setupDispatcher(t, outbox.DispatcherConfig{})
 		b.listen(t, "Thing", &outboxtest.RecordingListener{})
-		if err := b.store.Insert(t.Context(), nil, []outbox.Event{newEvent("e1", "Thing")}); err != nil {
+		if err := b.store.Insert(t.Context(), nil, outbox.InsertParams{Events: []outbox.Event{newEvent("e1", "Thing")}}); err != nil {
 			t.Fatal(err)
 		}
 		p := newPoller(t, b, outbox.PollerConfig{})
@@ -447,7 +450,7 @@ func TestPollerStartStopStress(t *testing.T) {
 	for g := range 8 {
 		wg.Go(func() {
 			for i := range 50 {
-				_ = store.Insert(context.Background(), nil, []outbox.Event{newEvent(fmt.Sprintf("g%d-%d", g, i), "Thing")})
+				_ = store.Insert(context.Background(), nil, outbox.InsertParams{Events: []outbox.Event{newEvent(fmt.Sprintf("g%d-%d", g, i), "Thing")}})
 				if (g+i)%2 == 0 {
 					_ = p.Start(context.Background())
 				} else {

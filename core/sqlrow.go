@@ -10,14 +10,15 @@ import (
 
 // rawRow holds one row of selectColumns as the driver returned it. Scanning into `any`
 // never fails, so a corrupt value is found while decoding, row by row.
-type rawRow [13]any
+type rawRow [15]any
 
-func (r *rawRow) scan(s interface{ Scan(dest ...any) error }) error {
-	dest := make([]any, len(r))
+// scan reads one row of selectColumns, followed by extra columns into extra.
+func (r *rawRow) scan(s interface{ Scan(dest ...any) error }, extra ...any) error {
+	dest := make([]any, len(r), len(r)+len(extra))
 	for i := range r {
 		dest[i] = &r[i]
 	}
-	return s.Scan(dest...)
+	return s.Scan(append(dest, extra...)...)
 }
 
 // id returns the event ID for error reports, whatever else is wrong with the row.
@@ -58,6 +59,7 @@ func (r *rawRow) decode(d *dialect, mode decodeMode) (Event, error) {
 	text(3, "aggregate_id", &e.AggregateID, true)
 	text(4, "tenant_id", &e.TenantID, true)
 	text(9, "last_error", &e.LastError, true)
+	text(13, "locked_by", &e.LockedBy, true)
 	if err != nil {
 		return Event{}, err
 	}
@@ -82,6 +84,11 @@ func (r *rawRow) decode(d *dialect, mode decodeMode) (Event, error) {
 	if r[12] != nil {
 		if e.DoneAt, err = d.decodeTime(r[12]); err != nil {
 			return Event{}, fmt.Errorf("done_at: %w", err)
+		}
+	}
+	if r[14] != nil {
+		if e.LockedUntil, err = d.decodeTime(r[14]); err != nil {
+			return Event{}, fmt.Errorf("locked_until: %w", err)
 		}
 	}
 

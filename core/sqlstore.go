@@ -6,6 +6,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -112,19 +114,44 @@ func (s *SQLStore) exec1(ctx context.Context, q query) (int64, error) {
 	return res.RowsAffected()
 }
 
+// execRange runs a statement that changes a range of rows: on its own, or in a READ
+// COMMITTED transaction where the dialect needs one (readCommittedDML).
+func (s *SQLStore) execRange(ctx context.Context, q query) (n int64, err error) {
+	if !s.d.readCommittedDML {
+		return s.exec1(ctx, q)
+	}
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return 0, err
+	}
+	res, err := tx.ExecContext(ctx, q.SQL, q.Args...)
+	if err == nil {
+		n, err = res.RowsAffected()
+	}
+	if err != nil {
+		return 0, errors.Join(err, ignoreDone(tx.Rollback()))
+	}
+	return n, tx.Commit()
+}
+
 // Insert implements [Store.Insert]. It runs on exec under ctx, without QueryTimeout, so
 // that it is part of the caller's transaction. New rows are NEW with no attempts,
 // whatever the events' Status and Attempts say; a zero CreatedAt becomes the current
-// time and a zero AvailableAt becomes CreatedAt. A nil exec returns an error wrapping
-// [ErrNoTransaction]; no events is a no-op.
-func (s *SQLStore) Insert(ctx context.Context, exec Executor, events []Event) error {
-	if len(events) == 0 {
+// time and a zero AvailableAt becomes CreatedAt. Events with LockedBy set are inserted
+// claimed until the database's current time at the INSERT statement plus p.ClaimTTL
+// (on PostgreSQL statement_timestamp(), not the start of the caller's transaction). A
+// nil exec returns an error wrapping [ErrNoTransaction]; invalid params an error
+// matching [ErrInvalidArgument]; no events is a no-op.
+func (s *SQLStore) Insert(ctx context.Context, exec Executor, p InsertParams) error {
+	if len(p.Events) == 0 {
 		return nil
 	}
 	if exec == nil {
 		return fmt.Errorf("insert events: nil executor: %w", ErrNoTransaction)
 	}
-	qs, err := s.d.insertQueries(s.table, events, time.Now())
+	qs, err := s.d.insertQueries(s.table, p, time.Now())
 	if err != nil {
 		return fmt.Errorf("insert events: %w", err)
 	}
@@ -196,6 +223,159 @@ func (s *SQLStore) Pending(ctx context.Context, p PendingParams) (PendingBatch, 
 	return PendingBatch{Events: events, Undecodable: bad}, nil
 }
 
+// Claim implements [Store.Claim]. On PostgreSQL and SQLite it is one auto-committed
+// UPDATE … RETURNING statement. On MySQL/MariaDB it is one short READ COMMITTED
+// transaction: a SELECT … FOR UPDATE SKIP LOCKED that walks the pending index and locks
+// just the rows it returns, then an UPDATE of those rows by primary key; READ COMMITTED
+// takes no gap locks, so concurrent INSERTs into the table never wait for a claim. A
+// claim that fails with a deadlock (1213) or a lock wait timeout (1205) is retried a few
+// times with a short backoff.
+func (s *SQLStore) Claim(ctx context.Context, p ClaimParams) (PendingBatch, error) {
+	if s.d.claimInTx {
+		q, err := s.d.claimLockQuery(s.table, p)
+		if err != nil {
+			return PendingBatch{}, fmt.Errorf("claim: %w", err)
+		}
+		for attempt := 1; ; attempt++ {
+			b, err := s.claimTx(ctx, p.Token, q)
+			if err == nil {
+				return b, nil
+			}
+			if attempt == claimAttempts || !isLockConflict(err) || ctx.Err() != nil {
+				return PendingBatch{}, fmt.Errorf("claim: %w", err)
+			}
+			if err := sleepCtx(ctx, time.Duration(attempt)*10*time.Millisecond); err != nil {
+				return PendingBatch{}, fmt.Errorf("claim: %w", err)
+			}
+		}
+	}
+	q, err := s.d.claimQuery(s.table, p)
+	if err != nil {
+		return PendingBatch{}, fmt.Errorf("claim: %w", err)
+	}
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	rows, err := s.db.QueryContext(ctx, q.SQL, q.Args...)
+	if err != nil {
+		return PendingBatch{}, fmt.Errorf("claim: %w", err)
+	}
+	defer rows.Close()
+	events, bad, err := scanEvents(rows, s.d, strict)
+	if err != nil {
+		return PendingBatch{}, fmt.Errorf("claim: %w", err)
+	}
+	sortClaimed(events)
+	return PendingBatch{Events: events, Undecodable: bad}, nil
+}
+
+// RenewClaim implements [Store.RenewClaim] with one UPDATE by primary key.
+func (s *SQLStore) RenewClaim(ctx context.Context, p RenewClaimParams) (int64, error) {
+	q, err := s.d.renewClaimQuery(s.table, p)
+	if err != nil {
+		return 0, fmt.Errorf("renew claim: %w", err)
+	}
+	n, err := s.exec1(ctx, q)
+	if err != nil {
+		return 0, fmt.Errorf("renew claim %s: %w", p.ID, err)
+	}
+	return n, nil
+}
+
+// claimAttempts bounds the attempts of a MySQL claim that meets a lock conflict.
+const claimAttempts = 4
+
+// claimTx runs one claim transaction on MySQL; see [SQLStore.Claim].
+func (s *SQLStore) claimTx(ctx context.Context, token string, lock query) (b PendingBatch, err error) {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return PendingBatch{}, err
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, ignoreDone(tx.Rollback()))
+		}
+	}()
+	rows, err := tx.QueryContext(ctx, lock.SQL, lock.Args...)
+	if err != nil {
+		return PendingBatch{}, err
+	}
+	var (
+		ids   []string
+		until any
+	)
+	for rows.Next() {
+		var r rawRow
+		if err := r.scan(rows, &until); err != nil {
+			rows.Close()
+			return PendingBatch{}, err
+		}
+		ids = append(ids, r.id())
+		e, err := r.decode(s.d, strict)
+		if err != nil {
+			b.Undecodable = append(b.Undecodable, RowError{EventID: r.id(), Err: err})
+			continue
+		}
+		b.Events = append(b.Events, e)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return PendingBatch{}, err
+	}
+	if len(ids) == 0 {
+		return PendingBatch{}, tx.Commit()
+	}
+	untilTime, err := s.d.decodeTime(until)
+	if err != nil {
+		return PendingBatch{}, fmt.Errorf("claim expiry: %w", err)
+	}
+	untilArg, err := s.d.time(untilTime)
+	if err != nil {
+		return PendingBatch{}, fmt.Errorf("claim expiry: %w", err)
+	}
+	for _, q := range s.d.claimUpdateQueries(s.table, token, untilArg, ids) {
+		if _, err := tx.ExecContext(ctx, q.SQL, q.Args...); err != nil {
+			return PendingBatch{}, err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return PendingBatch{}, err
+	}
+	for i := range b.Events {
+		b.Events[i].LockedBy, b.Events[i].LockedUntil = token, untilTime
+	}
+	return b, nil
+}
+
+// isLockConflict reports whether err is MySQL's deadlock (1213) or lock wait timeout
+// (1205), after which a transaction may simply be run again. The driver's error type
+// cannot be named here (core imports only the standard library), so its text is matched:
+// "Error 1213 (40001): Deadlock found …".
+func isLockConflict(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "Error 1213") || strings.Contains(msg, "Error 1205")
+}
+
+// sleepCtx waits for d or until ctx is done.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// sortClaimed puts claimed events in claim order: due longest first (available_at,
+// created_at, event_id).
+func sortClaimed(events []Event) {
+	slices.SortFunc(events, func(a, b Event) int {
+		return cmp.Or(a.AvailableAt.Compare(b.AvailableAt), a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
+	})
+}
+
 // Get implements [Store.Get]. It returns an error wrapping [ErrNotFound] when no row
 // has the ID, and one wrapping a [RowError] when the row's times cannot be decoded.
 func (s *SQLStore) Get(ctx context.Context, id string) (Event, error) {
@@ -258,20 +438,26 @@ func (s *SQLStore) Replay(ctx context.Context, p ReplayParams) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("replay: %w", err)
 	}
-	n, err := s.exec(ctx, qs)
+	var n int64
+	if len(p.IDs) == 0 {
+		n, err = s.execRange(ctx, qs[0])
+	} else {
+		n, err = s.exec(ctx, qs)
+	}
 	if err != nil {
 		return n, fmt.Errorf("replay: %w", err)
 	}
 	return n, nil
 }
 
-// Purge implements [Store.Purge] with one DELETE.
+// Purge implements [Store.Purge] with one DELETE (on MySQL in a READ COMMITTED
+// transaction, so that it takes no gap locks that would make INSERTs wait).
 func (s *SQLStore) Purge(ctx context.Context, p PurgeParams) (int64, error) {
 	q, err := s.d.purgeQuery(s.table, p)
 	if err != nil {
 		return 0, fmt.Errorf("purge: %w", err)
 	}
-	n, err := s.exec1(ctx, q)
+	n, err := s.execRange(ctx, q)
 	if err != nil {
 		return 0, fmt.Errorf("purge: %w", err)
 	}

@@ -26,25 +26,59 @@ var (
 //
 // Status updates are fenced: they never change a DONE row, and MarkDone, Reschedule and
 // MarkDead report how many rows they changed so a caller can tell a lost race from success.
+// Under claims ([MultiNode]) they are fenced by the claim token too: an update that
+// carries a token changes a row only while its locked_by still holds that token, and
+// every outcome clears the claim.
+//
+// Claims are decided by the database clock alone: Claim compares available_at,
+// created_at and locked_until with the database's current time and writes
+// locked_until as that time plus the TTL, and Insert does the same for a pre-claimed
+// row. No application time enters a claim decision, so nodes whose clocks disagree
+// neither steal live claims nor wait for expired ones.
+//
 // Methods that change rows outside the caller's transaction use their own short
-// auto-committed statements and never hold a connection longer than one statement.
+// auto-committed statements (Claim on MySQL: one short READ COMMITTED transaction) and
+// never hold a connection longer than that.
 type Store interface {
-	// Insert adds events as NEW rows using exec, which is normally the caller's
-	// transaction. All events go in one statement; IDs must be unique.
-	Insert(ctx context.Context, exec Executor, events []Event) error
-	// MarkDone moves the given rows to DONE and sets done_at. Rows already DONE are left
-	// alone. It returns the number of rows changed.
+	// Insert adds p.Events as NEW rows using exec, which is normally the caller's
+	// transaction. All events go in one statement; IDs must be unique. An event with
+	// LockedBy set is inserted claimed by that token until the database's current time
+	// plus p.ClaimTTL.
+	Insert(ctx context.Context, exec Executor, p InsertParams) error
+	// MarkDone moves the given rows to DONE, sets done_at and clears the claim. Rows
+	// already DONE, and with p.Token set rows not claimed by it, are left alone. It
+	// returns the number of rows changed.
 	MarkDone(ctx context.Context, p MarkDoneParams) (int64, error)
 	// Reschedule makes a row due again at p.AvailableAt with status p.Status (StatusRetry
-	// after a failure, StatusNew after a deferral), records p.LastError and, when
-	// p.CountAttempt is set, increments attempts. A DONE row is left alone.
+	// after a failure, StatusNew after a deferral), records p.LastError, clears the claim
+	// and, when p.CountAttempt is set, increments attempts. A DONE row, and with p.Token
+	// set a row not claimed by it, is left alone.
 	Reschedule(ctx context.Context, p RescheduleParams) (int64, error)
-	// MarkDead moves a row to DEAD with a reason and sets done_at to p.DeadAt;
-	// p.CountAttempt increments attempts too. A DONE row is left alone.
+	// MarkDead moves a row to DEAD with a reason, sets done_at to p.DeadAt and clears the
+	// claim; p.CountAttempt increments attempts too. A DONE row, and with p.Token set a
+	// row not claimed by it, is left alone.
 	MarkDead(ctx context.Context, p MarkDeadParams) (int64, error)
-	// Pending returns due NEW and RETRY rows, oldest first (created_at, then event_id).
-	// Rows that cannot be decoded come back in PendingBatch.Undecodable.
+	// Pending returns due NEW and RETRY rows, oldest first (created_at, then event_id),
+	// whether claimed or not: the single-node poller's read. Rows that cannot be decoded
+	// come back in PendingBatch.Undecodable.
 	Pending(ctx context.Context, p PendingParams) (PendingBatch, error)
+	// Claim atomically claims at most p.Limit due NEW and RETRY rows that are unclaimed
+	// or whose claim expired, for p.Token until the database's current time plus p.TTL,
+	// and returns them with LockedBy and LockedUntil set. "Due" and "expired" are judged
+	// by the database clock: available_at <= now, created_at <= now - p.SkipRecent,
+	// locked_until < now. The rows that have been due longest are taken first
+	// (available_at, created_at, event_id), and the batch comes back in that order. Rows
+	// locked by a concurrent transaction (another claim, an uncommitted insert) are
+	// skipped, never waited for, so concurrent claims never return the same row and never
+	// block writers. Undecodable rows are claimed too and come back in
+	// PendingBatch.Undecodable.
+	Claim(ctx context.Context, p ClaimParams) (PendingBatch, error)
+	// RenewClaim extends the claim p.Token holds on the NEW or RETRY row p.ID to the
+	// database's current time plus p.TTL, and returns 1, or 0 when the row is no longer
+	// claimed by p.Token (another node took it over, or its outcome was recorded). A
+	// claim that expired but that no other node took is still held and is renewed:
+	// taking a row over replaces its token.
+	RenewClaim(ctx context.Context, p RenewClaimParams) (int64, error)
 	// Get returns one event by ID, or ErrNotFound.
 	Get(ctx context.Context, id string) (Event, error)
 	// ListDead returns DEAD events matching the filter in keyset order (created_at,
@@ -52,9 +86,9 @@ type Store interface {
 	ListDead(ctx context.Context, p ListDeadParams) ([]Event, error)
 	// CountDead counts DEAD events matching the filter.
 	CountDead(ctx context.Context, f DeadFilter) (int64, error)
-	// Replay moves DEAD rows back to NEW, due now, with attempts reset and last_error and
-	// done_at cleared. Either p.IDs or the filter with p.Limit selects the rows; only DEAD rows
-	// change. It returns the number of rows changed.
+	// Replay moves DEAD rows back to NEW, due now, with attempts reset and last_error,
+	// done_at and the claim cleared. Either p.IDs or the filter with p.Limit selects the
+	// rows; only DEAD rows change. It returns the number of rows changed.
 	Replay(ctx context.Context, p ReplayParams) (int64, error)
 	// Purge deletes at most p.Limit DONE and DEAD rows whose done_at (the time they became
 	// DONE or DEAD; created_at for rows that have none) is before p.Before, oldest first,
@@ -73,12 +107,24 @@ type ConnectionChecker interface {
 	CheckConnection(ctx context.Context) error
 }
 
+// InsertParams are the inputs of [Store.Insert].
+type InsertParams struct {
+	// Events are the rows to insert.
+	Events []Event
+	// ClaimTTL is how long the events with LockedBy set stay claimed, counted from the
+	// database's current time at the insert. Required when one of them is.
+	ClaimTTL time.Duration
+}
+
 // MarkDoneParams are the inputs of [Store.MarkDone].
 type MarkDoneParams struct {
 	// IDs are the events to mark.
 	IDs []string
 	// DoneAt is stored as done_at.
 	DoneAt time.Time
+	// Token, when set, fences the update by claim: only rows whose locked_by equals
+	// Token change. Empty changes the rows whatever their claim (single-node mode).
+	Token string
 }
 
 // RescheduleParams are the inputs of [Store.Reschedule].
@@ -92,6 +138,8 @@ type RescheduleParams struct {
 	CountAttempt bool
 	// LastError is stored truncated to MaxLastErrorLen bytes; empty keeps the old value.
 	LastError string
+	// Token, when set, fences the update by claim; see [MarkDoneParams.Token].
+	Token string
 }
 
 // MarkDeadParams are the inputs of [Store.MarkDead].
@@ -104,6 +152,8 @@ type MarkDeadParams struct {
 	Reason string
 	// CountAttempt increments attempts (the delivery that failed for the last time).
 	CountAttempt bool
+	// Token, when set, fences the update by claim; see [MarkDoneParams.Token].
+	Token string
 }
 
 // PendingParams are the inputs of [Store.Pending].
@@ -116,9 +166,34 @@ type PendingParams struct {
 	Limit int
 }
 
-// PendingBatch is what [Store.Pending] returns.
+// ClaimParams are the inputs of [Store.Claim].
+type ClaimParams struct {
+	// Token identifies the claim: it is written to locked_by and fences the outcome
+	// updates. Use a fresh token per claim ([NewClaimToken]). Required, at most
+	// MaxClaimTokenLen bytes.
+	Token string
+	// TTL is how long the claim holds, from the database's current time. Must be positive.
+	TTL time.Duration
+	// SkipRecent leaves out rows created less than this long before the database's
+	// current time. Must not be negative.
+	SkipRecent time.Duration
+	// Limit bounds the batch. Must be positive.
+	Limit int
+}
+
+// RenewClaimParams are the inputs of [Store.RenewClaim].
+type RenewClaimParams struct {
+	// ID is the claimed event.
+	ID string
+	// Token is the claim to renew. Required, at most MaxClaimTokenLen bytes.
+	Token string
+	// TTL is the claim's new length, from the database's current time. Must be positive.
+	TTL time.Duration
+}
+
+// PendingBatch is what [Store.Pending] and [Store.Claim] return.
 type PendingBatch struct {
-	// Events are the decoded due rows, oldest first.
+	// Events are the decoded due rows, in the order the method documents.
 	Events []Event
 	// Undecodable are due rows that could not be decoded (for example corrupt headers).
 	Undecodable []RowError

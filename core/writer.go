@@ -22,6 +22,19 @@ type WriterConfig struct {
 	Logger *slog.Logger
 	// Now is the clock used for events written without OccurredAt. Defaults to time.Now.
 	Now func() time.Time
+	// ClaimTTL, when positive, makes the writer insert the events that the hot path will
+	// deliver already claimed ([MultiNode]): events that are due at write time, written
+	// through a transaction that runs after-commit hooks, are inserted with a fresh claim
+	// token of NodeID (one per batch) in locked_by and locked_until set to the database's
+	// current time plus ClaimTTL, so that no other node's claiming poller takes them
+	// while this node delivers them. Set it only when a [Dispatcher.WriterHook] is among
+	// Hooks: a claimed event nobody delivers waits for its claim to expire. While the
+	// dispatcher's hot queue is full, batches are not pre-claimed (the hot path would
+	// drop them): any node's poller claims them. Defaults to 0, no claims.
+	ClaimTTL time.Duration
+	// NodeID owns the claims of ClaimTTL; see [ValidateNodeID]. Defaults to
+	// DefaultNodeID().
+	NodeID string
 }
 
 // Writer inserts events into the outbox table inside the caller's transaction. It is safe
@@ -32,17 +45,27 @@ type Writer struct {
 	maxPayload  int
 	logger      *slog.Logger
 	now         func() time.Time
+	claimTTL    time.Duration
+	nodeID      string
 	noHooksOnce sync.Once
 }
 
 // NewWriter returns a writer that inserts through store. It returns a [*ConfigError] for
-// a nil store or a negative MaxPayloadBytes.
+// a nil store, a negative MaxPayloadBytes or ClaimTTL, or an invalid NodeID.
 func NewWriter(store Store, cfg WriterConfig) (*Writer, error) {
 	if store == nil {
 		return nil, &ConfigError{Field: "Store", Reason: "is nil"}
 	}
 	if cfg.MaxPayloadBytes < 0 {
 		return nil, &ConfigError{Field: "MaxPayloadBytes", Reason: "must not be negative"}
+	}
+	if cfg.ClaimTTL < 0 {
+		return nil, &ConfigError{Field: "ClaimTTL", Reason: "must not be negative"}
+	}
+	if cfg.NodeID != "" {
+		if err := ValidateNodeID(cfg.NodeID); err != nil {
+			return nil, err
+		}
 	}
 	for i, h := range cfg.Hooks {
 		if h == nil {
@@ -56,6 +79,11 @@ func NewWriter(store Store, cfg WriterConfig) (*Writer, error) {
 		maxPayload: cmp.Or(cfg.MaxPayloadBytes, DefaultMaxPayloadBytes),
 		logger:     logger.With(slog.String("component", "writer")),
 		now:        cfg.Now,
+		claimTTL:   cfg.ClaimTTL,
+		nodeID:     cfg.NodeID,
+	}
+	if w.claimTTL > 0 && w.nodeID == "" {
+		w.nodeID = DefaultNodeID()
 	}
 	if w.now == nil {
 		w.now = time.Now
@@ -102,7 +130,11 @@ func (w *Writer) WriteAll(ctx context.Context, tx Executor, envs []Envelope) ([]
 	if err != nil {
 		return nil, err
 	}
-	if err := w.store.Insert(ctx, tx, events); err != nil {
+	var claimTTL time.Duration
+	if w.claimTTL > 0 && hooks != nil && !w.hotQueueFull() {
+		claimTTL = w.preClaim(events)
+	}
+	if err := w.store.Insert(ctx, tx, InsertParams{Events: events, ClaimTTL: claimTTL}); err != nil {
 		return nil, fmt.Errorf("outbox: write: %w", err)
 	}
 	w.runHooks(ctx, "AfterWrite", events, WriterHook.AfterWrite)
@@ -123,6 +155,41 @@ func (w *Writer) WriteAll(ctx context.Context, tx Executor, envs []Envelope) ([]
 		}
 	}
 	return ids, nil
+}
+
+// preClaim gives the events that are due now one fresh claim token, so that Insert
+// stores them claimed, and returns the claim TTL (0 when no event is due). Each event's
+// LockedUntil becomes this process's estimate of the claim's end: the database starts
+// the claim at the INSERT, after this moment, so the estimate is never late. It carries
+// a monotonic clock reading, which the dispatcher compares with time.Now.
+func (w *Writer) preClaim(events []Event) time.Duration {
+	now := w.now()
+	start := time.Now()
+	token := ""
+	for i := range events {
+		if events[i].AvailableAt.After(now) {
+			continue // delayed: the poller claims it when it is due
+		}
+		if token == "" {
+			token = NewClaimToken(w.nodeID)
+		}
+		events[i].LockedBy, events[i].LockedUntil = token, start.Add(w.claimTTL)
+	}
+	if token == "" {
+		return 0
+	}
+	return w.claimTTL
+}
+
+// hotQueueFull reports whether a hook that feeds a hot path (the dispatcher's) says its
+// queue is full: events claimed for it now would only wait for their claim to expire.
+func (w *Writer) hotQueueFull() bool {
+	for _, h := range w.hooks {
+		if f, ok := h.(interface{ hotQueueFull() bool }); ok && f.hotQueueFull() {
+			return true
+		}
+	}
+	return false
 }
 
 // transactionOf reports whether exec is inside a transaction and, when it can run

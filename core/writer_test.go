@@ -22,13 +22,13 @@ type insertRecorder struct {
 	err          error
 }
 
-func (r *insertRecorder) Insert(_ context.Context, exec outbox.Executor, events []outbox.Event) error {
+func (r *insertRecorder) Insert(_ context.Context, exec outbox.Executor, p outbox.InsertParams) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.err != nil {
 		return r.err
 	}
-	r.batches = append(r.batches, events)
+	r.batches = append(r.batches, p.Events)
 	r.execs = append(r.execs, exec)
 	return nil
 }

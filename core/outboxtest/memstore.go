@@ -16,17 +16,22 @@ import (
 )
 
 // MemoryStore is an in-memory [outbox.Store] for tests. It is safe for concurrent use and
-// follows the Store contract: status updates are fenced (a DONE row never changes),
-// Pending returns due NEW and RETRY rows oldest first, times are stored in UTC truncated
-// to microseconds like the SQL stores, and last_error is truncated to
+// follows the Store contract: status updates are fenced (a DONE row never changes, and
+// an update with a claim token changes only a row claimed by it), Pending returns due
+// NEW and RETRY rows oldest first, Claim claims atomically, times are stored in UTC
+// truncated to microseconds like the SQL stores, and last_error is truncated to
 // outbox.MaxLastErrorLen bytes. Every method returns ctx.Err() when ctx is done and
 // rejects invalid parameters with an error matching outbox.ErrInvalidArgument.
+//
+// Claims follow the store's own clock, its "database clock" (time.Now unless
+// [MemoryStore.SetClock] replaced it), never a time passed in.
 //
 // Insert ignores its executor (which may be nil) and applies at once: there is no
 // transaction to roll back. Events returned by any method are copies.
 type MemoryStore struct {
-	mu   sync.Mutex
-	rows map[string]*memRow
+	mu    sync.Mutex
+	rows  map[string]*memRow
+	clock func() time.Time // guarded by mu
 }
 
 type memRow struct {
@@ -37,16 +42,34 @@ type memRow struct {
 var _ outbox.Store = (*MemoryStore)(nil)
 
 // NewMemoryStore returns an empty MemoryStore.
-func NewMemoryStore() *MemoryStore { return &MemoryStore{rows: make(map[string]*memRow)} }
+func NewMemoryStore() *MemoryStore {
+	return &MemoryStore{rows: make(map[string]*memRow), clock: time.Now}
+}
 
-// Insert adds events as NEW rows with no attempts, whatever their Status and Attempts
+// SetClock replaces the store's clock, which plays the database clock: Claim and a
+// pre-claiming Insert judge and write claim expiry with it. nil restores time.Now.
+func (s *MemoryStore) SetClock(now func() time.Time) {
+	if now == nil {
+		now = time.Now
+	}
+	s.mu.Lock()
+	s.clock = now
+	s.mu.Unlock()
+}
+
+// dbNow reads the store's clock. s.mu must be held.
+func (s *MemoryStore) dbNow() time.Time { return canonical(s.clock()) }
+
+// Insert adds p.Events as NEW rows with no attempts, whatever their Status and Attempts
 // say. A zero CreatedAt becomes the current time and a zero AvailableAt becomes
-// CreatedAt. It returns an error, and inserts nothing, when an event has no ID or an ID
-// is already stored or used twice.
-func (s *MemoryStore) Insert(ctx context.Context, _ outbox.Executor, events []outbox.Event) error {
-	if err := ctx.Err(); err != nil {
+// CreatedAt. An event with LockedBy set is stored claimed by it until the store's clock
+// plus p.ClaimTTL. It returns an error, and inserts nothing, when the params are invalid,
+// an event has no ID or an ID is already stored or used twice.
+func (s *MemoryStore) Insert(ctx context.Context, _ outbox.Executor, p outbox.InsertParams) error {
+	if err := check(ctx, p.Validate()); err != nil {
 		return err
 	}
+	events := p.Events
 	now := time.Now()
 	rows := make([]*memRow, len(events))
 	seen := make(map[string]struct{}, len(events))
@@ -74,11 +97,77 @@ func (s *MemoryStore) Insert(ctx context.Context, _ outbox.Executor, events []ou
 			return fmt.Errorf("insert: event ID %q already exists", r.ev.ID)
 		}
 	}
+	until := s.dbNow().Add(p.ClaimTTL)
 	for _, r := range rows {
+		r.ev.LockedUntil = time.Time{}
+		if r.ev.LockedBy != "" {
+			r.ev.LockedUntil = until
+		}
 		s.rows[r.ev.ID] = r
 	}
 	return nil
 }
+
+// Claim implements [outbox.Store.Claim] with the store's clock as the database clock.
+// Rows marked with [MemoryStore.Corrupt] are claimed and come back in Undecodable.
+func (s *MemoryStore) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.PendingBatch, error) {
+	if err := check(ctx, p.Validate()); err != nil {
+		return outbox.PendingBatch{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.dbNow()
+	createdBefore := now.Add(-p.SkipRecent)
+	var rows []*memRow
+	for _, r := range s.rows {
+		e := &r.ev
+		if (e.Status == outbox.StatusNew || e.Status == outbox.StatusRetry) &&
+			!e.AvailableAt.After(now) && !e.CreatedAt.After(createdBefore) &&
+			(e.LockedUntil.IsZero() || e.LockedUntil.Before(now)) {
+			rows = append(rows, r)
+		}
+	}
+	slices.SortFunc(rows, func(a, b *memRow) int {
+		return cmp.Or(a.ev.AvailableAt.Compare(b.ev.AvailableAt), a.ev.CreatedAt.Compare(b.ev.CreatedAt),
+			strings.Compare(a.ev.ID, b.ev.ID))
+	})
+	until := now.Add(p.TTL)
+	var b outbox.PendingBatch
+	for _, r := range rows[:min(len(rows), p.Limit)] {
+		r.ev.LockedBy, r.ev.LockedUntil = p.Token, until
+		if r.undecodable != nil {
+			b.Undecodable = append(b.Undecodable, outbox.RowError{EventID: r.ev.ID, Err: r.undecodable})
+			continue
+		}
+		b.Events = append(b.Events, clone(r.ev))
+	}
+	return b, nil
+}
+
+// RenewClaim implements [outbox.Store.RenewClaim] with the store's clock as the
+// database clock.
+func (s *MemoryStore) RenewClaim(ctx context.Context, p outbox.RenewClaimParams) (int64, error) {
+	if err := check(ctx, p.Validate()); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.rows[p.ID]
+	if !ok || r.ev.LockedBy != p.Token || (r.ev.Status != outbox.StatusNew && r.ev.Status != outbox.StatusRetry) {
+		return 0, nil
+	}
+	r.ev.LockedUntil = s.dbNow().Add(p.TTL)
+	return 1, nil
+}
+
+// fenced reports whether an outcome update with token must leave the row alone: it is
+// DONE, or token is set and the row is not claimed by it.
+func fenced(r *memRow, token string) bool {
+	return r.ev.Status == outbox.StatusDone || (token != "" && r.ev.LockedBy != token)
+}
+
+// clearClaim ends the row's claim, as every outcome does.
+func clearClaim(e *outbox.Event) { e.LockedBy, e.LockedUntil = "", time.Time{} }
 
 // MarkDone implements [outbox.Store.MarkDone].
 func (s *MemoryStore) MarkDone(ctx context.Context, p outbox.MarkDoneParams) (int64, error) {
@@ -91,10 +180,11 @@ func (s *MemoryStore) MarkDone(ctx context.Context, p outbox.MarkDoneParams) (in
 	var n int64
 	for _, id := range uniq(p.IDs) {
 		r, ok := s.rows[id]
-		if !ok || r.ev.Status == outbox.StatusDone {
+		if !ok || fenced(r, p.Token) {
 			continue
 		}
 		r.ev.Status, r.ev.DoneAt = outbox.StatusDone, doneAt
+		clearClaim(&r.ev)
 		n++
 	}
 	return n, nil
@@ -108,10 +198,11 @@ func (s *MemoryStore) Reschedule(ctx context.Context, p outbox.RescheduleParams)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, ok := s.rows[p.ID]
-	if !ok || r.ev.Status == outbox.StatusDone {
+	if !ok || fenced(r, p.Token) {
 		return 0, nil
 	}
 	r.ev.Status, r.ev.AvailableAt = p.Status, canonical(p.AvailableAt)
+	clearClaim(&r.ev)
 	if p.CountAttempt {
 		r.ev.Attempts++
 	}
@@ -129,10 +220,11 @@ func (s *MemoryStore) MarkDead(ctx context.Context, p outbox.MarkDeadParams) (in
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, ok := s.rows[p.ID]
-	if !ok || r.ev.Status == outbox.StatusDone {
+	if !ok || fenced(r, p.Token) {
 		return 0, nil
 	}
 	r.ev.Status, r.ev.LastError, r.ev.DoneAt = outbox.StatusDead, truncateLastError(p.Reason), canonical(p.DeadAt)
+	clearClaim(&r.ev)
 	if p.CountAttempt {
 		r.ev.Attempts++
 	}
@@ -237,6 +329,7 @@ func (s *MemoryStore) Replay(ctx context.Context, p outbox.ReplayParams) (int64,
 	}
 	for _, r := range rows {
 		r.ev.Status, r.ev.Attempts, r.ev.LastError, r.ev.AvailableAt, r.ev.DoneAt = outbox.StatusNew, 0, "", now, time.Time{}
+		clearClaim(&r.ev)
 	}
 	return int64(len(rows)), nil
 }
@@ -389,6 +482,7 @@ func canonical(t time.Time) time.Time {
 
 func normalize(e outbox.Event) outbox.Event {
 	e.CreatedAt, e.AvailableAt, e.DoneAt = canonical(e.CreatedAt), canonical(e.AvailableAt), canonical(e.DoneAt)
+	e.LockedUntil = canonical(e.LockedUntil)
 	e.LastError = truncateLastError(e.LastError)
 	return clone(e)
 }

@@ -112,11 +112,11 @@ func testInsertLargeBatch(x *fixture, n int) {
 
 func testInsertDuplicateID(x *fixture) {
 	x.insert(ev("dup", base))
-	if err := x.store().Insert(x.ctx, x.exec(), []outbox.Event{ev("fresh", base), ev("dup", base)}); err == nil {
+	if err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: []outbox.Event{ev("fresh", base), ev("dup", base)}}); err == nil {
 		x.Fatal("Insert of an existing ID succeeded")
 	}
 	x.notFound("fresh") // one statement: nothing of the batch is stored
-	if err := x.store().Insert(x.ctx, x.exec(), []outbox.Event{ev("twice", base), ev("twice", base)}); err == nil {
+	if err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: []outbox.Event{ev("twice", base), ev("twice", base)}}); err == nil {
 		x.Fatal("Insert of one ID twice in a batch succeeded")
 	}
 	x.notFound("twice")
@@ -144,7 +144,7 @@ func (x *fixture) inTx(fn func(tx *sql.Tx), commit bool) {
 
 func testInsertRollback(x *fixture) {
 	x.inTx(func(tx *sql.Tx) {
-		if err := x.store().Insert(x.ctx, tx, []outbox.Event{ev("rb1", base), ev("rb2", base)}); err != nil {
+		if err := x.store().Insert(x.ctx, tx, outbox.InsertParams{Events: []outbox.Event{ev("rb1", base), ev("rb2", base)}}); err != nil {
 			x.Fatalf("Insert in tx: %v", err)
 		}
 	}, false)
@@ -157,7 +157,7 @@ func testInsertRollback(x *fixture) {
 
 func testInsertCommit(x *fixture) {
 	x.inTx(func(tx *sql.Tx) {
-		if err := x.store().Insert(x.ctx, tx, []outbox.Event{ev("c1", base)}); err != nil {
+		if err := x.store().Insert(x.ctx, tx, outbox.InsertParams{Events: []outbox.Event{ev("c1", base)}}); err != nil {
 			x.Fatalf("Insert in tx: %v", err)
 		}
 	}, true)
@@ -340,7 +340,7 @@ func testBadParams(x *fixture) {
 	s := x.store()
 	calls := map[string]func() error{
 		"Insert without ID": func() error {
-			return s.Insert(x.ctx, x.exec(), []outbox.Event{{Type: "T", Payload: json.RawMessage(`1`), CreatedAt: base}})
+			return s.Insert(x.ctx, x.exec(), outbox.InsertParams{Events: []outbox.Event{{Type: "T", Payload: json.RawMessage(`1`), CreatedAt: base}}})
 		},
 		"MarkDone without IDs": func() error {
 			_, err := s.MarkDone(x.ctx, outbox.MarkDoneParams{DoneAt: base})

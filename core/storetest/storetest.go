@@ -25,6 +25,14 @@
 // (rollback atomicity) run only when the harness has a DB. Bad parameters must be
 // rejected with an error matching [outbox.ErrInvalidArgument]; the params' Validate
 // methods implement the checks.
+//
+// # Claims
+//
+// The Claim tests (claim order and limit, disjoint concurrent claims, expiry, token
+// fencing of every outcome update, pre-claimed inserts, renewal) follow the store's database
+// clock, so they place rows relative to the real time and wait for short claims to
+// expire (a few hundred milliseconds each): the database clock must be within a few
+// seconds of the test process's.
 package storetest
 
 import (
@@ -99,6 +107,14 @@ func Run(t *testing.T, f Features, newHarness func(t *testing.T) Harness) {
 		{name: "BadParams", fn: testBadParams},
 		{name: "CanceledContext", fn: testCanceledContext},
 		{name: "OddIDs", fn: testOddIDs},
+		{name: "ClaimDueAndOrder", fn: testClaimDueAndOrder},
+		{name: "ClaimLimitDisjoint", fn: testClaimLimitDisjoint},
+		{name: "ClaimExpiry", fn: testClaimExpiry},
+		{name: "ClaimFencing", fn: testClaimFencing},
+		{name: "InsertClaimed", fn: testInsertClaimed},
+		{name: "RenewClaim", fn: testRenewClaim},
+		{name: "ClaimConcurrent", fn: testClaimConcurrent},
+		{name: "ClaimBadParams", fn: testClaimBadParams},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -153,7 +169,7 @@ func ev(id string, created time.Time) outbox.Event {
 
 func (x *fixture) insert(events ...outbox.Event) {
 	x.Helper()
-	if err := x.store().Insert(x.ctx, x.exec(), events); err != nil {
+	if err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: events}); err != nil {
 		x.Fatalf("Insert: %v", err)
 	}
 }

@@ -1,13 +1,16 @@
 -- +goose Up
 -- The transactional outbox. status: 0 NEW, 1 DONE, 2 RETRY, 3 DEAD.
--- locked_by/locked_at hold a poller's claim when several nodes poll.
+-- locked_by/locked_until hold a claim in MultiNode mode: the claim token (node ID/ULID)
+-- and its expiry by the database clock. Outcome updates are fenced by the token.
 -- Times are DATETIME(6) in UTC: connect with parseTime=true&loc=UTC.
 -- event_id is VARBINARY so that IDs compare byte by byte, and the other text columns use
 -- the case-sensitive utf8mb4_bin collation. On MariaDB, JSON is LONGTEXT with a JSON_VALID check.
 -- The indexes are declared here because MySQL has no CREATE INDEX IF NOT EXISTS. MySQL has no
 -- partial indexes either, so due_at and finished_at stand in for them: generated columns that
 -- are NULL except on the rows their index is for.
--- pending_idx serves the poller's scan of due NEW/RETRY rows (due_at <= now), oldest first.
+-- pending_idx serves the poller's scan of due NEW/RETRY rows (due_at <= now), oldest first,
+-- and the claim of MultiNode pollers, which walks it in order (due_at, created_at, event_id)
+-- with FORCE INDEX so that its locking read locks only the rows it claims.
 -- dead_idx serves ListDead and Replay, which walk DEAD rows in (created_at, event_id) order,
 -- and Stats. It is the only index that starts with status.
 -- finished_idx serves Purge, which deletes the oldest DONE/DEAD rows by finished_at,
@@ -27,7 +30,7 @@ CREATE TABLE IF NOT EXISTS `outbox_event` (
     created_at     DATETIME(6)   NOT NULL,
     done_at        DATETIME(6)   NULL,
     locked_by      VARCHAR(128)  NULL,
-    locked_at      DATETIME(6)   NULL,
+    locked_until   DATETIME(6)   NULL,
     due_at         DATETIME(6)   AS (CASE WHEN status IN (0, 2) THEN available_at END) STORED,
     finished_at    DATETIME(6)   AS (CASE WHEN status IN (1, 3) THEN COALESCE(done_at, created_at) END) STORED,
     INDEX `outbox_event_pending_idx` (due_at, created_at),

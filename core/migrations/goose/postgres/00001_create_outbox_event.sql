@@ -1,6 +1,7 @@
 -- +goose Up
 -- The transactional outbox. status: 0 NEW, 1 DONE, 2 RETRY, 3 DEAD.
--- locked_by/locked_at hold a poller's claim when several nodes poll.
+-- locked_by/locked_until hold a claim in MultiNode mode: the claim token (node ID/ULID)
+-- and its expiry by the database clock. Outcome updates are fenced by the token.
 CREATE TABLE IF NOT EXISTS "outbox_event" (
     event_id       VARCHAR(64)  NOT NULL PRIMARY KEY,
     event_type     VARCHAR(128) NOT NULL,
@@ -16,11 +17,11 @@ CREATE TABLE IF NOT EXISTS "outbox_event" (
     created_at     TIMESTAMPTZ  NOT NULL,
     done_at        TIMESTAMPTZ  NULL,
     locked_by      VARCHAR(128) NULL,
-    locked_at      TIMESTAMPTZ  NULL
+    locked_until   TIMESTAMPTZ  NULL
 );
 
 -- Pending: the poller's scan of due NEW/RETRY rows (status, available_at <= now),
--- oldest created_at first.
+-- oldest created_at first. Claim (MultiNode) reads the same rows, due longest first.
 CREATE INDEX IF NOT EXISTS "outbox_event_pending_idx" ON "outbox_event" (status, available_at, created_at);
 
 -- ListDead and Replay walk DEAD rows in (created_at, event_id) keyset order.

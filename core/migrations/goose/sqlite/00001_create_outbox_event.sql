@@ -1,6 +1,7 @@
 -- +goose Up
 -- The transactional outbox. status: 0 NEW, 1 DONE, 2 RETRY, 3 DEAD.
--- locked_by/locked_at hold a poller's claim when several nodes poll.
+-- locked_by/locked_until hold a claim in MultiNode mode: the claim token (node ID/ULID)
+-- and its expiry by the database clock. Outcome updates are fenced by the token.
 -- Times are UTC text in the fixed-width form 2006-01-02T15:04:05.000000Z, so text
 -- order is time order.
 CREATE TABLE IF NOT EXISTS "outbox_event" (
@@ -18,11 +19,11 @@ CREATE TABLE IF NOT EXISTS "outbox_event" (
     created_at     TEXT         NOT NULL,
     done_at        TEXT         NULL,
     locked_by      VARCHAR(128) NULL,
-    locked_at      TEXT         NULL
+    locked_until   TEXT         NULL
 );
 
 -- Pending: the poller's scan of due NEW/RETRY rows (status, available_at <= now),
--- oldest created_at first.
+-- oldest created_at first. Claim (MultiNode) reads the same rows, due longest first.
 CREATE INDEX IF NOT EXISTS "outbox_event_pending_idx" ON "outbox_event" (status, available_at, created_at);
 
 -- ListDead and Replay walk DEAD rows in (created_at, event_id) keyset order.

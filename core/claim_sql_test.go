@@ -1,0 +1,209 @@
+package outbox_test
+
+// Claims on real databases: what a held claim must not block, undecodable rows, and
+// retries under claims.
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	outbox "github.com/outboxkit/outbox/core"
+)
+
+// TestClaimLocksBlockNoWriter holds a claim's locking read open (as a slow claim
+// transaction would) and checks what it must not block: another claim (it skips the
+// locked rows), an INSERT into the locked index range by a business transaction under the
+// database's default isolation level, and an outcome update of another node. On MariaDB
+// a control runs the same read under REPEATABLE READ, whose gap locks do block that
+// INSERT: the reason claims run READ COMMITTED.
+func TestClaimLocksBlockNoWriter(t *testing.T) {
+	t.Parallel()
+	forEachServerBackend(t, func(t *testing.T, b backend) {
+		c := newClaimTable(t, b)
+		ctx := t.Context()
+		ids := c.seed(t, "row-", 100)
+		q := quoteTable(b.dialect, c.table)
+		// The claim's locking read, as the golden SQL pins it, without the TTL column.
+		lockSQL := `SELECT event_id FROM ` + q + ` WHERE status IN (0, 2) AND available_at <= statement_timestamp() ` +
+			`AND created_at <= statement_timestamp() AND (locked_until IS NULL OR locked_until < statement_timestamp()) ` +
+			`ORDER BY available_at, created_at, event_id LIMIT 10 FOR UPDATE SKIP LOCKED`
+		if b.dialect == outbox.MySQL {
+			lockSQL = `SELECT event_id FROM ` + q + " FORCE INDEX (`outbox_event_pending_idx`) WHERE due_at <= UTC_TIMESTAMP(6) " +
+				`AND created_at <= UTC_TIMESTAMP(6) AND (locked_until IS NULL OR locked_until < UTC_TIMESTAMP(6)) ` +
+				`ORDER BY due_at, created_at, event_id LIMIT 10 FOR UPDATE SKIP LOCKED`
+		}
+		holdClaim := func(level sql.IsolationLevel) (*sql.Tx, []string) {
+			t.Helper()
+			tx, err := c.db.BeginTx(ctx, &sql.TxOptions{Isolation: level})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows, err := tx.QueryContext(ctx, lockSQL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for rows.Next() {
+				var id string
+				if err := rows.Scan(&id); err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, id)
+			}
+			if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+				t.Fatal(err)
+			}
+			return tx, got
+		}
+		// businessInsert inserts a row whose claim position lies between row-00003 and
+		// row-00004, inside the locked range, in a transaction of the default isolation
+		// level that waits at most a second for a lock.
+		seeded, err := c.store.Get(ctx, "row-00003")
+		if err != nil {
+			t.Fatal(err)
+		}
+		businessInsert := func(id string) (time.Duration, error) {
+			conn, err := c.db.Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			wait := `SET lock_timeout = '1s'`
+			if b.dialect == outbox.MySQL {
+				wait = `SET SESSION innodb_lock_wait_timeout = 1`
+			}
+			if _, err := conn.ExecContext(ctx, wait); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			tx, err := conn.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := outbox.Event{ID: id, Type: "Ping", AggregateType: "Thing", Payload: json.RawMessage(`{}`),
+				CreatedAt: seeded.CreatedAt, AvailableAt: seeded.AvailableAt}
+			if err := c.store.Insert(ctx, tx, outbox.InsertParams{Events: []outbox.Event{e}}); err != nil {
+				_ = tx.Rollback()
+				return time.Since(start), err
+			}
+			return time.Since(start), tx.Commit()
+		}
+
+		tx, held := holdClaim(sql.LevelReadCommitted)
+		if strings.Join(held, ",") != strings.Join(ids[:10], ",") {
+			t.Fatalf("held claim locked %v, want the first 10 rows", held)
+		}
+		start := time.Now()
+		batch, err := c.store.Claim(ctx, outbox.ClaimParams{Token: "n2/1", TTL: time.Hour, Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range batch.Events {
+			got = append(got, e.ID)
+		}
+		if strings.Join(got, ",") != strings.Join(ids[10:20], ",") {
+			t.Fatalf("concurrent claim got %v, want the next 10 rows", got)
+		}
+		t.Logf("%s: a claim beside a held claim took %s", b.name, time.Since(start).Round(time.Microsecond))
+		if took, err := businessInsert("row-00003x"); err != nil {
+			t.Fatalf("business INSERT into the range of a held claim failed after %s: %v", took, err)
+		} else if took > 500*time.Millisecond {
+			t.Fatalf("business INSERT waited %s for a held claim", took)
+		} else {
+			t.Logf("%s: business INSERT into the locked range took %s", b.name, took.Round(time.Microsecond))
+		}
+		n, err := c.store.MarkDone(ctx, outbox.MarkDoneParams{IDs: []string{ids[10]}, DoneAt: time.Now(), Token: "n2/1"})
+		if err != nil || n != 1 {
+			t.Fatalf("MarkDone beside a held claim = %d, %v", n, err)
+		}
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+
+		if b.dialect != outbox.MySQL {
+			return
+		}
+		// Control: the same read under REPEATABLE READ takes next-key (gap) locks.
+		tx, _ = holdClaim(sql.LevelRepeatableRead)
+		defer func() { _ = tx.Rollback() }()
+		took, err := businessInsert("row-00003y")
+		if err == nil || !strings.Contains(err.Error(), "1205") {
+			t.Fatalf("control: INSERT beside a REPEATABLE READ claim = %v after %s; want a lock wait timeout (1205)", err, took)
+		}
+		t.Logf("control: under REPEATABLE READ the same INSERT failed after %s: %v", took.Round(time.Millisecond), err)
+	})
+}
+
+// TestClaimReportsUndecodableRows: a due row that cannot be decoded is claimed like the
+// others and reported, so that the poller can move it to DEAD under the claim.
+func TestClaimReportsUndecodableRows(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		c := newClaimTable(t, b)
+		ctx := t.Context()
+		ids := c.seed(t, "u-", 3)
+		q := `UPDATE ` + quoteTable(b.dialect, c.table) + ` SET headers = '{"a": 1}' WHERE event_id = ` + ph1(b.dialect)
+		if _, err := c.db.ExecContext(ctx, q, ids[1]); err != nil {
+			t.Fatal(err)
+		}
+		batch, err := c.store.Claim(ctx, outbox.ClaimParams{Token: "n1/1", TTL: time.Hour, Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(batch.Events) != 2 || len(batch.Undecodable) != 1 || batch.Undecodable[0].EventID != ids[1] {
+			t.Fatalf("claimed %d events, undecodable %v; want 2 and %s", len(batch.Events), batch.Undecodable, ids[1])
+		}
+		n, err := c.store.MarkDead(ctx, outbox.MarkDeadParams{ID: ids[1], DeadAt: time.Now(), Reason: "undecodable", Token: "n1/1"})
+		if err != nil || n != 1 {
+			t.Fatalf("MarkDead under the claim = %d, %v", n, err)
+		}
+	})
+}
+
+// TestMultiNodeRetriesAndDefers: in MultiNode mode a failed attempt releases the claim
+// and the row is claimed again when due, by any node.
+func TestMultiNodeRetriesAndDefers(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		c := newClaimTable(t, b)
+		var calls sync.Map
+		l := outbox.ResultListenerFunc(func(ctx context.Context, e *outbox.Event) (outbox.Result, error) {
+			n, _ := calls.LoadOrStore(e.ID, new(atomic.Int32))
+			switch n.(*atomic.Int32).Add(1) {
+			case 1:
+				return outbox.Result{}, &outbox.RetryAfterError{Delay: 100 * time.Millisecond, Err: errors.New("flaky")}
+			case 2:
+				return outbox.RetryAfter(100 * time.Millisecond), nil
+			default:
+				return outbox.Done(), nil
+			}
+		})
+		cfg := outbox.Config{ClaimTTL: 5 * time.Second, ListenerTimeout: time.Second, StatusTimeout: time.Second,
+			PollInterval: 20 * time.Millisecond, SkipRecent: -1}
+		cfg.NodeID = "r1"
+		a := c.node(t, cfg, l)
+		cfg.NodeID = "r2"
+		c.node(t, cfg, l)
+		id, err := writeVia(t.Context(), c.db, a.Writer())
+		if err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "done after a retry and a deferral", func() bool {
+			e, err := c.store.Get(t.Context(), id)
+			return err == nil && e.Status == outbox.StatusDone
+		})
+		e, _ := c.store.Get(t.Context(), id)
+		n, _ := calls.Load(id)
+		if got := n.(*atomic.Int32).Load(); got != 3 || e.Attempts != 1 || e.LockedBy != "" {
+			t.Fatalf("%d calls, row %+v; want 3 calls, 1 counted attempt, no claim", got, e)
+		}
+	})
+}

@@ -1,0 +1,107 @@
+package outbox
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Claim statements. Every time they compare or write comes from the database clock
+// (dialect.dbNow); the only inputs are durations.
+
+// claimWhere writes the claim predicate: NEW and RETRY rows that are due, not younger
+// than p.SkipRecent, and unclaimed or whose claim expired.
+func (b *builder) claimWhere(p ClaimParams) *builder {
+	d := b.d
+	if col := d.dueColumn; col != "" {
+		// NULL unless the row is NEW or RETRY, so no status test is needed.
+		b.w(" WHERE ", col, " <= ", d.dbNow)
+	} else {
+		b.w(" WHERE status IN (0, 2) AND available_at <= ", d.dbNow)
+	}
+	return b.w(" AND created_at <= ", d.dbTimeOffset(b, -p.SkipRecent),
+		" AND (locked_until IS NULL OR locked_until < ", d.dbNow, ")")
+}
+
+// claimOrder is the order in which rows are claimed: due longest first. On MySQL it is
+// the order of the pending index (due_at, created_at, then the primary key), so the
+// locking read walks the index and stops after Limit rows instead of locking every due
+// row for a sort.
+func (d *dialect) claimOrder() string {
+	if col := d.dueColumn; col != "" {
+		return " ORDER BY " + col + ", created_at, event_id"
+	}
+	return " ORDER BY available_at, created_at, event_id"
+}
+
+// claimQuery builds [Store.Claim] as one statement for the dialects that can
+// (claimInTx unset). PostgreSQL locks the rows in a materialized CTE with FOR UPDATE
+// SKIP LOCKED and updates exactly those (an "IN (SELECT … LIMIT n)" subquery may be
+// evaluated again and claim more than n rows); SQLite, whose writers are serialised,
+// updates the rows of an IN subquery. Both return the claimed rows, in no particular
+// order.
+func (d *dialect) claimQuery(t tableName, p ClaimParams) (query, error) {
+	if err := p.Validate(); err != nil {
+		return query{}, err
+	}
+	if d.claimInTx {
+		return query{}, fmt.Errorf("dialect %s claims in a transaction", d.name)
+	}
+	table := d.qualified(t)
+	b := d.newBuilder()
+	if d.idsAsArray { // PostgreSQL
+		b.w("WITH claimed AS MATERIALIZED (SELECT event_id FROM ", table)
+		b.claimWhere(p).w(d.claimOrder(), " LIMIT ", b.arg(int64(p.Limit)), " FOR UPDATE SKIP LOCKED) UPDATE ", table,
+			" AS t SET locked_by = ", b.arg(p.Token), ", locked_until = ", d.dbTimeOffset(b, p.TTL),
+			" FROM claimed WHERE t.event_id = claimed.event_id RETURNING ", prefixedColumns("t."))
+		return b.query(), nil
+	}
+	b.w("UPDATE ", table, " SET locked_by = ", b.arg(p.Token), ", locked_until = ", d.dbTimeOffset(b, p.TTL),
+		" WHERE event_id IN (SELECT event_id FROM ", table)
+	b.claimWhere(p).w(d.claimOrder(), " LIMIT ", b.arg(int64(p.Limit)), ") RETURNING ", selectColumns)
+	return b.query(), nil
+}
+
+// claimLockQuery builds the first statement of a claim in a transaction (MySQL): a
+// locking read of the rows to claim, walking the pending index (FORCE INDEX, so that
+// the optimizer never prefers a table scan and a sort, which would lock every due row),
+// skipping rows other transactions hold. Besides the event columns it reads the claim's
+// expiry, the database's current time plus p.TTL, which the update then writes.
+func (d *dialect) claimLockQuery(t tableName, p ClaimParams) (query, error) {
+	if err := p.Validate(); err != nil {
+		return query{}, err
+	}
+	b := d.newBuilder()
+	b.w("SELECT ", selectColumns, ", ", d.dbTimeOffset(b, p.TTL), " FROM ", d.qualified(t),
+		" FORCE INDEX (", d.quote(t.indexName(pendingIndexSuffix)), ")")
+	b.claimWhere(p).w(d.claimOrder(), " LIMIT ", b.arg(int64(p.Limit)), " FOR UPDATE SKIP LOCKED")
+	return b.query(), nil
+}
+
+// claimUpdateQueries builds the second statement of a claim in a transaction: it marks
+// the locked rows, by primary key, one statement per chunk of IDs.
+func (d *dialect) claimUpdateQueries(t tableName, token string, until any, ids []string) []query {
+	var qs []query
+	for _, chunk := range d.chunkIDs(ids) {
+		b := d.newBuilder()
+		b.w("UPDATE ", d.qualified(t), " SET locked_by = ", b.arg(token), ", locked_until = ", b.arg(until), " WHERE ")
+		qs = append(qs, b.matchIDs(chunk).query())
+	}
+	return qs
+}
+
+// renewClaimQuery builds [Store.RenewClaim]: the row's expiry moves to the database's
+// current time plus p.TTL while p.Token still holds it.
+func (d *dialect) renewClaimQuery(t tableName, p RenewClaimParams) (query, error) {
+	if err := p.Validate(); err != nil {
+		return query{}, err
+	}
+	b := d.newBuilder()
+	b.w("UPDATE ", d.qualified(t), " SET locked_until = ", d.dbTimeOffset(b, p.TTL),
+		" WHERE event_id = ", b.arg(p.ID), " AND locked_by = ", b.arg(p.Token), " AND status IN (0, 2)")
+	return b.query(), nil
+}
+
+// prefixedColumns returns selectColumns with each column qualified by prefix.
+func prefixedColumns(prefix string) string {
+	return prefix + strings.ReplaceAll(selectColumns, ", ", ", "+prefix)
+}
