@@ -141,9 +141,35 @@ func (p PendingParams) Validate() error {
 	return nil
 }
 
-// Validate reports whether p can be passed to [Store.ListDead]: Limit must be positive.
-// The error matches [ErrInvalidArgument].
+// Validate reports whether f can be passed to [Store.ListDead], [Store.CountDead] or
+// [Store.Replay]: each field must be text a row can hold (valid UTF-8, no NUL, within the
+// column's length). Without this check such a value would reach the database as a driver
+// error. The error matches [ErrInvalidArgument].
+func (f DeadFilter) Validate() error {
+	for _, c := range [...]struct {
+		name, value string
+		limit       int
+	}{{"EventType", f.EventType, MaxTypeLen}, {"AggregateType", f.AggregateType, MaxAggregateTypeLen}} {
+		if len(c.value) > c.limit {
+			return invalidParams("dead filter", "%s is %d bytes, limit %d", c.name, len(c.value), c.limit)
+		}
+		if !validText(c.value) {
+			return invalidParams("dead filter", "%s is not valid UTF-8 or contains NUL", c.name)
+		}
+	}
+	return nil
+}
+
+// possibleID reports whether id could be the ID of a stored event. A lookup of any other
+// ID is a miss, answered without a query.
+func possibleID(id string) bool { return id != "" && len(id) <= MaxIDLen && validText(id) }
+
+// Validate reports whether p can be passed to [Store.ListDead]: Limit must be positive
+// and the filter valid. The error matches [ErrInvalidArgument].
 func (p ListDeadParams) Validate() error {
+	if err := p.DeadFilter.Validate(); err != nil {
+		return err
+	}
 	if p.Limit <= 0 {
 		return invalidParams("list dead", "Limit must be positive, got %d", p.Limit)
 	}
@@ -151,8 +177,17 @@ func (p ListDeadParams) Validate() error {
 }
 
 // Validate reports whether p can be passed to [Store.Replay]: either IDs is not empty or
-// Limit is positive, and Now is set. The error matches [ErrInvalidArgument].
+// Limit is positive, every ID could be stored, the filter is valid and Now is set. The
+// error matches [ErrInvalidArgument].
 func (p ReplayParams) Validate() error {
+	if err := p.DeadFilter.Validate(); err != nil {
+		return err
+	}
+	for _, id := range p.IDs {
+		if !possibleID(id) {
+			return invalidParams("replay", "ID %q is empty, longer than %d bytes, or not valid text", id, MaxIDLen)
+		}
+	}
 	if len(p.IDs) == 0 && p.Limit <= 0 {
 		return invalidParams("replay", "IDs is empty and Limit is not positive (%d)", p.Limit)
 	}

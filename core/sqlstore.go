@@ -379,6 +379,9 @@ func sortClaimed(events []Event) {
 // Get implements [Store.Get]. It returns an error wrapping [ErrNotFound] when no row
 // has the ID, and one wrapping a [RowError] when the row's times cannot be decoded.
 func (s *SQLStore) Get(ctx context.Context, id string) (Event, error) {
+	if !possibleID(id) {
+		return Event{}, fmt.Errorf("get event %q: %w", id, ErrNotFound)
+	}
 	q := s.d.getQuery(s.table, id)
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
@@ -421,6 +424,9 @@ func (s *SQLStore) ListDead(ctx context.Context, p ListDeadParams) ([]Event, err
 
 // CountDead implements [Store.CountDead].
 func (s *SQLStore) CountDead(ctx context.Context, f DeadFilter) (int64, error) {
+	if err := f.Validate(); err != nil {
+		return 0, err
+	}
 	q := s.d.countDeadQuery(s.table, f)
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()

@@ -294,7 +294,7 @@ func (s *MemoryStore) ListDead(ctx context.Context, p outbox.ListDeadParams) ([]
 
 // CountDead implements [outbox.Store.CountDead].
 func (s *MemoryStore) CountDead(ctx context.Context, f outbox.DeadFilter) (int64, error) {
-	if err := ctx.Err(); err != nil {
+	if err := check(ctx, f.Validate()); err != nil {
 		return 0, err
 	}
 	s.mu.Lock()

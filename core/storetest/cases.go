@@ -378,6 +378,26 @@ func testBadParams(x *fixture) {
 			_, err := s.Replay(x.ctx, outbox.ReplayParams{Now: base})
 			return err
 		},
+		"ListDead with NUL in the event type": func() error {
+			_, err := s.ListDead(x.ctx, outbox.ListDeadParams{DeadFilter: outbox.DeadFilter{EventType: "a\x00b"}, Limit: 1})
+			return err
+		},
+		"CountDead with invalid UTF-8": func() error {
+			_, err := s.CountDead(x.ctx, outbox.DeadFilter{AggregateType: "\xff"})
+			return err
+		},
+		"CountDead with an overlong event type": func() error {
+			_, err := s.CountDead(x.ctx, outbox.DeadFilter{EventType: strings.Repeat("t", outbox.MaxTypeLen+1)})
+			return err
+		},
+		"Replay of an ID with NUL": func() error {
+			_, err := s.Replay(x.ctx, outbox.ReplayParams{IDs: []string{"a\x00"}, Now: base})
+			return err
+		},
+		"Replay with a bad filter": func() error {
+			_, err := s.Replay(x.ctx, outbox.ReplayParams{DeadFilter: outbox.DeadFilter{EventType: "\x00"}, Limit: 1, Now: base})
+			return err
+		},
 		"Purge with limit 0": func() error {
 			_, err := s.Purge(x.ctx, outbox.PurgeParams{Before: base})
 			return err
@@ -390,6 +410,12 @@ func testBadParams(x *fixture) {
 	}
 	if e := x.wantStatus("a", outbox.StatusNew); e.Attempts != 0 {
 		x.Fatalf("bad calls changed the row: %+v", e)
+	}
+	// An ID no row can have is a miss, not a database error.
+	for _, id := range []string{"", "a\x00", "\xff", strings.Repeat("i", outbox.MaxIDLen+1)} {
+		if _, err := s.Get(x.ctx, id); !errors.Is(err, outbox.ErrNotFound) {
+			x.Errorf("Get(%q): err = %v, want ErrNotFound", id, err)
+		}
 	}
 }
 
