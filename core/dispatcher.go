@@ -183,6 +183,10 @@ type Dispatcher struct {
 	// claim the next batch just in time.
 	coldWake     chan struct{}
 	coldLowWater atomic.Int64
+
+	// depthMu serialises reading the queue lengths with reporting them, so that the
+	// last report is never older than the last queue change it follows.
+	depthMu sync.Mutex
 }
 
 // dispatchItem is one queued event.
@@ -285,7 +289,7 @@ func (d *Dispatcher) discardQueued() {
 	}
 	clear(d.inflight)
 	d.mu.Unlock()
-	d.cfg.Metrics.QueueDepths(0, 0)
+	d.reportDepths()
 }
 
 // EnqueueHot hands a committed event to the hot queue. It never blocks: it returns false
@@ -338,6 +342,15 @@ func (d *Dispatcher) tookCold() {
 // QueueDepths returns the number of events waiting in the hot and cold queues.
 func (d *Dispatcher) QueueDepths() (hot, cold int) { return len(d.hot), len(d.cold) }
 
+// reportDepths reports the current queue lengths to the metrics hook. Every queue change
+// is followed by a call; reading and reporting under depthMu makes the final report
+// read the lengths after every change before it, so the gauge cannot stay stale.
+func (d *Dispatcher) reportDepths() {
+	d.depthMu.Lock()
+	defer d.depthMu.Unlock()
+	d.cfg.Metrics.QueueDepths(d.QueueDepths())
+}
+
 type enqueueResult int
 
 const (
@@ -373,7 +386,7 @@ func (d *Dispatcher) enqueue(e Event, path Path, now time.Time) enqueueResult {
 		return enqueueFull
 	}
 	d.mu.Unlock()
-	d.cfg.Metrics.QueueDepths(d.QueueDepths())
+	d.reportDepths()
 	return enqueueOK
 }
 

@@ -23,7 +23,7 @@ func (d *Dispatcher) work(r startstop.Run) {
 		if it.path == PathCold {
 			d.tookCold()
 		}
-		d.cfg.Metrics.QueueDepths(d.QueueDepths())
+		d.reportDepths()
 		d.deliver(r.Ctx, it)
 	}
 }

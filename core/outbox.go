@@ -158,7 +158,7 @@ type Config struct {
 	// PurgeInterval is the time between purges of old DONE and DEAD rows; -1 disables
 	// purging. Defaults to DefaultPurgeInterval.
 	PurgeInterval time.Duration
-	// PurgeRetention is how long DONE and DEAD rows are kept. Defaults to DefaultPurgeRetention.
+	// PurgeRetention is how long DONE and DEAD rows are kept. Defaults to DefaultRetention.
 	PurgeRetention time.Duration
 	// PurgeBatchSize bounds the rows one purge statement deletes. Defaults to DefaultPurgeBatchSize.
 	PurgeBatchSize int
