@@ -46,6 +46,8 @@ import (
 	_ "modernc.org/sqlite"
 
 	outbox "github.com/outboxkit/outbox/core"
+
+	"go.uber.org/goleak"
 )
 
 // Environment variables read by the package.
@@ -287,4 +289,17 @@ func IsolatedTable(tb testing.TB, db *sql.DB, dialectName string) string {
 		}
 	})
 	return schema + "." + outbox.DefaultTable
+}
+
+// VerifyTestMain is the TestMain of a package whose tests use these databases: it runs
+// the tests, fails the run when goroutines leak (goleak, with opts), stops the
+// throwaway servers the tests started and exits with the run's code.
+func VerifyTestMain(m *testing.M, opts ...goleak.Option) {
+	// goleak's Cleanup replaces its os.Exit, so it exits itself with the code goleak
+	// computed (non-zero on a leak).
+	opts = append(opts, goleak.Cleanup(func(exitCode int) {
+		StopAll()
+		os.Exit(exitCode)
+	}))
+	goleak.VerifyTestMain(m, opts...)
 }
