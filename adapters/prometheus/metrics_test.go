@@ -1,0 +1,344 @@
+package outboxprom
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	outbox "github.com/outboxkit/outbox/core"
+)
+
+func TestNewRejectsBadInput(t *testing.T) {
+	t.Parallel()
+	if m, err := New(nil, Options{}); !errors.Is(err, ErrNilRegisterer) || m != nil {
+		t.Fatalf("New(nil) = %v, %v; want ErrNilRegisterer", m, err)
+	}
+	for name, opts := range map[string]Options{
+		"namespace with dash":       {Namespace: "my-app"},
+		"namespace with colon":      {Namespace: "a:b"},
+		"namespace starts in digit": {Namespace: "1outbox"},
+		"instance not UTF-8":        {Instance: "orders\xff"},
+		"duration buckets equal":    {DurationBuckets: []float64{1, 1}},
+		"latency buckets decrease":  {LatencyBuckets: []float64{2, 1}},
+		"bucket NaN":                {LatencyBuckets: []float64{math.NaN()}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			reg := prometheus.NewPedanticRegistry()
+			m, err := New(reg, opts)
+			if !errors.Is(err, ErrInvalidOptions) || m != nil {
+				t.Fatalf("New = %v, %v; want ErrInvalidOptions", m, err)
+			}
+			if n, err := testutil.GatherAndCount(reg); err != nil || n != 0 {
+				t.Fatalf("%d series registered after a failed New (%v)", n, err)
+			}
+		})
+	}
+}
+
+func TestNewAcceptsCustomOptions(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewPedanticRegistry()
+	m, err := New(reg, Options{
+		Namespace:       "shop_outbox",
+		DurationBuckets: []float64{0.1, 1, math.Inf(+1)},
+		LatencyBuckets:  []float64{5},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Dispatched(outbox.DispatchInfo{Path: outbox.PathHot, Duration: 500 * time.Millisecond, Latency: time.Second})
+	if got := value(t, reg, "shop_outbox_dispatch_total", "path", "hot", "result", "success"); got != 1 {
+		t.Fatalf("dispatch_total = %v", got)
+	}
+	s, _ := series(t, reg, "shop_outbox_listener_duration_seconds", "result", "success")
+	if b := s.GetHistogram().GetBucket(); len(b) != 2 || b[0].GetUpperBound() != 0.1 || b[1].GetCumulativeCount() != 1 {
+		t.Fatalf("duration buckets %v", b)
+	}
+	s, _ = series(t, reg, "shop_outbox_dispatch_latency_seconds", "path", "hot")
+	if b := s.GetHistogram().GetBucket(); len(b) != 1 || b[0].GetUpperBound() != 5 {
+		t.Fatalf("latency buckets %v", b)
+	}
+}
+
+func TestNewDuplicateRegistrationFails(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewPedanticRegistry()
+	first, err := New(reg, Options{Instance: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := New(reg, Options{Instance: "orders"})
+	if err == nil || second != nil {
+		t.Fatalf("second New = %v, %v; want an error", second, err)
+	}
+	var are prometheus.AlreadyRegisteredError
+	if !errors.As(err, &are) || are.ExistingCollector != first {
+		t.Fatalf("err = %v; want an AlreadyRegisteredError naming the first Metrics", err)
+	}
+	// The registry still holds exactly the first one, which keeps working.
+	first.HotEnqueued()
+	if got := value(t, reg, "outbox_hot_enqueued_total", "outbox", "orders"); got != 1 {
+		t.Fatalf("hot_enqueued_total = %v", got)
+	}
+	// Unregistering frees the names for a new Metrics.
+	if !reg.Unregister(first) {
+		t.Fatal("Unregister(first) = false")
+	}
+	if _, err := New(reg, Options{Instance: "orders"}); err != nil {
+		t.Fatalf("New after Unregister: %v", err)
+	}
+}
+
+func TestNewInstancesShareARegistry(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewPedanticRegistry()
+	orders, err := New(reg, Options{Instance: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	billing, err := New(reg, Options{Instance: "billing"})
+	if err != nil {
+		t.Fatalf("second instance: %v", err)
+	}
+	for _, inst := range []string{"orders", "billing"} {
+		sc, err := NewStatsCollector(healthySource(), StatsOptions{Instance: inst})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := reg.Register(sc); err != nil {
+			t.Fatalf("stats collector %s: %v", inst, err)
+		}
+	}
+	orders.HotEnqueued()
+	orders.HotEnqueued()
+	billing.HotDropped()
+	err = testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP outbox_hot_enqueued_total Committed events handed to the hot queue right after commit.
+# TYPE outbox_hot_enqueued_total counter
+outbox_hot_enqueued_total{outbox="billing"} 0
+outbox_hot_enqueued_total{outbox="orders"} 2
+# HELP outbox_hot_dropped_total Committed events the hot queue could not take (full, or the dispatcher not running); the poller delivers them later.
+# TYPE outbox_hot_dropped_total counter
+outbox_hot_dropped_total{outbox="billing"} 1
+outbox_hot_dropped_total{outbox="orders"} 0
+# HELP outbox_stats_up 1 if the last read of the outbox table statistics succeeded, 0 if it failed or timed out.
+# TYPE outbox_stats_up gauge
+outbox_stats_up{outbox="billing"} 1
+outbox_stats_up{outbox="orders"} 1
+`), "outbox_hot_enqueued_total", "outbox_hot_dropped_total", "outbox_stats_up")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A name registered with the instance label cannot be registered without it.
+	if _, err := New(reg, Options{}); err == nil {
+		t.Fatal("New without Instance next to instances: no error")
+	}
+}
+
+// TestMetricsHookMethods calls every hook method directly and checks the series it moves.
+func TestMetricsHookMethods(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewPedanticRegistry()
+	m, err := New(reg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.HotEnqueued()
+	m.HotEnqueued()
+	m.HotDropped()
+	m.DelayedSkipped()
+	m.ColdEnqueued()
+	m.QueueDepths(7, 3)
+	m.OldestPendingLag(1500 * time.Millisecond)
+	for _, d := range []struct {
+		path    outbox.Path
+		outcome outbox.Outcome
+		n       int
+	}{
+		{outbox.PathHot, outbox.OutcomeSuccess, 3},
+		{outbox.PathHot, outbox.OutcomeFailure, 2},
+		{outbox.PathHot, outbox.OutcomeDeferred, 1},
+		{outbox.PathCold, outbox.OutcomeSuccess, 1},
+		{outbox.PathCold, outbox.OutcomeDead, 4},
+	} {
+		for range d.n {
+			m.Dispatched(outbox.DispatchInfo{Path: d.path, Outcome: d.outcome, Duration: 20 * time.Millisecond, Latency: 2 * time.Second})
+		}
+	}
+	err = testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP outbox_cold_enqueued_total Pending events the poller handed to the cold queue.
+# TYPE outbox_cold_enqueued_total counter
+outbox_cold_enqueued_total 1
+# HELP outbox_dispatch_total Finished delivery attempts by path (hot, cold) and result (success, failure: will be retried, dead, deferred: listener asked for a later attempt).
+# TYPE outbox_dispatch_total counter
+outbox_dispatch_total{path="cold",result="dead"} 4
+outbox_dispatch_total{path="cold",result="deferred"} 0
+outbox_dispatch_total{path="cold",result="failure"} 0
+outbox_dispatch_total{path="cold",result="success"} 1
+outbox_dispatch_total{path="hot",result="dead"} 0
+outbox_dispatch_total{path="hot",result="deferred"} 1
+outbox_dispatch_total{path="hot",result="failure"} 2
+outbox_dispatch_total{path="hot",result="success"} 3
+# HELP outbox_hot_delayed_skipped_total Committed events that skipped the hot queue because their delivery is delayed; the poller delivers them when due.
+# TYPE outbox_hot_delayed_skipped_total counter
+outbox_hot_delayed_skipped_total 1
+# HELP outbox_hot_dropped_total Committed events the hot queue could not take (full, or the dispatcher not running); the poller delivers them later.
+# TYPE outbox_hot_dropped_total counter
+outbox_hot_dropped_total 1
+# HELP outbox_hot_enqueued_total Committed events handed to the hot queue right after commit.
+# TYPE outbox_hot_enqueued_total counter
+outbox_hot_enqueued_total 2
+# HELP outbox_poll_lag_seconds Time since the oldest due event seen by the poller's last cycle became due; 0 when it saw none.
+# TYPE outbox_poll_lag_seconds gauge
+outbox_poll_lag_seconds 1.5
+# HELP outbox_queue_depth Events waiting in the dispatcher's in-memory queue of each path (hot: handed over after commit; cold: read by the poller).
+# TYPE outbox_queue_depth gauge
+outbox_queue_depth{path="cold"} 3
+outbox_queue_depth{path="hot"} 7
+`), "outbox_cold_enqueued_total", "outbox_dispatch_total", "outbox_hot_delayed_skipped_total",
+		"outbox_hot_dropped_total", "outbox_hot_enqueued_total", "outbox_poll_lag_seconds", "outbox_queue_depth")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, label, value string
+		count              float64
+	}{
+		{"outbox_dispatch_latency_seconds", "path", "hot", 6},
+		{"outbox_dispatch_latency_seconds", "path", "cold", 5},
+		{"outbox_listener_duration_seconds", "result", "success", 4},
+		{"outbox_listener_duration_seconds", "result", "failure", 2},
+		{"outbox_listener_duration_seconds", "result", "dead", 4},
+		{"outbox_listener_duration_seconds", "result", "deferred", 1},
+	} {
+		if got := value(t, reg, c.name, c.label, c.value); got != c.count {
+			t.Errorf("%s{%s=%q} count = %v, want %v", c.name, c.label, c.value, got, c.count)
+		}
+	}
+	if got := histSum(t, reg, "outbox_dispatch_latency_seconds", "path", "hot"); math.Abs(got-12) > 1e-9 {
+		t.Errorf("hot latency sum = %v, want 12", got)
+	}
+	if got := histSum(t, reg, "outbox_listener_duration_seconds", "result", "dead"); math.Abs(got-0.08) > 1e-9 {
+		t.Errorf("dead duration sum = %v, want 0.08", got)
+	}
+	m.QueueDepths(0, 0)
+	m.OldestPendingLag(0)
+	if hot, lag := value(t, reg, "outbox_queue_depth", "path", "hot"), value(t, reg, "outbox_poll_lag_seconds"); hot != 0 || lag != 0 {
+		t.Errorf("after reset: hot depth %v, lag %v", hot, lag)
+	}
+}
+
+// TestMetricsUnknownOutcome: an outcome added to core later gets a series of its own
+// instead of being miscounted or panicking.
+func TestMetricsUnknownOutcome(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewPedanticRegistry()
+	m, err := New(reg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Dispatched(outbox.DispatchInfo{Path: outbox.PathCold, Outcome: outbox.Outcome(42)})
+	if got := value(t, reg, "outbox_dispatch_total", "path", "cold", "result", "unknown"); got != 1 {
+		t.Fatalf("unknown outcome counted %v", got)
+	}
+	if got := value(t, reg, "outbox_listener_duration_seconds", "result", "unknown"); got != 1 {
+		t.Fatalf("unknown outcome duration count %v", got)
+	}
+}
+
+func TestMetricsEventTypeLabels(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewPedanticRegistry()
+	m, err := New(reg, Options{EventTypeLabels: true, Instance: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	placed := outbox.DispatchInfo{Path: outbox.PathHot, Outcome: outbox.OutcomeSuccess, AggregateType: "Order", EventType: "OrderPlaced"}
+	m.Dispatched(placed)
+	m.Dispatched(placed)
+	m.Dispatched(outbox.DispatchInfo{Path: outbox.PathCold, Outcome: outbox.OutcomeDead, AggregateType: "Order", EventType: "Bad\xffType"})
+	err = testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP outbox_dispatch_total Finished delivery attempts by path (hot, cold) and result (success, failure: will be retried, dead, deferred: listener asked for a later attempt).
+# TYPE outbox_dispatch_total counter
+outbox_dispatch_total{aggregate_type="Order",event_type="Bad`+"\uFFFD"+`Type",outbox="orders",path="cold",result="dead"} 1
+outbox_dispatch_total{aggregate_type="Order",event_type="OrderPlaced",outbox="orders",path="hot",result="success"} 2
+`), "outbox_dispatch_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := value(t, reg, "outbox_listener_duration_seconds",
+		"outbox", "orders", "result", "success", "aggregate_type", "Order", "event_type", "OrderPlaced"); got != 2 {
+		t.Fatalf("duration count = %v", got)
+	}
+	// The latency histogram keeps only the path label.
+	if got := value(t, reg, "outbox_dispatch_latency_seconds", "outbox", "orders", "path", "hot"); got != 2 {
+		t.Fatalf("latency count = %v", got)
+	}
+}
+
+// TestMetricsHookDoesNotAllocate: the hook runs on the write and dispatch paths. It is
+// not parallel: testing.AllocsPerRun refuses to run beside other tests.
+func TestMetricsHookDoesNotAllocate(t *testing.T) {
+	m, err := New(prometheus.NewRegistry(), Options{Instance: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := outbox.DispatchInfo{Path: outbox.PathCold, Outcome: outbox.OutcomeFailure, EventType: "OrderPlaced",
+		AggregateType: "Order", Duration: time.Millisecond, Latency: time.Second}
+	allocs := testing.AllocsPerRun(200, func() {
+		m.HotEnqueued()
+		m.HotDropped()
+		m.DelayedSkipped()
+		m.ColdEnqueued()
+		m.QueueDepths(1, 2)
+		m.OldestPendingLag(time.Second)
+		m.Dispatched(info)
+	})
+	if allocs != 0 {
+		t.Fatalf("hook allocates %v times per round", allocs)
+	}
+}
+
+func TestGatherAndLintFindsNoProblems(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewPedanticRegistry()
+	m, err := New(reg, Options{Instance: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Dispatched(outbox.DispatchInfo{Path: outbox.PathHot})
+	typed, err := New(reg, Options{Namespace: "typed", EventTypeLabels: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	typed.Dispatched(outbox.DispatchInfo{Path: outbox.PathHot, AggregateType: "Order", EventType: "OrderPlaced"})
+	sc, err := NewStatsCollector(healthySource(), StatsOptions{Instance: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failing, err := NewStatsCollector(sourceFunc(func(context.Context) (outbox.Stats, error) {
+		return outbox.Stats{}, errors.New("db down")
+	}), StatsOptions{Instance: "billing", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.MustRegister(sc, failing)
+	problems, err := testutil.GatherAndLint(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
+	if n, err := testutil.GatherAndCount(reg); err != nil || n == 0 {
+		t.Fatalf("gathered %d series, %v", n, err)
+	}
+}
