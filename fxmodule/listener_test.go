@@ -1,0 +1,105 @@
+package outboxfx_test
+
+import (
+	"database/sql"
+	"log/slog"
+	"testing"
+
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxtest"
+
+	outbox "github.com/outboxkit/outbox/core"
+	outboxfx "github.com/outboxkit/outbox/fxmodule"
+)
+
+// TestAsListenerRegistersEveryShape checks that New registers listeners from
+// constructors of every accepted shape: with dependencies, with an error result,
+// returning a slice, and provided from inside another fx.Module.
+func TestAsListenerRegistersEveryShape(t *testing.T) {
+	t.Parallel()
+	db := backends[0].open(t)
+	type deps struct {
+		fx.In
+		Publisher *publisher
+	}
+	var ob *outbox.Outbox
+	fxtest.New(t,
+		fx.Supply(outboxfx.Config{Dialect: outbox.SQLite, Logger: quietLogger()}),
+		outboxfx.Module,
+		fx.Provide(func() *sql.DB { return db }),
+		fx.Supply(&publisher{}),
+		fx.Provide(
+			outboxfx.AsListener(newPublishingListener), // Order/OrderPlaced
+			outboxfx.AsListener(func(p *publisher) (outboxfx.Listener, error) {
+				return outboxfx.Listener{AggregateType: "Order", EventType: "OrderCancelled", Listener: p}, nil
+			}),
+			outboxfx.AsListener(func(d deps) []outboxfx.Listener {
+				return []outboxfx.Listener{
+					{AggregateType: "Invoice", EventType: "InvoiceIssued", Listener: d.Publisher},
+					{AggregateType: "Invoice", EventType: "InvoicePaid", Listener: d.Publisher},
+				}
+			}),
+			outboxfx.AsListener(func(p *publisher) ([]outboxfx.Listener, error) { return nil, nil }),
+		),
+		fx.Module("billing",
+			fx.Provide(outboxfx.AsListener(func(p *publisher) outboxfx.Listener {
+				return outboxfx.Listener{EventType: "Tick", Listener: p} // the global aggregate type
+			})),
+		),
+		fx.Populate(&ob),
+	)
+	routes := [][2]string{
+		{"Order", "OrderPlaced"},
+		{"Order", "OrderCancelled"},
+		{"Invoice", "InvoiceIssued"},
+		{"Invoice", "InvoicePaid"},
+		{outbox.GlobalAggregateType, "Tick"},
+	}
+	for _, r := range routes {
+		if _, ok := ob.Registry().Lookup(r[0], r[1]); !ok {
+			t.Errorf("no listener for %s/%s", r[0], r[1])
+		}
+	}
+}
+
+// TestLoggerFromGraph checks that the app's *slog.Logger is used when Config.Logger
+// is nil, and only then.
+func TestLoggerFromGraph(t *testing.T) {
+	t.Parallel()
+	for _, own := range []bool{false, true} {
+		t.Run(map[bool]string{false: "ConfigLoggerNil", true: "ConfigLoggerSet"}[own], func(t *testing.T) {
+			t.Parallel()
+			db := backends[0].open(t)
+			if err := outbox.Migrate(t.Context(), db, outbox.SQLite); err != nil {
+				t.Fatal(err)
+			}
+			graph, configured := newSignalHandler("outbox started"), newSignalHandler("outbox started")
+			cfg := outboxfx.Config{Dialect: outbox.SQLite}
+			if own {
+				cfg.Logger = slog.New(configured)
+			}
+			app := fxtest.New(t,
+				fx.Supply(cfg),
+				outboxfx.Module,
+				fx.Provide(func() *sql.DB { return db }),
+				fx.Supply(slog.New(graph)),
+			)
+			app.RequireStart()
+			app.RequireStop()
+			want, other := graph, configured
+			if own {
+				want, other = configured, graph
+			}
+			select {
+			case <-want.ch:
+			default:
+				t.Error("the expected logger got no \"outbox started\"")
+			}
+			select {
+			case <-other.ch:
+				t.Error("the other logger got \"outbox started\"")
+			default:
+			}
+		})
+	}
+}

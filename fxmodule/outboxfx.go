@@ -1,0 +1,99 @@
+package outboxfx
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"go.uber.org/fx"
+
+	outbox "github.com/outboxkit/outbox/core"
+)
+
+// Config configures the Outbox that [New] builds. It has exactly the fields of
+// [outbox.Config], documented there, with the same defaults; only Dialect is required
+// (or Store). It is a type of its own so that fx.Supply(outboxfx.Config{...}) names what
+// it is for in the fx graph:
+//
+//	fx.Supply(outboxfx.Config{Dialect: outbox.Postgres, Workers: 8})
+type Config outbox.Config
+
+// Params are the dependencies of [New], filled in by fx.
+type Params struct {
+	fx.In
+
+	// Lifecycle receives the Outbox's start and stop hook.
+	Lifecycle fx.Lifecycle
+	// Config is the configuration supplied with fx.Supply.
+	Config Config
+	// DB is the database the outbox table lives in. It is optional only so that a
+	// missing one gets a clear error (or none when Config.Store is set).
+	DB *sql.DB `optional:"true"`
+	// Logger, when the app provides one, is used when Config.Logger is nil.
+	Logger *slog.Logger `optional:"true"`
+	// Listeners are the listeners provided with [AsListener].
+	Listeners []Listener `group:"outbox_listeners"`
+}
+
+// Result is what [New] provides to the fx graph.
+type Result struct {
+	fx.Out
+
+	// Outbox is the composite outbox, registered with the app's lifecycle.
+	Outbox *outbox.Outbox
+	// Writer is Outbox.Writer(), for business code that writes events.
+	Writer *outbox.Writer
+	// Dead is Outbox.Dead(), for code that inspects and replays dead events.
+	Dead *outbox.DeadEvents
+}
+
+// Module builds an [outbox.Outbox] with [New] and provides it, its writer and its
+// dead-event manager. It builds them even when nothing in the app depends on them, so
+// adding the module is enough for the outbox to start and stop with the app. Pass it
+// to fx.New, not to fx.Provide.
+var Module = fx.Module("outbox",
+	fx.Provide(New),
+	fx.Invoke(runOutbox),
+)
+
+// runOutbox makes fx build the Outbox (and so register its lifecycle hook) even when
+// nothing else depends on it.
+func runOutbox(*outbox.Outbox) {}
+
+// New builds an [outbox.Outbox] with [outbox.New] from p.DB and p.Config, registers
+// p.Listeners and appends one hook to p.Lifecycle: OnStart calls [outbox.Outbox.Start],
+// which starts the dispatcher, the poller and the purger and returns at once (their
+// loops do not inherit OnStart's deadline); OnStop calls [outbox.Outbox.Stop], which
+// stops them in reverse order and drains the dispatcher within OnStop's context. Use
+// it as fx.Provide(outboxfx.New), or through [Module].
+//
+// New returns an error matching [outbox.ErrInvalidConfig] (an [*outbox.ConfigError]
+// naming the field) when the configuration is invalid, when p.DB is missing or nil
+// and Config.Store is not set, or when a listener has no event type or no listener;
+// and an error wrapping [outbox.ErrDuplicateListener], naming the aggregate and event
+// types, when two listeners share a route.
+func New(p Params) (Result, error) {
+	if p.Lifecycle == nil {
+		return Result{}, errors.New("outboxfx: Params.Lifecycle is nil: New is an fx constructor; outside fx use outbox.New")
+	}
+	cfg := outbox.Config(p.Config)
+	if cfg.Logger == nil {
+		cfg.Logger = p.Logger
+	}
+	if p.DB == nil && cfg.Store == nil {
+		return Result{}, &outbox.ConfigError{Field: "DB", Reason: "no *sql.DB in the fx app, or it is nil: " +
+			"provide one (for example fx.Provide(newDB)), or set Config.Store"}
+	}
+	ob, err := outbox.New(p.DB, cfg)
+	if err != nil {
+		return Result{}, err
+	}
+	for _, l := range p.Listeners {
+		if err := ob.Register(l.AggregateType, l.EventType, l.Listener); err != nil {
+			return Result{}, fmt.Errorf("outboxfx: register listener: %w", err)
+		}
+	}
+	p.Lifecycle.Append(fx.Hook{OnStart: ob.Start, OnStop: ob.Stop})
+	return Result{Outbox: ob, Writer: ob.Writer(), Dead: ob.Dead()}, nil
+}
