@@ -1,0 +1,343 @@
+package outboxadmin
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"maps"
+	"mime"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	outbox "github.com/outboxkit/outbox/core"
+)
+
+// eventSummary is an event in a list: everything but headers and payload, which can be
+// large; GET /api/dead-events/{id} has them.
+type eventSummary struct {
+	ID            string     `json:"id"`
+	EventType     string     `json:"event_type"`
+	AggregateType string     `json:"aggregate_type"`
+	AggregateID   string     `json:"aggregate_id"`
+	TenantID      string     `json:"tenant_id"`
+	Status        string     `json:"status"`
+	Attempts      int        `json:"attempts"`
+	LastError     string     `json:"last_error"`
+	CreatedAt     time.Time  `json:"created_at"`
+	AvailableAt   time.Time  `json:"available_at"`
+	DoneAt        *time.Time `json:"done_at"` // when it became DONE or DEAD; null while pending
+}
+
+// eventDetail is one event with everything the handler may show.
+type eventDetail struct {
+	eventSummary
+	Headers map[string]string `json:"headers"`
+	Payload json.RawMessage   `json:"payload"`
+}
+
+type listResponse struct {
+	Events []eventSummary `json:"events"`
+	// Next is the after value of the following page; absent on the last page.
+	Next  string `json:"next,omitempty"`
+	Limit int    `json:"limit"`
+}
+
+type countResponse struct {
+	Count  int64       `json:"count"`
+	ByType []typeCount `json:"by_type,omitempty"`
+	// Partial is set when by=type stopped after maxTypeScan events: the per-type
+	// counts then cover only the oldest ones, while Count is exact.
+	Partial bool `json:"partial,omitempty"`
+}
+
+type typeCount struct {
+	AggregateType string `json:"aggregate_type"`
+	EventType     string `json:"event_type"`
+	Count         int64  `json:"count"`
+}
+
+type overviewResponse struct {
+	// Counts has a key per status name: NEW, RETRY, DEAD, DONE.
+	Counts                  map[string]int64 `json:"counts"`
+	OldestPendingAt         *time.Time       `json:"oldest_pending_at"`
+	OldestPendingAgeSeconds *float64         `json:"oldest_pending_age_seconds"`
+}
+
+type replayResponse struct {
+	Replayed int64  `json:"replayed"`
+	ID       string `json:"id,omitempty"`
+}
+
+// replayAllRequest is the body of POST /api/dead-events/replay. Empty fields match any.
+type replayAllRequest struct {
+	EventType     string `json:"event_type"`
+	AggregateType string `json:"aggregate_type"`
+}
+
+// maxTypeScan bounds how many DEAD events GET /api/dead-events/count?by=type reads:
+// the store has no grouped count, so the handler counts pages of events itself.
+const maxTypeScan = 10_000
+
+func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
+	if _, err := parseQuery(r.URL.RawQuery); err != nil {
+		writeParamError(w, err)
+		return
+	}
+	s, err := h.dead.Stats(r.Context())
+	if err != nil {
+		h.fail(w, r, "stats", err)
+		return
+	}
+	resp := overviewResponse{Counts: map[string]int64{}}
+	for _, st := range []outbox.Status{outbox.StatusNew, outbox.StatusRetry, outbox.StatusDead, outbox.StatusDone} {
+		resp.Counts[st.String()] = 0
+	}
+	for st, n := range s.Counts {
+		resp.Counts[st.String()] += n
+	}
+	if !s.OldestPending.IsZero() {
+		at := s.OldestPending.UTC()
+		age := max(time.Since(at).Seconds(), 0)
+		resp.OldestPendingAt, resp.OldestPendingAgeSeconds = &at, &age
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (h *handler) list(w http.ResponseWriter, r *http.Request) {
+	q, err := parseListQuery(r.URL.RawQuery)
+	if err != nil {
+		writeParamError(w, err)
+		return
+	}
+	page, err := h.dead.List(r.Context(), q)
+	if err != nil {
+		h.fail(w, r, "list dead events", err)
+		return
+	}
+	resp := listResponse{Events: make([]eventSummary, 0, len(page.Events)), Limit: q.Limit}
+	for _, e := range page.Events {
+		resp.Events = append(resp.Events, h.render(e).eventSummary)
+	}
+	if !page.Next.IsZero() {
+		resp.Next = encodeCursor(page.Next)
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (h *handler) count(w http.ResponseWriter, r *http.Request) {
+	f, byType, err := parseCountQuery(r.URL.RawQuery)
+	if err != nil {
+		writeParamError(w, err)
+		return
+	}
+	n, err := h.dead.Count(r.Context(), f)
+	if err != nil {
+		h.fail(w, r, "count dead events", err)
+		return
+	}
+	resp := countResponse{Count: n}
+	if byType {
+		if resp.ByType, resp.Partial, err = h.countByType(r, f); err != nil {
+			h.fail(w, r, "count dead events by type", err)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// countByType reads the DEAD events matching f page by page, at most maxTypeScan of
+// them, and counts them per (aggregate type, event type), largest count first.
+func (h *handler) countByType(r *http.Request, f outbox.DeadFilter) ([]typeCount, bool, error) {
+	type key struct{ agg, typ string }
+	counts := map[key]int64{}
+	q := outbox.DeadQuery{DeadFilter: f, Limit: MaxLimit}
+	scanned := 0
+	partial := false
+	for {
+		page, err := h.dead.List(r.Context(), q)
+		if err != nil {
+			return nil, false, err
+		}
+		for _, e := range page.Events {
+			counts[key{e.AggregateType, e.Type}]++
+		}
+		scanned += len(page.Events)
+		if page.Next.IsZero() {
+			break
+		}
+		if scanned >= maxTypeScan {
+			partial = true
+			break
+		}
+		q.After = page.Next
+	}
+	out := make([]typeCount, 0, len(counts))
+	for k, n := range counts {
+		out = append(out, typeCount{AggregateType: k.agg, EventType: k.typ, Count: n})
+	}
+	slices.SortFunc(out, func(a, b typeCount) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.AggregateType, b.AggregateType), cmp.Compare(a.EventType, b.EventType))
+	})
+	return out, partial, nil
+}
+
+// get returns one event whatever its status, so that a replayed event can be followed.
+func (h *handler) get(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := validID(id); err != nil {
+		writeParamError(w, err)
+		return
+	}
+	if _, err := parseQuery(r.URL.RawQuery); err != nil {
+		writeParamError(w, err)
+		return
+	}
+	e, err := h.dead.Get(r.Context(), id)
+	if err != nil {
+		h.fail(w, r, "get event", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, h.render(e))
+}
+
+func (h *handler) replay(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := validID(id); err != nil {
+		writeParamError(w, err)
+		return
+	}
+	var body struct{}
+	if !h.readBody(w, r, &body) {
+		return
+	}
+	if err := h.dead.Replay(r.Context(), id); err != nil {
+		h.fail(w, r, "replay event", err)
+		return
+	}
+	h.logger.InfoContext(r.Context(), "outboxadmin: replayed dead event", slog.String("event_id", id),
+		slog.String("remote_addr", r.RemoteAddr))
+	writeJSON(w, http.StatusOK, replayResponse{Replayed: 1, ID: id})
+}
+
+func (h *handler) replayAll(w http.ResponseWriter, r *http.Request) {
+	var body replayAllRequest
+	if !h.readBody(w, r, &body) {
+		return
+	}
+	f := outbox.DeadFilter{EventType: body.EventType, AggregateType: body.AggregateType}
+	if err := validFilter(f); err != nil {
+		writeParamError(w, err)
+		return
+	}
+	n, err := h.dead.ReplayAll(r.Context(), f, h.batch)
+	if n > 0 {
+		h.logger.InfoContext(r.Context(), "outboxadmin: replayed dead events", slog.Int64("count", n),
+			slog.String("event_type", f.EventType), slog.String("aggregate_type", f.AggregateType),
+			slog.String("remote_addr", r.RemoteAddr))
+	}
+	if err != nil {
+		h.fail(w, r, "replay dead events", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, replayResponse{Replayed: n})
+}
+
+// readBody checks a mutation request and decodes its body, a JSON object, into dst. It
+// writes the error response and returns false when the request has a query string
+// (parameters of a mutation go in the body, and one that was ignored could widen a
+// replay), is not application/json (415), is larger than MaxBodyBytes (413), or is not
+// one JSON object with only known fields (400).
+func (h *handler) readBody(w http.ResponseWriter, r *http.Request, dst any) bool {
+	if _, err := parseQuery(r.URL.RawQuery); err != nil {
+		writeParamError(w, err)
+		return false
+	}
+	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if cs, ok := params["charset"]; err != nil || mt != "application/json" || (ok && !strings.EqualFold(cs, "utf-8")) {
+		w.Header().Set("Accept-Post", "application/json")
+		writeError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", "the body must be application/json", "")
+		return false
+	}
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		if errors.As(err, new(*http.MaxBytesError)) {
+			writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", "the body is larger than 64 KiB", "")
+			return false
+		}
+		h.fail(w, r, "read body", err)
+		return false
+	}
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 || data[0] != '{' {
+		writeError(w, http.StatusBadRequest, "invalid_body", "the body must be a JSON object, such as {}", "")
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_body", bodyErrorMessage(err), "")
+		return false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		writeError(w, http.StatusBadRequest, "invalid_body", "the body must hold one JSON object and nothing after it", "")
+		return false
+	}
+	return true
+}
+
+// bodyErrorMessage describes a decoding error without echoing the body.
+func bodyErrorMessage(err error) string {
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &typeErr) && typeErr.Field != "":
+		return "field " + printable(typeErr.Field) + " has the wrong type"
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return "the body has an " + printable(strings.TrimPrefix(err.Error(), "json: ")) + "; accepted: event_type, aggregate_type"
+	default:
+		return "the body is not valid JSON"
+	}
+}
+
+func writeParamError(w http.ResponseWriter, err error) {
+	var pe *paramError
+	if !errors.As(err, &pe) {
+		pe = &paramError{param: "query", msg: "is invalid"}
+	}
+	writeError(w, http.StatusBadRequest, "invalid_parameter", pe.Error(), pe.param)
+}
+
+// render copies e, applies Options.Redact to the copy and converts it for a response.
+func (h *handler) render(e outbox.Event) eventDetail {
+	e.Headers = maps.Clone(e.Headers)
+	e.Payload = slices.Clone(e.Payload)
+	if h.redact != nil {
+		h.redact(&e)
+	}
+	d := eventDetail{
+		eventSummary: eventSummary{
+			ID: e.ID, EventType: e.Type, AggregateType: e.AggregateType, AggregateID: e.AggregateID,
+			TenantID: e.TenantID, Status: e.Status.String(), Attempts: e.Attempts, LastError: e.LastError,
+			CreatedAt: e.CreatedAt.UTC(), AvailableAt: e.AvailableAt.UTC(),
+		},
+		Headers: e.Headers,
+		Payload: e.Payload,
+	}
+	if !e.DoneAt.IsZero() {
+		done := e.DoneAt.UTC()
+		d.DoneAt = &done
+	}
+	if d.Headers == nil {
+		d.Headers = map[string]string{}
+	}
+	if !json.Valid(d.Payload) {
+		// A stored payload is valid JSON, but Redact may have broken it (or emptied it).
+		s, _ := json.Marshal(string(d.Payload))
+		d.Payload = s
+	}
+	return d
+}

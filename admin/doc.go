@@ -1,0 +1,70 @@
+// Package outboxadmin serves the dead-event admin of an outbox over HTTP: a JSON API that
+// lists, counts, shows and replays DEAD events, and a small HTML page on top of it, for
+// the on-call engineer who has to see which events died, why, and replay them after the
+// fix without writing SQL.
+//
+// Import path: github.com/outboxkit/outbox/admin (package outboxadmin). It imports only
+// the standard library and the core package.
+//
+// # Mounting
+//
+// [New] returns a plain [net/http.Handler] built on [net/http.ServeMux] patterns. Its
+// routes are relative, so it works under any prefix; mount it with [net/http.StripPrefix]:
+//
+//	h, err := outboxadmin.New(ob.Dead(), outboxadmin.Options{Authorize: outboxadmin.BearerToken(token)})
+//	if err != nil { ... }
+//	mux.Handle("/outbox/admin/", http.StripPrefix("/outbox/admin", h))
+//
+// A request for the prefix itself ("/outbox/admin", reaching the handler as the empty
+// path) is redirected to the prefix with a trailing slash, where the page lives; the
+// page calls the API with relative URLs.
+//
+// # Routes
+//
+// Relative to the mount point:
+//
+//	GET  /                              the HTML page (and GET /app.js, GET /app.css)
+//	GET  /api/overview                  counts per status, oldest pending age
+//	GET  /api/dead-events               list: event_type, aggregate_type, limit, after
+//	GET  /api/dead-events/count         count: event_type, aggregate_type, by=type
+//	GET  /api/dead-events/{id}          one event with last_error, attempts, headers, payload
+//	POST /api/dead-events/{id}/replay   replay one DEAD event; body {}
+//	POST /api/dead-events/replay        replay every DEAD event matching the body's filter
+//
+// A list returns at most limit events (default [DefaultLimit]; values above [MaxLimit]
+// are clamped to it; anything that is not a positive decimal integer is a 400) and a
+// "next" cursor, an opaque string to pass as after for the following page. Unknown or
+// repeated query parameters are a 400, so a misspelled filter is never ignored.
+//
+// Every response is JSON with Content-Type application/json; charset=utf-8 except the
+// page and its two static files, and every response carries X-Content-Type-Options:
+// nosniff, Cache-Control: no-store and a Content-Security-Policy. Errors have the shape
+//
+//	{"error": {"code": "not_found", "message": "no event has this ID"}}
+//
+// with "param" naming the offending query parameter for a 400. Replaying an event that is
+// not DEAD is a 409, an unknown ID a 404, a bad parameter or body a 400; a failure of the
+// store is a 500 whose body says nothing about it (the error is logged to
+// [Options.Logger]).
+//
+// # Security
+//
+// Without [Options.Authorize] every request gets 401. [BearerToken] checks an
+// Authorization: Bearer header in constant time, [AuthorizerFunc] wraps your own check
+// (a session cookie, a header set by your proxy) and [AllowAll], for local development
+// only, lets everything through and logs a warning. When an authorizer is set, the page
+// and its static files are served to anyone (they hold no data, and the browser must
+// load them before it can send a token); every API route requires the authorizer.
+//
+// The page takes the token from the URL fragment (http://host/outbox/admin/#token=...;
+// a fragment never reaches the server or its logs), keeps it in the tab's
+// sessionStorage, removes it from the address bar, and sends it as a bearer token. It
+// asks for the token when the API answers 401.
+//
+// Mutations are POST only (other methods get 405 with Allow), take a JSON object body
+// (other content types get 415, unknown fields 400, bodies over [MaxBodyBytes] 413)
+// and go through [net/http.CrossOriginProtection], so a cross-site browser request gets
+// 403 and changes nothing. Stored strings reach the page only through JSON, which
+// escapes <, > and &, and the page inserts them as text, never as HTML. [Options.Redact]
+// can hide payload fields or headers from every response.
+package outboxadmin

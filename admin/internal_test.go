@@ -1,0 +1,144 @@
+package outboxadmin
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/outboxtest"
+)
+
+func TestParseLimit(t *testing.T) {
+	t.Parallel()
+	ok := map[string]int{
+		"1": 1, "01": 1, "50": 50, "499": 499, "500": 500, "501": 500, "999": 500, "1000": 500,
+		"9223372036854775807": 500, "99999999999999999999": 500, strings.Repeat("9", 10000): 500,
+		"0000000000000000000000000000007": 7,
+	}
+	for in, want := range ok {
+		if got, err := parseLimit(in); err != nil || got != want {
+			t.Errorf("parseLimit(%.30q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "0", "00", "-1", "-0", "+1", "1e9", "1.0", "abc", " 1", "1 ", "0x1", "١", "1\x00"} {
+		var pe *paramError
+		if got, err := parseLimit(in); !errors.As(err, &pe) || pe.param != "limit" {
+			t.Errorf("parseLimit(%q) = %d, %v; want a limit error", in, got, err)
+		}
+	}
+}
+
+func TestCursorRoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, c := range []outbox.Cursor{
+		{CreatedAt: time.Date(2026, 3, 4, 5, 6, 7, 123456000, time.UTC), ID: outbox.NewID()},
+		{CreatedAt: time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC), ID: "a|b|c"},
+		{CreatedAt: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC), ID: strings.Repeat("é", outbox.MaxIDLen/2)},
+	} {
+		got, err := decodeCursor(encodeCursor(c))
+		if err != nil || !got.CreatedAt.Equal(c.CreatedAt) || got.ID != c.ID {
+			t.Errorf("round trip of %+v = %+v, %v", c, got, err)
+		}
+	}
+}
+
+func TestParseListQuery(t *testing.T) {
+	t.Parallel()
+	q, err := parseListQuery("")
+	if err != nil || q.Limit != DefaultLimit || !q.After.IsZero() || q.DeadFilter != (outbox.DeadFilter{}) {
+		t.Errorf("empty query = %+v, %v", q, err)
+	}
+	after := outbox.Cursor{CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), ID: "01J"}
+	q, err = parseListQuery("event_type=A&aggregate_type=B&limit=7&after=" + encodeCursor(after))
+	if err != nil || q.EventType != "A" || q.AggregateType != "B" || q.Limit != 7 || q.After != after {
+		t.Errorf("full query = %+v, %v", q, err)
+	}
+	q, err = parseListQuery("event_type=&limit=&after=")
+	if err != nil || q.Limit != DefaultLimit || q.EventType != "" {
+		t.Errorf("empty values = %+v, %v", q, err)
+	}
+}
+
+// FuzzParseListQuery checks that any query string either parses into a query the core
+// accepts (limit in range, valid filter, a cursor that round-trips) or fails with a
+// *paramError (a 400), and never panics. Its seeds are in testdata/fuzz.
+func FuzzParseListQuery(f *testing.F) {
+	f.Add("limit=50&event_type=OrderPlaced&aggregate_type=Order")
+	f.Add("limit=99999999999999999999")
+	f.Add("after=" + encodeCursor(outbox.Cursor{CreatedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), ID: "x"}))
+	f.Fuzz(func(t *testing.T, raw string) {
+		q, err := parseListQuery(raw)
+		if err != nil {
+			var pe *paramError
+			if !errors.As(err, &pe) || pe.param == "" || pe.msg == "" {
+				t.Fatalf("parseListQuery(%q) = %v, want a *paramError", raw, err)
+			}
+			if !utf8.ValidString(pe.Error()) {
+				t.Fatalf("error message is not UTF-8: %q", pe.Error())
+			}
+			return
+		}
+		if q.Limit < 1 || q.Limit > MaxLimit {
+			t.Fatalf("parseListQuery(%q): limit %d", raw, q.Limit)
+		}
+		if err := q.DeadFilter.Validate(); err != nil {
+			t.Fatalf("parseListQuery(%q): filter the core rejects: %v", raw, err)
+		}
+		if err := (outbox.ListDeadParams{DeadFilter: q.DeadFilter, After: q.After, Limit: q.Limit}).Validate(); err != nil {
+			t.Fatalf("parseListQuery(%q): params the core rejects: %v", raw, err)
+		}
+		if !q.After.IsZero() {
+			if y := q.After.CreatedAt.Year(); y < 1000 || y > 9999 || validID(q.After.ID) != nil {
+				t.Fatalf("parseListQuery(%q): cursor %+v reaches the store", raw, q.After)
+			}
+			back, err := decodeCursor(encodeCursor(q.After))
+			if err != nil || !back.CreatedAt.Equal(q.After.CreatedAt) || back.ID != q.After.ID {
+				t.Fatalf("cursor %+v does not round-trip: %+v, %v", q.After, back, err)
+			}
+		}
+	})
+}
+
+// TestPaths covers what a mount cannot send through a real client: a path that is not
+// canonical (ServeMux would redirect to it without the mount prefix) and the empty
+// path StripPrefix leaves for the bare prefix.
+func TestPaths(t *testing.T) {
+	t.Parallel()
+	h, err := New(outbox.NewDeadEvents(outboxtest.NewMemoryStore()), Options{Authorize: BearerToken("tok")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"//api/overview", "/api/../api/overview", "/api/./overview", "/api//dead-events"} {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.URL.Path, r.URL.RawPath = p, ""
+		r.Header.Set("Authorization", "Bearer tok")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusNotFound || w.Header().Get("Location") != "" {
+			t.Errorf("GET %s: %d, Location %q; want 404 and no redirect", p, w.Code, w.Header().Get("Location"))
+		}
+	}
+	for requestURI, want := range map[string]string{
+		"/outbox/admin":         "./admin/",
+		"/outbox/admin?a=1":     "./admin/?a=1",
+		"/x/a:b":                "./a:b/",
+		"http://h/outbox/admin": "./admin/",
+	} {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RequestURI = requestURI
+		r.URL.Path, r.URL.RawQuery = "", ""
+		if _, q, ok := strings.Cut(requestURI, "?"); ok {
+			r.URL.RawQuery = q
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusTemporaryRedirect || w.Header().Get("Location") != want {
+			t.Errorf("GET %s as the empty path: %d, Location %q; want 307 to %s", requestURI, w.Code, w.Header().Get("Location"), want)
+		}
+	}
+}

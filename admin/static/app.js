@@ -1,0 +1,361 @@
+// Outbox dead-event admin. Plain browser JavaScript, no dependencies, no build step.
+//
+// Every stored string (IDs, types, errors, headers, payloads) is inserted with
+// textContent or as an attribute value, never as HTML. The API is called with URLs
+// relative to this page, so the admin works under any mount prefix.
+'use strict';
+
+(() => {
+  const $ = (id) => document.getElementById(id);
+
+  // The token comes from the URL fragment (#token=..., which never reaches a server or
+  // its logs) or from the sign-in form, and is kept in this tab's sessionStorage, one
+  // per mount point.
+  const tokenKey = 'outbox-admin-token:' + location.pathname;
+  let token = sessionStorage.getItem(tokenKey) || '';
+  (function takeTokenFromFragment() {
+    const m = /(?:^|&)token=([^&]*)/.exec(location.hash.slice(1));
+    if (!m) return;
+    try {
+      token = decodeURIComponent(m[1]);
+    } catch (_) {
+      token = m[1];
+    }
+    sessionStorage.setItem(tokenKey, token);
+    // Drop the token from the address bar and the history.
+    history.replaceState(null, '', location.pathname + location.search);
+  })();
+
+  const state = { filter: { event_type: '', aggregate_type: '' }, next: '', selected: '', loading: 0 };
+
+  class APIError extends Error {
+    constructor(status, body) {
+      const e = body && body.error ? body.error : null;
+      super(e && e.message ? e.message : 'HTTP ' + status);
+      this.status = status;
+      this.code = e ? e.code : '';
+    }
+  }
+
+  async function api(path, method, body) {
+    const headers = { Accept: 'application/json' };
+    if (token) headers.Authorization = 'Bearer ' + token;
+    const init = { method: method || 'GET', headers, credentials: 'same-origin', cache: 'no-store' };
+    if (body !== undefined) {
+      headers['Content-Type'] = 'application/json';
+      init.body = JSON.stringify(body);
+    }
+    const res = await fetch(path, init);
+    let data = null;
+    try {
+      data = await res.json();
+    } catch (_) {
+      data = null;
+    }
+    if (res.status === 401) {
+      showLogin(token ? 'The token was not accepted.' : '');
+      throw new APIError(401, data);
+    }
+    if (!res.ok) throw new APIError(res.status, data);
+    return data;
+  }
+
+  function query(params) {
+    const q = new URLSearchParams();
+    for (const [k, v] of Object.entries(params)) if (v) q.set(k, v);
+    const s = q.toString();
+    return s ? '?' + s : '';
+  }
+
+  function eventPath(id) {
+    return 'api/dead-events/' + encodeURIComponent(id);
+  }
+
+  // ---- rendering helpers: text only ----
+
+  function el(tag, text, cls) {
+    const e = document.createElement(tag);
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    if (cls) e.className = cls;
+    return e;
+  }
+
+  function ago(iso) {
+    const s = Math.max(0, (Date.now() - Date.parse(iso)) / 1000);
+    return duration(s) + ' ago';
+  }
+
+  function duration(s) {
+    if (s < 60) return Math.round(s) + 's';
+    if (s < 3600) return Math.round(s / 60) + 'm';
+    if (s < 86400) return Math.round(s / 3600) + 'h';
+    return Math.round(s / 86400) + 'd';
+  }
+
+  function filterText(f) {
+    const parts = [];
+    if (f.event_type) parts.push('event type "' + f.event_type + '"');
+    if (f.aggregate_type) parts.push('aggregate type "' + f.aggregate_type + '"');
+    return parts.length ? ' with ' + parts.join(' and ') : '';
+  }
+
+  let toastTimer = 0;
+  function toast(text, kind) {
+    const t = $('toast');
+    t.textContent = text;
+    t.className = 'toast ' + (kind || 'ok');
+    t.hidden = false;
+    clearTimeout(toastTimer);
+    toastTimer = setTimeout(() => { t.hidden = true; }, 6000);
+  }
+
+  function report(err) {
+    if (err instanceof APIError && err.status === 401) return; // the sign-in form is shown
+    toast(err.message || String(err), 'bad');
+  }
+
+  // ---- views ----
+
+  function showLogin(message) {
+    $('app').hidden = true;
+    $('sign-out').hidden = true;
+    $('login').hidden = false;
+    $('login-error').textContent = message || '';
+    $('token').focus();
+  }
+
+  function showApp() {
+    $('login').hidden = true;
+    $('app').hidden = false;
+    $('sign-out').hidden = !token;
+  }
+
+  async function loadOverview() {
+    const o = await api('api/overview');
+    const ul = $('overview');
+    ul.replaceChildren();
+    for (const name of ['DEAD', 'RETRY', 'NEW', 'DONE']) {
+      const li = el('li', null, 'chip status-' + name.toLowerCase());
+      li.append(el('span', name, 'label'), el('span', o.counts[name] || 0, 'value'));
+      li.dataset.status = name;
+      ul.append(li);
+    }
+    const li = el('li', null, 'chip');
+    li.append(el('span', 'oldest pending', 'label'),
+      el('span', o.oldest_pending_age_seconds == null ? '—' : duration(o.oldest_pending_age_seconds), 'value'));
+    ul.append(li);
+  }
+
+  async function loadCount() {
+    const c = await api('api/dead-events/count' + query({ ...state.filter, by: 'type' }));
+    const n = c.count;
+    $('match-count').textContent = n === 1 ? '1 dead event' + filterText(state.filter)
+      : n + ' dead events' + filterText(state.filter);
+    $('replay-all').disabled = n === 0;
+    $('replay-all').dataset.count = String(n);
+    const ul = $('types');
+    ul.replaceChildren();
+    for (const t of c.by_type || []) {
+      const b = el('button', null, 'chip');
+      b.type = 'button';
+      b.title = 'Show only these';
+      b.append(el('span', t.aggregate_type + ' / ' + t.event_type, 'label'), el('span', t.count, 'value'));
+      b.addEventListener('click', () => setFilter({ event_type: t.event_type, aggregate_type: t.aggregate_type }));
+      const li = el('li');
+      li.append(b);
+      ul.append(li);
+    }
+    if (c.partial) ul.append(el('li', 'counted the oldest 10,000 only', 'note'));
+  }
+
+  function row(e) {
+    const tr = el('tr');
+    tr.dataset.id = e.id;
+    const created = el('td', ago(e.created_at));
+    created.title = e.created_at;
+    const agg = el('td', e.aggregate_type + (e.aggregate_id ? ' ' + e.aggregate_id : ''));
+    const err = el('td', e.last_error, 'last-error');
+    err.title = e.last_error;
+    const actions = el('td', null, 'actions');
+    const details = el('button', 'Details');
+    details.type = 'button';
+    details.dataset.action = 'details';
+    const replay = el('button', 'Replay…', 'danger');
+    replay.type = 'button';
+    replay.dataset.action = 'replay';
+    actions.append(details, replay);
+    tr.append(created, el('td', e.event_type, 'mono'), agg, el('td', e.attempts, 'num'), err, actions);
+    if (e.id === state.selected) tr.classList.add('selected');
+    return tr;
+  }
+
+  async function loadEvents(reset) {
+    const params = { ...state.filter, after: reset ? '' : state.next };
+    const page = await api('api/dead-events' + query(params));
+    const tbody = $('rows');
+    if (reset) tbody.replaceChildren();
+    for (const e of page.events) tbody.append(row(e));
+    state.next = page.next || '';
+    $('more').hidden = !state.next;
+    $('empty').hidden = tbody.children.length > 0;
+  }
+
+  async function refresh() {
+    try {
+      await Promise.all([loadOverview(), loadCount(), loadEvents(true)]);
+      showApp();
+    } catch (err) {
+      report(err);
+    }
+  }
+
+  function setFilter(f) {
+    state.filter = { event_type: f.event_type || '', aggregate_type: f.aggregate_type || '' };
+    $('f-event-type').value = state.filter.event_type;
+    $('f-aggregate-type').value = state.filter.aggregate_type;
+    refresh();
+  }
+
+  async function showDetail(id) {
+    const e = await api(eventPath(id));
+    state.selected = id;
+    for (const tr of $('rows').children) tr.classList.toggle('selected', tr.dataset.id === id);
+    const dl = $('detail-fields');
+    dl.replaceChildren();
+    const fields = [
+      ['ID', e.id], ['Status', e.status], ['Event type', e.event_type],
+      ['Aggregate', e.aggregate_type + (e.aggregate_id ? ' ' + e.aggregate_id : '')],
+      ['Tenant', e.tenant_id || '—'], ['Attempts', e.attempts], ['Created', e.created_at],
+      ['Dead since', e.status === 'DEAD' && e.done_at ? e.done_at : '—'],
+    ];
+    for (const [k, v] of fields) dl.append(el('dt', k), el('dd', v));
+    $('detail-error').textContent = e.last_error || '—';
+    $('detail-headers').textContent = Object.keys(e.headers || {}).length ? JSON.stringify(e.headers, null, 2) : '—';
+    $('detail-payload').textContent = JSON.stringify(e.payload, null, 2);
+    $('detail-replay').dataset.id = e.id;
+    $('detail-replay').disabled = e.status !== 'DEAD';
+    $('detail').hidden = false;
+  }
+
+  function closeDetail() {
+    state.selected = '';
+    $('detail').hidden = true;
+    for (const tr of $('rows').children) tr.classList.remove('selected');
+  }
+
+  // ask shows the modal dialog and resolves to true when the user confirms.
+  function ask(title, text, okLabel) {
+    const d = $('confirm');
+    $('confirm-title').textContent = title;
+    $('confirm-text').textContent = text;
+    $('confirm-ok').textContent = okLabel;
+    return new Promise((resolve) => {
+      const done = (ok) => {
+        $('confirm-ok').removeEventListener('click', onOK);
+        $('confirm-cancel').removeEventListener('click', onCancel);
+        d.removeEventListener('close', onClose);
+        if (d.open) d.close();
+        resolve(ok);
+      };
+      const onOK = () => done(true);
+      const onCancel = () => done(false);
+      const onClose = () => done(false);
+      $('confirm-ok').addEventListener('click', onOK);
+      $('confirm-cancel').addEventListener('click', onCancel);
+      d.addEventListener('close', onClose);
+      d.showModal();
+      $('confirm-cancel').focus();
+    });
+  }
+
+  function removeRow(id) {
+    for (const tr of [...$('rows').children]) if (tr.dataset.id === id) tr.remove();
+    $('empty').hidden = $('rows').children.length > 0;
+    if (state.selected === id) closeDetail();
+  }
+
+  async function replayOne(id) {
+    const ok = await ask('Replay this event?', 'Event ' + id + ' goes back to NEW with its attempts reset, ' +
+      'and the poller delivers it again. Replay it only after the cause of its failure is fixed.', 'Replay');
+    if (!ok) return;
+    try {
+      await api(eventPath(id) + '/replay', 'POST', {});
+      removeRow(id);
+      toast('Replayed ' + id + ': it is NEW again and will be delivered shortly.');
+    } catch (err) {
+      if (err instanceof APIError && (err.status === 409 || err.status === 404)) {
+        removeRow(id);
+        toast(err.status === 409 ? 'Event ' + id + ' is not DEAD any more.' : 'Event ' + id + ' no longer exists.', 'bad');
+      } else {
+        report(err);
+        return;
+      }
+    }
+    try {
+      await Promise.all([loadOverview(), loadCount()]);
+    } catch (err) {
+      report(err);
+    }
+  }
+
+  async function replayAll() {
+    let n;
+    try {
+      n = (await api('api/dead-events/count' + query(state.filter))).count;
+    } catch (err) {
+      report(err);
+      return;
+    }
+    if (n === 0) {
+      toast('No dead events match.');
+      return;
+    }
+    const ok = await ask('Replay ' + n + ' dead event' + (n === 1 ? '' : 's') + '?',
+      'Every DEAD event' + filterText(state.filter) + ' goes back to NEW with its attempts reset, ' +
+      'and the poller delivers them again. Replay them only after the cause of their failure is fixed.',
+      'Replay ' + n);
+    if (!ok) return;
+    try {
+      const r = await api('api/dead-events/replay', 'POST', state.filter);
+      toast('Replayed ' + r.replayed + ' event' + (r.replayed === 1 ? '' : 's') + '.');
+      closeDetail();
+    } catch (err) {
+      report(err);
+    }
+    refresh();
+  }
+
+  // ---- wiring ----
+
+  $('rows').addEventListener('click', (ev) => {
+    const b = ev.target.closest('button[data-action]');
+    if (!b) return;
+    const id = b.closest('tr').dataset.id;
+    if (b.dataset.action === 'details') showDetail(id).catch(report);
+    else if (b.dataset.action === 'replay') replayOne(id);
+  });
+  $('detail-close').addEventListener('click', closeDetail);
+  $('detail-replay').addEventListener('click', () => replayOne($('detail-replay').dataset.id));
+  $('more').addEventListener('click', () => loadEvents(false).catch(report));
+  $('replay-all').addEventListener('click', replayAll);
+  $('refresh').addEventListener('click', refresh);
+  $('clear-filters').addEventListener('click', () => setFilter({}));
+  $('filters').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    setFilter({ event_type: $('f-event-type').value.trim(), aggregate_type: $('f-aggregate-type').value.trim() });
+  });
+  $('login-form').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    token = $('token').value.trim();
+    $('token').value = '';
+    sessionStorage.setItem(tokenKey, token);
+    refresh();
+  });
+  $('sign-out').addEventListener('click', () => {
+    token = '';
+    sessionStorage.removeItem(tokenKey);
+    showLogin('');
+  });
+
+  refresh();
+})();

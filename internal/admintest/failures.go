@@ -1,0 +1,163 @@
+package admintest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	outboxadmin "github.com/outboxkit/outbox/admin"
+	outbox "github.com/outboxkit/outbox/core"
+)
+
+// runFailures covers errors of the dead-event manager and of Options.Redact, and
+// redaction itself.
+func runFailures(t *testing.T, mount Mount) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, mount Mount)
+	}{
+		{"StoreErrorsAreGeneric500s", testStoreErrors},
+		{"TypedErrors", testTypedErrors},
+		{"Redact", testRedact},
+		{"RedactPanics", testRedactPanics},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tt.fn(t, mount)
+		})
+	}
+}
+
+// failingDead is a DeadEvents whose every call fails with err.
+type failingDead struct{ err error }
+
+func (f failingDead) List(context.Context, outbox.DeadQuery) (outbox.DeadPage, error) {
+	return outbox.DeadPage{}, f.err
+}
+func (f failingDead) Count(context.Context, outbox.DeadFilter) (int64, error) { return 0, f.err }
+func (f failingDead) Get(context.Context, string) (outbox.Event, error)       { return outbox.Event{}, f.err }
+func (f failingDead) Replay(context.Context, string) error                    { return f.err }
+func (f failingDead) ReplayAll(context.Context, outbox.DeadFilter, int) (int64, error) {
+	return 0, f.err
+}
+func (f failingDead) Stats(context.Context) (outbox.Stats, error) { return outbox.Stats{}, f.err }
+
+// apiRoutes lists one request per API route: method, path, body.
+func apiRoutes() [][3]string {
+	var out [][3]string
+	for _, r := range routesFor("01ARZ3NDEKTSV4RRFFQ69G5FAV") {
+		if strings.HasPrefix(r[1], "api/") && r[1] != "api/no-such-route" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func testStoreErrors(t *testing.T, mount Mount) {
+	const secret = `pq: column "secret_column" does not exist (SQLSTATE 42703) at SELECT secret_column FROM outbox_event`
+	e := mountHandler(t, mount, nil, failingDead{err: fmt.Errorf("outbox: list dead events: %w", errors.New(secret))}, nil)
+	for _, r := range apiRoutes() {
+		res := e.c.do(t, e.c.request(t, r[0], r[1], r[2]))
+		got := res.wantError(t, http.StatusInternalServerError, "internal")
+		for _, leak := range []string{"secret_column", "SELECT", "pq:", "SQLSTATE", "goroutine", ".go:"} {
+			if strings.Contains(string(res.body), leak) {
+				t.Errorf("%s /%s: the 500 leaks %q: %s", r[0], r[1], leak, res.body)
+			}
+		}
+		if got.Message != "internal error" {
+			t.Errorf("%s /%s: message %q", r[0], r[1], got.Message)
+		}
+	}
+	if e.logs.find("ERROR", "secret_column") == "" {
+		t.Error("the real error was not logged")
+	}
+}
+
+func testTypedErrors(t *testing.T, mount Mount) {
+	cases := []struct {
+		err    error
+		status int
+		code   string
+	}{
+		{fmt.Errorf("outbox: get event x: %w", outbox.ErrNotFound), http.StatusNotFound, "not_found"},
+		{fmt.Errorf("outbox: replay event x (status DONE): %w", outbox.ErrNotDead), http.StatusConflict, "not_dead"},
+		{fmt.Errorf("%w: dead filter: SELECT internals", outbox.ErrInvalidArgument), http.StatusBadRequest, "invalid_argument"},
+	}
+	for _, c := range cases {
+		e := mountHandler(t, mount, nil, failingDead{err: c.err}, nil)
+		for _, r := range [][3]string{
+			{http.MethodGet, "api/dead-events/01ARZ3NDEKTSV4RRFFQ69G5FAV", ""},
+			{http.MethodPost, "api/dead-events/01ARZ3NDEKTSV4RRFFQ69G5FAV/replay", "{}"},
+		} {
+			res := e.c.do(t, e.c.request(t, r[0], r[1], r[2]))
+			res.wantError(t, c.status, c.code)
+			if strings.Contains(string(res.body), "internals") {
+				t.Errorf("%s /%s: the core's message leaks: %s", r[0], r[1], res.body)
+			}
+		}
+	}
+}
+
+func testRedact(t *testing.T, mount Mount) {
+	e := setup(t, mount, FixtureOptions{}, func(o *outboxadmin.Options) {
+		o.Redact = func(ev *outbox.Event) {
+			delete(ev.Headers, "authorization")
+			ev.AggregateID = "[redacted]"
+			if ev.Type == TypeOrderShipped {
+				ev.Payload = []byte(`not JSON`) // Redact may break it; it is sent as a string
+				return
+			}
+			ev.Payload = []byte(`{"card":"****"}`)
+		}
+	})
+	ids := e.fx.SeedDead(t,
+		Seed{AggregateID: "customer-42", Headers: map[string]string{"authorization": "Bearer s3cret", "trace": "t1"},
+			Payload: map[string]string{"card": "4111111111111111"}},
+		Seed{Type: TypeOrderShipped, Payload: map[string]string{"card": "4111111111111111"}},
+	)
+	var ev eventBody
+	res := e.c.get(t, "api/dead-events/"+ids[0])
+	res.decode(t, http.StatusOK, &ev)
+	if ev.AggregateID != "[redacted]" || ev.Headers["trace"] != "t1" || len(ev.Headers) != 1 {
+		t.Errorf("redacted event = %+v", ev)
+	}
+	if p, _ := ev.Payload.(map[string]any); p["card"] != "****" {
+		t.Errorf("redacted payload = %v", ev.Payload)
+	}
+	e.c.get(t, "api/dead-events/"+ids[1]).decode(t, http.StatusOK, &ev)
+	if ev.Payload != "not JSON" {
+		t.Errorf("payload left invalid by Redact = %#v, want the JSON string \"not JSON\"", ev.Payload)
+	}
+	list := e.c.get(t, "api/dead-events")
+	for _, secret := range []string{"4111111111111111", "s3cret", "customer-42"} {
+		if strings.Contains(string(res.body)+string(list.body), secret) {
+			t.Errorf("a response holds %q despite Redact", secret)
+		}
+	}
+	// The stored event is unchanged.
+	stored, err := e.fx.Outbox.Dead().Get(context.Background(), ids[0])
+	if err != nil || stored.AggregateID != "customer-42" || stored.Headers["authorization"] == "" {
+		t.Errorf("stored event changed by Redact: %+v, %v", stored, err)
+	}
+}
+
+func testRedactPanics(t *testing.T, mount Mount) {
+	e := setup(t, mount, FixtureOptions{}, func(o *outboxadmin.Options) {
+		o.Redact = func(*outbox.Event) { panic("redact bug at secret.go:12") }
+	})
+	id := e.fx.SeedDead(t, Seed{})[0]
+	for _, p := range []string{"api/dead-events/" + id, "api/dead-events"} {
+		res := e.c.get(t, p)
+		res.wantError(t, http.StatusInternalServerError, "internal")
+		if strings.Contains(string(res.body), "secret.go") {
+			t.Errorf("GET /%s leaks the panic: %s", p, res.body)
+		}
+	}
+	if e.logs.find("ERROR", "panic", "secret.go") == "" {
+		t.Error("the panic was not logged")
+	}
+}

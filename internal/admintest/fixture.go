@@ -1,0 +1,246 @@
+package admintest
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/internal/testdb"
+)
+
+// The (aggregate type, event type) routes the fixture's listener is registered for.
+const (
+	AggregateOrder   = "Order"
+	AggregatePayment = "Payment"
+	TypeOrderPlaced  = "OrderPlaced"
+	TypeOrderShipped = "OrderShipped"
+	TypePaymentTaken = "PaymentTaken"
+	// DefaultReason is the last_error of a seeded event whose Seed has no Reason.
+	DefaultReason = "payment service unavailable"
+)
+
+var routes = [...][2]string{
+	{AggregateOrder, TypeOrderPlaced},
+	{AggregateOrder, TypeOrderShipped},
+	{AggregatePayment, TypePaymentTaken},
+}
+
+// FixtureOptions configures [NewFixture].
+type FixtureOptions struct {
+	// Backend is "sqlite" or "postgres". Defaults to "sqlite".
+	Backend string
+	// PollInterval is the Outbox's poll interval: replayed events are delivered by the
+	// poller only. Defaults to an hour, so tests call [Fixture.Poll].
+	PollInterval time.Duration
+}
+
+// Fixture is a started [outbox.Outbox] over a fresh table whose listener makes every
+// event DEAD (with the reason of its [Seed]) until [Fixture.Fix] is called, and then
+// delivers and counts them. It is how the suite gets real DEAD events.
+type Fixture struct {
+	DB     *sql.DB
+	Outbox *outbox.Outbox
+
+	mu         sync.Mutex
+	fixed      bool
+	reasons    map[string]string
+	deliveries map[string]int
+}
+
+// NewFixture migrates a fresh outbox table on the backend, starts an Outbox with one
+// worker and stops it when the test ends. PostgreSQL follows the rule of
+// [testdb.PostgresDSN]: skipped when unavailable, a failure under CI.
+func NewFixture(t *testing.T, o FixtureOptions) *Fixture {
+	t.Helper()
+	var db *sql.DB
+	var dialect outbox.Dialect
+	switch cmp.Or(o.Backend, "sqlite") {
+	case "sqlite":
+		db, dialect = testdb.NewSQLiteDB(t), outbox.SQLite
+	case "postgres":
+		db, dialect = testdb.NewPostgresDB(t), outbox.Postgres
+	default:
+		t.Fatalf("admintest: unknown backend %q", o.Backend)
+	}
+	table := testdb.IsolatedTable(t, db, dialect.Name())
+	ctx := context.Background()
+	if err := outbox.MigrateTable(ctx, db, dialect, table); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	f := &Fixture{DB: db, reasons: map[string]string{}, deliveries: map[string]int{}}
+	ob, err := outbox.New(db, outbox.Config{
+		Dialect:      dialect,
+		Table:        table,
+		Workers:      1,
+		PollInterval: cmp.Or(o.PollInterval, time.Hour),
+		SkipRecent:   -1, // a replayed event is due for the next poll at once
+		Logger:       slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatalf("new outbox: %v", err)
+	}
+	for _, r := range routes {
+		if err := ob.Register(r[0], r[1], outbox.ResultListenerFunc(f.handle)); err != nil {
+			t.Fatalf("register: %v", err)
+		}
+	}
+	if err := ob.Start(ctx); err != nil {
+		t.Fatalf("start outbox: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := ob.Stop(ctx); err != nil {
+			t.Errorf("stop outbox: %v", err)
+		}
+	})
+	f.Outbox = ob
+	return f
+}
+
+// handle is the listener: DEAD with the seed's reason until Fix, then a delivery.
+func (f *Fixture) handle(_ context.Context, e *outbox.Event) (outbox.Result, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.fixed {
+		return outbox.Dead(cmp.Or(f.reasons[e.ID], DefaultReason)), nil
+	}
+	f.deliveries[e.ID]++
+	return outbox.Done(), nil
+}
+
+// Fix makes the listener deliver every event from now on: the fix of the bug that
+// killed them, after which they are replayed.
+func (f *Fixture) Fix() {
+	f.mu.Lock()
+	f.fixed = true
+	f.mu.Unlock()
+}
+
+// Deliveries returns how many times the event was delivered since [Fixture.Fix].
+func (f *Fixture) Deliveries(id string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.deliveries[id]
+}
+
+// Seed describes an event to write. The zero value is an OrderPlaced event of an Order.
+type Seed struct {
+	// AggregateType and Type must be one of the fixture's routes. Default to
+	// AggregateOrder and TypeOrderPlaced.
+	AggregateType, Type string
+	AggregateID         string
+	// Reason becomes last_error when the event dies. Defaults to DefaultReason.
+	Reason  string
+	Headers map[string]string
+	// Payload defaults to {"seed": <index>}.
+	Payload any
+	// OccurredAt defaults to the time of the write.
+	OccurredAt time.Time
+	// AvailableAt delays delivery; with a time in the future the event stays NEW.
+	AvailableAt time.Time
+}
+
+// Write writes the seeds in one transaction and returns their IDs, without waiting for
+// their delivery.
+func (f *Fixture) Write(t *testing.T, seeds ...Seed) []string {
+	t.Helper()
+	envs := make([]outbox.Envelope, len(seeds))
+	ids := make([]string, len(seeds))
+	f.mu.Lock()
+	for i, s := range seeds {
+		ids[i] = outbox.NewID()
+		var payload any = map[string]int{"seed": i}
+		if s.Payload != nil {
+			payload = s.Payload
+		}
+		envs[i] = outbox.Envelope{
+			ID: ids[i], Type: cmp.Or(s.Type, TypeOrderPlaced), AggregateType: cmp.Or(s.AggregateType, AggregateOrder),
+			AggregateID: s.AggregateID, Headers: s.Headers, Payload: payload,
+			OccurredAt: s.OccurredAt, AvailableAt: s.AvailableAt,
+		}
+		if s.Reason != "" {
+			f.reasons[ids[i]] = s.Reason
+		}
+	}
+	f.mu.Unlock()
+	err := outbox.RunInTx(context.Background(), f.DB, func(ctx context.Context, tx *outbox.Tx) error {
+		_, err := f.Outbox.Writer().WriteAll(ctx, tx, envs)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("write %d events: %v", len(seeds), err)
+	}
+	return ids
+}
+
+// SeedDead writes the seeds and waits until every one of them is DEAD. Call it before
+// [Fixture.Fix].
+func (f *Fixture) SeedDead(t *testing.T, seeds ...Seed) []string {
+	t.Helper()
+	ids := f.Write(t, seeds...)
+	f.WaitStatus(t, outbox.StatusDead, ids...)
+	return ids
+}
+
+// Poll runs the poller once: it hands replayed (NEW) events to the dispatcher.
+func (f *Fixture) Poll(t *testing.T) {
+	t.Helper()
+	if _, err := f.Outbox.Poller().Poll(context.Background()); err != nil {
+		t.Fatalf("poll: %v", err)
+	}
+}
+
+// Status returns the event's status.
+func (f *Fixture) Status(t *testing.T, id string) outbox.Status {
+	t.Helper()
+	e, err := f.Outbox.Store().Get(context.Background(), id)
+	if err != nil {
+		t.Fatalf("get %s: %v", id, err)
+	}
+	return e.Status
+}
+
+// WaitStatus waits until every event has the status, failing the test after a
+// generous deadline.
+func (f *Fixture) WaitStatus(t *testing.T, want outbox.Status, ids ...string) {
+	t.Helper()
+	i := 0
+	var last error
+	Eventually(t, fmt.Sprintf("%d event(s) %s", len(ids), want), func() bool {
+		for ; i < len(ids); i++ {
+			e, err := f.Outbox.Store().Get(context.Background(), ids[i])
+			if err != nil && !errors.Is(err, outbox.ErrNotFound) {
+				last = err
+				return false
+			}
+			if err != nil || e.Status != want {
+				return false
+			}
+		}
+		return true
+	})
+	if last != nil {
+		t.Logf("last lookup error: %v", last)
+	}
+}
+
+// Eventually waits for cond, failing the test after 30 s. It waits for work on a real
+// database; it is not a timing assertion.
+func Eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
