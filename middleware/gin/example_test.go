@@ -1,0 +1,138 @@
+package outboxgin_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+
+	"github.com/gin-gonic/gin"
+	_ "modernc.org/sqlite"
+
+	outboxadmin "github.com/outboxkit/outbox/admin"
+	outbox "github.com/outboxkit/outbox/core"
+	outboxgin "github.com/outboxkit/outbox/middleware/gin"
+)
+
+// openExampleDB opens a fresh SQLite database with an outbox table and an orders table.
+func openExampleDB() (*sql.DB, func()) {
+	dir, err := os.MkdirTemp("", "outboxgin-example-*")
+	if err != nil {
+		panic(err)
+	}
+	db, err := sql.Open("sqlite", outbox.SQLiteDSN(filepath.Join(dir, "example.db")))
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	if err := outbox.Migrate(ctx, db, outbox.SQLite); err != nil {
+		panic(err)
+	}
+	if _, err := db.ExecContext(ctx, `CREATE TABLE orders (id TEXT PRIMARY KEY)`); err != nil {
+		panic(err)
+	}
+	return db, func() { db.Close(); os.RemoveAll(dir) }
+}
+
+func get(url, token string) int {
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
+	if err != nil {
+		panic(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		panic(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// ExampleMount serves the dead-event admin at /outbox/admin on a gin router.
+func ExampleMount() {
+	db, cleanup := openExampleDB()
+	defer cleanup()
+	ob, err := outbox.New(db, outbox.Config{Dialect: outbox.SQLite})
+	if err != nil {
+		panic(err)
+	}
+
+	admin, err := outboxadmin.New(ob.Dead(), outboxadmin.Options{Authorize: outboxadmin.BearerToken("s3cret")})
+	if err != nil {
+		panic(err)
+	}
+	r := gin.New()
+	outboxgin.Mount(r.Group("/outbox/admin"), admin)
+
+	srv := httptest.NewServer(r)
+	defer srv.Close()
+	fmt.Println(get(srv.URL+"/outbox/admin/api/dead-events/count", "s3cret"))
+	fmt.Println(get(srv.URL+"/outbox/admin/api/dead-events/count", ""))
+	// Output:
+	// 200
+	// 401
+}
+
+// ExampleTxPerRequest runs the order handlers in a transaction per request: the order
+// row and its event commit together before the 201 is sent, and the event is delivered
+// right after the commit. The second request fails on the duplicate key: its 409 rolls
+// the transaction back.
+func ExampleTxPerRequest() {
+	db, cleanup := openExampleDB()
+	defer cleanup()
+	ob, err := outbox.New(db, outbox.Config{Dialect: outbox.SQLite})
+	if err != nil {
+		panic(err)
+	}
+	delivered := make(chan string, 1)
+	err = ob.Register("Order", "OrderPlaced", outbox.ListenerFunc(func(_ context.Context, e *outbox.Event) error {
+		delivered <- e.Type + " " + e.AggregateID
+		return nil
+	}))
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	if err := ob.Start(ctx); err != nil {
+		panic(err)
+	}
+	defer ob.Stop(ctx)
+
+	r := gin.New()
+	api := r.Group("/api", outboxgin.TxPerRequest(db, outbox.TxPerRequestConfig{}))
+	api.POST("/orders/:id", func(c *gin.Context) {
+		tx, _ := outboxgin.Tx(c)
+		ctx, id := c.Request.Context(), c.Param("id")
+		if _, err := tx.ExecContext(ctx, `INSERT INTO orders (id) VALUES (?)`, id); err != nil {
+			c.JSON(http.StatusConflict, gin.H{"error": "order exists"}) // rolls back
+			return
+		}
+		env := outbox.Envelope{Type: "OrderPlaced", AggregateType: "Order", AggregateID: id, Payload: gin.H{"id": id}}
+		if _, err := ob.Writer().Write(ctx, tx, env); err != nil {
+			c.JSON(http.StatusInternalServerError, gin.H{"error": "internal error"}) // rolls back
+			return
+		}
+		c.JSON(http.StatusCreated, gin.H{"id": id}) // commits, then sends 201
+	})
+
+	srv := httptest.NewServer(r)
+	defer srv.Close()
+	for range 2 {
+		resp, err := http.Post(srv.URL+"/api/orders/o-1", "application/json", nil)
+		if err != nil {
+			panic(err)
+		}
+		resp.Body.Close()
+		fmt.Println(resp.StatusCode)
+	}
+	fmt.Println(<-delivered)
+	// Output:
+	// 201
+	// 409
+	// OrderPlaced o-1
+}
