@@ -50,10 +50,11 @@ type Result struct {
 
 // Module builds an [outbox.Outbox] with [New] and provides it, its writer and its
 // dead-event manager. It builds them even when nothing in the app depends on them, so
-// adding the module is enough for the outbox to start and stop with the app. Pass it
-// to fx.New, not to fx.Provide.
+// adding the module is enough for the outbox to start and stop with the app. It also
+// provides the admin handler, [AdminHandler], built by [NewAdmin] when something
+// depends on it. Pass it to fx.New, not to fx.Provide.
 var Module = fx.Module("outbox",
-	fx.Provide(New),
+	fx.Provide(New, NewAdmin),
 	fx.Invoke(runOutbox),
 )
 
