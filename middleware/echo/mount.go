@@ -2,10 +2,11 @@ package outboxecho
 
 import (
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/outboxkit/outbox/internal/pathprefix"
 )
 
 // Mount serves h under g: a request for the group's prefix, or for anything below it,
@@ -19,7 +20,7 @@ import (
 func Mount(g *echo.Group, h http.Handler) {
 	var n int // segments of the prefix; set before any request can arrive
 	serve := func(c echo.Context) error {
-		r, ok := stripSegments(c.Request(), n)
+		r, ok := pathprefix.Strip(c.Request(), n)
 		if !ok {
 			return echo.ErrNotFound // not reachable for a request echo routed here
 		}
@@ -27,58 +28,10 @@ func Mount(g *echo.Group, h http.Handler) {
 		return nil
 	}
 	prefix := g.Any("", serve)[0].Path
-	n = segments(prefix)
+	n = pathprefix.Segments(prefix)
 	if strings.HasSuffix(prefix, "/") {
 		g.Any("*", serve)
 	} else {
 		g.Any("/*", serve)
 	}
-}
-
-// segments returns how many segments the route path p has: "/outbox/admin" and
-// "/outbox/admin/" have 2, "/" has none.
-func segments(p string) int {
-	return strings.Count(strings.TrimSuffix(p, "/"), "/")
-}
-
-// stripSegments returns a shallow copy of r whose URL path lacks its first n segments,
-// or false if it has fewer. When the URL has a RawPath (the path has escapes that
-// matter, such as %2F; echo routes on it), the segments are cut from the RawPath and
-// the Path is its unescaped rest.
-func stripSegments(r *http.Request, n int) (*http.Request, bool) {
-	p, rp := r.URL.Path, r.URL.RawPath
-	var ok bool
-	if rp != "" {
-		if rp, ok = cutSegments(rp, n); !ok {
-			return nil, false
-		}
-		var err error
-		if p, err = url.PathUnescape(rp); err != nil {
-			return nil, false
-		}
-	} else if p, ok = cutSegments(p, n); !ok {
-		return nil, false
-	}
-	r2 := new(http.Request)
-	*r2 = *r
-	r2.URL = new(url.URL)
-	*r2.URL = *r.URL
-	r2.URL.Path, r2.URL.RawPath = p, rp
-	return r2, true
-}
-
-// cutSegments removes the first n segments of p: "/a/b/c" without 2 is "/c", without
-// 3 is "".
-func cutSegments(p string, n int) (string, bool) {
-	for range n {
-		if !strings.HasPrefix(p, "/") {
-			return "", false
-		}
-		if i := strings.IndexByte(p[1:], '/'); i >= 0 {
-			p = p[1+i:]
-		} else {
-			p = ""
-		}
-	}
-	return p, true
 }

@@ -2,10 +2,11 @@ package outboxgin
 
 import (
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/outboxkit/outbox/internal/pathprefix"
 )
 
 // Mount serves h under group: a request for the group's path, or for anything below
@@ -19,9 +20,9 @@ import (
 // register other routes in the same group.
 func Mount(group *gin.RouterGroup, h http.Handler) {
 	base := group.BasePath()
-	n := segments(base)
+	n := pathprefix.Segments(base)
 	serve := func(c *gin.Context) {
-		r, ok := stripSegments(c.Request, n)
+		r, ok := pathprefix.Strip(c.Request, n)
 		if !ok {
 			// Not reachable for a request gin routed here; be safe anyway.
 			c.AbortWithStatus(http.StatusNotFound)
@@ -33,52 +34,4 @@ func Mount(group *gin.RouterGroup, h http.Handler) {
 		group.Any("", serve)
 	}
 	group.Any("/*path", serve)
-}
-
-// segments returns how many segments the route path p has: "/outbox/admin" and
-// "/outbox/admin/" have 2, "/" has none.
-func segments(p string) int {
-	return strings.Count(strings.TrimSuffix(p, "/"), "/")
-}
-
-// stripSegments returns a shallow copy of r whose URL path lacks its first n segments,
-// or false if it has fewer. When the URL has a RawPath (the path has escapes that
-// matter, such as %2F), the segments are cut from the RawPath and the Path is its
-// unescaped rest.
-func stripSegments(r *http.Request, n int) (*http.Request, bool) {
-	p, rp := r.URL.Path, r.URL.RawPath
-	var ok bool
-	if rp != "" {
-		if rp, ok = cutSegments(rp, n); !ok {
-			return nil, false
-		}
-		var err error
-		if p, err = url.PathUnescape(rp); err != nil {
-			return nil, false
-		}
-	} else if p, ok = cutSegments(p, n); !ok {
-		return nil, false
-	}
-	r2 := new(http.Request)
-	*r2 = *r
-	r2.URL = new(url.URL)
-	*r2.URL = *r.URL
-	r2.URL.Path, r2.URL.RawPath = p, rp
-	return r2, true
-}
-
-// cutSegments removes the first n segments of p: "/a/b/c" without 2 is "/c", without
-// 3 is "".
-func cutSegments(p string, n int) (string, bool) {
-	for range n {
-		if !strings.HasPrefix(p, "/") {
-			return "", false
-		}
-		if i := strings.IndexByte(p[1:], '/'); i >= 0 {
-			p = p[1+i:]
-		} else {
-			p = ""
-		}
-	}
-	return p, true
 }
