@@ -20,6 +20,11 @@ test: ## Run all tests with the race detector (starts throwaway PostgreSQL and M
 test-short: ## Run all tests without the race detector.
 	$(GO) test ./...
 
+.PHONY: bench
+bench: ## Run the benchmarks (docs/BENCHMARKS.md): every workload on SQLite, PostgreSQL and MariaDB, median of 3; BENCHFLAGS adds flags.
+	$(GO) run ./cmd/outbox-bench -repeat 3 -json bench.json -md bench.md $(BENCHFLAGS)
+	$(GO) test -run '^$$' -bench . -benchmem ./core/
+
 .PHONY: lint
 lint: ## go vet, gofmt check and go.mod tidiness.
 	$(GO) vet ./...

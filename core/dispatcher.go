@@ -56,6 +56,15 @@ type DispatcherConfig struct {
 	// StatusTimeout bounds each statement that records an outcome (MarkDone,
 	// Reschedule, MarkDead). -1 means no timeout. Defaults to DefaultStatusTimeout.
 	StatusTimeout time.Duration
+	// DoneBatchWindow is how long the dispatcher may wait, once a DONE outcome is ready
+	// to be written, for more DONE outcomes to write with the same statement. DONE
+	// outcomes are written in batches anyway (every outcome that arrives while the
+	// previous batch is written joins the next one); a window makes the batches larger
+	// under load, so the database spends less time per event, at the price of DONE rows
+	// appearing up to this much later. Listeners are not delayed, and Stop still writes
+	// every outcome before it returns. 0 writes a batch as soon as the previous one is
+	// written. Defaults to 0.
+	DoneBatchWindow time.Duration
 	// Interceptors wrap every delivery attempt; see [Interceptor]. Defaults to none.
 	Interceptors []Interceptor
 	// Logger receives operational logs, with component=dispatcher. Defaults to
@@ -109,6 +118,8 @@ func (c DispatcherConfig) validate() error {
 		return &ConfigError{Field: "StatusTimeout", Reason: fmt.Sprintf("must be positive or -1, got %s", c.StatusTimeout)}
 	case c.ClaimTTL < 0:
 		return &ConfigError{Field: "ClaimTTL", Reason: fmt.Sprintf("must not be negative, got %s", c.ClaimTTL)}
+	case c.DoneBatchWindow < 0:
+		return &ConfigError{Field: "DoneBatchWindow", Reason: fmt.Sprintf("must not be negative, got %s", c.DoneBatchWindow)}
 	}
 	for i, ic := range c.Interceptors {
 		if ic == nil {
@@ -148,7 +159,16 @@ func (c DispatcherConfig) validate() error {
 //
 // No database connection is held while a listener runs: the outcome is written after
 // it returns, with its own statement bounded by StatusTimeout. If that statement fails,
-// the error is logged and the row stays pending for the poller.
+// the error is logged and the row stays pending for the poller. DONE outcomes, the
+// common case, are written in batches: the worker hands the event to one recorder and
+// takes its next event, and the recorder marks every event handed to it while it wrote
+// the previous batch DONE with one statement ([Store.MarkDone] with
+// many IDs), so a busy dispatcher sends one UPDATE for many events and an idle one
+// sends it at once (claimed events, in [MultiNode] mode, are written one by one by
+// their worker, fenced by the claim). An event counts as in flight, and is reported to
+// [Metrics.Dispatched], only once its batch is written; a batch whose statement fails
+// is written again event by event, and Stop returns only after every DONE outcome
+// handed over was written.
 //
 // # Claims
 //
@@ -183,6 +203,9 @@ type Dispatcher struct {
 	// claim the next batch just in time.
 	coldWake     chan struct{}
 	coldLowWater atomic.Int64
+	// hotDropped is signalled (never blocking) when the hot path leaves committed events
+	// to the poller, which then polls as soon as they are older than SkipRecent.
+	hotDropped chan struct{}
 
 	// depthMu serialises reading the queue lengths with reporting them, so that the
 	// last report is never older than the last queue change it follows.
@@ -212,15 +235,16 @@ func NewDispatcher(store Store, reg *Registry, cfg DispatcherConfig) (*Dispatche
 	}
 	cfg.Interceptors = append([]Interceptor(nil), cfg.Interceptors...)
 	d := &Dispatcher{
-		store:    store,
-		reg:      reg,
-		cfg:      cfg,
-		log:      cfg.Logger.With(slog.String("component", "dispatcher")),
-		runner:   startstop.New(),
-		cold:     make(chan dispatchItem, cfg.ColdQueueSize),
-		inflight: make(map[string]struct{}),
-		tombs:    newTombstones(),
-		coldWake: make(chan struct{}, 1),
+		store:      store,
+		reg:        reg,
+		cfg:        cfg,
+		log:        cfg.Logger.With(slog.String("component", "dispatcher")),
+		runner:     startstop.New(),
+		cold:       make(chan dispatchItem, cfg.ColdQueueSize),
+		inflight:   make(map[string]struct{}),
+		tombs:      newTombstones(),
+		coldWake:   make(chan struct{}, 1),
+		hotDropped: make(chan struct{}, 1),
 	}
 	d.coldLowWater.Store(-1)
 	if cfg.HotQueueSize > 0 {
@@ -238,9 +262,22 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		d.mu.Lock()
 		d.accepting = true
 		d.mu.Unlock()
+		// The workers hand DONE outcomes to one recorder, which writes them in batches;
+		// it returns once the last worker has returned and everything is recorded.
+		acks := make(chan doneAck, doneQueueSize)
+		var workers sync.WaitGroup
+		workers.Add(d.cfg.Workers)
 		for range d.cfg.Workers {
-			r.Go(func() { d.work(r) })
+			r.Go(func() {
+				defer workers.Done()
+				d.work(r, acks)
+			})
 		}
+		r.Go(func() {
+			workers.Wait()
+			close(acks)
+		})
+		r.Go(func() { d.recordDone(r.Ctx, acks) })
 	})
 	if started {
 		d.log.LogAttrs(ctx, slog.LevelInfo, "dispatcher started",
@@ -293,9 +330,11 @@ func (d *Dispatcher) discardQueued() {
 }
 
 // EnqueueHot hands a committed event to the hot queue. It never blocks: it returns false
-// when the queue is full, the hot path is disabled, the dispatcher is not running, or
-// the event is already queued or being delivered. Normally [Dispatcher.WriterHook] calls
-// it; an event it refuses is delivered later by the poller.
+// when the queue is full, the hot path is disabled, the dispatcher is not running, the
+// event is already queued or being delivered, or its outcome was written moments ago (the
+// poller, with a short or no SkipRecent, found the row and delivered it before the writer's
+// after-commit hook ran). Normally [Dispatcher.WriterHook] calls it; an event it refuses
+// because a queue is full or the dispatcher is stopped is delivered later by the poller.
 func (d *Dispatcher) EnqueueHot(e Event) bool {
 	return d.enqueue(e, PathHot, d.cfg.Now()) == enqueueOK
 }
@@ -339,6 +378,19 @@ func (d *Dispatcher) tookCold() {
 	}
 }
 
+// maxInflight bounds the events in flight at once: queued, running, or handed to the
+// recorder of DONE outcomes.
+func (d *Dispatcher) maxInflight() int {
+	return max(d.cfg.HotQueueSize, 0) + d.cfg.ColdQueueSize + d.cfg.Workers + doneQueueSize + maxDoneBatch
+}
+
+// inflightCount returns the number of events in flight now.
+func (d *Dispatcher) inflightCount() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.inflight)
+}
+
 // QueueDepths returns the number of events waiting in the hot and cold queues.
 func (d *Dispatcher) QueueDepths() (hot, cold int) { return len(d.hot), len(d.cold) }
 
@@ -374,7 +426,7 @@ func (d *Dispatcher) enqueue(e Event, path Path, now time.Time) enqueueResult {
 		d.mu.Unlock()
 		return enqueueFull
 	}
-	if _, ok := d.inflight[e.ID]; ok || (path == PathCold && d.tombs.blocks(e.ID, e.AvailableAt, now)) {
+	if _, ok := d.inflight[e.ID]; ok || d.tombs.blocks(e.ID, e.AvailableAt, now) {
 		d.mu.Unlock()
 		return enqueueDuplicate
 	}
@@ -392,7 +444,7 @@ func (d *Dispatcher) enqueue(e Event, path Path, now time.Time) enqueueResult {
 
 // release forgets an in-flight ID once its outcome is settled. When settled is true the
 // outcome was written: stale copies of the event (AvailableAt not after availableAt) are
-// refused by the cold path for tombstoneTTL.
+// refused by both paths for tombstoneTTL.
 func (d *Dispatcher) release(id string, now time.Time, settled bool, availableAt time.Time) {
 	d.mu.Lock()
 	delete(d.inflight, id)
@@ -452,7 +504,7 @@ func (h dispatcherHook) AfterCommit(ctx context.Context, events []Event) error {
 		case enqueueOK:
 			d.cfg.Metrics.HotEnqueued()
 		case enqueueDuplicate:
-			d.log.LogAttrs(ctx, slog.LevelDebug, "committed event already queued", slog.String("event_id", events[i].ID))
+			d.log.LogAttrs(ctx, slog.LevelDebug, "committed event already queued or delivered", slog.String("event_id", events[i].ID))
 		default:
 			d.cfg.Metrics.HotDropped()
 			dropped++
@@ -460,6 +512,10 @@ func (h dispatcherHook) AfterCommit(ctx context.Context, events []Event) error {
 		}
 	}
 	if dropped > 0 {
+		select {
+		case d.hotDropped <- struct{}{}:
+		default:
+		}
 		why := "hot queue full"
 		if reason == enqueueStopped {
 			why = "dispatcher not running"

@@ -114,6 +114,28 @@ func TestDispatcherTombstones(t *testing.T) {
 			}
 		})
 	})
+	t.Run("an event the poller delivered first is refused by the hot path", func(t *testing.T) {
+		t.Parallel()
+		synctest.Test(t, func(t *testing.T) {
+			// With no SkipRecent the poller may read a committed row and deliver it
+			// before the writer's after-commit hook hands the event to the hot path.
+			b := setupDispatcher(t, outbox.DispatcherConfig{})
+			l := &outboxtest.RecordingListener{}
+			b.listen(t, "Thing", l)
+			e := newEvent("e1", "Thing")
+			if !b.d.EnqueueCold(e) {
+				t.Fatal("EnqueueCold refused a new event")
+			}
+			synctest.Wait()
+			if b.d.EnqueueHot(e) {
+				t.Fatal("EnqueueHot accepted an event the cold path just delivered")
+			}
+			synctest.Wait()
+			if l.Count() != 1 {
+				t.Fatalf("deliveries = %d, want 1", l.Count())
+			}
+		})
+	})
 	t.Run("stale copies of a retry are refused, the due retry is not", func(t *testing.T) {
 		t.Parallel()
 		synctest.Test(t, func(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 
 // work is one worker: it takes events until the queues are drained after a graceful
 // stop, or at once after a hard stop.
-func (d *Dispatcher) work(r startstop.Run) {
+func (d *Dispatcher) work(r startstop.Run, acks chan<- doneAck) {
 	var turn uint
 	for {
 		it, ok := d.next(r, turn)
@@ -24,7 +24,7 @@ func (d *Dispatcher) work(r startstop.Run) {
 			d.tookCold()
 		}
 		d.reportDepths()
-		d.deliver(r.Ctx, it)
+		d.deliver(r.Ctx, it, acks)
 	}
 }
 
@@ -101,8 +101,9 @@ type decision struct {
 	err          error // the attempt's error, for logs
 }
 
-// deliver runs one attempt and writes its outcome.
-func (d *Dispatcher) deliver(runCtx context.Context, it dispatchItem) {
+// deliver runs one attempt and writes its outcome; a DONE outcome goes to acks, whose
+// recorder writes it in a batch and settles the event (see recordDone).
+func (d *Dispatcher) deliver(runCtx context.Context, it dispatchItem, acks chan<- doneAck) {
 	e := it.ev
 	if runCtx.Err() != nil { // hard stop: leave the row pending
 		d.release(e.ID, d.cfg.Now(), false, time.Time{})
@@ -140,17 +141,30 @@ func (d *Dispatcher) deliver(runCtx context.Context, it dispatchItem) {
 	}
 	duration := max(d.cfg.Now().Sub(start), 0)
 
+	if dec.kind == outcomeDone && e.LockedBy == "" {
+		// The event stays in flight until the recorder has written its batch. A claimed
+		// event's outcome is written below, by this worker: its claim was sized for one
+		// attempt plus one status statement, not for a wait behind other batches.
+		acks <- doneAck{ev: e, path: it.path, duration: duration, latency: latency}
+		return
+	}
 	now, written := d.writeOutcome(runCtx, &e, dec)
 	d.release(e.ID, now, written, e.AvailableAt)
+	d.settled(runCtx, &e, it.path, dec, duration, latency)
+}
+
+// settled reports a finished attempt whose outcome is settled (written, or left for the
+// poller) to the metrics and the log.
+func (d *Dispatcher) settled(ctx context.Context, e *Event, path Path, dec decision, duration, latency time.Duration) {
 	d.cfg.Metrics.Dispatched(DispatchInfo{
-		Path:          it.path,
+		Path:          path,
 		Outcome:       dec.kind.metric(),
 		EventType:     e.Type,
 		AggregateType: e.AggregateType,
 		Duration:      duration,
 		Latency:       latency,
 	})
-	d.logOutcome(runCtx, &e, it.path, dec, duration)
+	d.logOutcome(ctx, e, path, dec, duration)
 }
 
 // claimTooShort reports whether e is claimed ([MultiNode]) with less time left than one
@@ -253,15 +267,12 @@ func (d *Dispatcher) decide(e *Event, res Result, err error, now time.Time) deci
 }
 
 // writeOutcome records dec with its own short statement. It reports the time the
-// outcome was decided and whether the row is known to be settled (the statement
-// succeeded, whether or not its fence let it change the row).
+// outcome was decided and whether the row is known to be settled: the statement
+// succeeded and, under a claim, its fence let it change the row (without a claim, a row
+// it did not change was finished already).
 func (d *Dispatcher) writeOutcome(runCtx context.Context, e *Event, dec decision) (time.Time, bool) {
-	ctx := context.WithoutCancel(runCtx)
-	if d.cfg.StatusTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, d.cfg.StatusTimeout)
-		defer cancel()
-	}
+	ctx, cancel := d.statusContext(runCtx)
+	defer cancel()
 	now := d.cfg.Now()
 	var (
 		n   int64
@@ -297,6 +308,9 @@ func (d *Dispatcher) writeOutcome(runCtx context.Context, e *Event, dec decision
 		d.log.LogAttrs(runCtx, slog.LevelWarn, "status update changed no row: the claim was lost "+
 			"(it expired and another node claimed the event) or the event was already finished; outcome not recorded",
 			slog.String("event_id", e.ID), slog.String("op", op), slog.String("claim", token))
+		// Not settled: the row may still be pending under an expired or another node's
+		// claim, and a later claim of it by this node must not be refused as stale.
+		return now, false
 	case n == 0:
 		d.log.LogAttrs(runCtx, slog.LevelWarn, "status update changed no row; the event was already finished",
 			slog.String("event_id", e.ID), slog.String("op", op))

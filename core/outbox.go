@@ -125,6 +125,10 @@ type Config struct {
 	// StatusTimeout bounds each statement that records an outcome; -1 means no timeout
 	// (not allowed in MultiNode mode). Defaults to DefaultStatusTimeout.
 	StatusTimeout time.Duration
+	// DoneBatchWindow lets the dispatcher wait this long for more DONE outcomes before
+	// it writes a batch; see [DispatcherConfig.DoneBatchWindow]. Defaults to 0: each
+	// batch is written as soon as the previous one is.
+	DoneBatchWindow time.Duration
 	// Interceptors run around every delivery: Before in order, After in reverse.
 	Interceptors []Interceptor
 
@@ -242,6 +246,7 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 			Retry:           cfg.Retry,
 			ListenerTimeout: cfg.ListenerTimeout,
 			StatusTimeout:   cfg.StatusTimeout,
+			DoneBatchWindow: cfg.DoneBatchWindow,
 			Interceptors:    cfg.Interceptors,
 			Logger:          logger,
 			Metrics:         metrics,

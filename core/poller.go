@@ -99,14 +99,17 @@ func (c PollerConfig) validate() error {
 // missed: events dropped by a full queue, written while the process was down, retries
 // and deferrals, and replays. It never reads more rows than the cold queue can take and
 // keeps no high-water mark, so a row committed late with an early timestamp is still
-// found.
+// found. Besides every Interval, it runs a cycle when the workers have drained a cold
+// queue it filled (a backlog is read as fast as it is delivered), and SkipRecent (at
+// least a second) after the hot path dropped events because its queue was full (they
+// are visible by then).
 type Poller struct {
 	store  Store
 	d      *Dispatcher
 	cfg    PollerConfig
 	log    *slog.Logger
 	runner *startstop.Runner
-	wake   <-chan struct{} // claim mode: the cold queue drained; see Poll
+	wake   <-chan struct{} // the cold queue drained; see Poll
 }
 
 // NewPoller returns a stopped Poller feeding d from store. It returns a [*ConfigError]
@@ -129,9 +132,7 @@ func NewPoller(store Store, d *Dispatcher, cfg PollerConfig) (*Poller, error) {
 		log:    cfg.Logger.With(slog.String("component", "poller")),
 		runner: startstop.New(),
 	}
-	if cfg.ClaimTTL > 0 {
-		p.wake = d.wakeOnColdDrain(cfg.BatchSize / 2)
-	}
+	p.wake = d.wakeOnColdDrain(cfg.BatchSize / 2)
 	return p, nil
 }
 
@@ -162,9 +163,19 @@ func (p *Poller) Stop(ctx context.Context) error {
 	return err
 }
 
+// minCatchUpDelay is the shortest wait between a hot-path drop and the cycle that
+// catches up with it: drops come in bursts, and one catch-up a second at most reads a
+// burst at once, after the hot path has drained what it holds.
+const minCatchUpDelay = time.Second
+
 func (p *Poller) loop(r startstop.Run) {
 	ticker := time.NewTicker(p.cfg.Interval)
 	defer ticker.Stop()
+	// catchUp fires after the hot path dropped events, once the poller can see them;
+	// nil when no drop is waiting.
+	var catchUp <-chan time.Time
+	catchUpDelay := max(p.cfg.SkipRecent, minCatchUpDelay)
+	dropsWaiting := false // events dropped after catchUp was set: another catch-up is due
 	for {
 		_, more, err := p.poll(r.Ctx)
 		if err != nil && !errors.Is(err, context.Canceled) {
@@ -172,15 +183,33 @@ func (p *Poller) loop(r startstop.Run) {
 		}
 		var wake <-chan struct{}
 		if more {
-			wake = p.wake // claim the next batch as soon as the queue drains
+			wake = p.wake // read on as soon as the queue drains
 		}
-		select {
-		case <-r.Stopping:
-			return
-		case <-r.Ctx.Done():
-			return
-		case <-ticker.C:
-		case <-wake:
+	wait:
+		for {
+			select {
+			case <-r.Stopping:
+				return
+			case <-r.Ctx.Done():
+				return
+			case <-ticker.C:
+				break wait
+			case <-wake:
+				break wait
+			case <-p.d.hotDropped:
+				if catchUp == nil {
+					catchUp = time.After(catchUpDelay)
+				} else {
+					dropsWaiting = true
+				}
+			case <-catchUp:
+				catchUp = nil
+				if dropsWaiting {
+					// Those drops happened before now: they are visible SkipRecent from now.
+					catchUp, dropsWaiting = time.After(catchUpDelay), false
+				}
+				break wait
+			}
 		}
 	}
 }
@@ -188,9 +217,12 @@ func (p *Poller) loop(r startstop.Run) {
 // Poll runs one cycle and returns the number of events it queued. It reads at most as
 // many rows as the cold queue can take, in batches of BatchSize, and stops at the first
 // event the queue refuses because it is full; an event that is already queued or
-// running is skipped. Rows that cannot be decoded are moved to DEAD. It returns the
-// store's error, wrapped, when a query fails; failures to move an undecodable row are
-// logged.
+// running is skipped (the next batch reads past it). Rows that cannot be decoded are
+// moved to DEAD. It returns the store's error, wrapped, when a query fails; failures to
+// move an undecodable row are logged. When a cycle fills the cold queue, or takes as
+// many rows as it could with more probably due, the poll loop runs the next cycle as
+// soon as the workers have drained the cold queue to half a batch, instead of waiting
+// for the next tick, so that a backlog is read as fast as it is delivered.
 //
 // With ClaimTTL set, Poll claims instead ([Store.Claim]) one batch, at most BatchSize
 // events minus those already waiting in the cold queue, and queues every claimed event
@@ -205,8 +237,9 @@ func (p *Poller) Poll(ctx context.Context) (int, error) {
 	return n, err
 }
 
-// poll is Poll, also reporting whether more rows are probably due (claim mode: the
-// batch came back full).
+// poll is Poll, also reporting whether more rows are probably due: the cycle filled the
+// cold queue or used its whole budget on full batches (claim mode: the batch came back
+// full).
 func (p *Poller) poll(ctx context.Context) (int, bool, error) {
 	budget := p.d.ColdCapacity()
 	if p.cfg.ClaimTTL > 0 {
@@ -218,14 +251,14 @@ func (p *Poller) poll(ctx context.Context) (int, bool, error) {
 		return p.pollClaims(ctx, budget)
 	}
 	if budget == 0 {
-		return 0, false, nil
+		_, queued := p.d.QueueDepths()
+		return 0, queued > 0, nil // full: wait for the workers to drain the queue
 	}
-	n, err := p.pollPending(ctx, budget)
-	return n, false, err
+	return p.pollPending(ctx, budget)
 }
 
-// pollPending is Poll without claims.
-func (p *Poller) pollPending(ctx context.Context, budget int) (int, error) {
+// pollPending is Poll without claims. It reports whether more rows are probably due.
+func (p *Poller) pollPending(ctx context.Context, budget int) (int, bool, error) {
 	now := p.cfg.Now()
 	skip := max(p.cfg.SkipRecent, 0)
 	total := 0
@@ -233,22 +266,33 @@ func (p *Poller) pollPending(ctx context.Context, budget int) (int, error) {
 	// Rows queued (or found in flight) earlier in this cycle are probably still
 	// pending, and come first again: each query reads past them.
 	seen := make(map[string]struct{})
+	// Events in flight (queued, running, or waiting for their outcome to be written)
+	// are still pending and, being the oldest, come first: a batch of nothing else is
+	// read past, up to as many rows as can be in flight.
+	maxSeen := p.d.maxInflight() + budget
+	more := false
 	for total < budget {
 		want := min(p.cfg.BatchSize, budget-total)
-		limit := want + len(seen)
+		// Read past the rows seen in this cycle that are still pending: at most those
+		// still in flight (the others are finished and no longer read).
+		limit := want + min(len(seen), p.d.inflightCount())
 		batch, err := p.pending(ctx, PendingParams{Now: now, SkipRecent: skip, Limit: limit})
 		if err != nil {
-			return total, err
+			return total, false, err
 		}
 		for _, re := range batch.Undecodable {
 			p.markUndecodable(ctx, re, "")
 		}
-		added, full := 0, false
+		added, dups, skipped, full := 0, 0, 0, false
 		for _, ev := range batch.Events {
 			if due := eventDueAt(ev); oldestDue.IsZero() || due.Before(oldestDue) {
 				oldestDue = due
 			}
-			if _, ok := seen[ev.ID]; ok || added == want || full {
+			if _, ok := seen[ev.ID]; ok || full {
+				continue
+			}
+			if added == want {
+				skipped++ // for the next batch
 				continue
 			}
 			seen[ev.ID] = struct{}{}
@@ -257,12 +301,17 @@ func (p *Poller) pollPending(ctx context.Context, budget int) (int, error) {
 				added++
 				p.cfg.Metrics.ColdEnqueued()
 			case enqueueDuplicate: // queued, running or just finished: skip
+				dups++
 			default:
 				full = true
 			}
 		}
 		total += added
-		if full || added == 0 || len(batch.Events)+len(batch.Undecodable) < limit {
+		// A short batch holds every pending row; unless rows were left for the next
+		// batch, none is left unseen.
+		exhausted := len(batch.Events)+len(batch.Undecodable) < limit && skipped == 0
+		more = full || !exhausted && total >= budget
+		if full || exhausted || added == 0 && (dups == 0 || len(seen) >= maxSeen) {
 			break
 		}
 	}
@@ -274,7 +323,7 @@ func (p *Poller) pollPending(ctx context.Context, budget int) (int, error) {
 	if total > 0 {
 		p.log.LogAttrs(ctx, slog.LevelDebug, "poll queued events", slog.Int("queued", total))
 	}
-	return total, nil
+	return total, more, nil
 }
 
 // pollClaims is Poll with claims: batches are claimed until budget rows are claimed, a

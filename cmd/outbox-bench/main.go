@@ -1,0 +1,255 @@
+// Command outbox-bench measures the outbox against the database's own ceiling, in the
+// same run, on SQLite, PostgreSQL and MariaDB/MySQL.
+//
+// Workloads (see docs/BENCHMARKS.md):
+//
+//	a    ceiling: the bare business transaction (one INSERT), 8 producers
+//	b    ceiling: business INSERT + outbox INSERT, no dispatch (WriterOnly mode)
+//	b2   ceiling: business INSERT + 100 outbox INSERTs (one multi-row statement), no dispatch
+//	w1   8 producers, 20,000 transactions of one business INSERT + one event; time until
+//	     every event was handled by a no-op listener and is DONE in the table
+//	w2   8 producers, 200 transactions x 100 events each; same end condition
+//	w3   one paced producer, 200 transactions/s for 10 s; latency from Commit returning
+//	     to the listener being invoked
+//	w4   100,000 NEW rows already in the table, dispatcher started with the hot path
+//	     unused; time to drain to DONE and the peak RSS of the process (run in a child
+//	     process so that its peak RSS is W4's alone)
+//
+// Every workload is reported as events/s and as a ratio to ceiling b (w2 to b2, its own
+// shape). Servers: without -postgres-dsn / -mysql-dsn the program starts throwaway
+// servers with scripts/testdb.sh and stops them at the end. Each run works in its own
+// schema (PostgreSQL) or database (MariaDB), dropped at the end.
+//
+// Usage:
+//
+//	go run ./cmd/outbox-bench                     # everything, full size
+//	go run ./cmd/outbox-bench -tiny               # tiny sizes: proves it works (CI)
+//	go run ./cmd/outbox-bench -db postgres -workloads b,w1 -repeat 3 -json out.json
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// options are the command-line settings.
+type options struct {
+	dbs        []string
+	workloads  []string
+	repeat     int
+	jsonPath   string
+	mdPath     string
+	timeout    time.Duration
+	cpuProfile string // directory for per-workload CPU profiles
+
+	producers   int
+	w1Tx        int
+	w2Tx        int
+	w2Events    int
+	w3Rate      int
+	w3Duration  time.Duration
+	w4Rows      int
+	payloadSize int
+
+	// Outbox settings; 0 keeps the library default.
+	workers      int
+	hotQueue     int
+	coldQueue    int
+	pollInterval time.Duration
+	pollBatch    int
+	doneWindow   time.Duration
+	// maxConns sizes the pool: open = idle = maxConns; 0 keeps database/sql's
+	// defaults (unlimited open, 2 idle), -1 picks per database (see poolSize).
+	maxConns int
+
+	postgresDSN string
+	mysqlDSN    string
+	sqliteDir   string
+	script      string
+	verbose     bool
+	// pendingIndex adds a partial index on (created_at, event_id) of NEW and RETRY rows
+	// (PostgreSQL, SQLite): the order the poller reads in. See docs/BENCHMARKS.md.
+	pendingIndex bool
+}
+
+var allWorkloads = []string{"a", "b", "b2", "w1", "w2", "w3", "w4"}
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == childW4Arg {
+		os.Exit(runChildW4(os.Args[2:]))
+	}
+	os.Exit(run())
+}
+
+func run() int {
+	o, err := parseFlags(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "outbox-bench:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	rep := newReport(o)
+	servers := &serverSet{script: o.script}
+	defer servers.stopAll()
+
+	failed := false
+	for _, kind := range o.dbs {
+		if ctx.Err() != nil {
+			break
+		}
+		if err := benchDatabase(ctx, o, kind, servers, rep); err != nil {
+			fmt.Fprintf(os.Stderr, "outbox-bench: %s: %v\n", kind, err)
+			rep.Errors = append(rep.Errors, fmt.Sprintf("%s: %v", kind, err))
+			failed = true
+		}
+	}
+	rep.finish()
+	md := rep.markdown()
+	fmt.Print(md)
+	if o.mdPath != "" {
+		if err := os.WriteFile(o.mdPath, []byte(md), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "outbox-bench:", err)
+			failed = true
+		}
+	}
+	if o.jsonPath != "" {
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		if err := os.WriteFile(o.jsonPath, append(b, '\n'), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "outbox-bench:", err)
+			failed = true
+		}
+	}
+	if failed || ctx.Err() != nil {
+		return 1
+	}
+	return 0
+}
+
+func parseFlags(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("outbox-bench", flag.ContinueOnError)
+	dbs := fs.String("db", "sqlite,postgres,mysql", "comma-separated databases: sqlite, postgres, mysql")
+	workloads := fs.String("workloads", strings.Join(allWorkloads, ","), "comma-separated workloads: "+strings.Join(allWorkloads, ", "))
+	tiny := fs.Bool("tiny", false, "tiny sizes (proves the program works; CI): w1 200 tx, w2 10x10, w3 50/s for 1s, w4 1000 rows")
+	scale := fs.Float64("scale", 1, "multiply the transaction and row counts (w1, w2, w4) by this factor")
+	fs.IntVar(&o.repeat, "repeat", 1, "run every workload this many times (interleaved) and report the median")
+	fs.StringVar(&o.jsonPath, "json", "", "write the results as JSON to this file")
+	fs.StringVar(&o.mdPath, "md", "", "write the results table (Markdown) to this file too")
+	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up on one workload after this long")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile per database and workload into this directory")
+	fs.IntVar(&o.producers, "producers", 8, "producer goroutines (a, b, b2, w1, w2)")
+	fs.IntVar(&o.w1Tx, "w1-tx", 20000, "transactions of a, b and w1 (one event each)")
+	fs.IntVar(&o.w2Tx, "w2-tx", 200, "transactions of b2 and w2")
+	fs.IntVar(&o.w2Events, "w2-events", 100, "events per transaction in b2 and w2")
+	fs.IntVar(&o.w3Rate, "w3-rate", 200, "w3 transactions per second")
+	fs.DurationVar(&o.w3Duration, "w3-duration", 10*time.Second, "w3 duration")
+	fs.IntVar(&o.w4Rows, "w4-rows", 100000, "w4 rows in the table before the dispatcher starts")
+	fs.IntVar(&o.payloadSize, "payload", 64, "approximate payload size in bytes (a JSON object)")
+	fs.IntVar(&o.workers, "workers", 0, "dispatcher workers (0: library default)")
+	fs.IntVar(&o.hotQueue, "hot-queue", 0, "hot queue size (0: library default)")
+	fs.IntVar(&o.coldQueue, "cold-queue", 0, "cold queue size (0: library default)")
+	fs.DurationVar(&o.pollInterval, "poll-interval", 0, "poller interval (0: library default)")
+	fs.IntVar(&o.pollBatch, "poll-batch", 0, "poller batch size (0: library default)")
+	fs.DurationVar(&o.doneWindow, "done-window", 0, "Config.DoneBatchWindow (0: library default, no window)")
+	fs.IntVar(&o.maxConns, "max-conns", -1, "connection pool size, open = idle (0: database/sql defaults; -1: 1 on SQLite, producers+workers+4 elsewhere)")
+	fs.StringVar(&o.postgresDSN, "postgres-dsn", "", "PostgreSQL DSN (pgx); empty starts a throwaway server with scripts/testdb.sh")
+	fs.StringVar(&o.mysqlDSN, "mysql-dsn", "", "MariaDB/MySQL DSN (go-sql-driver, with parseTime=true&loc=UTC); empty starts a throwaway server")
+	fs.StringVar(&o.sqliteDir, "sqlite-dir", "", "directory for the SQLite files (default: a temp dir, removed at the end)")
+	fs.StringVar(&o.script, "testdb-script", "", "path of scripts/testdb.sh (default: found above the working directory)")
+	fs.BoolVar(&o.verbose, "v", false, "log the outbox's warnings")
+	fs.BoolVar(&o.pendingIndex, "pending-index", false, "add a partial index (created_at, event_id) WHERE status IN (0, 2) to the outbox table (PostgreSQL, SQLite; an experiment, not in the shipped DDL)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *tiny {
+		o.w1Tx, o.w2Tx, o.w2Events, o.w3Rate, o.w3Duration, o.w4Rows = 200, 10, 10, 50, time.Second, 1000
+	}
+	if *scale <= 0 {
+		return o, errors.New("-scale must be positive")
+	}
+	o.w1Tx = max(1, int(float64(o.w1Tx)**scale))
+	o.w2Tx = max(1, int(float64(o.w2Tx)**scale))
+	o.w4Rows = max(1, int(float64(o.w4Rows)**scale))
+	var err error
+	if o.dbs, err = splitList(*dbs, []string{"sqlite", "postgres", "mysql"}); err != nil {
+		return o, fmt.Errorf("-db: %w", err)
+	}
+	if o.workloads, err = splitList(*workloads, allWorkloads); err != nil {
+		return o, fmt.Errorf("-workloads: %w", err)
+	}
+	if o.repeat < 1 || o.producers < 1 || o.w2Events < 1 || o.w3Rate < 1 || o.w3Duration <= 0 {
+		return o, errors.New("-repeat, -producers, -w2-events, -w3-rate and -w3-duration must be positive")
+	}
+	return o, nil
+}
+
+func splitList(s string, allowed []string) ([]string, error) {
+	var out []string
+	for part := range strings.SplitSeq(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		if !slices.Contains(allowed, part) {
+			return nil, fmt.Errorf("unknown %q (allowed: %s)", part, strings.Join(allowed, ", "))
+		}
+		if !slices.Contains(out, part) {
+			out = append(out, part)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("empty list")
+	}
+	// Keep the canonical order, so ceilings run before the workloads that need them.
+	slices.SortFunc(out, func(a, b string) int { return slices.Index(allowed, a) - slices.Index(allowed, b) })
+	return out, nil
+}
+
+// logger returns the outbox's logger: errors only, warnings too with -v.
+func (o options) logger() *slog.Logger {
+	level := slog.LevelError
+	if o.verbose {
+		level = slog.LevelWarn
+	}
+	if os.Getenv("OUTBOX_BENCH_DEBUG") != "" {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// poolSize is the pool size for kind: see -max-conns.
+func (o options) poolSize(kind string) int {
+	if o.maxConns >= 0 {
+		return o.maxConns
+	}
+	if kind == "sqlite" {
+		return 1
+	}
+	workers := o.workers
+	if workers == 0 {
+		workers = 4 // outbox.DefaultWorkers
+	}
+	return o.producers + workers + 4
+}
+
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+func gomaxprocs() int { return runtime.GOMAXPROCS(0) }
