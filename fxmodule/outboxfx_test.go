@@ -201,7 +201,10 @@ func TestStopDeadlineLeavesEventsPending(t *testing.T) {
 		}
 		stuck.awaitHandling(t)
 
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		// The stuck listener never returns, so Stop always reaches the deadline; a short
+		// one could pass before fx even calls the outbox's OnStop hook on a loaded
+		// machine, and the graceful Stop below would then wait for the listener timeout.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		if err := app.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("Stop = %v, want context.DeadlineExceeded", err)

@@ -1,212 +1,204 @@
-// Command quickstart shows the outbox on SQLite with no server: orders are written
-// together with their events in one transaction, committed events are delivered at once
-// through the hot path, a rolled-back order publishes nothing, a delayed event waits for
-// its time, a failing listener retries until the event is DEAD, and the dead event is
-// replayed and delivered after the "fix".
+// Command quickstart is a small order service that shows the outbox from end to end. A
+// gin handler writes an order and two events in one gorm transaction on SQLite;
+// listeners receive the events right after the commit; a listener that keeps failing
+// retries until its event is DEAD; the admin page shows the dead event and replays it;
+// Prometheus metrics count it all. uber-go/fx wires the parts together.
+//
+// Run it from the repository root. It needs no database server:
 //
 //	go run ./examples/quickstart
+//
+// It prints its URLs and two curl commands to try. Ctrl-C stops it: the server stops
+// taking requests, the outbox delivers what it has queued, and the app exits.
+//
+// # What to read
+//
+//   - main.go (this file) wires the app with fx and handles start and stop.
+//   - orders.go: POST /orders inserts the order with gorm and writes an OrderPlaced and a
+//     ConfirmationEmailRequested event with outboxgorm.WriteAll, all inside
+//     outboxgorm.Transaction. The events exist only if the order does, and they reach
+//     the dispatcher right after the commit.
+//   - listeners.go: the outbox's configuration and its two listeners. One "publishes"
+//     OrderPlaced, the other "sends" the confirmation email. The mail server refuses
+//     addresses at bounce.example, so that event fails 3 times, a second or two apart,
+//     and ends DEAD.
+//   - server.go: the routes (the orders API, the admin at /outbox/admin/ and /metrics)
+//     and the HTTP server.
+//   - database.go: the SQLite database, its tables, and gorm on top of it.
+//
+// The admin page lists dead events with their last error and replays them. Its token
+// is new at every start and the banner prints the page's URL with it; set
+// OUTBOX_ADMIN_TOKEN to choose your own. /metrics serves the outbox_* series of package
+// outboxprom and the Go and process collectors.
+//
+// # Flags
+//
+//	-addr host:port  the address to listen on; 127.0.0.1:0 picks a free port
+//	                 (default 127.0.0.1:8080)
+//	-db path         the SQLite file, kept and reused by the next run (default: a new
+//	                 file in a temporary directory, removed on exit)
+//
+// # The first build takes a minute
+//
+// gorm.io/driver/sqlite imports github.com/mattn/go-sqlite3, a cgo driver, so the first
+// build compiles SQLite's C source, which takes about a minute; later builds are cached.
+// The app never uses that driver: it opens the database with modernc.org/sqlite, a
+// pure-Go driver, and hands the *sql.DB to gorm. To skip the C build:
+//
+//	CGO_ENABLED=0 go run ./examples/quickstart
 package main
 
 import (
 	"context"
-	"database/sql"
-	"errors"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"sync/atomic"
 	"syscall"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	"github.com/gin-gonic/gin"
+	"go.uber.org/fx"
 
-	outbox "github.com/outboxkit/outbox/core"
+	outboxadmin "github.com/outboxkit/outbox/admin"
+	outboxfx "github.com/outboxkit/outbox/fxmodule"
+)
+
+// config is what the command line and the environment decide.
+type config struct {
+	addr       string // where the HTTP server listens
+	dbPath     string // the SQLite file
+	adminToken string // the admin API's bearer token
+}
+
+// How long the app may take to start, and to stop (draining the outbox included).
+const (
+	startTimeout = 15 * time.Second
+	stopTimeout  = 15 * time.Second
 )
 
 func main() {
-	if err := run(os.Stdout); err != nil {
+	addr := flag.String("addr", "127.0.0.1:8080", "address to listen on (127.0.0.1:0 picks a free port)")
+	dbPath := flag.String("db", "", "SQLite file, kept and reused (default: a new file in a temporary directory, removed on exit)")
+	flag.Parse()
+	if err := run(*addr, *dbPath); err != nil {
 		fmt.Fprintln(os.Stderr, "quickstart:", err)
 		os.Exit(1)
 	}
 }
 
-// run tells the story, printing to out.
-func run(out io.Writer) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+// run starts the app, waits for Ctrl-C (SIGINT) or SIGTERM, and stops it.
+func run(addr, dbPath string) error {
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil)) // level INFO
+	gin.SetMode(gin.ReleaseMode)                            // no debug output from gin
 
-	dir, err := os.MkdirTemp("", "outbox-quickstart-*")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, "quickstart.db")
-	db, err := sql.Open("sqlite", outbox.SQLiteDSN(path))
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-
-	// The outbox table, then the application's own table.
-	if err := outbox.Migrate(ctx, db, outbox.SQLite); err != nil {
-		return err
-	}
-	if _, err := db.ExecContext(ctx, `CREATE TABLE orders (id TEXT PRIMARY KEY, amount_cents INTEGER NOT NULL)`); err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "database: %s\n", path)
-
-	ob, err := outbox.New(db, outbox.Config{
-		Dialect:      outbox.SQLite,
-		PollInterval: 100 * time.Millisecond, // the fallback poller; 5 s by default
-		MaxAttempts:  3,
-		Retry:        outbox.ExponentialBackoff{Base: 50 * time.Millisecond, Max: 200 * time.Millisecond},
-		Logger:       slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 1})),
-	})
-	if err != nil {
-		return err
-	}
-
-	var finished atomic.Int64 // deliveries that ended in DONE
-	if err := ob.Register("Order", "OrderPlaced", outbox.ListenerFunc(func(_ context.Context, e *outbox.Event) error {
-		fmt.Fprintf(out, "delivered  %-14s id=%s order=%s payload=%s\n", e.Type, e.ID, e.AggregateID, e.Payload)
-		finished.Add(1)
-		return nil
-	})); err != nil {
-		return err
-	}
-	if err := ob.Register("Order", "ReminderDue", outbox.ListenerFunc(func(_ context.Context, e *outbox.Event) error {
-		fmt.Fprintf(out, "delivered  %-14s id=%s order=%s (delayed, %s after it was written)\n",
-			e.Type, e.ID, e.AggregateID, time.Since(e.CreatedAt).Round(100*time.Millisecond))
-		finished.Add(1)
-		return nil
-	})); err != nil {
-		return err
-	}
-	var fixed atomic.Bool // the payment service is "down" until we fix it
-	if err := ob.Register("Order", "PaymentRequested", outbox.ListenerFunc(func(_ context.Context, e *outbox.Event) error {
-		if !fixed.Load() {
-			fmt.Fprintf(out, "failed     %-14s id=%s attempt=%d\n", e.Type, e.ID, e.Attempts+1)
-			return errors.New("payment service unavailable")
+	if dbPath == "" {
+		dir, err := os.MkdirTemp("", "outbox-quickstart-")
+		if err != nil {
+			return fmt.Errorf("create a temporary directory: %w", err)
 		}
-		fmt.Fprintf(out, "delivered  %-14s id=%s after replay\n", e.Type, e.ID)
-		finished.Add(1)
-		return nil
-	})); err != nil {
-		return err
+		defer os.RemoveAll(dir)
+		dbPath = filepath.Join(dir, "quickstart.db")
 	}
-
-	if err := ob.Start(ctx); err != nil {
-		return err
-	}
-	defer func() {
-		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := ob.Stop(stopCtx); err != nil {
-			fmt.Fprintln(os.Stderr, "stop:", err)
-		}
-	}()
-
-	// 1. Two orders, each committed with its event: delivered right after commit.
-	for i, cents := range []int{1999, 4250} {
-		id := fmt.Sprintf("order-%d", i+1)
-		if err := placeOrder(ctx, db, ob.Writer(), id, cents, nil); err != nil {
-			return err
-		}
-	}
-	// 2. An order whose transaction fails: neither the order nor its event exists.
-	err = placeOrder(ctx, db, ob.Writer(), "order-bad", 100, errors.New("card declined"))
-	fmt.Fprintf(out, "rolled back order-bad: %v (nothing is published)\n", err)
-	// 3. A delayed event and an event whose listener keeps failing.
-	err = outbox.RunInTx(ctx, db, func(ctx context.Context, tx *outbox.Tx) error {
-		_, err := ob.Writer().WriteAll(ctx, tx, []outbox.Envelope{
-			{Type: "ReminderDue", AggregateType: "Order", AggregateID: "order-1", Payload: map[string]string{"note": "rate your order"}, DeliverAfter: 500 * time.Millisecond},
-			{Type: "PaymentRequested", AggregateType: "Order", AggregateID: "order-2", Payload: map[string]int{"amount_cents": 4250}},
-		})
-		return err
-	})
+	token, err := adminToken()
 	if err != nil {
 		return err
 	}
+	cfg := config{addr: addr, dbPath: dbPath, adminToken: token}
 
-	// Wait for the failing event to be DEAD after 3 attempts.
-	if err := waitFor(ctx, func() (bool, error) {
-		n, err := ob.Dead().Count(ctx, outbox.DeadFilter{})
-		return n == 1 && finished.Load() == 3, err
-	}); err != nil {
-		return err
-	}
-	page, err := ob.Dead().List(ctx, outbox.DeadQuery{})
-	if err != nil {
-		return err
-	}
-	for _, e := range page.Events {
-		fmt.Fprintf(out, "dead       %-14s id=%s attempts=%d last_error=%q\n", e.Type, e.ID, e.Attempts, e.LastError)
-	}
+	var srv *httpServer
+	app := fx.New(appOptions(cfg, logger), fx.Populate(&srv))
 
-	// Fix the cause, replay the dead event, and watch it delivered.
-	fixed.Store(true)
-	n, err := ob.Dead().ReplayAll(ctx, outbox.DeadFilter{}, 0)
-	if err != nil {
-		return err
+	// The first signal starts a graceful stop; stopSignals() then restores the default,
+	// so that a second Ctrl-C kills the app at once.
+	ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+	startCtx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	if err := app.Start(startCtx); err != nil {
+		return fmt.Errorf("start: %w", err)
 	}
-	fmt.Fprintf(out, "replayed %d dead event(s)\n", n)
-	// The listener has run once the counter moves; the row is DONE a moment later.
-	var stats outbox.Stats
-	if err := waitFor(ctx, func() (bool, error) {
-		var err error
-		stats, err = ob.Dead().Stats(ctx)
-		return finished.Load() == 4 && stats.Counts[outbox.StatusDone] == 4, err
-	}); err != nil {
-		return err
+	printBanner(os.Stdout, srv.URL(), cfg)
+
+	<-ctx.Done()
+	stopSignals()
+	logger.Info("stopping: the server takes no more requests, the outbox delivers what it has queued")
+	stopCtx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+	defer cancel()
+	if err := app.Stop(stopCtx); err != nil {
+		return fmt.Errorf("stop: %w", err)
 	}
-	var orders int
-	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM orders`).Scan(&orders); err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "orders: %d, outbox rows: DONE=%d DEAD=%d NEW=%d RETRY=%d\n", orders,
-		stats.Counts[outbox.StatusDone], stats.Counts[outbox.StatusDead],
-		stats.Counts[outbox.StatusNew], stats.Counts[outbox.StatusRetry])
+	logger.Info("quickstart stopped")
 	return nil
 }
 
-// placeOrder inserts an order and its OrderPlaced event in one transaction. A non-nil
-// fail makes the transaction roll back after both writes.
-func placeOrder(ctx context.Context, db *sql.DB, w *outbox.Writer, id string, cents int, fail error) error {
-	return outbox.RunInTx(ctx, db, func(ctx context.Context, tx *outbox.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO orders (id, amount_cents) VALUES (?, ?)`, id, cents); err != nil {
-			return err
-		}
-		if _, err := w.Write(ctx, tx, outbox.Envelope{
-			Type:          "OrderPlaced",
-			AggregateType: "Order",
-			AggregateID:   id,
-			Payload:       map[string]any{"order_id": id, "amount_cents": cents},
-		}); err != nil {
-			return err
-		}
-		return fail
-	})
+// appOptions is the whole app for fx. fx calls each constructor once, when something
+// needs what it returns, in the order of their dependencies. On start it runs the hooks
+// they registered in that order (the outbox starts, then the HTTP server), and on stop
+// in reverse: the server stops taking requests, the outbox drains, the database closes.
+func appOptions(cfg config, logger *slog.Logger) fx.Option {
+	return fx.Options(
+		fx.NopLogger, // fx's own log of its wiring would bury the banner
+		fx.Supply(cfg, logger),
+
+		// The outbox: outboxfx.Module builds it from the *sql.DB and the outboxfx.Config,
+		// registers the listeners provided with AsListener, and starts and stops it with
+		// the app. It uses the *slog.Logger supplied above.
+		outboxfx.Module,
+		fx.Provide(newOutboxConfig),
+		fx.Provide(
+			outboxfx.AsListener(newOrderPlacedListener),
+			outboxfx.AsListener(newConfirmationEmailListener),
+		),
+
+		// The admin handler outboxfx.Module provides (outboxfx.AdminHandler) takes its
+		// options from the graph: here, the bearer token.
+		fx.Supply(outboxadmin.Options{Authorize: outboxadmin.BearerToken(cfg.adminToken), Logger: logger}),
+
+		fx.Provide(
+			openDB,          // *sql.DB, with the outbox table
+			openGorm,        // *gorm.DB over that *sql.DB, with the orders table
+			newMetrics,      // the Prometheus registry and the outbox's metrics hook
+			newOrderHandler, // POST /orders
+			newRouter,       // gin routes
+			newHTTPServer,   // listens on cfg.addr while the app runs
+		),
+		fx.Invoke(registerOutboxStats),
+	)
 }
 
-// waitFor polls cond until it is true, for at most 15 seconds.
-func waitFor(ctx context.Context, cond func() (bool, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, err := cond()
-		if err != nil || ok {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting: %w", ctx.Err())
-		case <-tick.C:
-		}
+// adminToken returns OUTBOX_ADMIN_TOKEN, or else a new random token of 32 hex
+// characters.
+func adminToken() (string, error) {
+	if t := os.Getenv("OUTBOX_ADMIN_TOKEN"); t != "" {
+		return t, nil
 	}
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("generate the admin token: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// printBanner tells the user where everything is.
+func printBanner(w io.Writer, baseURL string, cfg config) {
+	fmt.Fprintf(w, `outbox quickstart: gin + gorm + fx on SQLite
+database  %[2]s
+
+  orders   POST %[1]s/orders
+  admin    %[1]s/outbox/admin/#token=%[3]s
+  metrics  %[1]s/metrics
+
+Try it:
+  curl -s -X POST %[1]s/orders -d '{"customer":"ada@example.com","item":"book","quantity":1}'
+  curl -s -X POST %[1]s/orders -d '{"customer":"bob@bounce.example","item":"lamp","quantity":2}'
+
+The second order's confirmation email fails 3 times and ends DEAD: open the admin URL to see it
+and replay it. Ctrl-C stops the server and drains the outbox.
+`, baseURL, cfg.dbPath, cfg.adminToken)
 }
