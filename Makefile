@@ -25,6 +25,16 @@ bench: ## Run the benchmarks (docs/BENCHMARKS.md): every workload on SQLite, Pos
 	$(GO) run ./cmd/outbox-bench -repeat 3 -json bench.json -md bench.md $(BENCHFLAGS)
 	$(GO) test -run '^$$' -bench . -benchmem ./core/
 
+CHAOS_DURATION ?= 2m
+CHAOS_RESULTS ?= $(or $(TMPDIR),/tmp)/outbox-chaos-results.jsonl
+
+.PHONY: chaos
+chaos: ## Run the long fault tests (CHAOS_DURATION per scenario, seeds printed) and write docs/RELIABILITY.md.
+	rm -f $(CHAOS_RESULTS)
+	status=0; OUTBOX_CHAOS_LONG=1 OUTBOX_CHAOS_DURATION=$(CHAOS_DURATION) OUTBOX_CHAOS_RESULTS=$(CHAOS_RESULTS) \
+		$(GO) test -race -count=1 -timeout 4h -v ./internal/chaos/ || status=$$?; \
+	$(GO) run ./internal/chaos/cmd/scoreboard -o docs/RELIABILITY.md $(CHAOS_RESULTS) && exit $$status
+
 .PHONY: lint
 lint: ## go vet, gofmt check and go.mod tidiness.
 	$(GO) vet ./...

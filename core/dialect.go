@@ -82,9 +82,10 @@ var (
 	// (FORCE INDEX on the index the migrations create, so keep its name) and locks only
 	// the rows it returns, then an UPDATE of those rows by primary key. READ COMMITTED
 	// takes no gap locks, so business transactions inserting into the table never wait
-	// for a claim, whatever their own isolation level; Purge and Replay by filter, which
-	// change ranges of rows, run READ COMMITTED for the same reason. A claim that meets a
-	// deadlock (1213) or lock wait timeout (1205) is retried.
+	// for a claim, whatever their own isolation level; Purge, Replay and MarkDone of
+	// several IDs (range scans too) run READ COMMITTED for the same reason. A claim, or
+	// any statement the store runs on its own (an outcome update, a purge, a replay),
+	// that meets a deadlock (1213) or lock wait timeout (1205) is retried.
 	MySQL Dialect = &dialect{
 		name:              "mysql",
 		bindVar:           func(int) string { return "?" },
@@ -198,10 +199,11 @@ type dialect struct {
 	// SELECT … FOR UPDATE SKIP LOCKED and an UPDATE by primary key (MySQL, which has no
 	// UPDATE … RETURNING), instead of one UPDATE … RETURNING statement.
 	claimInTx bool
-	// readCommittedDML runs the statements that change a range of rows (Purge, and
-	// Replay by filter) in a READ COMMITTED transaction: under InnoDB's default
-	// REPEATABLE READ their range scans take gap locks, which make concurrent INSERTs
-	// into the table wait until the statement ends.
+	// readCommittedDML runs the statements that change a range of rows (Purge, Replay,
+	// and MarkDone of several IDs) in a READ COMMITTED transaction, retried after a
+	// deadlock: under InnoDB's default REPEATABLE READ their range scans take gap
+	// locks, which make concurrent INSERTs into the table wait until the statement
+	// ends, or deadlock with them.
 	readCommittedDML bool
 	// ddl returns the statements that create and drop the table.
 	ddl func(d *dialect, t tableName) migration

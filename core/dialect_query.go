@@ -431,9 +431,12 @@ func (d *dialect) purgeQuery(t tableName, p PurgeParams) (query, error) {
 		where()
 		return b.query(), nil
 	}
+	// The outer conditions repeat the subquery's: PostgreSQL does not re-run the
+	// subquery on a row that a concurrent transaction changed (a replay) while the
+	// DELETE waited for it, but it re-checks these on the row's new version.
 	b.w("DELETE FROM ", d.qualified(t), " WHERE event_id IN (SELECT event_id FROM ", d.qualified(t))
 	where()
-	b.w(")")
+	b.w(") AND ", d.hintedStatus(), " IN (1, 3) AND ", finishedAt, " < ", b.arg(before))
 	return b.query(), nil
 }
 

@@ -325,12 +325,12 @@ func goldenCases() []goldenCase {
 			build: func(d *dialect) ([]query, error) {
 				return one2(d.purgeQuery(t, PurgeParams{Before: goldenT0, Limit: 500}))
 			},
-			pg:      []string{`DELETE FROM "outbox_event" WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE status IN (1, 3) AND COALESCE(done_at, created_at) < $1 ORDER BY COALESCE(done_at, created_at), event_id LIMIT $2)`},
-			sqlite:  []string{`DELETE FROM "outbox_event" WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE +status IN (1, 3) AND COALESCE(done_at, created_at) < ? ORDER BY COALESCE(done_at, created_at), event_id LIMIT ?)`},
+			pg:      []string{`DELETE FROM "outbox_event" WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE status IN (1, 3) AND COALESCE(done_at, created_at) < $1 ORDER BY COALESCE(done_at, created_at), event_id LIMIT $2) AND status IN (1, 3) AND COALESCE(done_at, created_at) < $3`},
+			sqlite:  []string{`DELETE FROM "outbox_event" WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE +status IN (1, 3) AND COALESCE(done_at, created_at) < ? ORDER BY COALESCE(done_at, created_at), event_id LIMIT ?) AND +status IN (1, 3) AND COALESCE(done_at, created_at) < ?`},
 			mysql:   []string{"DELETE FROM `outbox_event` WHERE finished_at < ? ORDER BY finished_at, event_id LIMIT ?"},
 			myArgs:  []any{goldenT0U, int64(500)},
-			pgArgs:  []any{goldenT0U, int64(500)},
-			sqlArgs: []any{goldenT0S, int64(500)},
+			pgArgs:  []any{goldenT0U, int64(500), goldenT0U},
+			sqlArgs: []any{goldenT0S, int64(500), goldenT0S},
 		},
 		{
 			name:   "stats",

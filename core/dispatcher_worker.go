@@ -141,6 +141,9 @@ func (d *Dispatcher) deliver(runCtx context.Context, it dispatchItem, acks chan<
 	}
 	duration := max(d.cfg.Now().Sub(start), 0)
 
+	if dec.kind == outcomeDone {
+		crashPoint("after-listener") // chaos builds only: the listener returned, DONE not yet written
+	}
 	if dec.kind == outcomeDone && e.LockedBy == "" {
 		// The event stays in flight until the recorder has written its batch. A claimed
 		// event's outcome is written below, by this worker: its claim was sized for one

@@ -177,6 +177,13 @@ func (p *Poller) loop(r startstop.Run) {
 	catchUpDelay := max(p.cfg.SkipRecent, minCatchUpDelay)
 	dropsWaiting := false // events dropped after catchUp was set: another catch-up is due
 	for {
+		// A stop requested during the last cycle or the wait wins over a tick that is
+		// ready too (select picks at random among ready cases).
+		select {
+		case <-r.Stopping:
+			return
+		default:
+		}
 		_, more, err := p.poll(r.Ctx)
 		if err != nil && !errors.Is(err, context.Canceled) {
 			p.log.LogAttrs(r.Ctx, slog.LevelError, "poll failed", slog.String("error", err.Error()))
@@ -400,6 +407,9 @@ func (p *Poller) claim(ctx context.Context, params ClaimParams) (PendingBatch, e
 	b, err := p.store.Claim(ctx, params)
 	if err != nil {
 		return PendingBatch{}, fmt.Errorf("claim pending events: %w", err)
+	}
+	if len(b.Events) > 0 {
+		crashPoint("after-claim")
 	}
 	return b, nil
 }

@@ -125,6 +125,13 @@ func (p *Purger) loop(r startstop.Run) {
 	ticker := time.NewTicker(p.cfg.Interval)
 	defer ticker.Stop()
 	for {
+		// A stop requested during the last run wins over a tick that is ready too
+		// (select picks at random among ready cases).
+		select {
+		case <-r.Stopping:
+			return
+		default:
+		}
 		n, err := p.run(r.Ctx, r.Stopping)
 		switch {
 		case err != nil && !errors.Is(err, context.Canceled):

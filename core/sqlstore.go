@@ -91,20 +91,24 @@ func (s *SQLStore) withTimeout(ctx context.Context) (context.Context, context.Ca
 	return context.WithTimeout(ctx, s.timeout)
 }
 
-// exec runs qs one after another, each under its own timeout, and sums the rows changed.
-func (s *SQLStore) exec(ctx context.Context, qs []query) (int64, error) {
-	var total int64
-	for _, q := range qs {
-		n, err := s.exec1(ctx, q)
-		total += n
-		if err != nil {
-			return total, err
+// exec1 runs one statement on its own. A statement that InnoDB picks as the victim of
+// a deadlock (1213) or a lock wait timeout (1205), for example an outcome update
+// meeting a purge or a replay of nearby rows, was rolled back whole: it is retried a
+// few times with a short backoff, as claims are.
+func (s *SQLStore) exec1(ctx context.Context, q query) (int64, error) {
+	for attempt := 1; ; attempt++ {
+		n, err := s.exec1Once(ctx, q)
+		if err == nil || attempt == claimAttempts || !isLockConflict(err) || ctx.Err() != nil {
+			return n, err
+		}
+		if serr := sleepCtx(ctx, time.Duration(attempt)*10*time.Millisecond); serr != nil {
+			return 0, errors.Join(err, serr)
 		}
 	}
-	return total, nil
 }
 
-func (s *SQLStore) exec1(ctx context.Context, q query) (int64, error) {
+// exec1Once runs one statement under QueryTimeout.
+func (s *SQLStore) exec1Once(ctx context.Context, q query) (int64, error) {
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	res, err := s.db.ExecContext(ctx, q.SQL, q.Args...)
@@ -114,15 +118,45 @@ func (s *SQLStore) exec1(ctx context.Context, q query) (int64, error) {
 	return res.RowsAffected()
 }
 
+// execEach runs qs one after another with run, and sums the rows changed; on an error
+// it returns the rows changed by the earlier statements with it.
+func (s *SQLStore) execEach(ctx context.Context, qs []query, run func(context.Context, query) (int64, error)) (int64, error) {
+	var total int64
+	for _, q := range qs {
+		n, err := run(ctx, q)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
 // execRange runs a statement that changes a range of rows: on its own, or in a READ
-// COMMITTED transaction where the dialect needs one (readCommittedDML).
-func (s *SQLStore) execRange(ctx context.Context, q query) (n int64, err error) {
+// COMMITTED transaction where the dialect needs one (readCommittedDML). Two such
+// statements that walk the same rows in different orders (Purge by finish time, Replay
+// by creation time) can deadlock; InnoDB then rolls one back whole, and it is retried
+// a few times with a short backoff, as claims are.
+func (s *SQLStore) execRange(ctx context.Context, q query) (int64, error) {
 	if !s.d.readCommittedDML {
 		return s.exec1(ctx, q)
 	}
+	for attempt := 1; ; attempt++ {
+		n, err := s.execReadCommitted(ctx, q)
+		if err == nil || attempt == claimAttempts || !isLockConflict(err) || ctx.Err() != nil {
+			return n, err
+		}
+		if serr := sleepCtx(ctx, time.Duration(attempt)*10*time.Millisecond); serr != nil {
+			return 0, errors.Join(err, serr)
+		}
+	}
+}
+
+// execReadCommitted runs q alone in a READ COMMITTED transaction.
+func (s *SQLStore) execReadCommitted(ctx context.Context, q query) (n int64, err error) {
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
-	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	tx, err := s.beginReadCommitted(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -170,7 +204,16 @@ func (s *SQLStore) MarkDone(ctx context.Context, p MarkDoneParams) (int64, error
 	if err != nil {
 		return 0, fmt.Errorf("mark done: %w", err)
 	}
-	n, err := s.exec(ctx, qs)
+	// Several IDs make a range scan, which under InnoDB's REPEATABLE READ takes
+	// next-key locks: it waits for a business transaction's uncommitted row while
+	// holding the gap before it, and the business transaction's next insert into that
+	// gap deadlocks. Such statements run through execRange (READ COMMITTED on MySQL);
+	// a single ID is an exact unique lookup and runs on its own.
+	run := s.exec1
+	if len(p.IDs) > 1 {
+		run = s.execRange
+	}
+	n, err := s.execEach(ctx, qs, run)
 	if err != nil {
 		return n, fmt.Errorf("mark done: %w", err)
 	}
@@ -281,14 +324,15 @@ func (s *SQLStore) RenewClaim(ctx context.Context, p RenewClaimParams) (int64, e
 	return n, nil
 }
 
-// claimAttempts bounds the attempts of a MySQL claim that meets a lock conflict.
+// claimAttempts bounds the attempts of a MySQL claim, or of a statement run by
+// execRange, that meets a lock conflict.
 const claimAttempts = 4
 
 // claimTx runs one claim transaction on MySQL; see [SQLStore.Claim].
 func (s *SQLStore) claimTx(ctx context.Context, token string, lock query) (b PendingBatch, err error) {
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
-	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	tx, err := s.beginReadCommitted(ctx)
 	if err != nil {
 		return PendingBatch{}, err
 	}
@@ -448,7 +492,10 @@ func (s *SQLStore) Replay(ctx context.Context, p ReplayParams) (int64, error) {
 	if len(p.IDs) == 0 {
 		n, err = s.execRange(ctx, qs[0])
 	} else {
-		n, err = s.exec(ctx, qs)
+		// Like MarkDone of several IDs; and a replay, even of one row, can deadlock
+		// with a purge deleting the same DEAD rows (the two lock the row and its
+		// index entries in opposite orders), which execRange retries.
+		n, err = s.execEach(ctx, qs, s.execRange)
 	}
 	if err != nil {
 		return n, fmt.Errorf("replay: %w", err)

@@ -457,7 +457,8 @@ func TestQueriesUseIndexes(t *testing.T) {
 				cases[`UPDATE `+b.quoted()+` SET status = 0 WHERE event_id IN (SELECT event_id FROM `+b.quoted()+
 					` WHERE +status = 3 ORDER BY created_at, event_id LIMIT 10) AND +status = 3`] = check{"dead_idx", "pending_idx"}
 				cases[`DELETE FROM `+b.quoted()+` WHERE event_id IN (SELECT event_id FROM `+b.quoted()+
-					` WHERE +status IN (1, 3) AND COALESCE(done_at, created_at) < `+t0+` ORDER BY COALESCE(done_at, created_at), event_id LIMIT 10)`] = check{"finished_idx", "pending_idx"}
+					` WHERE +status IN (1, 3) AND COALESCE(done_at, created_at) < `+t0+` ORDER BY COALESCE(done_at, created_at), event_id LIMIT 10)`+
+					` AND +status IN (1, 3) AND COALESCE(done_at, created_at) < `+t0] = check{"finished_idx", "pending_idx"}
 			}
 			for q, c := range cases {
 				rows, err := conn.QueryContext(ctx, explain+q)

@@ -79,6 +79,7 @@ func FuzzValidateTableName(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, name string) {
 		tn, err := parseTableName(name)
+		fuzzTally(err != nil)
 		if err != nil {
 			var ce *ConfigError
 			if !errors.As(err, &ce) || ce.Field != "Table" {

@@ -137,6 +137,7 @@ func (w *Writer) WriteAll(ctx context.Context, tx Executor, envs []Envelope) ([]
 	if err := w.store.Insert(ctx, tx, InsertParams{Events: events, ClaimTTL: claimTTL}); err != nil {
 		return nil, fmt.Errorf("outbox: write: %w", err)
 	}
+	crashPoint("after-insert")
 	w.runHooks(ctx, "AfterWrite", events, WriterHook.AfterWrite)
 	ids := make([]string, len(events))
 	for i := range events {

@@ -388,6 +388,7 @@ func FuzzWriterEnvelope(f *testing.F) {
 		env := outbox.Envelope{Type: typ, AggregateType: aggType, AggregateID: aggID, Payload: payload,
 			Headers: map[string]string{hk: hv}, DeliverAfter: time.Duration(delay)}
 		id, err := w.Write(context.Background(), fakeTx{}, env)
+		fuzzTally(err != nil)
 		if err != nil {
 			if !errors.Is(err, outbox.ErrInvalidEnvelope) {
 				t.Fatalf("untyped error %v", err)

@@ -1,0 +1,109 @@
+package outboxadmin_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	outboxadmin "github.com/outboxkit/outbox/admin"
+	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/outboxtest"
+)
+
+// FuzzAdminRequest sends arbitrary requests (method, path, query, content type, body)
+// through the whole admin handler over an in-memory store holding DEAD events. Any
+// input must be answered without a panic, with a JSON body for the API, and a bad
+// request must be refused with a 4xx: a 500 would mean the parsers let through
+// something the core rejects. Seeds are in testdata/fuzz; plain `go test` replays them.
+func FuzzAdminRequest(f *testing.F) {
+	f.Add(uint8(0), "/api/dead-events", "limit=2&event_type=T", "", []byte(nil))
+	f.Add(uint8(0), "/api/dead-events/count", "by=event_type", "", []byte(nil))
+	f.Add(uint8(0), "/api/dead-events/e1", "", "", []byte(nil))
+	f.Add(uint8(1), "/api/dead-events/e1/replay", "", "application/json", []byte(`{}`))
+	f.Add(uint8(1), "/api/dead-events/replay", "", "application/json; charset=utf-8", []byte(`{"event_type":"T"}`))
+	f.Add(uint8(1), "/api/dead-events/replay", "", "application/json", []byte(`{"event_type":"T","x":1}`))
+	f.Add(uint8(1), "/api/dead-events/replay", "", "application/json", []byte(`{"event_type":1}`))
+	f.Add(uint8(1), "/api/dead-events/replay", "", "application/json", []byte(`{} {}`))
+	f.Add(uint8(1), "/api/dead-events/replay", "a=1", "text/plain", []byte(`{}`))
+	f.Add(uint8(1), "/api/dead-events/replay", "", "application/json", []byte("{\"event_type\":\"\xff\"}"))
+	f.Add(uint8(2), "/api/overview", "", "", []byte(nil))
+	f.Fuzz(func(t *testing.T, method uint8, path, rawQuery, contentType string, body []byte) {
+		store := outboxtest.NewMemoryStore()
+		ctx := context.Background()
+		now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+		for _, id := range []string{"e1", "e2", "e3"} {
+			e := outbox.Event{ID: id, Type: "T", AggregateType: "A", Payload: json.RawMessage(`{}`), CreatedAt: now, AvailableAt: now}
+			if err := store.Insert(ctx, nil, outbox.InsertParams{Events: []outbox.Event{e}}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := store.MarkDead(ctx, outbox.MarkDeadParams{ID: id, DeadAt: now, Reason: "x"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		h, err := outboxadmin.New(outbox.NewDeadEvents(store), outboxadmin.Options{
+			Authorize: outboxadmin.BearerToken("tok"),
+			Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := [...]string{http.MethodGet, http.MethodPost, http.MethodGet, http.MethodPut, http.MethodDelete}[int(method)%5]
+		r := httptest.NewRequest(m, "/", bytes.NewReader(body))
+		r.URL.Path, r.URL.RawPath, r.URL.RawQuery = "/"+strings.TrimPrefix(path, "/"), "", rawQuery
+		r.Header.Set("Authorization", "Bearer tok")
+		if contentType != "" {
+			r.Header.Set("Content-Type", contentType)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		fuzzTally(w.Code >= 400)
+		if w.Code >= 500 {
+			t.Fatalf("%s %s?%s (%q, %q): %d %s", m, path, rawQuery, contentType, body, w.Code, w.Body)
+		}
+		if strings.HasPrefix(r.URL.Path, "/api/") && w.Code != http.StatusMovedPermanently && w.Code != http.StatusTemporaryRedirect {
+			if !json.Valid(w.Body.Bytes()) || !utf8.Valid(w.Body.Bytes()) {
+				t.Fatalf("%s %s?%s: %d with a body that is not JSON: %q", m, path, rawQuery, w.Code, w.Body)
+			}
+		}
+	})
+}
+
+// envFuzzTally names a file to which the fuzz targets append one byte per input: 'r'
+// when the input was rejected cleanly (with the documented error), 'a' when it was
+// accepted. A `go test -fuzz` run with it set reports how many inputs it tried and how
+// many were rejected, for the bad-input table of docs/RELIABILITY.md; crashes stop the
+// run. Plain `go test` leaves it unset.
+const envFuzzTally = "OUTBOX_FUZZ_TALLY"
+
+var fuzzTallyFile = sync.OnceValue(func() *os.File {
+	path := os.Getenv(envFuzzTally)
+	if path == "" {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil
+	}
+	return f
+})
+
+// fuzzTally records one input of a fuzz run; see envFuzzTally.
+func fuzzTally(rejected bool) {
+	if f := fuzzTallyFile(); f != nil {
+		b := byte('a')
+		if rejected {
+			b = 'r'
+		}
+		_, _ = f.Write([]byte{b})
+	}
+}

@@ -1,0 +1,38 @@
+//go:build outboxchaos
+
+package outbox
+
+import (
+	"os"
+	"strconv"
+	"sync/atomic"
+)
+
+// The chaos build's crash point (see crashpoint.go): when the environment variable
+// OUTBOX_CRASH_POINT names the point, the process kills itself with SIGKILL on the
+// point's OUTBOX_CRASH_AFTER-th hit (default the first). This build is for the fault
+// tests only; the variables are read once, at start-up.
+var (
+	crashName  = os.Getenv("OUTBOX_CRASH_POINT")
+	crashAfter = crashAfterEnv()
+	crashHits  atomic.Int64
+)
+
+func crashAfterEnv() int64 {
+	n, err := strconv.ParseInt(os.Getenv("OUTBOX_CRASH_AFTER"), 10, 64)
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
+}
+
+func crashPoint(name string) {
+	if name != crashName || crashHits.Add(1) < crashAfter {
+		return
+	}
+	self, err := os.FindProcess(os.Getpid())
+	if err == nil {
+		_ = self.Kill() // SIGKILL on Unix
+	}
+	select {} // the signal is on its way; run nothing after the point
+}

@@ -1,0 +1,516 @@
+// Package chaos proves the library under faults: node processes killed with SIGKILL
+// (at random and at exact crash points), database servers restarted, connections killed
+// by the server or cut by a TCP proxy, and the in-process scenarios of the inproc_*
+// files. Every scenario records what writers committed and what listeners delivered,
+// reads the table's final state, and checks the gates of [Report.Gate].
+//
+// Import path: github.com/outboxkit/outbox/internal/chaos (package chaos). Only tests
+// and the chaos programs import it.
+//
+// # Records and the checker (API for scenario authors)
+//
+//	log, err := chaos.CreateLog(path)     // one file per process is simplest; Append fsyncs
+//	log.Append(chaos.Record{Kind: chaos.Committed, Event: id, Node: "w1"}) // At defaults to now
+//	recs, err := chaos.ReadLogs(paths...) // tolerates a torn last line
+//	finals, err := chaos.ReadFinals(ctx, db, dialect, table) // the table after draining
+//	rep := chaos.Check(recs, finals)
+//	rep.Gate(t, faultFree)
+//
+// Writers append, once per event: [Begun] right before Commit, then [Committed] after
+// Commit returned nil or [Unknown] after Commit returned an error; instead of these,
+// [RolledBack] after rolling back on purpose, or [Aborted] after a statement failed and
+// the transaction was rolled back. A Begun alone (the writer died) counts as Unknown. Listeners append
+// [Started] when an attempt begins, then [Delivered] before returning nil or [Failed]
+// before returning an error or panicking: wrap the listener with [Recorder.Wrap], which
+// does exactly that. The harness appends [Fault] when it injects a fault (Node: the
+// killed node, or empty for a database fault; Event: a description), and [Down]/[Up]
+// around a database stop and restart.
+//
+// [Check] computes from these the [Report]: Lost, Phantom, Unexpected, Duplicates with
+// their causes, Stuck, Overlaps, the longest gap without delivery while work was pending
+// and the database was up, and the recovery time after each restart. [Report.Gate]
+// fails the test on lost, phantom, unexpected, stuck or overlapping attempts, and, when
+// the run was fault free, on duplicates, unknown commit outcomes and aborted business
+// transactions (an outbox that makes a business transaction fail).
+// [Report.Result] turns a report into a scoreboard line (see scoreboard.go).
+//
+// # Process scenarios, tiers and the scoreboard
+//
+// The process scenarios (process_test.go) run the node program (node.go: the library
+// with a [Recorder] listener and writer goroutines doing business transactions) as
+// separate processes: the test binary re-executed with OUTBOX_CHAOS_ROLE=node, or,
+// for the crash points of core, internal/chaos/node built with -tags outboxchaos.
+// [StartServer] gives a test its own PostgreSQL or MariaDB server to stop, kill and
+// start again; [Proxy] cuts the network between nodes and server.
+//
+// Every scenario runs briefly by default (CI). OUTBOX_CHAOS_LONG=1 or
+// OUTBOX_CHAOS_DURATION=<duration> selects the long tier ([Long], [Duration]); each
+// scenario logs its seed, and OUTBOX_CHAOS_SEED=<seed> replays its fault schedule
+// ([Seed]). With OUTBOX_CHAOS_RESULTS=<file> every scenario appends its result, and
+// internal/chaos/cmd/scoreboard turns such files into docs/RELIABILITY.md.
+package chaos
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	outbox "github.com/outboxkit/outbox/core"
+)
+
+// Final is a row's state after the drain deadline, read from the table.
+type Final struct {
+	Event    string
+	Status   int // an outbox.Status value
+	Attempts int
+}
+
+// Report is what [Check] computes for one run.
+type Report struct {
+	Committed, Unknown, RolledBack int // writers' records (Unknown counts Begun alone)
+	Aborted                        int // transactions that failed before commit
+	Delivered                      int // Delivered records, duplicates included
+	Dead                           int // rows DEAD in the final state
+	Lost                           []string
+	// Phantom are events delivered although their transaction rolled back: RolledBack,
+	// Aborted, or Unknown with no row in the final state (only when finals were given).
+	Phantom []string
+	// Unexpected are events delivered that no writer recorded.
+	Unexpected []string
+	// Duplicates maps an event to its extra deliveries.
+	Duplicates map[string]int
+	// DuplicateCauses counts the extra deliveries by cause, best effort: "node killed
+	// after delivery", "database fault", "claim taken over by another node",
+	// "redelivered by the same node".
+	DuplicateCauses map[string]int
+	// Stuck are rows neither DONE nor DEAD in the final state.
+	Stuck []string
+	// Overlaps are events with an attempt started while another was still running.
+	Overlaps []string
+	// LongestGap is the longest time without any delivery while some committed event
+	// was waiting for its first delivery, not counting time the database was down
+	// (between Down and Up records).
+	LongestGap time.Duration
+	// Recovery is, over the Up records, the longest time from Up until every event
+	// committed before it and not yet delivered had been delivered (the backlog of the
+	// outage cleared), or, with no backlog, until the next delivery. Zero without Up.
+	Recovery time.Duration
+	// Restarts counts Up records.
+	Restarts int
+}
+
+// DuplicateCount is the number of extra deliveries.
+func (r Report) DuplicateCount() int {
+	n := 0
+	for _, c := range r.Duplicates {
+		n += c
+	}
+	return n
+}
+
+// Check computes the report of one run from all its records and the table's final
+// state. finals may be nil when the table was not read; then Stuck is empty, Unknown
+// events count as committed when delivered, and DEAD rows are not known.
+func Check(records []Record, finals []Final) Report {
+	recs := slices.Clone(records)
+	slices.SortStableFunc(recs, func(a, b Record) int { return a.At.Compare(b.At) })
+
+	var rep Report
+	written := map[string]Kind{}        // event → writer's kind
+	writtenAt := map[string]time.Time{} // event → writer's record time
+	delivered := map[string]int{}
+	firstDelivery := map[string]time.Time{}
+	byEvent := map[string][]Record{}
+	var deliveries []time.Time
+	var downs, ups []time.Time
+	var faults []Record
+	for _, r := range recs {
+		switch r.Kind {
+		case Begun:
+			if _, ok := written[r.Event]; !ok {
+				written[r.Event] = Begun
+				writtenAt[r.Event] = r.At
+			}
+		case Committed, Unknown, RolledBack, Aborted:
+			switch r.Kind {
+			case Committed:
+				rep.Committed++
+			case Unknown:
+				rep.Unknown++
+			case RolledBack:
+				rep.RolledBack++
+			case Aborted:
+				rep.Aborted++
+			}
+			written[r.Event] = r.Kind
+			writtenAt[r.Event] = r.At
+		case Delivered:
+			rep.Delivered++
+			delivered[r.Event]++
+			if _, ok := firstDelivery[r.Event]; !ok {
+				firstDelivery[r.Event] = r.At
+			}
+			deliveries = append(deliveries, r.At)
+			byEvent[r.Event] = append(byEvent[r.Event], r)
+		case Started, Failed:
+			byEvent[r.Event] = append(byEvent[r.Event], r)
+		case Fault:
+			faults = append(faults, r)
+		case Down:
+			downs = append(downs, r.At)
+			faults = append(faults, r)
+		case Up:
+			ups = append(ups, r.At)
+			rep.Restarts++
+		}
+	}
+
+	for id, k := range written {
+		if k == Begun { // the writer died during the commit
+			written[id] = Unknown
+			rep.Unknown++
+		}
+	}
+
+	final := map[string]Final{}
+	for _, f := range finals {
+		final[f.Event] = f
+		switch outbox.Status(f.Status) {
+		case outbox.StatusDone:
+		case outbox.StatusDead:
+			rep.Dead++
+		default:
+			rep.Stuck = append(rep.Stuck, f.Event)
+		}
+	}
+
+	// mustDeliver: committed, or unknown with its row present.
+	mustDeliver := func(id string) bool {
+		switch written[id] {
+		case Committed:
+			return true
+		case Unknown:
+			_, ok := final[id]
+			return ok
+		}
+		return false
+	}
+	for id := range written {
+		if !mustDeliver(id) || delivered[id] > 0 {
+			continue
+		}
+		if f, ok := final[id]; ok && outbox.Status(f.Status) == outbox.StatusDead {
+			continue // accounted for: DEAD, not lost
+		}
+		rep.Lost = append(rep.Lost, id)
+	}
+	for id := range delivered {
+		kind, ok := written[id]
+		switch {
+		case !ok:
+			rep.Unexpected = append(rep.Unexpected, id)
+		case kind == RolledBack || kind == Aborted:
+			rep.Phantom = append(rep.Phantom, id)
+		case kind == Unknown && finals != nil:
+			if _, ok := final[id]; !ok {
+				rep.Phantom = append(rep.Phantom, id)
+			}
+		}
+	}
+
+	// Duplicates, their causes, and overlapping attempts.
+	for id, evs := range byEvent {
+		if delivered[id] > 1 {
+			if rep.Duplicates == nil {
+				rep.Duplicates = map[string]int{}
+				rep.DuplicateCauses = map[string]int{}
+			}
+			rep.Duplicates[id] = delivered[id] - 1
+			var prev *Record
+			for i := range evs {
+				r := evs[i]
+				if r.Kind == Started && prev != nil {
+					rep.DuplicateCauses[duplicateCause(*prev, r, faults)]++
+					prev = nil
+				}
+				if r.Kind == Delivered {
+					prev = &evs[i]
+				}
+			}
+		}
+		if overlapping(evs, faults) {
+			rep.Overlaps = append(rep.Overlaps, id)
+		}
+	}
+
+	// The longest gap and the recovery time.
+	var pending []span
+	end := time.Time{}
+	if len(recs) > 0 {
+		end = recs[len(recs)-1].At
+	}
+	for id := range written {
+		if !mustDeliver(id) && delivered[id] == 0 {
+			continue
+		}
+		from := writtenAt[id]
+		to, ok := firstDelivery[id]
+		if !ok {
+			if f, dead := final[id]; dead && outbox.Status(f.Status) == outbox.StatusDead {
+				continue
+			}
+			to = end
+		}
+		if to.After(from) {
+			pending = append(pending, span{from, to})
+		}
+	}
+	down := downSpans(downs, ups, end)
+	rep.LongestGap = longestGap(mergeSpans(pending), deliveries, down)
+	for _, u := range ups {
+		// The backlog at u: events committed before u and not yet delivered.
+		var cleared time.Time
+		for id, at := range writtenAt {
+			if !at.Before(u) || (!mustDeliver(id) && delivered[id] == 0) {
+				continue
+			}
+			first, ok := firstDelivery[id]
+			switch {
+			case ok && first.Before(u):
+				continue // delivered before
+			case !ok:
+				if f, dead := final[id]; dead && outbox.Status(f.Status) == outbox.StatusDead {
+					continue
+				}
+				first = end
+			}
+			cleared = maxTime(cleared, first)
+		}
+		if cleared.IsZero() { // no backlog: until new work is delivered
+			i, _ := slices.BinarySearchFunc(deliveries, u, func(a, b time.Time) int { return a.Compare(b) })
+			cleared = end
+			if i < len(deliveries) {
+				cleared = deliveries[i]
+			}
+		}
+		rep.Recovery = max(rep.Recovery, cleared.Sub(u))
+	}
+
+	slices.Sort(rep.Lost)
+	slices.Sort(rep.Phantom)
+	slices.Sort(rep.Unexpected)
+	slices.Sort(rep.Stuck)
+	slices.Sort(rep.Overlaps)
+	return rep
+}
+
+// duplicateCause names why the attempt started at next followed the delivery prev.
+func duplicateCause(prev, next Record, faults []Record) string {
+	dbFault := false
+	for _, f := range faults {
+		if f.At.Before(prev.At) || f.At.After(next.At) {
+			continue
+		}
+		if f.Node != "" && f.Node == prev.Node {
+			return "node killed after delivery"
+		}
+		if f.Node == "" {
+			dbFault = true
+		}
+	}
+	switch {
+	case dbFault:
+		return "database fault"
+	case next.Node != prev.Node:
+		return "claim taken over by another node"
+	default:
+		return "redelivered by the same node"
+	}
+}
+
+// overlapping reports whether an attempt of the event started while another attempt
+// (on any node) was still running. An attempt runs from Started to the same node's
+// Delivered or Failed, or to a Fault naming its node (the node was killed).
+func overlapping(evs []Record, faults []Record) bool {
+	open := map[string]int{}
+	total := 0
+	fi := 0
+	for _, r := range evs {
+		for fi < len(faults) && !faults[fi].At.After(r.At) {
+			if n := faults[fi].Node; n != "" && open[n] > 0 {
+				total -= open[n]
+				open[n] = 0
+			}
+			fi++
+		}
+		switch r.Kind {
+		case Started:
+			if total > 0 {
+				return true
+			}
+			open[r.Node]++
+			total++
+		case Delivered, Failed:
+			if open[r.Node] > 0 {
+				open[r.Node]--
+				total--
+			}
+		}
+	}
+	return false
+}
+
+type span struct{ from, to time.Time }
+
+func (s span) dur() time.Duration { return s.to.Sub(s.from) }
+
+// mergeSpans returns the union of spans, sorted.
+func mergeSpans(spans []span) []span {
+	s := slices.Clone(spans)
+	slices.SortFunc(s, func(a, b span) int { return a.from.Compare(b.from) })
+	var out []span
+	for _, x := range s {
+		if n := len(out); n > 0 && !x.from.After(out[n-1].to) {
+			if x.to.After(out[n-1].to) {
+				out[n-1].to = x.to
+			}
+			continue
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
+func covered(spans []span, t time.Time) bool {
+	for _, s := range spans {
+		if !t.Before(s.from) && t.Before(s.to) {
+			return true
+		}
+	}
+	return false
+}
+
+// downSpans pairs each Down with the next Up (or end).
+func downSpans(downs, ups []time.Time, end time.Time) []span {
+	var out []span
+	for _, d := range downs {
+		to := end
+		for _, u := range ups {
+			if u.After(d) {
+				to = u
+				break
+			}
+		}
+		out = append(out, span{d, to})
+	}
+	return mergeSpans(out)
+}
+
+// upTime is the duration of s minus its overlap with the down spans.
+func upTime(s span, down []span) time.Duration {
+	d := s.dur()
+	for _, x := range down {
+		from, to := maxTime(s.from, x.from), minTime(s.to, x.to)
+		if to.After(from) {
+			d -= to.Sub(from)
+		}
+	}
+	return d
+}
+
+// longestGap is the longest up-time stretch inside a pending span without a delivery.
+func longestGap(pending []span, deliveries []time.Time, down []span) time.Duration {
+	var longest time.Duration
+	for _, p := range pending {
+		last := p.from
+		for _, d := range deliveries {
+			if !d.After(p.from) {
+				continue
+			}
+			if d.After(p.to) {
+				break
+			}
+			longest = max(longest, upTime(span{last, d}, down))
+			last = d
+		}
+		longest = max(longest, upTime(span{last, p.to}, down))
+	}
+	return longest
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// Gate fails tb for any lost, phantom, unexpected, stuck or overlapping event, and,
+// when faultFree, for duplicates and unknown commit outcomes. It logs a compact summary
+// either way.
+func (r Report) Gate(tb testing.TB, faultFree bool) {
+	tb.Helper()
+	tb.Log(r.Summary())
+	fail := func(what string, ids []string) {
+		tb.Helper()
+		if len(ids) > 0 {
+			tb.Errorf("%s: %d event(s): %s", what, len(ids), abbrev(ids))
+		}
+	}
+	fail("LOST (committed, never delivered)", r.Lost)
+	fail("PHANTOM (delivered from a rolled-back transaction)", r.Phantom)
+	fail("UNEXPECTED (delivered, never written)", r.Unexpected)
+	fail("STUCK (not DONE/DEAD after the drain deadline)", r.Stuck)
+	fail("OVERLAP (attempts of one event ran concurrently)", r.Overlaps)
+	if r.Committed+r.Unknown == 0 {
+		tb.Errorf("no event was committed: the run proved nothing")
+	}
+	if faultFree {
+		if n := r.DuplicateCount(); n > 0 {
+			tb.Errorf("DUPLICATES without faults: %d extra deliveries (%v)", n, r.DuplicateCauses)
+		}
+		if r.Unknown > 0 {
+			tb.Errorf("UNKNOWN commit outcomes without faults: %d", r.Unknown)
+		}
+		if r.Aborted > 0 {
+			tb.Errorf("ABORTED business transactions without faults: %d", r.Aborted)
+		}
+	}
+}
+
+// Summary is a one-line account of the report.
+func (r Report) Summary() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "committed=%d unknown=%d rolledback=%d aborted=%d delivered=%d dead=%d lost=%d phantom=%d unexpected=%d stuck=%d overlaps=%d duplicates=%d",
+		r.Committed, r.Unknown, r.RolledBack, r.Aborted, r.Delivered, r.Dead, len(r.Lost), len(r.Phantom), len(r.Unexpected),
+		len(r.Stuck), len(r.Overlaps), r.DuplicateCount())
+	if len(r.DuplicateCauses) > 0 {
+		causes := make([]string, 0, len(r.DuplicateCauses))
+		for c, n := range r.DuplicateCauses {
+			causes = append(causes, fmt.Sprintf("%s: %d", c, n))
+		}
+		slices.Sort(causes)
+		fmt.Fprintf(&b, " (%s)", strings.Join(causes, ", "))
+	}
+	fmt.Fprintf(&b, " longest-gap=%s", r.LongestGap.Round(time.Millisecond))
+	if r.Restarts > 0 {
+		fmt.Fprintf(&b, " restarts=%d recovery=%s", r.Restarts, r.Recovery.Round(time.Millisecond))
+	}
+	return b.String()
+}
+
+func abbrev(ids []string) string {
+	if len(ids) > 10 {
+		return strings.Join(ids[:10], ", ") + fmt.Sprintf(", … (%d more)", len(ids)-10)
+	}
+	return strings.Join(ids, ", ")
+}

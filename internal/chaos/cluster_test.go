@@ -1,0 +1,577 @@
+package chaos
+
+// The process harness: a cluster of node processes (node.go) over one table, which the
+// scenarios kill, restart and cut off from the database, then drain and check.
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/internal/testdb"
+)
+
+// clusterConfig describes a cluster.
+type clusterConfig struct {
+	dialect string // "postgres", "mysql" or "sqlite"
+	dsn     string // for the admin connection (direct to the server)
+	nodeDSN string // for the nodes; defaults to dsn (a proxy's address otherwise)
+	db      *sql.DB
+	table   string
+	nodes   int    // node slots; SQLite has one
+	writers int    // writer goroutines per node
+	timing  string // "fault" or "steady"
+	exe     string // node binary; defaults to this test binary
+	env     func(slot, incarnation int) []string
+	seed    int64
+}
+
+type cluster struct {
+	t       *testing.T
+	cfg     clusterConfig
+	dir     string
+	harness *Log
+	rng     *rand.Rand
+	began   time.Time
+
+	mu     sync.Mutex
+	armed  bool        // new incarnations get cfg.env (crash points); false once draining
+	quiet  bool        // new incarnations run no writers: the cluster is draining
+	slots  []*nodeProc // the current incarnation of each slot, nil when down
+	incs   []int       // incarnations started per slot
+	logs   []string    // every record file
+	faults int
+}
+
+// nodeProc is one node process.
+type nodeProc struct {
+	name    string
+	slot    int
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	lines   chan string // stdout
+	waited  chan struct{}
+	err     error // cmd.Wait's, once waited is closed
+	errPath string
+	killed  bool // by the harness
+}
+
+func (p *nodeProc) exited() bool {
+	select {
+	case <-p.waited:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *nodeProc) stderrTail() string {
+	b, _ := os.ReadFile(p.errPath)
+	s := string(b)
+	if len(s) > 3000 {
+		s = "…" + s[len(s)-3000:]
+	}
+	return s
+}
+
+// killedBySignal reports whether the process died of SIGKILL.
+func (p *nodeProc) killedBySignal() bool {
+	var ee *exec.ExitError
+	if !errors.As(p.err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
+}
+
+// newCluster migrates the tables and starts every node.
+func newCluster(t *testing.T, cfg clusterConfig) *cluster {
+	t.Helper()
+	if cfg.nodeDSN == "" {
+		cfg.nodeDSN = cfg.dsn
+	}
+	if cfg.exe == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.exe = exe
+	}
+	cfg.writers = max(cfg.writers, 1)
+	cfg.nodes = max(cfg.nodes, 1)
+	ctx := t.Context()
+	d := Dialects[cfg.dialect].Dialect
+	if err := outbox.MigrateTable(ctx, cfg.db, d, cfg.table); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	if _, err := cfg.db.ExecContext(ctx, "CREATE TABLE "+BusinessTable(cfg.table)+
+		" (event_id VARCHAR(64) NOT NULL PRIMARY KEY, node VARCHAR(64) NOT NULL)"); err != nil {
+		t.Fatalf("create business table: %v", err)
+	}
+	c := &cluster{t: t, cfg: cfg, dir: t.TempDir(), rng: Rand(cfg.seed), began: time.Now(), armed: true,
+		slots: make([]*nodeProc, cfg.nodes), incs: make([]int, cfg.nodes)}
+	hpath := filepath.Join(c.dir, "harness.jsonl")
+	h, err := CreateLog(hpath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.harness = h
+	c.logs = append(c.logs, hpath)
+	t.Cleanup(func() { // a failed test leaves no process behind
+		c.mu.Lock()
+		procs := slices.Clone(c.slots)
+		c.mu.Unlock()
+		for _, p := range procs {
+			if p != nil {
+				_ = p.cmd.Process.Kill()
+				<-p.waited
+			}
+		}
+		_ = h.Close()
+	})
+	for slot := range cfg.nodes {
+		c.start(slot)
+	}
+	return c
+}
+
+// note appends a harness record.
+func (c *cluster) note(kind Kind, node, what string) {
+	if err := c.harness.Append(Record{Kind: kind, Node: node, Event: what}); err != nil {
+		c.t.Fatal(err)
+	}
+	if kind == Fault || kind == Down {
+		c.mu.Lock()
+		c.faults++
+		c.mu.Unlock()
+	}
+}
+
+// start starts a new incarnation in slot and waits for it to be ready.
+func (c *cluster) start(slot int) *nodeProc {
+	t := c.t
+	t.Helper()
+	c.mu.Lock()
+	c.incs[slot]++
+	inc := c.incs[slot]
+	armed, writers := c.armed, c.cfg.writers
+	if c.quiet {
+		writers = 0
+	}
+	c.mu.Unlock()
+	name := fmt.Sprintf("n%d.%d", slot, inc)
+	logPath := filepath.Join(c.dir, name+".jsonl")
+	p := &nodeProc{name: name, slot: slot, lines: make(chan string, 16), waited: make(chan struct{}),
+		errPath: filepath.Join(c.dir, name+".stderr")}
+	stderr, err := os.Create(p.errPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stderr.Close()
+	p.cmd = exec.Command(c.cfg.exe, "-test.run=^$")
+	p.cmd.Env = append(os.Environ(),
+		EnvRole+"="+RoleNode, EnvDialect+"="+c.cfg.dialect, EnvDSN+"="+c.cfg.nodeDSN, EnvTable+"="+c.cfg.table,
+		EnvNode+"="+name, EnvLog+"="+logPath, EnvWriters+"="+strconv.Itoa(writers),
+		EnvTiming+"="+c.cfg.timing, EnvNodeSeed+"="+strconv.FormatInt(c.cfg.seed+int64(slot*1000+inc)*7919, 10))
+	if c.cfg.env != nil && armed {
+		p.cmd.Env = append(p.cmd.Env, c.cfg.env(slot, inc)...)
+	}
+	p.cmd.Stderr = stderr
+	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+		close(p.lines)
+		p.err = p.cmd.Wait()
+		close(p.waited)
+	}()
+	c.mu.Lock()
+	c.slots[slot] = p
+	c.logs = append(c.logs, logPath)
+	c.mu.Unlock()
+	select {
+	case line, ok := <-p.lines:
+		if ok && line == "ready" {
+			return p
+		}
+		<-p.waited
+		if p.killedBySignal() { // a crash point hit during start-up
+			return p
+		}
+		t.Fatalf("node %s did not start (%v):\n%s", name, p.err, p.stderrTail())
+	case <-time.After(90 * time.Second):
+		t.Fatalf("node %s not ready after 90 s:\n%s", name, p.stderrTail())
+	}
+	return p
+}
+
+// kill sends SIGKILL to the node in slot and records the fault.
+func (c *cluster) kill(slot int) {
+	c.mu.Lock()
+	p := c.slots[slot]
+	c.slots[slot] = nil
+	c.mu.Unlock()
+	if p == nil {
+		return
+	}
+	p.killed = true
+	_ = p.cmd.Process.Kill()
+	<-p.waited
+	c.note(Fault, p.name, "kill -9")
+}
+
+// stderrOf returns the stderr of the last incarnation in slot.
+func (c *cluster) stderrOf(slot int) string {
+	c.mu.Lock()
+	name := fmt.Sprintf("n%d.%d", slot, c.incs[slot])
+	c.mu.Unlock()
+	b, _ := os.ReadFile(filepath.Join(c.dir, name+".stderr"))
+	return string(b)
+}
+
+// lastLine returns the last non-empty line of s.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+// stopNode stops the node in slot gracefully (end of stdin) and returns how long it
+// took and its exit error; it gives up after limit (then kills it).
+func (c *cluster) stopNode(slot int, limit time.Duration) (time.Duration, error) {
+	c.mu.Lock()
+	p := c.slots[slot]
+	c.slots[slot] = nil
+	c.mu.Unlock()
+	if p == nil {
+		return 0, nil
+	}
+	began := time.Now()
+	_ = p.stdin.Close()
+	select {
+	case <-p.waited:
+		if p.err != nil {
+			return time.Since(began), fmt.Errorf("%v\n%s", p.err, p.stderrTail())
+		}
+		return time.Since(began), nil
+	case <-time.After(limit):
+		_ = p.cmd.Process.Signal(syscall.SIGQUIT) // goroutine dump to stderr
+		<-p.waited
+		return time.Since(began), fmt.Errorf("did not stop within %s:\n%s", limit, p.stderrTail())
+	}
+}
+
+// reap restarts the nodes that died on their own: by a crash point (SIGKILL, recorded
+// as a fault) or by an error (a test failure). It returns how many crashed.
+func (c *cluster) reap(restart bool) int {
+	n := 0
+	for slot := range c.cfg.nodes {
+		c.mu.Lock()
+		p := c.slots[slot]
+		c.mu.Unlock()
+		if p == nil || !p.exited() {
+			continue
+		}
+		if p.killedBySignal() {
+			c.note(Fault, p.name, "crash point")
+			n++
+		} else {
+			c.t.Errorf("node %s exited: %v\n%s", p.name, p.err, p.stderrTail())
+		}
+		c.mu.Lock()
+		c.slots[slot] = nil
+		c.mu.Unlock()
+		if restart {
+			c.start(slot)
+		}
+	}
+	return n
+}
+
+// ensureAll starts a node in every empty slot.
+func (c *cluster) ensureAll() {
+	for slot := range c.cfg.nodes {
+		c.mu.Lock()
+		p := c.slots[slot]
+		c.mu.Unlock()
+		if p == nil {
+			c.start(slot)
+		}
+	}
+}
+
+// live returns the running nodes.
+func (c *cluster) live() []*nodeProc {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*nodeProc
+	for _, p := range c.slots {
+		if p != nil && !p.exited() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// sleep waits d, restarting crashed nodes meanwhile when restart is set.
+func (c *cluster) sleep(d time.Duration, restart bool) {
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		c.reap(restart)
+		time.Sleep(min(50*time.Millisecond, time.Until(end)))
+	}
+}
+
+// pending counts rows not DONE/DEAD, read directly from the server.
+func (c *cluster) pending(ctx context.Context) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var n int
+	err := c.cfg.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+c.cfg.table+" WHERE status IN (0, 2)").Scan(&n)
+	return n, err
+}
+
+// finish stops the writers, waits until every row is DONE or DEAD (or drainLimit
+// passed), stops the nodes gracefully and checks the run. Crash points stay armed
+// during the drain only when restart is set.
+func (c *cluster) finish(scenario string, faultFree bool, drainLimit time.Duration) Report {
+	t := c.t
+	t.Helper()
+	faultEnd := time.Now()
+	c.mu.Lock()
+	c.armed, c.quiet = false, true
+	c.mu.Unlock()
+	c.reap(true)
+	c.ensureAll()
+	// Quiet every node's writers.
+	for _, p := range c.live() {
+		if _, err := io.WriteString(p.stdin, "quiet\n"); err != nil {
+			continue // died meanwhile: reaped below
+		}
+	}
+	for _, p := range c.live() {
+		select {
+		case line, ok := <-p.lines:
+			if ok && line != "quiet" {
+				t.Errorf("node %s: %q, want quiet", p.name, line)
+			} // !ok: it died (a crash point); reaped below
+
+		case <-p.waited:
+		case <-time.After(60 * time.Second):
+			t.Errorf("node %s: writers not quiet after 60 s", p.name)
+		}
+	}
+	// Drain.
+	deadline := time.Now().Add(drainLimit)
+	var n int
+	for {
+		c.reap(true)
+		var err error
+		n, err = c.pending(t.Context())
+		if err == nil && n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%d rows still pending %s after the faults ended (err %v)", n, drainLimit, err)
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	drained := time.Since(faultEnd)
+	// Stop gracefully.
+	for _, p := range c.live() {
+		_ = p.stdin.Close()
+	}
+	for slot, p := range c.slots {
+		if p == nil {
+			continue
+		}
+		select {
+		case <-p.waited:
+			if p.err != nil && !p.killedBySignal() {
+				t.Errorf("node %s: %v\n%s", p.name, p.err, p.stderrTail())
+			}
+		case <-time.After(60 * time.Second):
+			_ = p.cmd.Process.Signal(syscall.SIGQUIT) // goroutine dump to stderr
+			<-p.waited
+			t.Errorf("node %s did not stop within 60 s:\n%s", p.name, p.stderrTail())
+		}
+		c.slots[slot] = nil
+	}
+	return c.check(scenario, faultFree, drained)
+}
+
+// check reads the records and the tables, computes the report, gates it and publishes
+// the result.
+func (c *cluster) check(scenario string, faultFree bool, drained time.Duration) Report {
+	t := c.t
+	t.Helper()
+	recs, err := ReadLogs(c.logs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	finals, err := ReadFinals(t.Context(), c.cfg.db, c.cfg.table)
+	if err != nil {
+		t.Fatalf("read finals: %v", err)
+	}
+	rep := Check(recs, finals)
+	rep.Gate(t, faultFree)
+	if torn := c.torn(finals); len(torn) > 0 {
+		t.Errorf("TORN: %d transaction(s) with a business row but no event or the reverse: %s", len(torn), abbrev(torn))
+	}
+	var nodes, restarts int
+	for _, inc := range c.incs {
+		nodes++
+		restarts += inc - 1
+	}
+	t.Logf("%s on %s: %d node slots, %d restarts, %d faults; drained %s after the faults",
+		scenario, c.cfg.dialect, nodes, restarts, c.faults, drained.Round(time.Millisecond))
+	res := rep.Result(scenario, c.cfg.dialect)
+	res.Seed, res.Faults = c.cfg.seed, c.faults
+	res.Seconds = time.Since(c.began).Seconds()
+	res.Server = serverVersion(t, c.cfg.db, c.cfg.dialect)
+	Publish(t, res)
+	return rep
+}
+
+// torn returns the event IDs present in only one of the business and outbox tables.
+func (c *cluster) torn(finals []Final) []string {
+	ctx, cancel := context.WithTimeout(c.t.Context(), 30*time.Second)
+	defer cancel()
+	rows, err := c.cfg.db.QueryContext(ctx, "SELECT event_id FROM "+BusinessTable(c.cfg.table))
+	if err != nil {
+		c.t.Fatalf("read business table: %v", err)
+	}
+	defer rows.Close()
+	biz := map[string]bool{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			c.t.Fatal(err)
+		}
+		biz[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		c.t.Fatal(err)
+	}
+	var torn []string
+	for _, f := range finals {
+		if !biz[f.Event] {
+			torn = append(torn, f.Event)
+		}
+		delete(biz, f.Event)
+	}
+	for id := range biz {
+		torn = append(torn, id)
+	}
+	slices.Sort(torn)
+	return torn
+}
+
+// target is one database the scenarios run on.
+type target struct {
+	name string // "postgres", "mysql", "sqlite"
+}
+
+var allTargets = []string{"postgres", "mysql", "sqlite"}
+
+// openTarget opens a fresh table on the shared server (or a new SQLite file) and
+// returns the cluster config for it.
+func openTarget(t *testing.T, dialect string) clusterConfig {
+	t.Helper()
+	cfg := clusterConfig{dialect: dialect}
+	switch dialect {
+	case "postgres":
+		cfg.dsn = testdb.PostgresDSN(t)
+		cfg.db = testdb.NewPostgresDB(t)
+	case "mysql":
+		cfg.dsn = testdb.MySQLDSN(t)
+		cfg.db = testdb.NewMySQLDB(t)
+	case "sqlite":
+		cfg.dsn = outbox.SQLiteDSN(filepath.Join(t.TempDir(), "chaos.db"))
+		db, err := sql.Open("sqlite", cfg.dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		cfg.db = db
+	}
+	cfg.table = testdb.IsolatedTable(t, cfg.db, Dialects[dialect].Dialect.Name())
+	return cfg
+}
+
+// openServerTarget is openTarget on a server of the test's own.
+func openServerTarget(t *testing.T, s *Server) clusterConfig {
+	t.Helper()
+	db, err := sql.Open(Dialects[s.Kind].Driver, s.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	cfg := clusterConfig{dialect: s.Kind, dsn: s.DSN, db: db}
+	cfg.table = testdb.IsolatedTable(t, db, Dialects[s.Kind].Dialect.Name())
+	return cfg
+}
+
+// nodeBinary builds internal/chaos/node with the crash points (-tags outboxchaos, and
+// -race when this binary has it) into dir.
+func nodeBinary(t *testing.T, dir string) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(runtimeGOROOT(), "bin", "go")
+	}
+	out := filepath.Join(dir, "chaos-node")
+	args := []string{"build", "-tags", "outboxchaos", "-o", out}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	args = append(args, "./node")
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	began := time.Now()
+	cmd := exec.CommandContext(ctx, goBin, args...)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, b)
+	}
+	t.Logf("built the chaos node (go %s) in %s", strings.Join(args, " "), time.Since(began).Round(time.Millisecond))
+	return out
+}
+
+// serverVersion returns the database's version string, or "" when it cannot be read.
+func serverVersion(t *testing.T, db *sql.DB, dialect string) string {
+	q := map[string]string{"postgres": "SHOW server_version", "mysql": "SELECT VERSION()",
+		"sqlite": "SELECT sqlite_version()"}[dialect]
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	var v string
+	if err := db.QueryRowContext(ctx, q).Scan(&v); err != nil {
+		return ""
+	}
+	return v
+}

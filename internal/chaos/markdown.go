@@ -1,0 +1,331 @@
+package chaos
+
+import (
+	"bufio"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"time"
+)
+
+// ReadResults reads scoreboard lines from files; missing files read as empty and blank
+// or torn lines are skipped.
+func ReadResults(paths ...string) ([]Result, error) {
+	var out []Result
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := strings.TrimSpace(sc.Text())
+			if line == "" {
+				continue
+			}
+			var r Result
+			if err := json.Unmarshal([]byte(line), &r); err != nil {
+				continue
+			}
+			out = append(out, r)
+		}
+		err = sc.Err()
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+	}
+	return out, nil
+}
+
+// ScenarioInfo describes the process and database scenarios for the legend of
+// docs/RELIABILITY.md; other scenarios take their description from their results' note.
+var ScenarioInfo = map[string]string{
+	"no-faults":            "Baseline: writers and node processes, no fault. Duplicates must be 0.",
+	"kill-random":          "A random node process is killed with SIGKILL at random times and restarted.",
+	"crash-after-claim":    "Nodes kill themselves (SIGKILL) right after a poller claim committed, before its events run (crash point `after-claim`), and are restarted.",
+	"crash-after-listener": "Nodes kill themselves right after a listener returned nil, before DONE is written (crash point `after-listener`).",
+	"crash-after-insert":   "Nodes kill themselves inside a business transaction right after the event was inserted, before commit (crash point `after-insert`).",
+	"db-restart-immediate": "PostgreSQL stopped with `pg_ctl stop -m immediate` (a crash) under load, then started again.",
+	"db-restart-fast":      "PostgreSQL stopped with `pg_ctl stop -m fast` under load, then started again.",
+	"db-kill-restart":      "MariaDB killed with SIGKILL under load, then started again.",
+	"conn-kill":            "The server kills every client connection (`pg_terminate_backend`, `KILL CONNECTION`) at random times.",
+	"proxy-blackhole":      "A TCP proxy between nodes and server silently drops all traffic for 2–4 s; the cut connections stay dead, so only the library's deadlines free its calls.",
+	"proxy-reset":          "A TCP proxy aborts every connection with a TCP reset at random times.",
+}
+
+// scenarioOrder puts the known scenarios first, in this order.
+var scenarioOrder = []string{"no-faults", "kill-random", "crash-after-claim", "crash-after-listener",
+	"crash-after-insert", "db-restart-immediate", "db-restart-fast", "db-kill-restart", "conn-kill",
+	"proxy-blackhole", "proxy-reset"}
+
+var databaseNames = map[string]string{"postgres": "PostgreSQL", "mysql": "MariaDB", "sqlite": "SQLite"}
+
+// aggregate is the sum of one row's results.
+type aggregate struct {
+	Result
+	runs  int
+	seeds []int64
+	tier  string
+	fails int
+}
+
+func (a *aggregate) add(r Result) {
+	a.runs++
+	if !r.Pass {
+		a.fails++
+	}
+	if r.Seed != 0 {
+		a.seeds = append(a.seeds, r.Seed)
+	}
+	a.Seconds += r.Seconds
+	a.Faults += r.Faults
+	a.Committed += r.Committed
+	a.Unknown += r.Unknown
+	a.RolledBack += r.RolledBack
+	a.Aborted += r.Aborted
+	a.Delivered += r.Delivered
+	a.Dead += r.Dead
+	a.Lost += r.Lost
+	a.Phantom += r.Phantom
+	a.Unexpected += r.Unexpected
+	a.Stuck += r.Stuck
+	a.Overlaps += r.Overlaps
+	a.Duplicates += r.Duplicates
+	for c, n := range r.DuplicateCauses {
+		if a.DuplicateCauses == nil {
+			a.DuplicateCauses = map[string]int{}
+		}
+		a.DuplicateCauses[c] += n
+	}
+	a.Restarts += r.Restarts
+	a.RecoveryMS = max(a.RecoveryMS, r.RecoveryMS)
+	a.LongestGapMS = max(a.LongestGapMS, r.LongestGapMS)
+	a.Inputs += r.Inputs
+	a.Rejected += r.Rejected
+	a.Crashes += r.Crashes
+	if a.Note == "" {
+		a.Note = r.Note
+	}
+	if a.Server == "" {
+		a.Server = r.Server
+	}
+	if r.At.After(a.At) {
+		a.At = r.At
+	}
+}
+
+// group aggregates results by key, keeping only the longest tier of each key.
+func group(results []Result, key func(Result) string) map[string]*aggregate {
+	best := map[string]string{}
+	for _, r := range results {
+		if k := key(r); r.Tier == "long" || best[k] == "" {
+			best[k] = cmp.Or(r.Tier, "short")
+		}
+	}
+	out := map[string]*aggregate{}
+	for _, r := range results {
+		k := key(r)
+		if cmp.Or(r.Tier, "short") != best[k] {
+			continue
+		}
+		a := out[k]
+		if a == nil {
+			a = &aggregate{tier: best[k]}
+			a.Kind, a.Scenario, a.Database, a.Target = r.Kind, r.Scenario, r.Database, r.Target
+			out[k] = a
+		}
+		a.add(r)
+	}
+	return out
+}
+
+// WriteMarkdown writes docs/RELIABILITY.md from results.
+func WriteMarkdown(w io.Writer, results []Result, generated time.Time) error {
+	var scen, bad []Result
+	for _, r := range results {
+		switch r.Kind {
+		case KindScenario:
+			scen = append(scen, r)
+		case KindBadInput:
+			bad = append(bad, r)
+		}
+	}
+	rows := group(scen, func(r Result) string { return r.Scenario + "\x00" + r.Database })
+	targets := group(bad, func(r Result) string { return r.Target })
+
+	b := &strings.Builder{}
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	p("# Reliability under faults\n\n")
+	p("Generated by `make chaos` (internal/chaos/cmd/scoreboard) on %s from the fault tests in\n", generated.UTC().Format("2006-01-02"))
+	p("`internal/chaos`. Do not edit by hand: run `make chaos` again.\n\n")
+	p("Every scenario runs writers that commit business transactions (a business row and an\n")
+	p("event in one transaction) and listeners that record each delivery in an fsynced log\n")
+	p("before returning, injects its fault for the whole fault phase, then lets the nodes\n")
+	p("drain and checks the logs against the table. The gates, asserted by the tests:\n\n")
+	p("- **lost = 0**: every event whose commit returned nil (or whose row exists after an\n  unknown commit outcome) is delivered;\n")
+	p("- **phantom = 0**: no event of a rolled-back transaction is delivered;\n")
+	p("- **unexpected = 0**: nothing is delivered that no writer wrote;\n")
+	p("- **stuck = 0**: every row is DONE or DEAD after the drain;\n")
+	p("- **overlaps = 0**: no two attempts of one event ever run at the same time;\n")
+	p("- a business row exists if and only if its event row does;\n")
+	p("- without faults, **duplicates = 0** and no business transaction fails; no goroutine\n  leaks and no panic escapes.\n\n")
+	p("Duplicates under faults are expected (delivery is at least once) and reported with\n")
+	p("their cause. *Recovery* is the longest time, after the database came back (or the\n")
+	p("network healed), until every event left pending by the outage was delivered.\n")
+	p("*Longest gap* is the longest time without any delivery while events were waiting and\n")
+	p("the database was up. Figures are summed over the runs of a row (recovery and gap:\n")
+	p("the maximum). A seed replays a run's fault schedule: `OUTBOX_CHAOS_SEED=<seed>`.\n\n")
+
+	if len(rows) > 0 {
+		tiers := map[string]bool{}
+		for _, a := range rows {
+			tiers[a.tier] = true
+		}
+		p("## Process, database and network faults\n\n")
+		p("Tier: %s.\n\n", strings.Join(slices.Sorted(maps.Keys(tiers)), ", "))
+		p("| Scenario | Database | Runs | Time | Faults | Committed | Unknown | Delivered | Lost | Phantom | Unexpected | Stuck | Overlaps | Duplicates | Recovery | Longest gap | Result |\n")
+		p("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|---|\n")
+		keys := slices.SortedFunc(maps.Keys(rows), func(x, y string) int {
+			a, b := rows[x], rows[y]
+			return cmp.Or(cmp.Compare(scenarioRank(a.Scenario), scenarioRank(b.Scenario)),
+				cmp.Compare(a.Scenario, b.Scenario), cmp.Compare(dbRank(a.Database), dbRank(b.Database)))
+		})
+		for _, k := range keys {
+			a := rows[k]
+			p("| %s | %s | %d | %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %s | %s | %s | %s |\n",
+				a.Scenario, cmp.Or(databaseNames[a.Database], a.Database), a.runs, seconds(a.Seconds), a.Faults,
+				a.Committed, a.Unknown, a.Delivered, a.Lost, a.Phantom, a.Unexpected, a.Stuck, a.Overlaps,
+				duplicates(a), recovery(a), millis(a.LongestGapMS), verdict(a))
+		}
+		p("\n### Scenarios\n\n")
+		seen := map[string]bool{}
+		for _, k := range keys {
+			a := rows[k]
+			if seen[a.Scenario] {
+				continue
+			}
+			seen[a.Scenario] = true
+			desc := cmp.Or(ScenarioInfo[a.Scenario], a.Note, "(no description)")
+			p("- **%s**: %s\n", a.Scenario, desc)
+		}
+		p("\n")
+		servers := map[string]string{}
+		for _, a := range rows {
+			if a.Server != "" {
+				servers[a.Database] = a.Server
+			}
+		}
+		if len(servers) > 0 {
+			p("Servers: ")
+			var parts []string
+			for _, db := range slices.Sorted(maps.Keys(servers)) {
+				parts = append(parts, fmt.Sprintf("%s `%s`", cmp.Or(databaseNames[db], db), servers[db]))
+			}
+			p("%s.\n\n", strings.Join(parts, "; "))
+		}
+		p("Seeds of the runs (replay with `OUTBOX_CHAOS_SEED`):\n\n")
+		for _, k := range keys {
+			a := rows[k]
+			if len(a.seeds) > 0 {
+				p("- %s on %s: %s\n", a.Scenario, cmp.Or(databaseNames[a.Database], a.Database), seedList(a.seeds))
+			}
+		}
+		p("\n")
+	}
+
+	if len(targets) > 0 {
+		p("## Bad input\n\n")
+		p("Inputs generated or mutated (fuzzing and crafted corpora) and fed to each decoder or\n")
+		p("validator. *Rejected* counts inputs refused with an error; the rest were accepted as\n")
+		p("valid. A crash is a panic or a hang; the gate is crashes = 0.\n\n")
+		p("| Target | Inputs | Rejected cleanly | Accepted | Crashes | Time | Result |\n")
+		p("|---|--:|--:|--:|--:|--:|---|\n")
+		for _, k := range slices.Sorted(maps.Keys(targets)) {
+			a := targets[k]
+			p("| %s | %d | %d | %d | %d | %s | %s |\n", a.Target, a.Inputs, a.Rejected, a.Inputs-a.Rejected,
+				a.Crashes, seconds(a.Seconds), verdict(a))
+		}
+		p("\n")
+		for _, k := range slices.Sorted(maps.Keys(targets)) {
+			if a := targets[k]; a.Note != "" {
+				p("- **%s**: %s\n", a.Target, a.Note)
+			}
+		}
+	}
+	_, err := io.WriteString(w, strings.TrimRight(b.String(), "\n")+"\n")
+	return err
+}
+
+func scenarioRank(s string) int {
+	if i := slices.Index(scenarioOrder, s); i >= 0 {
+		return i
+	}
+	return len(scenarioOrder)
+}
+
+func dbRank(db string) int {
+	if i := slices.Index([]string{"postgres", "mysql", "sqlite"}, db); i >= 0 {
+		return i
+	}
+	return 3
+}
+
+func seconds(s float64) string {
+	d := time.Duration(s * float64(time.Second))
+	if d >= time.Minute {
+		return d.Round(time.Second).String()
+	}
+	return d.Round(100 * time.Millisecond).String()
+}
+
+func millis(ms float64) string {
+	return time.Duration(ms * float64(time.Millisecond)).Round(time.Millisecond).String()
+}
+
+func recovery(a *aggregate) string {
+	if a.Restarts == 0 {
+		return "–"
+	}
+	return millis(a.RecoveryMS)
+}
+
+func duplicates(a *aggregate) string {
+	if a.Duplicates == 0 {
+		return "0"
+	}
+	causes := make([]string, 0, len(a.DuplicateCauses))
+	for _, c := range slices.Sorted(maps.Keys(a.DuplicateCauses)) {
+		causes = append(causes, fmt.Sprintf("%s: %d", c, a.DuplicateCauses[c]))
+	}
+	return fmt.Sprintf("%d (%s)", a.Duplicates, strings.Join(causes, "; "))
+}
+
+func verdict(a *aggregate) string {
+	if a.fails == 0 {
+		return "pass"
+	}
+	return fmt.Sprintf("**FAIL** (%d of %d runs)", a.fails, a.runs)
+}
+
+func seedList(seeds []int64) string {
+	parts := make([]string, 0, len(seeds))
+	for i, s := range seeds {
+		if i == 5 {
+			parts = append(parts, fmt.Sprintf("… (%d more)", len(seeds)-5))
+			break
+		}
+		parts = append(parts, fmt.Sprint(s))
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,326 @@
+package chaos
+
+// The node program: a process that runs the library over one table, with a recording
+// listener and writer goroutines doing business transactions. Scenarios start it by
+// re-executing the test binary (TestMain calls RunRole) or, for crash points, as
+// internal/chaos/node built with -tags outboxchaos. It is configured through the
+// environment (the Env* constants below) and controlled through stdin and stdout:
+//
+//   - it prints "ready" once the outbox runs and the writers write;
+//   - a line "quiet" on stdin stops its writers; it prints "quiet" once they returned;
+//   - end of stdin stops the outbox gracefully, and the process exits 0 on success.
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	// The drivers of Dialects.
+	_ "github.com/go-sql-driver/mysql"
+	_ "github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite"
+
+	outbox "github.com/outboxkit/outbox/core"
+)
+
+// The node program's environment.
+const (
+	EnvRole      = "OUTBOX_CHAOS_ROLE" // "node": run the node program instead of tests
+	EnvDialect   = "OUTBOX_CHAOS_DIALECT"
+	EnvDSN       = "OUTBOX_CHAOS_DSN"
+	EnvTable     = "OUTBOX_CHAOS_TABLE"
+	EnvNode      = "OUTBOX_CHAOS_NODE"      // the incarnation's name: record Node and NodeID
+	EnvLog       = "OUTBOX_CHAOS_LOG"       // the record file
+	EnvWriters   = "OUTBOX_CHAOS_WRITERS"   // writer goroutines; default 2
+	EnvWritePace = "OUTBOX_CHAOS_PACE"      // mean pause between a writer's transactions; default 5ms
+	EnvTiming    = "OUTBOX_CHAOS_TIMING"    // "fault" (short claims and timeouts) or "steady"
+	EnvNodeSeed  = "OUTBOX_CHAOS_NODE_SEED" // the writers' random choices
+)
+
+// RoleNode is the node program's role.
+const RoleNode = "node"
+
+// Event routing of the node program.
+const (
+	AggregateType = "Chaos"
+	EventType     = "Ping"
+)
+
+// BusinessTable is the business table next to the outbox table (same schema): one row
+// per business transaction, keyed by the event ID the transaction wrote. A row here and
+// a row in the outbox table must exist together or not at all.
+func BusinessTable(outboxTable string) string {
+	if i := strings.LastIndexByte(outboxTable, '.'); i >= 0 {
+		return outboxTable[:i+1] + "chaos_business"
+	}
+	return "chaos_business"
+}
+
+// Timing is the node's claim and timeout settings.
+type Timing struct {
+	ClaimTTL, Listener, Status, Poll time.Duration
+}
+
+// Timings by name. "fault": short claims, so that a dead node's events are taken over
+// quickly; "steady": generous timeouts, so that a slow statement on a loaded machine is
+// not a fault (a timed-out status update means a redelivery).
+var Timings = map[string]Timing{
+	"fault":  {ClaimTTL: 3 * time.Second, Listener: time.Second, Status: time.Second, Poll: 200 * time.Millisecond},
+	"steady": {ClaimTTL: 30 * time.Second, Listener: 5 * time.Second, Status: 10 * time.Second, Poll: 200 * time.Millisecond},
+}
+
+// Dialects by name, with their database/sql driver.
+var Dialects = map[string]struct {
+	Dialect outbox.Dialect
+	Driver  string
+}{
+	"postgres": {outbox.Postgres, "pgx"},
+	"mysql":    {outbox.MySQL, "mysql"},
+	"sqlite":   {outbox.SQLite, "sqlite"},
+}
+
+// RunRole runs the process role named by OUTBOX_CHAOS_ROLE and returns the exit code.
+func RunRole(role string) int {
+	switch role {
+	case RoleNode:
+		if err := runNode(); err != nil {
+			fmt.Fprintln(os.Stderr, "node:", err)
+			return 1
+		}
+		return 0
+	}
+	fmt.Fprintf(os.Stderr, "unknown %s %q\n", EnvRole, role)
+	return 2
+}
+
+func runNode() error {
+	dialectName := os.Getenv(EnvDialect)
+	dia, ok := Dialects[dialectName]
+	if !ok {
+		return fmt.Errorf("unknown dialect %q", dialectName)
+	}
+	timing, ok := Timings[os.Getenv(EnvTiming)]
+	if !ok {
+		return fmt.Errorf("unknown timing %q", os.Getenv(EnvTiming))
+	}
+	name, table, dsn := os.Getenv(EnvNode), os.Getenv(EnvTable), os.Getenv(EnvDSN)
+	nWriters := envInt(EnvWriters, 2)
+	pace, err := time.ParseDuration(cmp.Or(os.Getenv(EnvWritePace), "5ms"))
+	if err != nil {
+		return err
+	}
+	seed := int64(envInt(EnvNodeSeed, 1))
+
+	// The outbox's connections carry no client-side timeouts: its own deadlines must
+	// bound every call. The writers' connections (business code) get the drivers'
+	// read/write timeouts where they have them, so that a cut network does not hold a
+	// writer forever in COMMIT, which the MySQL driver sends without a context.
+	db, err := sql.Open(dia.Driver, dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	bizDSN := dsn
+	if dialectName == "mysql" {
+		bizDSN += "&readTimeout=5s&writeTimeout=5s&timeout=5s"
+	}
+	bizDB := db
+	if bizDSN != dsn {
+		if bizDB, err = sql.Open(dia.Driver, bizDSN); err != nil {
+			return err
+		}
+		defer bizDB.Close()
+	}
+	log, err := CreateLog(os.Getenv(EnvLog))
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+
+	cfg := outbox.Config{
+		Dialect: dia.Dialect, Table: table,
+		ListenerTimeout: timing.Listener, StatusTimeout: timing.Status,
+		PollInterval: timing.Poll, PollBatchSize: 100, SkipRecent: -1,
+		// The purger runs (its statements need deadlines too) but keeps every row for
+		// the checker.
+		PurgeInterval: time.Second, PurgeRetention: 24 * time.Hour,
+		Retry:  outbox.ExponentialBackoff{Base: 100 * time.Millisecond, Max: 2 * time.Second},
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}
+	if dialectName == "sqlite" {
+		cfg.Mode = outbox.SingleNode
+	} else {
+		cfg.Mode, cfg.ClaimTTL, cfg.NodeID = outbox.MultiNode, timing.ClaimTTL, name
+	}
+	ob, err := outbox.New(db, cfg)
+	if err != nil {
+		return err
+	}
+	rec := Recorder{Log: log, Node: name}
+	if err := ob.Register(AggregateType, EventType, rec.Listener()); err != nil {
+		return err
+	}
+	// Start retries: the database may be restarting when the node starts.
+	startCtx, cancelStart := context.WithTimeout(context.Background(), time.Minute)
+	defer cancelStart()
+	for {
+		err = ob.Start(startCtx)
+		if err == nil {
+			break
+		}
+		if startCtx.Err() != nil {
+			return fmt.Errorf("start: %w", err)
+		}
+		fmt.Fprintln(os.Stderr, "node: start:", err, "(retrying)")
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	w := &writers{
+		db: bizDB, ob: ob, log: log, node: name, dialect: dialectName, table: BusinessTable(table),
+		pace: pace, stop: make(chan struct{}),
+	}
+	for i := range nWriters {
+		w.wg.Go(func() { w.run(i, Rand(seed+int64(i))) })
+	}
+	fmt.Println("ready")
+
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		if sc.Text() == "quiet" {
+			w.quiet()
+			fmt.Println("quiet")
+		}
+	}
+	quietBegan := time.Now()
+	w.quiet()
+	quietTook := time.Since(quietBegan)
+	stopBegan := time.Now()
+	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// A slow stop leaves the goroutines' stacks on stderr, to show what it waits for.
+	slow := time.AfterFunc(8*time.Second, func() {
+		fmt.Fprintln(os.Stderr, "node: stop slow; goroutines:")
+		_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
+	})
+	defer slow.Stop()
+	if err := ob.Stop(stopCtx); err != nil {
+		return fmt.Errorf("stop (after %s; writers quiet in %s): %w", time.Since(stopBegan).Round(time.Millisecond), quietTook.Round(time.Millisecond), err)
+	}
+	fmt.Fprintf(os.Stderr, "node %s: stopped (writers quiet in %s, outbox stopped in %s); writers: %d committed, %d unknown, %d rolled back, %d aborted\n",
+		name, quietTook.Round(time.Millisecond), time.Since(stopBegan).Round(time.Millisecond),
+		w.committed.Load(), w.unknown.Load(), w.rolledBack.Load(), w.aborted.Load())
+	return nil
+}
+
+// writers are the node's business-transaction goroutines.
+type writers struct {
+	db      *sql.DB
+	ob      *outbox.Outbox
+	log     *Log
+	node    string
+	dialect string
+	table   string
+	pace    time.Duration
+
+	stop     chan struct{}
+	stopOnce sync.Once
+	wg       sync.WaitGroup
+
+	committed, unknown, rolledBack, aborted atomic.Int64
+}
+
+func (w *writers) quiet() {
+	w.stopOnce.Do(func() { close(w.stop) })
+	w.wg.Wait()
+}
+
+// run writes business transactions until quiet: a business row and an event in one
+// transaction. One in twenty is rolled back on purpose; one event in four is delayed by
+// up to 200 ms, so that the poller, not the hot path, hands it over.
+func (w *writers) run(n int, rng *rand.Rand) {
+	insert := "INSERT INTO " + w.table + " (event_id, node) VALUES (?, ?)"
+	if w.dialect == "postgres" {
+		insert = "INSERT INTO " + w.table + " (event_id, node) VALUES ($1, $2)"
+	}
+	for i := 0; ; i++ {
+		select {
+		case <-w.stop:
+			return
+		case <-time.After(time.Duration(rng.Int64N(int64(2*w.pace) + 1))):
+		}
+		id := fmt.Sprintf("%s-w%d-%06d", w.node, n, i)
+		var delay time.Duration
+		if rng.IntN(4) == 0 { // a delayed event skips the hot path: the poller claims it
+			delay = time.Duration(rng.Int64N(int64(200 * time.Millisecond)))
+		}
+		w.one(id, insert, delay, rng.IntN(20) == 0)
+	}
+}
+
+func (w *writers) one(id, insert string, delay time.Duration, rollback bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	tx, err := outbox.BeginTx(ctx, w.db, nil)
+	if err != nil {
+		return // nothing written: no record
+	}
+	abort := func(err error) {
+		_ = tx.Rollback()
+		w.aborted.Add(1)
+		w.append(Record{Kind: Aborted, Event: id, Node: w.node})
+		fmt.Fprintf(os.Stderr, "node %s: write %s: %v\n", w.node, id, err)
+	}
+	if _, err := tx.ExecContext(ctx, insert, id, w.node); err != nil {
+		abort(err)
+		return
+	}
+	_, err = w.ob.Writer().Write(ctx, tx, outbox.Envelope{
+		ID: id, AggregateType: AggregateType, Type: EventType, AggregateID: w.node,
+		Payload: map[string]string{"id": id}, DeliverAfter: delay,
+	})
+	if err != nil {
+		abort(err)
+		return
+	}
+	if rollback {
+		_ = tx.Rollback()
+		w.rolledBack.Add(1)
+		w.append(Record{Kind: RolledBack, Event: id, Node: w.node})
+		return
+	}
+	w.append(Record{Kind: Begun, Event: id, Node: w.node})
+	if err := tx.Commit(); err != nil {
+		w.unknown.Add(1)
+		w.append(Record{Kind: Unknown, Event: id, Node: w.node})
+		fmt.Fprintf(os.Stderr, "node %s: commit %s: %v\n", w.node, id, err)
+		return
+	}
+	w.committed.Add(1)
+	w.append(Record{Kind: Committed, Event: id, Node: w.node})
+}
+
+func (w *writers) append(r Record) {
+	if err := w.log.Append(r); err != nil {
+		// Without its record the run cannot be checked: stop loudly.
+		fmt.Fprintln(os.Stderr, "node: record:", err)
+		os.Exit(3)
+	}
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,302 @@
+package chaos
+
+// Process and database faults against node processes: kill -9 at random and at the
+// crash points of core, database restarts, server-side connection kills, and a proxy
+// that blackholes or resets connections. Each scenario runs writers and recording
+// listeners in node processes, injects its fault until the fault phase ends (short in
+// CI, minutes with OUTBOX_CHAOS_LONG=1 or OUTBOX_CHAOS_DURATION), drains, and gates the
+// run with Report.Gate.
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	outbox "github.com/outboxkit/outbox/core"
+)
+
+// stopTook finds the outbox's stop time in a node's last stderr line.
+var stopTook = regexp.MustCompile(`outbox stopped in (\S+)\)`)
+
+// Short-tier settings.
+const (
+	// stopBound bounds Outbox.Stop while the database is unreachable: the purger's and
+	// the poller's running statements (stopped one after the other, each bounded by
+	// the query timeout, 10 s) and the dispatcher's last status updates.
+	stopBound       = 2*outbox.DefaultQueryTimeout + 5*time.Second
+	shortFaultPhase = 3 * time.Second
+	drainLimit      = 90 * time.Second
+)
+
+// nodesFor is the number of node processes: MultiNode clusters for the servers, one
+// SingleNode process for SQLite.
+func nodesFor(dialect string) int {
+	if dialect == "sqlite" {
+		return 1
+	}
+	if Long() {
+		return 3
+	}
+	return 2
+}
+
+// between returns a random duration in [lo, hi).
+func between(c *cluster, lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(c.rng.Int64N(int64(hi-lo)))
+}
+
+// TestProcessFaults: without faults (the baseline: no duplicates allowed), and with
+// nodes killed by SIGKILL at random times and restarted.
+func TestProcessFaults(t *testing.T) {
+	t.Parallel()
+	for _, db := range allTargets {
+		t.Run(db, func(t *testing.T) {
+			t.Parallel()
+			t.Run("no-faults", func(t *testing.T) {
+				cfg := openTarget(t, db)
+				cfg.seed, cfg.nodes, cfg.writers, cfg.timing = Seed(t), nodesFor(db), 2, "steady"
+				c := newCluster(t, cfg)
+				time.Sleep(Duration(t, shortFaultPhase))
+				c.finish("no-faults", true, drainLimit)
+			})
+			t.Run("kill-random", func(t *testing.T) {
+				cfg := openTarget(t, db)
+				cfg.seed, cfg.nodes, cfg.writers, cfg.timing = Seed(t), nodesFor(db), 2, "fault"
+				c := newCluster(t, cfg)
+				end := time.Now().Add(Duration(t, shortFaultPhase))
+				for time.Now().Before(end) {
+					c.sleep(between(c, 300*time.Millisecond, 1500*time.Millisecond), false)
+					slot := c.rng.IntN(cfg.nodes)
+					c.kill(slot)
+					c.sleep(between(c, 0, 500*time.Millisecond), false)
+					c.start(slot)
+				}
+				c.finish("kill-random", false, drainLimit)
+			})
+		})
+	}
+}
+
+// crashPoints are the crash points of core and where they apply: after-claim needs
+// claims (MultiNode, the servers).
+var crashPoints = []struct {
+	name string
+	on   []string
+	max  int // OUTBOX_CRASH_AFTER is drawn from [1, max]
+}{
+	{"after-claim", []string{"postgres", "mysql"}, 5},
+	{"after-listener", allTargets, 100},
+	{"after-insert", allTargets, 100},
+}
+
+// TestCrashPoints kills nodes at the exact crash points of core: a node built with
+// -tags outboxchaos kills itself (SIGKILL) at the n-th hit of the point, n random, and
+// is restarted at once, again and again until the fault phase ends.
+func TestCrashPoints(t *testing.T) {
+	t.Parallel()
+	exe := nodeBinary(t, t.TempDir())
+	for _, db := range allTargets {
+		t.Run(db, func(t *testing.T) {
+			t.Parallel()
+			for _, cp := range crashPoints {
+				if !slices.Contains(cp.on, db) {
+					continue
+				}
+				t.Run(cp.name, func(t *testing.T) {
+					cfg := openTarget(t, db)
+					cfg.seed, cfg.nodes, cfg.writers, cfg.timing, cfg.exe = Seed(t), nodesFor(db), 2, "fault", exe
+					rng := Rand(cfg.seed + 1)
+					cfg.env = func(slot, inc int) []string {
+						return []string{"OUTBOX_CRASH_POINT=" + cp.name,
+							"OUTBOX_CRASH_AFTER=" + strconv.Itoa(1+rng.IntN(cp.max))}
+					}
+					c := newCluster(t, cfg)
+					c.sleep(Duration(t, shortFaultPhase), true)
+					// Every node crashes at least once: wait for the first crash if none came yet.
+					for deadline := time.Now().Add(30 * time.Second); c.faults == 0 && time.Now().Before(deadline); {
+						c.sleep(100*time.Millisecond, true)
+					}
+					if c.faults == 0 {
+						t.Errorf("crash point %s was never hit", cp.name)
+					}
+					c.finish("crash-"+cp.name, false, drainLimit)
+				})
+			}
+		})
+	}
+}
+
+// TestServerFaults restarts the database server under load and kills the nodes'
+// connections from the server side, on a server of this test's own (a restart of a
+// shared server would hit other packages' tests): PostgreSQL stopped with pg_ctl stop
+// -m immediate and -m fast, MariaDB killed with SIGKILL, each then started again on the
+// same data dir and port.
+func TestServerFaults(t *testing.T) {
+	t.Parallel()
+	cases := map[string][]string{
+		"postgres": {"db-restart-immediate", "db-restart-fast", "conn-kill"},
+		"mysql":    {"db-kill-restart", "conn-kill"},
+	}
+	for _, db := range []string{"postgres", "mysql"} {
+		t.Run(db, func(t *testing.T) {
+			t.Parallel()
+			s := StartServer(t, db)
+			for _, scenario := range cases[db] {
+				t.Run(scenario, func(t *testing.T) {
+					cfg := openServerTarget(t, s)
+					cfg.seed, cfg.nodes, cfg.writers, cfg.timing = Seed(t), nodesFor(db), 2, "fault"
+					c := newCluster(t, cfg)
+					end := time.Now().Add(Duration(t, shortFaultPhase))
+					for time.Now().Before(end) {
+						c.sleep(between(c, 500*time.Millisecond, 2*time.Second), false)
+						switch scenario {
+						case "conn-kill":
+							n := killConnections(t, c)
+							c.note(Fault, "", fmt.Sprintf("server killed %d connections", n))
+						default:
+							mode := map[string]string{"db-restart-immediate": "immediate", "db-restart-fast": "fast",
+								"db-kill-restart": "kill"}[scenario]
+							c.note(Down, "", "stop -m "+mode)
+							if err := s.Stop(mode); err != nil {
+								t.Fatalf("stop: %v", err)
+							}
+							time.Sleep(between(c, 200*time.Millisecond, 1500*time.Millisecond))
+							if err := s.Start(); err != nil {
+								t.Fatalf("start: %v", err)
+							}
+							c.note(Up, "", "started")
+						}
+					}
+					rep := c.finish(scenario, false, drainLimit)
+					if rep.Restarts > 0 {
+						t.Logf("recovery after a restart: at most %s", rep.Recovery.Round(time.Millisecond))
+					}
+				})
+			}
+		})
+	}
+}
+
+// killConnections kills every client connection of the cluster's server but the one
+// running the statement, and returns how many.
+func killConnections(t *testing.T, c *cluster) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	conn, err := c.cfg.db.Conn(ctx)
+	if err != nil {
+		t.Fatalf("conn: %v", err)
+	}
+	defer conn.Close()
+	switch c.cfg.dialect {
+	case "postgres":
+		var n int
+		err := conn.QueryRowContext(ctx, `SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity
+			WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() AND datname = current_database()`).Scan(&n)
+		if err != nil {
+			t.Fatalf("pg_terminate_backend: %v", err)
+		}
+		return n
+	default:
+		rows, err := conn.QueryContext(ctx, `SELECT ID FROM information_schema.PROCESSLIST
+			WHERE ID <> CONNECTION_ID() AND COMMAND NOT IN ('Daemon', 'Killed') AND USER = 'root'`)
+		if err != nil {
+			t.Fatalf("processlist: %v", err)
+		}
+		var ids []int64
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+		n := 0
+		for _, id := range ids {
+			if _, err := conn.ExecContext(ctx, "KILL CONNECTION "+strconv.FormatInt(id, 10)); err == nil {
+				n++
+			}
+		}
+		return n
+	}
+}
+
+// TestNetworkFaults puts a TCP proxy between the nodes and the shared server. Blackhole:
+// every connection goes silent for longer than the library's timeouts, and stays dead
+// afterwards, so that only the library's deadlines can free a call waiting on it;
+// delivery must resume within a bound once the network heals, and every node must
+// stop gracefully: nothing hangs. Reset: every connection is aborted with a TCP reset.
+func TestNetworkFaults(t *testing.T) {
+	t.Parallel()
+	for _, db := range []string{"postgres", "mysql"} {
+		t.Run(db, func(t *testing.T) {
+			t.Parallel()
+			for _, scenario := range []string{"proxy-blackhole", "proxy-reset"} {
+				t.Run(scenario, func(t *testing.T) {
+					cfg := openTarget(t, db)
+					p, err := NewProxy(HostPort(cfg.dsn))
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { p.Close() })
+					cfg.nodeDSN = WithHostPort(cfg.dsn, p.Addr())
+					cfg.seed, cfg.nodes, cfg.writers, cfg.timing = Seed(t), nodesFor(db), 2, "fault"
+					c := newCluster(t, cfg)
+					end := time.Now().Add(Duration(t, shortFaultPhase))
+					for first := true; time.Now().Before(end); first = false {
+						c.sleep(between(c, 500*time.Millisecond, 2*time.Second), false)
+						switch scenario {
+						case "proxy-blackhole":
+							c.note(Down, "", "blackhole")
+							p.Blackhole()
+							cut, stopped := time.Now(), -1
+							if first {
+								// A graceful stop while the network is cut returns within
+								// its deadlines: Stop waits for no call without one.
+								time.Sleep(time.Second) // statements are waiting on the cut connections
+								slot := c.rng.IntN(cfg.nodes)
+								took, err := c.stopNode(slot, 2*stopBound)
+								if err != nil {
+									t.Errorf("graceful stop during the blackhole: %v", err)
+								} else {
+									line := lastLine(c.stderrOf(slot))
+									t.Logf("graceful stop during the blackhole: %s in all; %s", took.Round(time.Millisecond), line)
+									if m := stopTook.FindStringSubmatch(line); m == nil {
+										t.Errorf("no stop time in %q", line)
+									} else if d, _ := time.ParseDuration(m[1]); d > stopBound {
+										t.Errorf("outbox Stop during the blackhole took %s, want within %s", d, stopBound)
+									}
+								}
+								stopped = slot
+							}
+							time.Sleep(time.Until(cut.Add(between(c, 2*time.Second, 4*time.Second))))
+							p.Heal()
+							c.note(Up, "", "healed")
+							if stopped >= 0 {
+								c.start(stopped)
+							}
+						case "proxy-reset":
+							n := p.Reset()
+							c.note(Fault, "", fmt.Sprintf("reset %d connections", n))
+						}
+					}
+					rep := c.finish(scenario, false, drainLimit)
+					// Every call has a deadline: once the network heals, the outage's backlog
+					// is delivered within a few of the longest of them (the poller's query
+					// timeout, 10 s: each connection the pool hands out that died in the
+					// blackhole costs one) plus a claim TTL, with room for a loaded machine.
+					// A call without a deadline would never return (and the drain fail).
+					if bound := 3*outbox.DefaultQueryTimeout + 15*time.Second; rep.Recovery > bound {
+						t.Errorf("delivery resumed %s after the network healed, want within %s: a call without a deadline?",
+							rep.Recovery.Round(time.Millisecond), bound)
+					}
+				})
+			}
+		})
+	}
+}

@@ -1,0 +1,87 @@
+package chaos
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	outbox "github.com/outboxkit/outbox/core"
+)
+
+// Recorder records a listener's attempts in a [Log] under a node name.
+type Recorder struct {
+	Log  *Log
+	Node string
+}
+
+// Wrap returns a listener that appends Started, calls l, then appends Delivered before
+// returning nil, or Failed before returning an error or re-panicking. A failed Append
+// of Started or Delivered fails the attempt (the event is retried), so a delivery the
+// dispatcher counts as done is always on disk.
+func (r Recorder) Wrap(l outbox.Listener) outbox.Listener {
+	return outbox.ListenerFunc(func(ctx context.Context, e *outbox.Event) (err error) {
+		if err := r.Log.Append(Record{Kind: Started, Event: e.ID, Node: r.Node}); err != nil {
+			return fmt.Errorf("chaos: record start: %w", err)
+		}
+		ended := false
+		defer func() {
+			if !ended {
+				// A panic: record the end of the attempt and let it propagate.
+				_ = r.Log.Append(Record{Kind: Failed, Event: e.ID, Node: r.Node})
+			}
+		}()
+		err = l.Handle(ctx, e)
+		if err == nil {
+			err = r.Log.Append(Record{Kind: Delivered, Event: e.ID, Node: r.Node})
+			if err != nil {
+				err = fmt.Errorf("chaos: record delivery: %w", err)
+			}
+		}
+		if err != nil {
+			_ = r.Log.Append(Record{Kind: Failed, Event: e.ID, Node: r.Node})
+		}
+		ended = true
+		return err
+	})
+}
+
+// Listener is Wrap of a listener that succeeds at once.
+func (r Recorder) Listener() outbox.Listener {
+	return r.Wrap(outbox.ListenerFunc(func(context.Context, *outbox.Event) error { return nil }))
+}
+
+// ReadFinals reads every row's event ID, status and attempts from table. It retries
+// for up to a minute while the database is unreachable (after a restart).
+func ReadFinals(ctx context.Context, db *sql.DB, table string) ([]Final, error) {
+	if err := outbox.ValidateTableName(table); err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		finals, err := readFinals(ctx, db, table)
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return finals, err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func readFinals(ctx context.Context, db *sql.DB, table string) ([]Final, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	rows, err := db.QueryContext(ctx, "SELECT event_id, status, attempts FROM "+table)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	finals := []Final{}
+	for rows.Next() {
+		var f Final
+		if err := rows.Scan(&f.Event, &f.Status, &f.Attempts); err != nil {
+			return nil, err
+		}
+		finals = append(finals, f)
+	}
+	return finals, rows.Err()
+}

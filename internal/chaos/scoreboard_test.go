@@ -1,0 +1,66 @@
+package chaos
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestScoreboard(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "results.jsonl")
+	t.Setenv(EnvResults, path)
+	t.Setenv(EnvLong, "")
+	t.Setenv(EnvDuration, "")
+	t.Run("publish", func(t *testing.T) {
+		rep := Report{Committed: 10, Delivered: 12, Duplicates: map[string]int{"a": 2},
+			DuplicateCauses: map[string]int{"node killed after delivery": 2}, LongestGap: 1500 * time.Millisecond}
+		res := rep.Result("kill-random", "postgres")
+		res.Seed = 42
+		Publish(t, res)
+		Publish(t, Result{Kind: KindBadInput, Target: "envelope decoding", Inputs: 100, Rejected: 60, Note: "fuzzed JSON"})
+	})
+	// A long-tier line replaces the short ones of its row.
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"kind":"scenario","scenario":"no-faults","database":"mysql","tier":"short","committed":1,"pass":true}` + "\n")
+	f.WriteString(`{"kind":"scenario","scenario":"no-faults","database":"mysql","tier":"long","committed":7,"pass":false}` + "\n")
+	f.WriteString(`{"kind":"scenario","scenario":"no-fa`) // torn
+	f.Close()
+
+	results, err := ReadResults(path, filepath.Join(t.TempDir(), "missing.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != 4 || results[1].Kind != KindScenario { // cleanups run last first
+
+		t.Fatalf("%d results, want 4: %+v", len(results), results)
+	}
+	if r := results[1]; !r.Pass || r.Tier != "short" || r.Duplicates != 2 || r.Seed != 42 || r.LongestGapMS != 1500 {
+		t.Fatalf("first result %+v", r)
+	}
+	var b bytes.Buffer
+	if err := WriteMarkdown(&b, results, time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)); err != nil {
+		t.Fatal(err)
+	}
+	md := b.String()
+	for _, want := range []string{
+		"| kill-random | PostgreSQL | 1 |",
+		"2 (node killed after delivery: 2)",
+		"| no-faults | MariaDB | 1 |", "| 7 |", "**FAIL** (1 of 1 runs)",
+		"| envelope decoding | 100 | 60 | 40 | 0 |",
+		"- **envelope decoding**: fuzzed JSON",
+		"kill-random on PostgreSQL: 42",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "| 1 | 0 | 0 |") && strings.Contains(md, "no-faults | MariaDB | 2") {
+		t.Errorf("short-tier line kept next to a long one:\n%s", md)
+	}
+}
