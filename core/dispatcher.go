@@ -336,18 +336,19 @@ func (d *Dispatcher) discardQueued() {
 // after-commit hook ran). Normally [Dispatcher.WriterHook] calls it; an event it refuses
 // because a queue is full or the dispatcher is stopped is delivered later by the poller.
 func (d *Dispatcher) EnqueueHot(e Event) bool {
-	return d.enqueue(e, PathHot, d.cfg.Now()) == enqueueOK
+	return d.enqueue(e, PathHot, d.cfg.Now(), time.Time{}) == enqueueOK
 }
 
 // EnqueueCold hands a pending event read from the table to the cold queue. It never
 // blocks: it returns false when the queue is full, the dispatcher is not running, the
 // event is already queued or being delivered, or e is a stale copy of an event whose
-// outcome was written moments ago (read before that outcome: its AvailableAt is not
-// after the delivered copy's). Normally the [Poller] calls it. A claimed event (from
+// outcome was written moments ago (its AvailableAt is not after the delivered copy's).
+// Normally the [Poller] calls it; the poller also knows when it read each row, and a
+// row it read after the outcome was written is never refused as stale. A claimed event (from
 // [Store.Claim]) should carry in LockedUntil the claim's end by this process's clock,
 // as the poller sets it; see "Claims" on [Dispatcher].
 func (d *Dispatcher) EnqueueCold(e Event) bool {
-	return d.enqueue(e, PathCold, d.cfg.Now()) == enqueueOK
+	return d.enqueue(e, PathCold, d.cfg.Now(), time.Time{}) == enqueueOK
 }
 
 // ColdCapacity returns how many more events the cold queue can take now: 0 when the
@@ -412,7 +413,9 @@ const (
 	enqueueStopped                 // dispatcher not running
 )
 
-func (d *Dispatcher) enqueue(e Event, path Path, now time.Time) enqueueResult {
+// enqueue queues e on path at now. readAt is when the read that returned e from the
+// table began, or the zero time when unknown; see tombstones.blocks.
+func (d *Dispatcher) enqueue(e Event, path Path, now, readAt time.Time) enqueueResult {
 	q := d.cold
 	if path == PathHot {
 		q = d.hot
@@ -426,7 +429,7 @@ func (d *Dispatcher) enqueue(e Event, path Path, now time.Time) enqueueResult {
 		d.mu.Unlock()
 		return enqueueFull
 	}
-	if _, ok := d.inflight[e.ID]; ok || d.tombs.blocks(e.ID, e.AvailableAt, now) {
+	if _, ok := d.inflight[e.ID]; ok || d.tombs.blocks(e.ID, e.AvailableAt, readAt, now) {
 		d.mu.Unlock()
 		return enqueueDuplicate
 	}
@@ -443,8 +446,8 @@ func (d *Dispatcher) enqueue(e Event, path Path, now time.Time) enqueueResult {
 }
 
 // release forgets an in-flight ID once its outcome is settled. When settled is true the
-// outcome was written: stale copies of the event (AvailableAt not after availableAt) are
-// refused by both paths for tombstoneTTL.
+// outcome was written by a statement that returned at now: stale copies of the event
+// (read before now, AvailableAt not after availableAt) are refused for tombstoneTTL.
 func (d *Dispatcher) release(id string, now time.Time, settled bool, availableAt time.Time) {
 	d.mu.Lock()
 	delete(d.inflight, id)
@@ -500,7 +503,7 @@ func (h dispatcherHook) AfterCommit(ctx context.Context, events []Event) error {
 			reason = enqueueFull
 			continue
 		}
-		switch r := d.enqueue(events[i], PathHot, now); r {
+		switch r := d.enqueue(events[i], PathHot, now, time.Time{}); r {
 		case enqueueOK:
 			d.cfg.Metrics.HotEnqueued()
 		case enqueueDuplicate:

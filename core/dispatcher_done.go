@@ -137,7 +137,7 @@ func (d *Dispatcher) writeDoneGroup(runCtx context.Context, group []doneAck) {
 			slog.String("op", "mark done"), slog.Int64("unchanged", unchanged), slog.Int("events", len(group)),
 			slog.Any("event_ids", ids))
 	}
-	d.releaseAll(group, now)
+	d.releaseAll(group, d.cfg.Now())
 	for i := range group {
 		a := &group[i]
 		d.settled(runCtx, &a.ev, a.path, decision{kind: outcomeDone}, a.duration, a.latency)
@@ -170,7 +170,8 @@ func (d *Dispatcher) leavePending(runCtx context.Context, group []doneAck, err e
 	}
 }
 
-// releaseAll is release for a batch whose outcome was written at now, under one lock.
+// releaseAll is release for a batch whose outcome was written by a statement that
+// returned at now, under one lock.
 func (d *Dispatcher) releaseAll(group []doneAck, now time.Time) {
 	d.mu.Lock()
 	for i := range group {

@@ -194,6 +194,41 @@ func TestDispatcherTombstones(t *testing.T) {
 			}
 		})
 	})
+	t.Run("a replay behind the delivered copy's clock is polled at once", func(t *testing.T) {
+		t.Parallel()
+		synctest.Test(t, func(t *testing.T) {
+			// The replaying process's clock is behind this one, so the replayed row's
+			// available_at is before the delivered copy's. The poller read it after the
+			// DEAD outcome was written, so it is not a stale copy.
+			b := setupDispatcher(t, outbox.DispatcherConfig{MaxAttempts: 1})
+			var healthy atomic.Bool
+			l := &outboxtest.RecordingListener{Func: func(context.Context, *outbox.Event) error {
+				if healthy.Load() {
+					return nil
+				}
+				return errors.New("no")
+			}}
+			b.listen(t, "Thing", l)
+			b.write(t, newEvent("e1", "Thing"))
+			synctest.Wait()
+			if got := b.row(t, "e1"); got.Status != outbox.StatusDead {
+				t.Fatalf("status %s, want DEAD", got.Status)
+			}
+			time.Sleep(time.Millisecond)
+			healthy.Store(true)
+			if _, err := b.store.Replay(t.Context(), outbox.ReplayParams{IDs: []string{"e1"}, Now: time.Now().Add(-time.Hour)}); err != nil {
+				t.Fatal(err)
+			}
+			p := newPoller(t, b, outbox.PollerConfig{SkipRecent: -1})
+			if n, err := p.Poll(t.Context()); err != nil || n != 1 {
+				t.Fatalf("Poll = %d, %v; want the replayed event queued", n, err)
+			}
+			synctest.Wait()
+			if got := b.row(t, "e1"); got.Status != outbox.StatusDone || l.Count() != 2 {
+				t.Fatalf("status %s after %d deliveries, want DONE after 2", got.Status, l.Count())
+			}
+		})
+	})
 	t.Run("poll racing a completion does not deliver twice", func(t *testing.T) {
 		t.Parallel()
 		synctest.Test(t, func(t *testing.T) {

@@ -4,9 +4,13 @@ import "time"
 
 // tombstones remember recently finished events so that the cold path refuses stale
 // copies of them: rows a poller read before the outcome was written. A copy is stale
-// when its AvailableAt is not after the AvailableAt of the copy that was delivered;
-// every later state of the row moves available_at forward (a retry or deferral to its
-// due time, a replay to the time of the replay), so fresh copies pass.
+// when its read may have begun before the outcome statement returned and its
+// AvailableAt is not after the AvailableAt of the copy that was delivered. A read that
+// began strictly after the statement returned (clocks are coarse on some systems) sees
+// the row's later state, so it is never refused. For the others the AvailableAt rule
+// decides: a retry or deferral moves available_at forward to its due time, and a replay
+// to the time of the replay by the replaying process's clock, which may be behind this
+// one; a replay it refuses is accepted at the poller's next read.
 //
 // Entries live for tombstoneTTL and expire in insertion order, so pruning from the
 // front of a FIFO keeps memory bounded by the completions of the last tombstoneTTL.
@@ -19,6 +23,7 @@ type tombstones struct {
 
 type tombstone struct {
 	availableAt time.Time // AvailableAt of the delivered copy
+	settled     time.Time // when the outcome statement returned
 	expires     time.Time
 	seq         uint64
 }
@@ -31,21 +36,29 @@ type tombstoneRef struct {
 
 func newTombstones() tombstones { return tombstones{byID: make(map[string]tombstone)} }
 
-// add records that the copy of id with the given AvailableAt was delivered and its
-// outcome written at now.
+// add records that the copy of id with the given AvailableAt was delivered and that
+// the statement writing its outcome returned at now.
 func (t *tombstones) add(id string, now, availableAt time.Time) {
 	t.prune(now)
 	t.seq++
 	expires := now.Add(tombstoneTTL)
-	t.byID[id] = tombstone{availableAt: availableAt, expires: expires, seq: t.seq}
+	t.byID[id] = tombstone{availableAt: availableAt, settled: now, expires: expires, seq: t.seq}
 	t.fifo = append(t.fifo, tombstoneRef{id: id, seq: t.seq, expires: expires})
 }
 
 // blocks reports whether a copy of id with the given AvailableAt is stale at now.
-func (t *tombstones) blocks(id string, availableAt, now time.Time) bool {
+// readAt is when the read that returned the copy began; the zero time means unknown
+// (the hot path, or an event handed to EnqueueCold), and only AvailableAt decides.
+func (t *tombstones) blocks(id string, availableAt, readAt, now time.Time) bool {
 	t.prune(now)
 	ts, ok := t.byID[id]
-	return ok && now.Before(ts.expires) && !availableAt.After(ts.availableAt)
+	if !ok || !now.Before(ts.expires) {
+		return false
+	}
+	if readAt.After(ts.settled) { // began after the outcome was written (zero never is)
+		return false
+	}
+	return !availableAt.After(ts.availableAt)
 }
 
 // prune drops entries whose TTL has passed.

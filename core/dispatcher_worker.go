@@ -270,7 +270,7 @@ func (d *Dispatcher) decide(e *Event, res Result, err error, now time.Time) deci
 }
 
 // writeOutcome records dec with its own short statement. It reports the time the
-// outcome was decided and whether the row is known to be settled: the statement
+// statement returned and whether the row is known to be settled: the statement
 // succeeded and, under a claim, its fence let it change the row (without a claim, a row
 // it did not change was finished already).
 func (d *Dispatcher) writeOutcome(runCtx context.Context, e *Event, dec decision) (time.Time, bool) {
@@ -301,10 +301,11 @@ func (d *Dispatcher) writeOutcome(runCtx context.Context, e *Event, dec decision
 			ID: e.ID, DeadAt: now, Reason: dec.reason, CountAttempt: dec.countAttempt, Token: token,
 		})
 	}
+	returned := d.cfg.Now()
 	if err != nil {
 		d.log.LogAttrs(runCtx, slog.LevelError, "status update failed; event left for the poller",
 			slog.String("event_id", e.ID), slog.String("op", op), slog.String("error", fmt.Errorf("%s: %w", op, err).Error()))
-		return now, false
+		return returned, false
 	}
 	switch {
 	case n == 0 && token != "":
@@ -313,12 +314,12 @@ func (d *Dispatcher) writeOutcome(runCtx context.Context, e *Event, dec decision
 			slog.String("event_id", e.ID), slog.String("op", op), slog.String("claim", token))
 		// Not settled: the row may still be pending under an expired or another node's
 		// claim, and a later claim of it by this node must not be refused as stale.
-		return now, false
+		return returned, false
 	case n == 0:
 		d.log.LogAttrs(runCtx, slog.LevelWarn, "status update changed no row; the event was already finished",
 			slog.String("event_id", e.ID), slog.String("op", op))
 	}
-	return now, true
+	return returned, true
 }
 
 func (d *Dispatcher) logOutcome(ctx context.Context, e *Event, path Path, dec decision, duration time.Duration) {

@@ -283,6 +283,7 @@ func (p *Poller) pollPending(ctx context.Context, budget int) (int, bool, error)
 		// Read past the rows seen in this cycle that are still pending: at most those
 		// still in flight (the others are finished and no longer read).
 		limit := want + min(len(seen), p.d.inflightCount())
+		readAt := p.d.cfg.Now() // a row finished before this is read in its later state
 		batch, err := p.pending(ctx, PendingParams{Now: now, SkipRecent: skip, Limit: limit})
 		if err != nil {
 			return total, false, err
@@ -303,7 +304,7 @@ func (p *Poller) pollPending(ctx context.Context, budget int) (int, bool, error)
 				continue
 			}
 			seen[ev.ID] = struct{}{}
-			switch p.d.enqueue(ev, PathCold, p.d.cfg.Now()) {
+			switch p.d.enqueue(ev, PathCold, p.d.cfg.Now(), readAt) {
 			case enqueueOK:
 				added++
 				p.cfg.Metrics.ColdEnqueued()
@@ -347,6 +348,7 @@ func (p *Poller) pollClaims(ctx context.Context, budget int) (int, bool, error) 
 		// The database starts the claim after this moment, so start+ClaimTTL is a
 		// conservative estimate of its end by this process's monotonic clock.
 		start := time.Now()
+		readAt := p.d.cfg.Now()
 		batch, err := p.claim(ctx, ClaimParams{Token: token, TTL: p.cfg.ClaimTTL, SkipRecent: skip, Limit: want})
 		if err != nil {
 			return total, false, err
@@ -365,7 +367,7 @@ func (p *Poller) pollClaims(ctx context.Context, budget int) (int, bool, error) 
 				refused++
 				continue
 			}
-			switch p.d.enqueue(ev, PathCold, p.d.cfg.Now()) {
+			switch p.d.enqueue(ev, PathCold, p.d.cfg.Now(), readAt) {
 			case enqueueOK:
 				added++
 				p.cfg.Metrics.ColdEnqueued()
