@@ -191,6 +191,14 @@ func (s *scene) newOutboxOn(db *sql.DB, cfg outbox.Config, node string, b behavi
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(s.logs)
 	}
+	if s.be.name == "sqlite" && cfg.Mode == outbox.MultiNode && cfg.StatusTimeout > 0 && cfg.StatusTimeout < outbox.DefaultStatusTimeout {
+		// SQLite has one writer at a time, and its busy handler is not fair: a claimed
+		// event's status update can wait several seconds for the write lock behind busy
+		// business writers (it passed 2 s in the long tier), then fails, and the event is
+		// delivered again once its claim expires. Run SQLite with the default timeout.
+		cfg.StatusTimeout = outbox.DefaultStatusTimeout
+		cfg.ClaimTTL = max(cfg.ClaimTTL, cfg.ListenerTimeout+cfg.StatusTimeout+2*time.Second)
+	}
 	ob, err := outbox.New(db, cfg)
 	if err != nil {
 		s.t.Fatalf("new outbox: %v", err)

@@ -48,8 +48,9 @@ func ReadResults(paths ...string) ([]Result, error) {
 	return out, nil
 }
 
-// ScenarioInfo describes the process and database scenarios for the legend of
-// docs/RELIABILITY.md; other scenarios take their description from their results' note.
+// ScenarioInfo describes the scenarios for the legend of docs/RELIABILITY.md, by name
+// or by the name's part before its first "/" or "(" (the mode or zone); a scenario not
+// described takes its description from its results' note.
 var ScenarioInfo = map[string]string{
 	"no-faults":            "Baseline: writers and node processes, no fault. Duplicates must be 0.",
 	"kill-random":          "A random node process is killed with SIGKILL at random times and restarted.",
@@ -62,6 +63,32 @@ var ScenarioInfo = map[string]string{
 	"conn-kill":            "The server kills every client connection (`pg_terminate_backend`, `KILL CONNECTION`) at random times.",
 	"proxy-blackhole":      "A TCP proxy between nodes and server silently drops all traffic for 2–4 s; the cut connections stay dead, so only the library's deadlines free its calls.",
 	"proxy-reset":          "A TCP proxy aborts every connection with a TCP reset at random times.",
+
+	"commit-unknown":              "COMMIT reports an error after committing (lost acknowledgement) or after rolling back, through a driver wrapper; the writer records the outcome as unknown. Committed events must be delivered, rolled-back ones never.",
+	"late-commit":                 "Long transactions write their events early (OccurredAt an hour ago, or when the transaction began) and commit after many others were delivered; each must still be delivered promptly.",
+	"listener-panic":              "The listener panics on the first one or two attempts of about a third of the events; panics are recovered, counted as failed attempts and retried.",
+	"listener-hang":               "Listeners hang past ListenerTimeout on their first attempt: waiting for the context, ignoring it and failing late, ignoring it and succeeding late. Attempts never overlap.",
+	"poison-event":                "Events that always fail (error, panic) go DEAD after MaxAttempts, an unrecoverable one at once; the events around them flow meanwhile.",
+	"purge-racing-replay":         "The purger deletes finished rows milliseconds after they finish while replayers bring DEAD events back, by ID and by filter; a replayed row is never purged under its replay.",
+	"hot-queue-overflow":          "A hot queue of 4 events and two slow workers under bursts of writers: what the queue cannot take is left to the poller.",
+	"cold-queue-overflow":         "No hot path, a cold queue of 4 events and poll batches of 64: the poller keeps meeting a full queue and rows already queued or in flight.",
+	"savepoint-rollback":          "Events written in nested transactions (savepoints, through the GORM and bun adapters) that roll back are never delivered; outer rollbacks too.",
+	"shutdown-graceful":           "Stop with events queued and in flight and a generous deadline: everything queued is delivered before Stop returns; a new Outbox finds nothing to redo.",
+	"shutdown-hard":               "Stop's context ends during a backlog: listeners see their context cancelled, nothing runs after Stop returns, and a new Outbox delivers what was left.",
+	"sqlite-writers-never-locked": "Eight writers (sixteen in the long tier) commit as fast as they can on SQLite while the poller, purger and a dead-event reader run: no \"database is locked\", no failed outcome update.",
+	"timezone-process":            "Delayed events in a child process whose TZ has a half-hour offset, so time.Local is not UTC.",
+	"timezone-session":            "Delayed events over database sessions whose time zone is not UTC (PostgreSQL Pacific/Chatham, MariaDB +05:45).",
+}
+
+// scenarioInfo returns the description of scenario from ScenarioInfo, or "".
+func scenarioInfo(scenario string) string {
+	if d, ok := ScenarioInfo[scenario]; ok {
+		return d
+	}
+	if i := strings.IndexAny(scenario, "/("); i > 0 {
+		return ScenarioInfo[scenario[:i]]
+	}
+	return ""
 }
 
 // scenarioOrder puts the known scenarios first, in this order.
@@ -216,7 +243,7 @@ func WriteMarkdown(w io.Writer, results []Result, generated time.Time) error {
 				continue
 			}
 			seen[a.Scenario] = true
-			desc := cmp.Or(ScenarioInfo[a.Scenario], a.Note, "(no description)")
+			desc := cmp.Or(scenarioInfo(a.Scenario), a.Note, "(no description)")
 			p("- **%s**: %s\n", a.Scenario, desc)
 		}
 		p("\n")

@@ -29,6 +29,7 @@ func TestScoreboard(t *testing.T) {
 	}
 	f.WriteString(`{"kind":"scenario","scenario":"no-faults","database":"mysql","tier":"short","committed":1,"pass":true}` + "\n")
 	f.WriteString(`{"kind":"scenario","scenario":"no-faults","database":"mysql","tier":"long","committed":7,"pass":false}` + "\n")
+	f.WriteString(`{"kind":"scenario","scenario":"late-commit/multi","database":"sqlite","tier":"long","committed":3,"pass":true}` + "\n")
 	f.WriteString(`{"kind":"scenario","scenario":"no-fa`) // torn
 	f.Close()
 
@@ -36,9 +37,8 @@ func TestScoreboard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(results) != 4 || results[1].Kind != KindScenario { // cleanups run last first
-
-		t.Fatalf("%d results, want 4: %+v", len(results), results)
+	if len(results) != 5 || results[1].Kind != KindScenario { // cleanups run last first
+		t.Fatalf("%d results, want 5: %+v", len(results), results)
 	}
 	if r := results[1]; !r.Pass || r.Tier != "short" || r.Duplicates != 2 || r.Seed != 42 || r.LongestGapMS != 1500 {
 		t.Fatalf("first result %+v", r)
@@ -55,6 +55,7 @@ func TestScoreboard(t *testing.T) {
 		"| envelope decoding | 100 | 60 | 40 | 0 |",
 		"- **envelope decoding**: fuzzed JSON",
 		"kill-random on PostgreSQL: 42",
+		"- **late-commit/multi**: Long transactions write their events early",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
