@@ -19,6 +19,7 @@ import (
 	outboxbun "github.com/outboxkit/outbox/adapters/bun"
 	outboxprom "github.com/outboxkit/outbox/adapters/prometheus"
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/examples/internal/orderstory"
 )
 
 // order is a row of the orders table.
@@ -82,7 +83,7 @@ func newApp(db *bun.DB, logger *slog.Logger) (*app, error) {
 	ob, err := outbox.New(db.DB, outbox.Config{
 		Dialect: outbox.Postgres,
 		// Settings for watching the story: a failing event is DEAD within seconds.
-		MaxAttempts:  maxAttempts,
+		MaxAttempts:  orderstory.MaxAttempts,
 		Retry:        outbox.ExponentialBackoff{Base: 500 * time.Millisecond, Max: 2 * time.Second},
 		PollInterval: time.Second,
 		Logger:       logger,
@@ -98,7 +99,7 @@ func newApp(db *bun.DB, logger *slog.Logger) (*app, error) {
 	if err := reg.Register(stats); err != nil {
 		return nil, fmt.Errorf("outbox table metrics: %w", err)
 	}
-	if err := registerListeners(ob, logger); err != nil {
+	if err := orderstory.RegisterListeners(ob, logger); err != nil {
 		return nil, err
 	}
 	return &app{db: db, outbox: ob, metrics: reg, logger: logger}, nil
@@ -117,22 +118,22 @@ func (a *app) routes() *echo.Echo {
 // createOrder handles POST /orders. The body is read as JSON whatever its Content-Type,
 // so that curl -d works as it is.
 func (a *app) createOrder(c echo.Context) error {
-	req, err := decodeOrder(http.MaxBytesReader(c.Response(), c.Request().Body, maxBodyBytes))
+	req, err := orderstory.DecodeOrder(http.MaxBytesReader(c.Response(), c.Request().Body, orderstory.MaxBodyBytes))
 	if err != nil {
-		return c.JSON(http.StatusBadRequest, errorBody{Error: err.Error()})
+		return c.JSON(http.StatusBadRequest, orderstory.ErrorBody{Error: err.Error()})
 	}
 	ctx := c.Request().Context()
 	resp, err := a.placeOrder(ctx, req)
 	if err != nil {
 		a.logger.ErrorContext(ctx, "place order", slog.String("error", err.Error()))
-		return c.JSON(http.StatusInternalServerError, errorBody{Error: "the order could not be placed"})
+		return c.JSON(http.StatusInternalServerError, orderstory.ErrorBody{Error: "the order could not be placed"})
 	}
 	return c.JSON(http.StatusCreated, resp)
 }
 
 // placeOrder inserts the order and its two events in one bun transaction. The events are
 // handed to the dispatcher once the transaction has committed.
-func (a *app) placeOrder(ctx context.Context, req orderRequest) (orderResponse, error) {
+func (a *app) placeOrder(ctx context.Context, req orderstory.OrderRequest) (orderstory.OrderResponse, error) {
 	o := order{
 		ID:        outbox.NewID(),
 		Customer:  req.Customer,
@@ -145,7 +146,7 @@ func (a *app) placeOrder(ctx context.Context, req orderRequest) (orderResponse, 
 		if _, err := tx.NewInsert().Model(&o).Exec(ctx); err != nil {
 			return fmt.Errorf("insert order: %w", err)
 		}
-		for _, env := range orderEvents(o.ID, o.Customer, o.Item, o.Quantity) {
+		for _, env := range orderstory.OrderEvents(o.ID, o.Customer, o.Item, o.Quantity) {
 			id, err := outboxbun.Write(ctx, tx, a.outbox.Writer(), env)
 			if err != nil {
 				return fmt.Errorf("write %s: %w", env.Type, err)
@@ -155,9 +156,9 @@ func (a *app) placeOrder(ctx context.Context, req orderRequest) (orderResponse, 
 		return nil
 	})
 	if err != nil {
-		return orderResponse{}, err
+		return orderstory.OrderResponse{}, err
 	}
 	a.logger.InfoContext(ctx, "order placed", slog.String("order_id", o.ID), slog.String("customer", o.Customer),
 		slog.Any("event_ids", eventIDs))
-	return orderResponse{OrderID: o.ID, Events: eventIDs}, nil
+	return orderstory.OrderResponse{OrderID: o.ID, Events: eventIDs}, nil
 }

@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+
+	"github.com/outboxkit/outbox/examples/internal/orderstory"
 )
 
 // banner is what the start-up banner shows.
@@ -34,7 +36,7 @@ Try it:
 
 The second order's confirmation email fails %[5]d times and ends DEAD: open the admin URL to see it
 and replay it. Ctrl-C stops the server and drains the outbox.
-`, b.title, b.database, b.base, b.token, maxAttempts)
+`, b.title, b.database, b.base, b.token, orderstory.MaxAttempts)
 }
 
 // baseURL returns the URL of the server listening on addr. An unspecified address

@@ -5,7 +5,8 @@
 // outboxbun.Write, in app.go). Right after the commit both events are handed to the
 // in-process dispatcher: OrderPlaced is "published" (logged), and the confirmation
 // email is "sent", except to addresses at bounce.example, where it fails three times, a
-// little later each time, and ends DEAD (the listeners are in story.go). The dead-event
+// little later each time, and ends DEAD (the listeners are in ../internal/orderstory,
+// which the two server examples share). The dead-event
 // admin (outboxadmin, mounted on the echo router with outboxecho.Mount) lists it and
 // replays it; it takes a bearer token generated at start and printed in the banner.
 // /metrics serves the outbox metrics (outboxprom) from a private Prometheus registry.

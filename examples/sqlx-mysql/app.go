@@ -18,6 +18,7 @@ import (
 	outboxprom "github.com/outboxkit/outbox/adapters/prometheus"
 	outboxsqlx "github.com/outboxkit/outbox/adapters/sqlx"
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/examples/internal/orderstory"
 )
 
 // order is a row of the orders table.
@@ -93,7 +94,7 @@ func newApp(db *sqlx.DB, logger *slog.Logger) (*app, error) {
 	ob, err := outbox.New(db.DB, outbox.Config{
 		Dialect: outbox.MySQL,
 		// Settings for watching the story: a failing event is DEAD within seconds.
-		MaxAttempts:  maxAttempts,
+		MaxAttempts:  orderstory.MaxAttempts,
 		Retry:        outbox.ExponentialBackoff{Base: 500 * time.Millisecond, Max: 2 * time.Second},
 		PollInterval: time.Second,
 		Logger:       logger,
@@ -109,7 +110,7 @@ func newApp(db *sqlx.DB, logger *slog.Logger) (*app, error) {
 	if err := reg.Register(stats); err != nil {
 		return nil, fmt.Errorf("outbox table metrics: %w", err)
 	}
-	if err := registerListeners(ob, logger); err != nil {
+	if err := orderstory.RegisterListeners(ob, logger); err != nil {
 		return nil, err
 	}
 	return &app{db: db, outbox: ob, metrics: reg, logger: logger}, nil
@@ -127,15 +128,15 @@ func (a *app) routes() *http.ServeMux {
 // createOrder handles POST /orders. The body is read as JSON whatever its Content-Type,
 // so that curl -d works as it is.
 func (a *app) createOrder(w http.ResponseWriter, r *http.Request) {
-	req, err := decodeOrder(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	req, err := orderstory.DecodeOrder(http.MaxBytesReader(w, r.Body, orderstory.MaxBodyBytes))
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, errorBody{Error: err.Error()})
+		writeJSON(w, http.StatusBadRequest, orderstory.ErrorBody{Error: err.Error()})
 		return
 	}
 	resp, err := a.placeOrder(r.Context(), req)
 	if err != nil {
 		a.logger.ErrorContext(r.Context(), "place order", slog.String("error", err.Error()))
-		writeJSON(w, http.StatusInternalServerError, errorBody{Error: "the order could not be placed"})
+		writeJSON(w, http.StatusInternalServerError, orderstory.ErrorBody{Error: "the order could not be placed"})
 		return
 	}
 	writeJSON(w, http.StatusCreated, resp)
@@ -143,7 +144,7 @@ func (a *app) createOrder(w http.ResponseWriter, r *http.Request) {
 
 // placeOrder inserts the order and its two events in one sqlx transaction. The events
 // are handed to the dispatcher once the transaction has committed.
-func (a *app) placeOrder(ctx context.Context, req orderRequest) (orderResponse, error) {
+func (a *app) placeOrder(ctx context.Context, req orderstory.OrderRequest) (orderstory.OrderResponse, error) {
 	o := order{
 		ID:        outbox.NewID(),
 		Customer:  req.Customer,
@@ -156,7 +157,7 @@ func (a *app) placeOrder(ctx context.Context, req orderRequest) (orderResponse, 
 		if _, err := tx.NamedExecContext(ctx, insertOrder, o); err != nil {
 			return fmt.Errorf("insert order: %w", err)
 		}
-		for _, env := range orderEvents(o.ID, o.Customer, o.Item, o.Quantity) {
+		for _, env := range orderstory.OrderEvents(o.ID, o.Customer, o.Item, o.Quantity) {
 			id, err := outboxsqlx.Write(ctx, tx, a.outbox.Writer(), env)
 			if err != nil {
 				return fmt.Errorf("write %s: %w", env.Type, err)
@@ -166,11 +167,11 @@ func (a *app) placeOrder(ctx context.Context, req orderRequest) (orderResponse, 
 		return nil
 	})
 	if err != nil {
-		return orderResponse{}, err
+		return orderstory.OrderResponse{}, err
 	}
 	a.logger.InfoContext(ctx, "order placed", slog.String("order_id", o.ID), slog.String("customer", o.Customer),
 		slog.Any("event_ids", eventIDs))
-	return orderResponse{OrderID: o.ID, Events: eventIDs}, nil
+	return orderstory.OrderResponse{OrderID: o.ID, Events: eventIDs}, nil
 }
 
 // writeJSON sends v as a JSON response with the given status.

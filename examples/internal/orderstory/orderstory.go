@@ -1,4 +1,8 @@
-package main
+// Package orderstory is the order service the echo-bun-postgres and sqlx-mysql examples
+// share: the POST /orders body and its validation, the two events an order writes, and
+// the listeners that publish them (one fails for @bounce.example addresses, so that an
+// event retries and ends DEAD). Each example wires it to its own stack.
+package orderstory
 
 import (
 	"context"
@@ -12,37 +16,37 @@ import (
 	outbox "github.com/outboxkit/outbox/core"
 )
 
-// maxAttempts is the outbox's MaxAttempts: after this many failed deliveries an event is
+// MaxAttempts is the outbox's MaxAttempts: after this many failed deliveries an event is
 // DEAD.
-const maxAttempts = 3
+const MaxAttempts = 3
 
-// maxBodyBytes bounds the body of POST /orders.
-const maxBodyBytes = 64 << 10
+// MaxBodyBytes bounds the body of POST /orders.
+const MaxBodyBytes = 64 << 10
 
 // bounceDomain is the domain whose mailboxes the pretend mail service rejects.
 const bounceDomain = "@bounce.example"
 
-// orderRequest is the body of POST /orders.
-type orderRequest struct {
+// OrderRequest is the body of POST /orders.
+type OrderRequest struct {
 	Customer string `json:"customer"`
 	Item     string `json:"item"`
 	Quantity int    `json:"quantity"`
 }
 
-// orderResponse is the body of a 201 answer to POST /orders.
-type orderResponse struct {
+// OrderResponse is the body of a 201 answer to POST /orders.
+type OrderResponse struct {
 	OrderID string   `json:"order_id"`
 	Events  []string `json:"events"`
 }
 
-// errorBody is the body of an error answer.
-type errorBody struct {
+// ErrorBody is the body of an error answer.
+type ErrorBody struct {
 	Error string `json:"error"`
 }
 
-// decodeOrder reads one JSON order from r and validates it.
-func decodeOrder(r io.Reader) (orderRequest, error) {
-	var req orderRequest
+// DecodeOrder reads one JSON order from r and validates it.
+func DecodeOrder(r io.Reader) (OrderRequest, error) {
+	var req OrderRequest
 	dec := json.NewDecoder(r)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
@@ -83,8 +87,8 @@ type confirmationEmail struct {
 	To      string `json:"to"`
 }
 
-// orderEvents returns the two events a new order writes.
-func orderEvents(orderID, customer, item string, quantity int) []outbox.Envelope {
+// OrderEvents returns the two events a new order writes.
+func OrderEvents(orderID, customer, item string, quantity int) []outbox.Envelope {
 	return []outbox.Envelope{
 		{
 			Type:          typeOrderPlaced,
@@ -101,8 +105,8 @@ func orderEvents(orderID, customer, item string, quantity int) []outbox.Envelope
 	}
 }
 
-// registerListeners routes the two event types to their listeners.
-func registerListeners(ob *outbox.Outbox, logger *slog.Logger) error {
+// RegisterListeners routes the two event types to their listeners.
+func RegisterListeners(ob *outbox.Outbox, logger *slog.Logger) error {
 	if err := ob.Register(aggregateOrder, typeOrderPlaced, publishOrderPlaced(logger)); err != nil {
 		return fmt.Errorf("register %s: %w", typeOrderPlaced, err)
 	}
@@ -123,7 +127,7 @@ func publishOrderPlaced(logger *slog.Logger) outbox.ListenerFunc {
 
 // sendConfirmationEmail stands for a mail service that rejects every mailbox at
 // bounce.example. Each failure is logged here; the outbox retries the event and, after
-// maxAttempts failures, moves it to DEAD.
+// MaxAttempts failures, moves it to DEAD.
 func sendConfirmationEmail(logger *slog.Logger) outbox.ListenerFunc {
 	return func(ctx context.Context, e *outbox.Event) error {
 		var p confirmationEmail
@@ -134,7 +138,7 @@ func sendConfirmationEmail(logger *slog.Logger) outbox.ListenerFunc {
 			err := fmt.Errorf("mailbox unavailable: %s", p.To)
 			logger.WarnContext(ctx, "confirmation email failed",
 				slog.String("event_id", e.ID), slog.String("order_id", p.OrderID),
-				slog.Int("attempt", e.Attempts+1), slog.Int("max_attempts", maxAttempts),
+				slog.Int("attempt", e.Attempts+1), slog.Int("max_attempts", MaxAttempts),
 				slog.String("error", err.Error()))
 			return err
 		}
