@@ -163,22 +163,10 @@ func TestDispatcherTombstones(t *testing.T) {
 		t.Parallel()
 		synctest.Test(t, func(t *testing.T) {
 			b := setupDispatcher(t, outbox.DispatcherConfig{MaxAttempts: 1})
-			var healthy atomic.Bool
-			l := &outboxtest.RecordingListener{Func: func(context.Context, *outbox.Event) error {
-				if healthy.Load() {
-					return nil
-				}
-				return errors.New("no")
-			}}
-			b.listen(t, "Thing", l)
 			stale := newEvent("e1", "Thing")
-			b.write(t, stale)
-			synctest.Wait()
-			if got := b.row(t, "e1"); got.Status != outbox.StatusDead {
-				t.Fatalf("status %s, want DEAD", got.Status)
-			}
+			l, heal := b.deadOnce(t, stale)
 			time.Sleep(time.Second)
-			healthy.Store(true)
+			heal()
 			if _, err := b.store.Replay(t.Context(), outbox.ReplayParams{IDs: []string{"e1"}, Now: time.Now()}); err != nil {
 				t.Fatal(err)
 			}
@@ -201,21 +189,9 @@ func TestDispatcherTombstones(t *testing.T) {
 			// available_at is before the delivered copy's. The poller read it after the
 			// DEAD outcome was written, so it is not a stale copy.
 			b := setupDispatcher(t, outbox.DispatcherConfig{MaxAttempts: 1})
-			var healthy atomic.Bool
-			l := &outboxtest.RecordingListener{Func: func(context.Context, *outbox.Event) error {
-				if healthy.Load() {
-					return nil
-				}
-				return errors.New("no")
-			}}
-			b.listen(t, "Thing", l)
-			b.write(t, newEvent("e1", "Thing"))
-			synctest.Wait()
-			if got := b.row(t, "e1"); got.Status != outbox.StatusDead {
-				t.Fatalf("status %s, want DEAD", got.Status)
-			}
+			l, heal := b.deadOnce(t, newEvent("e1", "Thing"))
 			time.Sleep(time.Millisecond)
-			healthy.Store(true)
+			heal()
 			if _, err := b.store.Replay(t.Context(), outbox.ReplayParams{IDs: []string{"e1"}, Now: time.Now().Add(-time.Hour)}); err != nil {
 				t.Fatal(err)
 			}
@@ -446,4 +422,24 @@ func TestWriterHookHotPath(t *testing.T) {
 			}
 		})
 	})
+}
+
+// deadOnce registers for e's type a listener that fails until heal is called, writes
+// e and waits until it is DEAD (the dispatcher must have MaxAttempts 1).
+func (b *dispatchBundle) deadOnce(t *testing.T, e outbox.Event) (l *outboxtest.RecordingListener, heal func()) {
+	t.Helper()
+	var healthy atomic.Bool
+	l = &outboxtest.RecordingListener{Func: func(context.Context, *outbox.Event) error {
+		if healthy.Load() {
+			return nil
+		}
+		return errors.New("no")
+	}}
+	b.listen(t, e.Type, l)
+	b.write(t, e)
+	synctest.Wait()
+	if got := b.row(t, e.ID); got.Status != outbox.StatusDead {
+		t.Fatalf("status %s, want DEAD", got.Status)
+	}
+	return l, func() { healthy.Store(true) }
 }
