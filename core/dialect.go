@@ -180,10 +180,10 @@ type dialect struct {
 	dueColumn, finishedColumn string
 	// statusHint prefixes the status column in the predicates that the partial dead and
 	// finished indexes serve, and in those indexes' WHERE clauses. SQLite sets it to "+":
-	// without statistics (most SQLite databases never run ANALYZE) its planner prefers
-	// an equality on the pending index's leading status column and then sorts every
-	// DEAD or DONE row; unary + keeps that term off the pending index, so the partial
-	// index declared with the same "+status" predicate is used.
+	// unary + keeps status from ever being used as an index key, so that its planner,
+	// which has no statistics in most SQLite databases (they never run ANALYZE), picks
+	// the partial index declared with the same "+status" predicate instead of scanning
+	// by status and sorting every DEAD or DONE row.
 	statusHint string
 	// dbNow is the database's current time as an SQL expression, in the form the time
 	// columns hold: every claim decision compares with it, so that claims follow one

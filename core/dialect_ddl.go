@@ -35,8 +35,12 @@ func renderDDL(stmts []ddlStatement) string {
 
 // Index comments shared by the dialects. They say why each index exists.
 const (
-	pendingIndexComment = "Pending: the poller's scan of due NEW/RETRY rows (status, available_at <= now),\n" +
-		"oldest created_at first. Claim (MultiNode) reads the same rows, due longest first."
+	pendingIndexComment = "Pending: the poller's scan of due NEW/RETRY rows, oldest created_at first. The\n" +
+		"scan walks the index in the query's order and stops after its LIMIT, skipping the\n" +
+		"rows that are not due yet. Partial, so only NEW and RETRY rows are in it."
+	claimIndexComment = "Claim (MultiNode) walks due NEW/RETRY rows in its order, due longest first\n" +
+		"(available_at, created_at, event_id), and stops after its LIMIT, skipping rows\n" +
+		"that another node holds."
 	deadIndexComment = "ListDead and Replay walk DEAD rows in (created_at, event_id) keyset order.\n" +
 		"Partial, so the DONE rows that make up most of the table are not in it."
 	finishedIndexComment = "Purge deletes the oldest DONE/DEAD rows by COALESCE(done_at, created_at) in\n" +
@@ -47,11 +51,13 @@ const (
 // sqliteHintComment explains the "+status" of the SQLite partial indexes. The queries
 // they serve write the same "+status".
 const sqliteHintComment = "\nThe unary + in +status keeps SQLite's planner, which usually has no statistics,\n" +
-	"from preferring the pending index. Queries write the same +status."
+	"from using status as an index key. Queries write the same +status, which SQLite\n" +
+	"needs to match them to the index's condition."
 
 // The suffixes of the derived index names.
 const (
 	pendingIndexSuffix  = "_pending_idx"
+	claimIndexSuffix    = "_claim_idx"
 	deadIndexSuffix     = "_dead_idx"
 	finishedIndexSuffix = "_finished_idx"
 )
@@ -85,7 +91,9 @@ func postgresDDL(d *dialect, t tableName) migration {
 				"    locked_until   TIMESTAMPTZ  NULL\n" +
 				")"},
 			{pendingIndexComment, "CREATE INDEX IF NOT EXISTS " + index(pendingIndexSuffix) + " ON " + table +
-				" (status, available_at, created_at)"},
+				" (created_at, event_id) WHERE status IN (0, 2)"},
+			{claimIndexComment, "CREATE INDEX IF NOT EXISTS " + index(claimIndexSuffix) + " ON " + table +
+				" (available_at, created_at, event_id) WHERE status IN (0, 2)"},
 			{deadIndexComment, "CREATE INDEX IF NOT EXISTS " + index(deadIndexSuffix) + " ON " + table +
 				" (created_at, event_id) WHERE " + d.hintedStatus() + " = 3"},
 			{finishedIndexComment, "CREATE INDEX IF NOT EXISTS " + index(finishedIndexSuffix) + " ON " + table +
@@ -126,7 +134,9 @@ func sqliteDDL(d *dialect, t tableName) migration {
 				"    locked_until   TEXT         NULL\n" +
 				")"},
 			{pendingIndexComment, "CREATE INDEX IF NOT EXISTS " + index(pendingIndexSuffix) +
-				" (status, available_at, created_at)"},
+				" (created_at, event_id) WHERE status IN (0, 2)"},
+			{claimIndexComment, "CREATE INDEX IF NOT EXISTS " + index(claimIndexSuffix) +
+				" (available_at, created_at, event_id) WHERE status IN (0, 2)"},
 			{deadIndexComment + sqliteHintComment, "CREATE INDEX IF NOT EXISTS " + index(deadIndexSuffix) +
 				" (created_at, event_id) WHERE " + d.hintedStatus() + " = 3"},
 			{finishedIndexComment + sqliteHintComment, "CREATE INDEX IF NOT EXISTS " + index(finishedIndexSuffix) +

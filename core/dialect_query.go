@@ -176,6 +176,25 @@ func (b *builder) matchIDs(ids []string) *builder {
 	return b.w(")")
 }
 
+// matchIDTokens writes a predicate matching the rows whose event_id is ids[i] and whose
+// claim token (locked_by) is tokens[i], for some i: each row fenced by its own claim.
+// Both forms find the rows by primary key: PostgreSQL joins two arrays, the others
+// compare row values with a list of pairs.
+func (b *builder) matchIDTokens(ids, tokens []string) *builder {
+	if b.d.idsAsArray {
+		return b.w("(event_id, locked_by) IN (SELECT * FROM unnest(CAST(", b.arg(textArrayLiteral(ids)),
+			" AS TEXT[]), CAST(", b.arg(textArrayLiteral(tokens)), " AS TEXT[])))")
+	}
+	b.w("(event_id, locked_by) IN (")
+	for i := range ids {
+		if i > 0 {
+			b.w(", ")
+		}
+		b.w("(", b.arg(ids[i]), ", ", b.arg(tokens[i]), ")")
+	}
+	return b.w(")")
+}
+
 // textArrayLiteral encodes ids as a PostgreSQL array literal, {"a","b"}. Sent as a plain
 // string and cast in SQL, it needs no driver support for arrays.
 func textArrayLiteral(ids []string) string {
@@ -222,6 +241,18 @@ func (d *dialect) markDoneQueries(t tableName, p MarkDoneParams) ([]query, error
 		return nil, fmt.Errorf("DoneAt: %w", err)
 	}
 	var qs []query
+	if p.Tokens != nil {
+		// Two arguments per row, besides done_at (PostgreSQL binds two arrays).
+		size := min(d.maxIDs, (d.maxBindParams-1)/2)
+		for start := 0; start < len(p.IDs); start += size {
+			end := min(start+size, len(p.IDs))
+			b := d.newBuilder()
+			b.w("UPDATE ", d.qualified(t), " SET status = 1, done_at = ", b.arg(doneAt), clearClaim, " WHERE ")
+			b.matchIDTokens(p.IDs[start:end], p.Tokens[start:end]).fence("")
+			qs = append(qs, b.query())
+		}
+		return qs, nil
+	}
 	for _, ids := range d.chunkIDs(p.IDs) {
 		b := d.newBuilder()
 		b.w("UPDATE ", d.qualified(t), " SET status = 1, done_at = ", b.arg(doneAt), clearClaim, " WHERE ")
@@ -396,7 +427,7 @@ func (d *dialect) replayQueries(t tableName, p ReplayParams) ([]query, error) {
 	}
 	// The outer status test guards against a concurrent change between the subquery
 	// and the update (PostgreSQL re-checks it on the row it locks); hinted on SQLite so
-	// that the rows are found by primary key, not by scanning the pending index.
+	// that the rows are found by primary key, never by an index on status.
 	b.w(" WHERE event_id IN (SELECT event_id FROM ", d.qualified(t))
 	b.deadWhere(p.DeadFilter, true).w(" ORDER BY created_at, event_id LIMIT ", b.arg(int64(p.Limit)),
 		") AND ", d.hintedStatus(), " = 3")

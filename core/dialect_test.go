@@ -3,6 +3,7 @@ package outbox
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
@@ -226,6 +227,18 @@ func goldenCases() []goldenCase {
 			sqlArgs: []any{goldenT0S, "a", "n1/01J"},
 		},
 		{
+			name: "mark done fenced row by row",
+			build: func(d *dialect) ([]query, error) {
+				return d.markDoneQueries(t, MarkDoneParams{IDs: []string{"a", "b"}, Tokens: []string{"n1/1", "n1/2"}, DoneAt: goldenT0})
+			},
+			pg: []string{`UPDATE "outbox_event" SET status = 1, done_at = $1, locked_by = NULL, locked_until = NULL WHERE (event_id, locked_by) IN ` +
+				`(SELECT * FROM unnest(CAST($2 AS TEXT[]), CAST($3 AS TEXT[]))) AND status <> 1`},
+			sqlite:  []string{`UPDATE "outbox_event" SET status = 1, done_at = ?, locked_by = NULL, locked_until = NULL WHERE (event_id, locked_by) IN ((?, ?), (?, ?)) AND status <> 1`},
+			mysql:   []string{"UPDATE `outbox_event` SET status = 1, done_at = ?, locked_by = NULL, locked_until = NULL WHERE (event_id, locked_by) IN ((?, ?), (?, ?)) AND status <> 1"},
+			pgArgs:  []any{goldenT0U, `{"a","b"}`, `{"n1/1","n1/2"}`},
+			sqlArgs: []any{goldenT0S, "a", "n1/1", "b", "n1/2"},
+		},
+		{
 			name: "fenced reschedule",
 			build: func(d *dialect) ([]query, error) {
 				return one2(d.rescheduleQuery(t, RescheduleParams{ID: "a", Status: StatusNew, AvailableAt: goldenT0, Token: "n1/01J"}))
@@ -405,25 +418,29 @@ func TestDialectGoldenDDL(t *testing.T) {
 	tables := map[string]tableName{"plain": goldenTable, "qualified": {schema: "app", name: "Events"}}
 	want := map[string][]string{
 		"postgres/plain": {
-			`CREATE INDEX IF NOT EXISTS "outbox_event_pending_idx" ON "outbox_event" (status, available_at, created_at)`,
+			`CREATE INDEX IF NOT EXISTS "outbox_event_pending_idx" ON "outbox_event" (created_at, event_id) WHERE status IN (0, 2)`,
+			`CREATE INDEX IF NOT EXISTS "outbox_event_claim_idx" ON "outbox_event" (available_at, created_at, event_id) WHERE status IN (0, 2)`,
 			`CREATE INDEX IF NOT EXISTS "outbox_event_dead_idx" ON "outbox_event" (created_at, event_id) WHERE status = 3`,
 			`CREATE INDEX IF NOT EXISTS "outbox_event_finished_idx" ON "outbox_event" (COALESCE(done_at, created_at), event_id) WHERE status IN (1, 3)`,
 			`DROP TABLE IF EXISTS "outbox_event"`,
 		},
 		"postgres/qualified": {
-			`CREATE INDEX IF NOT EXISTS "Events_pending_idx" ON "app"."Events" (status, available_at, created_at)`,
+			`CREATE INDEX IF NOT EXISTS "Events_pending_idx" ON "app"."Events" (created_at, event_id) WHERE status IN (0, 2)`,
+			`CREATE INDEX IF NOT EXISTS "Events_claim_idx" ON "app"."Events" (available_at, created_at, event_id) WHERE status IN (0, 2)`,
 			`CREATE INDEX IF NOT EXISTS "Events_dead_idx" ON "app"."Events" (created_at, event_id) WHERE status = 3`,
 			`CREATE INDEX IF NOT EXISTS "Events_finished_idx" ON "app"."Events" (COALESCE(done_at, created_at), event_id) WHERE status IN (1, 3)`,
 			`DROP TABLE IF EXISTS "app"."Events"`,
 		},
 		"sqlite/plain": {
-			`CREATE INDEX IF NOT EXISTS "outbox_event_pending_idx" ON "outbox_event" (status, available_at, created_at)`,
+			`CREATE INDEX IF NOT EXISTS "outbox_event_pending_idx" ON "outbox_event" (created_at, event_id) WHERE status IN (0, 2)`,
+			`CREATE INDEX IF NOT EXISTS "outbox_event_claim_idx" ON "outbox_event" (available_at, created_at, event_id) WHERE status IN (0, 2)`,
 			`CREATE INDEX IF NOT EXISTS "outbox_event_dead_idx" ON "outbox_event" (created_at, event_id) WHERE +status = 3`,
 			`CREATE INDEX IF NOT EXISTS "outbox_event_finished_idx" ON "outbox_event" (COALESCE(done_at, created_at), event_id) WHERE +status IN (1, 3)`,
 			`DROP TABLE IF EXISTS "outbox_event"`,
 		},
 		"sqlite/qualified": {
-			`CREATE INDEX IF NOT EXISTS "app"."Events_pending_idx" ON "Events" (status, available_at, created_at)`,
+			`CREATE INDEX IF NOT EXISTS "app"."Events_pending_idx" ON "Events" (created_at, event_id) WHERE status IN (0, 2)`,
+			`CREATE INDEX IF NOT EXISTS "app"."Events_claim_idx" ON "Events" (available_at, created_at, event_id) WHERE status IN (0, 2)`,
 			`CREATE INDEX IF NOT EXISTS "app"."Events_dead_idx" ON "Events" (created_at, event_id) WHERE +status = 3`,
 			`CREATE INDEX IF NOT EXISTS "app"."Events_finished_idx" ON "Events" (COALESCE(done_at, created_at), event_id) WHERE +status IN (1, 3)`,
 			`DROP TABLE IF EXISTS "app"."Events"`,
@@ -725,6 +742,40 @@ func TestTextArrayLiteral(t *testing.T) {
 	for want, in := range cases {
 		if got := textArrayLiteral(in); got != want {
 			t.Errorf("textArrayLiteral(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+// TestMarkDoneTokensChunks: a fenced-row-by-row MarkDone is split so that no statement
+// carries more placeholders than its database allows, and every pair is in one.
+func TestMarkDoneTokensChunks(t *testing.T) {
+	t.Parallel()
+	ids, tokens := make([]string, 1200), make([]string, 1200)
+	for i := range ids {
+		ids[i], tokens[i] = fmt.Sprintf("e%d", i), fmt.Sprintf("n/%d", i%7)
+	}
+	for _, d := range allDialects {
+		dd := d.builder()
+		qs, err := dd.markDoneQueries(goldenTable, MarkDoneParams{IDs: ids, Tokens: tokens, DoneAt: goldenT0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pairs := 0
+		for _, q := range qs {
+			if len(q.Args) > dd.maxBindParams {
+				t.Errorf("%s: a statement has %d arguments, more than %d", d.Name(), len(q.Args), dd.maxBindParams)
+			}
+			if dd.idsAsArray {
+				pairs += strings.Count(q.Args[1].(string), ",") + 1
+			} else {
+				pairs += (len(q.Args) - 1) / 2
+			}
+		}
+		if pairs != len(ids) {
+			t.Errorf("%s: %d statements match %d pairs, want %d", d.Name(), len(qs), pairs, len(ids))
+		}
+		if d == SQLite && len(qs) < 3 {
+			t.Errorf("sqlite: %d statements for 1200 pairs, want them split under 999 arguments", len(qs))
 		}
 	}
 }

@@ -164,8 +164,8 @@ func (c DispatcherConfig) validate() error {
 // takes its next event, and the recorder marks every event handed to it while it wrote
 // the previous batch DONE with one statement ([Store.MarkDone] with
 // many IDs), so a busy dispatcher sends one UPDATE for many events and an idle one
-// sends it at once (claimed events, in [MultiNode] mode, are written one by one by
-// their worker, fenced by the claim). An event counts as in flight, and is reported to
+// sends it at once (claimed events, in [MultiNode] mode, with a statement that fences
+// each row by its own claim token). An event counts as in flight, and is reported to
 // [Metrics.Dispatched], only once its batch is written; a batch whose statement fails
 // is written again event by event, and Stop returns only after every DONE outcome
 // handed over was written.

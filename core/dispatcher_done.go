@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 )
 
@@ -14,21 +15,29 @@ import (
 // MarkDone (one UPDATE … WHERE event_id IN (…)), so that under load the
 // database sees one statement for many events, and with a single event in flight one
 // statement right away. Only with a DoneBatchWindow does the recorder wait, at most that
-// long, for a batch to fill. Only unclaimed events (single-node mode) are batched: a
-// claimed event's worker writes its outcome itself, fenced by the claim token, because
-// the claim is sized for one attempt and one status statement (ListenerTimeout +
-// StatusTimeout), not for a wait behind other batches, and because per-transaction
-// claim tokens would split a batch into one statement per token anyway.
+// long, for a batch to fill.
+//
+// Claimed events (MultiNode mode) are batched too, in a statement of their own that
+// fences each row by its own claim token (MarkDoneParams.Tokens): hot-path events carry
+// one token per writer transaction, so one statement per token would make a batch many
+// statements, written one after the other, while the claims run out. A claimed event's
+// claim had at least ListenerTimeout + StatusTimeout left when its attempt began (see
+// claimTooShort); its outcome waits at most for the batch being written, itself bounded
+// by StatusTimeout. Should a claim still run out and another node take the event over,
+// the fence leaves that node's claim alone and the event is delivered again (at least
+// once). On SQLite, whose writes are serialised, one statement per event would halve what
+// the business transactions can write.
 //
 // An event stays in flight (refused by EnqueueHot and EnqueueCold) until its batch is
 // written; only then is it settled: released with a tombstone, reported to the metrics
 // and logged, exactly as a per-event write would. A batch whose statement fails is
 // written again event by event, so one bad row or a transient error does not leave the
-// others pending; an event whose own statement fails too is left for the poller. The
-// workers close the recorder's intake when they return, so a graceful Stop records every
-// DONE outcome before it returns; after a hard stop the recorder still writes what it
-// was handed, each statement bounded by StatusTimeout, as a worker writing its own
-// outcome would.
+// others pending; an event whose own statement fails too is left for the poller. A
+// claimed batch that changed fewer rows than it holds lost some claims; it leaves no
+// tombstone, as a fenced-out per-event write would not. The workers close the
+// recorder's intake when they return, so a graceful Stop records every DONE outcome
+// before it returns; after a hard stop the recorder still writes what it was handed,
+// each statement bounded by StatusTimeout, as a worker writing its own outcome would.
 
 // doneQueueSize bounds the DONE outcomes waiting for the recorder; a worker that finds
 // it full waits (the recorder is writing a batch).
@@ -95,26 +104,49 @@ func (d *Dispatcher) collectDone(batch []doneAck, acks <-chan doneAck) []doneAck
 	return batch
 }
 
-// writeDone writes one batch of DONE outcomes. Batches hold unclaimed events only
-// (single-node mode): a claimed event's outcome is written by its worker, fenced by its
-// claim token (see deliver).
+// writeDone writes one batch of DONE outcomes: the unclaimed events (single-node mode)
+// with one statement, the claimed ones (MultiNode mode) with another, fenced row by row.
 func (d *Dispatcher) writeDone(runCtx context.Context, batch []doneAck) {
-	d.writeDoneGroup(runCtx, batch)
+	unclaimed, claimed := batch, []doneAck(nil)
+	if slices.ContainsFunc(batch, func(a doneAck) bool { return a.ev.LockedBy != "" }) {
+		unclaimed, claimed = nil, nil
+		for _, a := range batch {
+			if a.ev.LockedBy == "" {
+				unclaimed = append(unclaimed, a)
+			} else {
+				claimed = append(claimed, a)
+			}
+		}
+	}
+	if len(unclaimed) > 0 {
+		d.writeDoneGroup(runCtx, unclaimed, false)
+	}
+	if len(claimed) > 0 {
+		d.writeDoneGroup(runCtx, claimed, true)
+	}
 }
 
-// writeDoneGroup writes the DONE outcomes of a group of unclaimed events.
-func (d *Dispatcher) writeDoneGroup(runCtx context.Context, group []doneAck) {
+// writeDoneGroup writes the DONE outcomes of a group of events that are all unclaimed,
+// or all claimed (each update then fenced by the event's own claim token).
+func (d *Dispatcher) writeDoneGroup(runCtx context.Context, group []doneAck, claimed bool) {
 	if len(group) == 1 {
 		d.writeDoneOne(runCtx, &group[0])
 		return
 	}
 	ids := make([]string, len(group))
+	var tokens []string
+	if claimed {
+		tokens = make([]string, len(group))
+	}
 	for i := range group {
 		ids[i] = group[i].ev.ID
+		if claimed {
+			tokens[i] = group[i].ev.LockedBy
+		}
 	}
 	ctx, cancel := d.statusContext(runCtx)
 	now := d.cfg.Now()
-	n, err := d.store.MarkDone(ctx, MarkDoneParams{IDs: ids, DoneAt: now})
+	n, err := d.store.MarkDone(ctx, MarkDoneParams{IDs: ids, Tokens: tokens, DoneAt: now})
 	unresponsive := errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded)
 	cancel()
 	if err != nil {
@@ -132,12 +164,31 @@ func (d *Dispatcher) writeDoneGroup(runCtx context.Context, group []doneAck) {
 		}
 		return
 	}
+	returned := d.cfg.Now()
 	if unchanged := int64(len(group)) - n; unchanged > 0 {
+		if claimed {
+			// Which rows the fences kept is unknown: none is settled (no tombstone), as a
+			// fenced-out per-event update is not (see writeOutcome).
+			d.log.LogAttrs(runCtx, slog.LevelWarn, "status update changed no row for some claimed events: their claims "+
+				"were lost (expired and taken over by another node) or they were already finished; those outcomes are not recorded",
+				slog.String("op", "mark done"), slog.Int64("unchanged", unchanged), slog.Int("events", len(group)),
+				slog.Any("event_ids", ids))
+			for i := range group {
+				d.release(group[i].ev.ID, returned, false, time.Time{})
+			}
+			d.settledAll(runCtx, group)
+			return
+		}
 		d.log.LogAttrs(runCtx, slog.LevelWarn, "status update changed no row for some events; they were already finished",
 			slog.String("op", "mark done"), slog.Int64("unchanged", unchanged), slog.Int("events", len(group)),
 			slog.Any("event_ids", ids))
 	}
-	d.releaseAll(group, d.cfg.Now())
+	d.releaseAll(group, returned)
+	d.settledAll(runCtx, group)
+}
+
+// settledAll reports a group of DONE outcomes as settled.
+func (d *Dispatcher) settledAll(runCtx context.Context, group []doneAck) {
 	for i := range group {
 		a := &group[i]
 		d.settled(runCtx, &a.ev, a.path, decision{kind: outcomeDone}, a.duration, a.latency)

@@ -31,7 +31,8 @@ func newBatchStore() *batchStore { return &batchStore{MemoryStore: outboxtest.Ne
 
 func (s *batchStore) MarkDone(ctx context.Context, p outbox.MarkDoneParams) (int64, error) {
 	s.mu.Lock()
-	s.calls = append(s.calls, outbox.MarkDoneParams{IDs: slices.Clone(p.IDs), DoneAt: p.DoneAt, Token: p.Token})
+	s.calls = append(s.calls, outbox.MarkDoneParams{IDs: slices.Clone(p.IDs), DoneAt: p.DoneAt, Token: p.Token,
+		Tokens: slices.Clone(p.Tokens)})
 	hold, fail := s.hold, s.fail
 	s.mu.Unlock()
 	if hold != nil {
@@ -61,12 +62,22 @@ func (s *batchStore) idCalls() [][]string {
 }
 
 // sortedCalls returns the MarkDone calls as "token:id,id,…" with each call's IDs sorted,
-// in sorted order: the workers hand their outcomes over in no fixed order.
+// in sorted order: the workers hand their outcomes over in no fixed order. A call with
+// Tokens is "token:id,token:id,…", its pairs sorted.
 func (s *batchStore) sortedCalls() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]string, len(s.calls))
 	for i, c := range s.calls {
+		if c.Tokens != nil {
+			pairs := make([]string, len(c.IDs))
+			for j := range c.IDs {
+				pairs[j] = c.Tokens[j] + ":" + c.IDs[j]
+			}
+			slices.Sort(pairs)
+			out[i] = strings.Join(pairs, ",")
+			continue
+		}
 		ids := slices.Sorted(slices.Values(c.IDs))
 		out[i] = c.Token + ":" + strings.Join(ids, ",")
 	}
@@ -198,11 +209,16 @@ func TestDispatcherBatchesDoneUpdates(t *testing.T) {
 	})
 }
 
-func TestDispatcherClaimedEventsAreWrittenByTheirWorkerFencedByTheClaim(t *testing.T) {
+// TestDispatcherBatchesClaimedEventsFencedRowByRow: the DONE outcomes of claimed events
+// (MultiNode) under several claim tokens are written with one statement that fences each
+// row by its own token, so a row whose claim this node lost is left alone and keeps no
+// tombstone; a lone claimed event is written with the per-event fenced update.
+func TestDispatcherBatchesClaimedEventsFencedRowByRow(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		store := newBatchStore()
-		b := setupBatchDispatcher(t, store, outbox.DispatcherConfig{Workers: 4})
+		// The window gathers the four outcomes into one batch.
+		b := setupBatchDispatcher(t, store, outbox.DispatcherConfig{Workers: 4, DoneBatchWindow: 10 * time.Millisecond})
 		until := time.Now().Add(time.Hour)
 		claimed := func(id, token string) outbox.Event {
 			e := newEvent(id, "Thing")
@@ -212,7 +228,7 @@ func TestDispatcherClaimedEventsAreWrittenByTheirWorkerFencedByTheClaim(t *testi
 		// The store holds e2 under another node's claim: this node's claim on it was
 		// lost. e1, e3 and e4 are still claimed by the tokens this node holds.
 		rows := []outbox.Event{claimed("e1", "node-a/1"), claimed("e2", "node-b/9"),
-			claimed("e3", "node-a/1"), claimed("e4", "node-a/2")}
+			claimed("e3", "node-a/1"), claimed("e4", "node-a/2"), claimed("e5", "node-a/3")}
 		for _, r := range rows {
 			if err := store.Insert(t.Context(), nil, outbox.InsertParams{Events: []outbox.Event{r}, ClaimTTL: time.Hour}); err != nil {
 				t.Fatal(err)
@@ -223,10 +239,11 @@ func TestDispatcherClaimedEventsAreWrittenByTheirWorkerFencedByTheClaim(t *testi
 				t.Fatalf("EnqueueCold refused %s", e.ID)
 			}
 		}
+		time.Sleep(time.Second) // past the window
 		synctest.Wait()
-		want := []string{"node-a/1:e1", "node-a/1:e2", "node-a/1:e3", "node-a/2:e4"}
+		want := []string{"node-a/1:e1,node-a/1:e2,node-a/1:e3,node-a/2:e4"}
 		if got := store.sortedCalls(); !slices.Equal(got, want) {
-			t.Errorf("MarkDone calls = %v, want %v (one per event, with its claim token)", got, want)
+			t.Errorf("MarkDone calls = %v, want %v (one, each ID with its claim token)", got, want)
 		}
 		for id, want := range map[string]outbox.Status{"e1": outbox.StatusDone, "e2": outbox.StatusNew,
 			"e3": outbox.StatusDone, "e4": outbox.StatusDone} {
@@ -238,13 +255,30 @@ func TestDispatcherClaimedEventsAreWrittenByTheirWorkerFencedByTheClaim(t *testi
 			t.Errorf("e2 claimed by %q, want the other node's claim untouched", e.LockedBy)
 		}
 		logs := b.logs.find(slog.LevelWarn, "changed no row")
-		if len(logs) != 1 || logs[0].attrs["claim"] != "node-a/1" || logs[0].attrs["event_id"] != "e2" {
+		if len(logs) != 1 || logs[0].attrs["unchanged"] != "1" {
 			t.Errorf("warn logs = %+v, want one for the lost claim", logs)
+		}
+		if n := len(b.metrics.dispatches()); n != 4 {
+			t.Errorf("%d outcomes reported, want 4", n)
 		}
 		// The lost claim left no tombstone: when this node claims e2 again (after the
 		// other node's claim expired), it delivers it.
 		if !b.d.EnqueueCold(claimed("e2", "node-a/3")) {
 			t.Error("EnqueueCold refused e2 under a new claim after its lost claim")
+		}
+		time.Sleep(time.Second) // past the window
+		synctest.Wait()
+		if !b.d.EnqueueCold(claimed("e5", "node-a/3")) {
+			t.Fatal("EnqueueCold refused e5")
+		}
+		time.Sleep(time.Second) // past the window
+		synctest.Wait()
+		want = append(want, "node-a/3:e5")
+		if got := store.sortedCalls(); !slices.Equal(got[:1], want[:1]) || len(got) != 3 || got[2] != "node-a/3:e5" {
+			t.Errorf("MarkDone calls = %v, want the batch, then e2 and e5 each with its own fenced update", got)
+		}
+		if st := b.status(t, "e5"); st != outbox.StatusDone {
+			t.Errorf("e5 is %s, want DONE", st)
 		}
 	})
 }

@@ -144,10 +144,8 @@ func (d *Dispatcher) deliver(runCtx context.Context, it dispatchItem, acks chan<
 	if dec.kind == outcomeDone {
 		crashPoint("after-listener") // chaos builds only: the listener returned, DONE not yet written
 	}
-	if dec.kind == outcomeDone && e.LockedBy == "" {
-		// The event stays in flight until the recorder has written its batch. A claimed
-		// event's outcome is written below, by this worker: its claim was sized for one
-		// attempt plus one status statement, not for a wait behind other batches.
+	if dec.kind == outcomeDone {
+		// The event stays in flight until the recorder has written its batch.
 		acks <- doneAck{ev: e, path: it.path, duration: duration, latency: latency}
 		return
 	}

@@ -45,8 +45,9 @@ func (p InsertParams) Validate() error {
 }
 
 // Validate reports whether p can be passed to [Store.MarkDone]: IDs must not be empty,
-// DoneAt must be set and Token at most MaxClaimTokenLen bytes. The error matches
-// [ErrInvalidArgument].
+// DoneAt must be set and Token at most MaxClaimTokenLen bytes. Tokens, when set, must
+// hold one non-empty token of at most MaxClaimTokenLen bytes per ID, with Token empty.
+// The error matches [ErrInvalidArgument].
 func (p MarkDoneParams) Validate() error {
 	if len(p.IDs) == 0 {
 		return invalidParams("mark done", "IDs is empty")
@@ -54,7 +55,24 @@ func (p MarkDoneParams) Validate() error {
 	if p.DoneAt.IsZero() {
 		return invalidParams("mark done", "DoneAt is zero")
 	}
-	return validToken("mark done", p.Token)
+	if p.Tokens == nil {
+		return validToken("mark done", p.Token)
+	}
+	if p.Token != "" {
+		return invalidParams("mark done", "both Token and Tokens are set")
+	}
+	if len(p.Tokens) != len(p.IDs) {
+		return invalidParams("mark done", "%d Tokens for %d IDs", len(p.Tokens), len(p.IDs))
+	}
+	for i, tok := range p.Tokens {
+		if tok == "" {
+			return invalidParams("mark done", "Tokens[%d] (for %q) is empty", i, p.IDs[i])
+		}
+		if err := validToken("mark done", tok); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Validate reports whether p can be passed to [Store.RenewClaim]: ID and Token must be

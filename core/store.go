@@ -46,8 +46,9 @@ type Store interface {
 	// plus p.ClaimTTL.
 	Insert(ctx context.Context, exec Executor, p InsertParams) error
 	// MarkDone moves the given rows to DONE, sets done_at and clears the claim. Rows
-	// already DONE, and with p.Token set rows not claimed by it, are left alone. It
-	// returns the number of rows changed.
+	// already DONE, with p.Token set rows not claimed by it, and with p.Tokens set rows
+	// not claimed by their own token, are left alone. It returns the number of rows
+	// changed.
 	MarkDone(ctx context.Context, p MarkDoneParams) (int64, error)
 	// Reschedule makes a row due again at p.AvailableAt with status p.Status (StatusRetry
 	// after a failure, StatusNew after a deferral), records p.LastError, clears the claim
@@ -125,6 +126,12 @@ type MarkDoneParams struct {
 	// Token, when set, fences the update by claim: only rows whose locked_by equals
 	// Token change. Empty changes the rows whatever their claim (single-node mode).
 	Token string
+	// Tokens, when set, fences each row by its own claim: IDs[i] changes only while
+	// its locked_by equals Tokens[i]. It holds one non-empty token per ID, and Token
+	// must then be empty. It lets one statement record the outcomes of events claimed
+	// under different tokens (MultiNode mode, where each writer transaction and each
+	// claim has its own).
+	Tokens []string
 }
 
 // RescheduleParams are the inputs of [Store.Reschedule].

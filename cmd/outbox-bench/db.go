@@ -132,14 +132,12 @@ type target struct {
 	sqliteDir string
 	ownsDir   bool
 	fileSeq   int
-
-	pendingIndex bool
 }
 
 // openTarget connects to kind, starting a server when no DSN is given, and creates the
 // run's own schema.
 func openTarget(ctx context.Context, o options, kind string, servers *serverSet) (*target, error) {
-	t := &target{kind: kind, pool: o.poolSize(kind), pendingIndex: o.pendingIndex}
+	t := &target{kind: kind, pool: o.poolSize(kind)}
 	switch kind {
 	case "sqlite":
 		t.driver, t.dialect = "sqlite", outbox.SQLite
@@ -283,15 +281,6 @@ func (t *target) reset(ctx context.Context) error {
 	}
 	if err := outbox.MigrateTable(ctx, t.db, t.dialect, t.outboxTable()); err != nil {
 		return err
-	}
-	if t.pendingIndex && t.kind != "mysql" {
-		idx := "CREATE INDEX bench_pending_created_idx ON " + t.quoteIdent(t.outboxTable()) + " (created_at, event_id) WHERE status IN (0, 2)"
-		if t.kind == "sqlite" {
-			idx = "CREATE INDEX bench_pending_created_idx ON outbox_event (created_at, event_id) WHERE status IN (0, 2)"
-		}
-		if _, err := t.db.ExecContext(ctx, idx); err != nil {
-			return fmt.Errorf("create pending index: %w", err)
-		}
 	}
 	ddl := "CREATE TABLE " + t.quotedOrderTable() + " (id VARCHAR(64) NOT NULL PRIMARY KEY, customer VARCHAR(64) NOT NULL, " +
 		"amount BIGINT NOT NULL, created_at " + map[string]string{"sqlite": "TEXT", "postgres": "TIMESTAMPTZ", "mysql": "DATETIME(6)"}[t.kind] + " NOT NULL)"

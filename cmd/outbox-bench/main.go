@@ -78,9 +78,6 @@ type options struct {
 	sqliteDir   string
 	script      string
 	verbose     bool
-	// pendingIndex adds a partial index on (created_at, event_id) of NEW and RETRY rows
-	// (PostgreSQL, SQLite): the order the poller reads in. See docs/BENCHMARKS.md.
-	pendingIndex bool
 }
 
 var allWorkloads = []string{"a", "b", "b2", "w1", "w2", "w3", "w4"}
@@ -170,7 +167,6 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.sqliteDir, "sqlite-dir", "", "directory for the SQLite files (default: a temp dir, removed at the end)")
 	fs.StringVar(&o.script, "testdb-script", "", "path of scripts/testdb.sh (default: found above the working directory)")
 	fs.BoolVar(&o.verbose, "v", false, "log the outbox's warnings")
-	fs.BoolVar(&o.pendingIndex, "pending-index", false, "add a partial index (created_at, event_id) WHERE status IN (0, 2) to the outbox table (PostgreSQL, SQLite; an experiment, not in the shipped DDL)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

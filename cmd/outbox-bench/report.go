@@ -49,7 +49,6 @@ type settings struct {
 	PollInterval  string `json:"poll_interval"`
 	PollBatch     string `json:"poll_batch"`
 	DoneWindow    string `json:"done_batch_window"`
-	PendingIndex  bool   `json:"pending_index"`
 	MaxConns      string `json:"max_conns"`
 }
 
@@ -129,7 +128,7 @@ func newReport(o options) *report {
 			Repeat: o.repeat, Producers: o.producers, W1Tx: o.w1Tx, W2Tx: o.w2Tx, W2EventsPerTx: o.w2Events,
 			W3Rate: o.w3Rate, W3Duration: o.w3Duration.String(), W4Rows: o.w4Rows, PayloadBytes: o.payloadSize,
 			Workers: def(o.workers), HotQueue: def(o.hotQueue), ColdQueue: def(o.coldQueue), PollInterval: poll,
-			PollBatch: def(o.pollBatch), DoneWindow: o.doneWindow.String(), PendingIndex: o.pendingIndex, MaxConns: maxConns(o.maxConns),
+			PollBatch: def(o.pollBatch), DoneWindow: o.doneWindow.String(), MaxConns: maxConns(o.maxConns),
 		},
 	}
 }

@@ -178,6 +178,19 @@ func (s *MemoryStore) MarkDone(ctx context.Context, p outbox.MarkDoneParams) (in
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var n int64
+	if p.Tokens != nil {
+		// Each row fenced by its own token; a row listed twice changes once.
+		for i, id := range p.IDs {
+			r, ok := s.rows[id]
+			if !ok || fenced(r, p.Tokens[i]) {
+				continue
+			}
+			r.ev.Status, r.ev.DoneAt = outbox.StatusDone, doneAt
+			clearClaim(&r.ev)
+			n++
+		}
+		return n, nil
+	}
 	for _, id := range uniq(p.IDs) {
 		r, ok := s.rows[id]
 		if !ok || fenced(r, p.Token) {

@@ -346,6 +346,18 @@ func testBadParams(x *fixture) {
 			_, err := s.MarkDone(x.ctx, outbox.MarkDoneParams{DoneAt: base})
 			return err
 		},
+		"MarkDone with fewer Tokens than IDs": func() error {
+			_, err := s.MarkDone(x.ctx, outbox.MarkDoneParams{IDs: []string{"a", "b"}, Tokens: []string{"t"}, DoneAt: base})
+			return err
+		},
+		"MarkDone with an empty token in Tokens": func() error {
+			_, err := s.MarkDone(x.ctx, outbox.MarkDoneParams{IDs: []string{"a"}, Tokens: []string{""}, DoneAt: base})
+			return err
+		},
+		"MarkDone with Token and Tokens": func() error {
+			_, err := s.MarkDone(x.ctx, outbox.MarkDoneParams{IDs: []string{"a"}, Token: "t", Tokens: []string{"t"}, DoneAt: base})
+			return err
+		},
 		"Reschedule without ID": func() error {
 			_, err := s.Reschedule(x.ctx, outbox.RescheduleParams{Status: outbox.StatusRetry, AvailableAt: base})
 			return err

@@ -191,6 +191,42 @@ func testClaimFencing(x *fixture) {
 	}
 }
 
+// testMarkDoneTokens: MarkDone with Tokens fences each row by its own claim token, in one
+// call that mixes tokens.
+func testMarkDoneTokens(x *fixture) {
+	var evs []outbox.Event
+	for _, id := range []string{"a", "b", "c", "d", "e"} {
+		evs = append(evs, evAt(id, ago(time.Hour), ago(time.Hour)))
+	}
+	x.insert(evs...)
+	x.wantIDs("claim a and b", x.claim("n1/1", time.Hour, 0, 2).Events, "a", "b")
+	x.wantIDs("claim c and d", x.claim("n1/2", time.Hour, 0, 2).Events, "c", "d")
+	x.wantIDs("claim e", x.claim("n2/1", time.Hour, 0, 1).Events, "e")
+	// b is paired with a token that does not hold it, e with this node's token while
+	// another node holds it, and "gone" does not exist.
+	n, err := x.store().MarkDone(x.ctx, outbox.MarkDoneParams{
+		IDs:    []string{"a", "b", "c", "d", "e", "gone"},
+		Tokens: []string{"n1/1", "n1/2", "n1/2", "n1/2", "n1/1", "n1/1"},
+		DoneAt: time.Now(),
+	})
+	x.changed("MarkDone with Tokens", n, err, 3)
+	for _, id := range []string{"a", "c", "d"} {
+		if got := x.wantStatus(id, outbox.StatusDone); got.LockedBy != "" || !got.LockedUntil.IsZero() {
+			x.Fatalf("%s after MarkDone with its token: %+v", id, got)
+		}
+	}
+	if got := x.wantStatus("b", outbox.StatusNew); got.LockedBy != "n1/1" {
+		x.Fatalf("b changed by another token: %+v", got)
+	}
+	if got := x.wantStatus("e", outbox.StatusNew); got.LockedBy != "n2/1" {
+		x.Fatalf("e changed under another node's claim: %+v", got)
+	}
+	// DONE rows stay as they are, even with their old token.
+	n, err = x.store().MarkDone(x.ctx, outbox.MarkDoneParams{IDs: []string{"a", "b"}, Tokens: []string{"n1/1", "n1/1"}, DoneAt: time.Now()})
+	x.changed("MarkDone with Tokens again", n, err, 1)
+	x.wantStatus("b", outbox.StatusDone)
+}
+
 func testInsertClaimed(x *fixture) {
 	pre := evAt("pre", ago(time.Hour), ago(time.Hour))
 	pre.LockedBy = "w/1"

@@ -111,6 +111,7 @@ func Run(t *testing.T, f Features, newHarness func(t *testing.T) Harness) {
 		{name: "ClaimLimitDisjoint", fn: testClaimLimitDisjoint},
 		{name: "ClaimExpiry", fn: testClaimExpiry},
 		{name: "ClaimFencing", fn: testClaimFencing},
+		{name: "MarkDoneTokens", fn: testMarkDoneTokens},
 		{name: "InsertClaimed", fn: testInsertClaimed},
 		{name: "RenewClaim", fn: testRenewClaim},
 		{name: "ClaimConcurrent", fn: testClaimConcurrent},

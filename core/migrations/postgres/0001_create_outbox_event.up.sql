@@ -19,9 +19,15 @@ CREATE TABLE IF NOT EXISTS "outbox_event" (
     locked_until   TIMESTAMPTZ  NULL
 );
 
--- Pending: the poller's scan of due NEW/RETRY rows (status, available_at <= now),
--- oldest created_at first. Claim (MultiNode) reads the same rows, due longest first.
-CREATE INDEX IF NOT EXISTS "outbox_event_pending_idx" ON "outbox_event" (status, available_at, created_at);
+-- Pending: the poller's scan of due NEW/RETRY rows, oldest created_at first. The
+-- scan walks the index in the query's order and stops after its LIMIT, skipping the
+-- rows that are not due yet. Partial, so only NEW and RETRY rows are in it.
+CREATE INDEX IF NOT EXISTS "outbox_event_pending_idx" ON "outbox_event" (created_at, event_id) WHERE status IN (0, 2);
+
+-- Claim (MultiNode) walks due NEW/RETRY rows in its order, due longest first
+-- (available_at, created_at, event_id), and stops after its LIMIT, skipping rows
+-- that another node holds.
+CREATE INDEX IF NOT EXISTS "outbox_event_claim_idx" ON "outbox_event" (available_at, created_at, event_id) WHERE status IN (0, 2);
 
 -- ListDead and Replay walk DEAD rows in (created_at, event_id) keyset order.
 -- Partial, so the DONE rows that make up most of the table are not in it.
