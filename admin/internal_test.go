@@ -11,6 +11,7 @@ import (
 
 	outbox "github.com/outboxkit/outbox/core"
 	"github.com/outboxkit/outbox/core/outboxtest"
+	"github.com/outboxkit/outbox/internal/fuzztally"
 )
 
 func TestParseLimit(t *testing.T) {
@@ -73,7 +74,7 @@ func FuzzParseListQuery(f *testing.F) {
 	f.Add("after=" + encodeCursor(outbox.Cursor{CreatedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), ID: "x"}))
 	f.Fuzz(func(t *testing.T, raw string) {
 		q, err := parseListQuery(raw)
-		fuzzTally(err != nil)
+		fuzztally.Record(err != nil)
 		if err != nil {
 			var pe *paramError
 			if !errors.As(err, &pe) || pe.param == "" || pe.msg == "" {

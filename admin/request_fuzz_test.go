@@ -8,9 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -18,6 +16,7 @@ import (
 	outboxadmin "github.com/outboxkit/outbox/admin"
 	outbox "github.com/outboxkit/outbox/core"
 	"github.com/outboxkit/outbox/core/outboxtest"
+	"github.com/outboxkit/outbox/internal/fuzztally"
 )
 
 // FuzzAdminRequest sends arbitrary requests (method, path, query, content type, body)
@@ -66,7 +65,7 @@ func FuzzAdminRequest(f *testing.F) {
 		}
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
-		fuzzTally(w.Code >= 400)
+		fuzztally.Record(w.Code >= 400)
 		if w.Code >= 500 {
 			t.Fatalf("%s %s?%s (%q, %q): %d %s", m, path, rawQuery, contentType, body, w.Code, w.Body)
 		}
@@ -76,34 +75,4 @@ func FuzzAdminRequest(f *testing.F) {
 			}
 		}
 	})
-}
-
-// envFuzzTally names a file to which the fuzz targets append one byte per input: 'r'
-// when the input was rejected cleanly (with the documented error), 'a' when it was
-// accepted. A `go test -fuzz` run with it set reports how many inputs it tried and how
-// many were rejected, for the bad-input table of docs/RELIABILITY.md; crashes stop the
-// run. Plain `go test` leaves it unset.
-const envFuzzTally = "OUTBOX_FUZZ_TALLY"
-
-var fuzzTallyFile = sync.OnceValue(func() *os.File {
-	path := os.Getenv(envFuzzTally)
-	if path == "" {
-		return nil
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil
-	}
-	return f
-})
-
-// fuzzTally records one input of a fuzz run; see envFuzzTally.
-func fuzzTally(rejected bool) {
-	if f := fuzzTallyFile(); f != nil {
-		b := byte('a')
-		if rejected {
-			b = 'r'
-		}
-		_, _ = f.Write([]byte{b})
-	}
 }

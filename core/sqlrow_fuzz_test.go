@@ -3,13 +3,13 @@ package outbox
 import (
 	"encoding/json"
 	"maps"
-	"os"
 	"reflect"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/outboxkit/outbox/internal/fuzztally"
 )
 
 // The fuzz targets in this file feed what a store reads back from the table (the
@@ -30,7 +30,7 @@ func FuzzDecodeHeaders(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		h, err := decodeHeaders(string(data))
 		hb, errb := decodeHeaders(data)
-		fuzzTally(err != nil)
+		fuzztally.Record(err != nil)
 		if (err == nil) != (errb == nil) || !maps.Equal(h, hb) {
 			t.Fatalf("text and bytes decode differently: %v, %v / %v, %v", h, err, hb, errb)
 		}
@@ -92,7 +92,7 @@ func FuzzDecodeTime(f *testing.F) {
 			t.Fatalf("text and bytes decode %q differently", a)
 		}
 		tb, errb := decodeTime(b)
-		fuzzTally(erra != nil || errb != nil)
+		fuzztally.Record(erra != nil || errb != nil)
 		for _, c := range []struct {
 			text string
 			t    time.Time
@@ -157,7 +157,7 @@ func FuzzDecodeRow(f *testing.F) {
 		d := SQLite.builder()
 		se, serr := r.decode(d, strict)
 		le, lerr := r.decode(d, lenient)
-		fuzzTally(serr != nil)
+		fuzztally.Record(serr != nil)
 		if serr == nil && (lerr != nil || !reflect.DeepEqual(se, le)) {
 			t.Fatalf("strict decode %+v, lenient %+v, %v", se, le, lerr)
 		}
@@ -245,34 +245,4 @@ func encodeRow(t *testing.T, d *dialect, e Event) (rawRow, bool) {
 		strconv.Itoa(int(e.Status)), int64(e.Attempts)
 	r[3], r[4], r[9], r[13] = nullString(e.AggregateID), nullString(e.TenantID), nullString(e.LastError), nullString(e.LockedBy)
 	return r, true
-}
-
-// envFuzzTally names a file to which the fuzz targets append one byte per input: 'r'
-// when the input was rejected cleanly (with the documented error), 'a' when it was
-// accepted. A `go test -fuzz` run with it set reports how many inputs it tried and how
-// many were rejected, for the bad-input table of docs/RELIABILITY.md; crashes stop the
-// run. Plain `go test` leaves it unset.
-const envFuzzTally = "OUTBOX_FUZZ_TALLY"
-
-var fuzzTallyFile = sync.OnceValue(func() *os.File {
-	path := os.Getenv(envFuzzTally)
-	if path == "" {
-		return nil
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil
-	}
-	return f
-})
-
-// fuzzTally records one input of a fuzz run; see envFuzzTally.
-func fuzzTally(rejected bool) {
-	if f := fuzzTallyFile(); f != nil {
-		b := byte('a')
-		if rejected {
-			b = 'r'
-		}
-		_, _ = f.Write([]byte{b})
-	}
 }

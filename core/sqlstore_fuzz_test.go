@@ -6,12 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
-	"os"
-	"sync"
 	"testing"
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/internal/fuzztally"
 	"github.com/outboxkit/outbox/internal/testdb"
 )
 
@@ -102,7 +101,7 @@ func FuzzStoredRow(f *testing.F) {
 		for _, re := range batch.Undecodable {
 			checkErr("Pending", re)
 		}
-		fuzzTally(!lenientOK || len(batch.Undecodable) > 0)
+		fuzztally.Record(!lenientOK || len(batch.Undecodable) > 0)
 		for _, e := range batch.Events {
 			checkEvent("Pending", e)
 			if !lenientOK || !bytes.Equal(e.Payload, got.Payload) || !maps.Equal(e.Headers, got.Headers) {
@@ -145,34 +144,4 @@ func nilIfEmpty(m map[string]string) map[string]string {
 		return nil
 	}
 	return m
-}
-
-// envFuzzTally names a file to which the fuzz targets append one byte per input: 'r'
-// when the input was rejected cleanly (with the documented error), 'a' when it was
-// accepted. A `go test -fuzz` run with it set reports how many inputs it tried and how
-// many were rejected, for the bad-input table of docs/RELIABILITY.md; crashes stop the
-// run. Plain `go test` leaves it unset.
-const envFuzzTally = "OUTBOX_FUZZ_TALLY"
-
-var fuzzTallyFile = sync.OnceValue(func() *os.File {
-	path := os.Getenv(envFuzzTally)
-	if path == "" {
-		return nil
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil
-	}
-	return f
-})
-
-// fuzzTally records one input of a fuzz run; see envFuzzTally.
-func fuzzTally(rejected bool) {
-	if f := fuzzTallyFile(); f != nil {
-		b := byte('a')
-		if rejected {
-			b = 'r'
-		}
-		_, _ = f.Write([]byte{b})
-	}
 }

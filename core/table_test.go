@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/outboxkit/outbox/internal/fuzztally"
 )
 
 func TestValidateTableName(t *testing.T) {
@@ -79,7 +81,7 @@ func FuzzValidateTableName(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, name string) {
 		tn, err := parseTableName(name)
-		fuzzTally(err != nil)
+		fuzztally.Record(err != nil)
 		if err != nil {
 			var ce *ConfigError
 			if !errors.As(err, &ce) || ce.Field != "Table" {

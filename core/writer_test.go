@@ -11,6 +11,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/internal/fuzztally"
 )
 
 // insertRecorder is a Store whose Insert records batches; writer tests need nothing else.
@@ -388,7 +389,7 @@ func FuzzWriterEnvelope(f *testing.F) {
 		env := outbox.Envelope{Type: typ, AggregateType: aggType, AggregateID: aggID, Payload: payload,
 			Headers: map[string]string{hk: hv}, DeliverAfter: time.Duration(delay)}
 		id, err := w.Write(context.Background(), fakeTx{}, env)
-		fuzzTally(err != nil)
+		fuzztally.Record(err != nil)
 		if err != nil {
 			if !errors.Is(err, outbox.ErrInvalidEnvelope) {
 				t.Fatalf("untyped error %v", err)
