@@ -11,6 +11,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/adapterkit"
 	"github.com/outboxkit/outbox/core/outboxtest"
 )
 
@@ -106,7 +107,7 @@ func BenchmarkWriterWrite(b *testing.B) {
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {
-				tx := outbox.WithHooks(nil, new(outbox.Callbacks))
+				tx := adapterkit.Join(nil, new(adapterkit.Callbacks))
 				if _, err := w.WriteAll(ctx, tx, envs); err != nil {
 					b.Fatal(err)
 				}

@@ -5,165 +5,21 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sync"
+
+	"github.com/outboxkit/outbox/core/adapterkit"
 )
-
-// TxHooks is implemented by transaction handles that can run callbacks when their
-// transaction ends. [Writer.Write] registers its after-commit and after-rollback work
-// through it; the hot path needs it. [*Tx] implements it, and so does any executor
-// returned by [WithHooks].
-type TxHooks interface {
-	// AfterCommit registers fn to run after the transaction commits successfully.
-	AfterCommit(fn func())
-	// AfterRollback registers fn to run after the transaction rolls back, or after its
-	// commit fails.
-	AfterRollback(fn func())
-}
-
-// Callbacks collects the after-commit and after-rollback callbacks of one transaction.
-// Transaction wrappers (this package's [Tx] and the ORM adapters) own one and call
-// [Callbacks.Committed] or [Callbacks.RolledBack] when the transaction ends. It supports
-// savepoints: [Callbacks.RollbackTo] forgets what was registered after a
-// [Callbacks.Savepoint]. The zero value is ready to use; it is safe for concurrent use.
-type Callbacks struct {
-	mu      sync.Mutex
-	entries []callbackEntry
-	state   txState
-}
-
-type callbackEntry struct{ onCommit, onRollback func() }
-
-type txState int
-
-const (
-	txActive txState = iota
-	txCommitted
-	txRolledBack
-)
-
-var _ TxHooks = (*Callbacks)(nil)
-
-// AfterCommit registers fn to run after a successful commit. If the transaction has
-// already committed, fn runs at once; if it has rolled back, fn never runs.
-func (c *Callbacks) AfterCommit(fn func()) { c.add(callbackEntry{onCommit: fn}) }
-
-// AfterRollback registers fn to run after a rollback or a failed commit. If the
-// transaction has already rolled back, fn runs at once; if it has committed, fn never runs.
-func (c *Callbacks) AfterRollback(fn func()) { c.add(callbackEntry{onRollback: fn}) }
-
-func (c *Callbacks) add(e callbackEntry) {
-	c.mu.Lock()
-	state := c.state
-	if state == txActive {
-		c.entries = append(c.entries, e)
-	}
-	c.mu.Unlock()
-	switch {
-	case state == txCommitted && e.onCommit != nil:
-		runCallbacks([]func(){e.onCommit})
-	case state == txRolledBack && e.onRollback != nil:
-		runCallbacks([]func(){e.onRollback})
-	}
-}
-
-// Savepoint returns a mark for [Callbacks.RollbackTo].
-func (c *Callbacks) Savepoint() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.entries)
-}
-
-// RollbackTo handles a rollback to a savepoint: callbacks registered after mark are
-// forgotten and their after-rollback callbacks run now, in registration order. A mark
-// beyond the current registrations does nothing.
-func (c *Callbacks) RollbackTo(mark int) {
-	c.mu.Lock()
-	if mark < 0 || mark >= len(c.entries) || c.state != txActive {
-		c.mu.Unlock()
-		return
-	}
-	dropped := c.entries[mark:]
-	c.entries = c.entries[:mark:mark]
-	c.mu.Unlock()
-	runCallbacks(rollbackFns(dropped))
-}
-
-// Committed marks the transaction committed and runs the after-commit callbacks in
-// registration order. Only the first call to Committed or RolledBack has an effect. Every
-// callback runs even if an earlier one panics; the first panic is then re-raised.
-func (c *Callbacks) Committed() {
-	if entries, ok := c.finish(txCommitted); ok {
-		fns := make([]func(), 0, len(entries))
-		for _, e := range entries {
-			if e.onCommit != nil {
-				fns = append(fns, e.onCommit)
-			}
-		}
-		runCallbacks(fns)
-	}
-}
-
-// RolledBack marks the transaction rolled back and runs the after-rollback callbacks in
-// registration order, with the same rules as [Callbacks.Committed].
-func (c *Callbacks) RolledBack() {
-	if entries, ok := c.finish(txRolledBack); ok {
-		runCallbacks(rollbackFns(entries))
-	}
-}
-
-func (c *Callbacks) finish(s txState) ([]callbackEntry, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.state != txActive {
-		return nil, false
-	}
-	c.state = s
-	entries := c.entries
-	c.entries = nil
-	return entries, true
-}
-
-func rollbackFns(entries []callbackEntry) []func() {
-	fns := make([]func(), 0, len(entries))
-	for _, e := range entries {
-		if e.onRollback != nil {
-			fns = append(fns, e.onRollback)
-		}
-	}
-	return fns
-}
-
-// runCallbacks runs every fn; a panic does not stop the others and the first one is
-// re-raised at the end, so a caller's bug is not hidden.
-func runCallbacks(fns []func()) {
-	var first any
-	panicked := false
-	for _, fn := range fns {
-		func() {
-			defer func() {
-				if r := recover(); r != nil && !panicked {
-					first, panicked = r, true
-				}
-			}()
-			fn()
-		}()
-	}
-	if panicked {
-		panic(first)
-	}
-}
 
 // Tx is a database/sql transaction that runs after-commit and after-rollback callbacks.
 // Get one from [BeginTx], or from the function argument of [RunInTx]. Pass it to
 // [Writer.Write] so committed events take the hot path.
 type Tx struct {
 	tx *sql.Tx
-	cb Callbacks
+	cb adapterkit.Callbacks
 }
 
 var (
-	_ Executor = (*Tx)(nil)
-	_ TxHooks  = (*Tx)(nil)
+	_ Executor             = (*Tx)(nil)
+	_ adapterkit.Registrar = (*Tx)(nil)
 )
 
 // BeginTx starts a transaction on db. The caller must call [Tx.Commit] or [Tx.Rollback].
@@ -252,18 +108,6 @@ func (t *Tx) Rollback() error {
 	}
 	t.cb.RolledBack()
 	return err
-}
-
-// WithHooks returns an executor that runs SQL through exec and registers transaction
-// callbacks through hooks. Transaction adapters use it to hand an ORM's transaction to
-// [Writer.Write] so that committed events take the hot path.
-func WithHooks(exec Executor, hooks TxHooks) Executor {
-	return hookedExecutor{Executor: exec, TxHooks: hooks}
-}
-
-type hookedExecutor struct {
-	Executor
-	TxHooks
 }
 
 type txContextKey struct{}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/adapterkit"
 )
 
 type callLog struct {
@@ -30,7 +31,7 @@ func (l *callLog) String() string {
 
 func TestCallbacksCommitRunsOnlyCommitCallbacksOnce(t *testing.T) {
 	t.Parallel()
-	var cb outbox.Callbacks
+	var cb adapterkit.Callbacks
 	var l callLog
 	cb.AfterCommit(l.fn("c1"))
 	cb.AfterRollback(l.fn("r1"))
@@ -51,7 +52,7 @@ func TestCallbacksCommitRunsOnlyCommitCallbacksOnce(t *testing.T) {
 
 func TestCallbacksRollbackRunsOnlyRollbackCallbacks(t *testing.T) {
 	t.Parallel()
-	var cb outbox.Callbacks
+	var cb adapterkit.Callbacks
 	var l callLog
 	cb.AfterCommit(l.fn("c1"))
 	cb.AfterRollback(l.fn("r1"))
@@ -65,7 +66,7 @@ func TestCallbacksRollbackRunsOnlyRollbackCallbacks(t *testing.T) {
 
 func TestCallbacksSavepointRollbackForgetsInnerRegistrations(t *testing.T) {
 	t.Parallel()
-	var cb outbox.Callbacks
+	var cb adapterkit.Callbacks
 	var l callLog
 	cb.AfterCommit(l.fn("outer"))
 	mark := cb.Savepoint()
@@ -85,7 +86,7 @@ func TestCallbacksSavepointRollbackForgetsInnerRegistrations(t *testing.T) {
 
 func TestCallbacksPanicDoesNotSkipOthers(t *testing.T) {
 	t.Parallel()
-	var cb outbox.Callbacks
+	var cb adapterkit.Callbacks
 	var l callLog
 	cb.AfterCommit(func() { panic("user bug") })
 	cb.AfterCommit(l.fn("second"))
@@ -114,13 +115,13 @@ func TestTxFromContext(t *testing.T) {
 	}
 }
 
-func TestWithHooksCarriesCallbacks(t *testing.T) {
+func TestJoinCarriesCallbacks(t *testing.T) {
 	t.Parallel()
-	var cb outbox.Callbacks
+	var cb adapterkit.Callbacks
 	rec := &insertRecorder{}
 	h := &stageHook{}
 	w := newWriter(t, rec, outbox.WriterConfig{Hooks: []outbox.WriterHook{h}})
-	exec := outbox.WithHooks(fakeTx{}, &cb)
+	exec := adapterkit.Join(fakeTx{}, &cb)
 	if _, err := w.Write(context.Background(), exec, outbox.Envelope{Type: "T", Payload: 1}); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"runtime/debug"
 	"sync"
 	"time"
+
+	"github.com/outboxkit/outbox/core/adapterkit"
 )
 
 // WriterConfig configures a [Writer]. The zero value is ready to use.
@@ -195,11 +197,11 @@ func (w *Writer) hotQueueFull() bool {
 
 // transactionOf reports whether exec is inside a transaction and, when it can run
 // callbacks at the transaction's end, returns them.
-func transactionOf(exec Executor) (TxHooks, bool) {
+func transactionOf(exec Executor) (adapterkit.Registrar, bool) {
 	switch e := exec.(type) {
 	case nil:
 		return nil, false
-	case TxHooks:
+	case adapterkit.Registrar:
 		return e, true
 	case interface {
 		Commit() error

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/adapterkit"
 	"github.com/outboxkit/outbox/internal/fuzztally"
 )
 
@@ -56,7 +57,7 @@ func (fakeTx) Rollback() error { return nil }
 // hookedTx is a transaction with callbacks, as adapters build it.
 type hookedTx struct {
 	fakeTx
-	outbox.Callbacks
+	adapterkit.Callbacks
 }
 
 func newWriter(t *testing.T, store outbox.Store, cfg outbox.WriterConfig) *outbox.Writer {

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/fx"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/adapterkit"
 	"github.com/outboxkit/outbox/core/outboxtest"
 	outboxfx "github.com/outboxkit/outbox/fxmodule"
 )
@@ -52,8 +53,8 @@ func TestRunLoopsOutliveStartTimeout(t *testing.T) {
 		}
 
 		// The hot path: a transaction with after-commit hooks.
-		var tx outbox.Callbacks
-		hot, err := w.Write(t.Context(), outbox.WithHooks(fakeTx{}, &tx), orderPlaced("hot"))
+		var tx adapterkit.Callbacks
+		hot, err := w.Write(t.Context(), adapterkit.Join(fakeTx{}, &tx), orderPlaced("hot"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,7 @@ import (
 
 	outboxbun "github.com/outboxkit/outbox/adapters/bun"
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/adapterkit"
 	"github.com/outboxkit/outbox/internal/adaptertest"
 )
 
@@ -420,7 +421,7 @@ func TestExecutor(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Executor: %v", err)
 		}
-		_, ok := exec.(outbox.TxHooks)
+		_, ok := exec.(adapterkit.Registrar)
 		if !ok {
 			if _, plain := exec.(*sql.Tx); !plain {
 				t.Errorf("executor without hooks is %T, want *sql.Tx", exec)

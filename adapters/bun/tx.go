@@ -8,13 +8,14 @@ import (
 	"github.com/uptrace/bun"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/adapterkit"
 )
 
 // state is what RunInTx puts in fn's context: the callbacks of the outermost
 // transaction (nil when this level runs without hooks) and the bun.Tx RunInTx began at
 // this level. Only writes through that exact bun.Tx value register callbacks.
 type state struct {
-	cb *outbox.Callbacks
+	cb *adapterkit.Callbacks
 	tx bun.Tx
 }
 
@@ -29,7 +30,7 @@ func withoutHooks(ctx context.Context) context.Context {
 
 // callbacksFor returns the callbacks that writes through tx must register with, or nil
 // when tx is not the transaction the RunInTx behind ctx began at its level.
-func callbacksFor(ctx context.Context, tx bun.Tx) *outbox.Callbacks {
+func callbacksFor(ctx context.Context, tx bun.Tx) *adapterkit.Callbacks {
 	st, _ := ctx.Value(stateKey{}).(*state)
 	if st == nil || st.cb == nil || !sameTx(st.tx, tx) {
 		return nil
@@ -56,9 +57,9 @@ func sameTx(a, b bun.Tx) (same bool) {
 
 // level says how one RunInTx relates to the outbox callbacks.
 type level struct {
-	cb    *outbox.Callbacks // nil: no hooks at this level
-	mark  int               // cb's savepoint mark, for a nested level
-	outer bool              // this level began the transaction and owns cb
+	cb    *adapterkit.Callbacks // nil: no hooks at this level
+	mark  int                   // cb's savepoint mark, for a nested level
+	outer bool                  // this level began the transaction and owns cb
 }
 
 // levelOf classifies db. *bun.DB and bun.Conn begin a transaction; the bun.Tx of an
@@ -73,7 +74,7 @@ func levelOf(ctx context.Context, db bun.IDB) (bun.IDB, level, error) {
 		if d == nil {
 			return nil, level{}, fmt.Errorf("%w: nil *bun.DB", outbox.ErrInvalidArgument)
 		}
-		return d, level{cb: new(outbox.Callbacks), outer: true}, nil
+		return d, level{cb: new(adapterkit.Callbacks), outer: true}, nil
 	case *bun.Conn:
 		if d == nil {
 			return nil, level{}, fmt.Errorf("%w: nil *bun.Conn", outbox.ErrInvalidArgument)
@@ -83,7 +84,7 @@ func levelOf(ctx context.Context, db bun.IDB) (bun.IDB, level, error) {
 		if d.Conn == nil {
 			return nil, level{}, fmt.Errorf("%w: zero bun.Conn", outbox.ErrInvalidArgument)
 		}
-		return d, level{cb: new(outbox.Callbacks), outer: true}, nil
+		return d, level{cb: new(adapterkit.Callbacks), outer: true}, nil
 	case *bun.Tx:
 		if d == nil {
 			return nil, level{}, fmt.Errorf("%w: nil *bun.Tx", outbox.ErrInvalidArgument)

@@ -7,6 +7,7 @@ import (
 	"github.com/uptrace/bun"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/adapterkit"
 )
 
 // Executor returns the executor to pass to [outbox.Writer.Write] for a write in tx.
@@ -21,7 +22,7 @@ func Executor(ctx context.Context, tx bun.Tx) (outbox.Executor, error) {
 		return nil, outbox.ErrNoTransaction
 	}
 	if cb := callbacksFor(ctx, tx); cb != nil {
-		return outbox.WithHooks(tx.Tx, cb), nil
+		return adapterkit.Join(tx.Tx, cb), nil
 	}
 	return tx.Tx, nil
 }

@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/adapterkit"
 )
 
 // txPool is the gorm.ConnPool of a transaction begun by [Transaction]. It wraps the pool
@@ -24,17 +25,17 @@ import (
 type txPool struct {
 	inner  gorm.Tx       // what GORM began
 	parent gorm.ConnPool // what it was begun on, for GetDBConn
-	cb     outbox.Callbacks
+	cb     adapterkit.Callbacks
 
 	mu         sync.Mutex
 	savepoints []savepoint // open savepoints, oldest first
 }
 
 var (
-	_ gorm.Tx             = (*txPool)(nil)
-	_ gorm.GetDBConnector = (*txPool)(nil)
-	_ outbox.Executor     = (*txPool)(nil)
-	_ outbox.TxHooks      = (*txPool)(nil)
+	_ gorm.Tx              = (*txPool)(nil)
+	_ gorm.GetDBConnector  = (*txPool)(nil)
+	_ outbox.Executor      = (*txPool)(nil)
+	_ adapterkit.Registrar = (*txPool)(nil)
 )
 
 // savepoint is an open savepoint and the callbacks mark taken when it was created.

@@ -13,6 +13,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/adapterkit"
 )
 
 func TestParseSavepoint(t *testing.T) {
@@ -90,7 +91,7 @@ func (f *fakeTx) Rollback() error                                          { ret
 // recorder registers numbered callbacks and records which ran.
 type recorder struct{ ran []string }
 
-func (r *recorder) register(h outbox.TxHooks, name string) {
+func (r *recorder) register(h adapterkit.Registrar, name string) {
 	h.AfterCommit(func() { r.ran = append(r.ran, "commit "+name) })
 	h.AfterRollback(func() { r.ran = append(r.ran, "rollback "+name) })
 }

@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/adapterkit"
 	"github.com/outboxkit/outbox/internal/adaptertest"
 )
 
@@ -122,9 +123,9 @@ type txCounter struct {
 // outboxgorm.Transaction.
 func (c *txCounter) register(t *testing.T, exec outbox.Executor) {
 	t.Helper()
-	hooks, ok := exec.(outbox.TxHooks)
+	hooks, ok := exec.(adapterkit.Registrar)
 	if !ok {
-		t.Fatalf("executor %T does not implement outbox.TxHooks", exec)
+		t.Fatalf("executor %T does not implement adapterkit.Registrar", exec)
 	}
 	hooks.AfterCommit(func() { c.mu.Lock(); c.committed++; c.mu.Unlock() })
 	hooks.AfterRollback(func() { c.mu.Lock(); c.rolledBack++; c.mu.Unlock() })

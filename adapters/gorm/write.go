@@ -4,9 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"gorm.io/gorm"
-
 	outbox "github.com/outboxkit/outbox/core"
+	"gorm.io/gorm"
 )
 
 // Write writes one event in tx's transaction with w, in the context of tx
@@ -40,7 +39,7 @@ func WriteAll(tx *gorm.DB, w *outbox.Writer, envs ...outbox.Envelope) error {
 
 // Executor returns the transaction behind tx as an [outbox.Executor] to pass to
 // [outbox.Writer.Write] or [outbox.Writer.WriteAll], for callers who want the event IDs.
-// Inside [Transaction] it also implements [outbox.TxHooks], so committed events take the
+// Inside [Transaction] it also implements [adapterkit.Registrar], so committed events take the
 // hot path; inside a plain GORM transaction it is the bare transaction, whose events the
 // poller delivers. Prepared-statement wrappers (*gorm.PreparedStmtTX) are looked through.
 //

@@ -9,6 +9,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/adapterkit"
 )
 
 // txKey is the context key under which RunInTx stores its transaction's state.
@@ -18,7 +19,7 @@ type txKey struct{}
 // events registered.
 type txState struct {
 	tx *sqlx.Tx
-	cb outbox.Callbacks
+	cb adapterkit.Callbacks
 }
 
 // RunInTx runs fn in a transaction on db, started with opts (nil for the driver's

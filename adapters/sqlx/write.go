@@ -7,6 +7,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/adapterkit"
 )
 
 // Executor returns the [outbox.Executor] to pass to [outbox.Writer.Write] for tx. When
@@ -19,7 +20,7 @@ func Executor(ctx context.Context, tx *sqlx.Tx) (outbox.Executor, error) {
 		return nil, outbox.ErrNoTransaction
 	}
 	if st, ok := ctx.Value(txKey{}).(*txState); ok && st.tx == tx {
-		return outbox.WithHooks(tx, &st.cb), nil
+		return adapterkit.Join(tx, &st.cb), nil
 	}
 	return tx, nil
 }
