@@ -36,10 +36,29 @@ chaos: ## Run the long fault tests (CHAOS_DURATION per scenario, seeds printed) 
 	$(GO) run ./internal/chaos/cmd/scoreboard -o docs/RELIABILITY.md $(CHAOS_RESULTS) && exit $$status
 
 .PHONY: lint
-lint: ## go vet, gofmt check and go.mod tidiness.
+lint: ## go vet, gofmt check, go.mod tidiness (internal/tools too) and api-check.
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) mod tidy -diff
+	cd internal/tools && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) mod tidy -diff
+	@$(MAKE) --no-print-directory api-check
+
+# apirecord keeps the record of the public API in api/ (docs/API.md). It lives in a module
+# of its own, internal/tools, built outside any go.work; it loads the repository's
+# packages with the caller's GOWORK.
+APIRECORD = cd internal/tools && GOWORK=off APIRECORD_GOWORK="$$GOWORK" $(GO) run ./apirecord -root ../..
+
+.PHONY: api
+api: ## Rewrite the API record in api/ from the current tree (docs/API.md).
+	$(APIRECORD) -w
+
+.PHONY: api-check
+api-check: ## Fail if api/ is out of date or a commit changed it incompatibly without an API-Change: line.
+	$(APIRECORD) -check -history
+
+.PHONY: tools-test
+tools-test: ## Test internal/tools (the API record's tool).
+	cd internal/tools && GOWORK=off $(GO) test ./...
 
 .PHONY: db-up
 db-up: ## Start throwaway PostgreSQL and MariaDB on 127.0.0.1 and print their env, one KEY=value per line (DB=mysql for one).

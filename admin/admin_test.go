@@ -26,7 +26,7 @@ func TestAPI(t *testing.T) {
 
 func TestNewRejectsBadOptions(t *testing.T) {
 	t.Parallel()
-	dead := outbox.NewDeadEvents(outboxtest.NewMemoryStore())
+	dead := deadEventsOver(t, outboxtest.NewMemoryStore())
 	quiet := slog.New(slog.DiscardHandler)
 	cases := []struct {
 		name  string
@@ -67,4 +67,14 @@ func TestNewRejectsBadOptions(t *testing.T) {
 			t.Errorf("New(%+v) = %v", opts, err)
 		}
 	}
+}
+
+// deadEventsOver returns the dead-event manager of a writer-only outbox over store.
+func deadEventsOver(t testing.TB, store outbox.Store) *outbox.DeadEvents {
+	t.Helper()
+	ob, err := outbox.New(nil, outbox.Config{Mode: outbox.WriterOnly, Store: store, PurgeInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ob.Dead()
 }

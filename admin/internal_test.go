@@ -111,7 +111,7 @@ func FuzzParseListQuery(f *testing.F) {
 // path StripPrefix leaves for the bare prefix.
 func TestPaths(t *testing.T) {
 	t.Parallel()
-	h, err := New(outbox.NewDeadEvents(outboxtest.NewMemoryStore()), Options{Authorize: BearerToken("tok")})
+	h, err := New(deadEventsOver(t, outboxtest.NewMemoryStore()), Options{Authorize: BearerToken("tok")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,4 +143,14 @@ func TestPaths(t *testing.T) {
 			t.Errorf("GET %s as the empty path: %d, Location %q; want 307 to %s", requestURI, w.Code, w.Header().Get("Location"), want)
 		}
 	}
+}
+
+// deadEventsOver returns the dead-event manager of a writer-only outbox over store.
+func deadEventsOver(t testing.TB, store outbox.Store) *outbox.DeadEvents {
+	t.Helper()
+	ob, err := outbox.New(nil, outbox.Config{Mode: outbox.WriterOnly, Store: store, PurgeInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ob.Dead()
 }

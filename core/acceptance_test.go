@@ -318,7 +318,7 @@ func TestAcceptanceHotQueueOverflowFallsBackToPoller(t *testing.T) {
 		}
 		eventually(t, "all 200 delivered", func() bool { return rec.total() >= n })
 		eventually(t, "all 200 DONE", func() bool {
-			s, err := a.ob.Store().Stats(context.Background())
+			s, err := a.ob.Dead().Stats(context.Background())
 			return err == nil && s.Counts[outbox.StatusDone] == n
 		})
 		if c := a.metrics.counts(); c.hotDropped == 0 || c.coldEnqueued == 0 {
@@ -391,7 +391,7 @@ func TestAcceptanceUnroutableDeferredAndDelayed(t *testing.T) {
 		var deferrals atomic.Int32
 		if err := a.ob.Register("Order", "Deferred", outbox.ResultListenerFunc(func(context.Context, *outbox.Event) (outbox.Result, error) {
 			if deferrals.Add(1) <= 2 {
-				return outbox.RetryAfter(10 * time.Millisecond), nil
+				return outbox.Defer(10 * time.Millisecond), nil
 			}
 			return outbox.Done(), nil
 		})); err != nil {

@@ -8,19 +8,19 @@ import (
 	"strings"
 )
 
-// MaxNodeIDLen bounds a node ID, in bytes, so that a claim token ("<node ID>/<ULID>")
+// maxNodeIDLen bounds a node ID, in bytes, so that a claim token ("<node ID>/<ULID>")
 // fits MaxClaimTokenLen.
-const MaxNodeIDLen = 96
+const maxNodeIDLen = 96
 
-// ValidateNodeID reports whether id can own claims: 1 to MaxNodeIDLen bytes of printable
+// validateNodeID reports whether id can own claims: 1 to maxNodeIDLen bytes of printable
 // ASCII other than space and '/'. It returns a *[ConfigError] with Field "NodeID" when
 // it cannot.
-func ValidateNodeID(id string) error {
+func validateNodeID(id string) error {
 	if id == "" {
 		return &ConfigError{Field: "NodeID", Reason: "is empty"}
 	}
-	if len(id) > MaxNodeIDLen {
-		return &ConfigError{Field: "NodeID", Reason: fmt.Sprintf("%d bytes, more than MaxNodeIDLen (%d)", len(id), MaxNodeIDLen)}
+	if len(id) > maxNodeIDLen {
+		return &ConfigError{Field: "NodeID", Reason: fmt.Sprintf("%d bytes, more than %d", len(id), maxNodeIDLen)}
 	}
 	for i := 0; i < len(id); i++ {
 		if c := id[i]; c <= ' ' || c > '~' || c == '/' {
@@ -30,11 +30,11 @@ func ValidateNodeID(id string) error {
 	return nil
 }
 
-// DefaultNodeID returns a node ID for this process: "<host>-<pid>-<random>", the host
+// defaultNodeID returns a node ID for this process: "<host>-<pid>-<random>", the host
 // name (sanitised and shortened to fit) followed by the process ID and six random
 // characters, so that two processes, or two Outbox values in one process, never share
 // one. [New] calls it when [Config.NodeID] is empty.
-func DefaultNodeID() string {
+func defaultNodeID() string {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
 		host = "node"
@@ -55,15 +55,15 @@ func DefaultNodeID() string {
 	return sb.String() + "-" + strconv.Itoa(os.Getpid()) + "-" + strings.ToLower(string(rnd[:]))
 }
 
-// NewClaimToken returns a fresh claim token owned by nodeID: "<nodeID>/<ULID>". Every
+// newClaimToken returns a fresh claim token owned by nodeID: "<nodeID>/<ULID>". Every
 // claim, and every pre-claimed write batch, gets its own, so that an outcome can only be
 // recorded by the holder of the claim that is current. nodeID should pass
-// [ValidateNodeID].
-func NewClaimToken(nodeID string) string { return nodeID + "/" + NewID() }
+// validateNodeID.
+func newClaimToken(nodeID string) string { return nodeID + "/" + NewID() }
 
-// ClaimOwner returns the node ID part of a claim token made by [NewClaimToken], or the
+// claimOwner returns the node ID part of a claim token made by newClaimToken, or the
 // whole token when it has no '/'.
-func ClaimOwner(token string) string {
+func claimOwner(token string) string {
 	if i := strings.LastIndexByte(token, '/'); i >= 0 {
 		return token[:i]
 	}

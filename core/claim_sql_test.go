@@ -179,9 +179,9 @@ func TestMultiNodeRetriesAndDefers(t *testing.T) {
 			n, _ := calls.LoadOrStore(e.ID, new(atomic.Int32))
 			switch n.(*atomic.Int32).Add(1) {
 			case 1:
-				return outbox.Result{}, &outbox.RetryAfterError{Delay: 100 * time.Millisecond, Err: errors.New("flaky")}
+				return outbox.Result{}, outbox.RetryAfter(errors.New("flaky"), 100*time.Millisecond)
 			case 2:
-				return outbox.RetryAfter(100 * time.Millisecond), nil
+				return outbox.Defer(100 * time.Millisecond), nil
 			default:
 				return outbox.Done(), nil
 			}

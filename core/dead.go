@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -22,9 +23,18 @@ type DeadEvents struct {
 	now   func() time.Time
 }
 
-// NewDeadEvents returns a dead-event manager over store.
-func NewDeadEvents(store Store) *DeadEvents {
+// newDeadEvents returns a dead-event manager over store.
+func newDeadEvents(store Store) *DeadEvents {
 	return &DeadEvents{store: store, now: time.Now}
+}
+
+// deadStore returns the store's [DeadStore] methods, or an error matching
+// errors.ErrUnsupported.
+func (d *DeadEvents) deadStore() (DeadStore, error) {
+	if ds, ok := d.store.(DeadStore); ok {
+		return ds, nil
+	}
+	return nil, fmt.Errorf("outbox: store %T does not implement DeadStore: %w", d.store, errors.ErrUnsupported)
 }
 
 // DeadQuery selects a page of DEAD events.
@@ -53,8 +63,12 @@ func (d *DeadEvents) List(ctx context.Context, q DeadQuery) (DeadPage, error) {
 	if limit < 0 || limit > MaxDeadPageSize {
 		return DeadPage{}, fmt.Errorf("%w: limit %d is outside 1..%d", ErrInvalidArgument, q.Limit, MaxDeadPageSize)
 	}
+	ds, err := d.deadStore()
+	if err != nil {
+		return DeadPage{}, err
+	}
 	// Ask for one more row to know whether a next page exists.
-	events, err := d.store.ListDead(ctx, ListDeadParams{DeadFilter: q.DeadFilter, After: q.After, Limit: limit + 1})
+	events, err := ds.ListDead(ctx, ListDeadParams{DeadFilter: q.DeadFilter, After: q.After, Limit: limit + 1})
 	if err != nil {
 		return DeadPage{}, fmt.Errorf("outbox: list dead events: %w", err)
 	}
@@ -69,7 +83,11 @@ func (d *DeadEvents) List(ctx context.Context, q DeadQuery) (DeadPage, error) {
 
 // Count returns the number of DEAD events matching f.
 func (d *DeadEvents) Count(ctx context.Context, f DeadFilter) (int64, error) {
-	n, err := d.store.CountDead(ctx, f)
+	ds, err := d.deadStore()
+	if err != nil {
+		return 0, err
+	}
+	n, err := ds.CountDead(ctx, f)
 	if err != nil {
 		return 0, fmt.Errorf("outbox: count dead events: %w", err)
 	}
@@ -95,7 +113,11 @@ func (d *DeadEvents) Replay(ctx context.Context, id string) error {
 	if id == "" {
 		return fmt.Errorf("%w: empty event ID", ErrInvalidArgument)
 	}
-	n, err := d.store.Replay(ctx, ReplayParams{IDs: []string{id}, Now: d.now()})
+	ds, err := d.deadStore()
+	if err != nil {
+		return err
+	}
+	n, err := ds.Replay(ctx, ReplayParams{IDs: []string{id}, Now: d.now()})
 	if err != nil {
 		return fmt.Errorf("outbox: replay event %s: %w", id, err)
 	}
@@ -120,14 +142,18 @@ func (d *DeadEvents) ReplayAll(ctx context.Context, f DeadFilter, batchSize int)
 	if batchSize < 0 {
 		return 0, fmt.Errorf("%w: batch size %d is negative", ErrInvalidArgument, batchSize)
 	}
-	budget, err := d.store.CountDead(ctx, f)
+	ds, err := d.deadStore()
+	if err != nil {
+		return 0, err
+	}
+	budget, err := ds.CountDead(ctx, f)
 	if err != nil {
 		return 0, fmt.Errorf("outbox: replay dead events: %w", err)
 	}
 	var total int64
 	for total < budget {
 		limit := int(min(int64(batchSize), budget-total))
-		n, err := d.store.Replay(ctx, ReplayParams{DeadFilter: f, Limit: limit, Now: d.now()})
+		n, err := ds.Replay(ctx, ReplayParams{DeadFilter: f, Limit: limit, Now: d.now()})
 		if err != nil {
 			return total, fmt.Errorf("outbox: replay dead events: %w", err)
 		}
@@ -141,7 +167,11 @@ func (d *DeadEvents) ReplayAll(ctx context.Context, f DeadFilter, batchSize int)
 
 // Stats counts events per status and reports the oldest pending one.
 func (d *DeadEvents) Stats(ctx context.Context) (Stats, error) {
-	s, err := d.store.Stats(ctx)
+	ss, ok := d.store.(StatsStore)
+	if !ok {
+		return Stats{}, fmt.Errorf("outbox: store %T does not implement StatsStore: %w", d.store, errors.ErrUnsupported)
+	}
+	s, err := ss.Stats(ctx)
 	if err != nil {
 		return Stats{}, fmt.Errorf("outbox: stats: %w", err)
 	}

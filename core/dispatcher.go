@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/outboxkit/outbox/core/internal/startstop"
@@ -31,7 +30,7 @@ const (
 const tombstoneTTL = time.Minute
 
 // DispatcherConfig configures a [Dispatcher]. The zero value is ready to use.
-type DispatcherConfig struct {
+type dispatcherConfig struct {
 	// Workers is the number of concurrent deliveries. Defaults to DefaultWorkers.
 	Workers int
 	// HotQueueSize bounds the events handed over in-process right after commit. When
@@ -82,7 +81,7 @@ type DispatcherConfig struct {
 	ClaimTTL time.Duration
 }
 
-func (c DispatcherConfig) withDefaults() DispatcherConfig {
+func (c dispatcherConfig) withDefaults() dispatcherConfig {
 	c.Workers = cmp.Or(c.Workers, DefaultWorkers)
 	c.HotQueueSize = cmp.Or(c.HotQueueSize, DefaultHotQueueSize)
 	c.ColdQueueSize = cmp.Or(c.ColdQueueSize, DefaultColdQueueSize)
@@ -102,7 +101,7 @@ func (c DispatcherConfig) withDefaults() DispatcherConfig {
 	return c
 }
 
-func (c DispatcherConfig) validate() error {
+func (c dispatcherConfig) validate() error {
 	switch {
 	case c.Workers < 1:
 		return &ConfigError{Field: "Workers", Reason: fmt.Sprintf("must be positive, got %d", c.Workers)}
@@ -139,10 +138,10 @@ func (c DispatcherConfig) validate() error {
 //
 //	listener returns                          row becomes                      attempt counted
 //	nil, or Done()                            DONE                             no
-//	RetryAfter(d)                             NEW, due now+d (deferred)        no
+//	Defer(d)                                  NEW, due now+d (deferred)        no
 //	Dead(reason), or an error wrapping        DEAD, last_error = reason        yes
 //	  ErrUnrecoverable
-//	*RetryAfterError (errors.As)              RETRY, due now+Delay             yes
+//	RetryAfter(err, d) (a *RetryAfterError)   RETRY, due now+d                 yes
 //	any other error, or a panic               RETRY, due now+Retry.Delay(n)    yes
 //	(no listener for the route)               DEAD, reason wraps ErrUnroutable no
 //
@@ -183,46 +182,21 @@ func (c DispatcherConfig) validate() error {
 // took the event over) or cannot be renewed, leaves the event to the next claim instead
 // of running while another node may take it over. Unclaimed events (LockedBy empty) are
 // recorded without a token, as in single-node mode.
-type Dispatcher struct {
+type dispatcher struct {
 	store  Store
-	reg    *Registry
-	cfg    DispatcherConfig
+	claims ClaimStore // the store's claims; nil unless ClaimTTL is set
+	reg    *registry
+	cfg    dispatcherConfig
 	log    *slog.Logger
 	runner *startstop.Runner
 
-	hot  chan dispatchItem // nil when the hot path is disabled
-	cold chan dispatchItem
-
-	mu        sync.Mutex
-	accepting bool                // guarded by mu
-	inflight  map[string]struct{} // guarded by mu
-	tombs     tombstones          // guarded by mu
-
-	// coldWake is signalled (never blocking) when a worker takes a cold event and at
-	// most coldLowWater remain queued; -1 disables it. A claiming poller waits on it to
-	// claim the next batch just in time.
-	coldWake     chan struct{}
-	coldLowWater atomic.Int64
-	// hotDropped is signalled (never blocking) when the hot path leaves committed events
-	// to the poller, which then polls as soon as they are older than SkipRecent.
-	hotDropped chan struct{}
-
-	// depthMu serialises reading the queue lengths with reporting them, so that the
-	// last report is never older than the last queue change it follows.
-	depthMu sync.Mutex
-}
-
-// dispatchItem is one queued event.
-type dispatchItem struct {
-	ev         Event
-	path       Path
-	enqueuedAt time.Time
+	q *queues
 }
 
 // NewDispatcher returns a stopped Dispatcher that delivers events from store to the
 // listeners of reg. It returns a [*ConfigError] when store or reg is nil or a config
 // value is invalid.
-func NewDispatcher(store Store, reg *Registry, cfg DispatcherConfig) (*Dispatcher, error) {
+func newDispatcher(store Store, reg *registry, cfg dispatcherConfig) (*dispatcher, error) {
 	if store == nil {
 		return nil, &ConfigError{Field: "Store", Reason: "is nil"}
 	}
@@ -233,22 +207,19 @@ func NewDispatcher(store Store, reg *Registry, cfg DispatcherConfig) (*Dispatche
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	cfg.Interceptors = append([]Interceptor(nil), cfg.Interceptors...)
-	d := &Dispatcher{
-		store:      store,
-		reg:        reg,
-		cfg:        cfg,
-		log:        cfg.Logger.With(slog.String("component", "dispatcher")),
-		runner:     startstop.New(),
-		cold:       make(chan dispatchItem, cfg.ColdQueueSize),
-		inflight:   make(map[string]struct{}),
-		tombs:      newTombstones(),
-		coldWake:   make(chan struct{}, 1),
-		hotDropped: make(chan struct{}, 1),
+	claims, err := claimStoreOf(store, cfg.ClaimTTL)
+	if err != nil {
+		return nil, err
 	}
-	d.coldLowWater.Store(-1)
-	if cfg.HotQueueSize > 0 {
-		d.hot = make(chan dispatchItem, cfg.HotQueueSize)
+	cfg.Interceptors = append([]Interceptor(nil), cfg.Interceptors...)
+	d := &dispatcher{
+		store:  store,
+		claims: claims,
+		reg:    reg,
+		cfg:    cfg,
+		log:    cfg.Logger.With(slog.String("component", "dispatcher")),
+		runner: startstop.New(),
+		q:      newQueues(cfg.HotQueueSize, cfg.ColdQueueSize, cfg.Workers, cfg.Metrics, cfg.Now),
 	}
 	return d, nil
 }
@@ -257,11 +228,9 @@ func NewDispatcher(store Store, reg *Registry, cfg DispatcherConfig) (*Dispatche
 // with a context that keeps ctx's values but not its deadline or cancellation. Starting
 // a running dispatcher does nothing; a stopped one can be started again. Start returns
 // ctx.Err() only when ctx expires while a concurrent Stop is in progress.
-func (d *Dispatcher) Start(ctx context.Context) error {
+func (d *dispatcher) Start(ctx context.Context) error {
 	started, err := d.runner.Start(ctx, func(r startstop.Run) {
-		d.mu.Lock()
-		d.accepting = true
-		d.mu.Unlock()
+		d.q.open()
 		// The workers hand DONE outcomes to one recorder, which writes them in batches;
 		// it returns once the last worker has returned and everything is recorded.
 		acks := make(chan doneAck, doneQueueSize)
@@ -294,19 +263,15 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 // the outcomes of the interrupted deliveries are not written and queued events are not
 // delivered: their rows stay pending for the poller. Stop is idempotent, and a no-op
 // before Start.
-func (d *Dispatcher) Stop(ctx context.Context) error {
+func (d *dispatcher) Stop(ctx context.Context) error {
 	stopped, err := d.runner.Stop(ctx, ErrStopped, startstop.StopHooks{
-		CloseIntake: func() {
-			d.mu.Lock()
-			d.accepting = false
-			d.mu.Unlock()
-		},
+		CloseIntake: d.q.close,
 		HardStop: func() {
-			hot, cold := d.QueueDepths()
+			hot, cold := d.q.depths()
 			d.log.LogAttrs(ctx, slog.LevelWarn, "dispatcher stop deadline passed; cancelling running deliveries, queued events stay pending",
 				slog.Int("hot_queued", hot), slog.Int("cold_queued", cold))
 		},
-		Cleanup: d.discardQueued,
+		Cleanup: d.q.discard,
 	})
 	if stopped {
 		d.log.LogAttrs(ctx, slog.LevelInfo, "dispatcher stopped")
@@ -314,216 +279,20 @@ func (d *Dispatcher) Stop(ctx context.Context) error {
 	return err
 }
 
-// discardQueued empties the queues after a hard stop and forgets every in-flight ID: no
-// worker runs any more, and the rows of the discarded events are still pending.
-func (d *Dispatcher) discardQueued() {
-	d.mu.Lock()
-	for len(d.hot) > 0 {
-		<-d.hot
+// hotPath returns the writer hook that feeds this dispatcher's hot queue.
+func (d *dispatcher) hotPath() *hotPath {
+	return &hotPath{q: d.q, claims: d.cfg.ClaimTTL > 0, now: d.cfg.Now, metrics: d.cfg.Metrics, log: d.log}
+}
+
+// claimStoreOf returns store's claims when claimTTL asks for them, or a [*ConfigError]
+// when the store cannot claim.
+func claimStoreOf(store Store, claimTTL time.Duration) (ClaimStore, error) {
+	if claimTTL <= 0 {
+		return nil, nil
 	}
-	for len(d.cold) > 0 {
-		<-d.cold
+	cs, ok := store.(ClaimStore)
+	if !ok {
+		return nil, &ConfigError{Field: "Store", Reason: fmt.Sprintf("%T does not implement ClaimStore, which MultiNode mode needs", store)}
 	}
-	clear(d.inflight)
-	d.mu.Unlock()
-	d.reportDepths()
-}
-
-// EnqueueHot hands a committed event to the hot queue. It never blocks: it returns false
-// when the queue is full, the hot path is disabled, the dispatcher is not running, the
-// event is already queued or being delivered, or its outcome was written moments ago (the
-// poller, with a short or no SkipRecent, found the row and delivered it before the writer's
-// after-commit hook ran). Normally [Dispatcher.WriterHook] calls it; an event it refuses
-// because a queue is full or the dispatcher is stopped is delivered later by the poller.
-func (d *Dispatcher) EnqueueHot(e Event) bool {
-	return d.enqueue(e, PathHot, d.cfg.Now(), time.Time{}) == enqueueOK
-}
-
-// EnqueueCold hands a pending event read from the table to the cold queue. It never
-// blocks: it returns false when the queue is full, the dispatcher is not running, the
-// event is already queued or being delivered, or e is a stale copy of an event whose
-// outcome was written moments ago (its AvailableAt is not after the delivered copy's).
-// Normally the [Poller] calls it; the poller also knows when it read each row, and a
-// row it read after the outcome was written is never refused as stale. A claimed event (from
-// [Store.Claim]) should carry in LockedUntil the claim's end by this process's clock,
-// as the poller sets it; see "Claims" on [Dispatcher].
-func (d *Dispatcher) EnqueueCold(e Event) bool {
-	return d.enqueue(e, PathCold, d.cfg.Now(), time.Time{}) == enqueueOK
-}
-
-// ColdCapacity returns how many more events the cold queue can take now: 0 when the
-// dispatcher is not running.
-func (d *Dispatcher) ColdCapacity() int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if !d.accepting {
-		return 0
-	}
-	return cap(d.cold) - len(d.cold)
-}
-
-// wakeOnColdDrain makes the workers signal the returned channel whenever they take a
-// cold event and at most low remain queued.
-func (d *Dispatcher) wakeOnColdDrain(low int) <-chan struct{} {
-	d.coldLowWater.Store(int64(low))
-	return d.coldWake
-}
-
-// tookCold signals coldWake when the cold queue has drained to its low-water mark.
-func (d *Dispatcher) tookCold() {
-	if low := d.coldLowWater.Load(); low >= 0 && int64(len(d.cold)) <= low {
-		select {
-		case d.coldWake <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// maxInflight bounds the events in flight at once: queued, running, or handed to the
-// recorder of DONE outcomes.
-func (d *Dispatcher) maxInflight() int {
-	return max(d.cfg.HotQueueSize, 0) + d.cfg.ColdQueueSize + d.cfg.Workers + doneQueueSize + maxDoneBatch
-}
-
-// inflightCount returns the number of events in flight now.
-func (d *Dispatcher) inflightCount() int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return len(d.inflight)
-}
-
-// QueueDepths returns the number of events waiting in the hot and cold queues.
-func (d *Dispatcher) QueueDepths() (hot, cold int) { return len(d.hot), len(d.cold) }
-
-// reportDepths reports the current queue lengths to the metrics hook. Every queue change
-// is followed by a call; reading and reporting under depthMu makes the final report
-// read the lengths after every change before it, so the gauge cannot stay stale.
-func (d *Dispatcher) reportDepths() {
-	d.depthMu.Lock()
-	defer d.depthMu.Unlock()
-	d.cfg.Metrics.QueueDepths(d.QueueDepths())
-}
-
-type enqueueResult int
-
-const (
-	enqueueOK        enqueueResult = iota
-	enqueueDuplicate               // queued, running, or finished moments ago
-	enqueueFull                    // queue full or hot path disabled
-	enqueueStopped                 // dispatcher not running
-)
-
-// enqueue queues e on path at now. readAt is when the read that returned e from the
-// table began, or the zero time when unknown; see tombstones.blocks.
-func (d *Dispatcher) enqueue(e Event, path Path, now, readAt time.Time) enqueueResult {
-	q := d.cold
-	if path == PathHot {
-		q = d.hot
-	}
-	d.mu.Lock()
-	switch {
-	case !d.accepting:
-		d.mu.Unlock()
-		return enqueueStopped
-	case q == nil:
-		d.mu.Unlock()
-		return enqueueFull
-	}
-	if _, ok := d.inflight[e.ID]; ok || d.tombs.blocks(e.ID, e.AvailableAt, readAt, now) {
-		d.mu.Unlock()
-		return enqueueDuplicate
-	}
-	select {
-	case q <- dispatchItem{ev: e, path: path, enqueuedAt: now}:
-		d.inflight[e.ID] = struct{}{}
-	default:
-		d.mu.Unlock()
-		return enqueueFull
-	}
-	d.mu.Unlock()
-	d.reportDepths()
-	return enqueueOK
-}
-
-// release forgets an in-flight ID once its outcome is settled. When settled is true the
-// outcome was written by a statement that returned at now: stale copies of the event
-// (read before now, AvailableAt not after availableAt) are refused for tombstoneTTL.
-func (d *Dispatcher) release(id string, now time.Time, settled bool, availableAt time.Time) {
-	d.mu.Lock()
-	delete(d.inflight, id)
-	if settled {
-		d.tombs.add(id, now, availableAt)
-	} else {
-		d.tombs.prune(now)
-	}
-	d.mu.Unlock()
-}
-
-// WriterHook returns the hook that feeds the hot path; give it to the writer. Its
-// AfterCommit hands each committed event to the hot queue, except events that are not
-// due yet (they wait for the poller; Metrics.DelayedSkipped). It never blocks and never
-// fails: an event the queue cannot take (full, or dispatcher stopped) is counted with
-// Metrics.HotDropped, logged, and delivered later by the poller. With ClaimTTL set
-// ([MultiNode]) it queues only events the writer pre-claimed (LockedBy set; see
-// [WriterConfig.ClaimTTL]), and a pre-claiming writer does not claim a batch for the hot
-// path while the hot queue is full, so that other nodes' pollers can take it at once.
-func (d *Dispatcher) WriterHook() WriterHook { return dispatcherHook{d: d} }
-
-type dispatcherHook struct {
-	NopWriterHook
-	d *Dispatcher
-}
-
-// hotQueueFull reports whether the hot queue cannot take an event now (or the hot path
-// is disabled). A pre-claiming writer asks before it claims events for the hot path.
-func (h dispatcherHook) hotQueueFull() bool {
-	return h.d.hot == nil || len(h.d.hot) >= cap(h.d.hot)
-}
-
-// AfterCommit queues the due events on the hot path; see [Dispatcher.WriterHook].
-func (h dispatcherHook) AfterCommit(ctx context.Context, events []Event) error {
-	d := h.d
-	if d.hot == nil {
-		return nil
-	}
-	now := d.cfg.Now()
-	dropped := 0
-	var reason enqueueResult
-	for i := range events {
-		if events[i].AvailableAt.After(now) {
-			d.cfg.Metrics.DelayedSkipped()
-			continue
-		}
-		if d.cfg.ClaimTTL > 0 && events[i].LockedBy == "" {
-			// Under claims only an event this node pre-claimed may take the hot path;
-			// any node's poller may be claiming the others. The writer claims none while
-			// the hot queue is full: count them as dropped.
-			d.cfg.Metrics.HotDropped()
-			dropped++
-			reason = enqueueFull
-			continue
-		}
-		switch r := d.enqueue(events[i], PathHot, now, time.Time{}); r {
-		case enqueueOK:
-			d.cfg.Metrics.HotEnqueued()
-		case enqueueDuplicate:
-			d.log.LogAttrs(ctx, slog.LevelDebug, "committed event already queued or delivered", slog.String("event_id", events[i].ID))
-		default:
-			d.cfg.Metrics.HotDropped()
-			dropped++
-			reason = r
-		}
-	}
-	if dropped > 0 {
-		select {
-		case d.hotDropped <- struct{}{}:
-		default:
-		}
-		why := "hot queue full"
-		if reason == enqueueStopped {
-			why = "dispatcher not running"
-		}
-		d.log.LogAttrs(ctx, slog.LevelWarn, "committed events left for the poller: "+why, slog.Int("dropped", dropped))
-	}
-	return nil
+	return cs, nil
 }

@@ -56,7 +56,7 @@ type doneAck struct {
 
 // recordDone is the recorder: it writes the DONE outcomes from acks in batches until
 // acks is closed and drained.
-func (d *Dispatcher) recordDone(runCtx context.Context, acks <-chan doneAck) {
+func (d *dispatcher) recordDone(runCtx context.Context, acks <-chan doneAck) {
 	batch := make([]doneAck, 0, maxDoneBatch)
 	for {
 		a, ok := <-acks
@@ -71,7 +71,7 @@ func (d *Dispatcher) recordDone(runCtx context.Context, acks <-chan doneAck) {
 
 // collectDone adds to batch the outcomes waiting in acks, and with a DoneBatchWindow
 // those arriving within the window, up to maxDoneBatch or until acks is closed.
-func (d *Dispatcher) collectDone(batch []doneAck, acks <-chan doneAck) []doneAck {
+func (d *dispatcher) collectDone(batch []doneAck, acks <-chan doneAck) []doneAck {
 	var window <-chan time.Time
 	if d.cfg.DoneBatchWindow > 0 {
 		t := time.NewTimer(d.cfg.DoneBatchWindow)
@@ -106,7 +106,7 @@ func (d *Dispatcher) collectDone(batch []doneAck, acks <-chan doneAck) []doneAck
 
 // writeDone writes one batch of DONE outcomes: the unclaimed events (single-node mode)
 // with one statement, the claimed ones (MultiNode mode) with another, fenced row by row.
-func (d *Dispatcher) writeDone(runCtx context.Context, batch []doneAck) {
+func (d *dispatcher) writeDone(runCtx context.Context, batch []doneAck) {
 	unclaimed, claimed := batch, []doneAck(nil)
 	if slices.ContainsFunc(batch, func(a doneAck) bool { return a.ev.LockedBy != "" }) {
 		unclaimed, claimed = nil, nil
@@ -128,7 +128,7 @@ func (d *Dispatcher) writeDone(runCtx context.Context, batch []doneAck) {
 
 // writeDoneGroup writes the DONE outcomes of a group of events that are all unclaimed,
 // or all claimed (each update then fenced by the event's own claim token).
-func (d *Dispatcher) writeDoneGroup(runCtx context.Context, group []doneAck, claimed bool) {
+func (d *dispatcher) writeDoneGroup(runCtx context.Context, group []doneAck, claimed bool) {
 	if len(group) == 1 {
 		d.writeDoneOne(runCtx, &group[0])
 		return
@@ -174,7 +174,7 @@ func (d *Dispatcher) writeDoneGroup(runCtx context.Context, group []doneAck, cla
 				slog.String("op", "mark done"), slog.Int64("unchanged", unchanged), slog.Int("events", len(group)),
 				slog.Any("event_ids", ids))
 			for i := range group {
-				d.release(group[i].ev.ID, returned, false, time.Time{})
+				d.q.release(group[i].ev.ID, returned, false, time.Time{})
 			}
 			d.settledAll(runCtx, group)
 			return
@@ -183,12 +183,12 @@ func (d *Dispatcher) writeDoneGroup(runCtx context.Context, group []doneAck, cla
 			slog.String("op", "mark done"), slog.Int64("unchanged", unchanged), slog.Int("events", len(group)),
 			slog.Any("event_ids", ids))
 	}
-	d.releaseAll(group, returned)
+	d.q.releaseAll(group, returned)
 	d.settledAll(runCtx, group)
 }
 
 // settledAll reports a group of DONE outcomes as settled.
-func (d *Dispatcher) settledAll(runCtx context.Context, group []doneAck) {
+func (d *dispatcher) settledAll(runCtx context.Context, group []doneAck) {
 	for i := range group {
 		a := &group[i]
 		d.settled(runCtx, &a.ev, a.path, decision{kind: outcomeDone}, a.duration, a.latency)
@@ -197,16 +197,16 @@ func (d *Dispatcher) settledAll(runCtx context.Context, group []doneAck) {
 
 // writeDoneOne writes one event's DONE outcome with its own statement, settles the
 // event and reports whether the statement succeeded.
-func (d *Dispatcher) writeDoneOne(runCtx context.Context, a *doneAck) bool {
+func (d *dispatcher) writeDoneOne(runCtx context.Context, a *doneAck) bool {
 	now, written := d.writeOutcome(runCtx, &a.ev, decision{kind: outcomeDone})
-	d.release(a.ev.ID, now, written, a.ev.AvailableAt)
+	d.q.release(a.ev.ID, now, written, a.ev.AvailableAt)
 	d.settled(runCtx, &a.ev, a.path, decision{kind: outcomeDone}, a.duration, a.latency)
 	return written
 }
 
 // leavePending settles events whose DONE outcome is not written: their rows stay
 // pending for the poller.
-func (d *Dispatcher) leavePending(runCtx context.Context, group []doneAck, err error) {
+func (d *dispatcher) leavePending(runCtx context.Context, group []doneAck, err error) {
 	ids := make([]string, len(group))
 	for i := range group {
 		ids[i] = group[i].ev.ID
@@ -216,25 +216,14 @@ func (d *Dispatcher) leavePending(runCtx context.Context, group []doneAck, err e
 	now := d.cfg.Now()
 	for i := range group {
 		a := &group[i]
-		d.release(a.ev.ID, now, false, time.Time{})
+		d.q.release(a.ev.ID, now, false, time.Time{})
 		d.settled(runCtx, &a.ev, a.path, decision{kind: outcomeDone}, a.duration, a.latency)
 	}
 }
 
-// releaseAll is release for a batch whose outcome was written by a statement that
-// returned at now, under one lock.
-func (d *Dispatcher) releaseAll(group []doneAck, now time.Time) {
-	d.mu.Lock()
-	for i := range group {
-		delete(d.inflight, group[i].ev.ID)
-		d.tombs.add(group[i].ev.ID, now, group[i].ev.AvailableAt)
-	}
-	d.mu.Unlock()
-}
-
 // statusContext is the context of one outcome statement: it survives a hard stop
 // (the attempt is over; its outcome should be recorded) but not StatusTimeout.
-func (d *Dispatcher) statusContext(runCtx context.Context) (context.Context, context.CancelFunc) {
+func (d *dispatcher) statusContext(runCtx context.Context) (context.Context, context.CancelFunc) {
 	ctx := context.WithoutCancel(runCtx)
 	if d.cfg.StatusTimeout > 0 {
 		return context.WithTimeout(ctx, d.cfg.StatusTimeout)

@@ -66,7 +66,7 @@ func ExampleResultListenerFunc_outcomes() {
 			return outbox.Dead("malformed payload: " + err.Error()), nil
 		}
 		if body.Amount > 1000 {
-			return outbox.RetryAfter(time.Hour), nil // wait for manual approval
+			return outbox.Defer(time.Hour), nil // wait for manual approval
 		}
 		return outbox.Done(), nil
 	})

@@ -190,21 +190,30 @@ func TestDispatcherOutcomes(t *testing.T) {
 	result := func(r outbox.Result, err error) outbox.Listener {
 		return outbox.ResultListenerFunc(func(context.Context, *outbox.Event) (outbox.Result, error) { return r, err })
 	}
+	viaHandle := func(l outbox.Listener) outbox.Listener {
+		return outbox.ListenerFunc(func(ctx context.Context, e *outbox.Event) error { return l.Handle(ctx, e) })
+	}
 	tests := []outcomeCase{
 		{name: "nil", listener: fail(nil), wantStatus: outbox.StatusDone, wantOutcome: outbox.OutcomeSuccess},
 		{name: "Done result", listener: result(outbox.Done(), nil), attempts: 2,
 			wantStatus: outbox.StatusDone, wantAttempts: 2, wantOutcome: outbox.OutcomeSuccess},
-		{name: "RetryAfter result does not count", listener: result(outbox.RetryAfter(5*time.Second), nil), attempts: 2,
+		{name: "Defer result does not count", listener: result(outbox.Defer(5*time.Second), nil), attempts: 2,
 			wantStatus: outbox.StatusNew, wantAttempts: 2, wantAvailable: 5 * time.Second, wantOutcome: outbox.OutcomeDeferred},
-		{name: "RetryAfter negative is now", listener: result(outbox.RetryAfter(-time.Second), nil),
+		// A listener that wraps a ResultListenerFunc through its plain Handle keeps the
+		// same outcomes: a deferral still counts no attempt.
+		{name: "Defer through Handle does not count", listener: viaHandle(result(outbox.Defer(5*time.Second), nil)), attempts: 2,
+			wantStatus: outbox.StatusNew, wantAttempts: 2, wantAvailable: 5 * time.Second, wantOutcome: outbox.OutcomeDeferred},
+		{name: "Dead through Handle", listener: viaHandle(result(outbox.Dead("poison message"), nil)),
+			wantStatus: outbox.StatusDead, wantAttempts: 1, wantLastError: "poison message", wantOutcome: outbox.OutcomeDead},
+		{name: "Defer negative is now", listener: result(outbox.Defer(-time.Second), nil),
 			wantStatus: outbox.StatusNew, wantOutcome: outbox.OutcomeDeferred},
 		{name: "Dead result", listener: result(outbox.Dead("poison message"), nil),
 			wantStatus: outbox.StatusDead, wantAttempts: 1, wantLastError: "poison message", wantOutcome: outbox.OutcomeDead},
 		{name: "ErrUnrecoverable", listener: fail(fmt.Errorf("bad input: %w", outbox.ErrUnrecoverable)),
 			wantStatus: outbox.StatusDead, wantAttempts: 1, wantLastError: "bad input: outbox: unrecoverable", wantOutcome: outbox.OutcomeDead},
-		{name: "RetryAfterError counts", listener: fail(fmt.Errorf("wrapped: %w", &outbox.RetryAfterError{Delay: 7 * time.Second, Err: errors.New("rate limited")})),
+		{name: "RetryAfterError counts", listener: fail(fmt.Errorf("wrapped: %w", outbox.RetryAfter(errors.New("rate limited"), 7*time.Second))),
 			wantStatus: outbox.StatusRetry, wantAttempts: 1, wantAvailable: 7 * time.Second, wantLastError: "rate limited", wantOutcome: outbox.OutcomeFailure},
-		{name: "RetryAfterError at MaxAttempts", listener: fail(&outbox.RetryAfterError{Delay: time.Second}), attempts: 2,
+		{name: "RetryAfterError at MaxAttempts", listener: fail(outbox.RetryAfter(nil, time.Second)), attempts: 2,
 			wantStatus: outbox.StatusDead, wantAttempts: 3, wantLastError: "retry after 1s", wantOutcome: outbox.OutcomeDead},
 		{name: "error", listener: fail(errors.New("broker down")),
 			wantStatus: outbox.StatusRetry, wantAttempts: 1, wantAvailable: retryDelay, wantLastError: "broker down", wantOutcome: outbox.OutcomeFailure},
@@ -301,7 +310,7 @@ func TestDispatcherRetriesUntilDead(t *testing.T) {
 		{name: "error", fail: func(n int) error { return fmt.Errorf("boom %d", n) }, delay: 10 * time.Second, last: "boom 3"},
 		{name: "panic", fail: func(n int) error { panic(fmt.Sprintf("boom %d", n)) }, delay: 10 * time.Second, last: "panic: boom 3"},
 		{name: "RetryAfterError", fail: func(n int) error {
-			return &outbox.RetryAfterError{Delay: 4 * time.Second, Err: fmt.Errorf("boom %d", n)}
+			return outbox.RetryAfter(fmt.Errorf("boom %d", n), 4*time.Second)
 		}, delay: 4 * time.Second, last: "retry after 4s: boom 3"},
 	}
 	for _, tt := range tests {
@@ -350,7 +359,7 @@ func TestDispatcherRetryAfterNeverCountsAttempts(t *testing.T) {
 		var calls atomic.Int32
 		b.listen(t, "Thing", outbox.ResultListenerFunc(func(context.Context, *outbox.Event) (outbox.Result, error) {
 			if calls.Add(1) <= 3 {
-				return outbox.RetryAfter(2 * time.Second), nil
+				return outbox.Defer(2 * time.Second), nil
 			}
 			return outbox.Done(), nil
 		}))

@@ -12,60 +12,13 @@ import (
 
 // work is one worker: it takes events until the queues are drained after a graceful
 // stop, or at once after a hard stop.
-func (d *Dispatcher) work(r startstop.Run, acks chan<- doneAck) {
-	var turn uint
-	for {
-		it, ok := d.next(r, turn)
+func (d *dispatcher) work(r startstop.Run, acks chan<- doneAck) {
+	for turn := uint(0); ; turn++ {
+		it, ok := d.q.next(r, turn)
 		if !ok {
 			return
 		}
-		turn++
-		if it.path == PathCold {
-			d.tookCold()
-		}
-		d.reportDepths()
 		d.deliver(r.Ctx, it, acks)
-	}
-}
-
-// next returns the next event. Two turns out of three prefer the hot queue, the third
-// prefers the cold one; a worker never idles while either queue has work. It returns
-// false after a hard stop, or after a graceful stop once both queues are empty.
-func (d *Dispatcher) next(r startstop.Run, turn uint) (dispatchItem, bool) {
-	first, second := d.hot, d.cold
-	if turn%3 == 2 {
-		first, second = second, first
-	}
-	for {
-		if r.Ctx.Err() != nil {
-			return dispatchItem{}, false
-		}
-		select {
-		case it := <-first:
-			return it, true
-		default:
-		}
-		select {
-		case it := <-second:
-			return it, true
-		default:
-		}
-		select {
-		case <-r.Stopping:
-			// Intake closed before Stopping: the queues are empty for good.
-			return dispatchItem{}, false
-		default:
-		}
-		select {
-		case it := <-d.hot:
-			return it, true
-		case it := <-d.cold:
-			return it, true
-		case <-r.Ctx.Done():
-			return dispatchItem{}, false
-		case <-r.Stopping:
-			// Loop: drain what is left, then return.
-		}
 	}
 }
 
@@ -103,16 +56,16 @@ type decision struct {
 
 // deliver runs one attempt and writes its outcome; a DONE outcome goes to acks, whose
 // recorder writes it in a batch and settles the event (see recordDone).
-func (d *Dispatcher) deliver(runCtx context.Context, it dispatchItem, acks chan<- doneAck) {
+func (d *dispatcher) deliver(runCtx context.Context, it dispatchItem, acks chan<- doneAck) {
 	e := it.ev
 	if runCtx.Err() != nil { // hard stop: leave the row pending
-		d.release(e.ID, d.cfg.Now(), false, time.Time{})
+		d.q.release(e.ID, d.cfg.Now(), false, time.Time{})
 		return
 	}
 	if left, short := d.claimTooShort(e); short && !d.renewClaim(runCtx, &e, left, it.path) {
 		// The claim could expire while the listener runs, and another node deliver the
 		// event too: leave it to whoever claims it next (possibly this node).
-		d.release(e.ID, d.cfg.Now(), false, time.Time{})
+		d.q.release(e.ID, d.cfg.Now(), false, time.Time{})
 		return
 	}
 	start := d.cfg.Now()
@@ -134,7 +87,7 @@ func (d *Dispatcher) deliver(runCtx context.Context, it dispatchItem, acks chan<
 			// Interrupted by a hard stop: the outcome is unknown, the row stays pending.
 			d.log.LogAttrs(runCtx, slog.LevelDebug, "delivery interrupted by stop; event left pending",
 				slog.String("event_id", e.ID))
-			d.release(e.ID, d.cfg.Now(), false, time.Time{})
+			d.q.release(e.ID, d.cfg.Now(), false, time.Time{})
 			return
 		}
 		dec = d.decide(&e, res, err, d.cfg.Now())
@@ -150,13 +103,13 @@ func (d *Dispatcher) deliver(runCtx context.Context, it dispatchItem, acks chan<
 		return
 	}
 	now, written := d.writeOutcome(runCtx, &e, dec)
-	d.release(e.ID, now, written, e.AvailableAt)
+	d.q.release(e.ID, now, written, e.AvailableAt)
 	d.settled(runCtx, &e, it.path, dec, duration, latency)
 }
 
 // settled reports a finished attempt whose outcome is settled (written, or left for the
 // poller) to the metrics and the log.
-func (d *Dispatcher) settled(ctx context.Context, e *Event, path Path, dec decision, duration, latency time.Duration) {
+func (d *dispatcher) settled(ctx context.Context, e *Event, path Path, dec decision, duration, latency time.Duration) {
 	d.cfg.Metrics.Dispatched(DispatchInfo{
 		Path:          path,
 		Outcome:       dec.kind.metric(),
@@ -173,7 +126,7 @@ func (d *Dispatcher) settled(ctx context.Context, e *Event, path Path, dec decis
 // time left is measured by this process's monotonic clock from the node's own estimate
 // of the claim's end (Event.LockedUntil as the writer or the poller set it), never
 // against another clock.
-func (d *Dispatcher) claimTooShort(e Event) (time.Duration, bool) {
+func (d *dispatcher) claimTooShort(e Event) (time.Duration, bool) {
 	if e.LockedBy == "" || e.LockedUntil.IsZero() {
 		return 0, false
 	}
@@ -183,7 +136,7 @@ func (d *Dispatcher) claimTooShort(e Event) (time.Duration, bool) {
 
 // renewClaim extends e's claim before an attempt that could outlive it, and reports
 // whether the attempt may go ahead; e.LockedUntil becomes the renewed claim's end.
-func (d *Dispatcher) renewClaim(runCtx context.Context, e *Event, left time.Duration, path Path) bool {
+func (d *dispatcher) renewClaim(runCtx context.Context, e *Event, left time.Duration, path Path) bool {
 	attrs := []slog.Attr{slog.String("event_id", e.ID), slog.String("claim", e.LockedBy),
 		slog.Duration("claim_left", left), slog.String("path", path.String())}
 	if d.cfg.ClaimTTL <= 0 {
@@ -197,7 +150,7 @@ func (d *Dispatcher) renewClaim(runCtx context.Context, e *Event, left time.Dura
 		defer cancel()
 	}
 	start := time.Now() // the database renews after this moment
-	n, err := d.store.RenewClaim(ctx, RenewClaimParams{ID: e.ID, Token: e.LockedBy, TTL: d.cfg.ClaimTTL})
+	n, err := d.claims.RenewClaim(ctx, RenewClaimParams{ID: e.ID, Token: e.LockedBy, TTL: d.cfg.ClaimTTL})
 	switch {
 	case err != nil:
 		if runCtx.Err() == nil {
@@ -215,7 +168,7 @@ func (d *Dispatcher) renewClaim(runCtx context.Context, e *Event, left time.Dura
 }
 
 // attempt runs the interceptors and the listener under the per-event context.
-func (d *Dispatcher) attempt(runCtx context.Context, l Listener, e *Event) (Result, error) {
+func (d *dispatcher) attempt(runCtx context.Context, l Listener, e *Event) (Result, error) {
 	var (
 		ctx    context.Context
 		cancel context.CancelFunc
@@ -236,10 +189,10 @@ func (d *Dispatcher) attempt(runCtx context.Context, l Listener, e *Event) (Resu
 }
 
 // decide maps an attempt's result to an outcome, per the dispatch table.
-func (d *Dispatcher) decide(e *Event, res Result, err error, now time.Time) decision {
+func (d *dispatcher) decide(e *Event, res Result, err error, now time.Time) decision {
 	if err == nil {
 		switch res.kind {
-		case resultRetryAfter:
+		case resultDefer:
 			return decision{kind: outcomeDeferred, at: now.Add(res.delay)}
 		case resultDead:
 			reason := res.reason
@@ -250,6 +203,9 @@ func (d *Dispatcher) decide(e *Event, res Result, err error, now time.Time) deci
 		default:
 			return decision{kind: outcomeDone}
 		}
+	}
+	if de := (*deferredError)(nil); errors.As(err, &de) {
+		return decision{kind: outcomeDeferred, at: now.Add(de.delay)}
 	}
 	if errors.Is(err, ErrUnrecoverable) {
 		return decision{kind: outcomeDead, reason: err.Error(), countAttempt: true, err: err}
@@ -271,7 +227,7 @@ func (d *Dispatcher) decide(e *Event, res Result, err error, now time.Time) deci
 // statement returned and whether the row is known to be settled: the statement
 // succeeded and, under a claim, its fence let it change the row (without a claim, a row
 // it did not change was finished already).
-func (d *Dispatcher) writeOutcome(runCtx context.Context, e *Event, dec decision) (time.Time, bool) {
+func (d *dispatcher) writeOutcome(runCtx context.Context, e *Event, dec decision) (time.Time, bool) {
 	ctx, cancel := d.statusContext(runCtx)
 	defer cancel()
 	now := d.cfg.Now()
@@ -320,7 +276,7 @@ func (d *Dispatcher) writeOutcome(runCtx context.Context, e *Event, dec decision
 	return returned, true
 }
 
-func (d *Dispatcher) logOutcome(ctx context.Context, e *Event, path Path, dec decision, duration time.Duration) {
+func (d *dispatcher) logOutcome(ctx context.Context, e *Event, path Path, dec decision, duration time.Duration) {
 	attempts := e.Attempts
 	if dec.countAttempt {
 		attempts++
@@ -349,4 +305,13 @@ func (d *Dispatcher) logOutcome(ctx context.Context, e *Event, path Path, dec de
 	default:
 		d.log.LogAttrs(ctx, slog.LevelDebug, "event delivered", attrs...)
 	}
+}
+
+// eventDueAt is when an event became deliverable: the later of its creation and its
+// available_at.
+func eventDueAt(e Event) time.Time {
+	if e.CreatedAt.After(e.AvailableAt) {
+		return e.CreatedAt
+	}
+	return e.AvailableAt
 }

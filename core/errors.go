@@ -94,8 +94,14 @@ func (e *ConfigError) Error() string {
 // Is makes errors.Is(err, ErrInvalidConfig) true.
 func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
 
-// RetryAfterError asks for a retry after Delay instead of the retry policy's backoff. The
-// attempt counts: at MaxAttempts the event is DEAD. Return it from a listener, wrapped or not.
+// RetryAfter returns a listener error that fails the attempt and asks for the retry
+// after d instead of the retry policy's backoff. The attempt counts: at MaxAttempts the
+// event is DEAD. err is the cause, recorded as the event's last error; it may be nil.
+// To wait without counting an attempt, return [Defer] instead.
+func RetryAfter(err error, d time.Duration) error { return &RetryAfterError{Delay: d, Err: err} }
+
+// RetryAfterError is the error [RetryAfter] returns; find it with errors.As. A listener
+// may return it wrapped.
 type RetryAfterError struct {
 	Delay time.Duration
 	Err   error

@@ -7,10 +7,20 @@ import (
 	"time"
 )
 
-// Listener handles one event. Returning nil marks the event DONE. An error that wraps
-// ErrUnrecoverable moves it to DEAD at once; a [*RetryAfterError] retries after its delay;
-// any other error (or a panic) retries with the retry policy's backoff until MaxAttempts,
-// then the event is DEAD. Delivery is at least once: deduplicate by [Event.ID].
+// Listener handles one event. Delivery is at least once: deduplicate by [Event.ID].
+//
+// What the listener returns decides the event's fate. The rule a reader can check at
+// the call site: a returned error is a failed attempt and counts toward MaxAttempts; a
+// [Result] without an error never counts one, except [Dead], which ends the event.
+//
+//	return                             the row becomes                    attempt counted
+//	nil, or Done(), nil                DONE                               no
+//	Defer(d), nil                      NEW, due in d (not a failure)      no
+//	Dead(reason), nil                  DEAD now                           yes
+//	an error wrapping ErrUnrecoverable DEAD now                           yes
+//	RetryAfter(err, d)                 RETRY in d; DEAD at MaxAttempts    yes
+//	any other error, or a panic        RETRY after the retry policy's     yes
+//	                                   backoff; DEAD at MaxAttempts
 //
 // The context is cancelled when the per-event timeout passes or the dispatcher is
 // stopped hard. A listener may also implement [ResultListener]; the dispatcher then calls
@@ -20,7 +30,7 @@ type Listener interface {
 }
 
 // ResultListener is the richer listener form: it can defer an event without counting an
-// attempt ([RetryAfter]) or send it to DEAD ([Dead]). A non-nil error is treated exactly as
+// attempt ([Defer]) or send it to DEAD ([Dead]). A non-nil error is treated exactly as
 // an error from [Listener.Handle], and the Result is ignored.
 type ResultListener interface {
 	HandleResult(ctx context.Context, e *Event) (Result, error)
@@ -40,27 +50,40 @@ func (f ResultListenerFunc) HandleResult(ctx context.Context, e *Event) (Result,
 	return f(ctx, e)
 }
 
-// Handle calls f and reports a non-Done result as an error, for callers that only know
-// [Listener]. The dispatcher calls HandleResult instead.
+// Handle calls f, for callers that only know [Listener] (a listener that wraps
+// another). It reports a non-Done result as an error that the dispatcher maps back to
+// the same outcome: a [Defer] result stays a deferral that counts no attempt, and a
+// [Dead] result wraps ErrUnrecoverable. The dispatcher calls HandleResult directly.
 func (f ResultListenerFunc) Handle(ctx context.Context, e *Event) error {
 	r, err := f(ctx, e)
 	if err != nil {
 		return err
 	}
+	return r.asError()
+}
+
+// asError is r as a listener error with the same outcome; nil for Done.
+func (r Result) asError() error {
 	switch r.kind {
-	case resultRetryAfter:
-		return &RetryAfterError{Delay: r.delay}
+	case resultDefer:
+		return &deferredError{delay: r.delay}
 	case resultDead:
 		return fmt.Errorf("%w: %s", ErrUnrecoverable, r.reason)
 	}
 	return nil
 }
 
+// deferredError carries a [Defer] result through a plain [Listener.Handle]; the
+// dispatcher turns it back into a deferral.
+type deferredError struct{ delay time.Duration }
+
+func (e *deferredError) Error() string { return fmt.Sprintf("deferred for %s", e.delay) }
+
 type resultKind int
 
 const (
 	resultDone resultKind = iota
-	resultRetryAfter
+	resultDefer
 	resultDead
 )
 
@@ -74,16 +97,18 @@ type Result struct {
 // Done reports success: the event becomes DONE.
 func Done() Result { return Result{} }
 
-// RetryAfter defers the event: it goes back to NEW, due after d, and no attempt is counted.
-// A negative d is treated as 0.
-func RetryAfter(d time.Duration) Result { return Result{kind: resultRetryAfter, delay: max(d, 0)} }
+// Defer puts the event back, due after d, without counting an attempt: it is not a
+// failure (the event is not ready yet, a downstream asks to wait). The row goes back to
+// NEW. A negative d is treated as 0. To retry a failure after a delay of your choice,
+// return [RetryAfter] instead, which counts the attempt.
+func Defer(d time.Duration) Result { return Result{kind: resultDefer, delay: max(d, 0)} }
 
 // Dead moves the event to DEAD at once with reason as its last error.
 func Dead(reason string) Result { return Result{kind: resultDead, reason: reason} }
 
 // Registry maps (aggregate type, event type) to exactly one listener. It is safe for
 // concurrent use; listeners may be registered while the dispatcher runs.
-type Registry struct {
+type registry struct {
 	mu        sync.RWMutex
 	listeners map[routeKey]Listener
 }
@@ -91,12 +116,12 @@ type Registry struct {
 type routeKey struct{ aggregateType, eventType string }
 
 // NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{listeners: make(map[routeKey]Listener)} }
+func newRegistry() *registry { return &registry{listeners: make(map[routeKey]Listener)} }
 
 // Register routes events of eventType on aggregateType to l. An empty aggregateType means
 // GlobalAggregateType. It returns an error wrapping ErrDuplicateListener when the route is
 // taken, and a [ConfigError] for an empty event type or a nil listener.
-func (r *Registry) Register(aggregateType, eventType string, l Listener) error {
+func (r *registry) Register(aggregateType, eventType string, l Listener) error {
 	if eventType == "" {
 		return &ConfigError{Field: "Listener", Reason: "event type is empty"}
 	}
@@ -120,7 +145,7 @@ func (r *Registry) Register(aggregateType, eventType string, l Listener) error {
 }
 
 // Lookup returns the listener for the route, or false when there is none.
-func (r *Registry) Lookup(aggregateType, eventType string) (Listener, bool) {
+func (r *registry) Lookup(aggregateType, eventType string) (Listener, bool) {
 	if aggregateType == "" {
 		aggregateType = GlobalAggregateType
 	}

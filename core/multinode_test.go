@@ -223,7 +223,7 @@ func TestMultiNodeFencing(t *testing.T) {
 			now := time.Now()
 			bCalledAt.Store(&now)
 			bCalls.Add(1)
-			return outbox.RetryAfter(time.Hour), nil // B's outcome: deferred, NEW and unclaimed
+			return outbox.Defer(time.Hour), nil // B's outcome: deferred, NEW and unclaimed
 		}))
 
 		written := time.Now()

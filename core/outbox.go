@@ -151,8 +151,9 @@ type Config struct {
 	ClaimTTL time.Duration
 	// NodeID identifies this process in claim tokens ("<NodeID>/<ULID>" in locked_by),
 	// which makes claims traceable to a node; it must be unique among the nodes (each
-	// claim has its own token anyway). MultiNode only; see [ValidateNodeID]. Defaults to
-	// DefaultNodeID(): host name, process ID and a random suffix.
+	// claim has its own token anyway): 1 to 96 bytes of printable ASCII other than space
+	// and '/'. MultiNode only. Defaults to "<host>-<pid>-<random>": host name, process
+	// ID and a random suffix.
 	NodeID string
 	// Now is the application clock: OccurredAt of events written without one, retry
 	// and deferral due times, poller and latency measurements. It exists for tests;
@@ -183,12 +184,12 @@ type Config struct {
 type Outbox struct {
 	mode       Mode
 	store      Store
-	registry   *Registry
+	registry   *registry
 	writer     *Writer
 	dead       *DeadEvents
-	dispatcher *Dispatcher // nil in WriterOnly mode
-	poller     *Poller     // nil in WriterOnly mode
-	purger     *Purger     // nil when purging is disabled
+	dispatcher *dispatcher // nil in WriterOnly mode
+	poller     *poller     // nil in WriterOnly mode
+	purger     *purger     // nil when purging is disabled
 	logger     *slog.Logger
 
 	mu      sync.Mutex
@@ -222,15 +223,16 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 	o := &Outbox{
 		mode:     cfg.Mode,
 		store:    store,
-		registry: NewRegistry(),
-		dead:     NewDeadEvents(store),
+		registry: newRegistry(),
+		dead:     newDeadEvents(store),
 		logger:   logger.With(slog.String("component", "outbox")),
 	}
 	hooks := append([]WriterHook(nil), cfg.WriterHooks...)
 	var claimTTL time.Duration // the writer's pre-claim
+	var hotQueue *queues       // the queue the writer pre-claims for
 	nodeID := cfg.NodeID
 	if cfg.Mode == MultiNode && nodeID == "" {
-		nodeID = DefaultNodeID()
+		nodeID = defaultNodeID()
 	}
 
 	if cfg.Mode != WriterOnly {
@@ -238,7 +240,7 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 		if cfg.Mode == Ordered {
 			workers, maxAttempts = 1, 1
 		}
-		dc := DispatcherConfig{
+		dc := dispatcherConfig{
 			Workers:         workers,
 			HotQueueSize:    cfg.HotQueueSize,
 			ColdQueueSize:   cfg.ColdQueueSize,
@@ -255,11 +257,11 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 		if cfg.Mode == MultiNode {
 			dc.ClaimTTL = cfg.ClaimTTL
 		}
-		d, err := NewDispatcher(store, o.registry, dc)
+		d, err := newDispatcher(store, o.registry, dc)
 		if err != nil {
 			return nil, err
 		}
-		pc := PollerConfig{
+		pc := pollerConfig{
 			Interval:   cfg.PollInterval,
 			BatchSize:  cfg.PollBatchSize,
 			SkipRecent: cfg.SkipRecent,
@@ -270,20 +272,21 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 		if cfg.Mode == MultiNode {
 			pc.ClaimTTL, pc.NodeID = cfg.ClaimTTL, nodeID
 		}
-		p, err := NewPoller(store, d, pc)
+		p, err := newPoller(store, d.q, pc)
 		if err != nil {
 			return nil, err
 		}
 		o.dispatcher, o.poller = d, p
 		if cfg.Mode == SingleNode || cfg.Mode == MultiNode {
-			hooks = append(hooks, d.WriterHook())
+			hooks = append(hooks, d.hotPath())
+			hotQueue = d.q
 		}
 		if cfg.Mode == MultiNode && cfg.HotQueueSize != -1 {
 			claimTTL = cfg.ClaimTTL
 		}
 	}
 	if cfg.PurgeInterval != -1 {
-		pg, err := NewPurger(store, PurgerConfig{
+		pg, err := newPurger(store, purgerConfig{
 			Interval:  cfg.PurgeInterval,
 			Retention: cfg.PurgeRetention,
 			BatchSize: cfg.PurgeBatchSize,
@@ -294,13 +297,14 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 		}
 		o.purger = pg
 	}
-	w, err := NewWriter(store, WriterConfig{
+	w, err := newWriter(store, writerConfig{
 		MaxPayloadBytes: cfg.MaxPayloadBytes,
 		Hooks:           hooks,
 		Logger:          logger,
 		Now:             cfg.Now,
 		ClaimTTL:        claimTTL,
 		NodeID:          nodeID,
+		hot:             hotQueue,
 	})
 	if err != nil {
 		return nil, err
@@ -366,7 +370,7 @@ func (c Config) validateMultiNode() error {
 			"%s must exceed ListenerTimeout + StatusTimeout (%s + %s): a claim must outlive an attempt", c.ClaimTTL, lt, st)}
 	}
 	if c.NodeID != "" {
-		return ValidateNodeID(c.NodeID)
+		return validateNodeID(c.NodeID)
 	}
 	return nil
 }
@@ -377,9 +381,6 @@ func (c Config) validateMultiNode() error {
 func (o *Outbox) Register(aggregateType, eventType string, l Listener) error {
 	return o.registry.Register(aggregateType, eventType, l)
 }
-
-// Registry returns the listener registry.
-func (o *Outbox) Registry() *Registry { return o.registry }
 
 // Writer returns the writer business code uses inside its transactions.
 func (o *Outbox) Writer() *Writer { return o.writer }
@@ -392,15 +393,6 @@ func (o *Outbox) Store() Store { return o.store }
 
 // Mode returns the configured mode.
 func (o *Outbox) Mode() Mode { return o.mode }
-
-// Dispatcher returns the dispatcher, or nil in WriterOnly mode.
-func (o *Outbox) Dispatcher() *Dispatcher { return o.dispatcher }
-
-// Poller returns the poller, or nil in WriterOnly mode.
-func (o *Outbox) Poller() *Poller { return o.poller }
-
-// Purger returns the purger, or nil when purging is disabled.
-func (o *Outbox) Purger() *Purger { return o.purger }
 
 // Start checks the connection (when the store is a [ConnectionChecker], as [SQLStore]
 // is) and that the table is reachable, then starts the dispatcher, the poller and

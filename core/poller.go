@@ -25,7 +25,7 @@ const (
 )
 
 // PollerConfig configures a [Poller]. The zero value is ready to use.
-type PollerConfig struct {
+type pollerConfig struct {
 	// Interval is the time between two poll cycles; the first runs at Start. Defaults
 	// to DefaultPollInterval.
 	Interval time.Duration
@@ -50,12 +50,12 @@ type PollerConfig struct {
 	// exceed the dispatcher's ListenerTimeout plus StatusTimeout. Defaults to 0: rows
 	// are read with [Store.Pending] and not claimed.
 	ClaimTTL time.Duration
-	// NodeID owns the claims; see [ValidateNodeID]. Defaults to DefaultNodeID() when
+	// NodeID owns the claims; see validateNodeID. Defaults to defaultNodeID() when
 	// ClaimTTL is set.
 	NodeID string
 }
 
-func (c PollerConfig) withDefaults() PollerConfig {
+func (c pollerConfig) withDefaults() pollerConfig {
 	c.Interval = cmp.Or(c.Interval, DefaultPollInterval)
 	c.BatchSize = cmp.Or(c.BatchSize, DefaultPollBatchSize)
 	c.SkipRecent = cmp.Or(c.SkipRecent, DefaultSkipRecent)
@@ -68,14 +68,14 @@ func (c PollerConfig) withDefaults() PollerConfig {
 		c.Now = time.Now
 	}
 	if c.ClaimTTL > 0 && c.NodeID == "" {
-		c.NodeID = DefaultNodeID()
+		c.NodeID = defaultNodeID()
 	}
 	return c
 }
 
-func (c PollerConfig) validate() error {
+func (c pollerConfig) validate() error {
 	if c.NodeID != "" {
-		if err := ValidateNodeID(c.NodeID); err != nil {
+		if err := validateNodeID(c.NodeID); err != nil {
 			return err
 		}
 	}
@@ -103,36 +103,42 @@ func (c PollerConfig) validate() error {
 // queue it filled (a backlog is read as fast as it is delivered), and SkipRecent (at
 // least a second) after the hot path dropped events because its queue was full (they
 // are visible by then).
-type Poller struct {
+type poller struct {
 	store  Store
-	d      *Dispatcher
-	cfg    PollerConfig
+	claims ClaimStore // the store's claims; nil unless ClaimTTL is set
+	q      *queues
+	cfg    pollerConfig
 	log    *slog.Logger
 	runner *startstop.Runner
 	wake   <-chan struct{} // the cold queue drained; see Poll
 }
 
-// NewPoller returns a stopped Poller feeding d from store. It returns a [*ConfigError]
-// when store or d is nil or a config value is invalid.
-func NewPoller(store Store, d *Dispatcher, cfg PollerConfig) (*Poller, error) {
+// newPoller returns a stopped poller feeding q from store. It returns a [*ConfigError]
+// when store or q is nil or a config value is invalid.
+func newPoller(store Store, q *queues, cfg pollerConfig) (*poller, error) {
 	if store == nil {
 		return nil, &ConfigError{Field: "Store", Reason: "is nil"}
 	}
-	if d == nil {
+	if q == nil {
 		return nil, &ConfigError{Field: "Dispatcher", Reason: "is nil"}
 	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	p := &Poller{
+	claims, err := claimStoreOf(store, cfg.ClaimTTL)
+	if err != nil {
+		return nil, err
+	}
+	p := &poller{
+		claims: claims,
 		store:  store,
-		d:      d,
+		q:      q,
 		cfg:    cfg,
 		log:    cfg.Logger.With(slog.String("component", "poller")),
 		runner: startstop.New(),
 	}
-	p.wake = d.wakeOnColdDrain(cfg.BatchSize / 2)
+	p.wake = q.coldDrained(cfg.BatchSize / 2)
 	return p, nil
 }
 
@@ -141,7 +147,7 @@ func NewPoller(store Store, d *Dispatcher, cfg PollerConfig) (*Poller, error) {
 // deadline or cancellation. Starting a running poller does nothing; a stopped one can be
 // started again. Start returns ctx.Err() only when ctx expires while a concurrent Stop
 // is in progress.
-func (p *Poller) Start(ctx context.Context) error {
+func (p *poller) Start(ctx context.Context) error {
 	started, err := p.runner.Start(ctx, func(r startstop.Run) {
 		r.Go(func() { p.loop(r) })
 	})
@@ -155,7 +161,7 @@ func (p *Poller) Start(ctx context.Context) error {
 // Stop stops the loop, letting a running cycle finish. If ctx expires first, it cancels
 // the cycle's queries, waits for the loop to return and returns ctx.Err(). Stop is
 // idempotent, and a no-op before Start.
-func (p *Poller) Stop(ctx context.Context) error {
+func (p *poller) Stop(ctx context.Context) error {
 	stopped, err := p.runner.Stop(ctx, ErrStopped, startstop.StopHooks{})
 	if stopped {
 		p.log.LogAttrs(ctx, slog.LevelInfo, "poller stopped")
@@ -168,7 +174,7 @@ func (p *Poller) Stop(ctx context.Context) error {
 // burst at once, after the hot path has drained what it holds.
 const minCatchUpDelay = time.Second
 
-func (p *Poller) loop(r startstop.Run) {
+func (p *poller) loop(r startstop.Run) {
 	ticker := time.NewTicker(p.cfg.Interval)
 	defer ticker.Stop()
 	// catchUp fires after the hot path dropped events, once the poller can see them;
@@ -203,7 +209,7 @@ func (p *Poller) loop(r startstop.Run) {
 				break wait
 			case <-wake:
 				break wait
-			case <-p.d.hotDropped:
+			case <-p.q.hotDropped():
 				if catchUp == nil {
 					catchUp = time.After(catchUpDelay)
 				} else {
@@ -239,7 +245,7 @@ func (p *Poller) loop(r startstop.Run) {
 // claims the next one as soon as the workers have drained the cold queue to half a
 // batch, instead of waiting for the next tick. A claimed event the queue refuses stays
 // claimed until its claim expires.
-func (p *Poller) Poll(ctx context.Context) (int, error) {
+func (p *poller) Poll(ctx context.Context) (int, error) {
 	n, _, err := p.poll(ctx)
 	return n, err
 }
@@ -247,10 +253,10 @@ func (p *Poller) Poll(ctx context.Context) (int, error) {
 // poll is Poll, also reporting whether more rows are probably due: the cycle filled the
 // cold queue or used its whole budget on full batches (claim mode: the batch came back
 // full).
-func (p *Poller) poll(ctx context.Context) (int, bool, error) {
-	budget := p.d.ColdCapacity()
+func (p *poller) poll(ctx context.Context) (int, bool, error) {
+	budget := p.q.coldCapacity()
 	if p.cfg.ClaimTTL > 0 {
-		_, queued := p.d.QueueDepths()
+		_, queued := p.q.depths()
 		budget = min(budget, p.cfg.BatchSize-queued)
 		if budget <= 0 {
 			return 0, queued > 0, nil // wait for the workers to drain the queue
@@ -258,14 +264,14 @@ func (p *Poller) poll(ctx context.Context) (int, bool, error) {
 		return p.pollClaims(ctx, budget)
 	}
 	if budget == 0 {
-		_, queued := p.d.QueueDepths()
+		_, queued := p.q.depths()
 		return 0, queued > 0, nil // full: wait for the workers to drain the queue
 	}
 	return p.pollPending(ctx, budget)
 }
 
 // pollPending is Poll without claims. It reports whether more rows are probably due.
-func (p *Poller) pollPending(ctx context.Context, budget int) (int, bool, error) {
+func (p *poller) pollPending(ctx context.Context, budget int) (int, bool, error) {
 	now := p.cfg.Now()
 	skip := max(p.cfg.SkipRecent, 0)
 	total := 0
@@ -276,14 +282,14 @@ func (p *Poller) pollPending(ctx context.Context, budget int) (int, bool, error)
 	// Events in flight (queued, running, or waiting for their outcome to be written)
 	// are still pending and, being the oldest, come first: a batch of nothing else is
 	// read past, up to as many rows as can be in flight.
-	maxSeen := p.d.maxInflight() + budget
+	maxSeen := p.q.maxInflight() + budget
 	more := false
 	for total < budget {
 		want := min(p.cfg.BatchSize, budget-total)
 		// Read past the rows seen in this cycle that are still pending: at most those
 		// still in flight (the others are finished and no longer read).
-		limit := want + min(len(seen), p.d.inflightCount())
-		readAt := p.d.cfg.Now() // a row finished before this is read in its later state
+		limit := want + min(len(seen), p.q.inflightCount())
+		readAt := p.q.now() // a row finished before this is read in its later state
 		batch, err := p.pending(ctx, PendingParams{Now: now, SkipRecent: skip, Limit: limit})
 		if err != nil {
 			return total, false, err
@@ -304,7 +310,7 @@ func (p *Poller) pollPending(ctx context.Context, budget int) (int, bool, error)
 				continue
 			}
 			seen[ev.ID] = struct{}{}
-			switch p.d.enqueue(ev, PathCold, p.d.cfg.Now(), readAt) {
+			switch p.q.enqueue(ev, PathCold, p.q.now(), readAt) {
 			case enqueueOK:
 				added++
 				p.cfg.Metrics.ColdEnqueued()
@@ -337,18 +343,18 @@ func (p *Poller) pollPending(ctx context.Context, budget int) (int, bool, error)
 // pollClaims is Poll with claims: batches are claimed until budget rows are claimed, a
 // batch comes back short, or the queue refuses an event. It reports whether the last batch
 // came back full.
-func (p *Poller) pollClaims(ctx context.Context, budget int) (int, bool, error) {
+func (p *poller) pollClaims(ctx context.Context, budget int) (int, bool, error) {
 	skip := max(p.cfg.SkipRecent, 0)
 	total, claimed := 0, 0 // queued; claimed, also undecodable and refused rows
 	more := false
 	var oldestDue time.Time
 	for claimed < budget {
 		want := min(p.cfg.BatchSize, budget-claimed)
-		token := NewClaimToken(p.cfg.NodeID)
+		token := newClaimToken(p.cfg.NodeID)
 		// The database starts the claim after this moment, so start+ClaimTTL is a
 		// conservative estimate of its end by this process's monotonic clock.
 		start := time.Now()
-		readAt := p.d.cfg.Now()
+		readAt := p.q.now()
 		batch, err := p.claim(ctx, ClaimParams{Token: token, TTL: p.cfg.ClaimTTL, SkipRecent: skip, Limit: want})
 		if err != nil {
 			return total, false, err
@@ -367,7 +373,7 @@ func (p *Poller) pollClaims(ctx context.Context, budget int) (int, bool, error) 
 				refused++
 				continue
 			}
-			switch p.d.enqueue(ev, PathCold, p.d.cfg.Now(), readAt) {
+			switch p.q.enqueue(ev, PathCold, p.q.now(), readAt) {
 			case enqueueOK:
 				added++
 				p.cfg.Metrics.ColdEnqueued()
@@ -400,13 +406,13 @@ func (p *Poller) pollClaims(ctx context.Context, budget int) (int, bool, error) 
 	return total, more, nil
 }
 
-func (p *Poller) claim(ctx context.Context, params ClaimParams) (PendingBatch, error) {
+func (p *poller) claim(ctx context.Context, params ClaimParams) (PendingBatch, error) {
 	if p.cfg.QueryTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, p.cfg.QueryTimeout)
 		defer cancel()
 	}
-	b, err := p.store.Claim(ctx, params)
+	b, err := p.claims.Claim(ctx, params)
 	if err != nil {
 		return PendingBatch{}, fmt.Errorf("claim pending events: %w", err)
 	}
@@ -416,7 +422,7 @@ func (p *Poller) claim(ctx context.Context, params ClaimParams) (PendingBatch, e
 	return b, nil
 }
 
-func (p *Poller) pending(ctx context.Context, params PendingParams) (PendingBatch, error) {
+func (p *poller) pending(ctx context.Context, params PendingParams) (PendingBatch, error) {
 	if p.cfg.QueryTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, p.cfg.QueryTimeout)
@@ -431,7 +437,7 @@ func (p *Poller) pending(ctx context.Context, params PendingParams) (PendingBatc
 
 // markUndecodable moves a row that cannot be decoded to DEAD, fenced by token when the
 // row was claimed.
-func (p *Poller) markUndecodable(ctx context.Context, re RowError, token string) {
+func (p *poller) markUndecodable(ctx context.Context, re RowError, token string) {
 	if p.cfg.QueryTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, p.cfg.QueryTimeout)
@@ -449,13 +455,4 @@ func (p *Poller) markUndecodable(ctx context.Context, re RowError, token string)
 	p.log.LogAttrs(ctx, slog.LevelError, "undecodable event moved to dead",
 		slog.String("event_id", re.EventID), slog.String("reason", reason))
 	p.cfg.Metrics.Dispatched(DispatchInfo{Path: PathCold, Outcome: OutcomeDead})
-}
-
-// eventDueAt is when an event became deliverable: the later of its creation and its
-// available_at.
-func eventDueAt(e Event) time.Time {
-	if e.CreatedAt.After(e.AvailableAt) {
-		return e.CreatedAt
-	}
-	return e.AvailableAt
 }

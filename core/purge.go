@@ -22,7 +22,7 @@ const (
 )
 
 // PurgerConfig configures a [Purger]. The zero value is ready to use.
-type PurgerConfig struct {
+type purgerConfig struct {
 	// Interval is the time between two runs; the first runs at Start. Defaults to
 	// DefaultPurgeInterval.
 	Interval time.Duration
@@ -41,7 +41,7 @@ type PurgerConfig struct {
 	Now func() time.Time
 }
 
-func (c PurgerConfig) withDefaults() PurgerConfig {
+func (c purgerConfig) withDefaults() purgerConfig {
 	c.Interval = cmp.Or(c.Interval, DefaultPurgeInterval)
 	c.Retention = cmp.Or(c.Retention, DefaultRetention)
 	c.BatchSize = cmp.Or(c.BatchSize, DefaultPurgeBatchSize)
@@ -53,7 +53,7 @@ func (c PurgerConfig) withDefaults() PurgerConfig {
 	return c
 }
 
-func (c PurgerConfig) validate() error {
+func (c purgerConfig) validate() error {
 	switch {
 	case c.Interval < 0:
 		return &ConfigError{Field: "Interval", Reason: fmt.Sprintf("must be positive, got %s", c.Interval)}
@@ -69,16 +69,16 @@ func (c PurgerConfig) validate() error {
 
 // Purger periodically deletes DONE and DEAD rows older than the retention, in batches,
 // so the table stays small. Errors are logged and the next run tries again.
-type Purger struct {
+type purger struct {
 	store  Store
-	cfg    PurgerConfig
+	cfg    purgerConfig
 	log    *slog.Logger
 	runner *startstop.Runner
 }
 
 // NewPurger returns a stopped Purger for store. It returns a [*ConfigError] when store
 // is nil or a config value is invalid.
-func NewPurger(store Store, cfg PurgerConfig) (*Purger, error) {
+func newPurger(store Store, cfg purgerConfig) (*purger, error) {
 	if store == nil {
 		return nil, &ConfigError{Field: "Store", Reason: "is nil"}
 	}
@@ -86,7 +86,7 @@ func NewPurger(store Store, cfg PurgerConfig) (*Purger, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Purger{
+	return &purger{
 		store:  store,
 		cfg:    cfg,
 		log:    cfg.Logger.With(slog.String("component", "purger")),
@@ -99,7 +99,7 @@ func NewPurger(store Store, cfg PurgerConfig) (*Purger, error) {
 // deadline or cancellation. Starting a running purger does nothing; a stopped one can be
 // started again. Start returns ctx.Err() only when ctx expires while a concurrent Stop
 // is in progress.
-func (p *Purger) Start(ctx context.Context) error {
+func (p *purger) Start(ctx context.Context) error {
 	started, err := p.runner.Start(ctx, func(r startstop.Run) {
 		r.Go(func() { p.loop(r) })
 	})
@@ -113,7 +113,7 @@ func (p *Purger) Start(ctx context.Context) error {
 // Stop stops the loop; a running purge finishes its current batch. If ctx expires
 // first, it cancels the running statement, waits for the loop to return and returns
 // ctx.Err(). Stop is idempotent, and a no-op before Start.
-func (p *Purger) Stop(ctx context.Context) error {
+func (p *purger) Stop(ctx context.Context) error {
 	stopped, err := p.runner.Stop(ctx, ErrStopped, startstop.StopHooks{})
 	if stopped {
 		p.log.LogAttrs(ctx, slog.LevelInfo, "purger stopped")
@@ -121,7 +121,7 @@ func (p *Purger) Stop(ctx context.Context) error {
 	return err
 }
 
-func (p *Purger) loop(r startstop.Run) {
+func (p *purger) loop(r startstop.Run) {
 	ticker := time.NewTicker(p.cfg.Interval)
 	defer ticker.Stop()
 	for {
@@ -153,10 +153,10 @@ func (p *Purger) loop(r startstop.Run) {
 // RunOnce deletes DONE and DEAD rows older than the retention, batch after batch, until
 // a batch deletes fewer than BatchSize rows. It returns how many rows it deleted and,
 // when a statement fails, the store's error wrapped.
-func (p *Purger) RunOnce(ctx context.Context) (int64, error) { return p.run(ctx, nil) }
+func (p *purger) RunOnce(ctx context.Context) (int64, error) { return p.run(ctx, nil) }
 
 // run is RunOnce that also stops between batches when stop is closed.
-func (p *Purger) run(ctx context.Context, stop <-chan struct{}) (int64, error) {
+func (p *purger) run(ctx context.Context, stop <-chan struct{}) (int64, error) {
 	before := p.cfg.Now().Add(-p.cfg.Retention)
 	var total int64
 	for {
@@ -176,7 +176,7 @@ func (p *Purger) run(ctx context.Context, stop <-chan struct{}) (int64, error) {
 	}
 }
 
-func (p *Purger) purgeBatch(ctx context.Context, params PurgeParams) (int64, error) {
+func (p *purger) purgeBatch(ctx context.Context, params PurgeParams) (int64, error) {
 	if p.cfg.QueryTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, p.cfg.QueryTimeout)

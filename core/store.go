@@ -19,10 +19,15 @@ var (
 	_ Executor = (*sql.Conn)(nil)
 )
 
-// Store persists events. [NewSQLStore] returns the implementation for PostgreSQL,
-// MySQL/MariaDB and SQLite; [github.com/outboxkit/outbox/core/outboxtest] has an
-// in-memory one for tests. Every implementation must pass
-// [github.com/outboxkit/outbox/core/storetest.Run].
+// Store persists events: the delivery core that every backend implements. [NewSQLStore]
+// returns the implementation for PostgreSQL, MySQL/MariaDB and SQLite;
+// [github.com/outboxkit/outbox/core/outboxtest] has an in-memory one for tests. A store
+// may implement more, found by type assertion as database/sql finds optional driver
+// interfaces: [ClaimStore] (required by [MultiNode] mode), [DeadStore] (listing,
+// counting and replaying DEAD events through [DeadEvents]), [StatsStore] (counts for
+// [DeadEvents.Stats]) and [ConnectionChecker]. Every implementation must pass
+// [github.com/outboxkit/outbox/core/storetest.Run], which runs the cases of each
+// optional interface the store implements.
 //
 // Status updates are fenced: they never change a DONE row, and MarkDone, Reschedule and
 // MarkDead report how many rows they changed so a caller can tell a lost race from success.
@@ -30,21 +35,20 @@ var (
 // carries a token changes a row only while its locked_by still holds that token, and
 // every outcome clears the claim.
 //
-// Claims are decided by the database clock alone: Claim compares available_at,
-// created_at and locked_until with the database's current time and writes
-// locked_until as that time plus the TTL, and Insert does the same for a pre-claimed
-// row. No application time enters a claim decision, so nodes whose clocks disagree
-// neither steal live claims nor wait for expired ones.
-//
 // Methods that change rows outside the caller's transaction use their own short
-// auto-committed statements (Claim on MySQL: one short READ COMMITTED transaction) and
-// never hold a connection longer than that.
+// auto-committed statements and never hold a connection longer than that.
 type Store interface {
 	// Insert adds p.Events as NEW rows using exec, which is normally the caller's
 	// transaction. All events go in one statement; IDs must be unique. An event with
 	// LockedBy set is inserted claimed by that token until the database's current time
 	// plus p.ClaimTTL.
 	Insert(ctx context.Context, exec Executor, p InsertParams) error
+	// Get returns one event by ID, or ErrNotFound.
+	Get(ctx context.Context, id string) (Event, error)
+	// Pending returns due NEW and RETRY rows, oldest first (created_at, then event_id),
+	// whether claimed or not: the single-node poller's read. Rows that cannot be decoded
+	// come back in PendingBatch.Undecodable.
+	Pending(ctx context.Context, p PendingParams) (PendingBatch, error)
 	// MarkDone moves the given rows to DONE, sets done_at and clears the claim. Rows
 	// already DONE, with p.Token set rows not claimed by it, and with p.Tokens set rows
 	// not claimed by their own token, are left alone. It returns the number of rows
@@ -59,10 +63,22 @@ type Store interface {
 	// claim; p.CountAttempt increments attempts too. A DONE row, and with p.Token set a
 	// row not claimed by it, is left alone.
 	MarkDead(ctx context.Context, p MarkDeadParams) (int64, error)
-	// Pending returns due NEW and RETRY rows, oldest first (created_at, then event_id),
-	// whether claimed or not: the single-node poller's read. Rows that cannot be decoded
-	// come back in PendingBatch.Undecodable.
-	Pending(ctx context.Context, p PendingParams) (PendingBatch, error)
+	// Purge deletes at most p.Limit DONE and DEAD rows whose done_at (the time they became
+	// DONE or DEAD; created_at for rows that have none) is before p.Before, oldest first,
+	// and returns how many it deleted.
+	Purge(ctx context.Context, p PurgeParams) (int64, error)
+}
+
+// ClaimStore is implemented by a [Store] that can claim rows for one node, as [MultiNode] mode needs
+// ([New] rejects a store without it in that mode).
+//
+// Claims are decided by the database clock alone: Claim compares available_at,
+// created_at and locked_until with the database's current time and writes
+// locked_until as that time plus the TTL, and Insert does the same for a pre-claimed
+// row. No application time enters a claim decision, so nodes whose clocks disagree
+// neither steal live claims nor wait for expired ones. Claim on MySQL runs one short
+// READ COMMITTED transaction.
+type ClaimStore interface {
 	// Claim atomically claims at most p.Limit due NEW and RETRY rows that are unclaimed
 	// or whose claim expired, for p.Token until the database's current time plus p.TTL,
 	// and returns them with LockedBy and LockedUntil set. "Due" and "expired" are judged
@@ -80,8 +96,12 @@ type Store interface {
 	// claim that expired but that no other node took is still held and is renewed:
 	// taking a row over replaces its token.
 	RenewClaim(ctx context.Context, p RenewClaimParams) (int64, error)
-	// Get returns one event by ID, or ErrNotFound.
-	Get(ctx context.Context, id string) (Event, error)
+}
+
+// DeadStore is implemented by a [Store] that can list, count and replay DEAD events, for
+// [DeadEvents]. Without it those methods return an error matching
+// errors.ErrUnsupported.
+type DeadStore interface {
 	// ListDead returns DEAD events matching the filter in keyset order (created_at,
 	// event_id), starting strictly after p.After when it is set.
 	ListDead(ctx context.Context, p ListDeadParams) ([]Event, error)
@@ -91,10 +111,12 @@ type Store interface {
 	// done_at and the claim cleared. Either p.IDs or the filter with p.Limit selects the
 	// rows; only DEAD rows change. It returns the number of rows changed.
 	Replay(ctx context.Context, p ReplayParams) (int64, error)
-	// Purge deletes at most p.Limit DONE and DEAD rows whose done_at (the time they became
-	// DONE or DEAD; created_at for rows that have none) is before p.Before, oldest first,
-	// and returns how many it deleted.
-	Purge(ctx context.Context, p PurgeParams) (int64, error)
+}
+
+// StatsStore is implemented by a [Store] that can count rows per status, for [DeadEvents.Stats] and
+// the metrics that read it. Without it Stats returns an error matching
+// errors.ErrUnsupported.
+type StatsStore interface {
 	// Stats counts rows per status and finds the oldest due-or-not pending row.
 	Stats(ctx context.Context) (Stats, error)
 }
@@ -176,7 +198,7 @@ type PendingParams struct {
 // ClaimParams are the inputs of [Store.Claim].
 type ClaimParams struct {
 	// Token identifies the claim: it is written to locked_by and fences the outcome
-	// updates. Use a fresh token per claim ([NewClaimToken]). Required, at most
+	// updates. Use a fresh token per claim (the outbox uses "<node ID>/<new ID>"). Required, at most
 	// MaxClaimTokenLen bytes.
 	Token string
 	// TTL is how long the claim holds, from the database's current time. Must be positive.

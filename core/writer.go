@@ -14,7 +14,7 @@ import (
 )
 
 // WriterConfig configures a [Writer]. The zero value is ready to use.
-type WriterConfig struct {
+type writerConfig struct {
 	// MaxPayloadBytes bounds an encoded payload. Defaults to DefaultMaxPayloadBytes (1 MiB).
 	MaxPayloadBytes int
 	// Hooks run around every write, in order (see [WriterHook]). The composite [Outbox]
@@ -34,9 +34,12 @@ type WriterConfig struct {
 	// dispatcher's hot queue is full, batches are not pre-claimed (the hot path would
 	// drop them): any node's poller claims them. Defaults to 0, no claims.
 	ClaimTTL time.Duration
-	// NodeID owns the claims of ClaimTTL; see [ValidateNodeID]. Defaults to
-	// DefaultNodeID().
+	// NodeID owns the claims of ClaimTTL; see validateNodeID. Defaults to
+	// defaultNodeID().
 	NodeID string
+	// hot is the hot path's queue that pre-claims are made for: while it is full the
+	// writer makes none. Nil when the writer feeds no hot path.
+	hot *queues
 }
 
 // Writer inserts events into the outbox table inside the caller's transaction. It is safe
@@ -49,12 +52,13 @@ type Writer struct {
 	now         func() time.Time
 	claimTTL    time.Duration
 	nodeID      string
+	hot         *queues // see WriterConfig.hot
 	noHooksOnce sync.Once
 }
 
 // NewWriter returns a writer that inserts through store. It returns a [*ConfigError] for
 // a nil store, a negative MaxPayloadBytes or ClaimTTL, or an invalid NodeID.
-func NewWriter(store Store, cfg WriterConfig) (*Writer, error) {
+func newWriter(store Store, cfg writerConfig) (*Writer, error) {
 	if store == nil {
 		return nil, &ConfigError{Field: "Store", Reason: "is nil"}
 	}
@@ -65,7 +69,7 @@ func NewWriter(store Store, cfg WriterConfig) (*Writer, error) {
 		return nil, &ConfigError{Field: "ClaimTTL", Reason: "must not be negative"}
 	}
 	if cfg.NodeID != "" {
-		if err := ValidateNodeID(cfg.NodeID); err != nil {
+		if err := validateNodeID(cfg.NodeID); err != nil {
 			return nil, err
 		}
 	}
@@ -83,9 +87,10 @@ func NewWriter(store Store, cfg WriterConfig) (*Writer, error) {
 		now:        cfg.Now,
 		claimTTL:   cfg.ClaimTTL,
 		nodeID:     cfg.NodeID,
+		hot:        cfg.hot,
 	}
 	if w.claimTTL > 0 && w.nodeID == "" {
-		w.nodeID = DefaultNodeID()
+		w.nodeID = defaultNodeID()
 	}
 	if w.now == nil {
 		w.now = time.Now
@@ -133,7 +138,7 @@ func (w *Writer) WriteAll(ctx context.Context, tx Executor, envs []Envelope) ([]
 		return nil, err
 	}
 	var claimTTL time.Duration
-	if w.claimTTL > 0 && hooks != nil && !w.hotQueueFull() {
+	if w.claimTTL > 0 && hooks != nil && (w.hot == nil || !w.hot.hotFull()) {
 		claimTTL = w.preClaim(events)
 	}
 	if err := w.store.Insert(ctx, tx, InsertParams{Events: events, ClaimTTL: claimTTL}); err != nil {
@@ -174,7 +179,7 @@ func (w *Writer) preClaim(events []Event) time.Duration {
 			continue // delayed: the poller claims it when it is due
 		}
 		if token == "" {
-			token = NewClaimToken(w.nodeID)
+			token = newClaimToken(w.nodeID)
 		}
 		events[i].LockedBy, events[i].LockedUntil = token, start.Add(w.claimTTL)
 	}
@@ -182,17 +187,6 @@ func (w *Writer) preClaim(events []Event) time.Duration {
 		return 0
 	}
 	return w.claimTTL
-}
-
-// hotQueueFull reports whether a hook that feeds a hot path (the dispatcher's) says its
-// queue is full: events claimed for it now would only wait for their claim to expire.
-func (w *Writer) hotQueueFull() bool {
-	for _, h := range w.hooks {
-		if f, ok := h.(interface{ hotQueueFull() bool }); ok && f.hotQueueFull() {
-			return true
-		}
-	}
-	return false
 }
 
 // transactionOf reports whether exec is inside a transaction and, when it can run

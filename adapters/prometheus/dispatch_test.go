@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/outboxtest"
 	"github.com/outboxkit/outbox/internal/testdb"
 )
 
@@ -114,7 +115,7 @@ func (b *dispatchBundle) write(t *testing.T, env outbox.Envelope) string {
 // poll runs the poller once.
 func (b *dispatchBundle) poll(t *testing.T) int {
 	t.Helper()
-	n, err := b.ob.Poller().Poll(context.Background())
+	n, err := outboxtest.Poll(context.Background(), b.ob)
 	if err != nil {
 		t.Fatalf("poll: %v", err)
 	}
@@ -301,7 +302,7 @@ func TestDispatchDeferredAndDeadResults(t *testing.T) {
 			ob.Register("Order", "Deferred", outbox.ResultListenerFunc(func(context.Context, *outbox.Event) (outbox.Result, error) {
 				calls++ // one worker: no concurrent calls
 				if calls == 1 {
-					return outbox.RetryAfter(time.Millisecond), nil
+					return outbox.Defer(time.Millisecond), nil
 				}
 				return outbox.Done(), nil
 			})),

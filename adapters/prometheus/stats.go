@@ -22,14 +22,14 @@ const (
 )
 
 // StatsSource reports the outbox table's statistics. [*outbox.DeadEvents] (what
-// [outbox.Outbox.Dead] returns) and every [outbox.Store] satisfy it.
+// [outbox.Outbox.Dead] returns) and every [outbox.StatsStore] satisfy it.
 type StatsSource interface {
 	Stats(ctx context.Context) (outbox.Stats, error)
 }
 
 var (
 	_ StatsSource = (*outbox.DeadEvents)(nil)
-	_ StatsSource = outbox.Store(nil)
+	_ StatsSource = outbox.StatsStore(nil)
 )
 
 // StatsOptions configures [NewStatsCollector]. The zero value is ready to use.

@@ -141,8 +141,8 @@ outbox_stats_up{outbox="orders"} 1
 		if age := value(t, reg, "outbox_oldest_pending_age_seconds", "outbox", "orders"); age < 7200 || age > 7200+600 {
 			t.Fatalf("oldest pending age = %v s, want about 7200", age)
 		}
-		// Any Store is a source too.
-		_, storeReg, _ := newStats(t, s.ob.Store(), StatsOptions{})
+		// A StatsStore is a source too.
+		_, storeReg, _ := newStats(t, s.ob.Store().(outbox.StatsStore), StatsOptions{})
 		if n := value(t, storeReg, "outbox_events", "status", "new"); n != 2 {
 			t.Fatalf("store source: new = %v", n)
 		}

@@ -93,7 +93,7 @@ func testInsertLargeBatch(x *fixture, n int) {
 		events[i] = ev(id, at(time.Duration(i)*time.Microsecond))
 	}
 	x.insert(events...)
-	st, err := x.store().Stats(x.ctx)
+	st, err := x.stats().Stats(x.ctx)
 	if err != nil {
 		x.Fatalf("Stats: %v", err)
 	}
@@ -204,7 +204,7 @@ func testDoneIsFenced(x *fixture) {
 	x.changed("deferral of DONE", n, err, 0)
 	n, err = x.store().MarkDead(x.ctx, outbox.MarkDeadParams{DeadAt: base, ID: "done", Reason: "late", CountAttempt: true})
 	x.changed("MarkDead of DONE", n, err, 0)
-	n, err = x.store().Replay(x.ctx, outbox.ReplayParams{IDs: []string{"done"}, Now: at(time.Hour)})
+	n, err = x.dead().Replay(x.ctx, outbox.ReplayParams{IDs: []string{"done"}, Now: at(time.Hour)})
 	x.changed("Replay of DONE", n, err, 0)
 	x.changed("MarkDone of DONE", x.markDone(at(time.Hour), "done"), nil, 0)
 	if after := x.get("done"); !reflect.DeepEqual(after, before) {
@@ -338,6 +338,7 @@ func testPendingLimit(x *fixture) {
 func testBadParams(x *fixture) {
 	x.insert(ev("a", base))
 	s := x.store()
+	ds, dead := s.(outbox.DeadStore)
 	calls := map[string]func() error{
 		"Insert without ID": func() error {
 			return s.Insert(x.ctx, x.exec(), outbox.InsertParams{Events: []outbox.Event{{Type: "T", Payload: json.RawMessage(`1`), CreatedAt: base}}})
@@ -383,31 +384,31 @@ func testBadParams(x *fixture) {
 			return err
 		},
 		"ListDead with limit 0": func() error {
-			_, err := s.ListDead(x.ctx, outbox.ListDeadParams{})
+			_, err := ds.ListDead(x.ctx, outbox.ListDeadParams{})
 			return err
 		},
 		"Replay without IDs or limit": func() error {
-			_, err := s.Replay(x.ctx, outbox.ReplayParams{Now: base})
+			_, err := ds.Replay(x.ctx, outbox.ReplayParams{Now: base})
 			return err
 		},
 		"ListDead with NUL in the event type": func() error {
-			_, err := s.ListDead(x.ctx, outbox.ListDeadParams{DeadFilter: outbox.DeadFilter{EventType: "a\x00b"}, Limit: 1})
+			_, err := ds.ListDead(x.ctx, outbox.ListDeadParams{DeadFilter: outbox.DeadFilter{EventType: "a\x00b"}, Limit: 1})
 			return err
 		},
 		"CountDead with invalid UTF-8": func() error {
-			_, err := s.CountDead(x.ctx, outbox.DeadFilter{AggregateType: "\xff"})
+			_, err := ds.CountDead(x.ctx, outbox.DeadFilter{AggregateType: "\xff"})
 			return err
 		},
 		"CountDead with an overlong event type": func() error {
-			_, err := s.CountDead(x.ctx, outbox.DeadFilter{EventType: strings.Repeat("t", outbox.MaxTypeLen+1)})
+			_, err := ds.CountDead(x.ctx, outbox.DeadFilter{EventType: strings.Repeat("t", outbox.MaxTypeLen+1)})
 			return err
 		},
 		"Replay of an ID with NUL": func() error {
-			_, err := s.Replay(x.ctx, outbox.ReplayParams{IDs: []string{"a\x00"}, Now: base})
+			_, err := ds.Replay(x.ctx, outbox.ReplayParams{IDs: []string{"a\x00"}, Now: base})
 			return err
 		},
 		"Replay with a bad filter": func() error {
-			_, err := s.Replay(x.ctx, outbox.ReplayParams{DeadFilter: outbox.DeadFilter{EventType: "\x00"}, Limit: 1, Now: base})
+			_, err := ds.Replay(x.ctx, outbox.ReplayParams{DeadFilter: outbox.DeadFilter{EventType: "\x00"}, Limit: 1, Now: base})
 			return err
 		},
 		"Purge with limit 0": func() error {
@@ -416,6 +417,9 @@ func testBadParams(x *fixture) {
 		},
 	}
 	for name, call := range calls {
+		if !dead && (strings.HasPrefix(name, "ListDead") || strings.HasPrefix(name, "CountDead") || strings.HasPrefix(name, "Replay")) {
+			continue // the store does not implement outbox.DeadStore
+		}
 		if err := call(); !errors.Is(err, outbox.ErrInvalidArgument) {
 			x.Errorf("%s: err = %v, want one matching ErrInvalidArgument", name, err)
 		}
@@ -461,7 +465,7 @@ func testOddIDs(x *fixture) {
 	for _, id := range odd[4:] {
 		x.markDead(id, "x")
 	}
-	n, err := x.store().Replay(x.ctx, outbox.ReplayParams{IDs: odd, Now: at(time.Hour)})
+	n, err := x.dead().Replay(x.ctx, outbox.ReplayParams{IDs: odd, Now: at(time.Hour)})
 	x.changed("Replay", n, err, int64(len(odd)-4))
 	for i, id := range odd {
 		want := outbox.StatusNew

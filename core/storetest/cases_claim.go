@@ -30,7 +30,7 @@ func evAt(id string, created, available time.Time) outbox.Event {
 
 func (x *fixture) claim(token string, ttl, skip time.Duration, limit int) outbox.PendingBatch {
 	x.Helper()
-	b, err := x.store().Claim(x.ctx, outbox.ClaimParams{Token: token, TTL: ttl, SkipRecent: skip, Limit: limit})
+	b, err := x.claims().Claim(x.ctx, outbox.ClaimParams{Token: token, TTL: ttl, SkipRecent: skip, Limit: limit})
 	if err != nil {
 		x.Fatalf("Claim(%s): %v", token, err)
 	}
@@ -259,7 +259,7 @@ func testRenewClaim(x *fixture) {
 	x.insert(evAt("r", ago(time.Hour), ago(time.Hour)), evAt("s", ago(time.Hour), ago(time.Hour)))
 	renew := func(id, token string, ttl time.Duration) int64 {
 		x.Helper()
-		n, err := x.store().RenewClaim(x.ctx, outbox.RenewClaimParams{ID: id, Token: token, TTL: ttl})
+		n, err := x.claims().RenewClaim(x.ctx, outbox.RenewClaimParams{ID: id, Token: token, TTL: ttl})
 		if err != nil {
 			x.Fatalf("RenewClaim(%s, %s): %v", id, token, err)
 		}
@@ -293,16 +293,16 @@ func testRenewClaim(x *fixture) {
 		"long token": {ID: "s", Token: strings.Repeat("t", outbox.MaxClaimTokenLen+1), TTL: time.Second},
 		"zero TTL":   {ID: "s", Token: "b/1"},
 	} {
-		if n, err := x.store().RenewClaim(x.ctx, p); !errors.Is(err, outbox.ErrInvalidArgument) {
+		if n, err := x.claims().RenewClaim(x.ctx, p); !errors.Is(err, outbox.ErrInvalidArgument) {
 			x.Errorf("RenewClaim with %s = %d, %v; want ErrInvalidArgument", name, n, err)
 		}
 	}
 	ctx, cancel := context.WithCancel(x.ctx)
 	cancel()
-	if _, err := x.store().Claim(ctx, outbox.ClaimParams{Token: "c/1", TTL: time.Second, Limit: 1}); !errors.Is(err, context.Canceled) {
+	if _, err := x.claims().Claim(ctx, outbox.ClaimParams{Token: "c/1", TTL: time.Second, Limit: 1}); !errors.Is(err, context.Canceled) {
 		x.Errorf("Claim with a canceled context: %v", err)
 	}
-	if _, err := x.store().RenewClaim(ctx, outbox.RenewClaimParams{ID: "s", Token: "b/1", TTL: time.Second}); !errors.Is(err, context.Canceled) {
+	if _, err := x.claims().RenewClaim(ctx, outbox.RenewClaimParams{ID: "s", Token: "b/1", TTL: time.Second}); !errors.Is(err, context.Canceled) {
 		x.Errorf("RenewClaim with a canceled context: %v", err)
 	}
 }
@@ -325,7 +325,7 @@ func testClaimConcurrent(x *fixture) {
 		wg.Go(func() {
 			for i := 0; ; i++ {
 				token := fmt.Sprintf("c%d/%d", c, i)
-				b, err := x.store().Claim(x.ctx, outbox.ClaimParams{Token: token, TTL: time.Hour, Limit: limit})
+				b, err := x.claims().Claim(x.ctx, outbox.ClaimParams{Token: token, TTL: time.Hour, Limit: limit})
 				mu.Lock()
 				if err == nil && len(b.Events) > limit {
 					err = fmt.Errorf("%s: %d events, more than the limit %d", token, len(b.Events), limit)
@@ -367,7 +367,7 @@ func testClaimBadParams(x *fixture) {
 		"zero limit":     {Token: "n/1", TTL: time.Second},
 		"negative limit": {Token: "n/1", TTL: time.Second, Limit: -1},
 	} {
-		if b, err := x.store().Claim(x.ctx, p); !errors.Is(err, outbox.ErrInvalidArgument) {
+		if b, err := x.claims().Claim(x.ctx, p); !errors.Is(err, outbox.ErrInvalidArgument) {
 			x.Errorf("Claim with %s = %+v, %v; want ErrInvalidArgument", name, b, err)
 		}
 	}

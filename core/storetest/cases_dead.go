@@ -37,7 +37,7 @@ func (x *fixture) deadSet() []string {
 
 func (x *fixture) listDead(p outbox.ListDeadParams) []outbox.Event {
 	x.Helper()
-	got, err := x.store().ListDead(x.ctx, p)
+	got, err := x.dead().ListDead(x.ctx, p)
 	if err != nil {
 		x.Fatalf("ListDead(%+v): %v", p, err)
 	}
@@ -94,7 +94,7 @@ func testListDeadPagination(x *fixture) {
 func testCountDead(x *fixture) {
 	count := func(f outbox.DeadFilter) int64 {
 		x.Helper()
-		n, err := x.store().CountDead(x.ctx, f)
+		n, err := x.dead().CountDead(x.ctx, f)
 		if err != nil {
 			x.Fatalf("CountDead: %v", err)
 		}
@@ -126,7 +126,7 @@ func testReplayByID(x *fixture) {
 	retryBefore, newBefore := x.get("retry"), x.get("new")
 
 	now := at(time.Hour + 5*time.Nanosecond)
-	n, err := x.store().Replay(x.ctx, outbox.ReplayParams{IDs: []string{"dead", "done", "new", "retry", "missing"}, Now: now})
+	n, err := x.dead().Replay(x.ctx, outbox.ReplayParams{IDs: []string{"dead", "done", "new", "retry", "missing"}, Now: now})
 	x.changed("Replay", n, err, 1)
 	e := x.wantStatus("dead", outbox.StatusNew)
 	if e.Attempts != 0 || e.LastError != "" || !e.DoneAt.IsZero() {
@@ -143,7 +143,7 @@ func testReplayByID(x *fixture) {
 	x.wantIDs("Pending", x.pending(now, 0, 10).Events, "dead", "new", "retry")
 
 	// Replaying again changes nothing: the row is no longer DEAD.
-	n, err = x.store().Replay(x.ctx, outbox.ReplayParams{IDs: []string{"dead"}, Now: now})
+	n, err = x.dead().Replay(x.ctx, outbox.ReplayParams{IDs: []string{"dead"}, Now: now})
 	x.changed("second Replay", n, err, 0)
 }
 
@@ -151,7 +151,7 @@ func testReplayByFilter(x *fixture) {
 	xa := x.deadSet()
 	filter := outbox.DeadFilter{EventType: "X", AggregateType: "A"}
 	now := at(time.Hour)
-	n, err := x.store().Replay(x.ctx, outbox.ReplayParams{DeadFilter: filter, Limit: 2, Now: now})
+	n, err := x.dead().Replay(x.ctx, outbox.ReplayParams{DeadFilter: filter, Limit: 2, Now: now})
 	x.changed("Replay by filter", n, err, 2)
 	for i, id := range xa {
 		want := outbox.StatusDead
@@ -164,7 +164,7 @@ func testReplayByFilter(x *fixture) {
 	}
 	total := n
 	for range 10 {
-		n, err = x.store().Replay(x.ctx, outbox.ReplayParams{DeadFilter: filter, Limit: 2, Now: now})
+		n, err = x.dead().Replay(x.ctx, outbox.ReplayParams{DeadFilter: filter, Limit: 2, Now: now})
 		if err != nil {
 			x.Fatalf("Replay: %v", err)
 		}
@@ -184,7 +184,7 @@ func testReplayByFilter(x *fixture) {
 	}
 	x.wantStatus("x-done", outbox.StatusDone)
 	x.wantStatus("x-alive", outbox.StatusNew)
-	if c, err := x.store().CountDead(x.ctx, outbox.DeadFilter{}); err != nil || c != 3 {
+	if c, err := x.dead().CountDead(x.ctx, outbox.DeadFilter{}); err != nil || c != 3 {
 		x.Fatalf("CountDead after replay = %d, %v; want 3", c, err)
 	}
 }
@@ -236,7 +236,7 @@ func testPurge(x *fixture) {
 }
 
 func testStats(x *fixture) {
-	st, err := x.store().Stats(x.ctx)
+	st, err := x.stats().Stats(x.ctx)
 	if err != nil {
 		x.Fatalf("Stats: %v", err)
 	}
@@ -253,7 +253,7 @@ func testStats(x *fixture) {
 	x.retry("r1", at(time.Hour)) // not due: still pending for Stats
 	x.markDone(at(time.Hour), "done", "done2")
 	x.markDead("dead", "x")
-	st, err = x.store().Stats(x.ctx)
+	st, err = x.stats().Stats(x.ctx)
 	if err != nil {
 		x.Fatalf("Stats: %v", err)
 	}

@@ -144,6 +144,33 @@ type fixture struct {
 
 func (x *fixture) store() outbox.Store { return x.h.Store }
 
+// claims returns the store as an outbox.ClaimStore, or skips the test.
+func (x *fixture) claims() outbox.ClaimStore {
+	cs, ok := x.h.Store.(outbox.ClaimStore)
+	if !ok {
+		x.Skipf("%T does not implement outbox.ClaimStore", x.h.Store)
+	}
+	return cs
+}
+
+// dead returns the store as an outbox.DeadStore, or skips the test.
+func (x *fixture) dead() outbox.DeadStore {
+	ds, ok := x.h.Store.(outbox.DeadStore)
+	if !ok {
+		x.Skipf("%T does not implement outbox.DeadStore", x.h.Store)
+	}
+	return ds
+}
+
+// stats returns the store as an outbox.StatsStore, or skips the test.
+func (x *fixture) stats() outbox.StatsStore {
+	ss, ok := x.h.Store.(outbox.StatsStore)
+	if !ok {
+		x.Skipf("%T does not implement outbox.StatsStore", x.h.Store)
+	}
+	return ss
+}
+
 // exec returns the executor for Insert outside a transaction.
 func (x *fixture) exec() outbox.Executor {
 	if x.h.DB == nil {

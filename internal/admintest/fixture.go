@@ -12,6 +12,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/outboxtest"
 	"github.com/outboxkit/outbox/internal/testdb"
 )
 
@@ -193,7 +194,7 @@ func (f *Fixture) SeedDead(t *testing.T, seeds ...Seed) []string {
 // Poll runs the poller once: it hands replayed (NEW) events to the dispatcher.
 func (f *Fixture) Poll(t *testing.T) {
 	t.Helper()
-	if _, err := f.Outbox.Poller().Poll(context.Background()); err != nil {
+	if _, err := outboxtest.Poll(context.Background(), f.Outbox); err != nil {
 		t.Fatalf("poll: %v", err)
 	}
 }

@@ -17,7 +17,7 @@
 //
 // # A transaction per request
 //
-// [TxPerRequest] adapts [outbox.TxPerRequest] (see there for the rules): it begins a
+// [TxPerRequest] adapts [outboxhttp.TxPerRequest] (see there for the rules): it begins a
 // transaction for each request, gives it to the handler through [Tx], and commits it
 // before the response status is sent when the status is a success (below 400 by
 // default), rolling it back otherwise, when the handler returns an error, or when it
@@ -25,7 +25,7 @@
 // 500 instead of the handler's response. After the commit, the events written in the
 // transaction are handed to the outbox's dispatcher.
 //
-//	api := e.Group("/api", outboxecho.TxPerRequest(db, outbox.TxPerRequestConfig{}))
+//	api := e.Group("/api", outboxecho.TxPerRequest(db, outboxhttp.Config{}))
 //	api.POST("/orders", func(c echo.Context) error {
 //		tx, _ := outboxecho.Tx(c)
 //		ctx := c.Request().Context()
@@ -39,5 +39,5 @@
 //	})
 //
 // The transaction is also in c.Request().Context() ([outbox.TxFromContext],
-// [outbox.TxFromRequest]).
+// [outboxhttp.TxFromRequest]).
 package outboxecho

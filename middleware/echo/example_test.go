@@ -15,6 +15,7 @@ import (
 	outboxadmin "github.com/outboxkit/outbox/admin"
 	outbox "github.com/outboxkit/outbox/core"
 	outboxecho "github.com/outboxkit/outbox/middleware/echo"
+	outboxhttp "github.com/outboxkit/outbox/middleware/nethttp"
 )
 
 // openExampleDB opens a fresh SQLite database with an outbox table and an orders table.
@@ -104,7 +105,7 @@ func ExampleTxPerRequest() {
 	defer ob.Stop(ctx)
 
 	e := echo.New()
-	api := e.Group("/api", outboxecho.TxPerRequest(db, outbox.TxPerRequestConfig{}))
+	api := e.Group("/api", outboxecho.TxPerRequest(db, outboxhttp.Config{}))
 	api.POST("/orders/:id", func(c echo.Context) error {
 		tx, _ := outboxecho.Tx(c)
 		ctx, id := c.Request().Context(), c.Param("id")

@@ -8,10 +8,11 @@ import (
 	"github.com/labstack/echo/v4"
 
 	outbox "github.com/outboxkit/outbox/core"
+	outboxhttp "github.com/outboxkit/outbox/middleware/nethttp"
 )
 
 // TxPerRequest returns echo middleware that runs each request in a transaction on db:
-// [outbox.TxPerRequest] adapted to echo's handler chain. The handler gets the
+// [outboxhttp.TxPerRequest] adapted to echo's handler chain. The handler gets the
 // transaction from [Tx]. It ends when the response status is known, before it is
 // sent:
 //
@@ -32,8 +33,8 @@ import (
 // c.Response().Status reports it to the middleware before this one. If the transaction
 // cannot begin, the request gets that response and the handler does not run.
 // cfg.Skip requests get no transaction.
-func TxPerRequest(db *sql.DB, cfg outbox.TxPerRequestConfig) echo.MiddlewareFunc {
-	mw := outbox.TxPerRequest(db, cfg)
+func TxPerRequest(db *sql.DB, cfg outboxhttp.Config) echo.MiddlewareFunc {
+	mw := outboxhttp.TxPerRequest(db, cfg)
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			req, res := c.Request(), c.Response()
@@ -79,5 +80,5 @@ func errorStatus(err error) int {
 // Tx returns the transaction [TxPerRequest] began for the request, or false when there
 // is none (the middleware did not run, or its Skip skipped the request).
 func Tx(c echo.Context) (*outbox.Tx, bool) {
-	return outbox.TxFromRequest(c.Request())
+	return outboxhttp.TxFromRequest(c.Request())
 }

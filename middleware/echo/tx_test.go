@@ -19,6 +19,7 @@ import (
 	outbox "github.com/outboxkit/outbox/core"
 	"github.com/outboxkit/outbox/internal/adaptertest"
 	outboxecho "github.com/outboxkit/outbox/middleware/echo"
+	outboxhttp "github.com/outboxkit/outbox/middleware/nethttp"
 )
 
 // events is an ordered log shared by the handler and the status probe.
@@ -108,7 +109,7 @@ func orderApp(t *testing.T, b *adaptertest.Bundle, ev *events, reported *sync.Ma
 		}
 	})
 	e.Use(recoverer)
-	e.Use(outboxecho.TxPerRequest(b.DB, outbox.TxPerRequestConfig{}))
+	e.Use(outboxecho.TxPerRequest(b.DB, outboxhttp.Config{}))
 	e.POST("/orders/:id/:outcome", func(c echo.Context) error {
 		tx, ok := outboxecho.Tx(c)
 		if !ok {
@@ -246,7 +247,7 @@ func TestTxPerRequestCommitFailure(t *testing.T) {
 			return err
 		}
 	})
-	e.Use(outboxecho.TxPerRequest(db, outbox.TxPerRequestConfig{}))
+	e.Use(outboxecho.TxPerRequest(db, outboxhttp.Config{}))
 	e.POST("/lines", func(c echo.Context) error {
 		tx, _ := outboxecho.Tx(c)
 		if _, err := tx.ExecContext(c.Request().Context(), `INSERT INTO order_line (id, order_id) VALUES ('l-1', 'missing')`); err != nil {
@@ -275,7 +276,7 @@ func TestTxPerRequestErrorHandlerWritesNothing(t *testing.T) {
 	db := newDeferredFKDB(t)
 	e := newEcho()
 	e.HTTPErrorHandler = func(error, echo.Context) {}
-	e.Use(outboxecho.TxPerRequest(db, outbox.TxPerRequestConfig{}))
+	e.Use(outboxecho.TxPerRequest(db, outboxhttp.Config{}))
 	e.POST("/orders", func(c echo.Context) error {
 		tx, _ := outboxecho.Tx(c)
 		if _, err := tx.ExecContext(c.Request().Context(), `INSERT INTO orders (id) VALUES ('o-1')`); err != nil {
@@ -304,11 +305,11 @@ func TestTxPerRequestSkipAndBeginFailure(t *testing.T) {
 		_, ok := outboxecho.Tx(c)
 		return c.String(http.StatusOK, fmt.Sprint(ok))
 	}
-	e.Match([]string{http.MethodGet, http.MethodPost}, "/ok", hasTx, outboxecho.TxPerRequest(db, outbox.TxPerRequestConfig{Skip: skipGET}))
+	e.Match([]string{http.MethodGet, http.MethodPost}, "/ok", hasTx, outboxecho.TxPerRequest(db, outboxhttp.Config{Skip: skipGET}))
 	e.POST("/broken", func(echo.Context) error {
 		t.Error("a handler ran without its transaction")
 		return nil
-	}, outboxecho.TxPerRequest(closed, outbox.TxPerRequestConfig{}))
+	}, outboxecho.TxPerRequest(closed, outboxhttp.Config{}))
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
 

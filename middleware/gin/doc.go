@@ -17,7 +17,7 @@
 //
 // # A transaction per request
 //
-// [TxPerRequest] adapts [outbox.TxPerRequest] (see there for the rules): it begins a
+// [TxPerRequest] adapts [outboxhttp.TxPerRequest] (see there for the rules): it begins a
 // transaction for each request, gives it to the handlers through [Tx], and commits it
 // before the response status is sent when the status is a success (below 400 by
 // default), rolling it back otherwise, when the handler panics (gin.Recovery then
@@ -26,7 +26,7 @@
 // the client gets a 500 instead of the handler's response. After the commit, the
 // events written in the transaction are handed to the outbox's dispatcher.
 //
-//	api := r.Group("/api", outboxgin.TxPerRequest(db, outbox.TxPerRequestConfig{}))
+//	api := r.Group("/api", outboxgin.TxPerRequest(db, outboxhttp.Config{}))
 //	api.POST("/orders", func(c *gin.Context) {
 //		tx, _ := outboxgin.Tx(c)
 //		ctx := c.Request.Context()
@@ -39,6 +39,6 @@
 //	})
 //
 // The transaction is also in c.Request.Context() ([outbox.TxFromContext],
-// [outbox.TxFromRequest]); note that gin's Context looks values up in the request's
+// [outboxhttp.TxFromRequest]); note that gin's Context looks values up in the request's
 // context only with Engine.ContextWithFallback set, so prefer [Tx].
 package outboxgin

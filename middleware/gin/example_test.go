@@ -15,6 +15,7 @@ import (
 	outboxadmin "github.com/outboxkit/outbox/admin"
 	outbox "github.com/outboxkit/outbox/core"
 	outboxgin "github.com/outboxkit/outbox/middleware/gin"
+	outboxhttp "github.com/outboxkit/outbox/middleware/nethttp"
 )
 
 // openExampleDB opens a fresh SQLite database with an outbox table and an orders table.
@@ -104,7 +105,7 @@ func ExampleTxPerRequest() {
 	defer ob.Stop(ctx)
 
 	r := gin.New()
-	api := r.Group("/api", outboxgin.TxPerRequest(db, outbox.TxPerRequestConfig{}))
+	api := r.Group("/api", outboxgin.TxPerRequest(db, outboxhttp.Config{}))
 	api.POST("/orders/:id", func(c *gin.Context) {
 		tx, _ := outboxgin.Tx(c)
 		ctx, id := c.Request.Context(), c.Param("id")

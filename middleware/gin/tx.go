@@ -10,10 +10,11 @@ import (
 	"github.com/gin-gonic/gin"
 
 	outbox "github.com/outboxkit/outbox/core"
+	outboxhttp "github.com/outboxkit/outbox/middleware/nethttp"
 )
 
 // TxPerRequest returns gin middleware that runs each request in a transaction on db:
-// [outbox.TxPerRequest] adapted to gin's handler chain. The handlers after it get the
+// [outboxhttp.TxPerRequest] adapted to gin's handler chain. The handlers after it get the
 // transaction from [Tx]. It ends when the response status is known, before it is
 // sent:
 //
@@ -31,8 +32,8 @@ import (
 // the client gets cfg.ErrorHandler's response (a plain 500 by default) and
 // c.Writer.Status reports it. If the transaction cannot begin, the request gets that
 // response and the chain is aborted. cfg.Skip requests get no transaction.
-func TxPerRequest(db *sql.DB, cfg outbox.TxPerRequestConfig) gin.HandlerFunc {
-	mw := outbox.TxPerRequest(db, cfg)
+func TxPerRequest(db *sql.DB, cfg outboxhttp.Config) gin.HandlerFunc {
+	mw := outboxhttp.TxPerRequest(db, cfg)
 	return func(c *gin.Context) {
 		req, w := c.Request, c.Writer
 		defer func() { c.Request, c.Writer = req, w }()
@@ -68,7 +69,7 @@ func TxPerRequest(db *sql.DB, cfg outbox.TxPerRequestConfig) gin.HandlerFunc {
 // Tx returns the transaction [TxPerRequest] began for the request, or false when there
 // is none (the middleware did not run, or its Skip skipped the request).
 func Tx(c *gin.Context) (*outbox.Tx, bool) {
-	return outbox.TxFromRequest(c.Request)
+	return outboxhttp.TxFromRequest(c.Request)
 }
 
 // responseWriter is the gin.ResponseWriter of a request with a transaction. gin's

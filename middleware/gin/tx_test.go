@@ -19,6 +19,7 @@ import (
 	outbox "github.com/outboxkit/outbox/core"
 	"github.com/outboxkit/outbox/internal/adaptertest"
 	outboxgin "github.com/outboxkit/outbox/middleware/gin"
+	outboxhttp "github.com/outboxkit/outbox/middleware/nethttp"
 )
 
 // events is an ordered log shared by the handler and the status probe.
@@ -91,7 +92,7 @@ func orderRouter(t *testing.T, b *adaptertest.Bundle, ev *events, reported *sync
 			c.JSON(http.StatusUnprocessableEntity, gin.H{"error": "rejected"})
 		}
 	})
-	r.Use(outboxgin.TxPerRequest(b.DB, outbox.TxPerRequestConfig{}))
+	r.Use(outboxgin.TxPerRequest(b.DB, outboxhttp.Config{}))
 	r.POST("/orders/:id/:outcome", func(c *gin.Context) {
 		tx, ok := outboxgin.Tx(c)
 		if !ok {
@@ -209,7 +210,7 @@ func TestTxPerRequestCommitFailure(t *testing.T) {
 		c.Next()
 		reported.Store(int64(c.Writer.Status()))
 	})
-	r.Use(outboxgin.TxPerRequest(db, outbox.TxPerRequestConfig{}))
+	r.Use(outboxgin.TxPerRequest(db, outboxhttp.Config{}))
 	r.POST("/lines", func(c *gin.Context) {
 		tx, _ := outboxgin.Tx(c)
 		if _, err := tx.ExecContext(c.Request.Context(), `INSERT INTO order_line (id, order_id) VALUES ('l-1', 'missing')`); err != nil {
@@ -250,8 +251,8 @@ func TestTxPerRequestSkipAndBeginFailure(t *testing.T) {
 		_, ok := outboxgin.Tx(c)
 		c.String(http.StatusOK, "%t", ok)
 	}
-	r.Match([]string{http.MethodGet, http.MethodPost}, "/ok", outboxgin.TxPerRequest(db, outbox.TxPerRequestConfig{Skip: skipGET}), hasTx)
-	r.POST("/broken", outboxgin.TxPerRequest(closed, outbox.TxPerRequestConfig{}), func(c *gin.Context) {
+	r.Match([]string{http.MethodGet, http.MethodPost}, "/ok", outboxgin.TxPerRequest(db, outboxhttp.Config{Skip: skipGET}), hasTx)
+	r.POST("/broken", outboxgin.TxPerRequest(closed, outboxhttp.Config{}), func(c *gin.Context) {
 		t.Error("a handler ran without its transaction")
 	})
 	srv := httptest.NewServer(r)

@@ -1,9 +1,8 @@
-package outbox_test
+package outboxhttp_test
 
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 
 	outbox "github.com/outboxkit/outbox/core"
 	"github.com/outboxkit/outbox/internal/adaptertest"
+	outboxhttp "github.com/outboxkit/outbox/middleware/nethttp"
 )
 
 var sqliteBackend = adaptertest.Backend{Name: "sqlite", Dialect: outbox.SQLite}
@@ -71,7 +71,7 @@ func send(t *testing.T, method, url string) (*http.Response, string) {
 // placeOrder is the business work of a handler: the order row and its event, in tx.
 func placeOrder(t *testing.T, b *adaptertest.Bundle, r *http.Request, eventID, orderID string) *outbox.Tx {
 	t.Helper()
-	tx, ok := outbox.TxFromRequest(r)
+	tx, ok := outboxhttp.TxFromRequest(r)
 	if !ok {
 		t.Error("the handler has no transaction")
 		return nil
@@ -122,7 +122,7 @@ func TestTxPerRequestCommitsBeforeTheStatusIsSent(t *testing.T) {
 	b := adaptertest.Setup(t, sqliteBackend, adaptertest.Options{})
 	var l callLog
 	id := outbox.NewID()
-	h := outbox.TxPerRequest(b.DB, outbox.TxPerRequestConfig{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := outboxhttp.TxPerRequest(b.DB, outboxhttp.Config{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tx := placeOrder(t, b, r, id, "o-1")
 		tx.AfterCommit(l.fn("after-commit"))
 		tx.AfterRollback(l.fn("after-rollback"))
@@ -160,7 +160,7 @@ func TestTxPerRequestCommitsWithoutExplicitStatus(t *testing.T) {
 			t.Parallel()
 			var l callLog
 			id, order := outbox.NewID(), "o-"+tc.name
-			h := outbox.TxPerRequest(b.DB, outbox.TxPerRequestConfig{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h := outboxhttp.TxPerRequest(b.DB, outboxhttp.Config{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				placeOrder(t, b, r, id, order).AfterCommit(l.fn("after-commit"))
 				tc.write(w)
 			}))
@@ -203,7 +203,7 @@ func TestTxPerRequestRollsBackOnErrorStatus(t *testing.T) {
 			t.Parallel()
 			var l callLog
 			id, order := outbox.NewID(), "o-"+tc.name
-			h := outbox.TxPerRequest(b.DB, outbox.TxPerRequestConfig{Commit: tc.commit})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h := outboxhttp.TxPerRequest(b.DB, outboxhttp.Config{Commit: tc.commit})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				tx := placeOrder(t, b, r, id, order)
 				tx.AfterCommit(l.fn("after-commit"))
 				tx.AfterRollback(l.fn("after-rollback"))
@@ -249,7 +249,7 @@ func TestTxPerRequestRollsBackOnPanic(t *testing.T) {
 				next.ServeHTTP(w, r)
 			})
 		}
-		h := outbox.TxPerRequest(b.DB, outbox.TxPerRequestConfig{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := outboxhttp.TxPerRequest(b.DB, outboxhttp.Config{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			tx := placeOrder(t, b, r, id, "o-panic")
 			tx.AfterCommit(l.fn("after-commit"))
 			tx.AfterRollback(l.fn("after-rollback"))
@@ -275,7 +275,7 @@ func TestTxPerRequestRollsBackOnPanic(t *testing.T) {
 		t.Parallel()
 		var l callLog
 		id := outbox.NewID()
-		h := outbox.TxPerRequest(b.DB, outbox.TxPerRequestConfig{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := outboxhttp.TxPerRequest(b.DB, outboxhttp.Config{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			placeOrder(t, b, r, id, "o-abort").AfterRollback(l.fn("after-rollback"))
 			panic(http.ErrAbortHandler) // net/http's own recovery aborts the connection
 		}))
@@ -352,9 +352,9 @@ func TestTxPerRequestCommitFailureReplacesTheResponse(t *testing.T) {
 			db := newDeferredFKDB(t)
 			logs := &logCounter{}
 			var l callLog
-			mw := outbox.TxPerRequest(db, outbox.TxPerRequestConfig{ErrorHandler: tc.onError, Logger: slog.New(logs)})
+			mw := outboxhttp.TxPerRequest(db, outboxhttp.Config{ErrorHandler: tc.onError, Logger: slog.New(logs)})
 			h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				tx, _ := outbox.TxFromRequest(r)
+				tx, _ := outboxhttp.TxFromRequest(r)
 				tx.AfterCommit(l.fn("after-commit"))
 				tx.AfterRollback(l.fn("after-rollback"))
 				if _, err := tx.ExecContext(r.Context(), `INSERT INTO order_line (id, order_id) VALUES ('l-1', 'missing')`); err != nil {
@@ -406,7 +406,7 @@ func TestTxPerRequestHijackCommitsFirst(t *testing.T) {
 	b := adaptertest.Setup(t, sqliteBackend, adaptertest.Options{})
 	var l callLog
 	id := outbox.NewID()
-	h := outbox.TxPerRequest(b.DB, outbox.TxPerRequestConfig{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := outboxhttp.TxPerRequest(b.DB, outboxhttp.Config{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		placeOrder(t, b, r, id, "o-hijack").AfterCommit(l.fn("after-commit"))
 		conn, buf, err := http.NewResponseController(w).Hijack()
 		if err != nil {
@@ -432,8 +432,8 @@ func TestTxPerRequestResponseController(t *testing.T) {
 	t.Parallel()
 	db := newDeferredFKDB(t)
 	var l callLog
-	h := outbox.TxPerRequest(db, outbox.TxPerRequestConfig{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tx, _ := outbox.TxFromRequest(r)
+	h := outboxhttp.TxPerRequest(db, outboxhttp.Config{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tx, _ := outboxhttp.TxFromRequest(r)
 		tx.AfterCommit(l.fn("after-commit"))
 		rc := http.NewResponseController(w)
 		if err := rc.SetWriteDeadline(time.Now().Add(time.Minute)); err != nil {
@@ -459,8 +459,8 @@ func TestTxPerRequestSkip(t *testing.T) {
 	t.Parallel()
 	b := adaptertest.Setup(t, sqliteBackend, adaptertest.Options{})
 	skipReads := func(r *http.Request) bool { return r.Method == http.MethodGet }
-	h := outbox.TxPerRequest(b.DB, outbox.TxPerRequestConfig{Skip: skipReads})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, ok := outbox.TxFromRequest(r)
+	h := outboxhttp.TxPerRequest(b.DB, outboxhttp.Config{Skip: skipReads})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, ok := outboxhttp.TxFromRequest(r)
 		fmt.Fprint(w, ok)
 	}))
 	url := serveHTTP(t, h)
@@ -470,7 +470,7 @@ func TestTxPerRequestSkip(t *testing.T) {
 	if _, body := send(t, http.MethodPost, url); body != "true" {
 		t.Errorf("POST has no transaction")
 	}
-	if _, ok := outbox.TxFromRequest(httptest.NewRequest(http.MethodGet, "/", nil)); ok {
+	if _, ok := outboxhttp.TxFromRequest(httptest.NewRequest(http.MethodGet, "/", nil)); ok {
 		t.Error("a plain request has a transaction")
 	}
 }
@@ -478,10 +478,10 @@ func TestTxPerRequestSkip(t *testing.T) {
 func TestTxPerRequestAppliedTwiceUsesOneTransaction(t *testing.T) {
 	t.Parallel()
 	db := newDeferredFKDB(t)
-	mw := outbox.TxPerRequest(db, outbox.TxPerRequestConfig{})
+	mw := outboxhttp.TxPerRequest(db, outboxhttp.Config{})
 	var outer *outbox.Tx
 	inner := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tx, _ := outbox.TxFromRequest(r)
+		tx, _ := outboxhttp.TxFromRequest(r)
 		if tx != outer {
 			t.Error("the inner middleware began another transaction")
 		}
@@ -491,7 +491,7 @@ func TestTxPerRequestAppliedTwiceUsesOneTransaction(t *testing.T) {
 		w.WriteHeader(http.StatusCreated)
 	}))
 	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		outer, _ = outbox.TxFromRequest(r)
+		outer, _ = outboxhttp.TxFromRequest(r)
 		inner.ServeHTTP(w, r)
 	}))
 	if resp, _ := send(t, http.MethodPost, serveHTTP(t, h)); resp.StatusCode != http.StatusCreated {
@@ -520,7 +520,7 @@ func TestTxPerRequestBeginFailure(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			logs := &logCounter{}
-			h := outbox.TxPerRequest(tc.db, outbox.TxPerRequestConfig{Logger: slog.New(logs)})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h := outboxhttp.TxPerRequest(tc.db, outboxhttp.Config{Logger: slog.New(logs)})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				t.Error("the handler ran without a transaction")
 			}))
 			resp, body := send(t, http.MethodPost, serveHTTP(t, h))
@@ -532,70 +532,4 @@ func TestTxPerRequestBeginFailure(t *testing.T) {
 			}
 		})
 	}
-}
-
-// ExampleTxPerRequest runs every request in a transaction: the handler writes the
-// business row and the event through the request's transaction, which commits before
-// the 201 is sent, and the event is delivered right after the commit.
-func ExampleTxPerRequest() {
-	db, cleanup := openExampleDB()
-	defer cleanup()
-	ctx := context.Background()
-	if err := outbox.Migrate(ctx, db, outbox.SQLite); err != nil {
-		panic(err)
-	}
-	if _, err := db.ExecContext(ctx, `CREATE TABLE orders (id TEXT PRIMARY KEY)`); err != nil {
-		panic(err)
-	}
-	ob, err := outbox.New(db, outbox.Config{Dialect: outbox.SQLite})
-	if err != nil {
-		panic(err)
-	}
-	delivered := make(chan string, 1)
-	err = ob.Register("Order", "OrderPlaced", outbox.ListenerFunc(func(_ context.Context, e *outbox.Event) error {
-		delivered <- e.Type + " " + e.AggregateID
-		return nil
-	}))
-	if err != nil {
-		panic(err)
-	}
-	if err := ob.Start(ctx); err != nil {
-		panic(err)
-	}
-	defer ob.Stop(ctx)
-
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /orders/{id}", func(w http.ResponseWriter, r *http.Request) {
-		tx, _ := outbox.TxFromRequest(r)
-		id := r.PathValue("id")
-		if _, err := tx.ExecContext(r.Context(), `INSERT INTO orders (id) VALUES (?)`, id); err != nil {
-			http.Error(w, "conflict", http.StatusConflict) // rolls back
-			return
-		}
-		_, err := ob.Writer().Write(r.Context(), tx, outbox.Envelope{
-			Type: "OrderPlaced", AggregateType: "Order", AggregateID: id, Payload: map[string]string{"id": id},
-		})
-		if err != nil {
-			http.Error(w, "internal error", http.StatusInternalServerError) // rolls back
-			return
-		}
-		w.WriteHeader(http.StatusCreated) // commits, then sends 201
-		_ = json.NewEncoder(w).Encode(map[string]string{"id": id})
-	})
-	srv := httptest.NewServer(outbox.TxPerRequest(db, outbox.TxPerRequestConfig{})(mux))
-	defer srv.Close()
-
-	for range 2 {
-		resp, err := http.Post(srv.URL+"/orders/o-1", "application/json", nil)
-		if err != nil {
-			panic(err)
-		}
-		resp.Body.Close()
-		fmt.Println(resp.StatusCode)
-	}
-	fmt.Println(<-delivered)
-	// Output:
-	// 201
-	// 409
-	// OrderPlaced o-1
 }

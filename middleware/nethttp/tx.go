@@ -1,4 +1,4 @@
-package outbox
+package outboxhttp
 
 import (
 	"bufio"
@@ -10,11 +10,13 @@ import (
 	"maps"
 	"net"
 	"net/http"
+
+	outbox "github.com/outboxkit/outbox/core"
 )
 
-// TxPerRequestConfig configures [TxPerRequest]. The zero value is ready to use.
-type TxPerRequestConfig struct {
-	// TxOptions are passed to BeginTx for every transaction. Defaults to nil: the
+// Config configures [TxPerRequest]. The zero value is ready to use.
+type Config struct {
+	// TxOptions are passed to [outbox.BeginTx] for every transaction. Defaults to nil: the
 	// driver's default isolation level, read-write.
 	TxOptions *sql.TxOptions
 	// Commit reports whether a response with this status code commits the transaction;
@@ -22,7 +24,7 @@ type TxPerRequestConfig struct {
 	// [TxPerRequest]), 2xx and 3xx commit, 4xx and 5xx roll back.
 	Commit func(status int) bool
 	// Skip, when it returns true, lets the request through without a transaction:
-	// [TxFromRequest] then reports false and a write fails with [ErrNoTransaction].
+	// [TxFromRequest] then reports false and a write fails with [outbox.ErrNoTransaction].
 	// Every request that gets a transaction holds a database connection (and, on SQLite
 	// opened with _txlock=immediate, the write lock) until its response starts; skip the
 	// requests that never write, for example safe methods:
@@ -39,26 +41,25 @@ type TxPerRequestConfig struct {
 	Logger *slog.Logger
 }
 
-// DefaultCommit is the default of [TxPerRequestConfig.Commit]: it commits on a status
-// below 400.
+// DefaultCommit is the default of [Config.Commit]: it commits on a status below 400.
 func DefaultCommit(status int) bool { return status < http.StatusBadRequest }
 
 // TxPerRequest returns net/http middleware that runs every request in a database
-// transaction on db: it begins a [*Tx], puts it in the request's context (see
-// [TxFromRequest] and [TxFromContext]) and ends it when the response status is known.
-// The shape func(http.Handler) http.Handler fits http.Handler chains and chi's Use;
-// the packages outboxgin and outboxecho adapt it to their routers.
+// transaction on db: it begins an [*outbox.Tx], puts it in the request's context (see
+// [TxFromRequest] and [outbox.TxFromContext]) and ends it when the response status is
+// known. The shape func(http.Handler) http.Handler fits http.Handler chains and chi's
+// Use; the packages outboxgin and outboxecho adapt it to their routers.
 //
 // # When it commits
 //
 // The transaction ends at the handler's first WriteHeader, Write, Flush or Hijack,
-// before anything reaches the client: with a status that commits (see
-// [TxPerRequestConfig.Commit]; Write implies 200, Hijack 101), it commits first and the
-// after-commit callbacks run (events written through [Writer.Write] are handed to the
-// dispatcher), then the status goes out. If the commit fails, the handler's status,
-// headers and body are replaced by [TxPerRequestConfig.ErrorHandler]'s response (a 500
-// by default), so a client never sees success for a transaction that did not commit;
-// later writes of the handler are discarded. With any other status it rolls back,
+// before anything reaches the client: with a status that commits (see [Config.Commit];
+// Write implies 200, Hijack 101), it commits first and the after-commit callbacks run
+// (events written through [outbox.Writer.Write] are handed to the dispatcher), then the
+// status goes out. If the commit fails, the handler's status, headers and body are
+// replaced by [Config.ErrorHandler]'s response (a 500 by default), so a client never
+// sees success for a transaction that did not commit; later writes of the handler are
+// discarded. With any other status it rolls back,
 // then the response goes out unchanged. Informational statuses other than 101 (such as
 // 103 Early Hints) pass through and decide nothing. A handler that returns without
 // writing gets net/http's implicit 200, so its transaction commits. Finish all database
@@ -76,7 +77,7 @@ func DefaultCommit(status int) bool { return status < http.StatusBadRequest }
 //
 // The ResponseWriter the handler gets implements http.Flusher and http.Hijacker and
 // unwraps (Unwrap) to the one it wraps, for [net/http.ResponseController].
-func TxPerRequest(db *sql.DB, cfg TxPerRequestConfig) func(http.Handler) http.Handler {
+func TxPerRequest(db *sql.DB, cfg Config) func(http.Handler) http.Handler {
 	s := &txSettings{
 		txOpts:  cfg.TxOptions,
 		commit:  cfg.Commit,
@@ -100,7 +101,7 @@ func TxPerRequest(db *sql.DB, cfg TxPerRequestConfig) func(http.Handler) http.Ha
 				return
 			}
 			header := w.Header().Clone() // the headers to keep if the response is replaced
-			tx, err := BeginTx(r.Context(), db, s.txOpts)
+			tx, err := outbox.BeginTx(r.Context(), db, s.txOpts)
 			if err != nil {
 				s.logger.LogAttrs(r.Context(), slog.LevelError, "outbox: begin request transaction",
 					requestAttrs(r, err)...)
@@ -108,7 +109,7 @@ func TxPerRequest(db *sql.DB, cfg TxPerRequestConfig) func(http.Handler) http.Ha
 				return
 			}
 			tw := &txResponseWriter{w: w, r: r, tx: tx, s: s, header: header}
-			ctx := context.WithValue(ContextWithTx(r.Context(), tx), txPerRequestKey{}, true)
+			ctx := context.WithValue(outbox.ContextWithTx(r.Context(), tx), txPerRequestKey{}, true)
 			returned := false
 			defer func() {
 				// A panic (or runtime.Goexit) in the handler: roll back and let it go on.
@@ -126,14 +127,15 @@ func TxPerRequest(db *sql.DB, cfg TxPerRequestConfig) func(http.Handler) http.Ha
 }
 
 // TxFromRequest returns the transaction [TxPerRequest] began for r, or false when
-// there is none (the middleware did not run, or skipped r). Pass it to [Writer.Write]
-// and run the business SQL through it; [Tx.SQLTx] gives the *sql.Tx for an ORM.
-func TxFromRequest(r *http.Request) (*Tx, bool) {
-	exec, ok := TxFromContext(r.Context())
+// there is none (the middleware did not run, or skipped r). Pass it to
+// [outbox.Writer.Write] and run the business SQL through it; [outbox.Tx.SQLTx] gives the
+// *sql.Tx for an ORM.
+func TxFromRequest(r *http.Request) (*outbox.Tx, bool) {
+	exec, ok := outbox.TxFromContext(r.Context())
 	if !ok {
 		return nil, false
 	}
-	tx, ok := exec.(*Tx)
+	tx, ok := exec.(*outbox.Tx)
 	return tx, ok
 }
 
@@ -177,7 +179,7 @@ const (
 type txResponseWriter struct {
 	w      http.ResponseWriter
 	r      *http.Request
-	tx     *Tx
+	tx     *outbox.Tx
 	s      *txSettings
 	header http.Header // w's headers before the handler ran
 	state  reqOutcome

@@ -1,0 +1,69 @@
+package outbox
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// hotPath hands committed events to the dispatcher's hot queue. [New] appends it to the
+// writer's hooks in SingleNode and MultiNode modes. Its AfterCommit queues each
+// committed event, except events that are not due yet (they wait for the poller;
+// Metrics.DelayedSkipped). It never blocks and never fails: an event the queue cannot
+// take (full, or dispatcher stopped) is counted with Metrics.HotDropped, logged, and
+// delivered later by the poller, which is woken to catch up. Under claims ([MultiNode])
+// it queues only events the writer pre-claimed (LockedBy set), and the writer does not
+// pre-claim a batch while the hot queue is full, so that other nodes' pollers can take
+// it at once.
+type hotPath struct {
+	NopWriterHook
+	q       *queues
+	claims  bool // MultiNode: only pre-claimed events may take the hot path
+	now     func() time.Time
+	metrics Metrics
+	log     *slog.Logger
+}
+
+// AfterCommit queues the due events on the hot path; see [hotPath].
+func (h *hotPath) AfterCommit(ctx context.Context, events []Event) error {
+	if h.q.hot == nil {
+		return nil
+	}
+	now := h.now()
+	dropped := 0
+	var reason enqueueResult
+	for i := range events {
+		if events[i].AvailableAt.After(now) {
+			h.metrics.DelayedSkipped()
+			continue
+		}
+		if h.claims && events[i].LockedBy == "" {
+			// Under claims only an event this node pre-claimed may take the hot path;
+			// any node's poller may be claiming the others. The writer claims none while
+			// the hot queue is full: count them as dropped.
+			h.metrics.HotDropped()
+			dropped++
+			reason = enqueueFull
+			continue
+		}
+		switch r := h.q.enqueue(events[i], PathHot, now, time.Time{}); r {
+		case enqueueOK:
+			h.metrics.HotEnqueued()
+		case enqueueDuplicate:
+			h.log.LogAttrs(ctx, slog.LevelDebug, "committed event already queued or delivered", slog.String("event_id", events[i].ID))
+		default:
+			h.metrics.HotDropped()
+			dropped++
+			reason = r
+		}
+	}
+	if dropped > 0 {
+		h.q.signalHotDropped()
+		why := "hot queue full"
+		if reason == enqueueStopped {
+			why = "dispatcher not running"
+		}
+		h.log.LogAttrs(ctx, slog.LevelWarn, "committed events left for the poller: "+why, slog.Int("dropped", dropped))
+	}
+	return nil
+}

@@ -1,0 +1,294 @@
+package outbox
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/outboxkit/outbox/core/internal/startstop"
+)
+
+// queues is the state that the three parts of one delivery share: the writer's
+// after-commit hand-off (the hot path), the poller (the cold path) and the dispatcher's
+// workers. It holds the two bounded queues, the set of events in flight, the tombstones
+// of recently finished events, and the wake-ups between the parts. No part reads
+// another's fields; each calls the few methods here:
+//
+//	hot path (hotPath.AfterCommit)  enqueue(PathHot), hotFull, signalHotDropped
+//	poller                          enqueue(PathCold), coldCapacity, depths,
+//	                                inflightCount, maxInflight, coldDrained, hotDropped
+//	workers                         next, tookCold, release, releaseAll
+//	dispatcher Start/Stop           open, close, discard
+//
+// An event ID is accepted once from enqueue until release: the poller cannot queue an
+// event that is queued, running, or waiting for its outcome to be written.
+type queues struct {
+	hot     chan dispatchItem // nil when the hot path is disabled
+	cold    chan dispatchItem
+	workers int
+	metrics Metrics
+	now     func() time.Time // the dispatcher's clock: enqueue and release times
+
+	mu        sync.Mutex
+	accepting bool                // guarded by mu
+	inflight  map[string]struct{} // guarded by mu
+	tombs     tombstones          // guarded by mu
+
+	// coldWake is signalled (never blocking) when a worker takes a cold event and at
+	// most coldLowWater remain queued; -1 disables it. A claiming poller waits on it to
+	// claim the next batch just in time.
+	coldWake     chan struct{}
+	coldLowWater atomic.Int64
+	// hotDrops is signalled (never blocking) when the hot path leaves committed events
+	// to the poller, which then polls as soon as they are older than SkipRecent.
+	hotDrops chan struct{}
+
+	// depthMu serialises reading the queue lengths with reporting them, so that the
+	// last report is never older than the last queue change it follows.
+	depthMu sync.Mutex
+}
+
+// dispatchItem is one queued event.
+type dispatchItem struct {
+	ev         Event
+	path       Path
+	enqueuedAt time.Time
+}
+
+// newQueues returns closed queues; hotSize <= 0 disables the hot path.
+func newQueues(hotSize, coldSize, workers int, metrics Metrics, now func() time.Time) *queues {
+	q := &queues{
+		cold:     make(chan dispatchItem, coldSize),
+		workers:  workers,
+		metrics:  metrics,
+		now:      now,
+		inflight: make(map[string]struct{}),
+		tombs:    newTombstones(),
+		coldWake: make(chan struct{}, 1),
+		hotDrops: make(chan struct{}, 1),
+	}
+	q.coldLowWater.Store(-1)
+	if hotSize > 0 {
+		q.hot = make(chan dispatchItem, hotSize)
+	}
+	return q
+}
+
+// open starts accepting events.
+func (q *queues) open() {
+	q.mu.Lock()
+	q.accepting = true
+	q.mu.Unlock()
+}
+
+// close stops accepting events; queued ones stay for the workers to drain.
+func (q *queues) close() {
+	q.mu.Lock()
+	q.accepting = false
+	q.mu.Unlock()
+}
+
+// discard empties the queues after a hard stop and forgets every in-flight ID: no
+// worker runs any more, and the rows of the discarded events are still pending.
+func (q *queues) discard() {
+	q.mu.Lock()
+	for len(q.hot) > 0 {
+		<-q.hot
+	}
+	for len(q.cold) > 0 {
+		<-q.cold
+	}
+	clear(q.inflight)
+	q.mu.Unlock()
+	q.reportDepths()
+}
+
+type enqueueResult int
+
+const (
+	enqueueOK        enqueueResult = iota
+	enqueueDuplicate               // queued, running, or finished moments ago
+	enqueueFull                    // queue full or hot path disabled
+	enqueueStopped                 // dispatcher not running
+)
+
+// enqueue queues e on path at now. It never blocks. readAt is when the read that
+// returned e from the table began, or the zero time when unknown; see tombstones.blocks.
+func (q *queues) enqueue(e Event, path Path, now, readAt time.Time) enqueueResult {
+	ch := q.cold
+	if path == PathHot {
+		ch = q.hot
+	}
+	q.mu.Lock()
+	switch {
+	case !q.accepting:
+		q.mu.Unlock()
+		return enqueueStopped
+	case ch == nil:
+		q.mu.Unlock()
+		return enqueueFull
+	}
+	if _, ok := q.inflight[e.ID]; ok || q.tombs.blocks(e.ID, e.AvailableAt, readAt, now) {
+		q.mu.Unlock()
+		return enqueueDuplicate
+	}
+	select {
+	case ch <- dispatchItem{ev: e, path: path, enqueuedAt: now}:
+		q.inflight[e.ID] = struct{}{}
+	default:
+		q.mu.Unlock()
+		return enqueueFull
+	}
+	q.mu.Unlock()
+	q.reportDepths()
+	return enqueueOK
+}
+
+// next returns the next event for a worker. Two turns out of three prefer the hot
+// queue, the third prefers the cold one; a worker never idles while either queue has
+// work. It returns false after a hard stop, or after a graceful stop once both queues
+// are empty. A cold event taken may wake the poller (see coldDrained), and the new
+// depths are reported.
+func (q *queues) next(r startstop.Run, turn uint) (dispatchItem, bool) {
+	it, ok := q.take(r, turn)
+	if ok {
+		if it.path == PathCold {
+			q.tookCold()
+		}
+		q.reportDepths()
+	}
+	return it, ok
+}
+
+func (q *queues) take(r startstop.Run, turn uint) (dispatchItem, bool) {
+	first, second := q.hot, q.cold
+	if turn%3 == 2 {
+		first, second = second, first
+	}
+	for {
+		if r.Ctx.Err() != nil {
+			return dispatchItem{}, false
+		}
+		select {
+		case it := <-first:
+			return it, true
+		default:
+		}
+		select {
+		case it := <-second:
+			return it, true
+		default:
+		}
+		select {
+		case <-r.Stopping:
+			// Intake closed before Stopping: the queues are empty for good.
+			return dispatchItem{}, false
+		default:
+		}
+		select {
+		case it := <-q.hot:
+			return it, true
+		case it := <-q.cold:
+			return it, true
+		case <-r.Ctx.Done():
+			return dispatchItem{}, false
+		case <-r.Stopping:
+			// Loop: drain what is left, then return.
+		}
+	}
+}
+
+// release forgets an in-flight ID once its outcome is settled. When settled is true the
+// outcome was written by a statement that returned at now: stale copies of the event
+// (read before now, AvailableAt not after availableAt) are refused for tombstoneTTL.
+func (q *queues) release(id string, now time.Time, settled bool, availableAt time.Time) {
+	q.mu.Lock()
+	delete(q.inflight, id)
+	if settled {
+		q.tombs.add(id, now, availableAt)
+	} else {
+		q.tombs.prune(now)
+	}
+	q.mu.Unlock()
+}
+
+// releaseAll is release for a batch whose outcome was written by a statement that
+// returned at now, under one lock.
+func (q *queues) releaseAll(group []doneAck, now time.Time) {
+	q.mu.Lock()
+	for i := range group {
+		delete(q.inflight, group[i].ev.ID)
+		q.tombs.add(group[i].ev.ID, now, group[i].ev.AvailableAt)
+	}
+	q.mu.Unlock()
+}
+
+// hotFull reports whether the hot queue cannot take an event now (or the hot path is
+// disabled). A pre-claiming writer asks before it claims events for the hot path.
+func (q *queues) hotFull() bool {
+	return q.hot == nil || len(q.hot) >= cap(q.hot)
+}
+
+// signalHotDropped tells the poller that the hot path left committed events to it.
+func (q *queues) signalHotDropped() {
+	select {
+	case q.hotDrops <- struct{}{}:
+	default:
+	}
+}
+
+// hotDropped is signalled when the hot path left committed events to the poller.
+func (q *queues) hotDropped() <-chan struct{} { return q.hotDrops }
+
+// coldCapacity returns how many more events the cold queue can take now: 0 when the
+// dispatcher is not running.
+func (q *queues) coldCapacity() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.accepting {
+		return 0
+	}
+	return cap(q.cold) - len(q.cold)
+}
+
+// coldDrained makes the workers signal the returned channel whenever they take a cold
+// event and at most low remain queued.
+func (q *queues) coldDrained(low int) <-chan struct{} {
+	q.coldLowWater.Store(int64(low))
+	return q.coldWake
+}
+
+// tookCold signals coldWake when the cold queue has drained to its low-water mark.
+func (q *queues) tookCold() {
+	if low := q.coldLowWater.Load(); low >= 0 && int64(len(q.cold)) <= low {
+		select {
+		case q.coldWake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// maxInflight bounds the events in flight at once: queued, running, or handed to the
+// recorder of DONE outcomes.
+func (q *queues) maxInflight() int {
+	return cap(q.hot) + cap(q.cold) + q.workers + doneQueueSize + maxDoneBatch
+}
+
+// inflightCount returns the number of events in flight now.
+func (q *queues) inflightCount() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.inflight)
+}
+
+// depths returns the number of events waiting in the hot and cold queues.
+func (q *queues) depths() (hot, cold int) { return len(q.hot), len(q.cold) }
+
+// reportDepths reports the current queue lengths to the metrics hook. Every queue change
+// is followed by a call; reading and reporting under depthMu makes the final report
+// read the lengths after every change before it, so the gauge cannot stay stale.
+func (q *queues) reportDepths() {
+	q.depthMu.Lock()
+	defer q.depthMu.Unlock()
+	q.metrics.QueueDepths(q.depths())
+}

@@ -1,0 +1,4 @@
+// Command tool is a command: not recorded.
+package main
+
+func main() {}

@@ -1,0 +1,5 @@
+// Package hidden is internal: not recorded.
+package hidden
+
+// Hidden is not recorded.
+func Hidden() {}
