@@ -30,7 +30,33 @@ var (
 	// support is needed. A claim ([MultiNode]) is one statement: a MATERIALIZED CTE that
 	// selects the rows FOR UPDATE SKIP LOCKED and an UPDATE … RETURNING of exactly those
 	// rows. Row locks never block INSERTs on PostgreSQL.
-	Postgres Dialect = &dialect{
+	Postgres Dialect = postgresDialect
+
+	// MySQL is MySQL 8.0 or newer and MariaDB 10.6 or newer, through
+	// github.com/go-sql-driver/mysql (driver name "mysql"). The DSN must carry
+	// [MySQLDSNParams] (parseTime=true&loc=UTC), and the connection character set must
+	// be utf8mb4, the driver's default: [Outbox.Start] returns a *[ConfigError] with
+	// Field "DSN" naming the fix otherwise. Times are DATETIME(6) in UTC; the table is
+	// InnoDB with the case-sensitive utf8mb4_bin collation and a VARBINARY(64) event_id.
+	// Claims and the store's range updates run READ COMMITTED, so business transactions
+	// inserting into the table never wait for them; deadlocks and lock wait timeouts
+	// are retried. A multi-row INSERT is split past 4 MiB of arguments; one event larger
+	// than half of max_allowed_packet needs a larger server setting. docs/databases.md
+	// has the details.
+	MySQL Dialect = mysqlDialect
+
+	// SQLite is SQLite 3.15 or newer (3.35 for claims in [MultiNode] mode, which use
+	// UPDATE … RETURNING), normally through modernc.org/sqlite opened with [SQLiteDSN].
+	// Payload and headers are TEXT; times are TEXT in a fixed-width UTC format
+	// ("2006-01-02T15:04:05.000000Z") that the dialect encodes itself, so that text order is time
+	// order whatever the driver's own time handling. SQLite has one writer at a time, so
+	// a claim is a single UPDATE … WHERE event_id IN (SELECT … LIMIT n) RETURNING; the
+	// database clock is the host's, read by strftime('now') with millisecond precision.
+	SQLite Dialect = sqliteDialect
+)
+
+var (
+	postgresDialect = &dialect{
 		name:          "postgres",
 		bindVar:       func(n int) string { return "$" + strconv.Itoa(n) },
 		quoteChar:     '"',
@@ -45,48 +71,8 @@ var (
 		},
 		ddl: postgresDDL,
 	}
-	// MySQL is MySQL 8.0 or newer and MariaDB 10.6 or newer, through
-	// github.com/go-sql-driver/mysql (driver name "mysql"). The DSN must carry
-	// [MySQLDSNParams], parseTime=true&loc=UTC:
-	//
-	//	user:password@tcp(127.0.0.1:3306)/app?parseTime=true&loc=UTC
-	//
-	// or, with the driver's Config, ParseTime: true and Loc: time.UTC. Times are
-	// DATETIME(6) columns holding UTC wall-clock time. The driver formats every time
-	// argument in its loc and parses DATETIME values in loc, so with any loc but UTC the
-	// stored values are local wall-clock times (ambiguous around DST changes, and wrong
-	// for anything that reads them as UTC); parseTime=true makes DATETIME values scan as
-	// time.Time. The session time_zone does not matter: the server does not convert
-	// DATETIME values. The connection character set must be utf8mb4, the driver's
-	// default. [SQLStore.CheckConnection], which [Outbox.Start] runs, returns a
-	// *[ConfigError] with Field "DSN" naming the fix when a connection breaks these rules.
-	//
-	// The table is InnoDB, utf8mb4 with the case-sensitive utf8mb4_bin collation (so
-	// filters match exactly, as on PostgreSQL); event_id is VARBINARY(64), compared
-	// byte by byte, so IDs that differ only in trailing spaces stay distinct. Payload
-	// and headers are JSON (on MariaDB an alias of LONGTEXT with a JSON_VALID check;
-	// MySQL stores JSON in a binary form and returns it normalised, keys sorted).
-	// MySQL has no partial indexes: two STORED generated columns stand in for them,
-	// due_at (available_at of NEW and RETRY rows, else NULL) for the poller and
-	// finished_at (when a DONE or DEAD row finished, else NULL) for Purge, and the
-	// indexes are declared inside CREATE TABLE IF NOT EXISTS because MySQL has no
-	// CREATE INDEX IF NOT EXISTS. Bounded replays and purges are UPDATE/DELETE …
-	// ORDER BY … LIMIT, since MySQL rejects LIMIT in an IN subquery. A multi-row INSERT
-	// is also split when its arguments exceed 4 MiB, well below the server's
-	// max_allowed_packet (16 MiB on MariaDB, 64 MiB on MySQL); a single event larger
-	// than half of max_allowed_packet needs a larger server setting.
-	//
-	// Claims ([MultiNode]) need FOR UPDATE SKIP LOCKED: MySQL 8.0.1 or newer, MariaDB
-	// 10.6 or newer. A claim is one short READ COMMITTED transaction (the driver sets the
-	// level for that transaction only): a locking SELECT that walks the pending index
-	// (FORCE INDEX on the index the migrations create, so keep its name) and locks only
-	// the rows it returns, then an UPDATE of those rows by primary key. READ COMMITTED
-	// takes no gap locks, so business transactions inserting into the table never wait
-	// for a claim, whatever their own isolation level; Purge, Replay and MarkDone of
-	// several IDs (range scans too) run READ COMMITTED for the same reason. A claim, or
-	// any statement the store runs on its own (an outcome update, a purge, a replay),
-	// that meets a deadlock (1213) or lock wait timeout (1205) is retried.
-	MySQL Dialect = &dialect{
+
+	mysqlDialect = &dialect{
 		name:              "mysql",
 		bindVar:           func(int) string { return "?" },
 		quoteChar:         '`',
@@ -108,14 +94,8 @@ var (
 		ddl:              mysqlDDL,
 		checkConn:        checkMySQLConn,
 	}
-	// SQLite is SQLite 3.15 or newer (3.35 for claims in [MultiNode] mode, which use
-	// UPDATE … RETURNING), normally through modernc.org/sqlite opened with [SQLiteDSN].
-	// Payload and headers are TEXT; times are TEXT in a fixed-width UTC format
-	// ([SQLiteTimeLayout]) that the dialect encodes itself, so that text order is time
-	// order whatever the driver's own time handling. SQLite has one writer at a time, so
-	// a claim is a single UPDATE … WHERE event_id IN (SELECT … LIMIT n) RETURNING; the
-	// database clock is the host's, read by strftime('now') with millisecond precision.
-	SQLite Dialect = &dialect{
+
+	sqliteDialect = &dialect{
 		name:       "sqlite",
 		bindVar:    func(int) string { return "?" },
 		quoteChar:  '"',
@@ -135,9 +115,9 @@ var (
 	}
 )
 
-// SQLiteTimeLayout is how the [SQLite] dialect stores times: UTC with exactly six
+// sqliteTimeLayout is how the [SQLite] dialect stores times: UTC with exactly six
 // fractional digits, so that comparing the text compares the times.
-const SQLiteTimeLayout = "2006-01-02T15:04:05.000000Z"
+const sqliteTimeLayout = "2006-01-02T15:04:05.000000Z"
 
 // dialect is the one implementation of Dialect. Every difference between databases is a
 // field, so a new database is a new value, not a new code path through the store.
@@ -246,7 +226,7 @@ func utcMicro(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond)
 func (d *dialect) time(t time.Time) (any, error) { return d.encodeTime(utcMicro(t)) }
 
 // sqliteNow returns the SQLite expression for the time strftime computes from args
-// ("'now'" and modifiers) in the [SQLiteTimeLayout] text form. SQLite's clock has
+// ("'now'" and modifiers) in the sqliteTimeLayout text form. SQLite's clock has
 // millisecond precision, so the microseconds are always "000". Within one statement
 // every 'now' is the same instant.
 func sqliteNow(args string) string {
@@ -257,7 +237,7 @@ func encodeSQLiteTime(t time.Time) (any, error) {
 	if y := t.Year(); y < 1 || y > 9999 {
 		return nil, fmt.Errorf("time %s is outside the years 1 to 9999 that SQLite text times hold", t)
 	}
-	return t.Format(SQLiteTimeLayout), nil
+	return t.Format(sqliteTimeLayout), nil
 }
 
 // encodeMySQLTime passes t (UTC, microseconds) to the driver, which formats it in its
@@ -272,7 +252,7 @@ func encodeMySQLTime(t time.Time) (any, error) {
 // timeTextLayouts are the textual time forms decodeTime accepts: the SQLite dialect's
 // own, then what drivers or hand-written rows commonly hold.
 var timeTextLayouts = []string{
-	SQLiteTimeLayout,
+	sqliteTimeLayout,
 	time.RFC3339Nano,
 	"2006-01-02 15:04:05.999999999Z07:00",
 	"2006-01-02 15:04:05.999999999Z07",

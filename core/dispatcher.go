@@ -11,20 +11,6 @@ import (
 	"github.com/outboxkit/outbox/core/internal/startstop"
 )
 
-// Dispatcher defaults used by the zero [DispatcherConfig].
-const (
-	// DefaultWorkers is the number of concurrent deliveries.
-	DefaultWorkers = 4
-	// DefaultHotQueueSize bounds the in-process queue fed after commit.
-	DefaultHotQueueSize = 1000
-	// DefaultColdQueueSize bounds the queue fed by the poller.
-	DefaultColdQueueSize = 1000
-	// DefaultListenerTimeout bounds one delivery attempt (interceptors and listener).
-	DefaultListenerTimeout = 30 * time.Second
-	// DefaultStatusTimeout bounds each status-update statement after a delivery.
-	DefaultStatusTimeout = 10 * time.Second
-)
-
 // tombstoneTTL is how long EnqueueCold refuses stale copies of a finished event: rows a
 // poller read just before the outcome was written.
 const tombstoneTTL = time.Minute

@@ -7,6 +7,15 @@
 // standard library; bring your own driver (modernc.org/sqlite, pgx's stdlib or
 // github.com/go-sql-driver/mysql).
 //
+// # Building and running
+//
+// [New] builds everything over one table from a [Config], in one of four modes:
+// [SingleNode] (one dispatching process), [MultiNode] (several, with claim locking),
+// [Ordered] (per-aggregate FIFO) and [WriterOnly]. Register listeners with
+// [Outbox.Register], start with [Outbox.Start], write with [Outbox.Writer] and stop with
+// [Outbox.Stop], which drains within its context. New and the Outbox methods are the
+// only way in; tests drive a poll or a purge with the functions of package outboxtest.
+//
 // # Writing
 //
 // [Writer.Write] and [Writer.WriteAll] validate envelopes (an [*EnvelopeError] before any
@@ -15,41 +24,50 @@
 // [RunInTx] and [BeginTx] give a [*Tx] that runs after-commit callbacks only after a
 // successful commit; through it, committed events take the hot path. Events written
 // through a plain *sql.Tx are committed the same way and delivered by the poller.
+// ORM adapters are built on package adapterkit.
 //
 // # Delivering
 //
-// A [Dispatcher] runs the [Listener] registered in a [Registry] for each event's
-// (aggregate type, event type) on a pool of workers fed by two bounded queues: the hot
-// queue, filled right after commit by [Dispatcher.WriterHook], and the cold queue, filled
-// by the [Poller] from the table. The listener's outcome moves the row to DONE, back to
-// NEW (deferred), to RETRY with backoff ([RetryPolicy]) or to DEAD. Delivery is at least
-// once: listeners deduplicate by [Event.ID]. A [Purger] deletes old DONE and DEAD rows, and
-// [DeadEvents] lists and replays DEAD ones.
-//
-// # Wiring
-//
-// [New] builds all of it over one table from a [Config], in one of four modes: [SingleNode]
-// (one dispatching process), [MultiNode] (several, with claim locking), [Ordered]
-// (per-aggregate FIFO) and [WriterOnly]. Start it with [Outbox.Start] and stop it with
-// [Outbox.Stop], which drains within its context.
+// Right after commit each event is handed to a bounded in-process queue (the hot path,
+// no database read); a poller reads the table every PollInterval for what the hot path
+// missed (a full queue, a crash, retries, replays) and feeds a second queue (the cold
+// path). Workers take two hot events for every cold one, run the [Listener] registered
+// for the event's (aggregate type, event type) under ListenerTimeout, and write the
+// outcome (see [Listener] for the table): DONE, back to NEW (deferred), RETRY with
+// backoff ([RetryPolicy]) or DEAD. An event is queued at most once until its outcome is
+// written, and for a minute after that the cold path refuses copies of it read before
+// the outcome, so a poll racing a completion does not deliver it again. No database
+// connection is held while a listener runs; DONE outcomes are written in batches. Stop
+// refuses new events, drains the queues within its context, and leaves everything
+// undelivered in the table. Delivery is at least once: listeners deduplicate by
+// [Event.ID]. Old DONE and DEAD rows are purged, and [DeadEvents] lists and replays DEAD
+// ones.
 //
 // # Several nodes
 //
-// In [MultiNode] mode every poller claims the rows it reads ([Store.Claim]: FOR UPDATE
-// SKIP LOCKED on PostgreSQL and MySQL/MariaDB) with a fresh token and a TTL measured by
-// the database clock, the writer pre-claims the events it hands to its own hot path, and
-// every outcome update is fenced by the claim's token, so a node whose claim expired and
-// was taken over records nothing. See [MultiNode] and [Config.ClaimTTL].
+// In [MultiNode] mode every poller claims the rows it reads with a fresh token and a TTL
+// measured by the database clock, the writer pre-claims the events it hands to its own
+// hot path, and every outcome update is fenced by the claim's token, so a node whose
+// claim expired and was taken over records nothing. See [Config.ClaimTTL].
 //
 // # Storage
 //
-// A [Store] persists events. [NewSQLStore] implements it for a [Dialect] ([Postgres],
-// [MySQL] or [SQLite]) over a validated, quoted table name; [Migrate] creates the table,
-// and [Migrations] ships the same DDL for migration tools. Open SQLite with [SQLiteDSN]
-// and MySQL with [MySQLDSNParams] in the DSN.
+// [Store] is the delivery core a backend implements; [ClaimStore], [DeadStore],
+// [StatsStore] and [ConnectionChecker] are optional and found by type assertion, so a
+// new backend can start small and pass the conformance suite in package storetest.
+// [NewSQLStore] implements all of them for a [Dialect] ([Postgres], [MySQL] or [SQLite]);
+// [Migrate] creates the table, and [Migrations] ships the same DDL for migration tools.
+// Open SQLite with [SQLiteDSN] and MySQL with [MySQLDSNParams] in the DSN.
+//
+// Dialect stays sealed (its methods are unexported): a dialect is not a query builder
+// that a user could complete, but the claim fencing, keyset order, time encoding and
+// statement limits that the SQL store's correctness rests on, each proven on a real
+// server by the conformance and fault suites. A database the three dialects do not
+// cover gets its own Store, which the optional interfaces keep small; that is the
+// supported extension point.
 //
 // # Observability
 //
-// Logs go to the [log/slog] logger in each config. Measurements go to a [Metrics]
-// implementation; the default, [NopMetrics], does nothing.
+// Logs go to Config.Logger ([log/slog]). Measurements go to a [Metrics] implementation;
+// the default, [NopMetrics], does nothing.
 package outbox

@@ -8,9 +8,6 @@ import (
 	"unicode/utf8"
 )
 
-// DefaultMaxPayloadBytes is the default limit on an encoded payload: 1 MiB.
-const DefaultMaxPayloadBytes = 1 << 20
-
 // encodeEnvelopes validates envs and turns them into events ready to insert. now is the
 // write time; maxPayload the payload limit in bytes. Every error is an *EnvelopeError.
 func encodeEnvelopes(envs []Envelope, now time.Time, maxPayload int) ([]Event, error) {

@@ -10,7 +10,8 @@ var (
 	// ErrNoTransaction is returned by [Writer.Write] when the executor is not inside a
 	// transaction. Nothing is inserted.
 	ErrNoTransaction = errors.New("outbox: executor is not inside a transaction")
-	// ErrStopped is returned by operations on a stopped or stopping component.
+	// ErrStopped is the cause (context.Cause) of a listener's context when
+	// [Outbox.Stop]'s deadline passes and running deliveries are cancelled.
 	ErrStopped = errors.New("outbox: stopped")
 	// ErrNotFound is returned when no event has the given ID.
 	ErrNotFound = errors.New("outbox: event not found")
@@ -32,8 +33,8 @@ var (
 	// limit out of range, or store parameters that fail their Validate method. Nothing
 	// runs in that case.
 	ErrInvalidArgument = errors.New("outbox: invalid argument")
-	// ErrTxDone is returned when a callback is registered on, or a write is made through, a
-	// transaction that has already committed or rolled back.
+	// ErrTxDone is returned by [Writer.Write] through a transaction that has already
+	// committed or rolled back (it also matches the driver's sql.ErrTxDone).
 	ErrTxDone = errors.New("outbox: transaction has already ended")
 )
 

@@ -84,13 +84,6 @@ type Event struct {
 	LockedUntil time.Time
 }
 
-// MaxLastErrorLen bounds the stored last_error text, in bytes. Longer messages are truncated.
-const MaxLastErrorLen = 4000
-
-// MaxClaimTokenLen bounds a claim token ([Event.LockedBy], [ClaimParams.Token]), in bytes:
-// the size of the locked_by column.
-const MaxClaimTokenLen = 128
-
 // Envelope is what business code writes: an event before it is stored. Only Type and
 // Payload are required. [Writer.Write] validates every field before any SQL runs.
 type Envelope struct {
@@ -122,12 +115,3 @@ type Envelope struct {
 	// and cannot be combined with AvailableAt.
 	DeliverAfter time.Duration
 }
-
-// Limits on envelope fields, in bytes. They match the column sizes of the shipped DDL.
-const (
-	MaxIDLen            = 64
-	MaxTypeLen          = 128
-	MaxAggregateTypeLen = 64
-	MaxAggregateIDLen   = 128
-	MaxTenantIDLen      = 64
-)

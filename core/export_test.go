@@ -77,3 +77,7 @@ var (
 )
 
 const MaxNodeIDLen = maxNodeIDLen
+
+type SQLStore = sqlStore
+const DefaultQueryTimeout = defaultQueryTimeout
+const SQLiteBusyTimeoutMillis = sqliteBusyTimeoutMillis

@@ -7,20 +7,13 @@ import (
 	"runtime/debug"
 )
 
-// Interceptor wraps every delivery attempt, for tracing, logging or metrics around
-// listeners. The dispatcher calls the Before methods of its interceptors in order, then
-// the listener, then the After methods in reverse order.
-//
-// Before returns the context for the rest of the attempt (return ctx unchanged if there
-// is nothing to add). An error or a panic from Before stops the attempt: later
-// interceptors and the listener do not run, and the error counts as a failed delivery
-// exactly as if the listener had returned it (retry with backoff, DEAD at MaxAttempts,
-// DEAD at once when it wraps ErrUnrecoverable).
-//
-// After is called, with the context its own Before returned, only for interceptors whose
-// Before succeeded. err is the attempt's error: nil on success, the listener's error, a
-// [*PanicError], or the error of a later Before. Errors and panics from After are logged
-// and do not change the outcome.
+// Interceptor wraps every delivery attempt (tracing, logging, metrics): Before of each
+// interceptor in order, the listener, then After in reverse order. Before returns the
+// context for the rest of the attempt; its error or panic stops the attempt and counts
+// as the listener's error would. After runs, with the context its own Before returned,
+// only if that Before succeeded; err is the attempt's error (nil, the listener's error,
+// a [*PanicError], or a later Before's). After's errors and panics are logged and do
+// not change the outcome.
 type Interceptor interface {
 	Before(ctx context.Context, e *Event) (context.Context, error)
 	After(ctx context.Context, e *Event, err error) error

@@ -51,13 +51,9 @@ func Migrate(ctx context.Context, db *sql.DB, d Dialect) error {
 }
 
 // MigrateTable creates the outbox table with the given name, optionally schema-qualified
-// ("app.outbox_event", the schema must exist), and its indexes, if they do not exist.
-// Index names are derived from the table name. The statements run in one transaction
-// and use IF NOT EXISTS, so running it again, or on a database migrated with the files
-// from [Migrations], changes nothing. On MySQL, whose DDL is not transactional and which
-// has no CREATE INDEX IF NOT EXISTS, it is one CREATE TABLE IF NOT EXISTS statement that
-// declares the indexes too (the schema is a database there, and must exist). It is meant
-// for applications without a migration tool; the DDL is the same. An invalid name
+// ("app.outbox_event"; the schema must exist), and its indexes, if they do not exist, in
+// one transaction (on MySQL one CREATE TABLE IF NOT EXISTS). Running it again, or on a
+// database migrated with the files from [Migrations], changes nothing. An invalid name
 // returns a *[ConfigError].
 func MigrateTable(ctx context.Context, db *sql.DB, d Dialect, table string) (err error) {
 	if db == nil {

@@ -64,7 +64,7 @@ func TestMySQLConnectionCheck(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = s.CheckConnection(t.Context())
+			err = s.(outbox.ConnectionChecker).CheckConnection(t.Context())
 			ob, nerr := outbox.New(db, outbox.Config{Dialect: outbox.MySQL, Table: table, Logger: discardLogger()})
 			if nerr != nil {
 				t.Fatal(nerr)

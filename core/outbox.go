@@ -36,33 +36,15 @@ const (
 	// MultiNode runs the hot path and a claiming poller so that several processes (the
 	// replicas of a service) can share one table. It requires [Config.ClaimTTL].
 	//
-	// The poller claims rows ([Store.Claim]): it marks them with a claim token of its
-	// node (locked_by) and an expiry (locked_until, the database's current time plus
-	// ClaimTTL), skipping rows that other transactions hold (FOR UPDATE SKIP LOCKED on
-	// PostgreSQL and MySQL/MariaDB), so no two nodes take the same row. A claim whose
-	// node died expires and is taken by another node. Every outcome update is fenced by
-	// the token: a node whose claim expired and was taken over records nothing.
-	//
-	// The hot path is protected by pre-claiming: the writer inserts every event it hands
-	// to this node's hot path already claimed by this node, in the business transaction
-	// (locked_by set, locked_until = database now + ClaimTTL). Other nodes' pollers skip
-	// claimed rows, so in a fault-free run the hot path of one node and the poller of
-	// another never deliver the same event. Batches written while the hot queue is full,
-	// events written through a transaction without after-commit hooks (a bare *sql.Tx),
-	// and delayed events are not pre-claimed: any node's poller claims them when they are
-	// due. A pre-claimed event this node does not deliver (it stopped or died first) is
-	// delivered by any node once its pre-claim expires.
-	//
-	// Claims are made just in time (a batch, the next when the workers have drained the
-	// previous one), and a worker renews a claim that has less than ListenerTimeout +
-	// StatusTimeout left before it starts an attempt, so that in a fault-free run no claim
-	// expires while its event is queued or delivered.
-	//
-	// Claims are decided by the database clock only: application clocks (Config.Now,
-	// the hosts' clocks) never decide whether a claim is live. Delivery remains at least
-	// once: a node that stalls beyond ClaimTTL (a listener ignoring its context, a long
-	// GC or network pause) may deliver an event that another node delivers too, but only
-	// the current claim's outcome is recorded.
+	// Pollers claim the rows they read with a fresh token and an expiry measured by the
+	// database clock (FOR UPDATE SKIP LOCKED on PostgreSQL and MySQL/MariaDB), and the
+	// writer inserts the events it hands to its own hot path already claimed, so in a
+	// fault-free run no two nodes deliver one event. A dead node's claims expire after
+	// ClaimTTL and other nodes take its events. Every outcome is fenced by the claim's
+	// token: a node whose claim expired and was taken over records nothing. Delivery
+	// remains at least once: a node that stalls beyond ClaimTTL may deliver an event that
+	// another node delivers too, but only the current claim's outcome is recorded.
+	// docs/multinode.md has the details.
 	MultiNode
 	// Ordered delivers events of one aggregate in insertion order: no hot path, one
 	// worker, and MaxAttempts 1 (a failure goes to DEAD instead of letting later events
@@ -394,7 +376,7 @@ func (o *Outbox) Store() Store { return o.store }
 // Mode returns the configured mode.
 func (o *Outbox) Mode() Mode { return o.mode }
 
-// Start checks the connection (when the store is a [ConnectionChecker], as [SQLStore]
+// Start checks the connection (when the store is a [ConnectionChecker], as the SQL store is
 // is) and that the table is reachable, then starts the dispatcher, the poller and
 // the purger, in that order. It does not block; ctx bounds only the start-up (the loops
 // keep running after ctx ends). If a part fails to start, the parts already started are

@@ -11,19 +11,6 @@ import (
 	"github.com/outboxkit/outbox/core/internal/startstop"
 )
 
-// Poller defaults used by the zero [PollerConfig].
-const (
-	// DefaultPollInterval is the time between two poll cycles.
-	DefaultPollInterval = 5 * time.Second
-	// DefaultPollBatchSize bounds the rows read by one query.
-	DefaultPollBatchSize = 100
-	// DefaultSkipRecent leaves out rows younger than this, which the hot path is
-	// most likely delivering.
-	DefaultSkipRecent = time.Second
-	// DefaultQueryTimeout bounds each query of the poller and the purger.
-	DefaultQueryTimeout = 10 * time.Second
-)
-
 // PollerConfig configures a [Poller]. The zero value is ready to use.
 type pollerConfig struct {
 	// Interval is the time between two poll cycles; the first runs at Start. Defaults
@@ -59,7 +46,7 @@ func (c pollerConfig) withDefaults() pollerConfig {
 	c.Interval = cmp.Or(c.Interval, DefaultPollInterval)
 	c.BatchSize = cmp.Or(c.BatchSize, DefaultPollBatchSize)
 	c.SkipRecent = cmp.Or(c.SkipRecent, DefaultSkipRecent)
-	c.QueryTimeout = cmp.Or(c.QueryTimeout, DefaultQueryTimeout)
+	c.QueryTimeout = cmp.Or(c.QueryTimeout, defaultQueryTimeout)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	if c.Metrics == nil {
 		c.Metrics = NopMetrics{}

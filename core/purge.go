@@ -11,16 +11,6 @@ import (
 	"github.com/outboxkit/outbox/core/internal/startstop"
 )
 
-// Purger defaults used by the zero [PurgerConfig].
-const (
-	// DefaultPurgeInterval is the time between two purge runs.
-	DefaultPurgeInterval = time.Hour
-	// DefaultRetention is how long DONE and DEAD rows are kept.
-	DefaultRetention = 7 * 24 * time.Hour
-	// DefaultPurgeBatchSize bounds the rows deleted by one statement.
-	DefaultPurgeBatchSize = 500
-)
-
 // PurgerConfig configures a [Purger]. The zero value is ready to use.
 type purgerConfig struct {
 	// Interval is the time between two runs; the first runs at Start. Defaults to
@@ -45,7 +35,7 @@ func (c purgerConfig) withDefaults() purgerConfig {
 	c.Interval = cmp.Or(c.Interval, DefaultPurgeInterval)
 	c.Retention = cmp.Or(c.Retention, DefaultRetention)
 	c.BatchSize = cmp.Or(c.BatchSize, DefaultPurgeBatchSize)
-	c.QueryTimeout = cmp.Or(c.QueryTimeout, DefaultQueryTimeout)
+	c.QueryTimeout = cmp.Or(c.QueryTimeout, defaultQueryTimeout)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	if c.Now == nil {
 		c.Now = time.Now

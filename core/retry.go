@@ -6,16 +6,6 @@ import (
 	"time"
 )
 
-// Retry defaults used by the zero [ExponentialBackoff] and the zero [DispatcherConfig].
-const (
-	// DefaultRetryBase is the first retry delay of [ExponentialBackoff].
-	DefaultRetryBase = 200 * time.Millisecond
-	// DefaultRetryMax caps the (unjittered) delay of [ExponentialBackoff].
-	DefaultRetryMax = 60 * time.Second
-	// DefaultMaxAttempts is the number of failed attempts after which an event is DEAD.
-	DefaultMaxAttempts = 10
-)
-
 // RetryPolicy decides how long a failed event waits before its next attempt. Delay is
 // called with the number of failed attempts so far, including the one that just failed
 // (1 after the first failure). It must be safe for concurrent use.

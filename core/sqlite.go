@@ -6,9 +6,9 @@ import (
 	"strings"
 )
 
-// SQLiteBusyTimeoutMillis is how long a connection opened with [SQLiteDSN] waits for
+// sqliteBusyTimeoutMillis is how long a connection opened with [SQLiteDSN] waits for
 // another writer's lock before it reports "database is locked".
-const SQLiteBusyTimeoutMillis = 10000
+const sqliteBusyTimeoutMillis = 10000
 
 // SQLiteDSN returns a data source name for the modernc.org/sqlite driver (driver name
 // "sqlite") that opens the database file at path, creating it when missing, ready for
@@ -37,7 +37,7 @@ func SQLiteDSN(path string) string {
 		prefix = "file://" // empty authority, so that a path starting with "//" stays a path
 	}
 	return prefix + escapeSQLitePath(path) +
-		"?_pragma=busy_timeout(" + strconv.Itoa(SQLiteBusyTimeoutMillis) + ")" +
+		"?_pragma=busy_timeout(" + strconv.Itoa(sqliteBusyTimeoutMillis) + ")" +
 		"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
 }
 

@@ -11,46 +11,28 @@ import (
 	"time"
 )
 
-// DefaultStoreQueryTimeout bounds each statement a [SQLStore] runs on its own.
-const DefaultStoreQueryTimeout = 10 * time.Second
+// defaultStoreQueryTimeout bounds each statement the SQL store runs on its own.
+const defaultStoreQueryTimeout = 10 * time.Second
 
-// SQLStoreConfig configures a [SQLStore]. The zero value is ready to use.
+// SQLStoreConfig configures [NewSQLStore]. The zero value is ready to use.
 type SQLStoreConfig struct {
 	// Table is the outbox table, optionally schema-qualified ("app.outbox_event"). It
 	// must pass [ValidateTableName] and is always quoted. Defaults to DefaultTable.
 	Table string
 	// QueryTimeout bounds every statement the store runs on its own connection (all
 	// methods but Insert, which runs on the caller's executor under the caller's
-	// context). -1 disables the bound. Defaults to DefaultStoreQueryTimeout.
+	// context). -1 disables the bound. Defaults to 10 seconds.
 	QueryTimeout time.Duration
 }
 
 func (c SQLStoreConfig) withDefaults() SQLStoreConfig {
 	c.Table = cmp.Or(c.Table, DefaultTable)
-	c.QueryTimeout = cmp.Or(c.QueryTimeout, DefaultStoreQueryTimeout)
+	c.QueryTimeout = cmp.Or(c.QueryTimeout, defaultStoreQueryTimeout)
 	return c
 }
 
-// SQLStore is the [Store] for PostgreSQL, MySQL/MariaDB and SQLite, on database/sql.
-// Create the table with [Migrate], [MigrateTable] or the files from [Migrations].
-//
-// Every value is bound as a statement argument. Times are stored in UTC, truncated to
-// microseconds, so an event reads back exactly as it was written. Insert writes a batch
-// with one multi-row INSERT; only a batch that would exceed the database's limit on
-// bind parameters (7281 events on PostgreSQL and MySQL, 111 on SQLite), or on MySQL
-// whose arguments exceed 4 MiB, is split into several statements, which are atomic
-// together only when the executor is a transaction.
-// Methods taking many IDs (MarkDone, Replay) match them in chunks, one statement each.
-//
-// Pending decodes each row on its own: a row with corrupt headers, payload or times is
-// reported in [PendingBatch.Undecodable] and does not fail the batch. Get and ListDead
-// are lenient instead, so that dead events made from such rows can still be inspected:
-// a payload that is not valid JSON comes back as a JSON string holding the stored text,
-// and headers that do not decode come back nil. A row whose times do not decode makes
-// them fail.
-//
-// A SQLStore is safe for concurrent use.
-type SQLStore struct {
+// sqlStore is the SQL [Store]; see [NewSQLStore].
+type sqlStore struct {
 	db      *sql.DB
 	d       *dialect
 	table   tableName
@@ -58,14 +40,26 @@ type SQLStore struct {
 }
 
 var (
-	_ Store             = (*SQLStore)(nil)
-	_ ConnectionChecker = (*SQLStore)(nil)
+	_ Store             = (*sqlStore)(nil)
+	_ ConnectionChecker = (*sqlStore)(nil)
 )
 
-// NewSQLStore returns a store on db for dialect d. It does no I/O. It returns a
-// *[ConfigError] when db or d is nil, the table name is invalid or QueryTimeout is
-// negative other than -1.
-func NewSQLStore(db *sql.DB, d Dialect, cfg SQLStoreConfig) (*SQLStore, error) {
+// NewSQLStore returns the [Store] for PostgreSQL, MySQL/MariaDB and SQLite on db, for
+// dialect d. It also implements [ClaimStore], [DeadStore], [StatsStore] and
+// [ConnectionChecker]. Create the table with [Migrate], [MigrateTable] or the files
+// from [Migrations]. It does no I/O. It returns a *[ConfigError] when db or d is nil,
+// the table name is invalid or QueryTimeout is negative other than -1.
+//
+// Every value is bound as a statement argument. Times are stored in UTC, truncated to
+// microseconds, so an event reads back exactly as it was written. Insert writes a batch
+// with one multi-row INSERT, split only past the database's limit on bind parameters
+// (7281 events on PostgreSQL and MySQL, 111 on SQLite) or, on MySQL, 4 MiB of
+// arguments; the statements are atomic together when the executor is a transaction.
+// Pending reports a row with corrupt headers, payload or times in
+// [PendingBatch.Undecodable] without failing the batch; Get and ListDead return such a
+// row with its payload as a JSON string of the stored text and its headers nil, so that
+// it can still be inspected. The store is safe for concurrent use.
+func NewSQLStore(db *sql.DB, d Dialect, cfg SQLStoreConfig) (Store, error) {
 	if db == nil {
 		return nil, &ConfigError{Field: "DB", Reason: "nil *sql.DB"}
 	}
@@ -80,11 +74,11 @@ func NewSQLStore(db *sql.DB, d Dialect, cfg SQLStoreConfig) (*SQLStore, error) {
 	if cfg.QueryTimeout < 0 && cfg.QueryTimeout != -1 {
 		return nil, &ConfigError{Field: "QueryTimeout", Reason: fmt.Sprintf("%s is negative; use -1 to disable", cfg.QueryTimeout)}
 	}
-	return &SQLStore{db: db, d: d.builder(), table: t, timeout: cfg.QueryTimeout}, nil
+	return &sqlStore{db: db, d: d.builder(), table: t, timeout: cfg.QueryTimeout}, nil
 }
 
 // withTimeout bounds one statement by the configured QueryTimeout.
-func (s *SQLStore) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+func (s *sqlStore) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 	if s.timeout < 0 {
 		return context.WithCancel(ctx)
 	}
@@ -95,7 +89,7 @@ func (s *SQLStore) withTimeout(ctx context.Context) (context.Context, context.Ca
 // a deadlock (1213) or a lock wait timeout (1205), for example an outcome update
 // meeting a purge or a replay of nearby rows, was rolled back whole: it is retried a
 // few times with a short backoff, as claims are.
-func (s *SQLStore) exec1(ctx context.Context, q query) (int64, error) {
+func (s *sqlStore) exec1(ctx context.Context, q query) (int64, error) {
 	for attempt := 1; ; attempt++ {
 		n, err := s.exec1Once(ctx, q)
 		if err == nil || attempt == claimAttempts || !isLockConflict(err) || ctx.Err() != nil {
@@ -108,7 +102,7 @@ func (s *SQLStore) exec1(ctx context.Context, q query) (int64, error) {
 }
 
 // exec1Once runs one statement under QueryTimeout.
-func (s *SQLStore) exec1Once(ctx context.Context, q query) (int64, error) {
+func (s *sqlStore) exec1Once(ctx context.Context, q query) (int64, error) {
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	res, err := s.db.ExecContext(ctx, q.SQL, q.Args...)
@@ -120,7 +114,7 @@ func (s *SQLStore) exec1Once(ctx context.Context, q query) (int64, error) {
 
 // execEach runs qs one after another with run, and sums the rows changed; on an error
 // it returns the rows changed by the earlier statements with it.
-func (s *SQLStore) execEach(ctx context.Context, qs []query, run func(context.Context, query) (int64, error)) (int64, error) {
+func (s *sqlStore) execEach(ctx context.Context, qs []query, run func(context.Context, query) (int64, error)) (int64, error) {
 	var total int64
 	for _, q := range qs {
 		n, err := run(ctx, q)
@@ -137,7 +131,7 @@ func (s *SQLStore) execEach(ctx context.Context, qs []query, run func(context.Co
 // statements that walk the same rows in different orders (Purge by finish time, Replay
 // by creation time) can deadlock; InnoDB then rolls one back whole, and it is retried
 // a few times with a short backoff, as claims are.
-func (s *SQLStore) execRange(ctx context.Context, q query) (int64, error) {
+func (s *sqlStore) execRange(ctx context.Context, q query) (int64, error) {
 	if !s.d.readCommittedDML {
 		return s.exec1(ctx, q)
 	}
@@ -153,7 +147,7 @@ func (s *SQLStore) execRange(ctx context.Context, q query) (int64, error) {
 }
 
 // execReadCommitted runs q alone in a READ COMMITTED transaction.
-func (s *SQLStore) execReadCommitted(ctx context.Context, q query) (n int64, err error) {
+func (s *sqlStore) execReadCommitted(ctx context.Context, q query) (n int64, err error) {
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	tx, err := s.beginReadCommitted(ctx)
@@ -178,7 +172,7 @@ func (s *SQLStore) execReadCommitted(ctx context.Context, q query) (n int64, err
 // (on PostgreSQL statement_timestamp(), not the start of the caller's transaction). A
 // nil exec returns an error wrapping [ErrNoTransaction]; invalid params an error
 // matching [ErrInvalidArgument]; no events is a no-op.
-func (s *SQLStore) Insert(ctx context.Context, exec Executor, p InsertParams) error {
+func (s *sqlStore) Insert(ctx context.Context, exec Executor, p InsertParams) error {
 	if len(p.Events) == 0 {
 		return nil
 	}
@@ -199,7 +193,7 @@ func (s *SQLStore) Insert(ctx context.Context, exec Executor, p InsertParams) er
 
 // MarkDone implements [Store.MarkDone]. Rows that are already DONE are not changed. When
 // one chunk of IDs fails, the rows of earlier chunks stay DONE and are counted.
-func (s *SQLStore) MarkDone(ctx context.Context, p MarkDoneParams) (int64, error) {
+func (s *sqlStore) MarkDone(ctx context.Context, p MarkDoneParams) (int64, error) {
 	qs, err := s.d.markDoneQueries(s.table, p)
 	if err != nil {
 		return 0, fmt.Errorf("mark done: %w", err)
@@ -221,7 +215,7 @@ func (s *SQLStore) MarkDone(ctx context.Context, p MarkDoneParams) (int64, error
 }
 
 // Reschedule implements [Store.Reschedule].
-func (s *SQLStore) Reschedule(ctx context.Context, p RescheduleParams) (int64, error) {
+func (s *sqlStore) Reschedule(ctx context.Context, p RescheduleParams) (int64, error) {
 	q, err := s.d.rescheduleQuery(s.table, p)
 	if err != nil {
 		return 0, fmt.Errorf("reschedule: %w", err)
@@ -234,7 +228,7 @@ func (s *SQLStore) Reschedule(ctx context.Context, p RescheduleParams) (int64, e
 }
 
 // MarkDead implements [Store.MarkDead].
-func (s *SQLStore) MarkDead(ctx context.Context, p MarkDeadParams) (int64, error) {
+func (s *sqlStore) MarkDead(ctx context.Context, p MarkDeadParams) (int64, error) {
 	q, err := s.d.markDeadQuery(s.table, p)
 	if err != nil {
 		return 0, fmt.Errorf("mark dead: %w", err)
@@ -247,7 +241,7 @@ func (s *SQLStore) MarkDead(ctx context.Context, p MarkDeadParams) (int64, error
 }
 
 // Pending implements [Store.Pending].
-func (s *SQLStore) Pending(ctx context.Context, p PendingParams) (PendingBatch, error) {
+func (s *sqlStore) Pending(ctx context.Context, p PendingParams) (PendingBatch, error) {
 	q, err := s.d.pendingQuery(s.table, p)
 	if err != nil {
 		return PendingBatch{}, fmt.Errorf("pending: %w", err)
@@ -273,7 +267,7 @@ func (s *SQLStore) Pending(ctx context.Context, p PendingParams) (PendingBatch, 
 // takes no gap locks, so concurrent INSERTs into the table never wait for a claim. A
 // claim that fails with a deadlock (1213) or a lock wait timeout (1205) is retried a few
 // times with a short backoff.
-func (s *SQLStore) Claim(ctx context.Context, p ClaimParams) (PendingBatch, error) {
+func (s *sqlStore) Claim(ctx context.Context, p ClaimParams) (PendingBatch, error) {
 	if s.d.claimInTx {
 		q, err := s.d.claimLockQuery(s.table, p)
 		if err != nil {
@@ -312,7 +306,7 @@ func (s *SQLStore) Claim(ctx context.Context, p ClaimParams) (PendingBatch, erro
 }
 
 // RenewClaim implements [Store.RenewClaim] with one UPDATE by primary key.
-func (s *SQLStore) RenewClaim(ctx context.Context, p RenewClaimParams) (int64, error) {
+func (s *sqlStore) RenewClaim(ctx context.Context, p RenewClaimParams) (int64, error) {
 	q, err := s.d.renewClaimQuery(s.table, p)
 	if err != nil {
 		return 0, fmt.Errorf("renew claim: %w", err)
@@ -328,8 +322,8 @@ func (s *SQLStore) RenewClaim(ctx context.Context, p RenewClaimParams) (int64, e
 // execRange, that meets a lock conflict.
 const claimAttempts = 4
 
-// claimTx runs one claim transaction on MySQL; see [SQLStore.Claim].
-func (s *SQLStore) claimTx(ctx context.Context, token string, lock query) (b PendingBatch, err error) {
+// claimTx runs one claim transaction on MySQL; see sqlStore.Claim.
+func (s *sqlStore) claimTx(ctx context.Context, token string, lock query) (b PendingBatch, err error) {
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	tx, err := s.beginReadCommitted(ctx)
@@ -422,7 +416,7 @@ func sortClaimed(events []Event) {
 
 // Get implements [Store.Get]. It returns an error wrapping [ErrNotFound] when no row
 // has the ID, and one wrapping a [RowError] when the row's times cannot be decoded.
-func (s *SQLStore) Get(ctx context.Context, id string) (Event, error) {
+func (s *sqlStore) Get(ctx context.Context, id string) (Event, error) {
 	if !possibleID(id) {
 		return Event{}, fmt.Errorf("get event %q: %w", id, ErrNotFound)
 	}
@@ -444,7 +438,7 @@ func (s *SQLStore) Get(ctx context.Context, id string) (Event, error) {
 }
 
 // ListDead implements [Store.ListDead].
-func (s *SQLStore) ListDead(ctx context.Context, p ListDeadParams) ([]Event, error) {
+func (s *sqlStore) ListDead(ctx context.Context, p ListDeadParams) ([]Event, error) {
 	q, err := s.d.listDeadQuery(s.table, p)
 	if err != nil {
 		return nil, fmt.Errorf("list dead: %w", err)
@@ -467,7 +461,7 @@ func (s *SQLStore) ListDead(ctx context.Context, p ListDeadParams) ([]Event, err
 }
 
 // CountDead implements [Store.CountDead].
-func (s *SQLStore) CountDead(ctx context.Context, f DeadFilter) (int64, error) {
+func (s *sqlStore) CountDead(ctx context.Context, f DeadFilter) (int64, error) {
 	if err := f.Validate(); err != nil {
 		return 0, err
 	}
@@ -483,7 +477,7 @@ func (s *SQLStore) CountDead(ctx context.Context, f DeadFilter) (int64, error) {
 
 // Replay implements [Store.Replay]. A replay by IDs runs one statement per chunk of IDs;
 // when one fails, the rows of earlier chunks stay replayed and are counted.
-func (s *SQLStore) Replay(ctx context.Context, p ReplayParams) (int64, error) {
+func (s *sqlStore) Replay(ctx context.Context, p ReplayParams) (int64, error) {
 	qs, err := s.d.replayQueries(s.table, p)
 	if err != nil {
 		return 0, fmt.Errorf("replay: %w", err)
@@ -505,7 +499,7 @@ func (s *SQLStore) Replay(ctx context.Context, p ReplayParams) (int64, error) {
 
 // Purge implements [Store.Purge] with one DELETE (on MySQL in a READ COMMITTED
 // transaction, so that it takes no gap locks that would make INSERTs wait).
-func (s *SQLStore) Purge(ctx context.Context, p PurgeParams) (int64, error) {
+func (s *sqlStore) Purge(ctx context.Context, p PurgeParams) (int64, error) {
 	q, err := s.d.purgeQuery(s.table, p)
 	if err != nil {
 		return 0, fmt.Errorf("purge: %w", err)
@@ -525,7 +519,7 @@ func (s *SQLStore) Purge(ctx context.Context, p PurgeParams) (int64, error) {
 // with Field "DSN" naming the fix. [Postgres] and [SQLite] need nothing and return nil
 // without I/O. Any other error is the database's, for example an unreachable server.
 // [Outbox.Start] runs it before it starts anything.
-func (s *SQLStore) CheckConnection(ctx context.Context) error {
+func (s *sqlStore) CheckConnection(ctx context.Context) error {
 	if s.d.checkConn == nil {
 		return nil
 	}
@@ -536,7 +530,7 @@ func (s *SQLStore) CheckConnection(ctx context.Context) error {
 
 // Stats implements [Store.Stats] with one grouped query. It counts every row, so its
 // cost grows with the table; keep the table small with purging.
-func (s *SQLStore) Stats(ctx context.Context) (Stats, error) {
+func (s *sqlStore) Stats(ctx context.Context) (Stats, error) {
 	q := s.d.statsQuery(s.table)
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()

@@ -22,7 +22,7 @@ type connTx struct {
 }
 
 // beginReadCommitted starts a connTx under ctx.
-func (s *SQLStore) beginReadCommitted(ctx context.Context) (*connTx, error) {
+func (s *sqlStore) beginReadCommitted(ctx context.Context) (*connTx, error) {
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return nil, err

@@ -33,7 +33,7 @@ func FuzzStoredRow(f *testing.F) {
 	if err := outbox.Migrate(ctx, db, outbox.SQLite); err != nil {
 		f.Fatal(err)
 	}
-	store, err := outbox.NewSQLStore(db, outbox.SQLite, outbox.SQLStoreConfig{})
+	store, err := sqlStore(db, outbox.SQLite, outbox.SQLStoreConfig{})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -71,7 +71,7 @@ func setupStore(t *testing.T, db *sql.DB, d outbox.Dialect, table string) sqlBun
 	if err := outbox.MigrateTable(t.Context(), db, d, table); err != nil {
 		t.Fatalf("MigrateTable: %v", err)
 	}
-	s, err := outbox.NewSQLStore(db, d, outbox.SQLStoreConfig{Table: table})
+	s, err := sqlStore(db, d, outbox.SQLStoreConfig{Table: table})
 	if err != nil {
 		t.Fatalf("NewSQLStore: %v", err)
 	}
@@ -575,7 +575,7 @@ func TestQueryTimeoutBoundsStatements(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			b := setup(t)
-			s, err := outbox.NewSQLStore(b.db, b.d, outbox.SQLStoreConfig{Table: b.table, QueryTimeout: 50 * time.Millisecond})
+			s, err := sqlStore(b.db, b.d, outbox.SQLStoreConfig{Table: b.table, QueryTimeout: 50 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -598,4 +598,14 @@ func TestQueryTimeoutBoundsStatements(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sqlStore is outbox.NewSQLStore with its concrete type, whose optional methods
+// (claims, dead events, stats) the tests call directly.
+func sqlStore(db *sql.DB, d outbox.Dialect, cfg outbox.SQLStoreConfig) (*outbox.SQLStore, error) {
+	s, err := outbox.NewSQLStore(db, d, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return s.(*outbox.SQLStore), nil
 }

@@ -122,7 +122,7 @@ type StatsStore interface {
 }
 
 // ConnectionChecker is implemented by stores that can verify that their database
-// connection is configured the way they need, such as [SQLStore]. [Outbox.Start] calls
+// connection is configured the way they need, such as the SQL store of [NewSQLStore]. [Outbox.Start] calls
 // CheckConnection before it starts anything and fails with its error.
 type ConnectionChecker interface {
 	// CheckConnection returns a *[ConfigError] when the connection is misconfigured, or

@@ -7,9 +7,6 @@ import (
 	"strings"
 )
 
-// DefaultTable is the name of the outbox table when none is configured.
-const DefaultTable = "outbox_event"
-
 // maxIdentLen is the longest identifier accepted for a table or schema name. It matches
 // PostgreSQL's 63-byte limit, the tightest of the supported databases.
 const maxIdentLen = 63

@@ -3,6 +3,7 @@ package outbox
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -111,16 +112,13 @@ func (w *Writer) Write(ctx context.Context, tx Executor, env Envelope) (string, 
 // WriteAll writes a batch of events with one INSERT in the transaction tx and returns
 // their IDs in order (none when a hook suppressed the batch).
 //
-// tx must be inside a transaction: a [*Tx] from [RunInTx] or [BeginTx], an adapter's
-// transaction, or any executor with Commit and Rollback methods such as *sql.Tx. With a
-// *Tx or an adapter's transaction, committed events are handed to the dispatcher at once
-// (the hot path); through a bare *sql.Tx they are committed just the same and the poller
-// delivers them.
+// tx must be inside a transaction: a [*Tx], an adapter's transaction, or any executor
+// with Commit and Rollback such as *sql.Tx. Through a *Tx or an adapter's transaction
+// committed events take the hot path; through a bare *sql.Tx the poller delivers them.
 //
-// Errors: ErrNoTransaction when tx is not in a transaction (for example a *sql.DB); an
-// [*EnvelopeError] (matching ErrInvalidEnvelope) for an invalid envelope; the error of a
-// hook's BeforeWrite; or the INSERT's error. In every error case nothing is inserted by
-// this call, and no SQL runs before validation passes.
+// Errors: ErrNoTransaction (tx is not in a transaction), ErrTxDone (it has ended), an
+// [*EnvelopeError], a hook's BeforeWrite error, or the INSERT's. On error nothing is
+// inserted, and no SQL runs before validation passes.
 func (w *Writer) WriteAll(ctx context.Context, tx Executor, envs []Envelope) ([]string, error) {
 	hooks, ok := transactionOf(tx)
 	if !ok {
@@ -142,6 +140,9 @@ func (w *Writer) WriteAll(ctx context.Context, tx Executor, envs []Envelope) ([]
 		claimTTL = w.preClaim(events)
 	}
 	if err := w.store.Insert(ctx, tx, InsertParams{Events: events, ClaimTTL: claimTTL}); err != nil {
+		if errors.Is(err, sql.ErrTxDone) {
+			return nil, fmt.Errorf("outbox: write: %w (%w)", ErrTxDone, err)
+		}
 		return nil, fmt.Errorf("outbox: write: %w", err)
 	}
 	crashPoint("after-insert")
@@ -153,7 +154,7 @@ func (w *Writer) WriteAll(ctx context.Context, tx Executor, envs []Envelope) ([]
 	if len(w.hooks) > 0 {
 		if hooks == nil {
 			w.noHooksOnce.Do(func() {
-				w.logger.DebugContext(ctx, "transaction has no after-commit hooks; its events are delivered by the poller",
+				w.logger.InfoContext(ctx, "transaction has no after-commit hooks; its events are delivered by the poller (once per writer)",
 					slog.String("executor", fmt.Sprintf("%T", tx)))
 			})
 		} else {

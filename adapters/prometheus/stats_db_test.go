@@ -173,7 +173,7 @@ func TestStatsCollectorDatabaseErrors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, reg, logs := newStats(t, store, StatsOptions{CacheTTL: -1})
+			_, reg, logs := newStats(t, store.(outbox.StatsStore), StatsOptions{CacheTTL: -1})
 			if up := value(t, reg, "outbox_stats_up"); up != 1 {
 				t.Fatalf("before Close: up %v", up)
 			}
@@ -199,7 +199,7 @@ func TestStatsCollectorDatabaseErrors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, reg, _ := newStats(t, store, StatsOptions{})
+			_, reg, _ := newStats(t, store.(outbox.StatsStore), StatsOptions{})
 			g := scrape(t, reg)
 			if up, errs := value(t, g, "outbox_stats_up"), value(t, g, "outbox_stats_errors_total"); up != 0 || errs != 1 || hasTableSeries(t, g) {
 				t.Fatalf("missing table: up %v, errors %v", up, errs)

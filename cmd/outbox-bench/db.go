@@ -313,7 +313,7 @@ func (t *target) insertOrderSQL() string {
 // orderTime is the business row's created_at argument.
 func (t *target) orderTime(now time.Time) any {
 	if t.kind == "sqlite" {
-		return now.UTC().Format(outbox.SQLiteTimeLayout)
+		return now.UTC().Format("2006-01-02T15:04:05.000000Z") // the SQLite dialect's time layout
 	}
 	return now.UTC()
 }

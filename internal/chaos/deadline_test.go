@@ -86,7 +86,7 @@ func TestStoreCommitDeadline(t *testing.T) {
 				}
 			}
 			call("Claim", func(ctx context.Context) error {
-				_, err := store.Claim(ctx, outbox.ClaimParams{Token: "n/1", TTL: time.Minute, Limit: 2})
+				_, err := store.(outbox.ClaimStore).Claim(ctx, outbox.ClaimParams{Token: "n/1", TTL: time.Minute, Limit: 2})
 				return err
 			})
 			call("MarkDone of two events", func(ctx context.Context) error {

@@ -15,8 +15,6 @@ import (
 	"strconv"
 	"testing"
 	"time"
-
-	outbox "github.com/outboxkit/outbox/core"
 )
 
 // stopTook finds the outbox's stop time in a node's last stderr line.
@@ -24,10 +22,13 @@ var stopTook = regexp.MustCompile(`outbox stopped in (\S+)\)`)
 
 // Short-tier settings.
 const (
+	// queryTimeout is the bound the poller and the purger put on each query (the
+	// outbox's default, not configurable).
+	queryTimeout = 10 * time.Second
 	// stopBound bounds Outbox.Stop while the database is unreachable: the purger's and
 	// the poller's running statements (stopped one after the other, each bounded by
 	// the query timeout, 10 s) and the dispatcher's last status updates.
-	stopBound       = 2*outbox.DefaultQueryTimeout + 5*time.Second
+	stopBound       = 2*queryTimeout + 5*time.Second
 	shortFaultPhase = 3 * time.Second
 	drainLimit      = 90 * time.Second
 )
@@ -291,7 +292,7 @@ func TestNetworkFaults(t *testing.T) {
 					// timeout, 10 s: each connection the pool hands out that died in the
 					// blackhole costs one) plus a claim TTL, with room for a loaded machine.
 					// A call without a deadline would never return (and the drain fail).
-					if bound := 3*outbox.DefaultQueryTimeout + 15*time.Second; rep.Recovery > bound {
+					if bound := 3*queryTimeout + 15*time.Second; rep.Recovery > bound {
 						t.Errorf("delivery resumed %s after the network healed, want within %s: a call without a deadline?",
 							rep.Recovery.Round(time.Millisecond), bound)
 					}

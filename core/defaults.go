@@ -1,0 +1,38 @@
+package outbox
+
+import "time"
+
+// Defaults: a zero field of [Config] takes the value here.
+const (
+	DefaultWorkers         = 4                      // concurrent deliveries
+	DefaultHotQueueSize    = 1000                   // committed events waiting for a worker
+	DefaultColdQueueSize   = 1000                   // polled events waiting for a worker
+	DefaultMaxAttempts     = 10                     // failed attempts before an event is DEAD
+	DefaultRetryBase       = 200 * time.Millisecond // first delay of ExponentialBackoff
+	DefaultRetryMax        = 60 * time.Second       // ExponentialBackoff's cap, before jitter
+	DefaultListenerTimeout = 30 * time.Second       // one delivery attempt
+	DefaultStatusTimeout   = 10 * time.Second       // one statement recording an outcome
+	DefaultPollInterval    = 5 * time.Second        // between two poll cycles
+	DefaultPollBatchSize   = 100                    // rows one poll query reads
+	DefaultSkipRecent      = time.Second            // the poller leaves younger rows to the hot path
+	DefaultPurgeInterval   = time.Hour              // between two purges
+	DefaultRetention       = 7 * 24 * time.Hour     // DONE and DEAD rows kept this long
+	DefaultPurgeBatchSize  = 500                    // rows one purge statement deletes
+	DefaultMaxPayloadBytes = 1 << 20                // 1 MiB, an encoded payload
+	DefaultTable           = "outbox_event"         // the outbox table
+)
+
+// defaultQueryTimeout bounds each query of the poller and the purger.
+const defaultQueryTimeout = 10 * time.Second
+
+// Limits on stored fields, in bytes: the column sizes of the shipped DDL. Envelope
+// fields over their limit are rejected; a longer last error is truncated.
+const (
+	MaxIDLen            = 64
+	MaxTypeLen          = 128
+	MaxAggregateTypeLen = 64
+	MaxAggregateIDLen   = 128
+	MaxTenantIDLen      = 64
+	MaxClaimTokenLen    = 128  // Event.LockedBy, ClaimParams.Token
+	MaxLastErrorLen     = 4000 // Event.LastError
+)
