@@ -19,13 +19,28 @@
 //	).Run()
 //
 // Module is an fx.Option, so it goes to fx.New (or into another fx.Module), not to
-// fx.Provide: fx rejects options passed to fx.Provide. It provides *outbox.Outbox,
+// fx.Provide: fx.New fails on fx.Provide(outboxfx.Module) with "fx.Option should be
+// passed to fx.New directly, not to fx.Provide". It provides *outbox.Outbox,
 // *outbox.Writer and *outbox.DeadEvents, and it always builds them, even when nothing in
 // the app depends on them, so the outbox runs as soon as the module is added.
 //
-// [New] is the same constructor for fx.Provide(outboxfx.New). Like every fx
-// constructor it runs only when something depends on one of its results (typically
-// the code that takes the *outbox.Writer); [Module] adds that dependency itself.
+// # Why only a module
+//
+// The package exports no constructor of the Outbox for fx.Provide, on purpose. fx runs a
+// constructor only when something depends on one of its results, and listeners provided
+// with [AsListener] are no such dependency: fx builds a value group only for a
+// constructor it is already building. Provided on its own, the constructor would build
+// the Outbox only if something took its *outbox.Writer (or the Outbox, or its
+// DeadEvents). An app that registers listeners but writes its events elsewhere (another
+// service, a WriterOnly outbox, a migration) would start without a dispatcher or a
+// poller, and its events would stay NEW forever, with no error anywhere.
+//
+// Keeping such a constructor and failing at start when it is used without the module
+// cannot work: a check runs only in code that fx runs, and in that wiring fx runs
+// nothing of this package, not the constructor, not even the listener constructors. So
+// [Module] is the only way in, and the wiring fx accepts is the one that always starts:
+// the module's fx.Invoke builds the Outbox at fx.New, which registers its listeners and
+// its lifecycle hook, and a configuration error makes fx.New fail.
 //
 // # Listeners
 //
@@ -45,7 +60,7 @@
 //
 // # Lifecycle
 //
-// [New] appends one hook to the fx.Lifecycle. OnStart calls [outbox.Outbox.Start]: it
+// [Module] appends one hook to the fx.Lifecycle. OnStart calls [outbox.Outbox.Start]: it
 // checks the connection and the table, then starts the dispatcher, the poller and the
 // purger, in that order, and returns at once. OnStart's context bounds that start-up
 // only (fx gives it 15 seconds by default): the run loops keep its values but not its
@@ -57,9 +72,9 @@
 // in the table and are delivered after the next start. Events written before the app
 // started are found by the poller.
 //
-// fx stops hooks in the reverse order of their constructors, and [New] depends on the
-// *sql.DB, so a DB constructor that closes the DB in its own OnStop hook closes it
-// after the outbox has drained.
+// fx stops hooks in the reverse order of their constructors, and the module's
+// constructor depends on the *sql.DB, so a DB constructor that closes the DB in its own
+// OnStop hook closes it after the outbox has drained.
 //
 // # Errors
 //

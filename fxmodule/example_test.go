@@ -96,38 +96,3 @@ func Example() {
 	fmt.Println(<-broker.published)
 	// Output: OrderPlaced o-1 {"amount_cents":1999}
 }
-
-// ExampleNew provides the constructor itself instead of the module. fx builds it only
-// because something depends on its results: here the fx.Invoke that writes.
-func ExampleNew() {
-	dir, err := os.MkdirTemp("", "outboxfx-example-*")
-	if err != nil {
-		panic(err)
-	}
-	defer os.RemoveAll(dir)
-	broker := &Broker{published: make(chan string, 1)}
-
-	app := fx.New(
-		fx.NopLogger,
-		fx.Supply(outboxfx.Config{Dialect: outbox.SQLite, Logger: slog.New(slog.DiscardHandler)}),
-		fx.Provide(outboxfx.New, newExampleDB(dir)),
-		fx.Supply(broker),
-		fx.Provide(outboxfx.AsListener(NewOrderPlacedListener)),
-		fx.Invoke(func(lc fx.Lifecycle, db *sql.DB, w *outbox.Writer) {
-			// Appended after the outbox's hook, so it runs once the outbox has started.
-			lc.Append(fx.StartHook(func(ctx context.Context) error {
-				return outbox.RunInTx(ctx, db, func(ctx context.Context, tx *outbox.Tx) error {
-					_, err := w.Write(ctx, tx, outbox.Envelope{Type: "OrderPlaced", AggregateType: "Order", AggregateID: "o-2", Payload: map[string]int{"amount_cents": 500}})
-					return err
-				})
-			}))
-		}),
-	)
-	ctx := context.Background()
-	if err := app.Start(ctx); err != nil {
-		panic(err)
-	}
-	defer app.Stop(ctx)
-	fmt.Println(<-broker.published)
-	// Output: OrderPlaced o-2 {"amount_cents":500}
-}

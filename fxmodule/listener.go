@@ -12,7 +12,7 @@ import (
 
 // Listener routes the events of one (aggregate type, event type) to an
 // [outbox.Listener]. Listener constructors return it and are provided with
-// [AsListener]; [New] registers every Listener of the fx value group
+// [AsListener]; [Module] registers every Listener of the fx value group
 // "outbox_listeners".
 type Listener struct {
 	// AggregateType is the aggregate type of the events; "" means
@@ -31,7 +31,7 @@ var (
 )
 
 // AsListener annotates a listener constructor for fx.Provide so that fx adds what it
-// returns to the listeners [New] registers:
+// returns to the listeners [Module] registers:
 //
 //	fx.Provide(outboxfx.AsListener(NewOrderPlacedListener))
 //
@@ -53,7 +53,7 @@ func AsListener(constructor any) any {
 	return fx.Annotated{Group: group, Target: constructor}
 }
 
-// listenerGroupName is the fx value group of the listeners [New] registers.
+// listenerGroupName is the fx value group of the listeners [Module] registers.
 const listenerGroupName = "outbox_listeners"
 
 // listenerGroup returns the fx group for the results of constructor, or why it is not

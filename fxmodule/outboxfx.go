@@ -2,7 +2,6 @@ package outboxfx
 
 import (
 	"database/sql"
-	"errors"
 	"fmt"
 	"log/slog"
 
@@ -11,7 +10,7 @@ import (
 	outbox "github.com/outboxkit/outbox/core"
 )
 
-// Config configures the Outbox that [New] builds. It has exactly the fields of
+// Config configures the Outbox that [Module] builds. It has exactly the fields of
 // [outbox.Config], documented there, with the same defaults; only Dialect is required
 // (or Store). It is a type of its own so that fx.Supply(outboxfx.Config{...}) names what
 // it is for in the fx graph:
@@ -19,8 +18,40 @@ import (
 //	fx.Supply(outboxfx.Config{Dialect: outbox.Postgres, Workers: 8})
 type Config outbox.Config
 
-// Params are the dependencies of [New], filled in by fx.
-type Params struct {
+// Module builds an [outbox.Outbox] and provides it, its writer (*outbox.Writer) and its
+// dead-event manager (*outbox.DeadEvents). It builds them even when nothing in the app
+// depends on them, so adding the module is enough for the outbox to start and stop with
+// the app. It also provides the admin handler, [AdminHandler], built by [NewAdmin] when
+// something depends on it. Pass it to fx.New (or put it in another fx.Module), not to
+// fx.Provide.
+//
+// The module needs a [Config] and a *sql.DB (unless Config.Store is set) in the app; it
+// uses the app's *slog.Logger, if there is one, when Config.Logger is nil, and registers
+// every listener provided with [AsListener]. It appends one hook to the fx.Lifecycle:
+// OnStart calls [outbox.Outbox.Start], which starts the dispatcher, the poller and the
+// purger and returns at once (their loops do not inherit OnStart's deadline); OnStop
+// calls [outbox.Outbox.Stop], which stops them in reverse order and drains the
+// dispatcher within OnStop's context.
+//
+// The app fails to build (fx.New's app.Err, and Start) with an error matching
+// [outbox.ErrInvalidConfig] (an [*outbox.ConfigError] naming the field) when the
+// configuration is invalid, when the *sql.DB is missing or nil and Config.Store is not
+// set, or when a listener has no event type or no listener; and with an error wrapping
+// [outbox.ErrDuplicateListener], naming the aggregate and event types, when two
+// listeners share a route.
+var Module = fx.Module("outbox",
+	fx.Provide(newOutbox, NewAdmin),
+	// The outbox is built by this invocation, not on demand: see "Why only a module" in
+	// the package documentation.
+	fx.Invoke(runOutbox),
+)
+
+// runOutbox makes fx build the Outbox (and so register its lifecycle hook and its
+// listeners) even when nothing else depends on it.
+func runOutbox(*outbox.Outbox) {}
+
+// params are the dependencies of newOutbox, filled in by fx.
+type params struct {
 	fx.In
 
 	// Lifecycle receives the Outbox's start and stop hook.
@@ -36,8 +67,8 @@ type Params struct {
 	Listeners []Listener `group:"outbox_listeners"`
 }
 
-// Result is what [New] provides to the fx graph.
-type Result struct {
+// results are what newOutbox provides to the fx graph.
+type results struct {
 	fx.Out
 
 	// Outbox is the composite outbox, registered with the app's lifecycle.
@@ -48,53 +79,28 @@ type Result struct {
 	Dead *outbox.DeadEvents
 }
 
-// Module builds an [outbox.Outbox] with [New] and provides it, its writer and its
-// dead-event manager. It builds them even when nothing in the app depends on them, so
-// adding the module is enough for the outbox to start and stop with the app. It also
-// provides the admin handler, [AdminHandler], built by [NewAdmin] when something
-// depends on it. Pass it to fx.New, not to fx.Provide.
-var Module = fx.Module("outbox",
-	fx.Provide(New, NewAdmin),
-	fx.Invoke(runOutbox),
-)
-
-// runOutbox makes fx build the Outbox (and so register its lifecycle hook) even when
-// nothing else depends on it.
-func runOutbox(*outbox.Outbox) {}
-
-// New builds an [outbox.Outbox] with [outbox.New] from p.DB and p.Config, registers
-// p.Listeners and appends one hook to p.Lifecycle: OnStart calls [outbox.Outbox.Start],
-// which starts the dispatcher, the poller and the purger and returns at once (their
-// loops do not inherit OnStart's deadline); OnStop calls [outbox.Outbox.Stop], which
-// stops them in reverse order and drains the dispatcher within OnStop's context. Use
-// it as fx.Provide(outboxfx.New), or through [Module].
-//
-// New returns an error matching [outbox.ErrInvalidConfig] (an [*outbox.ConfigError]
-// naming the field) when the configuration is invalid, when p.DB is missing or nil
-// and Config.Store is not set, or when a listener has no event type or no listener;
-// and an error wrapping [outbox.ErrDuplicateListener], naming the aggregate and event
-// types, when two listeners share a route.
-func New(p Params) (Result, error) {
-	if p.Lifecycle == nil {
-		return Result{}, errors.New("outboxfx: Params.Lifecycle is nil: New is an fx constructor; outside fx use outbox.New")
-	}
+// newOutbox is the constructor behind [Module]: it builds the Outbox with [outbox.New]
+// from p.DB and p.Config, registers p.Listeners and appends the Outbox's start and stop
+// hook to p.Lifecycle. It is unexported on purpose: provided on its own, fx would build
+// it only when something depends on its results (see the package documentation).
+func newOutbox(p params) (results, error) {
 	cfg := outbox.Config(p.Config)
 	if cfg.Logger == nil {
 		cfg.Logger = p.Logger
 	}
 	if p.DB == nil && cfg.Store == nil {
-		return Result{}, &outbox.ConfigError{Field: "DB", Reason: "no *sql.DB in the fx app, or it is nil: " +
+		return results{}, &outbox.ConfigError{Field: "DB", Reason: "no *sql.DB in the fx app, or it is nil: " +
 			"provide one (for example fx.Provide(newDB)), or set Config.Store"}
 	}
 	ob, err := outbox.New(p.DB, cfg)
 	if err != nil {
-		return Result{}, err
+		return results{}, err
 	}
 	for _, l := range p.Listeners {
 		if err := ob.Register(l.AggregateType, l.EventType, l.Listener); err != nil {
-			return Result{}, fmt.Errorf("outboxfx: register listener: %w", err)
+			return results{}, fmt.Errorf("outboxfx: register listener: %w", err)
 		}
 	}
 	p.Lifecycle.Append(fx.Hook{OnStart: ob.Start, OnStop: ob.Stop})
-	return Result{Outbox: ob, Writer: ob.Writer(), Dead: ob.Dead()}, nil
+	return results{Outbox: ob, Writer: ob.Writer(), Dead: ob.Dead()}, nil
 }

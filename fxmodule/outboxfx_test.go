@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/outboxtest"
 	outboxfx "github.com/outboxkit/outbox/fxmodule"
 )
 
@@ -27,12 +28,65 @@ func TestModuleDeliversThroughHotPath(t *testing.T) {
 	})
 }
 
-// TestProvideNewWorksLikeModule runs the module's scenario with fx.Provide(outboxfx.New):
-// fx.Populate depends on the results, so fx builds the Outbox and its hook runs.
-func TestProvideNewWorksLikeModule(t *testing.T) {
+// TestListenersOnlyAppDelivers is the wiring of an app that registers listeners and
+// takes nothing from the outbox (its events are written elsewhere): fx builds nothing
+// that nothing depends on, so a constructor provided with fx.Provide would never run
+// and the events would stay NEW. The first thing one tries, fx.Provide(outboxfx.Module),
+// makes fx.New and Start fail with an error that says to pass the module to fx.New; the
+// module passed to fx.New delivers the events written before and after the start.
+func TestListenersOnlyAppDelivers(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b backend) {
-		testHotPath(t, b, fx.Provide(outboxfx.New))
+		tb := setup(t, b)
+		// The events are written with an Outbox of their own, as another service would.
+		writer, err := outbox.New(tb.db, outbox.Config{Dialect: tb.dialect, Table: tb.table, Mode: outbox.WriterOnly, Logger: quietLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := []string{tb.write(t, writer.Writer(), "before-1"), tb.write(t, writer.Writer(), "before-2")}
+
+		cfg := tb.config()
+		cfg.PollInterval = 50 * time.Millisecond
+		cfg.SkipRecent = -1
+		l := newRecordingListener(false)
+		wiring := func(outboxOption fx.Option) []fx.Option {
+			return []fx.Option{
+				fx.Supply(cfg),
+				outboxOption,
+				tb.provideDB(),
+				fx.Provide(outboxfx.AsListener(l.asListener())),
+				// Nothing takes the *outbox.Writer, the *outbox.Outbox or the DeadEvents.
+			}
+		}
+
+		t.Run("ModuleInProvide", func(t *testing.T) {
+			app := fx.New(append(wiring(fx.Provide(outboxfx.Module)), fx.NopLogger)...)
+			requireErrorContains(t, app.Err(), "fx.Option should be passed to fx.New directly, not to fx.Provide", `fx.Module("outbox"`)
+			err := app.Start(t.Context())
+			if err == nil || err.Error() != app.Err().Error() {
+				t.Fatalf("Start = %v, want the error of fx.New", err)
+			}
+			if got := l.handled(); len(got) != 0 {
+				t.Errorf("the listener handled %v in an app that did not start", got)
+			}
+		})
+
+		t.Run("Module", func(t *testing.T) {
+			app := fxtest.New(t, wiring(outboxfx.Module)...)
+			app.RequireStart()
+			after := []string{tb.writeBare(t, writer.Writer(), "after-1"), tb.writeBare(t, writer.Writer(), "after-2")}
+			written := append(before, after...)
+			tb.metrics.await(t, len(written), outbox.PathCold)
+			requireStatus(t, writer, outbox.StatusDone, written...)
+			app.RequireStop()
+
+			got := l.handled()
+			slices.Sort(got)
+			slices.Sort(written)
+			if !slices.Equal(got, written) {
+				t.Errorf("listener handled %v, want %v", got, written)
+			}
+		})
 	})
 }
 
@@ -140,7 +194,7 @@ func TestStopDrainsQueuedEvents(t *testing.T) {
 			written = append(written, tb.write(t, w, order))
 		}
 		l.awaitHandling(t) // the only worker holds one event
-		if hot, _ := ob.Dispatcher().QueueDepths(); hot != len(written)-1 {
+		if hot, _ := outboxtest.QueueDepths(ob); hot != len(written)-1 {
 			t.Fatalf("hot queue holds %d events, want %d", hot, len(written)-1)
 		}
 

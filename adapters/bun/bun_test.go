@@ -405,7 +405,7 @@ func TestPlainBunTransaction(t *testing.T) {
 			t.Fatal(err)
 		}
 		b.assertPolled(t, ids...)
-		if n := b.LogCount(slog.LevelDebug, "no after-commit hooks"); n != 1 {
+		if n := b.LogCount(slog.LevelInfo, "no after-commit hooks"); n != 1 {
 			t.Errorf("no-hooks debug log written %d times, want 1", n)
 		}
 	})

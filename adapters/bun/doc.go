@@ -24,8 +24,8 @@
 // rewrite its placeholders).
 //
 // [Write], [WriteAll] and [Executor] need a transaction: a zero bun.Tx fails with
-// [outbox.ErrNoTransaction] and inserts nothing. A *bun.DB or a bun.Conn cannot be passed
-// at all.
+// [outbox.ErrNoTransaction], and nothing is inserted. A *bun.DB or a bun.Conn cannot be
+// passed at all.
 //
 // # Nesting
 //

@@ -119,13 +119,15 @@ func (l level) rolledBack() {
 	}
 }
 
-// RunInTx runs fn in a transaction on db and commits it when fn returns nil. When fn
-// returns an error or panics, it rolls back and returns fn's error or re-raises the
-// panic. fn must not commit or roll back tx itself.
+// RunInTx runs fn in a transaction on db, begun with opts, and commits it when fn
+// returns nil. When fn returns an error or panics, it rolls back and returns fn's error
+// or re-raises the panic. fn must not commit or roll back tx itself. It is
+// db.RunInTx(ctx, opts, fn) with the outbox's callbacks wired in, and takes its
+// arguments in the order bun's method does.
 //
-// db is usually a *bun.DB or a bun.Conn: RunInTx begins a transaction with opts. Events
-// written with [Write] or [WriteAll] through tx and fn's context are handed to the
-// dispatcher after the commit succeeds, and never after a rollback or a failed commit.
+// db is usually a *bun.DB or a bun.Conn. Events written with [Write] or [WriteAll]
+// through fn's ctx and tx are handed to the dispatcher after the outermost commit
+// succeeds, and never after a rollback or a failed commit.
 //
 // Given the tx of an enclosing RunInTx, and the context that RunInTx passed to its fn,
 // RunInTx makes a savepoint instead (opts is ignored) and releases it when fn returns
@@ -139,8 +141,8 @@ func (l level) rolledBack() {
 // committed with the transaction and delivered by the poller.
 //
 // Errors: fn's error; a wrapped error of bun's BeginTx or Commit (for a savepoint, of
-// SAVEPOINT or RELEASE SAVEPOINT); or an error matching
-// [outbox.ErrInvalidArgument] for a nil fn, a nil db or a zero bun.Tx or bun.Conn.
+// SAVEPOINT or RELEASE SAVEPOINT); or an error matching [outbox.ErrInvalidArgument] for
+// a nil fn, a nil db or a zero bun.Tx or bun.Conn.
 func RunInTx(ctx context.Context, db bun.IDB, opts *sql.TxOptions, fn func(ctx context.Context, tx bun.Tx) error) error {
 	if fn == nil {
 		return fmt.Errorf("%w: nil fn", outbox.ErrInvalidArgument)

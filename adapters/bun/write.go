@@ -10,13 +10,14 @@ import (
 	"github.com/outboxkit/outbox/core/adapterkit"
 )
 
-// Executor returns the executor to pass to [outbox.Writer.Write] for a write in tx.
+// Executor returns the [outbox.Executor] to pass to [outbox.Writer.Write] or
+// [outbox.Writer.WriteAll] for a write in tx.
 //
-// When tx is the transaction [RunInTx] passed to the fn whose context is ctx, the
-// executor runs SQL on tx's *sql.Tx and registers the writer's callbacks with RunInTx,
-// so committed events take the hot path. For any other bun.Tx it is the *sql.Tx alone:
-// events are committed with tx and delivered by the poller. A zero bun.Tx returns
-// [outbox.ErrNoTransaction].
+// When tx is the tx [RunInTx] passed to fn and ctx is fn's context (or derived from it),
+// the executor runs SQL on tx's *sql.Tx and registers the writer's callbacks with
+// RunInTx, so committed events take the hot path. For any other bun.Tx (db.RunInTx,
+// db.BeginTx, bun's own savepoints) it is the bare *sql.Tx: events are committed with tx
+// and delivered by the poller. A zero bun.Tx returns [outbox.ErrNoTransaction].
 func Executor(ctx context.Context, tx bun.Tx) (outbox.Executor, error) {
 	if tx.Tx == nil {
 		return nil, outbox.ErrNoTransaction
@@ -38,8 +39,8 @@ func Write(ctx context.Context, tx bun.Tx, w *outbox.Writer, env outbox.Envelope
 }
 
 // WriteAll writes a batch of events with w in the transaction tx, with one INSERT, and
-// returns their IDs in order. Pass fn's context and tx from [RunInTx] for the hot path;
-// see [Executor] for other transactions.
+// returns their IDs in order (none when a writer hook suppressed the batch). Pass the ctx
+// and tx [RunInTx] gave fn for the hot path; see [Executor] for other transactions.
 //
 // Errors: an error matching [outbox.ErrInvalidArgument] for a nil w;
 // [outbox.ErrNoTransaction] for a zero bun.Tx; otherwise those of

@@ -59,7 +59,7 @@ func TestTransactionCommitFails(t *testing.T) {
 		var counter txCounter
 		hotBefore := b.HotEnqueued() - b.Sentinels()
 		err := outboxgorm.Transaction(ctx, gdb, func(tx *gorm.DB) error {
-			if err := outboxgorm.Write(tx, b.Writer, b.Envelope(id, "o-1")); err != nil {
+			if _, err := outboxgorm.Write(tx, b.Writer, b.Envelope(id, "o-1")); err != nil {
 				return err
 			}
 			exec, err := outboxgorm.Executor(tx)

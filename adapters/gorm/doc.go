@@ -13,8 +13,13 @@
 //		if err := tx.Create(&order).Error; err != nil {
 //			return err
 //		}
-//		return outboxgorm.Write(tx, ob.Writer(), env)
+//		_, err := outboxgorm.Write(tx, ob.Writer(), env)
+//		return err
 //	})
+//
+// [Write] and [WriteAll] return the IDs of the events they wrote, as the writer does.
+// They take no context: like GORM's own statements they run in tx's
+// (tx.WithContext(ctx)), which [Transaction] sets from its ctx.
 //
 // GORM has no after-commit hook; [Transaction] adds one. Events reach the dispatcher only
 // after the outermost commit succeeds, and never when the transaction rolls back (fn
@@ -42,5 +47,6 @@
 // of db.Transaction or db.Begin. Its events are committed atomically just the same, but
 // nothing tells the dispatcher when the transaction commits: the poller delivers them on
 // its next cycle (Config.PollInterval), and the writer notes this once at debug level.
-// Outside any transaction [Write] fails with [outbox.ErrNoTransaction] and inserts nothing.
+// Outside any transaction [Write], [WriteAll] and [Executor] fail with
+// [outbox.ErrNoTransaction], and nothing is inserted.
 package outboxgorm

@@ -99,7 +99,8 @@ func ExampleTransaction() {
 		if err := tx.Create(&Order{ID: "o-1"}).Error; err != nil {
 			return err
 		}
-		return outboxgorm.Write(tx, app.ob.Writer(), orderPlaced("o-1", 1999))
+		_, err := outboxgorm.Write(tx, app.ob.Writer(), orderPlaced("o-1", 1999))
+		return err
 	})
 	if err != nil {
 		panic(err)
@@ -119,11 +120,11 @@ func ExampleTransaction_nested() {
 		if err := tx.Create(&Order{ID: "o-1"}).Error; err != nil {
 			return err
 		}
-		if err := outboxgorm.Write(tx, app.ob.Writer(), orderPlaced("o-1", 1999)); err != nil {
+		if _, err := outboxgorm.Write(tx, app.ob.Writer(), orderPlaced("o-1", 1999)); err != nil {
 			return err
 		}
 		err := outboxgorm.Transaction(ctx, tx, func(tx *gorm.DB) error {
-			if err := outboxgorm.Write(tx, app.ob.Writer(), orderPlaced("o-2", 500)); err != nil {
+			if _, err := outboxgorm.Write(tx, app.ob.Writer(), orderPlaced("o-2", 500)); err != nil {
 				return err
 			}
 			return errors.New("out of stock")
@@ -150,12 +151,41 @@ func ExampleWrite() {
 	app := newExampleApp()
 	defer app.close()
 
-	err := outboxgorm.Write(app.gdb, app.ob.Writer(), orderPlaced("o-1", 1999))
-	fmt.Println(errors.Is(err, outbox.ErrNoTransaction))
-	// Output: true
+	id, err := outboxgorm.Write(app.gdb, app.ob.Writer(), orderPlaced("o-1", 1999))
+	fmt.Printf("%q %v\n", id, errors.Is(err, outbox.ErrNoTransaction))
+	// Output: "" true
 }
 
-// ExampleExecutor writes through the writer itself, to get the event's ID.
+// ExampleWriteAll writes two events with one INSERT; WriteAll returns their IDs in the
+// order of the envelopes.
+func ExampleWriteAll() {
+	app := newExampleApp()
+	defer app.close()
+	ctx := context.Background()
+
+	var ids []string
+	err := outboxgorm.Transaction(ctx, app.gdb, func(tx *gorm.DB) error {
+		var err error
+		ids, err = outboxgorm.WriteAll(tx, app.ob.Writer(), []outbox.Envelope{
+			orderPlaced("o-1", 1999),
+			orderPlaced("o-2", 500),
+		})
+		return err
+	})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("IDs:", len(ids))
+	fmt.Println(<-app.delivered)
+	fmt.Println(<-app.delivered)
+	// Unordered output:
+	// IDs: 2
+	// OrderPlaced o-1 {"amount_cents":1999}
+	// OrderPlaced o-2 {"amount_cents":500}
+}
+
+// ExampleExecutor passes the transaction to the writer itself, as code written against
+// outbox.Executor does.
 func ExampleExecutor() {
 	app := newExampleApp()
 	defer app.close()

@@ -3,6 +3,7 @@ package outboxgorm_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	"gorm.io/gorm"
@@ -27,18 +28,26 @@ func TestTransactionCommit(t *testing.T) {
 			if err := b.insertOrder(tx, "o-1"); err != nil {
 				return err
 			}
-			if err := outboxgorm.Write(tx.Where("1 = 1"), b.Writer, b.Envelope(ev["write"], "o-1")); err != nil {
+			id, err := outboxgorm.Write(tx.Where("1 = 1"), b.Writer, b.Envelope(ev["write"], "o-1"))
+			if err != nil {
 				return err
 			}
-			if err := outboxgorm.WriteAll(tx, b.Writer, b.Envelope(ev["all1"], "o-1"), b.Envelope(ev["all2"], "o-1")); err != nil {
+			if id != ev["write"] {
+				t.Errorf("Write returned ID %q, want %q", id, ev["write"])
+			}
+			all, err := outboxgorm.WriteAll(tx, b.Writer, []outbox.Envelope{b.Envelope(ev["all1"], "o-1"), b.Envelope(ev["all2"], "o-1")})
+			if err != nil {
 				return err
+			}
+			if want := pick(ev, "all1", "all2"); !slices.Equal(all, want) {
+				t.Errorf("WriteAll returned IDs %v, want %v", all, want)
 			}
 			exec, err := outboxgorm.Executor(tx.WithContext(ctx))
 			if err != nil {
 				return err
 			}
 			counter.register(t, exec)
-			id, err := b.Writer.Write(ctx, exec, b.Envelope(ev["exec"], "o-1"))
+			id, err = b.Writer.Write(ctx, exec, b.Envelope(ev["exec"], "o-1"))
 			if err != nil {
 				return err
 			}
@@ -64,6 +73,10 @@ func TestTransactionCommit(t *testing.T) {
 		if !b.HasOrder(t, "o-1") {
 			t.Error("business row missing")
 		}
+		want := slices.Sorted(slices.Values(pick(ev, "write", "all1", "all2", "exec")))
+		if got := b.EventIDsFor(t, "o-1"); !slices.Equal(got, want) {
+			t.Errorf("rows of the transaction's events: %v, want %v", got, want)
+		}
 	})
 }
 
@@ -85,7 +98,7 @@ func TestTransactionRollback(t *testing.T) {
 					if err := b.insertOrder(tx, order); err != nil {
 						return err
 					}
-					if err := outboxgorm.Write(tx, b.Writer, b.Envelope(id, order)); err != nil {
+					if _, err := outboxgorm.Write(tx, b.Writer, b.Envelope(id, order)); err != nil {
 						return err
 					}
 					exec, err := outboxgorm.Executor(tx)
@@ -298,7 +311,11 @@ func TestTransactionSavepoints(t *testing.T) {
 					if err := b.insertOrder(tx, ev[label]); err != nil {
 						return err
 					}
-					return outboxgorm.Write(tx, b.Writer, b.Envelope(ev[label], ev[label]))
+					id, err := outboxgorm.Write(tx, b.Writer, b.Envelope(ev[label], ev[label]))
+					if err == nil && id != ev[label] {
+						t.Errorf("%s: Write returned ID %q, want %q", label, id, ev[label])
+					}
+					return err
 				}
 				err := outboxgorm.Transaction(ctx, b.gdb, func(tx *gorm.DB) error {
 					return tc.run(ctx, m.in(tx), write)
@@ -319,6 +336,9 @@ func TestTransactionSavepoints(t *testing.T) {
 				for _, l := range tc.delivered {
 					if !b.HasOrder(t, ev[l]) {
 						t.Errorf("business row %s missing", l)
+					}
+					if got := b.EventIDsFor(t, ev[l]); !slices.Equal(got, []string{ev[l]}) {
+						t.Errorf("rows of event %s: %v, want one with its ID", l, got)
 					}
 				}
 			})

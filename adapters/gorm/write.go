@@ -4,46 +4,21 @@ import (
 	"context"
 	"fmt"
 
-	outbox "github.com/outboxkit/outbox/core"
 	"gorm.io/gorm"
+
+	outbox "github.com/outboxkit/outbox/core"
 )
 
-// Write writes one event in tx's transaction with w, in the context of tx
-// (tx.Statement.Context). Use the tx passed to the function of [Transaction], or any
-// *gorm.DB derived from it, so that the event reaches the dispatcher right after the
-// commit; through a plain GORM transaction (db.Transaction, db.Begin) it is committed the
-// same way and delivered by the poller.
+// Executor returns the [outbox.Executor] to pass to [outbox.Writer.Write] or
+// [outbox.Writer.WriteAll] for a write in tx.
 //
-// Write returns [outbox.ErrNoTransaction] when tx is not in a transaction (nothing is
-// inserted), an error matching [outbox.ErrInvalidArgument] when w is nil, and otherwise
-// the error of [outbox.Writer.Write]. Use [Executor] with w.Write to get the event's ID.
-func Write(tx *gorm.DB, w *outbox.Writer, env outbox.Envelope) error {
-	exec, err := executorFor(tx, w)
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(contextOf(tx), exec, env)
-	return err
-}
-
-// WriteAll writes a batch of events with one INSERT in tx's transaction with w, as
-// [Write] does for one; it returns the same errors, those of [outbox.Writer.WriteAll].
-func WriteAll(tx *gorm.DB, w *outbox.Writer, envs ...outbox.Envelope) error {
-	exec, err := executorFor(tx, w)
-	if err != nil {
-		return err
-	}
-	_, err = w.WriteAll(contextOf(tx), exec, envs)
-	return err
-}
-
-// Executor returns the transaction behind tx as an [outbox.Executor] to pass to
-// [outbox.Writer.Write] or [outbox.Writer.WriteAll], for callers who want the event IDs.
-// Inside [Transaction] it also implements [adapterkit.Registrar], so committed events take the
-// hot path; inside a plain GORM transaction it is the bare transaction, whose events the
-// poller delivers. Prepared-statement wrappers (*gorm.PreparedStmtTX) are looked through.
-//
-// Executor returns [outbox.ErrNoTransaction] when tx is nil or not in a transaction.
+// When tx is the tx [Transaction] passed to fn, or a *gorm.DB derived from it, the
+// executor runs SQL on the transaction and registers the writer's callbacks with
+// Transaction, so committed events take the hot path. For any other GORM transaction
+// (db.Transaction, db.Begin) it is the bare transaction: events are committed with tx
+// and delivered by the poller. Prepared-statement wrappers (*gorm.PreparedStmtTX) are
+// looked through. A nil tx, or one that is not in a transaction, returns
+// [outbox.ErrNoTransaction].
 func Executor(tx *gorm.DB) (outbox.Executor, error) {
 	if tx == nil || tx.Statement == nil {
 		return nil, outbox.ErrNoTransaction
@@ -62,14 +37,41 @@ func Executor(tx *gorm.DB) (outbox.Executor, error) {
 	return exec, nil
 }
 
-func executorFor(tx *gorm.DB, w *outbox.Writer) (outbox.Executor, error) {
+// Write writes one event with w in the transaction tx and returns its ID, or "" when a
+// writer hook suppressed it. See [WriteAll].
+func Write(tx *gorm.DB, w *outbox.Writer, env outbox.Envelope) (string, error) {
+	exec, err := executor(tx, w)
+	if err != nil {
+		return "", err
+	}
+	return w.Write(contextOf(tx), exec, env)
+}
+
+// WriteAll writes a batch of events with w in the transaction tx, with one INSERT, and
+// returns their IDs in order (none when a writer hook suppressed the batch). Pass the tx
+// [Transaction] gave fn, or a *gorm.DB derived from it, for the hot path; see [Executor]
+// for other transactions. The write runs in tx's context (tx.Statement.Context, set with
+// WithContext), as GORM's own statements do.
+//
+// Errors: an error matching [outbox.ErrInvalidArgument] for a nil w;
+// [outbox.ErrNoTransaction] for a nil tx or one that is not in a transaction; otherwise
+// those of [outbox.Writer.WriteAll]. Nothing is inserted when an error is returned.
+func WriteAll(tx *gorm.DB, w *outbox.Writer, envs []outbox.Envelope) ([]string, error) {
+	exec, err := executor(tx, w)
+	if err != nil {
+		return nil, err
+	}
+	return w.WriteAll(contextOf(tx), exec, envs)
+}
+
+func executor(tx *gorm.DB, w *outbox.Writer) (outbox.Executor, error) {
 	if w == nil {
 		return nil, fmt.Errorf("%w: nil *outbox.Writer", outbox.ErrInvalidArgument)
 	}
 	return Executor(tx)
 }
 
-// contextOf returns the context of tx's statements.
+// contextOf returns the context of tx's statements. executor has checked tx.
 func contextOf(tx *gorm.DB) context.Context {
 	if ctx := tx.Statement.Context; ctx != nil {
 		return ctx

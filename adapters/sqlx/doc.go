@@ -10,7 +10,7 @@
 //
 // [RunInTx] is sqlx's BeginTxx, Commit and Rollback in one call, with the outbox's
 // after-commit callbacks wired in. Inside it, write business rows with the usual sqlx
-// methods and events with [Write]:
+// methods and events with [Write] or [WriteAll]:
 //
 //	err := outboxsqlx.RunInTx(ctx, db, nil, func(ctx context.Context, tx *sqlx.Tx) error {
 //		if _, err := tx.NamedExecContext(ctx, `INSERT INTO orders (id, total) VALUES (:id, :total)`, order); err != nil {
@@ -30,6 +30,9 @@
 // The outbox's SQL runs on the *sqlx.Tx's own ExecContext, which sqlx passes to
 // database/sql unchanged: the outbox's dialects emit the driver's native placeholders,
 // so no Rebind is involved.
+//
+// [Write], [WriteAll] and [Executor] need a transaction: a nil *sqlx.Tx fails with
+// [outbox.ErrNoTransaction], and nothing is inserted.
 //
 // # Transactions from elsewhere
 //

@@ -143,6 +143,9 @@ func TestWriteOutsideTransaction(t *testing.T) {
 		if err := outboxsqlx.RunInTx(ctx, nil, nil, nil); !errors.Is(err, outbox.ErrInvalidArgument) {
 			t.Errorf("nil db: got %v, want ErrInvalidArgument", err)
 		}
+		if err := outboxsqlx.RunInTx(ctx, b.db, nil, nil); !errors.Is(err, outbox.ErrInvalidArgument) {
+			t.Errorf("nil fn: got %v, want ErrInvalidArgument", err)
+		}
 		if got := b.EventRows(t); got != 0 {
 			t.Errorf("outbox rows %d, want 0", got)
 		}
@@ -179,7 +182,7 @@ func TestPlainTransactionIsDeliveredByPoller(t *testing.T) {
 			t.Errorf("poll handed over %d events, want 2", n)
 		}
 		b.WaitDelivered(t, ids...)
-		if n := b.LogCount(slog.LevelDebug, "no after-commit hooks"); n != 1 {
+		if n := b.LogCount(slog.LevelInfo, "no after-commit hooks"); n != 1 {
 			t.Errorf("debug log written %d times, want once", n)
 		}
 	})

@@ -22,15 +22,25 @@ type txState struct {
 	cb adapterkit.Callbacks
 }
 
-// RunInTx runs fn in a transaction on db, started with opts (nil for the driver's
-// default). It commits when fn returns nil and rolls back when fn returns an error or
-// panics; the panic is re-raised after the rollback. Events written with [Write] inside
-// fn are dispatched after a successful commit, and never when the transaction rolls back
-// or its commit fails.
+// RunInTx runs fn in a transaction on db, begun with opts (nil for the driver's
+// default), and commits it when fn returns nil. When fn returns an error or panics, it
+// rolls back and returns fn's error or re-raises the panic. fn must not commit or roll
+// back tx itself. It is db.BeginTxx(ctx, opts), Commit and Rollback in one call with the
+// outbox's callbacks wired in (sqlx has no RunInTx of its own), and takes its arguments
+// in the order bun's db.RunInTx does.
 //
-// fn's ctx carries the transaction; pass it to [Write]. The error is fn's error, or the
-// error of the begin or the commit, wrapped.
+// Events written with [Write] or [WriteAll] through fn's ctx and tx are handed to the
+// dispatcher after the commit succeeds, and never after a rollback or a failed commit.
+//
+// sqlx has no nested transactions: a RunInTx inside fn begins a second, separate
+// transaction on db, as BeginTxx would.
+//
+// Errors: fn's error; a wrapped error of sqlx's BeginTxx or Commit; or an error matching
+// [outbox.ErrInvalidArgument] for a nil fn or a nil db.
 func RunInTx(ctx context.Context, db *sqlx.DB, opts *sql.TxOptions, fn func(ctx context.Context, tx *sqlx.Tx) error) error {
+	if fn == nil {
+		return fmt.Errorf("%w: nil fn", outbox.ErrInvalidArgument)
+	}
 	if db == nil {
 		return fmt.Errorf("%w: nil *sqlx.DB", outbox.ErrInvalidArgument)
 	}

@@ -10,11 +10,14 @@ import (
 	"github.com/outboxkit/outbox/core/adapterkit"
 )
 
-// Executor returns the [outbox.Executor] to pass to [outbox.Writer.Write] for tx. When
-// ctx is the one [RunInTx] passed to its function and tx is that function's transaction,
-// the executor carries the transaction's after-commit callbacks and committed events take
-// the hot path. Any other live *sqlx.Tx is returned as it is: its events are delivered by
-// the poller. A nil tx returns [outbox.ErrNoTransaction].
+// Executor returns the [outbox.Executor] to pass to [outbox.Writer.Write] or
+// [outbox.Writer.WriteAll] for a write in tx.
+//
+// When tx is the tx [RunInTx] passed to fn and ctx is fn's context (or derived from it),
+// the executor runs SQL on tx and registers the writer's callbacks with RunInTx, so
+// committed events take the hot path. For any other *sqlx.Tx (db.BeginTxx, db.Beginx)
+// it is tx itself: events are committed with tx and delivered by the poller. A nil
+// *sqlx.Tx, or one without a *sql.Tx, returns [outbox.ErrNoTransaction].
 func Executor(ctx context.Context, tx *sqlx.Tx) (outbox.Executor, error) {
 	if tx == nil || tx.Tx == nil {
 		return nil, outbox.ErrNoTransaction
@@ -25,9 +28,8 @@ func Executor(ctx context.Context, tx *sqlx.Tx) (outbox.Executor, error) {
 	return tx, nil
 }
 
-// Write writes one event in tx and returns its ID; see [outbox.Writer.Write] for the
-// rules and errors. Inside [RunInTx], pass the ctx and tx it gave you. A nil tx returns
-// [outbox.ErrNoTransaction] and a nil w [outbox.ErrInvalidArgument]; nothing is written.
+// Write writes one event with w in the transaction tx and returns its ID, or "" when a
+// writer hook suppressed it. See [WriteAll].
 func Write(ctx context.Context, tx *sqlx.Tx, w *outbox.Writer, env outbox.Envelope) (string, error) {
 	exec, err := executor(ctx, tx, w)
 	if err != nil {
@@ -36,8 +38,13 @@ func Write(ctx context.Context, tx *sqlx.Tx, w *outbox.Writer, env outbox.Envelo
 	return w.Write(ctx, exec, env)
 }
 
-// WriteAll writes several events in tx with one statement and returns their IDs in
-// order; see [outbox.Writer.WriteAll]. Errors are those of [Write].
+// WriteAll writes a batch of events with w in the transaction tx, with one INSERT, and
+// returns their IDs in order (none when a writer hook suppressed the batch). Pass the ctx
+// and tx [RunInTx] gave fn for the hot path; see [Executor] for other transactions.
+//
+// Errors: an error matching [outbox.ErrInvalidArgument] for a nil w;
+// [outbox.ErrNoTransaction] for a nil *sqlx.Tx or one without a *sql.Tx; otherwise
+// those of [outbox.Writer.WriteAll]. Nothing is inserted when an error is returned.
 func WriteAll(ctx context.Context, tx *sqlx.Tx, w *outbox.Writer, envs []outbox.Envelope) ([]string, error) {
 	exec, err := executor(ctx, tx, w)
 	if err != nil {

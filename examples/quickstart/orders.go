@@ -130,7 +130,8 @@ func (h *orderHandler) create(c *gin.Context) {
 		if err := tx.Create(&order).Error; err != nil {
 			return fmt.Errorf("insert order: %w", err)
 		}
-		return outboxgorm.WriteAll(tx, h.writer, placed, email) // one INSERT, same transaction
+		_, err := outboxgorm.WriteAll(tx, h.writer, []outbox.Envelope{placed, email}) // one INSERT, same transaction
+		return err
 	})
 	if err != nil {
 		h.logger.ErrorContext(c.Request.Context(), "place order", "error", err)

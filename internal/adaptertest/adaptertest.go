@@ -251,7 +251,7 @@ func (b *Bundle) AssertNotDelivered(t *testing.T, ids ...string) {
 // Poll runs the poller once and returns how many events it handed to the dispatcher.
 func (b *Bundle) Poll(t *testing.T) int {
 	t.Helper()
-	n, err := b.Outbox.Poller().Poll(context.Background())
+	n, err := outboxtest.Poll(context.Background(), b.Outbox)
 	if err != nil {
 		t.Fatalf("poll: %v", err)
 	}
@@ -290,6 +290,30 @@ func (b *Bundle) EventRows(t *testing.T) int {
 		t.Fatalf("count events: %v", err)
 	}
 	return n
+}
+
+// EventIDsFor returns the IDs of the outbox rows whose aggregate ID is aggregateID,
+// sorted: the rows an adapter's write inserted, to compare with the IDs it returned.
+func (b *Bundle) EventIDsFor(t *testing.T, aggregateID string) []string {
+	t.Helper()
+	q := strings.Replace(`SELECT event_id FROM `+b.Table+` WHERE aggregate_id = ? ORDER BY event_id`, "?", placeholder(b.Backend.Dialect), 1)
+	rows, err := b.DB.QueryContext(context.Background(), q, aggregateID)
+	if err != nil {
+		t.Fatalf("read event IDs: %v", err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatalf("read event IDs: %v", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("read event IDs: %v", err)
+	}
+	return ids
 }
 
 // HotEnqueued returns how many events were handed to the hot queue so far (sentinels

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"testing"
 
 	outbox "github.com/outboxkit/outbox/core"
@@ -34,6 +35,12 @@ func TestHarness(t *testing.T) {
 		b.WaitDelivered(t, committed)
 		if !b.HasOrder(t, "o-1") {
 			t.Error("business row missing")
+		}
+		if got := b.EventIDsFor(t, "o-1"); !slices.Equal(got, []string{committed}) {
+			t.Errorf("EventIDsFor(o-1) = %v, want [%s]", got, committed)
+		}
+		if got := b.EventIDsFor(t, "o-none"); len(got) != 0 {
+			t.Errorf("EventIDsFor(o-none) = %v, want none", got)
 		}
 
 		errBoom := errors.New("boom")
@@ -75,7 +82,7 @@ func TestHarness(t *testing.T) {
 			t.Errorf("poll handed over %d events, want 2", n)
 		}
 		b.WaitDelivered(t, plain...)
-		if n := b.LogCount(slog.LevelDebug, "no after-commit hooks"); n != 1 {
+		if n := b.LogCount(slog.LevelInfo, "no after-commit hooks"); n != 1 {
 			t.Errorf("no-hooks debug log written %d times, want 1", n)
 		}
 	})

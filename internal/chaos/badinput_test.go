@@ -173,10 +173,11 @@ func badInputTargets() []badInputTarget {
 			seeds: []string{"outbox_event", "app.outbox_event", "_x", "A1.b2", "a b", `x"y`, "a.b.c", ""},
 			setup: func(t *testing.T) func(*testing.T, string) bool {
 				return func(t *testing.T, in string) bool {
-					err := outbox.ValidateTableName(in)
+					// New validates the table name (and does no I/O).
+					_, err := outbox.New(new(sql.DB), outbox.Config{Mode: outbox.WriterOnly, Dialect: outbox.SQLite, Table: in, PurgeInterval: -1})
 					var ce *outbox.ConfigError
 					if err != nil && (!errors.As(err, &ce) || ce.Field != "Table") {
-						t.Errorf("ValidateTableName(%q) = %v, want a Table ConfigError", in, err)
+						t.Errorf("New with Table %q = %v, want a Table ConfigError", in, err)
 					}
 					return err != nil
 				}
@@ -271,10 +272,12 @@ func (badTx) Rollback() error { return nil }
 // an *EnvelopeError; an accepted envelope must be stored with a valid JSON payload.
 func setupEnvelopeTarget(t *testing.T) func(*testing.T, string) bool {
 	store := outboxtest.NewMemoryStore()
-	w, err := outbox.NewWriter(store, outbox.WriterConfig{MaxPayloadBytes: 4096, Logger: slog.New(slog.DiscardHandler)})
+	ob, err := outbox.New(nil, outbox.Config{Mode: outbox.WriterOnly, Store: store, PurgeInterval: -1,
+		MaxPayloadBytes: 4096, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
+	w := ob.Writer()
 	return func(t *testing.T, in string) bool {
 		typ, agg, hk, hv := "T", "", "k", "v"
 		if len(in) > 3 {
@@ -377,7 +380,7 @@ func adminHandler(t *testing.T) http.Handler {
 			t.Fatal(err)
 		}
 	}
-	h, err := outboxadmin.New(outbox.NewDeadEvents(store), outboxadmin.Options{
+	h, err := outboxadmin.New(deadEventsOver(t, store), outboxadmin.Options{
 		Authorize: outboxadmin.BearerToken("tok"), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -408,4 +411,14 @@ func checkAdminAnswer(t *testing.T, what string, code int, body []byte) bool {
 		t.Errorf("%s: %d %s", what, code, body)
 	}
 	return code >= 400
+}
+
+// deadEventsOver returns the dead-event manager of a writer-only outbox over store.
+func deadEventsOver(t testing.TB, store outbox.Store) *outbox.DeadEvents {
+	t.Helper()
+	ob, err := outbox.New(nil, outbox.Config{Mode: outbox.WriterOnly, Store: store, PurgeInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ob.Dead()
 }

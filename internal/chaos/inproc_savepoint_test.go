@@ -52,7 +52,8 @@ func (s *scene) gormSavepoints(t *testing.T, w *outbox.Writer) savepointTx {
 		if err := tx.Exec(insert, id).Error; err != nil {
 			return err
 		}
-		return outboxgorm.Write(tx, w, envelope(id))
+		_, err := outboxgorm.Write(tx, w, envelope(id))
+		return err
 	}
 	return func(ctx context.Context, p string, outerRollback bool) (keep, drop []string, err error) {
 		keep = []string{p + "-outer", p + "-nested-ok", p + "-gorm-ok", p + "-after"}

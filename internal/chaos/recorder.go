@@ -54,8 +54,8 @@ func (r Recorder) Listener() outbox.Listener {
 // ReadFinals reads every row's event ID, status and attempts from table. It retries
 // for up to a minute while the database is unreachable (after a restart).
 func ReadFinals(ctx context.Context, db *sql.DB, table string) ([]Final, error) {
-	if err := outbox.ValidateTableName(table); err != nil {
-		return nil, err
+	if _, err := outbox.NewSQLStore(db, outbox.SQLite, outbox.SQLStoreConfig{Table: table}); err != nil {
+		return nil, err // the name is not a valid table name (NewSQLStore does no I/O)
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
