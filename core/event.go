@@ -71,16 +71,11 @@ type Event struct {
 	AvailableAt time.Time
 	// DoneAt is when the row became DONE or DEAD; zero while it is pending.
 	DoneAt time.Time
-	// LockedBy is the claim token of the node delivering the event in [MultiNode] mode,
-	// "<node ID>/<ULID>", or "" when the row is not claimed. Every claim gets a fresh
-	// token, so a node whose claim expired and was taken over cannot record an outcome
-	// (see [Store.Claim]). [Store.Insert] inserts an event claimed by LockedBy when it is
-	// set; at most MaxClaimTokenLen bytes.
+	// LockedBy is the claim token ("<node ID>/<ULID>", fresh for every claim) of the
+	// node delivering the event in [MultiNode] mode, or "" when the row is not claimed.
 	LockedBy string
-	// LockedUntil is when the claim in LockedBy expires. Stores return the database's
-	// value, by the database clock. The copy a dispatcher delivers carries the node's own
-	// conservative estimate instead (the claim's start by this process's clock plus the
-	// claim TTL), so a listener can compare it with time.Now. [Store.Insert] ignores it.
+	// LockedUntil is when the claim expires: the database's value from a store, this
+	// node's conservative estimate (comparable with time.Now) in the copy a listener gets.
 	LockedUntil time.Time
 }
 

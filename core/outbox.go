@@ -24,9 +24,8 @@ type Mode int
 //	nothing dispatches here (CDC, or another   WriterOnly
 //	  deployment runs the dispatchers)
 //
-// Every mode writes the same rows, so processes in WriterOnly mode can write while
-// others dispatch in SingleNode, MultiNode or Ordered mode; but never run two
-// dispatching modes, or two SingleNode or Ordered processes, on one table.
+// WriterOnly processes may write beside dispatching ones; never run two dispatching
+// modes, or two SingleNode or Ordered processes, on one table.
 const (
 	// SingleNode runs the hot path and a poller that reads due rows without claiming them.
 	// Use it when exactly one process dispatches from the table. It is the default.

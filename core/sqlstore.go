@@ -17,7 +17,7 @@ const defaultStoreQueryTimeout = 10 * time.Second
 // SQLStoreConfig configures [NewSQLStore]. The zero value is ready to use.
 type SQLStoreConfig struct {
 	// Table is the outbox table, optionally schema-qualified ("app.outbox_event"). It
-	// must pass [ValidateTableName] and is always quoted. Defaults to DefaultTable.
+	// must match ^[A-Za-z_][A-Za-z0-9_]{0,62}$, optionally "schema.table", and is always quoted. Defaults to DefaultTable.
 	Table string
 	// QueryTimeout bounds every statement the store runs on its own connection (all
 	// methods but Insert, which runs on the caller's executor under the caller's
@@ -50,15 +50,11 @@ var (
 // from [Migrations]. It does no I/O. It returns a *[ConfigError] when db or d is nil,
 // the table name is invalid or QueryTimeout is negative other than -1.
 //
-// Every value is bound as a statement argument. Times are stored in UTC, truncated to
-// microseconds, so an event reads back exactly as it was written. Insert writes a batch
-// with one multi-row INSERT, split only past the database's limit on bind parameters
-// (7281 events on PostgreSQL and MySQL, 111 on SQLite) or, on MySQL, 4 MiB of
-// arguments; the statements are atomic together when the executor is a transaction.
-// Pending reports a row with corrupt headers, payload or times in
-// [PendingBatch.Undecodable] without failing the batch; Get and ListDead return such a
-// row with its payload as a JSON string of the stored text and its headers nil, so that
-// it can still be inspected. The store is safe for concurrent use.
+// Values are bound as arguments; times are stored in UTC, truncated to microseconds.
+// Insert writes a batch with one multi-row INSERT, split only past the database's limits
+// (atomic together inside a transaction). A row that cannot be decoded is reported in
+// [PendingBatch.Undecodable]; Get and ListDead return it leniently so that it can be
+// inspected. The store is safe for concurrent use.
 func NewSQLStore(db *sql.DB, d Dialect, cfg SQLStoreConfig) (Store, error) {
 	if db == nil {
 		return nil, &ConfigError{Field: "DB", Reason: "nil *sql.DB"}

@@ -33,10 +33,8 @@ var (
 // MarkDead report how many rows they changed so a caller can tell a lost race from success.
 // Under claims ([MultiNode]) they are fenced by the claim token too: an update that
 // carries a token changes a row only while its locked_by still holds that token, and
-// every outcome clears the claim.
-//
-// Methods that change rows outside the caller's transaction use their own short
-// auto-committed statements and never hold a connection longer than that.
+// every outcome clears the claim. Methods other than Insert use their own short
+// statements and hold no connection longer.
 type Store interface {
 	// Insert adds p.Events as NEW rows using exec, which is normally the caller's
 	// transaction. All events go in one statement; IDs must be unique. An event with

@@ -13,12 +13,12 @@ const maxIdentLen = 63
 
 var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 
-// ValidateTableName reports whether name can be used as the outbox table: an identifier
+// validateTableName reports whether name can be used as the outbox table: an identifier
 // matching ^[A-Za-z_][A-Za-z0-9_]{0,62}$, optionally qualified by a schema that matches
 // the same pattern ("schema.table"). Names are always quoted in SQL, so reserved words
 // and mixed case are allowed and kept as written. It returns a *[ConfigError] with Field
 // "Table" when the name is not valid.
-func ValidateTableName(name string) error {
+func validateTableName(name string) error {
 	_, err := parseTableName(name)
 	return err
 }

@@ -39,9 +39,9 @@ func TestValidateTableName(t *testing.T) {
 		{"a\n", false},
 	}
 	for _, c := range cases {
-		err := ValidateTableName(c.name)
+		err := validateTableName(c.name)
 		if c.ok != (err == nil) {
-			t.Errorf("ValidateTableName(%q) = %v, want ok=%v", c.name, err, c.ok)
+			t.Errorf("validateTableName(%q) = %v, want ok=%v", c.name, err, c.ok)
 			continue
 		}
 		if err == nil {
@@ -49,7 +49,7 @@ func TestValidateTableName(t *testing.T) {
 		}
 		var ce *ConfigError
 		if !errors.As(err, &ce) || ce.Field != "Table" || !errors.Is(err, ErrInvalidConfig) {
-			t.Errorf("ValidateTableName(%q) = %#v, want *ConfigError{Field: Table}", c.name, err)
+			t.Errorf("validateTableName(%q) = %#v, want *ConfigError{Field: Table}", c.name, err)
 		}
 	}
 }

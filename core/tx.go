@@ -73,9 +73,8 @@ func (t *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sq
 	return t.tx.QueryRowContext(ctx, query, args...)
 }
 
-// SQLTx returns the underlying *sql.Tx, for code that needs it (an ORM, a prepared
-// statement). Commit and roll back through t, not through the *sql.Tx, or the callbacks
-// will not run; a write made through the *sql.Tx alone is delivered by the poller.
+// SQLTx returns the underlying *sql.Tx (for an ORM, a prepared statement). Commit and
+// roll back through t, or the callbacks will not run.
 func (t *Tx) SQLTx() *sql.Tx { return t.tx }
 
 // AfterCommit registers fn to run after a successful commit.
@@ -84,10 +83,9 @@ func (t *Tx) AfterCommit(fn func()) { t.cb.AfterCommit(fn) }
 // AfterRollback registers fn to run after a rollback or a failed commit.
 func (t *Tx) AfterRollback(fn func()) { t.cb.AfterRollback(fn) }
 
-// Commit commits the transaction, then runs the after-commit callbacks. If the commit
-// fails, the after-rollback callbacks run instead and the error is returned. (A commit
-// whose outcome is unknown, such as a lost connection, may still have committed: the
-// events are then delivered by the poller.)
+// Commit commits the transaction, then runs the after-commit callbacks; if the commit
+// fails, the after-rollback callbacks (a commit lost with its connection may still have
+// committed: the poller then delivers the events).
 func (t *Tx) Commit() error {
 	if err := t.tx.Commit(); err != nil {
 		if !errors.Is(err, sql.ErrTxDone) {
