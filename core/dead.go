@@ -132,9 +132,8 @@ func (d *DeadEvents) Replay(ctx context.Context, id string) error {
 }
 
 // ReplayAll replays every DEAD event matching f in batches of batchSize (0 means
-// DefaultReplayBatchSize) and returns how many it replayed. It replays at most as many
-// events as were DEAD when it started, so events that fail again while it runs are not
-// replayed twice. On error it returns the count replayed so far with the error.
+// DefaultReplayBatchSize), at most as many as were DEAD when it started, and returns
+// how many it replayed (so far, with the error, when one stops it).
 func (d *DeadEvents) ReplayAll(ctx context.Context, f DeadFilter, batchSize int) (int64, error) {
 	if batchSize == 0 {
 		batchSize = DefaultReplayBatchSize

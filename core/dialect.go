@@ -10,11 +10,8 @@ import (
 	"time"
 )
 
-// Dialect describes one SQL database to [NewSQLStore] and [Migrate]: placeholders,
-// identifier quoting, time encoding, statement limits and DDL. It is a pure query
-// builder: it does no I/O and holds no state. The implementations are the values
-// [Postgres], [MySQL] and [SQLite]; the interface has unexported methods so that no
-// other exist.
+// Dialect describes one SQL database to [NewSQLStore] and [Migrate]. The values are
+// [Postgres], [MySQL] and [SQLite]; the interface is sealed (see the package doc).
 type Dialect interface {
 	// Name returns the dialect's name: "postgres", "mysql" or "sqlite".
 	Name() string
@@ -25,11 +22,8 @@ type Dialect interface {
 // The supported dialects.
 var (
 	// Postgres is PostgreSQL 12 or newer (tested with 15) through any database/sql
-	// driver: pgx's stdlib driver, lib/pq. Payload and headers are jsonb, times
-	// timestamptz; ID lists are sent as one text-array literal, so no driver array
-	// support is needed. A claim ([MultiNode]) is one statement: a MATERIALIZED CTE that
-	// selects the rows FOR UPDATE SKIP LOCKED and an UPDATE … RETURNING of exactly those
-	// rows. Row locks never block INSERTs on PostgreSQL.
+	// driver (pgx's stdlib, lib/pq). Payload and headers are jsonb, times timestamptz; a
+	// claim is one statement (FOR UPDATE SKIP LOCKED, then UPDATE … RETURNING).
 	Postgres Dialect = postgresDialect
 
 	// MySQL is MySQL 8.0 or newer and MariaDB 10.6 or newer, through
@@ -45,13 +39,10 @@ var (
 	// has the details.
 	MySQL Dialect = mysqlDialect
 
-	// SQLite is SQLite 3.15 or newer (3.35 for claims in [MultiNode] mode, which use
-	// UPDATE … RETURNING), normally through modernc.org/sqlite opened with [SQLiteDSN].
-	// Payload and headers are TEXT; times are TEXT in a fixed-width UTC format
-	// ("2006-01-02T15:04:05.000000Z") that the dialect encodes itself, so that text order is time
-	// order whatever the driver's own time handling. SQLite has one writer at a time, so
-	// a claim is a single UPDATE … WHERE event_id IN (SELECT … LIMIT n) RETURNING; the
-	// database clock is the host's, read by strftime('now') with millisecond precision.
+	// SQLite is SQLite 3.15 or newer (3.35 for [MultiNode] claims), normally through
+	// modernc.org/sqlite opened with [SQLiteDSN]. Payload and headers are TEXT; times are
+	// TEXT in the fixed-width UTC layout "2006-01-02T15:04:05.000000Z", so text order is
+	// time order. The database clock is the host's, at millisecond precision.
 	SQLite Dialect = sqliteDialect
 )
 

@@ -286,7 +286,9 @@ type coreOnlyStore struct{ s *outboxtest.MemoryStore }
 func (c coreOnlyStore) Insert(ctx context.Context, exec outbox.Executor, p outbox.InsertParams) error {
 	return c.s.Insert(ctx, exec, p)
 }
-func (c coreOnlyStore) Get(ctx context.Context, id string) (outbox.Event, error) { return c.s.Get(ctx, id) }
+func (c coreOnlyStore) Get(ctx context.Context, id string) (outbox.Event, error) {
+	return c.s.Get(ctx, id)
+}
 func (c coreOnlyStore) Pending(ctx context.Context, p outbox.PendingParams) (outbox.PendingBatch, error) {
 	return c.s.Pending(ctx, p)
 }

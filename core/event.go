@@ -14,14 +14,10 @@ type Status int
 
 // The statuses of an event row.
 const (
-	// StatusNew is a row waiting for its first delivery, or put back by a deferral or a replay.
-	StatusNew Status = 0
-	// StatusDone is a row whose listener succeeded. It is terminal.
-	StatusDone Status = 1
-	// StatusRetry is a row whose last delivery failed and that is due again at AvailableAt.
-	StatusRetry Status = 2
-	// StatusDead is a row that will not be delivered again unless it is replayed.
-	StatusDead Status = 3
+	StatusNew   Status = 0 // waiting for its first delivery, or put back by a deferral or replay
+	StatusDone  Status = 1 // the listener succeeded; terminal
+	StatusRetry Status = 2 // the last delivery failed; due again at AvailableAt
+	StatusDead  Status = 3 // not delivered again unless replayed
 )
 
 // String returns the status name: "NEW", "DONE", "RETRY" or "DEAD".

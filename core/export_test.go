@@ -79,5 +79,6 @@ var (
 const MaxNodeIDLen = maxNodeIDLen
 
 type SQLStore = sqlStore
+
 const DefaultQueryTimeout = defaultQueryTimeout
 const SQLiteBusyTimeoutMillis = sqliteBusyTimeoutMillis

@@ -9,9 +9,8 @@ import "context"
 // AfterRollback are logged and never reach the caller. Embed [NopWriterHook] to implement
 // only some methods.
 //
-// AfterCommit and AfterRollback run only when the transaction handle reports its end (a
-// [*Tx] from [RunInTx] or [BeginTx], or an adapter's transaction). They receive a context
-// that keeps the write's values but is never cancelled.
+// AfterCommit and AfterRollback run only through a [*Tx] or an adapter's transaction,
+// with a context that keeps the write's values but is never cancelled.
 type WriterHook interface {
 	BeforeWrite(ctx context.Context, envs []Envelope) ([]Envelope, error)
 	AfterWrite(ctx context.Context, events []Event) error
@@ -19,21 +18,18 @@ type WriterHook interface {
 	AfterRollback(ctx context.Context, events []Event) error
 }
 
-// NopWriterHook implements [WriterHook] and does nothing; embed it.
+// NopWriterHook implements [WriterHook] and does nothing (BeforeWrite returns the
+// envelopes unchanged); embed it to implement only some methods.
 type NopWriterHook struct{}
 
 var _ WriterHook = NopWriterHook{}
 
-// BeforeWrite returns envs unchanged.
 func (NopWriterHook) BeforeWrite(_ context.Context, envs []Envelope) ([]Envelope, error) {
 	return envs, nil
 }
 
-// AfterWrite does nothing.
 func (NopWriterHook) AfterWrite(context.Context, []Event) error { return nil }
 
-// AfterCommit does nothing.
 func (NopWriterHook) AfterCommit(context.Context, []Event) error { return nil }
 
-// AfterRollback does nothing.
 func (NopWriterHook) AfterRollback(context.Context, []Event) error { return nil }

@@ -4,6 +4,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -51,5 +52,24 @@ func TestCoreImportsOnlyStandardLibrary(t *testing.T) {
 	}
 	if checked < 5 {
 		t.Fatalf("checked only %d files; is the test running in core/?", checked)
+	}
+}
+
+// maxDocLines bounds `go doc -all` of this package: the public surface stays small
+// enough to read (the components behind New are not part of it).
+const maxDocLines = 1300
+
+func TestPublicDocSize(t *testing.T) {
+	t.Parallel()
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH")
+	}
+	out, err := exec.Command(goCmd, "doc", "-all", ".").Output()
+	if err != nil {
+		t.Fatalf("go doc -all: %v", err)
+	}
+	if n := strings.Count(string(out), "\n"); n > maxDocLines {
+		t.Fatalf("go doc -all prints %d lines, more than %d: keep the public API small, or unexport what users do not need", n, maxDocLines)
 	}
 }

@@ -50,10 +50,9 @@ func (f ResultListenerFunc) HandleResult(ctx context.Context, e *Event) (Result,
 	return f(ctx, e)
 }
 
-// Handle calls f, for callers that only know [Listener] (a listener that wraps
-// another). It reports a non-Done result as an error that the dispatcher maps back to
-// the same outcome: a [Defer] result stays a deferral that counts no attempt, and a
-// [Dead] result wraps ErrUnrecoverable. The dispatcher calls HandleResult directly.
+// Handle calls f for a caller that only knows [Listener] (a wrapping listener). A
+// non-Done result becomes an error with the same outcome: a [Defer] stays a deferral
+// (no attempt counted), a [Dead] wraps ErrUnrecoverable.
 func (f ResultListenerFunc) Handle(ctx context.Context, e *Event) error {
 	r, err := f(ctx, e)
 	if err != nil {

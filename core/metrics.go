@@ -7,10 +7,8 @@ type Path int
 
 // The dispatch paths.
 const (
-	// PathHot is the in-process hand-off right after commit.
-	PathHot Path = iota
-	// PathCold is the poller's fallback.
-	PathCold
+	PathHot  Path = iota // the in-process hand-off right after commit
+	PathCold             // the poller's fallback
 )
 
 // String returns "hot" or "cold".
@@ -26,14 +24,10 @@ type Outcome int
 
 // The delivery outcomes.
 const (
-	// OutcomeSuccess: the event is DONE.
-	OutcomeSuccess Outcome = iota
-	// OutcomeFailure: the attempt failed and the event will be retried.
-	OutcomeFailure
-	// OutcomeDead: the event moved to DEAD.
-	OutcomeDead
-	// OutcomeDeferred: the listener deferred the event without counting an attempt.
-	OutcomeDeferred
+	OutcomeSuccess  Outcome = iota // the event is DONE
+	OutcomeFailure                 // the attempt failed; the event will be retried
+	OutcomeDead                    // the event moved to DEAD
+	OutcomeDeferred                // the listener deferred the event (no attempt counted)
 )
 
 // String returns "success", "failure", "dead" or "deferred".
@@ -85,28 +79,22 @@ type Metrics interface {
 	OldestPendingLag(lag time.Duration)
 }
 
-// NopMetrics implements [Metrics] and does nothing. It is the default.
+// NopMetrics implements [Metrics] and does nothing: every method is empty. It is the
+// default; embed it to implement only some methods.
 type NopMetrics struct{}
 
 var _ Metrics = NopMetrics{}
 
-// HotEnqueued does nothing.
 func (NopMetrics) HotEnqueued() {}
 
-// HotDropped does nothing.
 func (NopMetrics) HotDropped() {}
 
-// DelayedSkipped does nothing.
 func (NopMetrics) DelayedSkipped() {}
 
-// ColdEnqueued does nothing.
 func (NopMetrics) ColdEnqueued() {}
 
-// Dispatched does nothing.
 func (NopMetrics) Dispatched(DispatchInfo) {}
 
-// QueueDepths does nothing.
 func (NopMetrics) QueueDepths(int, int) {}
 
-// OldestPendingLag does nothing.
 func (NopMetrics) OldestPendingLag(time.Duration) {}

@@ -8,11 +8,8 @@ import (
 )
 
 // MySQLDSNParams are the DSN parameters the [MySQL] dialect needs from
-// github.com/go-sql-driver/mysql: DATETIME values scan as time.Time (parseTime=true),
-// and the driver formats and parses times in UTC (loc=UTC, its default, stated so that
-// nobody changes it). Append them to the DSN:
-//
-//	"user:password@tcp(127.0.0.1:3306)/app?" + outbox.MySQLDSNParams
+// github.com/go-sql-driver/mysql, to append to the DSN:
+// "user:password@tcp(127.0.0.1:3306)/app?" + outbox.MySQLDSNParams.
 const MySQLDSNParams = "parseTime=true&loc=UTC"
 
 // mysqlCheckTimes are the instants the connection check sends: one in January and one

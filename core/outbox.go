@@ -27,10 +27,8 @@ type Mode int
 // WriterOnly processes may write beside dispatching ones; never run two dispatching
 // modes, or two SingleNode or Ordered processes, on one table.
 const (
-	// SingleNode runs the hot path and a poller that reads due rows without claiming them.
-	// Use it when exactly one process dispatches from the table. It is the default.
-	// Two SingleNode processes on one table would both deliver every event the poller
-	// finds; use MultiNode instead.
+	// SingleNode runs the hot path and a poller that does not claim rows: exactly one
+	// process may dispatch from the table. It is the default.
 	SingleNode Mode = iota
 	// MultiNode runs the hot path and a claiming poller so that several processes (the
 	// replicas of a service) can share one table. It requires [Config.ClaimTTL].
@@ -107,8 +105,9 @@ type Config struct {
 	// (not allowed in MultiNode mode). Defaults to DefaultStatusTimeout.
 	StatusTimeout time.Duration
 	// DoneBatchWindow lets the dispatcher wait this long for more DONE outcomes before
-	// it writes a batch; see [DispatcherConfig.DoneBatchWindow]. Defaults to 0: each
-	// batch is written as soon as the previous one is.
+	// it writes them with one statement (larger batches under load, DONE rows up to
+	// this much later; listeners are not delayed). Defaults to 0: each batch is written
+	// as soon as the previous one is.
 	DoneBatchWindow time.Duration
 	// Interceptors run around every delivery: Before in order, After in reverse.
 	Interceptors []Interceptor
@@ -121,14 +120,10 @@ type Config struct {
 	// -1 means none. Defaults to DefaultSkipRecent.
 	SkipRecent time.Duration
 
-	// ClaimTTL is how long a claim holds in MultiNode mode: a row claimed by a node (by
-	// its poller, or pre-claimed by its writer for the hot path) is not taken by another
-	// node until ClaimTTL has passed by the database clock; after that, a node that died
-	// or stalled loses it. It bounds how long the events of a crashed node wait. Required
-	// in MultiNode mode, where it must exceed ListenerTimeout + StatusTimeout (a worker
-	// never starts an attempt that could outlive its claim), and rejected in the other
-	// modes. Choose a few times ListenerTimeout + StatusTimeout; a very long TTL delays
-	// redelivery after a crash, and a short one risks redelivery after a pause.
+	// ClaimTTL is how long a claim holds in MultiNode mode, by the database clock: it
+	// bounds how long a crashed node's events wait. Required in MultiNode mode (rejected
+	// in the others) and must exceed ListenerTimeout + StatusTimeout; choose a few times
+	// that sum (docs/multinode.md).
 	ClaimTTL time.Duration
 	// NodeID identifies this process in claim tokens ("<NodeID>/<ULID>" in locked_by),
 	// which makes claims traceable to a node; it must be unique among the nodes (each
@@ -160,8 +155,8 @@ type Config struct {
 	Metrics Metrics
 }
 
-// Outbox wires a writer, a dispatcher, a poller, a purger and a dead-event manager over one
-// table, according to [Config.Mode]. Create it with [New], register listeners, then Start.
+// Outbox is the outbox over one table, running what [Config.Mode] says. Create it with
+// [New], register listeners, then Start.
 type Outbox struct {
 	mode       Mode
 	store      Store

@@ -27,15 +27,13 @@ type ExponentialBackoff struct {
 	Base time.Duration
 	// Max caps the delay before jitter is applied. Defaults to DefaultRetryMax.
 	Max time.Duration
-	// DisableJitter turns off the random factor, making delays exact. Defaults to false
-	// (jitter on), which spreads retries of events that failed together.
+	// DisableJitter makes delays exact (jitter spreads retries of events that failed together).
 	DisableJitter bool
 }
 
 var _ RetryPolicy = ExponentialBackoff{}
 
-// Delay returns the wait before the next attempt after attempt failures. An attempt below
-// 1 is treated as 1. The result never overflows, however large attempt is.
+// Delay returns the wait after attempt failures (at least 1); it never overflows.
 func (b ExponentialBackoff) Delay(attempt int) time.Duration {
 	base, limit := b.Base, b.Max
 	if base <= 0 {

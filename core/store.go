@@ -70,29 +70,19 @@ type Store interface {
 // ClaimStore is implemented by a [Store] that can claim rows for one node, as [MultiNode] mode needs
 // ([New] rejects a store without it in that mode).
 //
-// Claims are decided by the database clock alone: Claim compares available_at,
-// created_at and locked_until with the database's current time and writes
-// locked_until as that time plus the TTL, and Insert does the same for a pre-claimed
-// row. No application time enters a claim decision, so nodes whose clocks disagree
-// neither steal live claims nor wait for expired ones. Claim on MySQL runs one short
-// READ COMMITTED transaction.
+// Claims are decided by the database clock alone (Insert of a pre-claimed row too), so
+// nodes whose clocks disagree neither steal live claims nor wait for expired ones.
 type ClaimStore interface {
-	// Claim atomically claims at most p.Limit due NEW and RETRY rows that are unclaimed
-	// or whose claim expired, for p.Token until the database's current time plus p.TTL,
-	// and returns them with LockedBy and LockedUntil set. "Due" and "expired" are judged
-	// by the database clock: available_at <= now, created_at <= now - p.SkipRecent,
-	// locked_until < now. The rows that have been due longest are taken first
-	// (available_at, created_at, event_id), and the batch comes back in that order. Rows
-	// locked by a concurrent transaction (another claim, an uncommitted insert) are
-	// skipped, never waited for, so concurrent claims never return the same row and never
-	// block writers. Undecodable rows are claimed too and come back in
-	// PendingBatch.Undecodable.
+	// Claim atomically claims for p.Token, until database now + p.TTL, at most p.Limit
+	// due NEW and RETRY rows (available_at <= now, created_at <= now - p.SkipRecent)
+	// that are unclaimed or whose claim expired, due longest first (available_at,
+	// created_at, event_id), and returns them in that order with LockedBy and
+	// LockedUntil set. Rows locked by a concurrent transaction are skipped, never waited
+	// for. Undecodable rows are claimed too, in PendingBatch.Undecodable.
 	Claim(ctx context.Context, p ClaimParams) (PendingBatch, error)
-	// RenewClaim extends the claim p.Token holds on the NEW or RETRY row p.ID to the
-	// database's current time plus p.TTL, and returns 1, or 0 when the row is no longer
-	// claimed by p.Token (another node took it over, or its outcome was recorded). A
-	// claim that expired but that no other node took is still held and is renewed:
-	// taking a row over replaces its token.
+	// RenewClaim extends p.Token's claim on the NEW or RETRY row p.ID to database now +
+	// p.TTL and returns 1, or 0 when p.Token no longer holds it (an expired claim that
+	// nobody took over is still held).
 	RenewClaim(ctx context.Context, p RenewClaimParams) (int64, error)
 }
 
@@ -147,10 +137,7 @@ type MarkDoneParams struct {
 	// Token change. Empty changes the rows whatever their claim (single-node mode).
 	Token string
 	// Tokens, when set, fences each row by its own claim: IDs[i] changes only while
-	// its locked_by equals Tokens[i]. It holds one non-empty token per ID, and Token
-	// must then be empty. It lets one statement record the outcomes of events claimed
-	// under different tokens (MultiNode mode, where each writer transaction and each
-	// claim has its own).
+	// its locked_by equals Tokens[i] (one non-empty token per ID, Token empty).
 	Tokens []string
 }
 

@@ -34,11 +34,10 @@ func BeginTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions) (*Tx, error) 
 	return &Tx{tx: tx}, nil
 }
 
-// RunInTx runs fn in a transaction on db. It commits when fn returns nil and rolls back
-// when fn returns an error or panics (the panic is re-raised after the rollback).
-// After-commit callbacks run only after a successful commit; after-rollback callbacks run
-// after a rollback or a failed commit. fn's ctx carries the transaction (see [TxFromContext]).
-// The error is fn's error, or the commit's.
+// RunInTx runs fn in a transaction on db: it commits when fn returns nil and rolls back
+// when fn returns an error or panics (the panic is re-raised), then runs the after-commit
+// or after-rollback callbacks. fn's ctx carries the transaction ([TxFromContext]). The
+// error is fn's, or the commit's.
 func RunInTx(ctx context.Context, db *sql.DB, fn func(ctx context.Context, tx *Tx) error) (err error) {
 	tx, err := BeginTx(ctx, db, nil)
 	if err != nil {
@@ -110,9 +109,8 @@ func (t *Tx) Rollback() error {
 
 type txContextKey struct{}
 
-// ContextWithTx returns a context that carries exec, the current transaction. It is the
-// convenience behind transaction-per-request middleware; passing the transaction
-// explicitly is the primary API.
+// ContextWithTx returns a context that carries exec, the current transaction, for
+// transaction-per-request middleware (passing the transaction is the primary API).
 func ContextWithTx(ctx context.Context, exec Executor) context.Context {
 	return context.WithValue(ctx, txContextKey{}, exec)
 }
