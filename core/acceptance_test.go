@@ -15,6 +15,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/outboxtest"
 	"github.com/outboxkit/outbox/internal/testdb"
 )
 
@@ -229,7 +230,7 @@ func TestAcceptanceRollbackWritesAndDeliversNothing(t *testing.T) {
 			})
 		}()
 		// A poll cycle finds nothing; stopping drains nothing.
-		if n, err := a.ob.Poller().Poll(ctx); err != nil || n != 0 {
+		if n, err := outboxtest.Poll(ctx, a.ob); err != nil || n != 0 {
 			t.Fatalf("poll = %d, %v", n, err)
 		}
 		if err := a.ob.Stop(ctx); err != nil {
@@ -515,7 +516,7 @@ func TestAcceptancePurgeDeletesOnlyOldFinishedRows(t *testing.T) {
 		mustN(st.MarkDead(ctx, outbox.MarkDeadParams{DeadAt: recent, ID: "dead-recent", Reason: "x"}))
 		mustN(st.Reschedule(ctx, outbox.RescheduleParams{ID: "retry-old", Status: outbox.StatusRetry, AvailableAt: old, CountAttempt: true, LastError: "x"}))
 
-		n, err := a.ob.Purger().RunOnce(ctx)
+		n, err := outboxtest.Purge(ctx, a.ob)
 		if err != nil || n != 4 {
 			t.Fatalf("purged %d, %v; want 4 (3 old DONE + 1 old DEAD) in batches of 2", n, err)
 		}
@@ -639,7 +640,7 @@ func TestNewRejectsInvalidConfig(t *testing.T) {
 		{"multi node node id with space", db, outbox.Config{Dialect: outbox.SQLite, Mode: outbox.MultiNode,
 			ClaimTTL: time.Hour, NodeID: "a b"}, "NodeID"},
 		{"multi node node id too long", db, outbox.Config{Dialect: outbox.SQLite, Mode: outbox.MultiNode,
-			ClaimTTL: time.Hour, NodeID: strings.Repeat("n", outbox.MaxNodeIDLen+1)}, "NodeID"},
+			ClaimTTL: time.Hour, NodeID: strings.Repeat("n", 97) /* documented limit: 96 bytes */}, "NodeID"},
 		{"claim ttl outside multi node", db, outbox.Config{Dialect: outbox.SQLite, ClaimTTL: time.Hour}, "ClaimTTL"},
 		{"node id outside multi node", db, outbox.Config{Dialect: outbox.SQLite, Mode: outbox.WriterOnly, NodeID: "n1"}, "NodeID"},
 		{"unknown mode", db, outbox.Config{Dialect: outbox.SQLite, Mode: 42}, "Mode"},

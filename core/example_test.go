@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	_ "modernc.org/sqlite"
@@ -213,7 +214,7 @@ func Example_multiNode() {
 			panic(err)
 		}
 		err = ob.Register("Order", "OrderPlaced", outbox.ListenerFunc(func(_ context.Context, e *outbox.Event) error {
-			delivered <- fmt.Sprintf("%s delivered %s, claimed by %s", id, e.Type, outbox.ClaimOwner(e.LockedBy))
+			delivered <- fmt.Sprintf("%s delivered %s, claimed by %s", id, e.Type, claimOwner(e.LockedBy))
 			return nil
 		}))
 		if err != nil {
@@ -241,4 +242,10 @@ func Example_multiNode() {
 	// Output:
 	// node-a delivered OrderPlaced, claimed by node-a
 	// deliveries pending: 0
+}
+
+// claimOwner is the node ID part of a claim token ("<node ID>/<ULID>").
+func claimOwner(token string) string {
+	owner, _, _ := strings.Cut(token, "/")
+	return owner
 }

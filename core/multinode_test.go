@@ -42,7 +42,7 @@ type claimTable struct {
 	db    *sql.DB
 	b     backend
 	table string
-	store *outbox.SQLStore
+	store sqlTestStore
 }
 
 func newClaimTable(t *testing.T, b backend) *claimTable {
@@ -55,7 +55,7 @@ func newClaimTable(t *testing.T, b backend) *claimTable {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &claimTable{db: db, b: b, table: table, store: s.(*outbox.SQLStore)}
+	return &claimTable{db: db, b: b, table: table, store: s.(sqlTestStore)}
 }
 
 // seed inserts n due events created an hour ago, with IDs prefix00000…, and returns the IDs.

@@ -37,7 +37,11 @@ func FuzzStoredRow(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	w, err := outbox.NewWriter(store, outbox.WriterConfig{Logger: discardLogger()})
+	ob, err := outbox.New(db, outbox.Config{Mode: outbox.WriterOnly, Store: store, PurgeInterval: -1, Logger: discardLogger()})
+	if err != nil {
+		f.Fatal(err)
+	}
+	w := ob.Writer()
 	if err != nil {
 		f.Fatal(err)
 	}

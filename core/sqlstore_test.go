@@ -21,7 +21,7 @@ type sqlBundle struct {
 	db    *sql.DB
 	d     outbox.Dialect
 	table string // as configured, e.g. "outbox_test_ab12.outbox_event"
-	store *outbox.SQLStore
+	store sqlTestStore
 }
 
 // quoted returns the table name quoted for raw SQL in tests.
@@ -600,12 +600,20 @@ func TestQueryTimeoutBoundsStatements(t *testing.T) {
 	}
 }
 
-// sqlStore is outbox.NewSQLStore with its concrete type, whose optional methods
-// (claims, dead events, stats) the tests call directly.
-func sqlStore(db *sql.DB, d outbox.Dialect, cfg outbox.SQLStoreConfig) (*outbox.SQLStore, error) {
+// sqlTestStore is what NewSQLStore returns: a Store with every optional interface.
+type sqlTestStore interface {
+	outbox.Store
+	outbox.ClaimStore
+	outbox.DeadStore
+	outbox.StatsStore
+	outbox.ConnectionChecker
+}
+
+// sqlStore is outbox.NewSQLStore with the optional interfaces the tests call directly.
+func sqlStore(db *sql.DB, d outbox.Dialect, cfg outbox.SQLStoreConfig) (sqlTestStore, error) {
 	s, err := outbox.NewSQLStore(db, d, cfg)
 	if err != nil {
 		return nil, err
 	}
-	return s.(*outbox.SQLStore), nil
+	return s.(sqlTestStore), nil
 }
