@@ -227,7 +227,16 @@ func exportedErrors(t *testing.T) []string {
 
 // bareTx is an executor inside a transaction without after-commit callbacks; the
 // memory store ignores it.
-type bareTx struct{ fakeTx }
+type bareTx struct{}
+
+func (bareTx) ExecContext(context.Context, string, ...any) (sql.Result, error) {
+	return nil, errors.New("bareTx runs no SQL")
+}
+func (bareTx) QueryContext(context.Context, string, ...any) (*sql.Rows, error) {
+	return nil, errors.New("bareTx runs no SQL")
+}
+func (bareTx) Commit() error   { return nil }
+func (bareTx) Rollback() error { return nil }
 
 // writerOnly returns a writer-only outbox over db on SQLite.
 func writerOnly(t *testing.T, db *sql.DB) *outbox.Outbox {
