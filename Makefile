@@ -1,6 +1,9 @@
 # Outbox: common tasks. `make help` lists them.
 .DEFAULT_GOAL := help
 GO ?= go
+# The repository is a workspace of modules (go.work lists them). `./...` stops at every
+# nested go.mod, so the targets name all packages of all modules by import path.
+PKGS ?= github.com/outboxkit/outbox/...
 # DB lists the servers db-up starts.
 DB ?= postgres mysql
 
@@ -13,12 +16,12 @@ run: ## Run the quickstart example on SQLite (no server needed).
 	$(GO) run ./examples/quickstart
 
 .PHONY: test
-test: ## Run all tests with the race detector (starts throwaway PostgreSQL and MariaDB if needed).
-	$(GO) test -race ./...
+test: ## Run all tests of all modules with the race detector (starts throwaway PostgreSQL and MariaDB if needed).
+	$(GO) test -race $(PKGS)
 
 .PHONY: test-short
-test-short: ## Run all tests without the race detector.
-	$(GO) test ./...
+test-short: ## Run all tests of all modules without the race detector.
+	$(GO) test $(PKGS)
 
 .PHONY: bench
 bench: ## Run the benchmarks (docs/BENCHMARKS.md): every workload on SQLite, PostgreSQL and MariaDB, median of 3; BENCHFLAGS adds flags.
@@ -36,10 +39,16 @@ chaos: ## Run the long fault tests (CHAOS_DURATION per scenario, seeds printed) 
 	$(GO) run ./internal/chaos/cmd/scoreboard -o docs/RELIABILITY.md $(CHAOS_RESULTS) && exit $$status
 
 .PHONY: lint
-lint: ## go vet, gofmt check, go.mod tidiness (internal/tools too) and api-check.
-	$(GO) vet ./...
+lint: ## go vet, gofmt check, go.mod tidiness of every module (internal/tools too), a stdlib-only root module, and api-check.
+	$(GO) vet $(PKGS)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) mod tidy -diff
+	@for dir in $$($(GO) list -m -f '{{.Dir}}'); do \
+		echo "$(GO) mod tidy -diff ($$dir)"; (cd "$$dir" && $(GO) mod tidy -diff) || exit 1; \
+	done
+	@# The root module (core, admin, ...) gives its users nothing but the standard library:
+	@# its packages and their tests may use no module but goleak.
+	@mods=$$(GOWORK=off $(GO) list -deps -test -f '{{with .Module}}{{.Path}}{{end}}' ./... | sort -u | grep -vx -e 'github.com/outboxkit/outbox' -e 'go.uber.org/goleak'); \
+	if [ -n "$$mods" ]; then echo "the root module must stay stdlib-only, its packages or tests use:"; echo "$$mods"; exit 1; fi
 	cd internal/tools && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) mod tidy -diff
 	@$(MAKE) --no-print-directory api-check
 
@@ -59,6 +68,10 @@ api-check: ## Fail if api/ is out of date or a commit changed it incompatibly wi
 .PHONY: tools-test
 tools-test: ## Test internal/tools (the API record's tool).
 	cd internal/tools && GOWORK=off $(GO) test ./...
+
+.PHONY: tidy
+tidy: ## go mod tidy in every module.
+	@for dir in $$($(GO) list -m -f '{{.Dir}}'); do echo "$(GO) mod tidy ($$dir)"; (cd "$$dir" && $(GO) mod tidy) || exit 1; done
 
 .PHONY: db-up
 db-up: ## Start throwaway PostgreSQL and MariaDB on 127.0.0.1 and print their env, one KEY=value per line (DB=mysql for one).

@@ -98,7 +98,7 @@ func (s *serverSet) stopAll() {
 }
 
 // scriptPath is -testdb-script, or scripts/testdb.sh in the first directory above the
-// working directory that holds go.mod.
+// working directory that holds it (the repository root).
 func (s *serverSet) scriptPath() (string, error) {
 	if s.script != "" {
 		return s.script, nil
@@ -108,12 +108,13 @@ func (s *serverSet) scriptPath() (string, error) {
 		return "", err
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, "scripts", "testdb.sh"), nil
+		p := filepath.Join(dir, "scripts", "testdb.sh")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("scripts/testdb.sh not found (no go.mod above the working directory); pass -testdb-script or the DSNs")
+			return "", errors.New("scripts/testdb.sh not found above the working directory; pass -testdb-script or the DSNs")
 		}
 		dir = parent
 	}

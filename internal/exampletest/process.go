@@ -49,22 +49,32 @@ func build(t *testing.T, pkg string) string {
 	return bin
 }
 
-// moduleRoot returns the first directory above the working directory that holds go.mod.
+// moduleRoot returns the repository root, where example packages are named from
+// (./examples/quickstart): the first directory above the working directory that holds
+// go.work (the workspace of the repository's modules), or without one, go.mod.
 func moduleRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
+	mod := ""
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
 			return dir, nil
+		}
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil && mod == "" {
+			mod = dir
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
+			break
 		}
 		dir = parent
 	}
+	if mod == "" {
+		return "", errors.New("no go.work or go.mod above the working directory")
+	}
+	return mod, nil
 }
 
 // process is a running example.

@@ -198,20 +198,21 @@ func (s *server) stop() {
 	}
 }
 
-// scriptPath finds scripts/testdb.sh at the module root: the first directory above the
-// working directory that holds go.mod.
+// scriptPath finds scripts/testdb.sh in the first directory above the working directory
+// that holds it (the repository root: each module has a go.mod of its own).
 func scriptPath() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, "scripts", "testdb.sh"), nil
+		p := filepath.Join(dir, "scripts", "testdb.sh")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
+			return "", errors.New("no scripts/testdb.sh above the working directory")
 		}
 		dir = parent
 	}

@@ -16,7 +16,7 @@ import (
 
 // A store on SQLite: migrate, insert an event in the business transaction, poll it and
 // mark it done.
-func ExampleNewSQLStore() {
+func Example_newSQLStore() {
 	dir, _ := os.MkdirTemp("", "outbox-example")
 	defer os.RemoveAll(dir)
 	db, err := sql.Open("sqlite", outbox.SQLiteDSN(filepath.Join(dir, "app.db")))
@@ -74,7 +74,7 @@ func ExampleNewSQLStore() {
 // A MySQL or MariaDB DSN for github.com/go-sql-driver/mysql carries MySQLDSNParams, so
 // that times are DATETIME values in UTC that scan as time.Time. Outbox.Start (through
 // SQLStore.CheckConnection) rejects a DSN without them.
-func ExampleMySQLDSNParams() {
+func Example_mySQLDSNParams() {
 	dsn := "app:secret@tcp(127.0.0.1:3306)/shop?" + outbox.MySQLDSNParams
 	fmt.Println(dsn)
 	// With the driver's Config instead: ParseTime: true, Loc: time.UTC.

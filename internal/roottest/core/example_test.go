@@ -77,7 +77,7 @@ func Example() {
 }
 
 // ExampleRunInTx shows that a rolled-back transaction leaves no event behind.
-func ExampleRunInTx() {
+func Example_runInTx() {
 	db, cleanup := openExampleDB()
 	defer cleanup()
 	ctx := context.Background()
@@ -108,7 +108,7 @@ func ExampleRunInTx() {
 }
 
 // ExampleWriter_WriteAll writes a batch, one of them delayed, with a single INSERT.
-func ExampleWriter_WriteAll() {
+func Example_writer_WriteAll() {
 	db, cleanup := openExampleDB()
 	defer cleanup()
 	ctx := context.Background()
@@ -139,7 +139,7 @@ func ExampleWriter_WriteAll() {
 }
 
 // ExampleDeadEvents_Replay replays an event that went DEAD.
-func ExampleDeadEvents_Replay() {
+func Example_deadEvents_Replay() {
 	db, cleanup := openExampleDB()
 	defer cleanup()
 	ctx := context.Background()

@@ -8,6 +8,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -190,7 +191,7 @@ func stoppedCause(t *testing.T) error {
 // exportedErrors lists the exported Err* variables of package outbox, from its source.
 func exportedErrors(t *testing.T) []string {
 	t.Helper()
-	files, err := filepath.Glob("*.go")
+	files, err := filepath.Glob(filepath.Join(coreDir(t), "*.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +221,7 @@ func exportedErrors(t *testing.T) []string {
 	}
 	sort.Strings(names)
 	if len(names) < 10 {
-		t.Fatalf("found only %d exported errors (%v): is the test running in the package directory?", len(names), names)
+		t.Fatalf("found only %d exported errors (%v) in %s", len(names), names, coreDir(t))
 	}
 	return names
 }
@@ -342,5 +343,25 @@ func TestStoreWithoutOptionalInterfaces(t *testing.T) {
 	}
 	if _, err := ob.Dead().Stats(t.Context()); !errors.Is(err, errors.ErrUnsupported) {
 		t.Fatalf("Dead().Stats = %v, want errors.ErrUnsupported", err)
+	}
+}
+
+// coreDir is the directory of package outbox: core/ under the repository root (the
+// directory holding go.work).
+func coreDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
+			return filepath.Join(dir, "core")
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.work above the working directory")
+		}
+		dir = parent
 	}
 }

@@ -32,7 +32,7 @@ func openExampleDB() (*sql.DB, func()) {
 // ExampleTxPerRequest runs every request in a transaction: the handler writes the
 // business row and the event through the request's transaction, which commits before
 // the 201 is sent, and the event is delivered right after the commit.
-func ExampleTxPerRequest() {
+func Example_txPerRequest() {
 	db, cleanup := openExampleDB()
 	defer cleanup()
 	ctx := context.Background()

@@ -42,7 +42,7 @@ func openExampleOutbox() (*outbox.Outbox, func()) {
 // would generate the token at start (crypto/rand.Text) and print
 // http://127.0.0.1:8080/outbox/admin/#token=<token>: the page reads the token from the
 // fragment, which never reaches the server's logs.
-func ExampleNew() {
+func Example_new() {
 	ob, cleanup := openExampleOutbox()
 	defer cleanup()
 
@@ -70,7 +70,7 @@ func ExampleNew() {
 
 // ExampleAuthorizerFunc reuses the application's own check, here a header that an
 // authenticating proxy sets.
-func ExampleAuthorizerFunc() {
+func Example_authorizerFunc() {
 	ob, cleanup := openExampleOutbox()
 	defer cleanup()
 

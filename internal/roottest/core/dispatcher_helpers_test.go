@@ -1,0 +1,253 @@
+package outbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/outboxtest"
+)
+
+// countingMetrics is a Metrics that records every call.
+type countingMetrics struct {
+	mu             sync.Mutex
+	hotEnqueued    int
+	hotDropped     int
+	delayedSkipped int
+	coldEnqueued   int
+	dispatched     []outbox.DispatchInfo
+	depthCalls     int
+	lastDepths     [2]int
+	lags           []time.Duration
+}
+
+var _ outbox.Metrics = (*countingMetrics)(nil)
+
+func (m *countingMetrics) HotEnqueued()    { m.mu.Lock(); m.hotEnqueued++; m.mu.Unlock() }
+func (m *countingMetrics) HotDropped()     { m.mu.Lock(); m.hotDropped++; m.mu.Unlock() }
+func (m *countingMetrics) DelayedSkipped() { m.mu.Lock(); m.delayedSkipped++; m.mu.Unlock() }
+func (m *countingMetrics) ColdEnqueued()   { m.mu.Lock(); m.coldEnqueued++; m.mu.Unlock() }
+
+func (m *countingMetrics) Dispatched(info outbox.DispatchInfo) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.dispatched = append(m.dispatched, info)
+}
+
+func (m *countingMetrics) QueueDepths(hot, cold int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.depthCalls++
+	m.lastDepths = [2]int{hot, cold}
+}
+
+func (m *countingMetrics) OldestPendingLag(lag time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.lags = append(m.lags, lag)
+}
+
+type metricCounts struct{ hotEnqueued, hotDropped, delayedSkipped, coldEnqueued int }
+
+func (m *countingMetrics) counts() metricCounts {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return metricCounts{m.hotEnqueued, m.hotDropped, m.delayedSkipped, m.coldEnqueued}
+}
+
+func (m *countingMetrics) dispatches() []outbox.DispatchInfo {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.dispatched)
+}
+
+func (m *countingMetrics) lagReports() []time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.lags)
+}
+
+// logSink is a slog.Handler that keeps every record.
+type logSink struct {
+	mu      *sync.Mutex
+	records *[]logRecord
+	attrs   []slog.Attr
+}
+
+type logRecord struct {
+	level slog.Level
+	msg   string
+	attrs map[string]string
+}
+
+func newLogSink() *logSink { return &logSink{mu: new(sync.Mutex), records: new([]logRecord)} }
+
+func (h *logSink) logger() *slog.Logger { return slog.New(h) }
+
+func (h *logSink) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *logSink) Handle(_ context.Context, r slog.Record) error {
+	rec := logRecord{level: r.Level, msg: r.Message, attrs: map[string]string{}}
+	for _, a := range h.attrs {
+		rec.attrs[a.Key] = a.Value.String()
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		rec.attrs[a.Key] = a.Value.String()
+		return true
+	})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	*h.records = append(*h.records, rec)
+	return nil
+}
+
+func (h *logSink) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return &logSink{mu: h.mu, records: h.records, attrs: append(slices.Clone(h.attrs), attrs...)}
+}
+
+func (h *logSink) WithGroup(string) slog.Handler { return h }
+
+// find returns the records at level whose message contains msg.
+func (h *logSink) find(level slog.Level, msg string) []logRecord {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []logRecord
+	for _, r := range *h.records {
+		if r.level == level && strings.Contains(r.msg, msg) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (h *logSink) atLevel(level slog.Level) []logRecord {
+	return h.find(level, "")
+}
+
+// faultStore wraps a MemoryStore to count calls and inject failures. Set its fields
+// before the code under test runs.
+type faultStore struct {
+	*outboxtest.MemoryStore
+
+	beforePending func(ctx context.Context, p outbox.PendingParams) error
+	afterPending  func(b outbox.PendingBatch)
+	markDoneErr   error
+	markDoneZero  bool
+	purgeErr      func(ctx context.Context, call int) error
+
+	mu            sync.Mutex
+	pendingLimits []int
+	purgeCalls    int
+	markDeadCalls int
+}
+
+func newFaultStore() *faultStore { return &faultStore{MemoryStore: outboxtest.NewMemoryStore()} }
+
+func (s *faultStore) Pending(ctx context.Context, p outbox.PendingParams) (outbox.PendingBatch, error) {
+	s.mu.Lock()
+	s.pendingLimits = append(s.pendingLimits, p.Limit)
+	s.mu.Unlock()
+	if s.beforePending != nil {
+		if err := s.beforePending(ctx, p); err != nil {
+			return outbox.PendingBatch{}, err
+		}
+	}
+	b, err := s.MemoryStore.Pending(ctx, p)
+	if err == nil && s.afterPending != nil {
+		s.afterPending(b)
+	}
+	return b, err
+}
+
+func (s *faultStore) MarkDone(ctx context.Context, p outbox.MarkDoneParams) (int64, error) {
+	if s.markDoneErr != nil {
+		return 0, s.markDoneErr
+	}
+	if s.markDoneZero {
+		return 0, nil
+	}
+	return s.MemoryStore.MarkDone(ctx, p)
+}
+
+func (s *faultStore) MarkDead(ctx context.Context, p outbox.MarkDeadParams) (int64, error) {
+	s.mu.Lock()
+	s.markDeadCalls++
+	s.mu.Unlock()
+	return s.MemoryStore.MarkDead(ctx, p)
+}
+
+func (s *faultStore) Purge(ctx context.Context, p outbox.PurgeParams) (int64, error) {
+	s.mu.Lock()
+	s.purgeCalls++
+	call := s.purgeCalls
+	s.mu.Unlock()
+	if s.purgeErr != nil {
+		if err := s.purgeErr(ctx, call); err != nil {
+			return 0, err
+		}
+	}
+	return s.MemoryStore.Purge(ctx, p)
+}
+
+func (s *faultStore) limits() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.pendingLimits)
+}
+
+func (s *faultStore) purges() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.purgeCalls
+}
+
+// newEvent returns a due event of type typ created now.
+func newEvent(id, typ string) outbox.Event {
+	now := time.Now().UTC()
+	return outbox.Event{
+		ID:            id,
+		Type:          typ,
+		AggregateType: outbox.GlobalAggregateType,
+		Payload:       json.RawMessage(`{"n":1}`),
+		CreatedAt:     now,
+		AvailableAt:   now,
+	}
+}
+
+// gate is a listener that blocks until released, counting deliveries.
+type gate struct {
+	release chan struct{}
+	mu      sync.Mutex
+	ids     []string
+}
+
+func newGate() *gate { return &gate{release: make(chan struct{})} }
+
+func (g *gate) Handle(ctx context.Context, e *outbox.Event) error {
+	g.mu.Lock()
+	g.ids = append(g.ids, e.ID)
+	g.mu.Unlock()
+	select {
+	case <-g.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (g *gate) open() { close(g.release) }
+
+func (g *gate) delivered() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.ids)
+}
+
+func fixedDelay(d time.Duration) outbox.RetryPolicy {
+	return outbox.RetryPolicyFunc(func(int) time.Duration { return d })
+}
