@@ -26,7 +26,7 @@ type hotPath struct {
 
 // AfterCommit queues the due events on the hot path; see [hotPath].
 func (h *hotPath) AfterCommit(ctx context.Context, events []Event) error {
-	if h.q.hot == nil {
+	if !h.q.hotEnabled() {
 		return nil
 	}
 	now := h.now()

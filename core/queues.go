@@ -14,7 +14,8 @@ import (
 // of recently finished events, and the wake-ups between the parts. No part reads
 // another's fields; each calls the few methods here:
 //
-//	hot path (hotPath.AfterCommit)  enqueue(PathHot), hotFull, signalHotDropped
+//	hot path (hotPath.AfterCommit)  enqueue(PathHot), hotEnabled, signalHotDropped
+//	writer (before pre-claiming)    hotFull
 //	poller                          enqueue(PathCold), coldCapacity, depths,
 //	                                inflightCount, maxInflight, coldDrained, hotDropped
 //	workers                         next, tookCold, release, releaseAll
@@ -222,6 +223,9 @@ func (q *queues) releaseAll(group []doneAck, now time.Time) {
 	}
 	q.mu.Unlock()
 }
+
+// hotEnabled reports whether the hot path is enabled (HotQueueSize is not -1).
+func (q *queues) hotEnabled() bool { return q.hot != nil }
 
 // hotFull reports whether the hot queue cannot take an event now (or the hot path is
 // disabled). A pre-claiming writer asks before it claims events for the hot path.
