@@ -33,7 +33,7 @@ func (d *dialect) claimOrder() string {
 	return " ORDER BY available_at, created_at, event_id"
 }
 
-// claimQuery builds [Store.Claim] as one statement for the dialects that can
+// claimQuery builds [ClaimStore.Claim] as one statement for the dialects that can
 // (claimInTx unset). PostgreSQL locks the rows in a materialized CTE with FOR UPDATE
 // SKIP LOCKED and updates exactly those (an "IN (SELECT … LIMIT n)" subquery may be
 // evaluated again and claim more than n rows); SQLite, whose writers are serialised,
@@ -89,7 +89,7 @@ func (d *dialect) claimUpdateQueries(t tableName, token string, until any, ids [
 	return qs
 }
 
-// renewClaimQuery builds [Store.RenewClaim]: the row's expiry moves to the database's
+// renewClaimQuery builds [ClaimStore.RenewClaim]: the row's expiry moves to the database's
 // current time plus p.TTL while p.Token still holds it.
 func (d *dialect) renewClaimQuery(t tableName, p RenewClaimParams) (query, error) {
 	if err := p.Validate(); err != nil {

@@ -365,7 +365,7 @@ func (b *builder) deadWhere(f DeadFilter, hinted bool) *builder {
 	return b
 }
 
-// listDeadQuery builds one keyset page of [Store.ListDead].
+// listDeadQuery builds one keyset page of [DeadStore.ListDead].
 func (d *dialect) listDeadQuery(t tableName, p ListDeadParams) (query, error) {
 	if err := p.Validate(); err != nil {
 		return query{}, err
@@ -388,7 +388,7 @@ func (d *dialect) listDeadQuery(t tableName, p ListDeadParams) (query, error) {
 	return b.query(), nil
 }
 
-// countDeadQuery builds [Store.CountDead].
+// countDeadQuery builds [DeadStore.CountDead].
 func (d *dialect) countDeadQuery(t tableName, f DeadFilter) query {
 	b := d.newBuilder()
 	b.w("SELECT COUNT(*) FROM ", d.qualified(t))
@@ -401,7 +401,7 @@ func (b *builder) replaySet(t tableName, now any) *builder {
 		" SET status = 0, attempts = 0, last_error = NULL, done_at = NULL, available_at = ", b.arg(now), clearClaim)
 }
 
-// replayQueries builds [Store.Replay]: one update per chunk of p.IDs, or one bounded
+// replayQueries builds [DeadStore.Replay]: one update per chunk of p.IDs, or one bounded
 // update of the oldest DEAD rows matching the filter.
 func (d *dialect) replayQueries(t tableName, p ReplayParams) ([]query, error) {
 	if err := p.Validate(); err != nil {
@@ -471,7 +471,7 @@ func (d *dialect) purgeQuery(t tableName, p PurgeParams) (query, error) {
 	return b.query(), nil
 }
 
-// statsQuery builds [Store.Stats]: per status, the row count and the oldest created_at.
+// statsQuery builds [StatsStore.Stats]: per status, the row count and the oldest created_at.
 func (d *dialect) statsQuery(t tableName) query {
 	return query{SQL: "SELECT status, COUNT(*), MIN(created_at) FROM " + d.qualified(t) + " GROUP BY status"}
 }

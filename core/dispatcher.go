@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/outboxkit/outbox/core/internal/startstop"
@@ -50,6 +51,8 @@ type dispatcherConfig struct {
 	// every outcome before it returns. 0 writes a batch as soon as the previous one is
 	// written. Defaults to 0.
 	DoneBatchWindow time.Duration
+	// OnStuck is called when an attempt is declared stuck; see stuck.go.
+	OnStuck func(e Event, running time.Duration)
 	// Interceptors wrap every delivery attempt; see [Interceptor]. Defaults to none.
 	Interceptors []Interceptor
 	// Logger receives operational logs, with component=dispatcher. Defaults to
@@ -62,7 +65,7 @@ type dispatcherConfig struct {
 	// ClaimTTL is the length of the claims this node makes in [MultiNode] mode (its
 	// writer's pre-claims and its poller's claims). A worker about to deliver a claimed
 	// event with less than ListenerTimeout + StatusTimeout left renews the claim by
-	// ClaimTTL first ([Store.RenewClaim]). 0 never renews: such an event is left for the
+	// ClaimTTL first ([ClaimStore.RenewClaim]). 0 never renews: such an event is left for the
 	// next claim. Defaults to 0.
 	ClaimTTL time.Duration
 }
@@ -158,13 +161,13 @@ func (c dispatcherConfig) validate() error {
 // # Claims
 //
 // In [MultiNode] mode an event arrives claimed: Event.LockedBy holds the claim token
-// (from the writer's pre-claim on the hot path, or the poller's [Store.Claim]) and
+// (from the writer's pre-claim on the hot path, or the poller's [ClaimStore.Claim]) and
 // Event.LockedUntil this node's estimate of when the claim ends. Every outcome update is
 // fenced by the token, so a node whose claim expired and was taken over changes nothing
 // (logged at Warn) and the other node's outcome stands. A worker does not start an
 // attempt on a claim with less than ListenerTimeout + StatusTimeout left, measured with
 // this process's monotonic clock (an event that waited long in a queue): it renews the
-// claim by ClaimTTL first ([Store.RenewClaim]), and when the claim is gone (another node
+// claim by ClaimTTL first ([ClaimStore.RenewClaim]), and when the claim is gone (another node
 // took the event over) or cannot be renewed, leaves the event to the next claim instead
 // of running while another node may take it over. Unclaimed events (LockedBy empty) are
 // recorded without a token, as in single-node mode.
@@ -177,6 +180,9 @@ type dispatcher struct {
 	runner *startstop.Runner
 
 	q *queues
+	// stuck counts the attempts declared stuck whose listener has not returned; see
+	// stuck.go.
+	stuck atomic.Int64
 }
 
 // NewDispatcher returns a stopped Dispatcher that delivers events from store to the

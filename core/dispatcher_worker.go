@@ -82,7 +82,10 @@ func (d *dispatcher) deliver(runCtx context.Context, it dispatchItem, acks chan<
 		dec = decision{kind: outcomeDead, reason: err.Error(), err: err}
 	} else {
 		le := e // the listener's copy; e keeps the queued state
-		res, err := d.attempt(runCtx, l, &le)
+		res, err, ok := d.watchAttempt(runCtx, it, l, &le, start, latency)
+		if !ok {
+			return // abandoned: the attempt's goroutine settles the event when it returns
+		}
 		if runCtx.Err() != nil {
 			// Interrupted by a hard stop: the outcome is unknown, the row stays pending.
 			d.log.LogAttrs(runCtx, slog.LevelDebug, "delivery interrupted by stop; event left pending",

@@ -77,6 +77,8 @@ type Metrics interface {
 	QueueDepths(hot, cold int)
 	// OldestPendingLag reports the age of the oldest due event the poller saw (0 when none).
 	OldestPendingLag(lag time.Duration)
+	// StuckAttempts reports, when it changes, how many attempts are stuck ([Config.OnStuck]).
+	StuckAttempts(n int)
 }
 
 // NopMetrics implements [Metrics] and does nothing: every method is empty. It is the
@@ -98,3 +100,5 @@ func (NopMetrics) Dispatched(DispatchInfo) {}
 func (NopMetrics) QueueDepths(int, int) {}
 
 func (NopMetrics) OldestPendingLag(time.Duration) {}
+
+func (NopMetrics) StuckAttempts(int) {}

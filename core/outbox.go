@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 )
 
@@ -111,6 +110,10 @@ type Config struct {
 	DoneBatchWindow time.Duration
 	// Interceptors run around every delivery: Before in order, After in reverse.
 	Interceptors []Interceptor
+	// OnStuck is called (on the worker: do not block) when an attempt is stuck, still
+	// running a second past ListenerTimeout; its worker then takes the next event (at most
+	// Workers stuck at once) and its outcome is written when the listener returns.
+	OnStuck func(e Event, running time.Duration)
 
 	// PollInterval is the time between poller cycles. Defaults to DefaultPollInterval.
 	PollInterval time.Duration
@@ -168,8 +171,10 @@ type Outbox struct {
 	purger     *purger     // nil when purging is disabled
 	logger     *slog.Logger
 
-	mu      sync.Mutex
-	started []service // what Start started, in order
+	// sem serialises Start and Stop; a channel, so that a caller waiting for it gives
+	// up when its context ends (a Stop never waits past its deadline for another).
+	sem     chan struct{}
+	started []service // what Start started, in order; guarded by sem
 }
 
 type service interface {
@@ -200,6 +205,7 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 		mode:     cfg.Mode,
 		store:    store,
 		registry: newRegistry(),
+		sem:      make(chan struct{}, 1),
 		dead:     newDeadEvents(store),
 		logger:   logger.With(slog.String("component", "outbox")),
 	}
@@ -226,6 +232,7 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 			StatusTimeout:   cfg.StatusTimeout,
 			DoneBatchWindow: cfg.DoneBatchWindow,
 			Interceptors:    cfg.Interceptors,
+			OnStuck:         cfg.OnStuck,
 			Logger:          logger,
 			Metrics:         metrics,
 			Now:             cfg.Now,
@@ -376,8 +383,10 @@ func (o *Outbox) Mode() Mode { return o.mode }
 // keep running after ctx ends). If a part fails to start, the parts already started are
 // stopped and the error is returned. Calling Start on a started Outbox does nothing.
 func (o *Outbox) Start(ctx context.Context) error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
+	if err := o.lock(ctx); err != nil {
+		return fmt.Errorf("outbox: start: %w", err)
+	}
+	defer o.unlock()
 	if o.started != nil {
 		return nil
 	}
@@ -411,11 +420,14 @@ func (o *Outbox) Start(ctx context.Context) error {
 
 // Stop stops the purger and the poller, then drains the dispatcher within ctx: events
 // already queued are delivered if ctx allows, and anything left stays in the table for the
-// next start. It returns ctx.Err() when the deadline cut the drain short. Calling Stop
-// before Start, or twice, does nothing.
+// next start. It returns by ctx's deadline whatever listeners do (attempts still running
+// are abandoned, their rows left pending) with ctx.Err(). Calling Stop before Start, or
+// twice, does nothing.
 func (o *Outbox) Stop(ctx context.Context) error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
+	if err := o.lock(ctx); err != nil {
+		return err
+	}
+	defer o.unlock()
 	if o.started == nil {
 		return nil
 	}
@@ -424,6 +436,23 @@ func (o *Outbox) Stop(ctx context.Context) error {
 	o.logger.InfoContext(ctx, "outbox stopped", slog.String("mode", o.mode.String()))
 	return err
 }
+
+// lock takes sem, or returns ctx's error when ctx ends first.
+func (o *Outbox) lock(ctx context.Context) error {
+	select {
+	case o.sem <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case o.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (o *Outbox) unlock() { <-o.sem }
 
 // stopAll stops services in reverse start order and returns the first error.
 func stopAll(ctx context.Context, started []service) error {

@@ -21,9 +21,7 @@ func validToken(method, token string) error {
 // minClaimTTL is the shortest claim TTL a store accepts: the precision of the stored times.
 const minClaimTTL = time.Microsecond
 
-// Validate reports whether p can be passed to [Store.Insert]: an event's LockedBy must
-// be at most MaxClaimTokenLen bytes, and ClaimTTL at least a microsecond when some
-// event has LockedBy set. An event without an ID is rejected by the store. The error
+// Validate reports whether p can be passed to [Store.Insert] (see the fields); the error
 // matches [ErrInvalidArgument].
 func (p InsertParams) Validate() error {
 	claimed := false
@@ -44,10 +42,8 @@ func (p InsertParams) Validate() error {
 	return nil
 }
 
-// Validate reports whether p can be passed to [Store.MarkDone]: IDs must not be empty,
-// DoneAt must be set and Token at most MaxClaimTokenLen bytes. Tokens, when set, must
-// hold one non-empty token of at most MaxClaimTokenLen bytes per ID, with Token empty.
-// The error matches [ErrInvalidArgument].
+// Validate reports whether p can be passed to [Store.MarkDone] (see the fields); the error
+// matches [ErrInvalidArgument].
 func (p MarkDoneParams) Validate() error {
 	if len(p.IDs) == 0 {
 		return invalidParams("mark done", "IDs is empty")
@@ -75,8 +71,7 @@ func (p MarkDoneParams) Validate() error {
 	return nil
 }
 
-// Validate reports whether p can be passed to [Store.RenewClaim]: ID and Token must be
-// set, Token at most MaxClaimTokenLen bytes and TTL at least a microsecond. The error
+// Validate reports whether p can be passed to [ClaimStore.RenewClaim] (see the fields); the error
 // matches [ErrInvalidArgument].
 func (p RenewClaimParams) Validate() error {
 	if p.ID == "" {
@@ -94,9 +89,8 @@ func (p RenewClaimParams) Validate() error {
 	return nil
 }
 
-// Validate reports whether p can be passed to [Store.Claim]: Token must be set and at
-// most MaxClaimTokenLen bytes, TTL at least a microsecond, SkipRecent not negative and
-// Limit positive. The error matches [ErrInvalidArgument].
+// Validate reports whether p can be passed to [ClaimStore.Claim] (see the fields); the error
+// matches [ErrInvalidArgument].
 func (p ClaimParams) Validate() error {
 	if p.Token == "" {
 		return invalidParams("claim", "Token is empty")
@@ -116,9 +110,8 @@ func (p ClaimParams) Validate() error {
 	return nil
 }
 
-// Validate reports whether p can be passed to [Store.Reschedule]: ID must be set, Status
-// must be StatusRetry or StatusNew, AvailableAt must be set and Token at most
-// MaxClaimTokenLen bytes. The error matches [ErrInvalidArgument].
+// Validate reports whether p can be passed to [Store.Reschedule] (see the fields); the error
+// matches [ErrInvalidArgument].
 func (p RescheduleParams) Validate() error {
 	if p.ID == "" {
 		return invalidParams("reschedule", "ID is empty")
@@ -132,8 +125,8 @@ func (p RescheduleParams) Validate() error {
 	return validToken("reschedule", p.Token)
 }
 
-// Validate reports whether p can be passed to [Store.MarkDead]: ID and DeadAt must be set
-// and Token at most MaxClaimTokenLen bytes. The error matches [ErrInvalidArgument].
+// Validate reports whether p can be passed to [Store.MarkDead] (see the fields); the error
+// matches [ErrInvalidArgument].
 func (p MarkDeadParams) Validate() error {
 	if p.ID == "" {
 		return invalidParams("mark dead", "ID is empty")
@@ -144,8 +137,8 @@ func (p MarkDeadParams) Validate() error {
 	return validToken("mark dead", p.Token)
 }
 
-// Validate reports whether p can be passed to [Store.Pending]: Limit must be positive,
-// Now set and SkipRecent not negative. The error matches [ErrInvalidArgument].
+// Validate reports whether p can be passed to [Store.Pending] (see the fields); the error
+// matches [ErrInvalidArgument].
 func (p PendingParams) Validate() error {
 	if p.Limit <= 0 {
 		return invalidParams("pending", "Limit must be positive, got %d", p.Limit)
@@ -159,8 +152,8 @@ func (p PendingParams) Validate() error {
 	return nil
 }
 
-// Validate reports whether f can be passed to [Store.ListDead], [Store.CountDead] or
-// [Store.Replay]: each field must be text a row can hold (valid UTF-8, no NUL, within the
+// Validate reports whether f can be passed to [DeadStore.ListDead], [DeadStore.CountDead] or
+// [DeadStore.Replay]: each field must be text a row can hold (valid UTF-8, no NUL, within the
 // column's length). Without this check such a value would reach the database as a driver
 // error. The error matches [ErrInvalidArgument].
 func (f DeadFilter) Validate() error {
@@ -182,8 +175,8 @@ func (f DeadFilter) Validate() error {
 // ID is a miss, answered without a query.
 func possibleID(id string) bool { return id != "" && len(id) <= MaxIDLen && validText(id) }
 
-// Validate reports whether p can be passed to [Store.ListDead]: Limit must be positive
-// and the filter valid. The error matches [ErrInvalidArgument].
+// Validate reports whether p can be passed to [DeadStore.ListDead] (see the fields); the error
+// matches [ErrInvalidArgument].
 func (p ListDeadParams) Validate() error {
 	if err := p.DeadFilter.Validate(); err != nil {
 		return err
@@ -194,9 +187,8 @@ func (p ListDeadParams) Validate() error {
 	return nil
 }
 
-// Validate reports whether p can be passed to [Store.Replay]: either IDs is not empty or
-// Limit is positive, every ID could be stored, the filter is valid and Now is set. The
-// error matches [ErrInvalidArgument].
+// Validate reports whether p can be passed to [DeadStore.Replay] (see the fields); the error
+// matches [ErrInvalidArgument].
 func (p ReplayParams) Validate() error {
 	if err := p.DeadFilter.Validate(); err != nil {
 		return err
@@ -215,8 +207,8 @@ func (p ReplayParams) Validate() error {
 	return nil
 }
 
-// Validate reports whether p can be passed to [Store.Purge]: Limit must be positive and
-// Before set. The error matches [ErrInvalidArgument].
+// Validate reports whether p can be passed to [Store.Purge] (see the fields); the error
+// matches [ErrInvalidArgument].
 func (p PurgeParams) Validate() error {
 	if p.Limit <= 0 {
 		return invalidParams("purge", "Limit must be positive, got %d", p.Limit)

@@ -256,7 +256,7 @@ func (s *sqlStore) Pending(ctx context.Context, p PendingParams) (PendingBatch, 
 	return PendingBatch{Events: events, Undecodable: bad}, nil
 }
 
-// Claim implements [Store.Claim]. On PostgreSQL and SQLite it is one auto-committed
+// Claim implements [ClaimStore.Claim]. On PostgreSQL and SQLite it is one auto-committed
 // UPDATE … RETURNING statement. On MySQL/MariaDB it is one short READ COMMITTED
 // transaction: a SELECT … FOR UPDATE SKIP LOCKED that walks the pending index and locks
 // just the rows it returns, then an UPDATE of those rows by primary key; READ COMMITTED
@@ -301,7 +301,7 @@ func (s *sqlStore) Claim(ctx context.Context, p ClaimParams) (PendingBatch, erro
 	return PendingBatch{Events: events, Undecodable: bad}, nil
 }
 
-// RenewClaim implements [Store.RenewClaim] with one UPDATE by primary key.
+// RenewClaim implements [ClaimStore.RenewClaim] with one UPDATE by primary key.
 func (s *sqlStore) RenewClaim(ctx context.Context, p RenewClaimParams) (int64, error) {
 	q, err := s.d.renewClaimQuery(s.table, p)
 	if err != nil {
@@ -433,7 +433,7 @@ func (s *sqlStore) Get(ctx context.Context, id string) (Event, error) {
 	return e, nil
 }
 
-// ListDead implements [Store.ListDead].
+// ListDead implements [DeadStore.ListDead].
 func (s *sqlStore) ListDead(ctx context.Context, p ListDeadParams) ([]Event, error) {
 	q, err := s.d.listDeadQuery(s.table, p)
 	if err != nil {
@@ -456,7 +456,7 @@ func (s *sqlStore) ListDead(ctx context.Context, p ListDeadParams) ([]Event, err
 	return events, nil
 }
 
-// CountDead implements [Store.CountDead].
+// CountDead implements [DeadStore.CountDead].
 func (s *sqlStore) CountDead(ctx context.Context, f DeadFilter) (int64, error) {
 	if err := f.Validate(); err != nil {
 		return 0, err
@@ -471,7 +471,7 @@ func (s *sqlStore) CountDead(ctx context.Context, f DeadFilter) (int64, error) {
 	return n, nil
 }
 
-// Replay implements [Store.Replay]. A replay by IDs runs one statement per chunk of IDs;
+// Replay implements [DeadStore.Replay]. A replay by IDs runs one statement per chunk of IDs;
 // when one fails, the rows of earlier chunks stay replayed and are counted.
 func (s *sqlStore) Replay(ctx context.Context, p ReplayParams) (int64, error) {
 	qs, err := s.d.replayQueries(s.table, p)
@@ -524,7 +524,7 @@ func (s *sqlStore) CheckConnection(ctx context.Context) error {
 	return s.d.checkConn(ctx, s.db)
 }
 
-// Stats implements [Store.Stats] with one grouped query. It counts every row, so its
+// Stats implements [StatsStore.Stats] with one grouped query. It counts every row, so its
 // cost grows with the table; keep the table small with purging.
 func (s *sqlStore) Stats(ctx context.Context) (Stats, error) {
 	q := s.d.statsQuery(s.table)

@@ -180,7 +180,7 @@ type PendingParams struct {
 	Limit int
 }
 
-// ClaimParams are the inputs of [Store.Claim].
+// ClaimParams are the inputs of [ClaimStore.Claim].
 type ClaimParams struct {
 	// Token identifies the claim: it is written to locked_by and fences the outcome
 	// updates. Use a fresh token per claim (the outbox uses "<node ID>/<new ID>"). Required, at most
@@ -195,7 +195,7 @@ type ClaimParams struct {
 	Limit int
 }
 
-// RenewClaimParams are the inputs of [Store.RenewClaim].
+// RenewClaimParams are the inputs of [ClaimStore.RenewClaim].
 type RenewClaimParams struct {
 	// ID is the claimed event.
 	ID string
@@ -205,7 +205,7 @@ type RenewClaimParams struct {
 	TTL time.Duration
 }
 
-// PendingBatch is what [Store.Pending] and [Store.Claim] return.
+// PendingBatch is what [Store.Pending] and [ClaimStore.Claim] return.
 type PendingBatch struct {
 	// Events are the decoded due rows, in the order the method documents.
 	Events []Event
@@ -240,7 +240,7 @@ type Cursor struct {
 // IsZero reports whether c is the start position.
 func (c Cursor) IsZero() bool { return c.ID == "" && c.CreatedAt.IsZero() }
 
-// ListDeadParams are the inputs of [Store.ListDead].
+// ListDeadParams are the inputs of [DeadStore.ListDead].
 type ListDeadParams struct {
 	DeadFilter
 	// After is the position of the last event of the previous page; zero starts at the beginning.
@@ -249,7 +249,7 @@ type ListDeadParams struct {
 	Limit int
 }
 
-// ReplayParams are the inputs of [Store.Replay].
+// ReplayParams are the inputs of [DeadStore.Replay].
 type ReplayParams struct {
 	// IDs replays exactly these events (those that are DEAD). When empty, the filter
 	// and Limit select the oldest matching DEAD events.

@@ -96,6 +96,7 @@ type Metrics struct {
 	delayedSkipped prometheus.Counter
 	coldEnqueued   prometheus.Counter
 	pollLag        prometheus.Gauge
+	stuck          prometheus.Gauge
 	depth          [numPaths]prometheus.Gauge
 	dispatch       [numPaths][numResults]prometheus.Counter
 	duration       [numResults]prometheus.Observer
@@ -186,6 +187,8 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 		"Pending events the poller handed to the cold queue.")
 	m.pollLag = m.gauge("poll_lag_seconds",
 		"Time since the oldest due event seen by the poller's last cycle became due; 0 when it saw none.")
+	m.stuck = m.gauge("stuck_attempts",
+		"Listener attempts running past ListenerTimeout (their listener ignored its context); their workers took other events.")
 
 	depthVec := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: m.namespace, Name: "queue_depth", ConstLabels: m.instanceLabels,
@@ -290,6 +293,9 @@ func (m *Metrics) QueueDepths(hot, cold int) {
 
 // OldestPendingLag sets outbox_poll_lag_seconds.
 func (m *Metrics) OldestPendingLag(lag time.Duration) { m.pollLag.Set(lag.Seconds()) }
+
+// StuckAttempts sets outbox_stuck_attempts.
+func (m *Metrics) StuckAttempts(n int) { m.stuck.Set(float64(n)) }
 
 // Dispatched increments outbox_dispatch_total and observes the attempt's duration in
 // outbox_listener_duration_seconds and its latency in outbox_dispatch_latency_seconds.

@@ -108,7 +108,7 @@ func (s *MemoryStore) Insert(ctx context.Context, _ outbox.Executor, p outbox.In
 	return nil
 }
 
-// Claim implements [outbox.Store.Claim] with the store's clock as the database clock.
+// Claim implements [outbox.ClaimStore.Claim] with the store's clock as the database clock.
 // Rows marked with [MemoryStore.Corrupt] are claimed and come back in Undecodable.
 func (s *MemoryStore) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.PendingBatch, error) {
 	if err := check(ctx, p.Validate()); err != nil {
@@ -144,7 +144,7 @@ func (s *MemoryStore) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.P
 	return b, nil
 }
 
-// RenewClaim implements [outbox.Store.RenewClaim] with the store's clock as the
+// RenewClaim implements [outbox.ClaimStore.RenewClaim] with the store's clock as the
 // database clock.
 func (s *MemoryStore) RenewClaim(ctx context.Context, p outbox.RenewClaimParams) (int64, error) {
 	if err := check(ctx, p.Validate()); err != nil {
@@ -287,7 +287,7 @@ func (s *MemoryStore) Get(ctx context.Context, id string) (outbox.Event, error) 
 	return clone(r.ev), nil
 }
 
-// ListDead implements [outbox.Store.ListDead].
+// ListDead implements [outbox.DeadStore.ListDead].
 func (s *MemoryStore) ListDead(ctx context.Context, p outbox.ListDeadParams) ([]outbox.Event, error) {
 	if err := check(ctx, p.Validate()); err != nil {
 		return nil, err
@@ -305,7 +305,7 @@ func (s *MemoryStore) ListDead(ctx context.Context, p outbox.ListDeadParams) ([]
 	return out, nil
 }
 
-// CountDead implements [outbox.Store.CountDead].
+// CountDead implements [outbox.DeadStore.CountDead].
 func (s *MemoryStore) CountDead(ctx context.Context, f outbox.DeadFilter) (int64, error) {
 	if err := check(ctx, f.Validate()); err != nil {
 		return 0, err
@@ -321,7 +321,7 @@ func (s *MemoryStore) CountDead(ctx context.Context, f outbox.DeadFilter) (int64
 	return n, nil
 }
 
-// Replay implements [outbox.Store.Replay].
+// Replay implements [outbox.DeadStore.Replay].
 func (s *MemoryStore) Replay(ctx context.Context, p outbox.ReplayParams) (int64, error) {
 	if err := check(ctx, p.Validate()); err != nil {
 		return 0, err
@@ -372,7 +372,7 @@ func (s *MemoryStore) Purge(ctx context.Context, p outbox.PurgeParams) (int64, e
 	return int64(len(rows)), nil
 }
 
-// Stats implements [outbox.Store.Stats].
+// Stats implements [outbox.StatsStore.Stats].
 func (s *MemoryStore) Stats(ctx context.Context) (outbox.Stats, error) {
 	if err := ctx.Err(); err != nil {
 		return outbox.Stats{}, err

@@ -24,6 +24,7 @@ type countingMetrics struct {
 	depthCalls     int
 	lastDepths     [2]int
 	lags           []time.Duration
+	stuckReports   []int
 }
 
 var _ outbox.Metrics = (*countingMetrics)(nil)
@@ -50,6 +51,18 @@ func (m *countingMetrics) OldestPendingLag(lag time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.lags = append(m.lags, lag)
+}
+
+func (m *countingMetrics) StuckAttempts(n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.stuckReports = append(m.stuckReports, n)
+}
+
+func (m *countingMetrics) stuck() []int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]int(nil), m.stuckReports...)
 }
 
 type metricCounts struct{ hotEnqueued, hotDropped, delayedSkipped, coldEnqueued int }
