@@ -222,6 +222,9 @@ func TestDispatcherRenewsShortClaims(t *testing.T) {
 	if rec.of("lost") != 0 || b.row(t, "lost").LockedBy != "n2/lost" {
 		t.Fatalf("lost claim delivered %d times; row %+v", rec.of("lost"), b.row(t, "lost"))
 	}
+	if renewed, lost := b.metrics.claims(outbox.ClaimRenewed), b.metrics.claims(outbox.ClaimLost); renewed != 1 || lost != 1 {
+		t.Fatalf("claim metrics: %d renewed, %d lost; want 1 and 1", renewed, lost)
+	}
 }
 
 func TestDispatcherWithoutClaimTTLSkipsShortClaims(t *testing.T) {
@@ -242,6 +245,9 @@ func TestDispatcherWithoutClaimTTLSkipsShortClaims(t *testing.T) {
 	})
 	if rec.of("short") != 0 {
 		t.Fatal("delivered on a claim shorter than an attempt")
+	}
+	if n := b.metrics.claims(outbox.ClaimExpired); n != 1 {
+		t.Fatalf("claims expired = %d, want 1", n)
 	}
 }
 

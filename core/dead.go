@@ -106,9 +106,8 @@ func (d *DeadEvents) Get(ctx context.Context, id string) (Event, error) {
 	return e, nil
 }
 
-// Replay moves one DEAD event back to NEW with its attempts reset, so the poller delivers
-// it again. It returns an error wrapping ErrNotFound when no event has the ID and
-// ErrNotDead when the event exists but is not DEAD (nothing changes then).
+// Replay moves one DEAD event back to NEW, attempts reset, for the poller to deliver; the
+// error wraps ErrNotFound or ErrNotDead (the event exists but is not DEAD) otherwise.
 func (d *DeadEvents) Replay(ctx context.Context, id string) error {
 	if id == "" {
 		return fmt.Errorf("%w: empty event ID", ErrInvalidArgument)

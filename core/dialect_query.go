@@ -262,6 +262,21 @@ func (d *dialect) markDoneQueries(t tableName, p MarkDoneParams) ([]query, error
 	return qs, nil
 }
 
+// releaseClaimsQueries builds the updates that clear the claims of the NEW and RETRY
+// rows ids[i] still held by tokens[i], one per chunk.
+func (d *dialect) releaseClaimsQueries(t tableName, ids, tokens []string) []query {
+	size := min(d.maxIDs, d.maxBindParams/2)
+	var qs []query
+	for start := 0; start < len(ids); start += size {
+		end := min(start+size, len(ids))
+		b := d.newBuilder()
+		b.w("UPDATE ", d.qualified(t), " SET locked_by = NULL, locked_until = NULL WHERE ")
+		b.matchIDTokens(ids[start:end], tokens[start:end]).w(" AND status IN (0, 2)")
+		qs = append(qs, b.query())
+	}
+	return qs
+}
+
 // rescheduleQuery builds the fenced update of [Store.Reschedule].
 func (d *dialect) rescheduleQuery(t tableName, p RescheduleParams) (query, error) {
 	if err := p.Validate(); err != nil {

@@ -263,12 +263,61 @@ func (d *dispatcher) Stop(ctx context.Context) error {
 			d.log.LogAttrs(ctx, slog.LevelWarn, "dispatcher stop deadline passed; cancelling running deliveries, queued events stay pending",
 				slog.Int("hot_queued", hot), slog.Int("cold_queued", cold))
 		},
-		Cleanup: d.q.discard,
+		Cleanup: func() { d.releaseClaims(ctx, d.q.discard()) },
 	})
 	if stopped {
 		d.log.LogAttrs(ctx, slog.LevelInfo, "dispatcher stopped")
 	}
 	return err
+}
+
+// releaseClaims releases the claims of events a hard stop discarded from the queues, so
+// that other nodes take them at once instead of after ClaimTTL. The SQL store does it
+// with one statement per chunk (each row fenced by its own token); other claim stores
+// get each claim renewed to expire a microsecond later. It is bounded by StatusTimeout
+// (or a second), and a failure only delays those events until their claims expire.
+func (d *dispatcher) releaseClaims(ctx context.Context, events []Event) {
+	if len(events) == 0 || d.claims == nil {
+		return
+	}
+	budget := d.cfg.StatusTimeout
+	if budget <= 0 {
+		budget = time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget)
+	defer cancel()
+	var released int64
+	var err error
+	if r, ok := d.claims.(claimReleaser); ok {
+		ids, tokens := make([]string, len(events)), make([]string, len(events))
+		for i, e := range events {
+			ids[i], tokens[i] = e.ID, e.LockedBy
+		}
+		released, err = r.releaseClaims(ctx, ids, tokens)
+	} else {
+		for _, e := range events {
+			var n int64
+			n, err = d.claims.RenewClaim(ctx, RenewClaimParams{ID: e.ID, Token: e.LockedBy, TTL: time.Microsecond})
+			if err != nil {
+				break
+			}
+			released += n
+		}
+	}
+	d.cfg.Metrics.Claims(ClaimReleased, int(released))
+	attrs := []slog.Attr{slog.Int("discarded_claimed", len(events)), slog.Int64("released", released)}
+	if err != nil {
+		d.log.LogAttrs(ctx, slog.LevelWarn, "hard stop: releasing the claims of discarded events failed; they wait for their claims to expire",
+			append(attrs, slog.String("error", err.Error()))...)
+		return
+	}
+	d.log.LogAttrs(ctx, slog.LevelInfo, "hard stop: released the claims of discarded events", attrs...)
+}
+
+// claimReleaser is implemented by the SQL store: it clears the claims of the NEW and
+// RETRY rows ids[i] still held by tokens[i], with one statement per chunk.
+type claimReleaser interface {
+	releaseClaims(ctx context.Context, ids, tokens []string) (int64, error)
 }
 
 // hotPath returns the writer hook that feeds this dispatcher's hot queue.

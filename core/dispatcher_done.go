@@ -173,6 +173,7 @@ func (d *dispatcher) writeDoneGroup(runCtx context.Context, group []doneAck, cla
 				"were lost (expired and taken over by another node) or they were already finished; those outcomes are not recorded",
 				slog.String("op", "mark done"), slog.Int64("unchanged", unchanged), slog.Int("events", len(group)),
 				slog.Any("event_ids", ids))
+			d.cfg.Metrics.Claims(ClaimLost, int(unchanged))
 			for i := range group {
 				d.q.release(group[i].ev.ID, returned, false, time.Time{})
 			}

@@ -144,6 +144,7 @@ func (d *dispatcher) renewClaim(runCtx context.Context, e *Event, left time.Dura
 		slog.Duration("claim_left", left), slog.String("path", path.String())}
 	if d.cfg.ClaimTTL <= 0 {
 		d.log.LogAttrs(runCtx, slog.LevelWarn, "claim too close to expiry to deliver; event left for the next claim", attrs...)
+		d.cfg.Metrics.Claims(ClaimExpired, 1)
 		return false
 	}
 	ctx := runCtx
@@ -160,11 +161,14 @@ func (d *dispatcher) renewClaim(runCtx context.Context, e *Event, left time.Dura
 			d.log.LogAttrs(runCtx, slog.LevelWarn, "claim close to expiry could not be renewed; event left for the next claim",
 				append(attrs, slog.String("error", err.Error()))...)
 		}
+		d.cfg.Metrics.Claims(ClaimExpired, 1)
 		return false
 	case n == 0:
 		d.log.LogAttrs(runCtx, slog.LevelWarn, "claim lost before delivery (another node took the event over); event skipped", attrs...)
+		d.cfg.Metrics.Claims(ClaimLost, 1)
 		return false
 	}
+	d.cfg.Metrics.Claims(ClaimRenewed, 1)
 	e.LockedUntil = start.Add(d.cfg.ClaimTTL)
 	d.log.LogAttrs(runCtx, slog.LevelDebug, "claim renewed before delivery", attrs...)
 	return true
@@ -269,6 +273,7 @@ func (d *dispatcher) writeOutcome(runCtx context.Context, e *Event, dec decision
 		d.log.LogAttrs(runCtx, slog.LevelWarn, "status update changed no row: the claim was lost "+
 			"(it expired and another node claimed the event) or the event was already finished; outcome not recorded",
 			slog.String("event_id", e.ID), slog.String("op", op), slog.String("claim", token))
+		d.cfg.Metrics.Claims(ClaimLost, 1)
 		// Not settled: the row may still be pending under an expired or another node's
 		// claim, and a later claim of it by this node must not be refused as stale.
 		return returned, false

@@ -2,15 +2,11 @@ package outbox
 
 import "context"
 
-// WriterHook observes and shapes writes. The writer calls, for each WriteAll batch:
-// BeforeWrite (may transform the batch, or suppress it by returning no envelopes; an error
-// aborts the write), then the INSERT, then AfterWrite, and after the transaction ends
-// either AfterCommit or AfterRollback. Errors and panics from AfterWrite, AfterCommit and
-// AfterRollback are logged and never reach the caller. Embed [NopWriterHook] to implement
-// only some methods.
-//
-// AfterCommit and AfterRollback run only through a [*Tx] or an adapter's transaction,
-// with a context that keeps the write's values but is never cancelled.
+// WriterHook observes and shapes writes: for each batch, BeforeWrite (it may transform
+// or suppress the batch; its error aborts the write), the INSERT, AfterWrite, and when
+// the transaction ends (through a [*Tx] or an adapter's) AfterCommit or AfterRollback,
+// with a context that is never cancelled. Errors and panics after BeforeWrite are only
+// logged. Embed [NopWriterHook] to implement only some methods.
 type WriterHook interface {
 	BeforeWrite(ctx context.Context, envs []Envelope) ([]Envelope, error)
 	AfterWrite(ctx context.Context, events []Event) error

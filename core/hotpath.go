@@ -30,6 +30,11 @@ func (h *hotPath) AfterCommit(ctx context.Context, events []Event) error {
 		return nil
 	}
 	now := h.now()
+	if h.claims {
+		if n := preClaimed(events); n > 0 {
+			h.metrics.Claims(ClaimTaken, n)
+		}
+	}
 	dropped := 0
 	var reason enqueueResult
 	for i := range events {
@@ -66,4 +71,15 @@ func (h *hotPath) AfterCommit(ctx context.Context, events []Event) error {
 		h.log.LogAttrs(ctx, slog.LevelWarn, "committed events left for the poller: "+why, slog.Int("dropped", dropped))
 	}
 	return nil
+}
+
+// preClaimed counts the events a writer inserted claimed.
+func preClaimed(events []Event) int {
+	n := 0
+	for i := range events {
+		if events[i].LockedBy != "" {
+			n++
+		}
+	}
+	return n
 }

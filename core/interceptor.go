@@ -7,13 +7,10 @@ import (
 	"runtime/debug"
 )
 
-// Interceptor wraps every delivery attempt (tracing, logging, metrics): Before of each
-// interceptor in order, the listener, then After in reverse order. Before returns the
-// context for the rest of the attempt; its error or panic stops the attempt and counts
-// as the listener's error would. After runs, with the context its own Before returned,
-// only if that Before succeeded; err is the attempt's error (nil, the listener's error,
-// a [*PanicError], or a later Before's). After's errors and panics are logged and do
-// not change the outcome.
+// Interceptor wraps every attempt (tracing, logging): each Before in order (it returns
+// the attempt's context; its error or panic fails the attempt), the listener, then each
+// After in reverse, for Befores that succeeded, with the attempt's error (After's own
+// errors and panics are only logged).
 type Interceptor interface {
 	Before(ctx context.Context, e *Event) (context.Context, error)
 	After(ctx context.Context, e *Event, err error) error

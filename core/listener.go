@@ -22,9 +22,8 @@ import (
 //	any other error, or a panic        RETRY after the retry policy's     yes
 //	                                   backoff; DEAD at MaxAttempts
 //
-// The context is cancelled when the per-event timeout passes or the dispatcher is
-// stopped hard. A listener may also implement [ResultListener]; the dispatcher then calls
-// HandleResult instead of Handle.
+// The context ends at ListenerTimeout or a hard stop. A [ResultListener]'s HandleResult
+// is called instead of Handle.
 type Listener interface {
 	Handle(ctx context.Context, e *Event) error
 }

@@ -1,6 +1,9 @@
 package outbox
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Path says how an event reached the dispatcher.
 type Path int
@@ -79,6 +82,39 @@ type Metrics interface {
 	OldestPendingLag(lag time.Duration)
 	// StuckAttempts reports, when it changes, how many attempts are stuck ([Config.OnStuck]).
 	StuckAttempts(n int)
+	// Claims counts n claims of [MultiNode] mode that were taken, renewed, lost, let
+	// expire or released (see [ClaimEvent]).
+	Claims(event ClaimEvent, n int)
+}
+
+// ClaimEvent is what happened to claims, for [Metrics.Claims].
+type ClaimEvent int
+
+// The claim events.
+const (
+	ClaimTaken    ClaimEvent = iota // claimed by the poller, or pre-claimed by a committed write
+	ClaimRenewed                    // renewed before an attempt that could outlive it
+	ClaimLost                       // another node took the event over; this node's outcome is not recorded
+	ClaimExpired                    // left to expire: too short to deliver, or refused by a full queue
+	ClaimReleased                   // released by a hard stop for other nodes to take at once
+)
+
+// String returns the event's name: "taken", "renewed", "lost", "expired" or "released".
+func (c ClaimEvent) String() string {
+	switch c {
+	case ClaimTaken:
+		return "taken"
+	case ClaimRenewed:
+		return "renewed"
+	case ClaimLost:
+		return "lost"
+	case ClaimExpired:
+		return "expired"
+	case ClaimReleased:
+		return "released"
+	default:
+		return fmt.Sprintf("ClaimEvent(%d)", int(c))
+	}
 }
 
 // NopMetrics implements [Metrics] and does nothing: every method is empty. It is the
@@ -102,3 +138,5 @@ func (NopMetrics) QueueDepths(int, int) {}
 func (NopMetrics) OldestPendingLag(time.Duration) {}
 
 func (NopMetrics) StuckAttempts(int) {}
+
+func (NopMetrics) Claims(ClaimEvent, int) {}

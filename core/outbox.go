@@ -122,6 +122,9 @@ type Config struct {
 	// SkipRecent makes the poller leave events younger than this to the hot path;
 	// -1 means none. Defaults to DefaultSkipRecent.
 	SkipRecent time.Duration
+	// QueryTimeout bounds each statement the outbox runs on its own connection (polls,
+	// claims, purges, replays, the SQL store's); -1 means none. Defaults to 10 seconds.
+	QueryTimeout time.Duration
 
 	// ClaimTTL is how long a claim holds in MultiNode mode, by the database clock: it
 	// bounds how long a crashed node's events wait. Required in MultiNode mode (rejected
@@ -182,8 +185,8 @@ type service interface {
 	Stop(ctx context.Context) error
 }
 
-// New builds an Outbox over db. It validates cfg and returns a [*ConfigError] (matching
-// ErrInvalidConfig) naming the first bad field. Nothing runs until [Outbox.Start].
+// New builds an Outbox over db, or returns a [*ConfigError] naming the first bad field of
+// cfg. Nothing runs until [Outbox.Start].
 func New(db *sql.DB, cfg Config) (*Outbox, error) {
 	if err := cfg.validate(db); err != nil {
 		return nil, err
@@ -195,7 +198,7 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 	}
 	store := cfg.Store
 	if store == nil {
-		s, err := NewSQLStore(db, cfg.Dialect, SQLStoreConfig{Table: cfg.Table})
+		s, err := NewSQLStore(db, cfg.Dialect, SQLStoreConfig{Table: cfg.Table, QueryTimeout: cfg.QueryTimeout})
 		if err != nil {
 			return nil, err
 		}
@@ -245,12 +248,13 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 			return nil, err
 		}
 		pc := pollerConfig{
-			Interval:   cfg.PollInterval,
-			BatchSize:  cfg.PollBatchSize,
-			SkipRecent: cfg.SkipRecent,
-			Logger:     logger,
-			Metrics:    metrics,
-			Now:        cfg.Now,
+			Interval:     cfg.PollInterval,
+			BatchSize:    cfg.PollBatchSize,
+			SkipRecent:   cfg.SkipRecent,
+			QueryTimeout: cfg.QueryTimeout,
+			Logger:       logger,
+			Metrics:      metrics,
+			Now:          cfg.Now,
 		}
 		if cfg.Mode == MultiNode {
 			pc.ClaimTTL, pc.NodeID = cfg.ClaimTTL, nodeID
@@ -270,10 +274,11 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 	}
 	if cfg.PurgeInterval != -1 {
 		pg, err := newPurger(store, purgerConfig{
-			Interval:  cfg.PurgeInterval,
-			Retention: cfg.PurgeRetention,
-			BatchSize: cfg.PurgeBatchSize,
-			Logger:    logger,
+			Interval:     cfg.PurgeInterval,
+			Retention:    cfg.PurgeRetention,
+			BatchSize:    cfg.PurgeBatchSize,
+			QueryTimeout: cfg.QueryTimeout,
+			Logger:       logger,
 		})
 		if err != nil {
 			return nil, err
@@ -327,6 +332,9 @@ func (c Config) validate(db *sql.DB) error {
 		if c.MaxAttempts != 0 && c.MaxAttempts != 1 {
 			return &ConfigError{Field: "MaxAttempts", Reason: "Ordered mode allows 1 attempt: a retry would let later events overtake"}
 		}
+	}
+	if c.QueryTimeout < 0 && c.QueryTimeout != -1 {
+		return &ConfigError{Field: "QueryTimeout", Reason: fmt.Sprintf("must be positive, 0 for the default or -1 for none, got %s", c.QueryTimeout)}
 	}
 	if c.PurgeInterval < -1 {
 		return &ConfigError{Field: "PurgeInterval", Reason: "must be positive, 0 for the default or -1 to disable"}

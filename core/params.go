@@ -152,10 +152,8 @@ func (p PendingParams) Validate() error {
 	return nil
 }
 
-// Validate reports whether f can be passed to [DeadStore.ListDead], [DeadStore.CountDead] or
-// [DeadStore.Replay]: each field must be text a row can hold (valid UTF-8, no NUL, within the
-// column's length). Without this check such a value would reach the database as a driver
-// error. The error matches [ErrInvalidArgument].
+// Validate reports whether each field is text a row can hold (valid UTF-8, no NUL,
+// within the column's length); the error matches [ErrInvalidArgument].
 func (f DeadFilter) Validate() error {
 	for _, c := range [...]struct {
 		name, value string

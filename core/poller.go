@@ -371,9 +371,13 @@ func (p *poller) pollClaims(ctx context.Context, budget int) (int, bool, error) 
 				full = true
 			}
 		}
+		if n := len(batch.Events) + len(batch.Undecodable); n > 0 {
+			p.cfg.Metrics.Claims(ClaimTaken, n)
+		}
 		if refused > 0 {
 			p.log.LogAttrs(ctx, slog.LevelDebug, "claimed events the dispatcher refused stay claimed until the claim expires",
 				slog.Int("refused", refused), slog.String("claim", token))
+			p.cfg.Metrics.Claims(ClaimExpired, refused)
 		}
 		total += added
 		claimed += len(batch.Events) + len(batch.Undecodable)

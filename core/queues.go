@@ -90,18 +90,23 @@ func (q *queues) close() {
 }
 
 // discard empties the queues after a hard stop and forgets every in-flight ID: no
-// worker runs any more, and the rows of the discarded events are still pending.
-func (q *queues) discard() {
+// worker runs any more, and the rows of the discarded events are still pending. It
+// returns the discarded events that are claimed (LockedBy set), whose claims the
+// dispatcher releases.
+func (q *queues) discard() []Event {
+	var claimed []Event
 	q.mu.Lock()
-	for len(q.hot) > 0 {
-		<-q.hot
-	}
-	for len(q.cold) > 0 {
-		<-q.cold
+	for _, ch := range []chan dispatchItem{q.hot, q.cold} {
+		for len(ch) > 0 {
+			if it := <-ch; it.ev.LockedBy != "" {
+				claimed = append(claimed, it.ev)
+			}
+		}
 	}
 	clear(q.inflight)
 	q.mu.Unlock()
 	q.reportDepths()
+	return claimed
 }
 
 type enqueueResult int

@@ -19,9 +19,8 @@ type RetryPolicyFunc func(attempt int) time.Duration
 // Delay calls f.
 func (f RetryPolicyFunc) Delay(attempt int) time.Duration { return f(attempt) }
 
-// ExponentialBackoff is the default [RetryPolicy]: the delay after attempt n is
-// min(Max, Base·2^(n-1)), multiplied by a random factor in [0.5, 1.5) unless DisableJitter
-// is set. The zero value uses DefaultRetryBase and DefaultRetryMax with jitter.
+// ExponentialBackoff is the default [RetryPolicy]: after attempt n, min(Max, Base·2^(n-1))
+// times a random factor in [0.5, 1.5) unless DisableJitter is set.
 type ExponentialBackoff struct {
 	// Base is the delay after the first failure. Defaults to DefaultRetryBase.
 	Base time.Duration

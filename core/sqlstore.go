@@ -210,6 +210,18 @@ func (s *sqlStore) MarkDone(ctx context.Context, p MarkDoneParams) (int64, error
 	return n, nil
 }
 
+// releaseClaims implements claimReleaser (see dispatcher.releaseClaims).
+func (s *sqlStore) releaseClaims(ctx context.Context, ids, tokens []string) (int64, error) {
+	if len(ids) != len(tokens) {
+		return 0, fmt.Errorf("%w: %d IDs and %d tokens", ErrInvalidArgument, len(ids), len(tokens))
+	}
+	n, err := s.execEach(ctx, s.d.releaseClaimsQueries(s.table, ids, tokens), s.execRange)
+	if err != nil {
+		return n, fmt.Errorf("release claims: %w", err)
+	}
+	return n, nil
+}
+
 // Reschedule implements [Store.Reschedule].
 func (s *sqlStore) Reschedule(ctx context.Context, p RescheduleParams) (int64, error) {
 	q, err := s.d.rescheduleQuery(s.table, p)

@@ -36,10 +36,8 @@ var (
 // every outcome clears the claim. Methods other than Insert use their own short
 // statements and hold no connection longer.
 type Store interface {
-	// Insert adds p.Events as NEW rows using exec, which is normally the caller's
-	// transaction. All events go in one statement; IDs must be unique. An event with
-	// LockedBy set is inserted claimed by that token until the database's current time
-	// plus p.ClaimTTL.
+	// Insert adds p.Events as NEW rows in one statement through exec (the caller's
+	// transaction); an event with LockedBy set is claimed until database now + p.ClaimTTL.
 	Insert(ctx context.Context, exec Executor, p InsertParams) error
 	// Get returns one event by ID, or ErrNotFound.
 	Get(ctx context.Context, id string) (Event, error)
@@ -47,23 +45,17 @@ type Store interface {
 	// whether claimed or not: the single-node poller's read. Rows that cannot be decoded
 	// come back in PendingBatch.Undecodable.
 	Pending(ctx context.Context, p PendingParams) (PendingBatch, error)
-	// MarkDone moves the given rows to DONE, sets done_at and clears the claim. Rows
-	// already DONE, with p.Token set rows not claimed by it, and with p.Tokens set rows
-	// not claimed by their own token, are left alone. It returns the number of rows
-	// changed.
+	// MarkDone moves the rows to DONE, sets done_at and clears the claim, except rows
+	// already DONE or fenced out by p.Token/p.Tokens; it returns the rows changed.
 	MarkDone(ctx context.Context, p MarkDoneParams) (int64, error)
-	// Reschedule makes a row due again at p.AvailableAt with status p.Status (StatusRetry
-	// after a failure, StatusNew after a deferral), records p.LastError, clears the claim
-	// and, when p.CountAttempt is set, increments attempts. A DONE row, and with p.Token
-	// set a row not claimed by it, is left alone.
+	// Reschedule makes a row p.Status and due at p.AvailableAt, records p.LastError,
+	// clears the claim and counts an attempt if asked; fenced as MarkDone.
 	Reschedule(ctx context.Context, p RescheduleParams) (int64, error)
-	// MarkDead moves a row to DEAD with a reason, sets done_at to p.DeadAt and clears the
-	// claim; p.CountAttempt increments attempts too. A DONE row, and with p.Token set a
-	// row not claimed by it, is left alone.
+	// MarkDead moves a row to DEAD with p.Reason and done_at p.DeadAt, clears the claim
+	// and counts an attempt if asked; fenced as MarkDone.
 	MarkDead(ctx context.Context, p MarkDeadParams) (int64, error)
-	// Purge deletes at most p.Limit DONE and DEAD rows whose done_at (the time they became
-	// DONE or DEAD; created_at for rows that have none) is before p.Before, oldest first,
-	// and returns how many it deleted.
+	// Purge deletes at most p.Limit DONE and DEAD rows finished (done_at, else
+	// created_at) before p.Before, oldest first, and returns how many.
 	Purge(ctx context.Context, p PurgeParams) (int64, error)
 }
 
@@ -109,9 +101,8 @@ type StatsStore interface {
 	Stats(ctx context.Context) (Stats, error)
 }
 
-// ConnectionChecker is implemented by stores that can verify that their database
-// connection is configured the way they need, such as the SQL store of [NewSQLStore]. [Outbox.Start] calls
-// CheckConnection before it starts anything and fails with its error.
+// ConnectionChecker is implemented by stores that can verify their database connection
+// (the SQL store does); [Outbox.Start] fails with CheckConnection's error.
 type ConnectionChecker interface {
 	// CheckConnection returns a *[ConfigError] when the connection is misconfigured, or
 	// the error that kept it from checking.

@@ -9,9 +9,8 @@ import (
 	"github.com/outboxkit/outbox/core/adapterkit"
 )
 
-// Tx is a database/sql transaction that runs after-commit and after-rollback callbacks.
-// Get one from [BeginTx], or from the function argument of [RunInTx]. Pass it to
-// [Writer.Write] so committed events take the hot path.
+// Tx is a database/sql transaction that runs after-commit and after-rollback callbacks
+// (from [BeginTx] or [RunInTx]): through it, committed events take the hot path.
 type Tx struct {
 	tx *sql.Tx
 	cb adapterkit.Callbacks

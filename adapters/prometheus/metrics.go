@@ -97,6 +97,8 @@ type Metrics struct {
 	coldEnqueued   prometheus.Counter
 	pollLag        prometheus.Gauge
 	stuck          prometheus.Gauge
+	claimsVec      *prometheus.CounterVec
+	claims         [outbox.ClaimReleased + 1]prometheus.Counter
 	depth          [numPaths]prometheus.Gauge
 	dispatch       [numPaths][numResults]prometheus.Counter
 	duration       [numResults]prometheus.Observer
@@ -187,6 +189,14 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 		"Pending events the poller handed to the cold queue.")
 	m.pollLag = m.gauge("poll_lag_seconds",
 		"Time since the oldest due event seen by the poller's last cycle became due; 0 when it saw none.")
+	m.claimsVec = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: m.namespace, Name: "claims_total", ConstLabels: m.instanceLabels,
+		Help: "Claims of MultiNode mode by event: taken, renewed, lost (another node took the event over), expired (left to expire), released (by a hard stop).",
+	}, []string{"event"})
+	m.collectors = append(m.collectors, m.claimsVec)
+	for _, ev := range []outbox.ClaimEvent{outbox.ClaimTaken, outbox.ClaimRenewed, outbox.ClaimLost, outbox.ClaimExpired, outbox.ClaimReleased} {
+		m.claims[ev] = m.claimsVec.WithLabelValues(ev.String())
+	}
 	m.stuck = m.gauge("stuck_attempts",
 		"Listener attempts running past ListenerTimeout (their listener ignored its context); their workers took other events.")
 
@@ -293,6 +303,13 @@ func (m *Metrics) QueueDepths(hot, cold int) {
 
 // OldestPendingLag sets outbox_poll_lag_seconds.
 func (m *Metrics) OldestPendingLag(lag time.Duration) { m.pollLag.Set(lag.Seconds()) }
+
+// Claims adds n to outbox_claims_total{event}.
+func (m *Metrics) Claims(event outbox.ClaimEvent, n int) {
+	if event >= 0 && int(event) < len(m.claims) && n > 0 {
+		m.claims[event].Add(float64(n))
+	}
+}
 
 // StuckAttempts sets outbox_stuck_attempts.
 func (m *Metrics) StuckAttempts(n int) { m.stuck.Set(float64(n)) }

@@ -25,6 +25,7 @@ type countingMetrics struct {
 	lastDepths     [2]int
 	lags           []time.Duration
 	stuckReports   []int
+	claimCounts    map[outbox.ClaimEvent]int
 }
 
 var _ outbox.Metrics = (*countingMetrics)(nil)
@@ -57,6 +58,21 @@ func (m *countingMetrics) StuckAttempts(n int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.stuckReports = append(m.stuckReports, n)
+}
+
+func (m *countingMetrics) Claims(event outbox.ClaimEvent, n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.claimCounts == nil {
+		m.claimCounts = map[outbox.ClaimEvent]int{}
+	}
+	m.claimCounts[event] += n
+}
+
+func (m *countingMetrics) claims(event outbox.ClaimEvent) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.claimCounts[event]
 }
 
 func (m *countingMetrics) stuck() []int {
