@@ -40,6 +40,8 @@
 //	outbox_dispatch_latency_seconds       histogram  commit (hot) or due time (cold) to attempt start {path}
 //	outbox_queue_depth                    gauge      events waiting in the in-memory queue {path}
 //	outbox_poll_lag_seconds               gauge      age of the oldest due event the poller's last cycle saw
+//	outbox_stuck_attempts                 gauge      attempts whose listener ignored its context past ListenerTimeout + 1 s
+//	outbox_claims_total                   counter    MultiNode claims {event: taken, renewed, lost, expired, released}
 //
 // The label path is "hot" (handed over after commit) or "cold" (read by the poller). The
 // label result maps [outbox.Outcome]:
@@ -47,7 +49,7 @@
 //	success   OutcomeSuccess   the event is DONE
 //	failure   OutcomeFailure   the attempt failed (error, panic, timeout); the event is RETRY
 //	dead      OutcomeDead      the event is DEAD: attempts exhausted, Dead result, unrecoverable, unroutable or undecodable
-//	deferred  OutcomeDeferred  the listener returned RetryAfter; no attempt was counted
+//	deferred  OutcomeDeferred  the listener returned Defer; no attempt was counted
 //
 // With [Options.EventTypeLabels], outbox_dispatch_total and
 // outbox_listener_duration_seconds also carry aggregate_type and event_type. It is off by
