@@ -34,9 +34,9 @@ var (
 	// InnoDB with the case-sensitive utf8mb4_bin collation and a VARBINARY(64) event_id.
 	// Claims and the store's range updates run READ COMMITTED, so business transactions
 	// inserting into the table never wait for them; deadlocks and lock wait timeouts
-	// are retried. A multi-row INSERT is split past 4 MiB of arguments; one event larger
-	// than half of max_allowed_packet needs a larger server setting. docs/databases.md
-	// has the details.
+	// are retried. A multi-row INSERT is split past 4 MiB of arguments; Start rejects a
+	// MaxPayloadBytes above (max_allowed_packet - 64 KiB) / 2. docs/databases.md has the
+	// details.
 	MySQL Dialect = mysqlDialect
 
 	// SQLite is SQLite 3.15 or newer (3.35 for [MultiNode] claims), normally through
@@ -181,7 +181,7 @@ type dialect struct {
 	// checkConn, when set, verifies that a connection pool is configured the way the
 	// dialect needs ([SQLStore.CheckConnection] runs it). It is the one part of a
 	// dialect that does I/O, and it only reads.
-	checkConn func(ctx context.Context, db *sql.DB) error
+	checkConn func(ctx context.Context, db *sql.DB, maxPayload int) error
 }
 
 // hintedStatus is the status column as written in predicates the partial indexes serve.

@@ -143,8 +143,10 @@ func encodePayload(p any, limit int) (json.RawMessage, *EnvelopeError) {
 	if !owned && !json.Valid(raw) {
 		return nil, &EnvelopeError{Field: "Payload", Err: ErrInvalidPayload}
 	}
-	if hasEscapedNUL(raw) {
-		return nil, &EnvelopeError{Field: "Payload", Err: ErrInvalidPayload, Detail: `contains \u0000, which PostgreSQL cannot store`}
+	// Marshalled payloads are scanned too: a json.RawMessage or Marshaler inside a Go
+	// value reaches the output without any UTF-8 or escape check.
+	if why := payloadProblem(raw); why != "" {
+		return nil, &EnvelopeError{Field: "Payload", Err: ErrInvalidPayload, Detail: why}
 	}
 	if owned {
 		return raw, nil
@@ -161,17 +163,158 @@ func canonicalTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microse
 // (PostgreSQL rejects it).
 func validText(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
 
-// hasEscapedNUL reports whether valid JSON text contains the escape \u0000 (an escaped
-// backslash followed by "u0000" does not count).
-func hasEscapedNUL(b []byte) bool {
-	for i := 0; i+6 <= len(b); i++ {
-		if b[i] != '\\' {
-			continue
+// Limits of what every supported database stores as a JSON payload, beyond valid JSON.
+const (
+	// maxPayloadDepth is the deepest nesting of arrays and objects: MariaDB's
+	// JSON_VALID, the CHECK constraint of its JSON columns, rejects 32 levels.
+	maxPayloadDepth = 31
+	// PostgreSQL's numeric, which jsonb stores numbers as, holds at most 131072 digits
+	// before the decimal point and 16383 after it.
+	pgNumericIntDigits  = 131072
+	pgNumericFracDigits = 16383
+)
+
+// payloadProblem reports why the valid JSON text b cannot be stored by every supported
+// database, or "" when it can: invalid UTF-8, \u0000 or an unpaired surrogate escape in
+// a string (PostgreSQL's jsonb rejects them, MariaDB's JSON_VALID the last two), nesting
+// deeper than maxPayloadDepth (MariaDB), or a number outside PostgreSQL's numeric range.
+// It reads b once, and allocates only for the reason.
+func payloadProblem(b []byte) string {
+	depth := 0
+	for i := 0; i < len(b); {
+		switch c := b[i]; {
+		case c == '"':
+			var why string
+			if i, why = scanJSONString(b, i+1); why != "" {
+				return why
+			}
+		case c == '[' || c == '{':
+			if depth++; depth > maxPayloadDepth {
+				return fmt.Sprintf("nested deeper than %d levels, which MariaDB rejects", maxPayloadDepth)
+			}
+			i++
+		case c == ']' || c == '}':
+			depth--
+			i++
+		case c == '-' || c >= '0' && c <= '9':
+			var why string
+			if i, why = scanJSONNumber(b, i); why != "" {
+				return why
+			}
+		default:
+			i++
 		}
-		if string(b[i+1:i+6]) == "u0000" {
-			return true
-		}
-		i++ // skip the escaped character, so "\\\\u0000" is not taken for an escape
 	}
-	return false
+	return ""
+}
+
+// scanJSONString checks the string whose text starts at b[i] (after the opening quote)
+// and returns the index after its closing quote.
+func scanJSONString(b []byte, i int) (int, string) {
+	for i < len(b) {
+		c := b[i]
+		switch {
+		case c == '"':
+			return i + 1, ""
+		case c == '\\':
+			if i+1 < len(b) && b[i+1] != 'u' {
+				i += 2
+				continue
+			}
+			r := hex4(b, i+2)
+			switch {
+			case r == 0:
+				return i, `contains \u0000, which PostgreSQL cannot store`
+			case r >= 0xD800 && r < 0xDC00: // a high surrogate: a low one must follow
+				if i+7 < len(b) && b[i+6] == '\\' && b[i+7] == 'u' {
+					if lo := hex4(b, i+8); lo >= 0xDC00 && lo < 0xE000 {
+						i += 12
+						continue
+					}
+				}
+				return i, fmt.Sprintf(`unpaired surrogate escape \u%04x, which PostgreSQL and MariaDB reject`, r)
+			case r >= 0xDC00 && r < 0xE000: // a low surrogate without a high one
+				return i, fmt.Sprintf(`unpaired surrogate escape \u%04x, which PostgreSQL and MariaDB reject`, r)
+			case r < 0: // not valid JSON, which the caller has ruled out
+				return i, "malformed escape"
+			}
+			i += 6
+		case c < utf8.RuneSelf:
+			i++
+		default:
+			r, size := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && size == 1 {
+				return i, fmt.Sprintf("invalid UTF-8 at byte %d", i)
+			}
+			i += size
+		}
+	}
+	return i, ""
+}
+
+// hex4 decodes the four hex digits of a \u escape at b[i:i+4], or returns -1.
+func hex4(b []byte, i int) rune {
+	if i+4 > len(b) {
+		return -1
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		case c >= 'A' && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return -1
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
+}
+
+// scanJSONNumber checks the number that starts at b[i] against PostgreSQL's numeric
+// range and returns the index after it. The check is conservative: it counts the
+// digits as written, so it rejects, for example, 0.01e131073 (1e131071) too.
+func scanJSONNumber(b []byte, i int) (int, string) {
+	start := i
+	if b[i] == '-' {
+		i++
+	}
+	digits := func() int {
+		j := i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		return i - j
+	}
+	intDigits, fracDigits, exp := digits(), 0, 0
+	if i < len(b) && b[i] == '.' {
+		i++
+		fracDigits = digits()
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		neg := i < len(b) && b[i] == '-'
+		if i < len(b) && (b[i] == '-' || b[i] == '+') {
+			i++
+		}
+		for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+			if exp < 1e8 { // past the limits anyway; stop before overflowing
+				exp = exp*10 + int(b[i]-'0')
+			}
+		}
+		if neg {
+			exp = -exp
+		}
+	}
+	if intDigits+exp > pgNumericIntDigits || fracDigits-exp > pgNumericFracDigits {
+		n := b[start:i]
+		if len(n) > 24 {
+			n = append(n[:21:21], "..."...)
+		}
+		return i, fmt.Sprintf("number %s is outside PostgreSQL's numeric range", n)
+	}
+	return i, ""
 }

@@ -23,19 +23,30 @@ var mysqlCheckTimes = [...]time.Time{
 // mysqlCheckQuery reads a time argument back twice: as DATETIME, which tells whether the
 // driver parses times (parseTime), and as text formatted by the server, which shows the
 // wall-clock time the driver sent (its loc). It also reads the connection's character
-// sets.
+// sets and max_allowed_packet.
 const mysqlCheckQuery = "SELECT CAST(? AS DATETIME(6)), DATE_FORMAT(CAST(? AS DATETIME(6)), '%Y-%m-%d %H:%i:%s.%f'), " +
-	"@@character_set_client, @@character_set_connection"
+	"@@character_set_client, @@character_set_connection, @@max_allowed_packet"
+
+// mysqlPacketHeadroom is the part of max_allowed_packet kept for an event's columns
+// other than the payload and the statement around them (see mysqlPacketNeed).
+const mysqlPacketHeadroom = 64 << 10
+
+// mysqlPacketNeed is the max_allowed_packet that an event with a payload of maxPayload
+// bytes needs: the INSERT carries the payload in one packet, and the driver's
+// client-side interpolation (interpolateParams=true) may escape every byte of it, so
+// twice the payload, plus headroom for the other columns.
+func mysqlPacketNeed(maxPayload int) int64 { return 2*int64(maxPayload) + mysqlPacketHeadroom }
 
 // mysqlTextLayout is how DATE_FORMAT in mysqlCheckQuery prints a time.
 const mysqlTextLayout = "2006-01-02 15:04:05.000000"
 
 // checkMySQLConn is the [MySQL] dialect's connection check; see [SQLStore.CheckConnection].
-func checkMySQLConn(ctx context.Context, db *sql.DB) error {
+func checkMySQLConn(ctx context.Context, db *sql.DB, maxPayload int) error {
+	var maxPacket int64
 	for _, want := range mysqlCheckTimes {
 		var scanned any
 		var text, csClient, csConn sql.NullString
-		if err := db.QueryRowContext(ctx, mysqlCheckQuery, want, want).Scan(&scanned, &text, &csClient, &csConn); err != nil {
+		if err := db.QueryRowContext(ctx, mysqlCheckQuery, want, want).Scan(&scanned, &text, &csClient, &csConn, &maxPacket); err != nil {
 			return fmt.Errorf("check mysql connection: %w", err)
 		}
 		t, ok := scanned.(time.Time)
@@ -57,6 +68,12 @@ func checkMySQLConn(ctx context.Context, db *sql.DB) error {
 				"the connection character set is %s/%s, not utf8mb4: remove charset from the MySQL DSN or set charset=utf8mb4",
 				csClient.String, csConn.String)}
 		}
+	}
+	if need := mysqlPacketNeed(maxPayload); maxPayload > 0 && need > maxPacket {
+		return &ConfigError{Field: "MaxPayloadBytes", Reason: fmt.Sprintf(
+			"%d needs a server max_allowed_packet of at least %d (twice MaxPayloadBytes plus 64 KiB), but max_allowed_packet is %d: "+
+				"lower MaxPayloadBytes to at most %d or raise max_allowed_packet", maxPayload, need, maxPacket,
+			max(0, maxPacket-mysqlPacketHeadroom)/2)}
 	}
 	return nil
 }

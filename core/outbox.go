@@ -151,6 +151,7 @@ type Config struct {
 	PurgeBatchSize int
 
 	// MaxPayloadBytes bounds an encoded payload. Defaults to DefaultMaxPayloadBytes.
+	// On MySQL, Start rejects more than (max_allowed_packet - 64 KiB) / 2.
 	MaxPayloadBytes int
 	// WriterHooks run around every write, before the dispatcher's own hook.
 	WriterHooks []WriterHook
@@ -398,7 +399,11 @@ func (o *Outbox) Start(ctx context.Context) error {
 	if o.started != nil {
 		return nil
 	}
-	if c, ok := o.store.(ConnectionChecker); ok {
+	if s, ok := o.store.(*sqlStore); ok {
+		if err := s.checkConnection(ctx, o.writer.maxPayload); err != nil {
+			return fmt.Errorf("outbox: start: connection check: %w", err)
+		}
+	} else if c, ok := o.store.(ConnectionChecker); ok {
 		if err := c.CheckConnection(ctx); err != nil {
 			return fmt.Errorf("outbox: start: connection check: %w", err)
 		}

@@ -527,13 +527,18 @@ func (s *sqlStore) Purge(ctx context.Context, p PurgeParams) (int64, error) {
 // with Field "DSN" naming the fix. [Postgres] and [SQLite] need nothing and return nil
 // without I/O. Any other error is the database's, for example an unreachable server.
 // [Outbox.Start] runs it before it starts anything.
-func (s *sqlStore) CheckConnection(ctx context.Context) error {
+func (s *sqlStore) CheckConnection(ctx context.Context) error { return s.checkConnection(ctx, 0) }
+
+// checkConnection is CheckConnection that also checks, when maxPayload is positive, that
+// the server takes a payload of maxPayload bytes ([MySQL]: max_allowed_packet).
+// [Outbox.Start] runs it with Config.MaxPayloadBytes.
+func (s *sqlStore) checkConnection(ctx context.Context, maxPayload int) error {
 	if s.d.checkConn == nil {
 		return nil
 	}
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
-	return s.d.checkConn(ctx, s.db)
+	return s.d.checkConn(ctx, s.db, maxPayload)
 }
 
 // Stats implements [StatsStore.Stats] with one grouped query. It counts every row, so its

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	outbox "github.com/outboxkit/outbox/core"
 	"github.com/outboxkit/outbox/core/adapterkit"
@@ -381,6 +382,11 @@ func FuzzWriterEnvelope(f *testing.F) {
 	f.Add("", "", "", []byte(`{`), "", "", int64(-1))
 	f.Add("T", "\xff", "x", []byte(`null`), "k", "\xfe", int64(1e9))
 	f.Add("T", "", "", []byte(`["\\u0000", "\u0000"]`), "k", "v", int64(0))
+	f.Add("T", "", "", []byte(`"\ud800"`), "k", "v", int64(0))
+	f.Add("T", "", "", []byte(`["\udc00", "\ud83d\ude00", "\ud800\u0041"]`), "k", "v", int64(0))
+	f.Add("T", "", "", []byte("\"\xed\xa0\x80\""), "\xed\xa0\x80", "v", int64(0))
+	f.Add("T", "", "", []byte(`[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]`), "k", "v", int64(0))
+	f.Add("T", "", "", []byte(`[1e131072, 1e-16384, 1e131071, 1.5e-16382]`), "k", "v", int64(0))
 	f.Fuzz(func(t *testing.T, typ, aggType, aggID string, payload []byte, hk, hv string, delay int64) {
 		rec := &insertRecorder{}
 		w, err := outbox.NewWriter(rec, outbox.WriterConfig{MaxPayloadBytes: 1024})
@@ -401,10 +407,78 @@ func FuzzWriterEnvelope(f *testing.F) {
 			return
 		}
 		ev := rec.batches[0][0]
-		if id == "" || ev.ID != id || !json.Valid(ev.Payload) || ev.Type != typ || ev.AvailableAt.Before(ev.CreatedAt) {
+		if id == "" || ev.ID != id || !json.Valid(ev.Payload) || !utf8.Valid(ev.Payload) || ev.Type != typ ||
+			ev.AvailableAt.Before(ev.CreatedAt) {
 			t.Fatalf("accepted envelope stored as %+v", ev)
 		}
 	})
+}
+
+// TestWriterRejectsPayloadsDatabasesReject checks that JSON text that json.Valid accepts
+// but a supported database rejects (PostgreSQL's jsonb: invalid UTF-8, \u0000, unpaired
+// surrogate escapes, numbers outside numeric's range; MariaDB's JSON_VALID: surrogates,
+// nesting of 32 levels) fails with ErrInvalidPayload before any SQL, raw or marshalled,
+// and that its neighbours that every database stores pass.
+func TestWriterRejectsPayloadsDatabasesReject(t *testing.T) {
+	t.Parallel()
+	nest := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+	bad := map[string]string{
+		"lone high surrogate":          `"\ud800"`,
+		"lone low surrogate":           `"\udc00"`,
+		"high surrogate, then text":    `"\ud800x"`,
+		"high surrogate at the end":    `["a\uDBFF"]`,
+		"high surrogate, then non-low": `"\ud800\u0041"`,
+		"two high surrogates":          `"\ud800\ud800"`,
+		"swapped pair":                 `"\ude00\ud83d"`,
+		"surrogate in a key":           `{"\ud800":1}`,
+		"invalid UTF-8":                "\"\xff\"",
+		"truncated UTF-8":              "[\"\xc3\"]",
+		"UTF-8 encoded surrogate":      "\"\xed\xa0\x80\"",
+		"overlong UTF-8":               "\"\xc0\xaf\"",
+		"escaped NUL":                  `{"k":"a\u0000"}`,
+		"32 levels":                    nest(32),
+		"32 levels of objects":         strings.Repeat(`{"a":`, 31) + "{}" + strings.Repeat("}", 31),
+		"number overflows numeric":     `1e131072`,
+		"number underflows numeric":    `[1e-16384]`,
+		"too many fraction digits":     "0." + strings.Repeat("0", 16384),
+		"huge exponent":                `-2E+99999999999999999999`,
+	}
+	good := map[string]string{
+		"surrogate pair":            `"\ud83d\ude00"`,
+		"upper-case pair":           `"\uD83D\uDE00"`,
+		"escaped backslash, then u": `"\\ud800"`,
+		"UTF-8":                     `"é😀\u00e9"`,
+		"31 levels":                 nest(31),
+		"largest numbers":           `[1e131071, -9.9E+131071, 1.5e-16382, 0e-16383]`,
+		"brackets in strings":       `"` + nest(40) + `"`,
+		"fraction digits":           "0." + strings.Repeat("1", 16383),
+	}
+	type wrapped struct {
+		Data json.RawMessage `json:"data"`
+	}
+	w := newWriter(t, &insertRecorder{}, outbox.WriterConfig{})
+	for name, p := range bad {
+		for kind, payload := range map[string]any{"raw": []byte(p), "marshalled": wrapped{json.RawMessage(p)}} {
+			_, err := w.Write(context.Background(), fakeTx{}, outbox.Envelope{Type: "T", Payload: payload})
+			var ee *outbox.EnvelopeError
+			if !errors.As(err, &ee) || ee.Field != "Payload" || !errors.Is(err, outbox.ErrInvalidPayload) {
+				// json.Marshal rejects some of them itself, also as ErrInvalidPayload.
+				t.Errorf("%s (%s): err = %v, want an ErrInvalidPayload EnvelopeError", name, kind, err)
+			}
+		}
+	}
+	for name, p := range good {
+		if _, err := w.Write(context.Background(), fakeTx{}, outbox.Envelope{Type: "T", Payload: json.RawMessage(p)}); err != nil {
+			t.Errorf("%s: err = %v", name, err)
+		}
+	}
+	// Headers are jsonb on PostgreSQL too: text that is not valid UTF-8 (which includes
+	// an encoded surrogate) is rejected there.
+	for _, h := range []map[string]string{{"k": "\xed\xa0\x80"}, {"\xed\xb0\x80": "v"}, {"k": "\x00"}} {
+		if _, err := w.Write(context.Background(), fakeTx{}, outbox.Envelope{Type: "T", Payload: 1, Headers: h}); !errors.Is(err, outbox.ErrInvalidText) {
+			t.Errorf("headers %q: err = %v, want ErrInvalidText", h, err)
+		}
+	}
 }
 
 func TestWriterAcceptsEscapedBackslashBeforeU0000(t *testing.T) {
