@@ -31,7 +31,13 @@
 // and the database was up, and the recovery time after each restart. [Report.Gate]
 // fails the test on lost, phantom, unexpected, stuck or overlapping attempts, and, when
 // the run was fault free, on duplicates, unknown commit outcomes and aborted business
-// transactions (an outbox that makes a business transaction fail).
+// transactions (an outbox that makes a business transaction fail). Gate counts a DEAD
+// row as accounted for; a scenario whose listener never fails adds [Report.GateNoDead]
+// (any DEAD row fails it). [Report.GateDuplicates] bounds the duplicates of a
+// database-fault scenario by the events that could have been in flight at its faults,
+// and [Report.GateTimes] bounds the recovery time and the longest gap. When a gate
+// fails, [History] prints an event's every attempt (node, start, end) and the fault
+// records around it, so that an overlap can be told apart from a late fault record.
 // [Report.Result] turns a report into a scoreboard line (see scoreboard.go).
 //
 // # Process scenarios, tiers and the scoreboard
@@ -485,6 +491,131 @@ func (r Report) Gate(tb testing.TB, faultFree bool) {
 			tb.Errorf("ABORTED business transactions without faults: %d", r.Aborted)
 		}
 	}
+}
+
+// GateNoDead fails tb for any DEAD row: in a scenario whose listener never fails, an
+// event can only end DEAD by a bug (Gate counts DEAD rows as accounted for).
+func (r Report) GateNoDead(tb testing.TB) {
+	tb.Helper()
+	if r.Dead > 0 {
+		tb.Errorf("DEAD: %d event(s) ended DEAD although the listener never fails", r.Dead)
+	}
+}
+
+// GateDuplicates fails tb when the extra deliveries exceed bound: in a database-fault
+// scenario, at most the events that could have been in flight at the faults (delivered
+// or running, their DONE not yet durable) can be delivered again. why explains the bound.
+func (r Report) GateDuplicates(tb testing.TB, bound int, why string) {
+	tb.Helper()
+	if n := r.DuplicateCount(); n > bound {
+		tb.Errorf("DUPLICATES %d (%v) exceed the events that could have been in flight at the faults: %d (%s)",
+			n, r.DuplicateCauses, bound, why)
+	}
+}
+
+// GateTimes fails tb when the recovery time after a restart or the longest gap with
+// work waiting (the database up) exceeds bound; why explains the bound.
+func (r Report) GateTimes(tb testing.TB, bound time.Duration, why string) {
+	tb.Helper()
+	if r.Restarts > 0 && r.Recovery > bound {
+		tb.Errorf("RECOVERY %s after a restart, want within %s (%s)", r.Recovery.Round(time.Millisecond), bound, why)
+	}
+	if r.LongestGap > bound {
+		tb.Errorf("LONGEST GAP %s without a delivery while work was waiting, want within %s (%s)",
+			r.LongestGap.Round(time.Millisecond), bound, why)
+	}
+}
+
+// Flagged returns the events a failed gate names: duplicated, lost, phantom,
+// overlapping and stuck ones, sorted, without repeats.
+func (r Report) Flagged() []string {
+	var ids []string
+	for id := range r.Duplicates {
+		ids = append(ids, id)
+	}
+	ids = append(ids, r.Lost...)
+	ids = append(ids, r.Phantom...)
+	ids = append(ids, r.Overlaps...)
+	ids = append(ids, r.Stuck...)
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
+
+// History is the full story of one event, for a failed gate: its writer's records, every
+// attempt by node (start, end or "no end"), each node's last record of any kind (a
+// killed node was alive until then), the database faults and the faults of the nodes
+// that ran it (down, up, crash and kill records) from window before its first record to
+// window after its last, and its final row. An overlap whose
+// "killed" record comes after the other node's start, while the killed node's last
+// record comes before it, is a fault recorded late; one whose first node still wrote
+// records after the second started is a real overlap.
+func History(records []Record, finals []Final, id string, window time.Duration) string {
+	recs := slices.Clone(records)
+	slices.SortStableFunc(recs, func(a, b Record) int { return a.At.Compare(b.At) })
+	var b strings.Builder
+	var first, last time.Time
+	nodes := map[string]bool{}
+	ts := func(t time.Time) string { return t.Format("15:04:05.000000") }
+	fmt.Fprintf(&b, "history of %s:", id)
+	for _, r := range recs {
+		if r.Event != id || r.Kind == Fault || r.Kind == Down || r.Kind == Up {
+			continue
+		}
+		if first.IsZero() {
+			first = r.At
+		}
+		last = r.At
+		fmt.Fprintf(&b, "\n  %s %-10s %s", ts(r.At), r.Kind, r.Node)
+		if r.Kind == Started || r.Kind == Delivered || r.Kind == Failed {
+			nodes[r.Node] = true
+		}
+	}
+	if first.IsZero() {
+		return b.String() + " no records"
+	}
+	// Attempts by node: Started to the node's next Delivered or Failed.
+	open := map[string]time.Time{}
+	for _, r := range recs {
+		if r.Event != id {
+			continue
+		}
+		switch r.Kind {
+		case Started:
+			if at, ok := open[r.Node]; ok {
+				fmt.Fprintf(&b, "\n  attempt %s: %s → no end before its next start", r.Node, ts(at))
+			}
+			open[r.Node] = r.At
+		case Delivered, Failed:
+			if at, ok := open[r.Node]; ok {
+				fmt.Fprintf(&b, "\n  attempt %s: %s → %s %s (%s)", r.Node, ts(at), ts(r.At), r.Kind, r.At.Sub(at).Round(time.Microsecond))
+				delete(open, r.Node)
+			}
+		}
+	}
+	for n, at := range open {
+		fmt.Fprintf(&b, "\n  attempt %s: %s → no end", n, ts(at))
+	}
+	for n := range nodes {
+		var lastOf time.Time
+		for _, r := range recs {
+			if r.Node == n && r.Kind != Fault {
+				lastOf = r.At
+			}
+		}
+		fmt.Fprintf(&b, "\n  node %s: last record of any event at %s", n, ts(lastOf))
+	}
+	for _, r := range recs {
+		if (r.Kind == Fault || r.Kind == Down || r.Kind == Up) && (r.Node == "" || nodes[r.Node]) &&
+			!r.At.Before(first.Add(-window)) && !r.At.After(last.Add(window)) {
+			fmt.Fprintf(&b, "\n  %s %-10s %s %s", ts(r.At), r.Kind, r.Node, r.Event)
+		}
+	}
+	for _, f := range finals {
+		if f.Event == id {
+			fmt.Fprintf(&b, "\n  final: %v after %d failed attempt(s)", outbox.Status(f.Status), f.Attempts)
+		}
+	}
+	return b.String()
 }
 
 // Summary is a one-line account of the report.

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -56,6 +57,14 @@ type cluster struct {
 	incs   []int       // incarnations started per slot
 	logs   []string    // every record file
 	faults int
+	// reaps are the crashed nodes as reaped: when their exit was seen, when the slot
+	// was reaped (where the harness used to record the fault).
+	reaps []reaped
+}
+
+type reaped struct {
+	node         string
+	exit, reaped time.Time
 }
 
 // nodeProc is one node process.
@@ -68,7 +77,9 @@ type nodeProc struct {
 	waited  chan struct{}
 	err     error // cmd.Wait's, once waited is closed
 	errPath string
-	killed  bool // by the harness
+	killed  atomic.Bool // by the harness (kill, cleanup): no crash record
+	noted   atomic.Bool // its crash was recorded the moment its exit was seen
+	exitAt  time.Time   // when its exit was seen (set before waited is closed)
 }
 
 func (p *nodeProc) exited() bool {
@@ -123,7 +134,20 @@ func newCluster(t *testing.T, cfg clusterConfig) *cluster {
 		" (event_id VARCHAR(64) NOT NULL PRIMARY KEY, node VARCHAR(64) NOT NULL)"); err != nil {
 		t.Fatalf("create business table: %v", err)
 	}
-	c := &cluster{t: t, cfg: cfg, dir: t.TempDir(), rng: Rand(cfg.seed), began: time.Now(), armed: true,
+	// The record files outlive a failed test (their path is logged), so that a failure
+	// seen once can be explained afterwards; a passing test removes them.
+	dir, err := os.MkdirTemp("", "chaos-"+strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("record files kept in %s (harness.jsonl, <node>.jsonl, <node>.stderr)", dir)
+			return
+		}
+		_ = os.RemoveAll(dir)
+	})
+	c := &cluster{t: t, cfg: cfg, dir: dir, rng: Rand(cfg.seed), began: time.Now(), armed: true,
 		slots: make([]*nodeProc, cfg.nodes), incs: make([]int, cfg.nodes)}
 	hpath := filepath.Join(c.dir, "harness.jsonl")
 	h, err := CreateLog(hpath)
@@ -138,6 +162,7 @@ func newCluster(t *testing.T, cfg clusterConfig) *cluster {
 		c.mu.Unlock()
 		for _, p := range procs {
 			if p != nil {
+				p.killed.Store(true)
 				_ = p.cmd.Process.Kill()
 				<-p.waited
 			}
@@ -148,6 +173,14 @@ func newCluster(t *testing.T, cfg clusterConfig) *cluster {
 		c.start(slot)
 	}
 	return c
+}
+
+// faultCount is the number of faults recorded so far (a node's exit is recorded by its
+// waiting goroutine).
+func (c *cluster) faultCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.faults
 }
 
 // note appends a harness record.
@@ -209,6 +242,20 @@ func (c *cluster) start(slot int) *nodeProc {
 		}
 		close(p.lines)
 		p.err = p.cmd.Wait()
+		p.exitAt = time.Now()
+		if !p.killed.Load() && p.killedBySignal() {
+			// A crash point killed it: record the fault now, not when the harness
+			// reaps the slot (it may be busy starting another node for seconds, and a
+			// take-over of the dead node's claims before the record would look like an
+			// overlap). The chaos node records after-listener and after-insert crashes
+			// itself, durably, before it dies; an after-claim crash is recorded here.
+			if err := c.harness.Append(Record{Kind: Fault, Node: p.name, Event: "crash point (exit seen)"}); err == nil {
+				p.noted.Store(true)
+				c.mu.Lock()
+				c.faults++
+				c.mu.Unlock()
+			}
+		}
 		close(p.waited)
 	}()
 	c.mu.Lock()
@@ -240,7 +287,7 @@ func (c *cluster) kill(slot int) {
 	if p == nil {
 		return
 	}
-	p.killed = true
+	p.killed.Store(true)
 	_ = p.cmd.Process.Kill()
 	<-p.waited
 	c.note(Fault, p.name, "kill -9")
@@ -298,7 +345,12 @@ func (c *cluster) reap(restart bool) int {
 			continue
 		}
 		if p.killedBySignal() {
-			c.note(Fault, p.name, "crash point")
+			if !p.noted.Load() {
+				c.note(Fault, p.name, "crash point")
+			}
+			c.mu.Lock()
+			c.reaps = append(c.reaps, reaped{p.name, p.exitAt, time.Now()})
+			c.mu.Unlock()
 			n++
 		} else {
 			c.t.Errorf("node %s exited: %v\n%s", p.name, p.err, p.stderrTail())
@@ -441,6 +493,13 @@ func (c *cluster) check(scenario string, faultFree bool, drained time.Duration) 
 	}
 	rep := Check(recs, finals)
 	rep.Gate(t, faultFree)
+	rep.GateNoDead(t) // the node's listener never fails
+	if len(c.reaps) > 0 {
+		late, maxDelay := lateReapOverlaps(recs, c.reaps)
+		t.Logf("crashes reaped %d; longest delay from exit to reap %s; take-overs of a dead node's attempt before its reap "+
+			"(reported as overlaps when the fault was recorded at the reap): %d %s",
+			len(c.reaps), maxDelay.Round(time.Millisecond), len(late), abbrev(late))
+	}
 	if torn := c.torn(finals); len(torn) > 0 {
 		t.Errorf("TORN: %d transaction(s) with a business row but no event or the reverse: %s", len(torn), abbrev(torn))
 	}
@@ -450,9 +509,15 @@ func (c *cluster) check(scenario string, faultFree bool, drained time.Duration) 
 		restarts += inc - 1
 	}
 	t.Logf("%s on %s: %d node slots, %d restarts, %d faults; drained %s after the faults",
-		scenario, c.cfg.dialect, nodes, restarts, c.faults, drained.Round(time.Millisecond))
+		scenario, c.cfg.dialect, nodes, restarts, c.faultCount(), drained.Round(time.Millisecond))
+	if t.Failed() {
+		ids := rep.Flagged()
+		for _, id := range ids[:min(len(ids), 10)] {
+			t.Log(History(recs, finals, id, 5*time.Second))
+		}
+	}
 	res := rep.Result(scenario, c.cfg.dialect)
-	res.Seed, res.Faults = c.cfg.seed, c.faults
+	res.Seed, res.Faults = c.cfg.seed, c.faultCount()
 	res.Seconds = time.Since(c.began).Seconds()
 	res.Server = serverVersion(t, c.cfg.db, c.cfg.dialect)
 	Publish(t, res)
@@ -574,4 +639,40 @@ func serverVersion(t *testing.T, db *sql.DB, dialect string) string {
 		return ""
 	}
 	return v
+}
+
+// lateReapOverlaps returns the events whose attempt a crashed node left open and that
+// another node started between the crash and the reap of its slot: the overlaps the
+// harness reported when it recorded a crash only at the reap. It also returns the
+// longest delay from exit to reap.
+func lateReapOverlaps(recs []Record, reaps []reaped) ([]string, time.Duration) {
+	sorted := slices.Clone(recs)
+	slices.SortStableFunc(sorted, func(a, b Record) int { return a.At.Compare(b.At) })
+	var out []string
+	var longest time.Duration
+	for _, r := range reaps {
+		longest = max(longest, r.reaped.Sub(r.exit))
+		open := map[string]bool{}
+		for _, x := range sorted {
+			if x.At.After(r.exit) {
+				break
+			}
+			if x.Node == r.node {
+				switch x.Kind {
+				case Started:
+					open[x.Event] = true
+				case Delivered, Failed:
+					delete(open, x.Event)
+				}
+			}
+		}
+		for _, x := range sorted {
+			if x.Kind == Started && open[x.Event] && x.Node != r.node && x.At.After(r.exit) && x.At.Before(r.reaped) {
+				out = append(out, x.Event+" (dead "+r.node+", taken by "+x.Node+")")
+				delete(open, x.Event)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out, longest
 }

@@ -120,12 +120,16 @@ type scene struct {
 	started time.Time
 	faults  atomic.Int64 // faults injected, for the scoreboard
 	logs    *logCounter
+	deadOK  bool
 }
 
 // sceneOptions configure newScene.
 type sceneOptions struct {
 	// dsnExtra is appended to the DSN's query (PostgreSQL and MariaDB session settings).
 	dsnExtra string
+	// deadOK marks a scenario whose listener fails on purpose, so that events may end
+	// DEAD; in every other scenario a DEAD row fails the check (Report.GateNoDead).
+	deadOK bool
 }
 
 // newScene creates the tables and the record log of one run.
@@ -139,7 +143,8 @@ func newScene(t *testing.T, name string, be backend, seed int64, opts sceneOptio
 	if err := outbox.MigrateTable(ctx, db, be.dialect, table); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
-	s := &scene{t: t, name: name, be: be, driver: driver, dsn: dsn, db: db, dir: dir, table: table, seed: seed, started: time.Now(), logs: &logCounter{}}
+	s := &scene{t: t, name: name, be: be, driver: driver, dsn: dsn, db: db, dir: dir, table: table, seed: seed, started: time.Now(), logs: &logCounter{},
+		deadOK: opts.deadOK}
 	s.orders = "orders"
 	if i := strings.LastIndexByte(table, '.'); i >= 0 {
 		s.orders = table[:i] + ".orders"
@@ -494,6 +499,9 @@ func (s *scene) check(faultFree bool, extra ...Final) Report {
 	}
 	rep := Check(recs, append(finals, extra...))
 	rep.Gate(s.t, faultFree)
+	if !s.deadOK {
+		rep.GateNoDead(s.t)
+	}
 	if s.t.Failed() {
 		s.explain(recs, finals, rep)
 	}
@@ -505,32 +513,12 @@ func (s *scene) check(faultFree bool, extra ...Final) Report {
 	return rep
 }
 
-// explain logs the records and the final row of a few events the report flags.
+// explain logs the full history (History) of a few events the report flags.
 func (s *scene) explain(recs []Record, finals []Final, rep Report) {
 	s.t.Helper()
-	var ids []string
-	for id := range rep.Duplicates {
-		ids = append(ids, id)
-	}
-	ids = append(ids, rep.Lost...)
-	ids = append(ids, rep.Phantom...)
-	ids = append(ids, rep.Overlaps...)
-	ids = append(ids, rep.Stuck...)
-	slices.Sort(ids)
-	ids = slices.Compact(ids)
+	ids := rep.Flagged()
 	for _, id := range ids[:min(len(ids), 5)] {
-		var b strings.Builder
-		for _, r := range recs {
-			if r.Event == id {
-				fmt.Fprintf(&b, " %s(%s)@%s", r.Kind, r.Node, r.At.Format("15:04:05.000000"))
-			}
-		}
-		for _, f := range finals {
-			if f.Event == id {
-				fmt.Fprintf(&b, " final: %v, %d attempts", outbox.Status(f.Status), f.Attempts)
-			}
-		}
-		s.t.Logf("%s:%s", id, b.String())
+		s.t.Log(History(recs, finals, id, 5*time.Second))
 	}
 }
 

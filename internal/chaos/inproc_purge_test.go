@@ -27,7 +27,7 @@ const bulkEvent = "Bulk"
 func TestInprocPurgeRacingReplay(t *testing.T) {
 	seed := Seed(t)
 	forEachBackend(t, allBackends, func(t *testing.T, be backend) {
-		s := newScene(t, "purge-racing-replay", be, seed, sceneOptions{})
+		s := newScene(t, "purge-racing-replay", be, seed, sceneOptions{deadOK: true})
 		var attempts attemptCounter
 		diesFirst := func(id string) bool { return chance(seed, id, "dies") < 0.5 }
 		behave := func(ctx context.Context, e *outbox.Event) error {

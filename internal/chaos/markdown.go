@@ -68,7 +68,9 @@ var ScenarioInfo = map[string]string{
 	"late-commit":                 "Long transactions write their events early (OccurredAt an hour ago, or when the transaction began) and commit after many others were delivered; each must still be delivered promptly.",
 	"listener-panic":              "The listener panics on the first one or two attempts of about a third of the events; panics are recovered, counted as failed attempts and retried.",
 	"listener-hang":               "Listeners hang past ListenerTimeout on their first attempt: waiting for the context, ignoring it and failing late, ignoring it and succeeding late. Attempts never overlap.",
-	"poison-event":                "Events that always fail (error, panic) go DEAD after MaxAttempts, an unrecoverable one at once; the events around them flow meanwhile.",
+	"poison-event":                "Events that always fail (error, panic) go DEAD after MaxAttempts, an unrecoverable one at once; the events around them flow meanwhile: no healthy event is delivered after the last retry of a poison event committed after it.",
+	"stuck-listener":              "As many listeners as workers ignore their context and block for 10 s while writers keep writing: the stuck attempts free their workers (OnStuck) and healthy events keep flowing (longest gap within 2 × (ListenerTimeout + 1 s + poll) + 4 s); the stuck events end DONE once their listeners return; Stop returns by its deadline with listeners still blocked, and a new Outbox delivers what it left.",
+	"pool-starvation":             "A pool of 4 connections shared by the outbox (8 workers, listeners sleeping 200 ms) and two writers: more listeners run at once than the pool has connections, writers commit while every worker is in a listener, and in SingleNode nothing waits for a connection.",
 	"purge-racing-replay":         "The purger deletes finished rows milliseconds after they finish while replayers bring DEAD events back, by ID and by filter; a replayed row is never purged under its replay.",
 	"hot-queue-overflow":          "A hot queue of 4 events and two slow workers under bursts of writers: what the queue cannot take is left to the poller.",
 	"cold-queue-overflow":         "No hot path, a cold queue of 4 events and poll batches of 64: the poller keeps meeting a full queue and rows already queued or in flight.",
@@ -204,14 +206,19 @@ func WriteMarkdown(w io.Writer, results []Result, generated time.Time) error {
 	p("- **phantom = 0**: no event of a rolled-back transaction is delivered;\n")
 	p("- **unexpected = 0**: nothing is delivered that no writer wrote;\n")
 	p("- **stuck = 0**: every row is DONE or DEAD after the drain;\n")
-	p("- **overlaps = 0**: no two attempts of one event ever run at the same time;\n")
+	p("- **overlaps = 0**: no two attempts of one event ever run at the same time (a crash is\n  recorded before the node dies, or the moment its exit is seen, so that a take-over of\n  a dead node's claim is not an overlap);\n")
+	p("- **dead = 0** where the listener never fails (the process scenarios and every\n  in-process scenario but poison-event and purge-racing-replay): a DEAD row fails them;\n")
 	p("- a business row exists if and only if its event row does;\n")
 	p("- without faults, **duplicates = 0** and no business transaction fails; no goroutine\n  leaks and no panic escapes.\n\n")
 	p("Duplicates under faults are expected (delivery is at least once) and reported with\n")
-	p("their cause. *Recovery* is the longest time, after the database came back (or the\n")
+	p("their cause; under database and network faults they are gated: at most the events\n")
+	p("that could have been in flight at the faults (faults × nodes × (Workers + hot queue +\n")
+	p("cold queue)). *Recovery* is the longest time, after the database came back (or the\n")
 	p("network healed), until every event left pending by the outage was delivered.\n")
 	p("*Longest gap* is the longest time without any delivery while events were waiting and\n")
-	p("the database was up. Figures are summed over the runs of a row (recovery and gap:\n")
+	p("the database was up. In the database and network fault scenarios both are gated:\n")
+	p("within 2 × (query timeout + ClaimTTL + listener and status timeouts + poll interval)\n")
+	p("+ 15 s, about 45 s. Figures are summed over the runs of a row (recovery and gap:\n")
 	p("the maximum). A seed replays a run's fault schedule: `OUTBOX_CHAOS_SEED=<seed>`.\n\n")
 
 	if len(rows) > 0 {

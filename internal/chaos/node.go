@@ -168,7 +168,8 @@ func runNode() error {
 		return err
 	}
 	rec := Recorder{Log: log, Node: name}
-	if err := ob.Register(AggregateType, EventType, rec.Listener()); err != nil {
+	crash := newCrashRecorder(log, name)
+	if err := ob.Register(AggregateType, EventType, crash.wrap(rec.Listener())); err != nil {
 		return err
 	}
 	// Start retries: the database may be restarting when the node starts.
@@ -188,7 +189,7 @@ func runNode() error {
 
 	w := &writers{
 		db: bizDB, ob: ob, log: log, node: name, dialect: dialectName, table: BusinessTable(table),
-		pace: pace, stop: make(chan struct{}),
+		pace: pace, stop: make(chan struct{}), crash: crash,
 	}
 	for i := range nWriters {
 		w.wg.Go(func() { w.run(i, Rand(seed+int64(i))) })
@@ -232,6 +233,7 @@ type writers struct {
 	dialect string
 	table   string
 	pace    time.Duration
+	crash   *crashRecorder
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -285,6 +287,7 @@ func (w *writers) one(id, insert string, delay time.Duration, rollback bool) {
 		abort(err)
 		return
 	}
+	w.crash.beforeInsert()
 	_, err = w.ob.Writer().Write(ctx, tx, outbox.Envelope{
 		ID: id, AggregateType: AggregateType, Type: EventType, AggregateID: w.node,
 		Payload: map[string]string{"id": id}, DeliverAfter: delay,
@@ -323,4 +326,53 @@ func envInt(name string, def int) int {
 		return v
 	}
 	return def
+}
+
+// crashRecorder writes a node's crash record before a crash point of the chaos build
+// (core/crashpoint_chaos.go) kills it, so that the fault is on disk before the process
+// dies and before any other node can take its claims over. The node counts the hits the
+// way the crash point does: "after-listener" is hit when a listener returned nil (the
+// record goes out in the listener, before it returns: the hit that kills cannot come
+// before it), "after-insert" when Writer.Write inserted (the record goes out before the
+// Write that can be the fatal hit; a Write that fails makes it early, never late).
+// "after-claim" is hit inside the poller, where the node cannot see it: the harness
+// records that crash the moment it sees the process exit.
+type crashRecorder struct {
+	log   *Log
+	node  string
+	point string
+	after int64
+	hits  atomic.Int64
+	done  atomic.Bool
+}
+
+func newCrashRecorder(log *Log, node string) *crashRecorder {
+	c := &crashRecorder{log: log, node: node, point: os.Getenv("OUTBOX_CRASH_POINT"), after: 1}
+	if n, err := strconv.ParseInt(os.Getenv("OUTBOX_CRASH_AFTER"), 10, 64); err == nil && n >= 1 {
+		c.after = n
+	}
+	return c
+}
+
+// hit counts a hit of point and writes the crash record at the one that kills.
+func (c *crashRecorder) hit(point string) {
+	if c == nil || c.point != point || c.hits.Add(1) < c.after || c.done.Swap(true) {
+		return
+	}
+	if err := c.log.Append(Record{Kind: Fault, Node: c.node, Event: "crash point " + point + " (recorded by the node before it dies)"}); err != nil {
+		fmt.Fprintln(os.Stderr, "node: crash record:", err)
+		os.Exit(3)
+	}
+}
+
+func (c *crashRecorder) beforeInsert() { c.hit("after-insert") }
+
+func (c *crashRecorder) wrap(l outbox.Listener) outbox.Listener {
+	return outbox.ListenerFunc(func(ctx context.Context, e *outbox.Event) error {
+		err := l.Handle(ctx, e)
+		if err == nil {
+			c.hit("after-listener")
+		}
+		return err
+	})
 }

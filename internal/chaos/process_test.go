@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	outbox "github.com/outboxkit/outbox/core"
 )
 
 // stopTook finds the outbox's stop time in a node's last stderr line.
@@ -32,6 +34,38 @@ const (
 	shortFaultPhase = 3 * time.Second
 	drainLimit      = 90 * time.Second
 )
+
+// faultBound bounds, in the scenarios with database or network faults, both the
+// recovery time after the database came back and the longest gap without a delivery
+// while work waited (the database up). It is derived from the "fault" timing: a call
+// caught by the fault ends by its deadline (the query timeout, the longest), a claim its
+// node held expires (ClaimTTL), the event's attempt and its status update end by their
+// timeouts, and the next poll finds it; doubled, plus 15 s, for a loaded 2-core host
+// running under -race. A call without a deadline, or a node that never reconnects,
+// exceeds it (or fails the drain).
+func faultBound() time.Duration {
+	tm := Timings["fault"]
+	return 2*(queryTimeout+tm.ClaimTTL+tm.Listener+tm.Status+tm.Poll) + 15*time.Second
+}
+
+// inFlightPerNode is how many events one node (node.go's configuration: the default
+// Workers and queue sizes; PollBatchSize 100 fits in the cold queue) can hold between
+// claiming or queueing them and the durable DONE: queued in the hot and cold queues,
+// running in a worker, or delivered with DONE not yet written. Only these can be
+// delivered again after a database fault.
+const inFlightPerNode = outbox.DefaultWorkers + outbox.DefaultHotQueueSize + outbox.DefaultColdQueueSize
+
+// gateDatabaseFault gates a database- or network-fault scenario beyond Report.Gate:
+// duplicates at most the events in flight at each fault on every node, and recovery and
+// longest gap within faultBound.
+func gateDatabaseFault(t *testing.T, c *cluster, rep Report) {
+	t.Helper()
+	faults := c.faultCount()
+	bound := faults * c.cfg.nodes * inFlightPerNode
+	rep.GateDuplicates(t, bound, fmt.Sprintf("%d faults × %d nodes × (Workers %d + hot queue %d + cold queue %d)",
+		faults, c.cfg.nodes, outbox.DefaultWorkers, outbox.DefaultHotQueueSize, outbox.DefaultColdQueueSize))
+	rep.GateTimes(t, faultBound(), "2 × (query timeout + ClaimTTL + listener and status timeouts + poll interval) + 15 s")
+}
 
 // nodesFor is the number of node processes: MultiNode clusters for the servers, one
 // SingleNode process for SQLite.
@@ -118,10 +152,10 @@ func TestCrashPoints(t *testing.T) {
 					c := newCluster(t, cfg)
 					c.sleep(Duration(t, shortFaultPhase), true)
 					// Every node crashes at least once: wait for the first crash if none came yet.
-					for deadline := time.Now().Add(30 * time.Second); c.faults == 0 && time.Now().Before(deadline); {
+					for deadline := time.Now().Add(30 * time.Second); c.faultCount() == 0 && time.Now().Before(deadline); {
 						c.sleep(100*time.Millisecond, true)
 					}
-					if c.faults == 0 {
+					if c.faultCount() == 0 {
 						t.Errorf("crash point %s was never hit", cp.name)
 					}
 					c.finish("crash-"+cp.name, false, drainLimit)
@@ -176,6 +210,7 @@ func TestServerFaults(t *testing.T) {
 					if rep.Restarts > 0 {
 						t.Logf("recovery after a restart: at most %s", rep.Recovery.Round(time.Millisecond))
 					}
+					gateDatabaseFault(t, c, rep)
 				})
 			}
 		})
@@ -287,6 +322,7 @@ func TestNetworkFaults(t *testing.T) {
 						}
 					}
 					rep := c.finish(scenario, false, drainLimit)
+					gateDatabaseFault(t, c, rep)
 					// Every call has a deadline: once the network heals, the outage's backlog
 					// is delivered within a few of the longest of them (the poller's query
 					// timeout, 10 s: each connection the pool hands out that died in the

@@ -1,0 +1,103 @@
+package chaos
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	outbox "github.com/outboxkit/outbox/core"
+)
+
+// TestInprocPoolStarvation: a small connection pool (4) shared by the outbox and the
+// business writers, twice as many workers as connections, and slow listeners (they
+// sleep, honouring their context) while writers keep committing. No connection may be
+// held while a listener runs, so:
+//
+//   - more listeners run at once than the pool has connections (an attempt that held
+//     one would cap them at the pool's size); each samples db.Stats().InUse, logged;
+//   - writers commit while every worker sleeps in a listener (counted: commits recorded
+//     while all Workers listeners ran), which they could not if attempts held the pool;
+//   - in SingleNode, nothing ever waits for a connection (db.Stats().WaitCount stays
+//     0): the writers hold at most 2 and the outbox's own statements (a poll, a DONE
+//     batch) are short and few, so a wait means the outbox held connections the writers
+//     needed. In MultiNode each claimed event's outcome and claim renewal is a
+//     statement of its own, up to Workers at once, and these do wait for the pool (a
+//     few ms, logged): that is not gated here (the library's behaviour, reported).
+func TestInprocPoolStarvation(t *testing.T) {
+	seed := Seed(t)
+	const (
+		maxConns = 4
+		workers  = 2 * maxConns
+		writers  = 2
+		sleep    = 200 * time.Millisecond
+	)
+	for _, mode := range queueModes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			forEachBackend(t, overflowBackends(mode.name), func(t *testing.T, be backend) {
+				s := newScene(t, "pool-starvation/"+mode.name, be, seed, sceneOptions{})
+				db := openDB(t, s.driver, s.dsn)
+				db.SetMaxOpenConns(maxConns)
+				db.SetMaxIdleConns(maxConns)
+				var running, maxRunning atomic.Int64
+				var mu sync.Mutex
+				maxInUse, samples := 0, 0
+				var busy []span // while all workers were in a listener
+				var busyFrom time.Time
+				cfg := mode.cfg
+				cfg.Workers, cfg.PollInterval, cfg.Retry = workers, 100*time.Millisecond, fastRetry
+				ob := s.newOutboxOn(db, cfg, "node", func(ctx context.Context, e *outbox.Event) error {
+					st := db.Stats()
+					mu.Lock()
+					n := running.Add(1)
+					storeMax(&maxRunning, n)
+					if n == workers {
+						busyFrom = time.Now()
+					}
+					maxInUse, samples = max(maxInUse, st.InUse), samples+1
+					mu.Unlock()
+					defer func() {
+						mu.Lock()
+						if running.Add(-1) == workers-1 {
+							busy = append(busy, span{busyFrom, time.Now()})
+						}
+						mu.Unlock()
+					}()
+					sleepCtx(ctx, sleep)
+					return ctx.Err()
+				})
+				if err := ob.Start(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				res := s.load(t.Context(), ob.Writer(), loadOptions{writers: writers, duration: Duration(t, shortLoad), pause: 10 * time.Millisecond, db: db})
+				res.assertNoTxErrors(t)
+				s.drain(90 * time.Second)
+				s.check(true)
+				st := db.Stats()
+				t.Logf("pool of %d: at most %d listeners at once (%d samples, InUse at most %d inside a listener); waits %d (%s)",
+					maxConns, maxRunning.Load(), samples, maxInUse, st.WaitCount, st.WaitDuration)
+				if maxRunning.Load() <= maxConns {
+					t.Errorf("at most %d listeners ran at once with %d workers and a pool of %d: an attempt holds a connection?",
+						maxRunning.Load(), workers, maxConns)
+				}
+				commitsWhileBusy := 0
+				for _, r := range s.records() {
+					if r.Kind == Committed && covered(busy, r.At) {
+						commitsWhileBusy++
+					}
+				}
+				t.Logf("%d commits while all %d workers were in a listener (%d such spans)", commitsWhileBusy, workers, len(busy))
+				if commitsWhileBusy == 0 {
+					t.Errorf("no writer committed while every worker was in a listener (%d spans): the listeners held the pool?", len(busy))
+				}
+				if mode.cfg.Mode == outbox.SingleNode && st.WaitCount > 0 {
+					t.Errorf("POOL STARVATION: %d waits for a connection (%s) in a pool of %d with %d writers: the outbox held connections the writers needed",
+						st.WaitCount, st.WaitDuration, maxConns, writers)
+				}
+				s.assertNoErrorLogs()
+			})
+		})
+	}
+}
