@@ -20,6 +20,15 @@
 // When no server can be had (the server binaries are missing), tests skip with a loud
 // message. When the environment variable CI or OUTBOX_TEST_REQUIRE_DBS is set, they
 // fail instead: CI must never skip.
+//
+// A skip message shows only with go test -v, so [StopAll] (which TestMain calls, also
+// through [VerifyTestMain]) ends the run with one summary line per package naming the
+// databases whose tests were skipped and why, for example
+//
+//	outbox tests: skipped PostgreSQL in 12 tests (no server binaries and OUTBOX_TEST_POSTGRES_DSN unset)
+//
+// go test shows a passing package's output only with -v, so the line is also written
+// to the controlling terminal (/dev/tty) when there is one and stderr is not it.
 package testdb
 
 import (
@@ -30,6 +39,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -74,6 +84,7 @@ type server struct {
 	dsn     string
 	dir     string // set when this process started the server
 	err     error
+	skipped int // tests skipped because the server was unavailable, for StopAll's summary
 }
 
 // The servers of this process.
@@ -94,11 +105,31 @@ func (s *server) dsnFor(tb testing.TB) string {
 		s.started = true
 	}
 	dsn, err := s.dsn, s.err
+	skip := err != nil && !requireDBs()
+	if skip {
+		s.skipped++
+	}
 	s.mu.Unlock()
 	if err != nil {
 		unavailable(tb, s.what, s.envDSN, err)
 	}
 	return dsn
+}
+
+// requireDBs reports whether a missing database fails tests instead of skipping them.
+func requireDBs() bool { return os.Getenv("CI") != "" || os.Getenv(EnvRequireDBs) != "" }
+
+// errNoBinaries is the error of a start that found no server binaries (scripts/testdb.sh
+// exits with status 2).
+var errNoBinaries = errors.New("no server binaries")
+
+// skipReason is the summary's short account of why the server could not be had.
+func (s *server) skipReason(err error) string {
+	if errors.Is(err, errNoBinaries) {
+		return "no server binaries and " + s.envDSN + " unset"
+	}
+	first, _, _ := strings.Cut(err.Error(), "\n")
+	return "could not start: " + first
 }
 
 // PostgresDSN returns the DSN of a PostgreSQL database for tests: OUTBOX_TEST_POSTGRES_DSN
@@ -124,7 +155,7 @@ func unavailable(tb testing.TB, what, envDSN string, err error) {
 	tb.Helper()
 	msg := fmt.Sprintf("\n*** %s IS UNAVAILABLE: %v\n*** Set %s, or install the server binaries; these tests did NOT run.",
 		strings.ToUpper(what), err, envDSN)
-	if os.Getenv("CI") != "" || os.Getenv(EnvRequireDBs) != "" {
+	if requireDBs() {
 		tb.Fatal(msg)
 	}
 	tb.Skip(msg)
@@ -145,6 +176,9 @@ func runStart(kind string) (dsn, dir string, err error) {
 	// The script's watcher stops the server if this process dies without StopAll.
 	cmd.Env = append(os.Environ(), "TESTDB_OWNER_PID="+strconv.Itoa(os.Getpid()))
 	if err := cmd.Run(); err != nil {
+		if exitErr := (*exec.ExitError)(nil); errors.As(err, &exitErr) && exitErr.ExitCode() == 2 {
+			err = fmt.Errorf("%w (%v)", errNoBinaries, err)
+		}
 		return "", "", fmt.Errorf("%s start %s: %w\n%s", script, kind, err, strings.TrimSpace(stderr.String()))
 	}
 	prefix := "OUTBOX_TEST_" + strings.ToUpper(kind) + "_"
@@ -164,10 +198,15 @@ func runStart(kind string) (dsn, dir string, err error) {
 	return dsn, dir, nil
 }
 
-// StopAll stops the servers this process started and removes their directories. Call
-// it from TestMain after m.Run. It is safe to call when nothing was started; a later
-// PostgresDSN or MySQLDSN starts a new server.
+// StopAll stops the servers this process started and removes their directories, and
+// prints the summary line of the databases whose tests were skipped since the last
+// StopAll (see the package documentation), if any. Call it from TestMain after m.Run.
+// It is safe to call when nothing was started; a later PostgresDSN or MySQLDSN starts a
+// new server.
 func StopAll() {
+	if line := skipSummary(postgresServer, mysqlServer); line != "" {
+		printSummary(line)
+	}
 	var wg sync.WaitGroup
 	for _, s := range []*server{postgresServer, mysqlServer} {
 		wg.Go(s.stop)
@@ -175,11 +214,51 @@ func StopAll() {
 	wg.Wait()
 }
 
+// skipSummary returns the one-line summary of the servers whose tests were skipped, or
+// "" when none was.
+func skipSummary(servers ...*server) string {
+	var parts []string
+	for _, s := range servers {
+		s.mu.Lock()
+		if s.skipped > 0 && s.err != nil {
+			tests := "tests"
+			if s.skipped == 1 {
+				tests = "test"
+			}
+			parts = append(parts, fmt.Sprintf("skipped %s in %d %s (%s)", s.what, s.skipped, tests, s.skipReason(s.err)))
+		}
+		s.mu.Unlock()
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "outbox tests: " + strings.Join(parts, "; ")
+}
+
+// printSummary writes line to stderr, where go test -v (and go test in a package
+// directory without arguments) shows it, and to the controlling terminal when stderr
+// is not one and -v is off: go test drops the output of a passing package otherwise.
+func printSummary(line string) {
+	fmt.Fprintln(os.Stderr, line)
+	if fi, err := os.Stderr.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+		return
+	}
+	if flag.Parsed() && testing.Verbose() {
+		return
+	}
+	tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0)
+	if err != nil {
+		return // no terminal (CI, where a missing database fails instead)
+	}
+	fmt.Fprintln(tty, line)
+	_ = tty.Close()
+}
+
 // stop stops the server if this process started it.
 func (s *server) stop() {
 	s.mu.Lock()
 	dir := s.dir
-	s.started, s.dsn, s.dir, s.err = false, "", "", nil
+	s.started, s.dsn, s.dir, s.err, s.skipped = false, "", "", nil, 0
 	s.mu.Unlock()
 	if dir == "" {
 		return

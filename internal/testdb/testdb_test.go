@@ -1,6 +1,8 @@
 package testdb
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -83,5 +85,24 @@ func TestMySQL(t *testing.T) {
 	}
 	if !strings.Contains(dsn, outbox.MySQLDSNParams) {
 		t.Errorf("DSN lacks %s: %s", outbox.MySQLDSNParams, dsn)
+	}
+}
+
+// TestSkipSummary: the line StopAll prints names each server whose tests were skipped,
+// how many, and why; nothing when no test was skipped.
+func TestSkipSummary(t *testing.T) {
+	t.Parallel()
+	pg := &server{what: "PostgreSQL", envDSN: EnvPostgresDSN, started: true, skipped: 12,
+		err: fmt.Errorf("testdb.sh start postgres: %w (exit status 2)\ntestdb: PostgreSQL binaries not found", errNoBinaries)}
+	my := &server{what: "MariaDB", envDSN: EnvMySQLDSN, started: true, skipped: 1,
+		err: errors.New("testdb.sh start mysql: exit status 1\ntestdb: mariadbd did not start")}
+	ok := &server{what: "MariaDB", envDSN: EnvMySQLDSN, started: true, dsn: "x"}
+	want := "outbox tests: skipped PostgreSQL in 12 tests (no server binaries and OUTBOX_TEST_POSTGRES_DSN unset); " +
+		"skipped MariaDB in 1 test (could not start: testdb.sh start mysql: exit status 1)"
+	if got := skipSummary(pg, my); got != want {
+		t.Errorf("skipSummary =\n%s\nwant\n%s", got, want)
+	}
+	if got := skipSummary(ok); got != "" {
+		t.Errorf("skipSummary without skips = %q, want nothing", got)
 	}
 }

@@ -245,8 +245,14 @@ func TestAcceptanceHotQueueOverflowFallsBackToPoller(t *testing.T) {
 		a := setupOutbox(t, b, outbox.Config{
 			HotQueueSize: 1, Workers: 1, PollInterval: 50 * time.Millisecond, SkipRecent: -1,
 		})
-		rec := newDeliveries(func(context.Context, *outbox.Event) error {
-			time.Sleep(2 * time.Millisecond) // slow listener: the hot queue overflows
+		// A listener slower than the writers: deliveries wait until the hot queue has
+		// overflowed (one event in delivery, one queued, the next dropped). A fixed
+		// sleep in the listener overflowed it only while the writes were faster than
+		// the sleep, which a loaded machine does not promise.
+		rec := newDeliveries(func(ctx context.Context, _ *outbox.Event) error {
+			for a.metrics.counts().hotDropped == 0 && ctx.Err() == nil {
+				time.Sleep(time.Millisecond)
+			}
 			return nil
 		})
 		if err := a.ob.Register("Order", "OrderPlaced", rec); err != nil {

@@ -113,10 +113,12 @@ func TestClaimLocksBlockNoWriter(t *testing.T) {
 			t.Fatalf("concurrent claim got %v, want the next 10 rows", got)
 		}
 		t.Logf("%s: a claim beside a held claim took %s", b.name, time.Since(start).Round(time.Microsecond))
+		// An INSERT that waited for the held claim's locks would fail with the
+		// session's 1 s lock timeout (as the control below does): the error, not the
+		// INSERT's duration, is the check, since a loaded machine stretches the
+		// duration but not the lock wait.
 		if took, err := businessInsert("row-00003x"); err != nil {
 			t.Fatalf("business INSERT into the range of a held claim failed after %s: %v", took, err)
-		} else if took > 500*time.Millisecond {
-			t.Fatalf("business INSERT waited %s for a held claim", took)
 		} else {
 			t.Logf("%s: business INSERT into the locked range took %s", b.name, took.Round(time.Microsecond))
 		}

@@ -46,11 +46,14 @@ const (
 // procTiming is the claim timing of the node processes.
 type procTiming struct{ ttl, listener, status time.Duration }
 
-// procTimings: with a kill, a short claim TTL so that the killed node's claims are
-// taken over quickly; without faults, generous timeouts, so that a slow statement on a
-// loaded machine is not a fault (a timed-out status update means a redelivery).
+// procTimings: with a kill, a claim TTL short enough that the killed node's claims are
+// taken over well within the test, yet twice ListenerTimeout + StatusTimeout, so that
+// the live nodes' claims do not run out on a loaded machine (a 2 s TTL did: claims
+// expired in the queues of busy nodes); without faults, generous timeouts, so that a
+// slow statement on a loaded machine is not a fault (a timed-out status update means a
+// redelivery).
 var procTimings = map[string]procTiming{
-	"kill":   {ttl: 2 * time.Second, listener: 500 * time.Millisecond, status: time.Second},
+	"kill":   {ttl: 10 * time.Second, listener: 2 * time.Second, status: 3 * time.Second},
 	"steady": {ttl: 20 * time.Second, listener: 5 * time.Second, status: 10 * time.Second},
 }
 
@@ -364,7 +367,9 @@ func runCluster(t *testing.T, b backend, kill bool) {
 		t.Logf("duplicates after the kill: %d (delivered by %s before it died, before their outcome was recorded)", dups, victim.id)
 	}
 	// The victim's claims expire after the TTL; another node takes them at its next
-	// claim, at the latest one poll interval later.
+	// claim, one poll interval later on an idle machine. Every run checks that they were
+	// taken over and delivered (nothing lost, above); how promptly is a speed, checked
+	// tightly only in the long tier.
 	var last time.Time
 	for _, id := range orphans {
 		e, err := c.store.Get(t.Context(), id)
@@ -376,14 +381,23 @@ func runCluster(t *testing.T, b backend, kill bool) {
 		}
 	}
 	if len(orphans) > 0 {
-		ttl := procTimings["kill"].ttl
+		timing := procTimings["kill"]
 		took := last.Sub(killedAt)
-		bound := ttl + procPollInterval
+		bound := timing.ttl + procPollInterval
 		t.Logf("the %d rows %s had claimed were DONE %s after the kill (claim TTL %s + poll interval %s = %s)",
-			len(orphans), victim.id, took.Round(time.Millisecond), ttl, procPollInterval, bound)
-		// Allow for delivering them and for scheduling on a loaded machine under -race.
-		if took > bound+2*time.Second {
-			t.Errorf("the victim's rows were DONE %s after the kill, want within %s (+2 s for delivery)", took, bound)
+			len(orphans), victim.id, took.Round(time.Millisecond), timing.ttl, procPollInterval, bound)
+		// By default the bound only rules out a takeover that waited for something else
+		// than the claims' expiry (a restart, the end of the run): TTL + poll interval +
+		// one attempt (ListenerTimeout + StatusTimeout) + 30 s for a loaded 2-core
+		// machine under -race, where the live nodes' pollers wait for their busy
+		// workers (5.9 s against an idle 2.2 s was seen with a 2 s TTL). The long tier
+		// (OUTBOX_TEST_LONG=1, an idle machine) allows 2 s for delivery instead.
+		slack := timing.listener + timing.status + 30*time.Second
+		if longTier() {
+			slack = 2 * time.Second
+		}
+		if took > bound+slack {
+			t.Errorf("the victim's rows were DONE %s after the kill, want within %s (+%s)", took, bound, slack)
 		}
 	}
 }
