@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,7 +24,9 @@ func TestHardStopReleasesQueuedClaims(t *testing.T) {
 		release := make(chan struct{})
 		defer close(release)
 		var started atomic.Int32
-		blocking := outbox.ListenerFunc(func(context.Context, *outbox.Event) error {
+		var blockedID atomic.Value // the event whose attempt blocks (two concurrent polls may order the queue either way)
+		blocking := outbox.ListenerFunc(func(_ context.Context, e *outbox.Event) error {
+			blockedID.CompareAndSwap(nil, e.ID)
 			started.Add(1)
 			<-release // ignores its context
 			return nil
@@ -70,12 +73,16 @@ func TestHardStopReleasesQueuedClaims(t *testing.T) {
 		}
 		eventually(t, "node B to deliver the released events", func() bool { return delivered.Load() == 4 })
 		// The event whose attempt was abandoned is still claimed by node A.
-		e, err := c.store.Get(t.Context(), ids[0])
+		id, _ := blockedID.Load().(string)
+		if !slices.Contains(ids, id) {
+			t.Fatalf("blocked event %q is not one of %v", id, ids)
+		}
+		e, err := c.store.Get(t.Context(), id)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if e.Status != outbox.StatusNew || e.LockedBy == "" {
-			t.Errorf("%s: status %s, locked_by %q; want NEW and still claimed by node A", ids[0], e.Status, e.LockedBy)
+			t.Errorf("%s: status %s, locked_by %q; want NEW and still claimed by node A", id, e.Status, e.LockedBy)
 		}
 	})
 }
