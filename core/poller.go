@@ -87,9 +87,11 @@ func (c pollerConfig) validate() error {
 // and deferrals, and replays. It never reads more rows than the cold queue can take and
 // keeps no high-water mark, so a row committed late with an early timestamp is still
 // found. Besides every Interval, it runs a cycle when the workers have drained a cold
-// queue it filled (a backlog is read as fast as it is delivered), and SkipRecent (at
-// least a second) after the hot path dropped events because its queue was full (they
-// are visible by then).
+// queue it filled (a backlog is read as fast as it is delivered), and at once when the
+// hot path dropped events because its queue was full: such catch-up cycles ignore
+// SkipRecent (the dropped rows are committed, and the in-flight set and tombstones
+// refuse a second copy of an event the hot path holds), so a burst larger than the hot
+// queue waits for no time floor.
 type poller struct {
 	store  Store
 	claims ClaimStore // the store's claims; nil unless ClaimTTL is set
@@ -156,19 +158,15 @@ func (p *poller) Stop(ctx context.Context) error {
 	return err
 }
 
-// minCatchUpDelay is the shortest wait between a hot-path drop and the cycle that
-// catches up with it: drops come in bursts, and one catch-up a second at most reads a
-// burst at once, after the hot path has drained what it holds.
-const minCatchUpDelay = time.Second
-
 func (p *poller) loop(r startstop.Run) {
 	ticker := time.NewTicker(p.cfg.Interval)
 	defer ticker.Stop()
-	// catchUp fires after the hot path dropped events, once the poller can see them;
-	// nil when no drop is waiting.
-	var catchUp <-chan time.Time
-	catchUpDelay := max(p.cfg.SkipRecent, minCatchUpDelay)
-	dropsWaiting := false // events dropped after catchUp was set: another catch-up is due
+	// catchUp is set when the hot path left committed events to the poller: cycles then
+	// read every due row, however young (the rows are visible: the drop happened after
+	// their commit), until one finds nothing more to read. A young row that the hot path
+	// is still delivering is refused as in flight or just finished, never delivered
+	// twice.
+	catchUp := false
 	for {
 		// A stop requested during the last cycle or the wait wins over a tick that is
 		// ready too (select picks at random among ready cases).
@@ -177,9 +175,16 @@ func (p *poller) loop(r startstop.Run) {
 			return
 		default:
 		}
-		_, more, err := p.poll(r.Ctx)
+		skip := p.cfg.SkipRecent
+		if catchUp {
+			skip = -1
+		}
+		_, more, err := p.poll(r.Ctx, skip)
 		if err != nil && !errors.Is(err, context.Canceled) {
 			p.log.LogAttrs(r.Ctx, slog.LevelError, "poll failed", slog.String("error", err.Error()))
+		}
+		if !more && err == nil {
+			catchUp = false // every due row was seen; a later drop signals again
 		}
 		var wake <-chan struct{}
 		if more {
@@ -197,18 +202,10 @@ func (p *poller) loop(r startstop.Run) {
 			case <-wake:
 				break wait
 			case <-p.q.hotDropped():
-				if catchUp == nil {
-					catchUp = time.After(catchUpDelay)
-				} else {
-					dropsWaiting = true
+				catchUp = true
+				if wake == nil {
+					break wait // at once; with a cycle pending, when the queue drains
 				}
-			case <-catchUp:
-				catchUp = nil
-				if dropsWaiting {
-					// Those drops happened before now: they are visible SkipRecent from now.
-					catchUp, dropsWaiting = time.After(catchUpDelay), false
-				}
-				break wait
 			}
 		}
 	}
@@ -233,14 +230,15 @@ func (p *poller) loop(r startstop.Run) {
 // batch, instead of waiting for the next tick. A claimed event the queue refuses stays
 // claimed until its claim expires.
 func (p *poller) Poll(ctx context.Context) (int, error) {
-	n, _, err := p.poll(ctx)
+	n, _, err := p.poll(ctx, p.cfg.SkipRecent)
 	return n, err
 }
 
-// poll is Poll, also reporting whether more rows are probably due: the cycle filled the
-// cold queue or used its whole budget on full batches (claim mode: the batch came back
-// full).
-func (p *poller) poll(ctx context.Context) (int, bool, error) {
+// poll is Poll with the given SkipRecent, also reporting whether more rows are probably
+// due: the cycle filled the cold queue or used its whole budget on full batches (claim
+// mode: the batch came back full).
+func (p *poller) poll(ctx context.Context, skipRecent time.Duration) (int, bool, error) {
+	skip := max(skipRecent, 0)
 	budget := p.q.coldCapacity()
 	if p.cfg.ClaimTTL > 0 {
 		_, queued := p.q.depths()
@@ -248,19 +246,18 @@ func (p *poller) poll(ctx context.Context) (int, bool, error) {
 		if budget <= 0 {
 			return 0, queued > 0, nil // wait for the workers to drain the queue
 		}
-		return p.pollClaims(ctx, budget)
+		return p.pollClaims(ctx, budget, skip)
 	}
 	if budget == 0 {
 		_, queued := p.q.depths()
 		return 0, queued > 0, nil // full: wait for the workers to drain the queue
 	}
-	return p.pollPending(ctx, budget)
+	return p.pollPending(ctx, budget, skip)
 }
 
 // pollPending is Poll without claims. It reports whether more rows are probably due.
-func (p *poller) pollPending(ctx context.Context, budget int) (int, bool, error) {
+func (p *poller) pollPending(ctx context.Context, budget int, skip time.Duration) (int, bool, error) {
 	now := p.cfg.Now()
-	skip := max(p.cfg.SkipRecent, 0)
 	total := 0
 	var oldestDue time.Time
 	// Rows queued (or found in flight) earlier in this cycle are probably still
@@ -330,8 +327,7 @@ func (p *poller) pollPending(ctx context.Context, budget int) (int, bool, error)
 // pollClaims is Poll with claims: batches are claimed until budget rows are claimed, a
 // batch comes back short, or the queue refuses an event. It reports whether the last batch
 // came back full.
-func (p *poller) pollClaims(ctx context.Context, budget int) (int, bool, error) {
-	skip := max(p.cfg.SkipRecent, 0)
+func (p *poller) pollClaims(ctx context.Context, budget int, skip time.Duration) (int, bool, error) {
 	total, claimed := 0, 0 // queued; claimed, also undecodable and refused rows
 	more := false
 	var oldestDue time.Time
