@@ -76,6 +76,7 @@ var (
 		expandKeyset:      true,
 		dueColumn:         "due_at",
 		finishedColumn:    "finished_at",
+		pollColumn:        "pending_created_at",
 		dbNow:             "UTC_TIMESTAMP(6)",
 		dbTimeOffset: func(b *builder, d time.Duration) string {
 			return "UTC_TIMESTAMP(6) + INTERVAL " + b.arg(d.Microseconds()) + " MICROSECOND"
@@ -147,8 +148,11 @@ type dialect struct {
 	// hold just those rows in the query's order and no other index starts with status.
 	// dueColumn is available_at on NEW and RETRY rows, and Pending filters on it instead
 	// of status and available_at. finishedColumn is COALESCE(done_at, created_at) on DONE
-	// and DEAD rows, and Purge filters and orders by it alone.
-	dueColumn, finishedColumn string
+	// and DEAD rows, and Purge filters and orders by it alone. pollColumn is created_at
+	// on NEW and RETRY rows: Pending filters and orders by it, so that the scan walks
+	// its index in the poller's order and stops after the LIMIT instead of sorting every
+	// due row.
+	dueColumn, finishedColumn, pollColumn string
 	// statusHint prefixes the status column in the predicates that the partial dead and
 	// finished indexes serve, and in those indexes' WHERE clauses. SQLite sets it to "+":
 	// unary + keeps status from ever being used as an index key, so that its planner,

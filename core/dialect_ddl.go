@@ -9,8 +9,19 @@ type ddlStatement struct {
 	sql     string
 }
 
-// migration creates (up) and drops (down) the outbox table.
+// migration creates (up) and drops (down) the outbox table. later holds the versions
+// after the first, in order: each changes the table that the earlier ones made, and
+// ships as a file of its own, since a shipped migration is never edited.
 type migration struct {
+	up, down []ddlStatement
+	later    []laterMigration
+}
+
+// laterMigration is one version after the first. [MigrateTable] applies it when the
+// table lacks column.
+type laterMigration struct {
+	name     string // the file name after the version number
+	column   string
 	up, down []ddlStatement
 }
 
@@ -60,6 +71,7 @@ const (
 	claimIndexSuffix    = "_claim_idx"
 	deadIndexSuffix     = "_dead_idx"
 	finishedIndexSuffix = "_finished_idx"
+	pollIndexSuffix     = "_poll_idx"
 )
 
 // tableComment heads the CREATE TABLE statement.
@@ -191,5 +203,19 @@ func mysqlDDL(d *dialect, t tableName) migration {
 				") ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin"},
 		},
 		down: []ddlStatement{{"Drops the table and its indexes.", "DROP TABLE IF EXISTS " + table}},
+		later: []laterMigration{{
+			name:   "poll_index",
+			column: d.pollColumn,
+			up: []ddlStatement{{"Poll: the poller's scan of due NEW/RETRY rows walks poll_idx in its order,\n" +
+				"oldest created_at first, and stops after its LIMIT, instead of sorting every due row\n" +
+				"found by pending_idx. pending_created_at is created_at on NEW and RETRY rows and NULL\n" +
+				"on the others, so the index holds only those. Adding a STORED column rebuilds the\n" +
+				"table: on a large table, run it when the outbox is quiet.",
+				"ALTER TABLE " + table + " ADD COLUMN " + d.pollColumn +
+					" DATETIME(6) AS (CASE WHEN status IN (0, 2) THEN created_at END) STORED,\n" +
+					"    ADD INDEX " + index(pollIndexSuffix) + " (" + d.pollColumn + ", event_id)"}},
+			down: []ddlStatement{{"Drops the poll index and its column.",
+				"ALTER TABLE " + table + " DROP INDEX " + index(pollIndexSuffix) + ", DROP COLUMN " + d.pollColumn}},
+		}},
 	}
 }

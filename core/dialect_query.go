@@ -346,6 +346,14 @@ func (d *dialect) pendingQuery(t tableName, p PendingParams) (query, error) {
 	}
 	b := d.newBuilder()
 	b.w("SELECT ", selectColumns, " FROM ", d.qualified(t))
+	if col := d.pollColumn; col != "" {
+		// Both NULL unless the row is NEW or RETRY, so no status test is needed. The
+		// index on (pollColumn, event_id) is forced: it is the query's order, and
+		// walking it stops after the LIMIT, where the due index would sort every due row.
+		b.w(" FORCE INDEX (", d.quote(t.indexName(pollIndexSuffix)), ") WHERE ", col, " <= ", b.arg(createdBefore),
+			" AND ", d.dueColumn, " <= ", b.arg(now), " ORDER BY ", col, ", event_id LIMIT ", b.arg(int64(p.Limit)))
+		return b.query(), nil
+	}
 	if col := d.dueColumn; col != "" {
 		// NULL unless the row is NEW or RETRY, so no status test is needed.
 		b.w(" WHERE ", col, " <= ", b.arg(now))

@@ -130,12 +130,13 @@ func goldenCases() []goldenCase {
 			build: func(d *dialect) ([]query, error) {
 				return one2(d.pendingQuery(t, PendingParams{Now: goldenT0, SkipRecent: time.Second, Limit: 10}))
 			},
-			pg:      []string{sel + `"outbox_event" WHERE status IN (0, 2) AND available_at <= $1 AND created_at <= $2 ORDER BY created_at, event_id LIMIT $3`},
-			sqlite:  []string{sel + `"outbox_event" WHERE status IN (0, 2) AND available_at <= ? AND created_at <= ? ORDER BY created_at, event_id LIMIT ?`},
-			mysql:   []string{sel + "`outbox_event` WHERE due_at <= ? AND created_at <= ? ORDER BY created_at, event_id LIMIT ?"},
+			pg:     []string{sel + `"outbox_event" WHERE status IN (0, 2) AND available_at <= $1 AND created_at <= $2 ORDER BY created_at, event_id LIMIT $3`},
+			sqlite: []string{sel + `"outbox_event" WHERE status IN (0, 2) AND available_at <= ? AND created_at <= ? ORDER BY created_at, event_id LIMIT ?`},
+			mysql: []string{sel + "`outbox_event` FORCE INDEX (`outbox_event_poll_idx`) WHERE pending_created_at <= ? AND due_at <= ?" +
+				" ORDER BY pending_created_at, event_id LIMIT ?"},
 			pgArgs:  []any{goldenT0U, goldenT0U.Add(-time.Second), int64(10)},
 			sqlArgs: []any{goldenT0S, "2024-05-06T05:08:08.123456Z", int64(10)},
-			myArgs:  []any{goldenT0U, goldenT0U.Add(-time.Second), int64(10)},
+			myArgs:  []any{goldenT0U.Add(-time.Second), goldenT0U, int64(10)},
 		},
 		{
 			name: "insert claimed",

@@ -11,24 +11,22 @@ import (
 
 // migrationFiles holds the DDL of the default table, one directory per dialect in
 // golang-migrate layout (migrations/<dialect>/0001_create_outbox_event.up.sql and
-// .down.sql) and the same statements for goose (migrations/goose/<dialect>/). A test
-// keeps the files equal to what [MigrateTable] runs.
+// .down.sql, then one pair per later version) and the same statements for goose
+// (migrations/goose/<dialect>/). A test keeps the files equal to what [MigrateTable] runs.
 //
 //go:embed migrations
 var migrationFiles embed.FS
 
-// Migrations returns the migration files that create the default outbox table for d, in
-// golang-migrate layout: 0001_create_outbox_event.up.sql and
-// 0001_create_outbox_event.down.sql. Use them with golang-migrate's iofs source, or copy
-// them into your own migrations (atlas, a hand-rolled runner). It returns nil for a nil
-// dialect.
+// Migrations returns the migration files of the default outbox table for d, in
+// golang-migrate layout: 0001_create_outbox_event.up.sql and .down.sql, then one pair per
+// later version (MySQL: 0002_poll_index). Use them with golang-migrate's iofs source, or
+// copy them into your own migrations. It returns nil for a nil dialect.
 func Migrations(d Dialect) fs.FS {
 	return subFS("migrations", d)
 }
 
-// GooseMigrations returns the same DDL as [Migrations] as one goose file,
-// 00001_create_outbox_event.sql with "-- +goose Up" and "-- +goose Down" sections. It
-// returns nil for a nil dialect.
+// GooseMigrations returns the same DDL as [Migrations] as goose files (one per version:
+// 00001_create_outbox_event.sql, ...). It returns nil for a nil dialect.
 func GooseMigrations(d Dialect) fs.FS {
 	return subFS("migrations/goose", d)
 }
@@ -52,9 +50,10 @@ func Migrate(ctx context.Context, db *sql.DB, d Dialect) error {
 
 // MigrateTable creates the outbox table with the given name, optionally schema-qualified
 // ("app.outbox_event"; the schema must exist), and its indexes, if they do not exist, in
-// one transaction (on MySQL one CREATE TABLE IF NOT EXISTS). Running it again, or on a
-// database migrated with the files from [Migrations], changes nothing. An invalid name
-// returns a *[ConfigError].
+// one transaction (on MySQL one CREATE TABLE IF NOT EXISTS), then applies the later
+// versions of [Migrations] that the table lacks, so it upgrades a table made by an
+// earlier release, rows and all. Running it again, or on a database migrated with the
+// files from [Migrations], changes nothing. An invalid name returns a *[ConfigError].
 func MigrateTable(ctx context.Context, db *sql.DB, d Dialect, table string) (err error) {
 	if db == nil {
 		return &ConfigError{Field: "DB", Reason: "nil *sql.DB"}
@@ -84,7 +83,43 @@ func MigrateTable(ctx context.Context, db *sql.DB, d Dialect, table string) (err
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("migrate %s: commit: %w", t, err)
 	}
+	for _, m := range dd.ddl(dd, t).later {
+		has, err := hasColumn(ctx, db, dd, t, m.column)
+		if err != nil {
+			return fmt.Errorf("migrate %s: %s: %w", t, m.name, err)
+		}
+		if has {
+			continue
+		}
+		for _, s := range m.up {
+			if _, err := db.ExecContext(ctx, s.sql); err != nil {
+				return fmt.Errorf("migrate %s: %s: %w", t, m.name, err)
+			}
+		}
+	}
 	return nil
+}
+
+// hasColumn reports whether table t has the named column.
+func hasColumn(ctx context.Context, db *sql.DB, d *dialect, t tableName, column string) (bool, error) {
+	var schema any // NULL: the connection's current schema (database)
+	if t.schema != "" {
+		schema = t.schema
+	}
+	var q string
+	switch d {
+	case sqliteDialect:
+		q = "SELECT COUNT(*) FROM pragma_table_info(?2, COALESCE(?1, 'main')) WHERE name = ?3"
+	case postgresDialect:
+		q = "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = COALESCE($1, current_schema()) AND table_name = $2 AND column_name = $3"
+	default:
+		q = "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ? AND COLUMN_NAME = ?"
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, q, schema, t.name, column).Scan(&n); err != nil {
+		return false, fmt.Errorf("look for column %s: %w", column, err)
+	}
+	return n > 0, nil
 }
 
 // ignoreDone drops the error a rollback returns after the transaction already ended.

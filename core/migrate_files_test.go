@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -12,20 +13,37 @@ import (
 // dialects' DDL builders.
 const updateMigrationsEnv = "OUTBOX_UPDATE_MIGRATIONS"
 
-func migrationFileTexts(d *dialect) (up, down, goose string) {
+// migrationFileTexts returns every migration file of d's default table by path.
+func migrationFileTexts(d *dialect) map[string]string {
 	m := d.ddl(d, tableName{name: DefaultTable})
-	up, down = renderDDL(m.up), renderDDL(m.down)
-	return up, down, "-- +goose Up\n" + up + "\n-- +goose Down\n" + down
+	files := map[string]string{}
+	add := func(version int, name string, up, down []ddlStatement) {
+		u, dn := renderDDL(up), renderDDL(down)
+		files[fmt.Sprintf("migrations/%s/%04d_%s.up.sql", d.Name(), version, name)] = u
+		files[fmt.Sprintf("migrations/%s/%04d_%s.down.sql", d.Name(), version, name)] = dn
+		files[fmt.Sprintf("migrations/goose/%s/%05d_%s.sql", d.Name(), version, name)] = "-- +goose Up\n" + u + "\n-- +goose Down\n" + dn
+	}
+	add(1, "create_outbox_event", m.up, m.down)
+	for i, l := range m.later {
+		add(i+2, l.name, l.up, l.down)
+	}
+	return files
 }
 
 func TestMigrationFilesMatchDDL(t *testing.T) {
 	t.Parallel()
 	for _, d := range allDialects {
-		up, down, goose := migrationFileTexts(d.builder())
-		want := map[string]string{
-			"migrations/" + d.Name() + "/0001_create_outbox_event.up.sql":     up,
-			"migrations/" + d.Name() + "/0001_create_outbox_event.down.sql":   down,
-			"migrations/goose/" + d.Name() + "/00001_create_outbox_event.sql": goose,
+		want := migrationFileTexts(d.builder())
+		for _, dir := range []string{"migrations/" + d.Name(), "migrations/goose/" + d.Name()} {
+			entries, err := fs.ReadDir(migrationFiles, dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range entries {
+				if _, ok := want[dir+"/"+e.Name()]; !ok {
+					t.Errorf("%s/%s is not a migration of the %s DDL builder", dir, e.Name(), d.Name())
+				}
+			}
 		}
 		for path, text := range want {
 			if os.Getenv(updateMigrationsEnv) != "" {
@@ -59,15 +77,22 @@ func TestGooseFileJoinsUpAndDown(t *testing.T) {
 			}
 			return string(b)
 		}
-		up := read(Migrations(d), "0001_create_outbox_event.up.sql")
-		down := read(Migrations(d), "0001_create_outbox_event.down.sql")
-		goose := read(GooseMigrations(d), "00001_create_outbox_event.sql")
-		if want := "-- +goose Up\n" + up + "\n-- +goose Down\n" + down; goose != want {
-			t.Errorf("%s: goose file is not the up and down files joined:\n%s", d.Name(), goose)
+		ups, err := fs.Glob(Migrations(d), "*.up.sql")
+		if err != nil || len(ups) == 0 {
+			t.Fatalf("%s: no up files (%v)", d.Name(), err)
+		}
+		for _, upName := range ups {
+			base := strings.TrimSuffix(upName, ".up.sql")
+			up := read(Migrations(d), upName)
+			down := read(Migrations(d), base+".down.sql")
+			goose := read(GooseMigrations(d), "0"+base+".sql")
+			if want := "-- +goose Up\n" + up + "\n-- +goose Down\n" + down; goose != want {
+				t.Errorf("%s: goose file 0%s.sql is not the up and down files joined:\n%s", d.Name(), base, goose)
+			}
 		}
 		entries, err := fs.ReadDir(Migrations(d), ".")
-		if err != nil || len(entries) != 2 {
-			t.Errorf("%s: Migrations has %d entries (%v), want the up and down files", d.Name(), len(entries), err)
+		if err != nil || len(entries) != 2*len(ups) {
+			t.Errorf("%s: Migrations has %d entries (%v), want an up and a down file per version", d.Name(), len(entries), err)
 		}
 	}
 }

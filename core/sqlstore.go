@@ -538,7 +538,33 @@ func (s *sqlStore) checkConnection(ctx context.Context, maxPayload int) error {
 	}
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
-	return s.d.checkConn(ctx, s.db, maxPayload)
+	if err := s.d.checkConn(ctx, s.db, maxPayload); err != nil {
+		return err
+	}
+	return s.checkTable(ctx)
+}
+
+// checkTable returns a *[ConfigError] when the table exists but lacks a column that a
+// later migration adds and the queries use.
+func (s *sqlStore) checkTable(ctx context.Context) error {
+	later := s.d.ddl(s.d, s.table).later
+	if len(later) == 0 {
+		return nil
+	}
+	if exists, err := hasColumn(ctx, s.db, s.d, s.table, "event_id"); err != nil || !exists {
+		return err // no table yet: the first query will say so
+	}
+	for _, m := range later {
+		has, err := hasColumn(ctx, s.db, s.d, s.table, m.column)
+		if err != nil {
+			return err
+		}
+		if !has {
+			return &ConfigError{Field: "Table", Reason: fmt.Sprintf("%s has no column %s: run outbox.MigrateTable, "+
+				"or the migration %s from outbox.Migrations, to upgrade it", s.table, m.column, m.name)}
+		}
+	}
+	return nil
 }
 
 // Stats implements [StatsStore.Stats] with one grouped query. It counts every row, so its
