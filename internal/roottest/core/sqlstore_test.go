@@ -328,6 +328,20 @@ func TestShippedMigrationFiles(t *testing.T) {
 			run("0001_create_outbox_event.down.sql")
 			run("0001_create_outbox_event.up.sql")
 			run("0001_create_outbox_event.up.sql") // IF NOT EXISTS
+			// The later versions (MySQL: 0002_poll_index) apply, undo and apply again.
+			later, err := fs.Glob(outbox.Migrations(s.d), "*.up.sql")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, up := range later[1:] {
+				down := strings.TrimSuffix(up, ".up.sql") + ".down.sql"
+				run(up)
+				run(down)
+				run(up)
+			}
+			if s.d == outbox.MySQL && len(later) < 2 {
+				t.Errorf("MySQL ships %v, want the 0002 migration too", later)
+			}
 			t0 := "'2031-01-01T00:00:00.000000Z'"
 			if s.d == outbox.MySQL {
 				t0 = "'2031-01-01 00:00:00.000000'"
