@@ -25,16 +25,39 @@
 #   TESTDB_OWNER_PID   when set, a detached watcher stops the server and removes its dir
 #                      once this process has exited, so a killed test run leaves no
 #                      server behind
+#   TESTDB_DURABLE     1: start the server with durable commits instead of the fast
+#                      settings below (benchmarks of a production-like server); unset,
+#                      empty or 0: the fast settings (the tests use these)
 #
-# Settings favour speed over durability (PostgreSQL: fsync=off, synchronous_commit=off,
-# full_page_writes=off; MariaDB: no binary log, no doublewrite buffer, no flushing at
-# commit): the data is thrown away. Neither server reads the system's configuration
-# files or uses its system service, data directory, socket or port (3306). Each kind has
-# a start_<kind> function that writes the marker file <dir>/kind and a stop_<kind>
-# function.
+# By default the settings favour speed over durability (PostgreSQL: fsync=off,
+# synchronous_commit=off, full_page_writes=off; MariaDB: no binary log, no doublewrite
+# buffer, no flushing at commit: innodb_flush_log_at_trx_commit=0,
+# innodb_flush_method=nosync): the data is thrown away. With TESTDB_DURABLE=1 a commit
+# returns only once it is on disk: PostgreSQL fsync=on, synchronous_commit=on,
+# full_page_writes=on (the server's defaults); MariaDB innodb_flush_log_at_trx_commit=1,
+# doublewrite buffer on, the default innodb_flush_method (O_DIRECT on MariaDB 10.6 and
+# later). The MariaDB binary log stays off in both modes: with it on (a replicated
+# production server), a commit would also write the binary log (and sync it, with
+# sync_binlog=1) in a two-phase commit with InnoDB; that cost is not part of the
+# durable settings here. The temp dir (TMPDIR, default /tmp) should be on a
+# disk for durable settings to mean anything: on tmpfs fsync does nothing.
+#
+# Neither server reads the system's configuration files or uses its system service,
+# data directory, socket or port (3306). Each kind has a start_<kind> function that
+# writes the marker file <dir>/kind and a stop_<kind> function.
 set -euo pipefail
 
 SCRIPT=$(readlink -f "$0")
+
+# DURABLE is 1 for durable commits (TESTDB_DURABLE=1), empty for the fast settings.
+case ${TESTDB_DURABLE:-} in
+"" | 0) DURABLE= ;;
+1) DURABLE=1 ;;
+*)
+	printf 'testdb: TESTDB_DURABLE must be 1, 0 or unset, not %q\n' "$TESTDB_DURABLE" >&2
+	exit 64
+	;;
+esac
 
 log() { printf 'testdb: %s\n' "$*" >&2; }
 die() {
@@ -115,13 +138,17 @@ start_postgres() {
 			false
 		}
 
+	local durability="-c fsync=off -c synchronous_commit=off -c full_page_writes=off" mode=fast
+	if [ -n "$DURABLE" ]; then
+		durability="-c fsync=on -c synchronous_commit=on -c full_page_writes=on" mode=durable
+	fi
 	local port attempt started=
 	for attempt in 1 2 3 4 5; do
 		port=$(free_port)
-		log "starting postgres on 127.0.0.1:$port (attempt $attempt)"
+		log "starting postgres on 127.0.0.1:$port (attempt $attempt, $mode commits)"
 		if as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 -s start -o "\
 -c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$dir \
--c fsync=off -c synchronous_commit=off -c full_page_writes=off \
+$durability \
 -c max_connections=200 -c shared_buffers=64MB \
 -c log_min_messages=warning -c log_statement=none" >&2; then
 			started=1
@@ -234,10 +261,15 @@ start_mysql() {
 			false
 		}
 
+	# The binary log stays off in both modes (see the header).
+	local durability=(--innodb-flush-log-at-trx-commit=0 --innodb-doublewrite=0 --innodb-flush-method=nosync) mode=fast
+	if [ -n "$DURABLE" ]; then
+		durability=(--innodb-flush-log-at-trx-commit=1 --innodb-doublewrite=1) mode=durable
+	fi
 	local port attempt i started=
 	for attempt in 1 2 3 4 5; do
 		port=$(free_port)
-		log "starting mariadbd on 127.0.0.1:$port (attempt $attempt)"
+		log "starting mariadbd on 127.0.0.1:$port (attempt $attempt, $mode commits)"
 		# setsid and closed descriptors: the server outlives this script and holds none
 		# of its caller's pipes open.
 		setsid bash -c 'as_user=$1; shift; if [ "$(id -u)" -eq 0 ]; then exec runuser -u "$as_user" -- "$@"; else exec "$@"; fi' \
@@ -245,8 +277,7 @@ start_mysql() {
 			--datadir="$dir/data" --socket="$dir/mysqld.sock" --pid-file="$dir/mysqld.pid" \
 			--tmpdir="$dir" --log-error="$dir/server.log" \
 			--bind-address=127.0.0.1 --port="$port" --skip-name-resolve \
-			--skip-log-bin --innodb-flush-log-at-trx-commit=0 --innodb-doublewrite=0 \
-			--innodb-flush-method=nosync --innodb-buffer-pool-size=128M --innodb-fast-shutdown=2 \
+			--skip-log-bin "${durability[@]}" --innodb-buffer-pool-size=128M --innodb-fast-shutdown=2 \
 			--max-connections=1000 --character-set-server=utf8mb4 --collation-server=utf8mb4_general_ci \
 			</dev/null >/dev/null 2>&1 &
 		for i in $(seq 1 600); do
