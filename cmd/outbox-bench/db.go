@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,11 +33,12 @@ type serverSet struct {
 	dirs   []string
 }
 
-// start runs "testdb.sh start <kind>" and returns the DSN it prints.
-func (s *serverSet) start(ctx context.Context, kind string) (string, error) {
+// start runs "testdb.sh start <kind>", with durable commits if durable
+// (TESTDB_DURABLE=1), and returns the DSN and the server's directory it prints.
+func (s *serverSet) start(ctx context.Context, kind string, durable bool) (dsn, dir string, err error) {
 	script, err := s.scriptPath()
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
@@ -45,12 +47,13 @@ func (s *serverSet) start(ctx context.Context, kind string) (string, error) {
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.WaitDelay = 5 * time.Second
 	// The script's watcher stops the server if this process dies before stopAll.
-	cmd.Env = append(os.Environ(), "TESTDB_OWNER_PID="+strconv.Itoa(os.Getpid()))
+	// TESTDB_DURABLE is set either way, so that one in the environment changes nothing.
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "TESTDB_DURABLE=") })
+	cmd.Env = append(env, "TESTDB_OWNER_PID="+strconv.Itoa(os.Getpid()), "TESTDB_DURABLE="+map[bool]string{false: "0", true: "1"}[durable])
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("%s start %s: %w\n%s", script, kind, err, strings.TrimSpace(stderr.String()))
+		return "", "", fmt.Errorf("%s start %s: %w\n%s", script, kind, err, strings.TrimSpace(stderr.String()))
 	}
 	prefix := "OUTBOX_TEST_" + strings.ToUpper(kind) + "_"
-	var dsn, dir string
 	sc := bufio.NewScanner(&stdout)
 	for sc.Scan() {
 		k, v, _ := strings.Cut(sc.Text(), "=")
@@ -67,9 +70,9 @@ func (s *serverSet) start(ctx context.Context, kind string) (string, error) {
 		s.mu.Unlock()
 	}
 	if dsn == "" {
-		return "", fmt.Errorf("%s start %s printed no DSN:\n%s", script, kind, stdout.String())
+		return "", "", fmt.Errorf("%s start %s printed no DSN:\n%s", script, kind, stdout.String())
 	}
-	return dsn, nil
+	return dsn, dir, nil
 }
 
 // stopAll stops every server start started.
@@ -133,12 +136,28 @@ type target struct {
 	sqliteDir string
 	ownsDir   bool
 	fileSeq   int
+
+	// durability is "fast" or "durable": what the server does (checked, see
+	// checkDurability). settings are the server's settings behind it, for the report;
+	// dataDir is where its files are ("" for a server given by DSN).
+	durability string
+	settings   string
+	dataDir    string
 }
 
-// openTarget connects to kind, starting a server when no DSN is given, and creates the
-// run's own schema.
-func openTarget(ctx context.Context, o options, kind string, servers *serverSet) (*target, error) {
-	t := &target{kind: kind, pool: o.poolSize(kind)}
+// label names the target in progress lines: "postgres/durable".
+func (t *target) label() string { return t.kind + "/" + t.durability }
+
+// openTarget connects to kind with the given durability ("fast" or "durable"), starting
+// a server when no DSN is given, checks that the server's settings match the durability,
+// and creates the run's own schema.
+func openTarget(ctx context.Context, o options, kind, durability string, servers *serverSet) (_ *target, err error) {
+	t := &target{kind: kind, pool: o.poolSize(kind), durability: durability}
+	defer func() {
+		if err != nil {
+			t.close()
+		}
+	}()
 	switch kind {
 	case "sqlite":
 		t.driver, t.dialect = "sqlite", outbox.SQLite
@@ -149,26 +168,44 @@ func openTarget(ctx context.Context, o options, kind string, servers *serverSet)
 				return nil, err
 			}
 			t.sqliteDir, t.ownsDir = dir, true
+		} else if len(o.durabilities) > 1 {
+			// Each durability has its own files.
+			t.sqliteDir = filepath.Join(t.sqliteDir, durability)
+			if err := os.MkdirAll(t.sqliteDir, 0o755); err != nil {
+				return nil, err
+			}
 		}
-		return t, t.newSQLiteFile()
+		t.dataDir = t.sqliteDir
+		if err := t.newSQLiteFile(); err != nil {
+			return nil, err
+		}
+		return t, t.checkDurability(ctx, true)
 	case "postgres":
 		t.driver, t.dialect, t.dsn = "pgx", outbox.Postgres, o.postgresDSN
 	case "mysql":
 		t.driver, t.dialect, t.dsn = "mysql", outbox.MySQL, o.mysqlDSN
 	}
+	// The durability is what was asked for, unless a server is given by DSN and
+	// -durability is not: then it is what the server does.
+	required := true
 	if t.dsn == "" {
-		progress("%s: starting a throwaway server (scripts/testdb.sh)", kind)
-		dsn, err := servers.start(ctx, kind)
+		progress("%s: starting a throwaway server with %s commits (scripts/testdb.sh)", kind, durability)
+		dsn, dir, err := servers.start(ctx, kind, durability == "durable")
 		if err != nil {
 			return nil, err
 		}
-		t.dsn = dsn
+		t.dsn, t.dataDir = dsn, dir
+	} else {
+		required = o.durabilityGiven
 	}
 	db, err := openPool(ctx, t.driver, t.dsn, t.pool)
 	if err != nil {
 		return nil, err
 	}
 	t.db = db
+	if err := t.checkDurability(ctx, required); err != nil {
+		return nil, err
+	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	t.schema = "outbox_bench_" + hex.EncodeToString(b[:])
@@ -177,10 +214,82 @@ func openTarget(ctx context.Context, o options, kind string, servers *serverSet)
 		create = "CREATE DATABASE `" + t.schema + "` CHARACTER SET utf8mb4"
 	}
 	if _, err := db.ExecContext(ctx, create); err != nil {
-		db.Close()
+		t.schema = ""
 		return nil, fmt.Errorf("create schema: %w", err)
 	}
 	return t, nil
+}
+
+// checkDurability reads the server's durability settings into t.settings. If required,
+// they must match t.durability ("durable": every commit is on disk when it returns;
+// "fast": not); else t.durability becomes what they are.
+func (t *target) checkDurability(ctx context.Context, required bool) error {
+	settings, durable, err := t.readDurability(ctx)
+	if err != nil {
+		return fmt.Errorf("read the server's durability settings: %w", err)
+	}
+	t.settings = settings
+	got := "fast"
+	if durable {
+		got = "durable"
+	}
+	if !required {
+		if got != t.durability {
+			progress("%s: the server at the given DSN has %s commits (%s); its results are labelled %s", t.kind, got, settings, got)
+		}
+		t.durability = got
+		return nil
+	}
+	if got != t.durability {
+		return fmt.Errorf("-durability %s, but the server's commits are %s: %s", t.durability, got, settings)
+	}
+	return nil
+}
+
+// readDurability returns the settings that decide whether a commit is on disk when it
+// returns, and whether it is.
+func (t *target) readDurability(ctx context.Context) (string, bool, error) {
+	switch t.kind {
+	case "sqlite":
+		var journal string
+		var sync int
+		if err := t.db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&journal); err != nil {
+			return "", false, err
+		}
+		if err := t.db.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&sync); err != nil {
+			return "", false, err
+		}
+		name := map[int]string{0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}[sync]
+		// In WAL mode, NORMAL syncs at checkpoints only: a commit can be lost at a power
+		// failure. FULL syncs the WAL at every commit.
+		return fmt.Sprintf("journal_mode=%s, synchronous=%s", journal, name), sync >= 2, nil
+	case "postgres":
+		var fsync, syncCommit, fpw string
+		err := t.db.QueryRowContext(ctx, "SELECT current_setting('fsync'), current_setting('synchronous_commit'), current_setting('full_page_writes')").
+			Scan(&fsync, &syncCommit, &fpw)
+		if err != nil {
+			return "", false, err
+		}
+		return fmt.Sprintf("fsync=%s, synchronous_commit=%s, full_page_writes=%s", fsync, syncCommit, fpw),
+			fsync == "on" && syncCommit != "off" && fpw == "on", nil
+	case "mysql":
+		vars := []string{"innodb_flush_log_at_trx_commit", "innodb_doublewrite", "innodb_flush_method", "log_bin"}
+		vals := make(map[string]string)
+		var parts []string
+		for _, v := range vars {
+			var val sql.NullString
+			if err := t.db.QueryRowContext(ctx, "SELECT @@"+v).Scan(&val); err != nil {
+				val.String = "unknown" // not every version has every variable
+			}
+			vals[v] = strings.ToUpper(val.String)
+			parts = append(parts, v+"="+val.String)
+		}
+		durable := vals["innodb_flush_log_at_trx_commit"] == "1" &&
+			vals["innodb_doublewrite"] != "0" && vals["innodb_doublewrite"] != "OFF" &&
+			vals["innodb_flush_method"] != "NOSYNC"
+		return strings.Join(parts, ", "), durable, nil
+	}
+	return "", false, fmt.Errorf("unknown database %q", t.kind)
 }
 
 func openPool(ctx context.Context, driver, dsn string, pool int) (*sql.DB, error) {
@@ -211,7 +320,7 @@ func (t *target) newSQLiteFile() error {
 	for _, suffix := range []string{"", "-wal", "-shm"} {
 		_ = os.Remove(path + suffix)
 	}
-	t.dsn = outbox.SQLiteDSN(path)
+	t.dsn = sqliteDSN(path, t.durability == "durable")
 	db, err := openPool(context.Background(), t.driver, t.dsn, t.pool)
 	if err != nil {
 		return err
@@ -220,9 +329,30 @@ func (t *target) newSQLiteFile() error {
 	return nil
 }
 
+// sqliteDSN is outbox.SQLiteDSN (WAL, synchronous=NORMAL), with synchronous=FULL if
+// durable: in WAL mode a commit then returns once the WAL is synced.
+func sqliteDSN(path string, durable bool) string {
+	dsn := outbox.SQLiteDSN(path)
+	if !durable {
+		return dsn
+	}
+	const normal, full = "_pragma=synchronous(NORMAL)", "_pragma=synchronous(FULL)"
+	if strings.Contains(dsn, normal) {
+		return strings.Replace(dsn, normal, full, 1)
+	}
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	return dsn + sep + full
+}
+
 // close drops the run's schema and closes the pool.
 func (t *target) close() {
 	if t.db == nil {
+		if t.ownsDir {
+			os.RemoveAll(t.sqliteDir)
+		}
 		return
 	}
 	if t.schema != "" {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -69,10 +68,10 @@ func runDrain(ctx context.Context, o options, t *target, r int) (sample, error) 
 		Timeout: o.timeout, Verbose: o.verbose,
 	}
 	if o.cpuProfile != "" {
-		if err := os.MkdirAll(o.cpuProfile, 0o755); err != nil {
+		var err error
+		if p.CPUProfile, err = profilePath(o.cpuProfile, t, "w4", r, ""); err != nil {
 			return sample{}, err
 		}
-		p.CPUProfile = filepath.Join(o.cpuProfile, fmt.Sprintf("%s-w4-%d.pprof", t.kind, r+1))
 	}
 	arg, err := json.Marshal(p)
 	if err != nil {

@@ -8,23 +8,39 @@
 //	b2   ceiling: business INSERT + 100 outbox INSERTs (one multi-row statement), no dispatch
 //	w1   8 producers, 20,000 transactions of one business INSERT + one event; time until
 //	     every event was handled by a no-op listener and is DONE in the table
-//	w2   8 producers, 200 transactions x 100 events each; same end condition
+//	w1m  w1 in MultiNode mode on three node processes sharing the table (the program
+//	     re-executes itself three times; the 8 producers split 3/3/2, each node writes a
+//	     third of the transactions); time until every event is DONE; ratio to the same
+//	     round's w1 and to b. Not on SQLite (one file, one writer)
+//	w2   8 producers, 200 transactions x 100 events each; same end condition; also the
+//	     latency from each transaction's Commit returning to each of its events' listener
+//	     invocation (p50, p99)
 //	w3   one paced producer, 200 transactions/s for 10 s; latency from Commit returning
 //	     to the listener being invoked
 //	w4   100,000 NEW rows already in the table, dispatcher started with the hot path
 //	     unused; time to drain to DONE and the peak RSS of the process (run in a child
 //	     process so that its peak RSS is W4's alone)
+//	sustain  (only when named in -workloads) a producer pool paced at 5,000 events/s
+//	     (one per transaction) for 5 minutes in a child process that samples its own RSS
+//	     every second: RSS at 10, 50 and 100 % of the run, maximum, slope over the second
+//	     half, achieved rate and commit-to-listener latency
 //
 // Every workload is reported as events/s and as a ratio to ceiling b (w2 to b2, its own
-// shape). Servers: without -postgres-dsn / -mysql-dsn the program starts throwaway
-// servers with scripts/testdb.sh and stops them at the end. Each run works in its own
-// schema (PostgreSQL) or database (MariaDB), dropped at the end.
+// shape). With -repeat N the tables show medians, followed by every round's value and
+// the minimum, median and maximum. Servers: without -postgres-dsn / -mysql-dsn the
+// program starts throwaway servers with scripts/testdb.sh and stops them at the end:
+// -durability fast (the script's default: no fsync at commit), durable
+// (TESTDB_DURABLE=1: commits on disk; SQLite synchronous=FULL) or fast,durable (both,
+// interleaved round by round). Each run works in its own schema (PostgreSQL) or database
+// (MariaDB), dropped at the end.
 //
 // Usage:
 //
 //	go run ./cmd/outbox-bench                     # everything, full size
 //	go run ./cmd/outbox-bench -tiny               # tiny sizes: proves it works (CI)
 //	go run ./cmd/outbox-bench -db postgres -workloads b,w1 -repeat 3 -json out.json
+//	go run ./cmd/outbox-bench -repeat 5 -durability fast,durable
+//	go run ./cmd/outbox-bench -db postgres -workloads sustain -sustain-rate 5000 -sustain-duration 5m
 package main
 
 import (
@@ -62,6 +78,15 @@ type options struct {
 	w4Rows      int
 	payloadSize int
 
+	sustainRate     int
+	sustainDuration time.Duration
+
+	// durabilities are the server settings to run: "fast", "durable" or both, in this
+	// order. durabilityGiven tells whether -durability was on the command line: without
+	// it, a server given by DSN is labelled with what it does.
+	durabilities    []string
+	durabilityGiven bool
+
 	// Outbox settings; 0 keeps the library default.
 	workers      int
 	hotQueue     int
@@ -80,11 +105,24 @@ type options struct {
 	verbose     bool
 }
 
-var allWorkloads = []string{"a", "b", "b2", "w1", "w2", "w3", "w4"}
+// allWorkloads is every workload in the order they run; defaultWorkloads leaves out the
+// long sustain run, which runs only when named.
+var (
+	allWorkloads     = []string{"a", "b", "b2", "w1", "w1m", "w2", "w3", "w4", "sustain"}
+	defaultWorkloads = []string{"a", "b", "b2", "w1", "w1m", "w2", "w3", "w4"}
+	allDurabilities  = []string{"fast", "durable"}
+)
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == childW4Arg {
-		os.Exit(runChildW4(os.Args[2:]))
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case childW4Arg:
+			os.Exit(runChildW4(os.Args[2:]))
+		case childW1MArg:
+			os.Exit(runChildW1M(os.Args[2:]))
+		case childSustainArg:
+			os.Exit(runChildSustain(os.Args[2:]))
+		}
 	}
 	os.Exit(run())
 }
@@ -139,21 +177,27 @@ func parseFlags(args []string) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("outbox-bench", flag.ContinueOnError)
 	dbs := fs.String("db", "sqlite,postgres,mysql", "comma-separated databases: sqlite, postgres, mysql")
-	workloads := fs.String("workloads", strings.Join(allWorkloads, ","), "comma-separated workloads: "+strings.Join(allWorkloads, ", "))
-	tiny := fs.Bool("tiny", false, "tiny sizes (proves the program works; CI): w1 200 tx, w2 10x10, w3 50/s for 1s, w4 1000 rows")
-	scale := fs.Float64("scale", 1, "multiply the transaction and row counts (w1, w2, w4) by this factor")
-	fs.IntVar(&o.repeat, "repeat", 1, "run every workload this many times (interleaved) and report the median")
+	workloads := fs.String("workloads", strings.Join(defaultWorkloads, ","),
+		"comma-separated workloads: "+strings.Join(allWorkloads, ", ")+" (sustain runs only when named)")
+	durability := fs.String("durability", "fast", "comma-separated server settings: fast (throwaway servers without fsync at commit; "+
+		"SQLite synchronous=NORMAL), durable (TESTDB_DURABLE=1: commits on disk; SQLite synchronous=FULL) or fast,durable "+
+		"(both, interleaved per round); a server given by DSN is checked against it, or labelled with its own settings when the flag is not given")
+	tiny := fs.Bool("tiny", false, "tiny sizes (proves the program works; CI): w1 and w1m 200 tx, w2 10x10, w3 50/s for 1s, w4 1000 rows; no sustain")
+	scale := fs.Float64("scale", 1, "multiply the transaction and row counts (w1, w1m, w2, w4) by this factor")
+	fs.IntVar(&o.repeat, "repeat", 1, "run every workload this many times (interleaved) and report the median, every round's value and min/median/max")
 	fs.StringVar(&o.jsonPath, "json", "", "write the results as JSON to this file")
 	fs.StringVar(&o.mdPath, "md", "", "write the results table (Markdown) to this file too")
-	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up on one workload after this long")
+	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up on one workload after this long (sustain: after -sustain-duration plus this)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile per database and workload into this directory")
-	fs.IntVar(&o.producers, "producers", 8, "producer goroutines (a, b, b2, w1, w2)")
-	fs.IntVar(&o.w1Tx, "w1-tx", 20000, "transactions of a, b and w1 (one event each)")
+	fs.IntVar(&o.producers, "producers", 8, "producer goroutines (a, b, b2, w1, w2, sustain; w1m splits them over its 3 node processes)")
+	fs.IntVar(&o.w1Tx, "w1-tx", 20000, "transactions of a, b, w1 and w1m (one event each; w1m: a third per node process)")
 	fs.IntVar(&o.w2Tx, "w2-tx", 200, "transactions of b2 and w2")
 	fs.IntVar(&o.w2Events, "w2-events", 100, "events per transaction in b2 and w2")
 	fs.IntVar(&o.w3Rate, "w3-rate", 200, "w3 transactions per second")
 	fs.DurationVar(&o.w3Duration, "w3-duration", 10*time.Second, "w3 duration")
 	fs.IntVar(&o.w4Rows, "w4-rows", 100000, "w4 rows in the table before the dispatcher starts")
+	fs.IntVar(&o.sustainRate, "sustain-rate", 5000, "sustain: target events/s (one event per transaction, on -producers goroutines)")
+	fs.DurationVar(&o.sustainDuration, "sustain-duration", 5*time.Minute, "sustain: how long the producers write")
 	fs.IntVar(&o.payloadSize, "payload", 64, "approximate payload size in bytes (a JSON object)")
 	fs.IntVar(&o.workers, "workers", 0, "dispatcher workers (0: library default)")
 	fs.IntVar(&o.hotQueue, "hot-queue", 0, "hot queue size (0: library default)")
@@ -167,12 +211,21 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.sqliteDir, "sqlite-dir", "", "directory for the SQLite files (default: a temp dir, removed at the end)")
 	fs.StringVar(&o.script, "testdb-script", "", "path of scripts/testdb.sh (default: found above the working directory)")
 	fs.BoolVar(&o.verbose, "v", false, "log the outbox's warnings")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usageHeader)
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "durability" {
+			o.durabilityGiven = true
+		}
+	})
 	if *tiny {
 		o.w1Tx, o.w2Tx, o.w2Events, o.w3Rate, o.w3Duration, o.w4Rows = 200, 10, 10, 50, time.Second, 1000
 	}
@@ -189,11 +242,59 @@ func parseFlags(args []string) (options, error) {
 	if o.workloads, err = splitList(*workloads, allWorkloads); err != nil {
 		return o, fmt.Errorf("-workloads: %w", err)
 	}
+	if *tiny && slices.Contains(o.workloads, "sustain") {
+		return o, errors.New("-tiny does not run sustain (a long run by design); for a short one, leave out -tiny and set -sustain-duration and -sustain-rate")
+	}
+	if o.durabilities, err = splitList(*durability, allDurabilities); err != nil {
+		return o, fmt.Errorf("-durability: %w", err)
+	}
+	if len(o.durabilities) > 1 {
+		for _, kind := range o.dbs {
+			if dsn := o.dsnOf(kind); dsn != "" {
+				return o, fmt.Errorf("-durability %s needs throwaway servers, but -%s-dsn is given: a given server is "+
+					"as durable as its own configuration makes it; run once per server with -durability fast or -durability durable "+
+					"(checked against the server's settings), or leave out the DSN", strings.Join(o.durabilities, ","), kind)
+			}
+		}
+	}
 	if o.repeat < 1 || o.producers < 1 || o.w2Events < 1 || o.w3Rate < 1 || o.w3Duration <= 0 {
 		return o, errors.New("-repeat, -producers, -w2-events, -w3-rate and -w3-duration must be positive")
 	}
+	if slices.Contains(o.workloads, "sustain") && (o.sustainRate < 1 || o.sustainDuration <= 0) {
+		return o, errors.New("-sustain-rate and -sustain-duration must be positive")
+	}
 	return o, nil
 }
+
+// dsnOf is the DSN given for kind, or "" (SQLite, or a throwaway server).
+func (o options) dsnOf(kind string) string {
+	switch kind {
+	case "postgres":
+		return o.postgresDSN
+	case "mysql":
+		return o.mysqlDSN
+	}
+	return ""
+}
+
+const usageHeader = `usage: outbox-bench [flags]
+
+Measures the outbox against the database's own ceiling, in the same run (docs/BENCHMARKS.md).
+Workloads (-workloads):
+  a, b, b2  ceilings: bare business transaction; + one outbox INSERT (WriterOnly); + 100 events
+  w1        8 producers, 1 event/tx, SingleNode, until every event is DONE (ratio to b)
+  w1m       w1 in MultiNode mode on 3 node processes sharing the table (ratio to w1 and b; not on SQLite)
+  w2        200 tx x 100 events, until DONE (ratio to b2 and b); commit-to-listener p50/p99 of the burst
+  w3        one paced producer; commit-to-listener latency
+  w4        drain a pre-filled table, cold path only, in a child process; peak RSS
+  sustain   only when named: paced producers (-sustain-rate, -sustain-duration) in a child process
+            sampling its RSS every second; RSS at 10/50/100 %, max, slope, latency
+Servers (-durability): without DSNs, throwaway servers from scripts/testdb.sh, "fast" (no fsync at
+commit), "durable" (TESTDB_DURABLE=1) or both, interleaved round by round.
+With -repeat N: medians, then every round's value and min/median/max.
+
+Flags:
+`
 
 func splitList(s string, allowed []string) ([]string, error) {
 	var out []string

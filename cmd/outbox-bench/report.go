@@ -1,6 +1,8 @@
 package main
 
 import (
+	"cmp"
+	"context"
 	"fmt"
 	"os"
 	"runtime"
@@ -20,6 +22,7 @@ type report struct {
 	Settings     settings   `json:"settings"`
 	Databases    []database `json:"databases"`
 	Results      []result   `json:"results"`
+	Notes        []string   `json:"notes,omitempty"`
 	Errors       []string   `json:"errors,omitempty"`
 }
 
@@ -50,16 +53,28 @@ type settings struct {
 	PollBatch     string `json:"poll_batch"`
 	DoneWindow    string `json:"done_batch_window"`
 	MaxConns      string `json:"max_conns"`
+	// Durability lists the durability settings of the databases run, "fast" and/or
+	// "durable" (see database.Durability).
+	Durability      []string `json:"durability"`
+	SustainRate     int      `json:"sustain_rate_per_s,omitempty"`
+	SustainDuration string   `json:"sustain_duration,omitempty"`
 }
 
+// database is one database with one durability setting: each has a table of its own.
 type database struct {
-	Name     string `json:"name"`
-	Version  string `json:"version"`
-	PoolSize string `json:"pool_size"`
+	Name       string `json:"name"`
+	Durability string `json:"durability"`
+	// ServerSettings are the settings that make commits durable or not, as read from
+	// the server (SQLite: the connection's PRAGMAs).
+	ServerSettings string `json:"server_settings"`
+	Version        string `json:"version"`
+	PoolSize       string `json:"pool_size"`
 }
 
 type result struct {
-	DB          string `json:"db"`
+	DB string `json:"db"`
+	// Durability is the database's setting, "fast" or "durable" (see database).
+	Durability  string `json:"durability"`
 	Workload    string `json:"workload"`
 	Description string `json:"description"`
 	Txs         int    `json:"transactions,omitempty"`
@@ -73,17 +88,31 @@ type result struct {
 	// the per-run ratios (each workload run divided by the ceiling of the same round).
 	Ceiling        string  `json:"ceiling,omitempty"`
 	RatioToCeiling float64 `json:"ratio_to_ceiling,omitempty"`
+	// RatioToCeilingRuns are the per-round ratios, in round order.
+	RatioToCeilingRuns []float64 `json:"ratio_to_ceiling_runs,omitempty"`
 	// RatioToB is the same ratio to ceiling b, for every workload (the issue's unit;
 	// for w2 it compares 100-event transactions with 1-event ones).
-	RatioToB float64 `json:"ratio_to_b,omitempty"`
-	// WriteEventsPerSec is the producers' rate alone (w1, w2), median.
-	WriteEventsPerSec float64  `json:"write_events_per_sec,omitempty"`
-	Latency           *latency `json:"latency_ms,omitempty"`
-	PeakRSSMiB        float64  `json:"peak_rss_mib,omitempty"`
-	BaseRSSMiB        float64  `json:"base_rss_mib,omitempty"`
-	HotDropped        int64    `json:"hot_dropped,omitempty"`
-	ColdEnqueued      int64    `json:"cold_enqueued,omitempty"`
-	Failures          int64    `json:"failures,omitempty"`
+	RatioToB     float64   `json:"ratio_to_b,omitempty"`
+	RatioToBRuns []float64 `json:"ratio_to_b_runs,omitempty"`
+	// WriteEventsPerSec is the producers' rate alone (w1, w1m, w2), median.
+	WriteEventsPerSec float64 `json:"write_events_per_sec,omitempty"`
+	// Latency is the median over the rounds of each percentile (w2, w3, sustain);
+	// LatencyRuns has every round's.
+	Latency      *latency  `json:"latency_ms,omitempty"`
+	LatencyRuns  []latency `json:"latency_ms_runs,omitempty"`
+	PeakRSSMiB   float64   `json:"peak_rss_mib,omitempty"`
+	BaseRSSMiB   float64   `json:"base_rss_mib,omitempty"`
+	HotDropped   int64     `json:"hot_dropped,omitempty"`
+	ColdEnqueued int64     `json:"cold_enqueued,omitempty"`
+	Failures     int64     `json:"failures,omitempty"`
+	// ClaimsLost and ClaimsExpired are w1m's claims that another node took over or that
+	// were left to expire, summed over the nodes and rounds.
+	ClaimsLost    int64 `json:"claims_lost,omitempty"`
+	ClaimsExpired int64 `json:"claims_expired,omitempty"`
+	// NodeHandledRuns are, per round, the listener invocations of each w1m node.
+	NodeHandledRuns [][]int64 `json:"node_handled_runs,omitempty"`
+	// SustainRuns are the sustain rounds, with their RSS samples.
+	SustainRuns []sustainRun `json:"sustain_runs,omitempty"`
 }
 
 type latency struct {
@@ -93,21 +122,32 @@ type latency struct {
 	Max float64 `json:"max"`
 	// Early counts events whose listener ran before their Commit returned (latency 0).
 	Early int `json:"invoked_before_commit_returned"`
+	// Events is the number of latencies measured.
+	Events int `json:"events"`
+	// Unmatched counts sustain events whose latency could not be measured (see
+	// latencySlots).
+	Unmatched int64 `json:"unmatched,omitempty"`
 }
 
 // ceilingOf names the ceiling each workload's ratio is taken to: b, except for w2,
-// whose own shape (100 events per transaction) has the ceiling b2.
-var ceilingOf = map[string]string{"a": "b", "w1": "b", "w2": "b2", "w3": "b", "w4": "b"}
+// whose own shape (100 events per transaction) has the ceiling b2, and w1m, which is
+// compared with w1 (SingleNode) of the same round.
+var ceilingOf = map[string]string{"a": "b", "w1": "b", "w1m": "w1", "w2": "b2", "w3": "b", "w4": "b"}
 
 var descriptions = map[string]string{
-	"a":  "ceiling a: bare business transaction (1 INSERT)",
-	"b":  "ceiling b: business INSERT + outbox INSERT, no dispatch",
-	"b2": "ceiling b2: business INSERT + 100-event outbox INSERT, no dispatch",
-	"w1": "W1: 1 event/tx, end-to-end until DONE",
-	"w2": "W2: 100 events/tx, end-to-end until DONE",
-	"w3": "W3: paced producer, commit-to-listener latency",
-	"w4": "W4: drain pre-filled table (cold path only)",
+	"a":       "ceiling a: bare business transaction (1 INSERT)",
+	"b":       "ceiling b: business INSERT + outbox INSERT, no dispatch",
+	"b2":      "ceiling b2: business INSERT + 100-event outbox INSERT, no dispatch",
+	"w1":      "W1: 1 event/tx, end-to-end until DONE",
+	"w1m":     "W1m: W1 in MultiNode mode, 3 node processes, until DONE",
+	"w2":      "W2: 100 events/tx, end-to-end until DONE",
+	"w3":      "W3: paced producer, commit-to-listener latency",
+	"w4":      "W4: drain pre-filled table (cold path only)",
+	"sustain": "sustain: paced producers, RSS over time",
 }
+
+// shortName is the workload's name in the per-round table.
+var shortName = map[string]string{"w1": "W1", "w1m": "W1m", "w2": "W2", "w3": "W3", "w4": "W4"}
 
 func newReport(o options) *report {
 	def := func(v int) string {
@@ -120,7 +160,7 @@ func newReport(o options) *report {
 	if o.pollInterval != 0 {
 		poll = o.pollInterval.String()
 	}
-	return &report{
+	r := &report{
 		StartedAt:    time.Now().UTC(),
 		Machine:      readMachine(),
 		LoadAvgStart: loadAvg(),
@@ -129,8 +169,13 @@ func newReport(o options) *report {
 			W3Rate: o.w3Rate, W3Duration: o.w3Duration.String(), W4Rows: o.w4Rows, PayloadBytes: o.payloadSize,
 			Workers: def(o.workers), HotQueue: def(o.hotQueue), ColdQueue: def(o.coldQueue), PollInterval: poll,
 			PollBatch: def(o.pollBatch), DoneWindow: o.doneWindow.String(), MaxConns: maxConns(o.maxConns),
+			Durability: o.durabilities,
 		},
 	}
+	if slices.Contains(o.workloads, "sustain") {
+		r.Settings.SustainRate, r.Settings.SustainDuration = o.sustainRate, o.sustainDuration.String()
+	}
+	return r
 }
 
 func maxConns(n int) string {
@@ -146,73 +191,112 @@ func maxConns(n int) string {
 func (r *report) finish() {
 	r.FinishedAt = time.Now().UTC()
 	r.LoadAvgEnd = loadAvg()
+	// A server given by DSN without -durability is labelled with what it does.
+	var ds []string
+	for _, d := range allDurabilities {
+		if slices.ContainsFunc(r.Databases, func(db database) bool { return db.Durability == d }) {
+			ds = append(ds, d)
+		}
+	}
+	if len(ds) > 0 {
+		r.Settings.Durability = ds
+	}
 }
 
-func (r *report) addDatabase(name, version string, pool int) {
-	size := strconv.Itoa(pool)
-	if pool == 0 {
+func (r *report) addDatabase(t *target) {
+	size := strconv.Itoa(t.pool)
+	if t.pool == 0 {
 		size = "database/sql default (unlimited open, 2 idle)"
 	}
-	r.Databases = append(r.Databases, database{Name: name, Version: version, PoolSize: size})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r.Databases = append(r.Databases, database{Name: t.kind, Durability: t.durability, ServerSettings: t.settings,
+		Version: t.version(ctx), PoolSize: size})
 }
 
-// addResults aggregates the runs of every workload of one database.
-func (r *report) addResults(o options, db string, samples map[string][]sample) {
-	for _, w := range o.workloads {
+// ratios returns runs[i]/base[i] in events/s for every round, or nil when the ceiling
+// did not run in every round.
+func ratios(runs, base []sample) []float64 {
+	if len(base) != len(runs) {
+		return nil
+	}
+	var out []float64
+	for i := range runs {
+		if c := base[i].eventsPerSec(); c > 0 {
+			out = append(out, runs[i].eventsPerSec()/c)
+		}
+	}
+	return out
+}
+
+// addResults aggregates the runs of every workload of one database and durability.
+func (r *report) addResults(o options, t *target, workloads []string, samples map[string][]sample) {
+	for _, w := range workloads {
 		runs := samples[w]
 		if len(runs) == 0 {
 			continue
 		}
-		res := result{DB: db, Workload: w, Description: descriptions[w], Txs: runs[0].txs, Events: runs[0].events, Runs: len(runs)}
-		var secs, eps, weps []float64
+		res := result{DB: t.kind, Durability: t.durability, Workload: w, Description: descriptions[w],
+			Txs: runs[0].txs, Events: runs[0].events, Runs: len(runs)}
+		var secs, eps, weps, evs []float64
 		for _, s := range runs {
 			secs = append(secs, s.seconds)
 			eps = append(eps, s.eventsPerSec())
-			if s.writeSeconds > 0 && (w == "w1" || w == "w2") {
+			evs = append(evs, float64(s.events))
+			if s.writeSeconds > 0 && (w == "w1" || w == "w1m" || w == "w2") {
 				weps = append(weps, float64(s.events)/s.writeSeconds)
 			}
 			res.HotDropped += s.hotDropped
 			res.ColdEnqueued += s.coldEnqueued
 			res.Failures += s.failures
+			res.ClaimsLost += s.claimsLost
+			res.ClaimsExpired += s.claimsExpired
+			if s.nodeHandled != nil {
+				res.NodeHandledRuns = append(res.NodeHandledRuns, s.nodeHandled)
+			}
 		}
 		res.Seconds, res.EventsPerSec, res.EventsPerSecRuns = median(secs), median(eps), eps
+		if w == "sustain" { // paced: the events written vary from round to round
+			res.Events = int(median(evs))
+		}
 		if len(weps) > 0 {
 			res.WriteEventsPerSec = median(weps)
 		}
-		ceiling := ceilingOf[w]
-		if base := samples[ceiling]; ceiling != "" && len(base) == len(runs) {
-			var ratios []float64
-			for i := range runs {
-				if c := base[i].eventsPerSec(); c > 0 {
-					ratios = append(ratios, runs[i].eventsPerSec()/c)
-				}
-			}
-			if len(ratios) > 0 {
-				res.Ceiling, res.RatioToCeiling = ceiling, median(ratios)
+		if ceiling := ceilingOf[w]; ceiling != "" {
+			if rs := ratios(runs, samples[ceiling]); len(rs) > 0 {
+				res.Ceiling, res.RatioToCeiling, res.RatioToCeilingRuns = ceiling, median(rs), rs
 			}
 		}
-		if base := samples["b"]; w != "b" && len(base) == len(runs) {
-			var ratios []float64
-			for i := range runs {
-				if c := base[i].eventsPerSec(); c > 0 {
-					ratios = append(ratios, runs[i].eventsPerSec()/c)
-				}
+		if w != "b" && w != "sustain" {
+			if rs := ratios(runs, samples["b"]); len(rs) > 0 {
+				res.RatioToB, res.RatioToBRuns = median(rs), rs
 			}
-			res.RatioToB = median(ratios)
 		}
-		if w == "w3" {
+		if runs[0].lat != nil {
 			var p50, p95, p99, mx []float64
-			early := 0
+			agg := &latency{}
 			for _, s := range runs {
-				l := slices.Clone(s.latencies)
-				slices.Sort(l)
-				p50 = append(p50, ms(percentile(l, 0.50)))
-				p95 = append(p95, ms(percentile(l, 0.95)))
-				p99 = append(p99, ms(percentile(l, 0.99)))
-				mx = append(mx, ms(percentile(l, 1)))
-				early += s.earlyInvocations
+				if s.lat == nil {
+					continue
+				}
+				res.LatencyRuns = append(res.LatencyRuns, *s.lat)
+				p50 = append(p50, s.lat.P50)
+				p95 = append(p95, s.lat.P95)
+				p99 = append(p99, s.lat.P99)
+				mx = append(mx, s.lat.Max)
+				agg.Early += s.lat.Early
+				agg.Events += s.lat.Events
+				agg.Unmatched += s.lat.Unmatched
 			}
-			res.Latency = &latency{P50: median(p50), P95: median(p95), P99: median(p99), Max: median(mx), Early: early}
+			agg.P50, agg.P95, agg.P99, agg.Max = median(p50), median(p95), median(p99), median(mx)
+			res.Latency = agg
+		}
+		if w == "sustain" {
+			for _, s := range runs {
+				if s.sustain != nil {
+					res.SustainRuns = append(res.SustainRuns, *s.sustain)
+				}
+			}
 		}
 		if w == "w4" {
 			var peak, base []float64
@@ -249,19 +333,24 @@ func median(v []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-// markdown renders the results as one table per database.
+// markdown renders the results as one table per database and durability, followed,
+// with more than one round, by every round's value and the minimum, median and maximum.
 func (r *report) markdown() string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "\n%d CPUs (%s), %d MB RAM, %s, GOMAXPROCS %d; load average %s -> %s\n",
 		r.Machine.NumCPU, r.Machine.CPUModel, r.Machine.MemTotalMB, r.Machine.GoVersion, r.Machine.GOMAXPROCS,
 		r.LoadAvgStart, r.LoadAvgEnd)
 	for _, d := range r.Databases {
-		fmt.Fprintf(&sb, "\n### %s (%s; pool %s)\n\n", d.Name, d.Version, d.PoolSize)
+		fmt.Fprintf(&sb, "\n### %s, %s commits (%s; pool %s)\n\n", d.Name, d.Durability, d.Version, d.PoolSize)
+		fmt.Fprintf(&sb, "Server settings: %s.\n\n", d.ServerSettings)
 		sb.WriteString("| workload | events | events/s | ratio to ceiling | details |\n|---|---:|---:|---:|---|\n")
+		var results []result
 		for _, res := range r.Results {
-			if res.DB != d.Name {
-				continue
+			if res.DB == d.Name && res.Durability == d.Durability {
+				results = append(results, res)
 			}
+		}
+		for _, res := range results {
 			ratio := "—"
 			if res.Ceiling != "" {
 				ratio = fmt.Sprintf("%.2f × %s", res.RatioToCeiling, res.Ceiling)
@@ -280,10 +369,27 @@ func (r *report) markdown() string {
 			if res.WriteEventsPerSec > 0 {
 				details = append(details, fmt.Sprintf("write phase %.0f ev/s", res.WriteEventsPerSec))
 			}
-			if l := res.Latency; l != nil {
-				details = append(details, fmt.Sprintf("p50 %.3f ms, p95 %.3f ms, p99 %.3f ms, max %.3f ms", l.P50, l.P95, l.P99, l.Max))
+			if sr := res.SustainRuns; len(sr) > 0 {
+				details = append(details, sustainDetails(sr))
 			}
-			if res.PeakRSSMiB > 0 {
+			if l := res.Latency; l != nil {
+				what := ""
+				switch res.Workload {
+				case "w2":
+					what = "burst latency "
+				case "sustain":
+					what = "commit-to-listener latency "
+				}
+				details = append(details, fmt.Sprintf("%sp50 %.3f ms, p95 %.3f ms, p99 %.3f ms, max %.3f ms", what, l.P50, l.P95, l.P99, l.Max))
+				if len(res.LatencyRuns) > 1 {
+					worst := slices.MaxFunc(res.LatencyRuns, func(a, b latency) int { return cmp.Compare(a.P99, b.P99) })
+					details = append(details, fmt.Sprintf("worst round's p99 %.3f ms", worst.P99))
+				}
+				if l.Unmatched > 0 {
+					details = append(details, fmt.Sprintf("%d latencies not measured", l.Unmatched))
+				}
+			}
+			if res.PeakRSSMiB > 0 && res.Workload == "w4" {
 				details = append(details, fmt.Sprintf("peak RSS %.1f MiB (%.1f MiB before start)", res.PeakRSSMiB, res.BaseRSSMiB))
 			}
 			if res.HotDropped > 0 {
@@ -292,16 +398,87 @@ func (r *report) markdown() string {
 			if res.ColdEnqueued > 0 && res.Workload != "w4" {
 				details = append(details, fmt.Sprintf("%d via poller", res.ColdEnqueued))
 			}
+			if res.ClaimsLost > 0 || res.ClaimsExpired > 0 {
+				details = append(details, fmt.Sprintf("claims: %d lost, %d expired", res.ClaimsLost, res.ClaimsExpired))
+			}
 			if res.Failures > 0 {
 				details = append(details, fmt.Sprintf("%d failed attempts", res.Failures))
 			}
 			fmt.Fprintf(&sb, "| %s | %d | %.0f | %s | %s |\n", res.Description, res.Events, res.EventsPerSec, ratio, strings.Join(details, "; "))
+		}
+		writeRounds(&sb, results)
+		for _, res := range results {
+			for i, run := range res.SustainRuns {
+				fmt.Fprintf(&sb, "\nsustain, round %d: %s\n", i+1, run.String())
+			}
+		}
+	}
+	if len(r.Notes) > 0 {
+		sb.WriteString("\n")
+		for _, n := range r.Notes {
+			fmt.Fprintf(&sb, "Note: %s\n", n)
 		}
 	}
 	for _, e := range r.Errors {
 		fmt.Fprintf(&sb, "\nERROR: %s\n", e)
 	}
 	return sb.String()
+}
+
+// writeRounds writes, when the workloads ran more than once, every round's events/s
+// and ratio, in round order, and their minimum, median and maximum, so that a bimodal
+// workload shows (a median hides it); for w2 and w3, every round's latency p50 and p99.
+func writeRounds(sb *strings.Builder, results []result) {
+	if len(results) == 0 || slices.IndexFunc(results, func(r result) bool { return r.Runs > 1 }) < 0 {
+		return
+	}
+	fmt.Fprintf(sb, "\nPer round (rounds 1 to %d in order; each ratio to the ceiling of the same round):\n\n", results[0].Runs)
+	sb.WriteString("| workload | events/s per round | min / median / max | ratio per round | min / median / max | latency p50 / p99 per round (ms) |\n")
+	sb.WriteString("|---|---|---|---|---|---|\n")
+	for _, res := range results {
+		name := shortName[res.Workload]
+		if name == "" {
+			name = res.Workload
+		}
+		ratio, ratioSpread := "—", "—"
+		if len(res.RatioToCeilingRuns) > 0 {
+			ratio = joinFloats(res.RatioToCeilingRuns, "%.2f") + " × " + res.Ceiling
+			ratioSpread = spread(res.RatioToCeilingRuns, "%.2f") + " × " + res.Ceiling
+			if res.Ceiling != "b" && len(res.RatioToBRuns) > 0 {
+				ratio += "; " + joinFloats(res.RatioToBRuns, "%.2f") + " × b"
+				ratioSpread += "; " + spread(res.RatioToBRuns, "%.2f") + " × b"
+			}
+		} else if len(res.RatioToBRuns) > 0 {
+			ratio = joinFloats(res.RatioToBRuns, "%.2f") + " × b"
+			ratioSpread = spread(res.RatioToBRuns, "%.2f") + " × b"
+		}
+		lat := "—"
+		if len(res.LatencyRuns) > 0 {
+			var parts []string
+			for _, l := range res.LatencyRuns {
+				parts = append(parts, fmt.Sprintf("%.3g / %.3g", l.P50, l.P99))
+			}
+			lat = strings.Join(parts, ", ")
+		}
+		fmt.Fprintf(sb, "| %s | %s | %s | %s | %s | %s |\n", name, joinFloats(res.EventsPerSecRuns, "%.0f"),
+			spread(res.EventsPerSecRuns, "%.0f"), ratio, ratioSpread, lat)
+	}
+}
+
+func joinFloats(v []float64, format string) string {
+	parts := make([]string, len(v))
+	for i, f := range v {
+		parts[i] = fmt.Sprintf(format, f)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// spread is "min / median / max" of v.
+func spread(v []float64, format string) string {
+	if len(v) == 0 {
+		return "—"
+	}
+	return fmt.Sprintf(format+" / "+format+" / "+format, slices.Min(v), median(v), slices.Max(v))
 }
 
 func readMachine() machine {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,16 +28,20 @@ type sample struct {
 	events  int
 	txs     int
 	seconds float64
-	// writeSeconds is how long the producers took (w1, w2): the write phase alone.
+	// writeSeconds is how long the producers took (w1, w1m, w2): the write phase alone.
 	writeSeconds float64
-	latencies    []time.Duration // w3
-	// earlyInvocations counts w3 events whose listener ran before Commit returned.
-	earlyInvocations int
-	peakRSSKiB       int64 // w4
-	baseRSSKiB       int64 // w4: before the dispatcher started
-	hotDropped       int64
-	coldEnqueued     int64
-	failures         int64
+	// lat is the commit-to-listener latency (w2, w3, sustain).
+	lat        *latency
+	peakRSSKiB int64 // w4
+	baseRSSKiB int64 // w4: before the dispatcher started
+	// claimsLost and claimsExpired count claims of w1m's nodes (Metrics.Claims).
+	claimsLost    int64
+	claimsExpired int64
+	nodeHandled   []int64     // w1m: listener invocations per node
+	sustain       *sustainRun // sustain
+	hotDropped    int64
+	coldEnqueued  int64
+	failures      int64
 }
 
 func (s sample) eventsPerSec() float64 {
@@ -47,43 +52,77 @@ func (s sample) eventsPerSec() float64 {
 }
 
 // benchDatabase runs the selected workloads on one database, o.repeat times interleaved,
-// and adds the results to rep.
+// and adds the results to rep. Each durability of o.durabilities is a group with a
+// server (or SQLite directory) of its own; every round runs every group, one after the
+// other, so that their results come from the same minutes.
 func benchDatabase(ctx context.Context, o options, kind string, servers *serverSet, rep *report) error {
-	t, err := openTarget(ctx, o, kind, servers)
-	if err != nil {
-		return err
+	var groups []*target
+	defer func() {
+		for _, t := range groups {
+			t.close()
+		}
+	}()
+	for _, d := range o.durabilities {
+		t, err := openTarget(ctx, o, kind, d, servers)
+		if err != nil {
+			return fmt.Errorf("%s: %w", d, err)
+		}
+		if fs := fsType(t.dataDir); t.durability == "durable" && fs == "tmpfs" {
+			note := fmt.Sprintf("%s: the durable server's files are on tmpfs (%s), where fsync does nothing: "+
+				"set TMPDIR to a directory on a disk", t.label(), t.dataDir)
+			progress("WARNING: %s", note)
+			rep.Notes = append(rep.Notes, note)
+		}
+		groups = append(groups, t)
 	}
-	defer t.close()
-	rep.addDatabase(kind, t.version(ctx), t.pool)
-	samples := make(map[string][]sample)
+	workloads := o.workloads
+	if kind == "sqlite" && slices.Contains(workloads, "w1m") {
+		note := "sqlite: w1m skipped: MultiNode on SQLite is one file, one writer"
+		progress("%s", note)
+		rep.Notes = append(rep.Notes, note)
+		workloads = slices.DeleteFunc(slices.Clone(workloads), func(w string) bool { return w == "w1m" })
+	}
+	samples := make([]map[string][]sample, len(groups))
+	for i := range samples {
+		samples[i] = make(map[string][]sample)
+	}
 	for r := range o.repeat {
-		for _, w := range o.workloads {
-			if ctx.Err() != nil {
-				return ctx.Err()
+		for gi, t := range groups {
+			for _, w := range workloads {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				progress("%s: %s (run %d/%d)", t.label(), w, r+1, o.repeat)
+				s, err := runWorkload(ctx, o, t, w, r)
+				if err != nil {
+					return fmt.Errorf("%s: %s: %w", t.durability, w, err)
+				}
+				progress("%s: %s: %d events in %.3fs = %.0f events/s", t.label(), w, s.events, s.seconds, s.eventsPerSec())
+				samples[gi][w] = append(samples[gi][w], s)
 			}
-			progress("%s: %s (run %d/%d)", kind, w, r+1, o.repeat)
-			s, err := runWorkload(ctx, o, t, w, r)
-			if err != nil {
-				return fmt.Errorf("%s: %w", w, err)
-			}
-			progress("%s: %s: %d events in %.3fs = %.0f events/s", kind, w, s.events, s.seconds, s.eventsPerSec())
-			samples[w] = append(samples[w], s)
 		}
 	}
-	rep.addResults(o, kind, samples)
+	for gi, t := range groups {
+		rep.addDatabase(t)
+		rep.addResults(o, t, workloads, samples[gi])
+	}
 	return nil
 }
 
 func runWorkload(ctx context.Context, o options, t *target, w string, r int) (sample, error) {
-	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	timeout := o.timeout
+	if w == "sustain" {
+		timeout += o.sustainDuration
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := t.reset(ctx); err != nil {
 		return sample{}, fmt.Errorf("reset tables: %w", err)
 	}
 	var stopProfile func()
-	if o.cpuProfile != "" && w != "w4" { // w4 profiles in its child process
+	if o.cpuProfile != "" && !inChild[w] {
 		var err error
-		if stopProfile, err = startProfile(o.cpuProfile, t.kind, w, r); err != nil {
+		if stopProfile, err = startProfile(o.cpuProfile, t, w, r); err != nil {
 			return sample{}, err
 		}
 		defer stopProfile()
@@ -103,15 +142,41 @@ func runWorkload(ctx context.Context, o options, t *target, w string, r int) (sa
 		return runPaced(ctx, o, t)
 	case "w4":
 		return runDrain(ctx, o, t, r)
+	case "w1m":
+		return runMultiNode(ctx, o, t, r)
+	case "sustain":
+		return runSustain(ctx, o, t, r)
 	}
 	return sample{}, fmt.Errorf("unknown workload %q", w)
 }
 
-func startProfile(dir, kind, w string, r int) (func(), error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+// inChild marks the workloads that run in child processes, which take their own CPU
+// profiles.
+var inChild = map[string]bool{"w4": true, "w1m": true, "sustain": true}
+
+func startProfile(dir string, t *target, w string, r int) (func(), error) {
+	path, err := profilePath(dir, t, w, r, "")
+	if err != nil {
 		return nil, err
 	}
-	return startProfileFile(filepath.Join(dir, fmt.Sprintf("%s-%s-%d.pprof", kind, w, r+1)))
+	return startProfileFile(path)
+}
+
+// profilePath is the CPU profile file of workload w in round r of t:
+// <dir>/<kind>[-durable]-<w>-<round>[-<suffix>].pprof. It creates dir.
+func profilePath(dir string, t *target, w string, r int, suffix string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	name := t.kind
+	if t.durability == "durable" {
+		name += "-durable"
+	}
+	name += fmt.Sprintf("-%s-%d", w, r+1)
+	if suffix != "" {
+		name += "-" + suffix
+	}
+	return filepath.Join(dir, name+".pprof"), nil
 }
 
 // startProfileFile starts a CPU profile into path and returns the function that ends it.
@@ -130,12 +195,14 @@ func startProfileFile(path string) (func(), error) {
 // benchMetrics counts finished deliveries and signals when target successes are in.
 type benchMetrics struct {
 	outbox.NopMetrics
-	target       int64
-	done         atomic.Int64
-	failures     atomic.Int64
-	hotDropped   atomic.Int64
-	coldEnqueued atomic.Int64
-	all          chan struct{} // closed at target successes
+	target        int64
+	done          atomic.Int64
+	failures      atomic.Int64
+	hotDropped    atomic.Int64
+	coldEnqueued  atomic.Int64
+	claimsLost    atomic.Int64
+	claimsExpired atomic.Int64
+	all           chan struct{} // closed at target successes
 }
 
 func newBenchMetrics(target int) *benchMetrics {
@@ -153,6 +220,14 @@ func (m *benchMetrics) Dispatched(info outbox.DispatchInfo) {
 }
 func (m *benchMetrics) HotDropped()   { m.hotDropped.Add(1) }
 func (m *benchMetrics) ColdEnqueued() { m.coldEnqueued.Add(1) }
+func (m *benchMetrics) Claims(event outbox.ClaimEvent, n int) {
+	switch event {
+	case outbox.ClaimLost:
+		m.claimsLost.Add(int64(n))
+	case outbox.ClaimExpired:
+		m.claimsExpired.Add(int64(n))
+	}
+}
 
 // config returns the outbox configuration of every workload: library defaults except
 // what the flags set.
@@ -238,19 +313,31 @@ func runBare(ctx context.Context, o options, t *target) (sample, error) {
 // runWrites runs txs transactions of one business INSERT and perTx events on the
 // producers. With dispatch (w1, w2) the outbox runs in SingleNode mode and the clock
 // stops when every event is DONE in the table; without (b, b2) it runs in WriterOnly
-// mode and the clock stops when the last transaction committed.
+// mode and the clock stops when the last transaction committed. With dispatch and more
+// than one event per transaction (w2) it also measures each event's latency from its
+// transaction's Commit returning to its listener being invoked.
 func runWrites(ctx context.Context, o options, t *target, txs, perTx int, dispatch bool) (sample, error) {
 	n := txs * perTx
 	mode := outbox.WriterOnly
 	if dispatch {
 		mode = outbox.SingleNode
 	}
+	var probe *latencyProbe
+	if dispatch && perTx > 1 {
+		probe = newLatencyProbe(txs, perTx)
+	}
 	m := newBenchMetrics(n)
 	ob, err := outbox.New(t.db, o.config(t, mode, m))
 	if err != nil {
 		return sample{}, err
 	}
-	if err := ob.Register(aggregateType, eventType, outbox.ListenerFunc(func(context.Context, *outbox.Event) error { return nil })); err != nil {
+	listener := outbox.ListenerFunc(func(_ context.Context, e *outbox.Event) error {
+		if probe != nil {
+			probe.invoked(e.AggregateID)
+		}
+		return nil
+	})
+	if err := ob.Register(aggregateType, eventType, listener); err != nil {
 		return sample{}, err
 	}
 	if err := ob.Start(ctx); err != nil {
@@ -261,7 +348,7 @@ func runWrites(ctx context.Context, o options, t *target, txs, perTx int, dispat
 	w := ob.Writer()
 	start := time.Now()
 	err = produce(ctx, o.producers, txs, func(ctx context.Context, i int) error {
-		return outbox.RunInTx(ctx, t.db, func(ctx context.Context, tx *outbox.Tx) error {
+		err := outbox.RunInTx(ctx, t.db, func(ctx context.Context, tx *outbox.Tx) error {
 			id := "o-" + strconv.Itoa(i)
 			if _, err := tx.ExecContext(ctx, insert, id, "customer-"+strconv.Itoa(i%100), int64(i), t.orderTime(time.Now())); err != nil {
 				return err
@@ -280,6 +367,10 @@ func runWrites(ctx context.Context, o options, t *target, txs, perTx int, dispat
 			_, err := w.WriteAll(ctx, tx, envs)
 			return err
 		})
+		if err == nil && probe != nil {
+			probe.committed(i)
+		}
+		return err
 	})
 	if err != nil {
 		return sample{}, err
@@ -292,8 +383,66 @@ func runWrites(ctx context.Context, o options, t *target, txs, perTx int, dispat
 		}
 		s.seconds = time.Since(start).Seconds()
 	}
+	if probe != nil {
+		s.lat = probe.summary()
+	}
 	s.hotDropped, s.coldEnqueued, s.failures = m.hotDropped.Load(), m.coldEnqueued.Load(), m.failures.Load()
 	return s, nil
+}
+
+// latencyProbe measures, for txs transactions of perTx events each, the time from each
+// transaction's Commit returning to each of its events' listener invocation. Event
+// i*perTx+j of transaction i carries AggregateID "i*perTx+j", as runWrites writes them.
+type latencyProbe struct {
+	base      time.Time
+	perTx     int
+	commitAt  []int64        // nanoseconds since base, +1 so that 0 means "not yet"; one per transaction
+	invokedAt []atomic.Int64 // the same, one per event: the first invocation
+}
+
+func newLatencyProbe(txs, perTx int) *latencyProbe {
+	return &latencyProbe{base: time.Now(), perTx: perTx, commitAt: make([]int64, txs), invokedAt: make([]atomic.Int64, txs*perTx)}
+}
+
+// invoked records the listener invocation of the event with this AggregateID.
+func (p *latencyProbe) invoked(aggregateID string) {
+	at := int64(time.Since(p.base)) + 1
+	if seq, err := strconv.Atoi(aggregateID); err == nil && seq >= 0 && seq < len(p.invokedAt) {
+		p.invokedAt[seq].CompareAndSwap(0, at)
+	}
+}
+
+// committed records that transaction i's Commit returned. Each transaction's producer
+// calls it once; summary reads it after the producers are done.
+func (p *latencyProbe) committed(i int) { p.commitAt[i] = int64(time.Since(p.base)) + 1 }
+
+// summary returns the latency percentiles of every event whose listener ran.
+func (p *latencyProbe) summary() *latency {
+	lats := make([]time.Duration, 0, len(p.invokedAt))
+	early := 0
+	for seq := range p.invokedAt {
+		inv, c := p.invokedAt[seq].Load(), p.commitAt[seq/p.perTx]
+		if inv == 0 || c == 0 {
+			continue
+		}
+		lat := time.Duration(inv - c)
+		if lat < 0 {
+			// The hot path ran the listener while Commit was still returning.
+			early++
+			lat = 0
+		}
+		lats = append(lats, lat)
+	}
+	return summarize(lats, early)
+}
+
+// summarize returns the percentiles of lats (which it sorts).
+func summarize(lats []time.Duration, early int) *latency {
+	slices.Sort(lats)
+	return &latency{
+		P50: ms(percentile(lats, 0.50)), P95: ms(percentile(lats, 0.95)), P99: ms(percentile(lats, 0.99)),
+		Max: ms(percentile(lats, 1)), Early: early, Events: len(lats),
+	}
 }
 
 // waitDone waits until the metrics saw n successful deliveries, then until the table
@@ -304,20 +453,7 @@ func waitDone(ctx context.Context, t *target, m *benchMetrics, n int) error {
 	case <-ctx.Done():
 		return fmt.Errorf("waiting for deliveries: %d of %d done: %w", m.done.Load(), n, ctx.Err())
 	}
-	for {
-		got, err := t.countDone(ctx)
-		if err != nil {
-			return fmt.Errorf("count DONE rows: %w", err)
-		}
-		if got >= int64(n) {
-			return nil
-		}
-		select {
-		case <-time.After(time.Millisecond):
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for DONE rows: %d of %d: %w", got, n, ctx.Err())
-		}
-	}
+	return waitDoneRows(ctx, t, int64(n), time.Millisecond)
 }
 
 func stopOutbox(ob *outbox.Outbox) {
@@ -384,16 +520,19 @@ func runPaced(ctx context.Context, o options, t *target) (sample, error) {
 	if err := waitDone(ctx, t, m, n); err != nil {
 		return sample{}, err
 	}
-	s := sample{events: n, txs: n, seconds: time.Since(start).Seconds(), latencies: make([]time.Duration, n)}
+	s := sample{events: n, txs: n, seconds: time.Since(start).Seconds()}
+	lats := make([]time.Duration, n)
+	early := 0
 	for i := range n {
 		lat := time.Duration(invoked[i].Load() - committed[i])
 		if lat < 0 {
 			// The hot path ran the listener while Commit was still returning.
-			s.earlyInvocations++
+			early++
 			lat = 0
 		}
-		s.latencies[i] = lat
+		lats[i] = lat
 	}
+	s.lat = summarize(lats, early)
 	s.hotDropped, s.coldEnqueued, s.failures = m.hotDropped.Load(), m.coldEnqueued.Load(), m.failures.Load()
 	return s, nil
 }

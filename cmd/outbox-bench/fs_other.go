@@ -1,0 +1,6 @@
+//go:build !linux
+
+package main
+
+// fsType is unknown outside Linux.
+func fsType(string) string { return "" }
