@@ -139,11 +139,13 @@ func (c dispatcherConfig) validate() error {
 // message stored.
 //
 // An event ID is accepted once from enqueue until its outcome is written, so the poller
-// cannot queue an event that is already queued or running. For a minute after the
-// outcome is written, the cold path also refuses copies of the row read before it
-// (recognised by an AvailableAt that has not moved forward), so a poll that raced with
-// the completion does not deliver the event again or with stale attempts; a retry that
-// falls due or a replay moves available_at forward and is accepted.
+// cannot queue an event that is already queued or running. After the outcome is
+// written, copies read before it by a read still open (a poll enqueueing its batch, a
+// write whose after-commit hand-off has not run) are refused too (recognised by an
+// AvailableAt that has not moved forward), so a race with the completion does not
+// deliver the event again or with stale attempts; a retry that falls due or a replay
+// moves available_at forward and is accepted. The tombstones this takes are kept only
+// while such a read is open, and never past tombstoneTTL (see queues.beginRead).
 //
 // No database connection is held while a listener runs: the outcome is written after
 // it returns, with its own statement bounded by StatusTimeout. If that statement fails,

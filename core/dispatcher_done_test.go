@@ -154,6 +154,9 @@ func TestDispatcherBatchesDoneUpdates(t *testing.T) {
 		store := newBatchStore()
 		store.hold = make(chan struct{})
 		b := setupBatchDispatcher(t, store, outbox.DispatcherConfig{Workers: 4})
+		// A poll read open throughout: the stale copies below were read before the
+		// outcomes were written.
+		defer b.d.BeginRead()()
 		events := b.put(5)
 		// e1 is delivered alone and its DONE update is held; the other four are
 		// delivered meanwhile and wait for the recorder.
@@ -326,6 +329,7 @@ func TestDispatcherDoneBatchFailureFallsBackPerEvent(t *testing.T) {
 		store := newBatchStore()
 		store.hold = make(chan struct{})
 		b := setupBatchDispatcher(t, store, outbox.DispatcherConfig{Workers: 4})
+		defer b.d.BeginRead()() // a poll read open throughout, as in the test above
 		events := b.put(4)
 		// A batch statement fails; so does e3's own statement.
 		store.fail = func(p outbox.MarkDoneParams) error {

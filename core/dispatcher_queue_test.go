@@ -88,10 +88,11 @@ func TestDispatcherDedupesInFlight(t *testing.T) {
 
 func TestDispatcherTombstones(t *testing.T) {
 	t.Parallel()
-	t.Run("DONE refuses cold enqueues for a minute", func(t *testing.T) {
+	t.Run("DONE refuses stale copies for at most a minute", func(t *testing.T) {
 		t.Parallel()
 		synctest.Test(t, func(t *testing.T) {
 			b := setupDispatcher(t, outbox.DispatcherConfig{})
+			defer b.d.BeginRead()() // a poll read that began before the delivery, still open
 			l := &outboxtest.RecordingListener{}
 			b.listen(t, "Thing", l)
 			e := newEvent("e1", "Thing")
@@ -120,6 +121,7 @@ func TestDispatcherTombstones(t *testing.T) {
 			// With no SkipRecent the poller may read a committed row and deliver it
 			// before the writer's after-commit hook hands the event to the hot path.
 			b := setupDispatcher(t, outbox.DispatcherConfig{})
+			defer b.d.BeginRead()() // the write's read, open until its after-commit hook ran
 			l := &outboxtest.RecordingListener{}
 			b.listen(t, "Thing", l)
 			e := newEvent("e1", "Thing")
@@ -140,6 +142,7 @@ func TestDispatcherTombstones(t *testing.T) {
 		t.Parallel()
 		synctest.Test(t, func(t *testing.T) {
 			b := setupDispatcher(t, outbox.DispatcherConfig{Retry: fixedDelay(2 * time.Second)})
+			defer b.d.BeginRead()() // the stale copy's read, still open
 			l := &outboxtest.RecordingListener{Func: func(context.Context, *outbox.Event) error { return errors.New("no") }}
 			b.listen(t, "Thing", l)
 			stale := newEvent("e1", "Thing")
@@ -163,6 +166,7 @@ func TestDispatcherTombstones(t *testing.T) {
 		t.Parallel()
 		synctest.Test(t, func(t *testing.T) {
 			b := setupDispatcher(t, outbox.DispatcherConfig{MaxAttempts: 1})
+			defer b.d.BeginRead()() // the stale copy's read, still open
 			stale := newEvent("e1", "Thing")
 			l, heal := b.deadOnce(t, stale)
 			time.Sleep(time.Second)
@@ -442,4 +446,38 @@ func (b *dispatchBundle) deadOnce(t *testing.T, e outbox.Event) (l *outboxtest.R
 		t.Fatalf("status %s, want DEAD", got.Status)
 	}
 	return l, func() { healthy.Store(true) }
+}
+
+// TestTombstonesAreKeptOnlyForOpenReads: a tombstone exists to refuse a stale copy,
+// which only a read still open can return, so none is kept when no read is open and
+// those a read needed go when it closes: memory follows the completions during one
+// read, not a minute of completions.
+func TestTombstonesAreKeptOnlyForOpenReads(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		b := setupDispatcher(t, outbox.DispatcherConfig{})
+		b.listen(t, "Thing", &outboxtest.RecordingListener{})
+		for i := range 100 {
+			b.write(t, newEvent(fmt.Sprintf("a%03d", i), "Thing"))
+		}
+		synctest.Wait()
+		if n := b.d.TombstoneCount(); n != 0 {
+			t.Fatalf("%d tombstones kept with no read open, want 0", n)
+		}
+		end := b.d.BeginRead()
+		for i := range 100 {
+			b.write(t, newEvent(fmt.Sprintf("b%03d", i), "Thing"))
+		}
+		synctest.Wait()
+		if n := b.d.TombstoneCount(); n != 100 {
+			t.Fatalf("%d tombstones kept while a read is open, want the 100 settled since it began", n)
+		}
+		time.Sleep(time.Nanosecond)
+		later := b.d.BeginRead() // begins after those 100 were settled: needs none of them
+		end()
+		if n := b.d.TombstoneCount(); n != 0 {
+			t.Fatalf("%d tombstones kept after the read that needed them closed, want 0", n)
+		}
+		later()
+	})
 }

@@ -35,8 +35,8 @@
 // for the event's (aggregate type, event type) under ListenerTimeout, and write the
 // outcome (see [Listener] for the table): DONE, back to NEW (deferred), RETRY with
 // backoff ([RetryPolicy]) or DEAD. An event is queued at most once until its outcome is
-// written, and for a minute after that the cold path refuses copies of it read before
-// the outcome, so a poll racing a completion does not deliver it again. No database
+// written, and after that a copy read before the outcome (by a poll still enqueueing, or
+// a hot hand-off still running) is refused, so a race does not deliver it twice. No database
 // connection is held while a listener runs; DONE outcomes are written in batches. Stop
 // refuses new events, drains the queues within its context, and leaves everything
 // undelivered in the table. Delivery is at least once: listeners deduplicate by

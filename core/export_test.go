@@ -50,6 +50,17 @@ func (d *dispatcher) EnqueueHot(e Event) bool {
 	return d.q.enqueue(e, PathHot, d.cfg.Now(), time.Time{}) == enqueueOK
 }
 
+// BeginRead opens a read (see queues.beginRead) and returns the function that closes it:
+// tests that hand stale copies to EnqueueCold hold one open from before the delivery,
+// as the poller holds one while it enqueues a batch.
+func (d *dispatcher) BeginRead() (end func()) {
+	_, end = d.q.beginRead()
+	return end
+}
+
+// TombstoneCount returns the number of tombstones the dispatcher keeps.
+func (d *dispatcher) TombstoneCount() int { return d.q.tombstoneCount() }
+
 // EnqueueCold hands a pending event to the cold queue; false when it refuses it.
 func (d *dispatcher) EnqueueCold(e Event) bool {
 	return d.q.enqueue(e, PathCold, d.cfg.Now(), time.Time{}) == enqueueOK

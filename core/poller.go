@@ -273,9 +273,12 @@ func (p *poller) pollPending(ctx context.Context, budget int, skip time.Duration
 		// Read past the rows seen in this cycle that are still pending: at most those
 		// still in flight (the others are finished and no longer read).
 		limit := want + min(len(seen), p.q.inflightCount())
-		readAt := p.q.now() // a row finished before this is read in its later state
+		// A row finished before readAt is read in its later state; one finished after it,
+		// until the batch is enqueued, is refused as a stale copy.
+		readAt, endRead := p.q.beginRead()
 		batch, err := p.pending(ctx, PendingParams{Now: now, SkipRecent: skip, Limit: limit})
 		if err != nil {
+			endRead()
 			return total, false, err
 		}
 		for _, re := range batch.Undecodable {
@@ -304,6 +307,7 @@ func (p *poller) pollPending(ctx context.Context, budget int, skip time.Duration
 				full = true
 			}
 		}
+		endRead()
 		total += added
 		// A short batch holds every pending row; unless rows were left for the next
 		// batch, none is left unseen.
@@ -337,9 +341,10 @@ func (p *poller) pollClaims(ctx context.Context, budget int, skip time.Duration)
 		// The database starts the claim after this moment, so start+ClaimTTL is a
 		// conservative estimate of its end by this process's monotonic clock.
 		start := time.Now()
-		readAt := p.q.now()
+		readAt, endRead := p.q.beginRead()
 		batch, err := p.claim(ctx, ClaimParams{Token: token, TTL: p.cfg.ClaimTTL, SkipRecent: skip, Limit: want})
 		if err != nil {
+			endRead()
 			return total, false, err
 		}
 		for _, re := range batch.Undecodable {
@@ -367,6 +372,7 @@ func (p *poller) pollClaims(ctx context.Context, budget int, skip time.Duration)
 				full = true
 			}
 		}
+		endRead()
 		if n := len(batch.Events) + len(batch.Undecodable); n > 0 {
 			p.cfg.Metrics.Claims(ClaimTaken, n)
 		}

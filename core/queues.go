@@ -31,9 +31,11 @@ type queues struct {
 	now     func() time.Time // the dispatcher's clock: enqueue and release times
 
 	mu        sync.Mutex
-	accepting bool                // guarded by mu
-	inflight  map[string]struct{} // guarded by mu
-	tombs     tombstones          // guarded by mu
+	accepting bool                 // guarded by mu
+	inflight  map[string]struct{}  // guarded by mu
+	tombs     tombstones           // guarded by mu
+	reads     map[uint64]time.Time // guarded by mu: the open reads, when each began
+	readSeq   uint64               // guarded by mu
 
 	// coldWake is signalled (never blocking) when a worker takes a cold event and at
 	// most coldLowWater remain queued; -1 disables it. A claiming poller waits on it to
@@ -65,6 +67,7 @@ func newQueues(hotSize, coldSize, workers int, metrics Metrics, now func() time.
 		now:      now,
 		inflight: make(map[string]struct{}),
 		tombs:    newTombstones(),
+		reads:    make(map[uint64]time.Time),
 		coldWake: make(chan struct{}, 1),
 		hotDrops: make(chan struct{}, 1),
 	}
@@ -118,8 +121,52 @@ const (
 	enqueueStopped                 // dispatcher not running
 )
 
+// beginRead opens a read of events that may later be enqueued: a poll query, or a write
+// whose events the hot path will take after commit. It returns when the read began and
+// the function that closes it (idempotent). While a read is open, the tombstones of
+// events settled after it began are kept, so that a stale copy it returns is refused;
+// when no read is open none is kept (see tombstones). The reads of the poller end once
+// their rows are enqueued, and a write's once its after-commit or after-rollback hook
+// has run, so tombstones are bounded by the events settled during one read, not by
+// tombstoneTTL's worth of completions. A read open longer than tombstoneTTL (a leaked
+// transaction) stops counting.
+func (q *queues) beginRead() (time.Time, func()) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	at := q.now()
+	q.readSeq++
+	seq := q.readSeq
+	q.reads[seq] = at
+	return at, func() {
+		q.mu.Lock()
+		delete(q.reads, seq)
+		now := q.now()
+		oldest, open := q.oldestRead(now)
+		q.tombs.prune(now, oldest, open)
+		q.mu.Unlock()
+	}
+}
+
+// oldestRead returns when the oldest open read began, and false when none is open. It
+// forgets reads open longer than tombstoneTTL. Called with mu held.
+func (q *queues) oldestRead(now time.Time) (time.Time, bool) {
+	var oldest time.Time
+	found := false
+	for seq, at := range q.reads {
+		if now.Sub(at) >= tombstoneTTL {
+			delete(q.reads, seq)
+			continue
+		}
+		if !found || at.Before(oldest) {
+			oldest, found = at, true
+		}
+	}
+	return oldest, found
+}
+
 // enqueue queues e on path at now. It never blocks. readAt is when the read that
-// returned e from the table began, or the zero time when unknown; see tombstones.blocks.
+// returned e from the table began (see beginRead), or the zero time when unknown; see
+// tombstones.blocks.
 func (q *queues) enqueue(e Event, path Path, now, readAt time.Time) enqueueResult {
 	ch := q.cold
 	if path == PathHot {
@@ -210,11 +257,11 @@ func (q *queues) take(r startstop.Run, turn uint) (dispatchItem, bool) {
 func (q *queues) release(id string, now time.Time, settled bool, availableAt time.Time) {
 	q.mu.Lock()
 	delete(q.inflight, id)
-	if settled {
+	oldest, open := q.oldestRead(now)
+	if settled && open {
 		q.tombs.add(id, now, availableAt)
-	} else {
-		q.tombs.prune(now)
 	}
+	q.tombs.prune(now, oldest, open)
 	q.mu.Unlock()
 }
 
@@ -222,11 +269,22 @@ func (q *queues) release(id string, now time.Time, settled bool, availableAt tim
 // returned at now, under one lock.
 func (q *queues) releaseAll(group []doneAck, now time.Time) {
 	q.mu.Lock()
+	oldest, open := q.oldestRead(now)
 	for i := range group {
 		delete(q.inflight, group[i].ev.ID)
-		q.tombs.add(group[i].ev.ID, now, group[i].ev.AvailableAt)
+		if open {
+			q.tombs.add(group[i].ev.ID, now, group[i].ev.AvailableAt)
+		}
 	}
+	q.tombs.prune(now, oldest, open)
 	q.mu.Unlock()
+}
+
+// tombstoneCount returns the number of tombstones kept.
+func (q *queues) tombstoneCount() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.tombs.byID)
 }
 
 // hotEnabled reports whether the hot path is enabled (HotQueueSize is not -1).

@@ -159,8 +159,21 @@ func (w *Writer) WriteAll(ctx context.Context, tx Executor, envs []Envelope) ([]
 			})
 		} else {
 			hookCtx := context.WithoutCancel(ctx)
-			hooks.AfterCommit(func() { w.runHooks(hookCtx, "AfterCommit", events, WriterHook.AfterCommit) })
-			hooks.AfterRollback(func() { w.runHooks(hookCtx, "AfterRollback", events, WriterHook.AfterRollback) })
+			// The hot path's copies of these events are read now: until the hooks have
+			// run, an event another path delivers first leaves a tombstone that refuses
+			// the hot copy (see queues.beginRead).
+			endRead := func() {}
+			if w.hot != nil && w.hot.hotEnabled() {
+				_, endRead = w.hot.beginRead()
+			}
+			hooks.AfterCommit(func() {
+				defer endRead()
+				w.runHooks(hookCtx, "AfterCommit", events, WriterHook.AfterCommit)
+			})
+			hooks.AfterRollback(func() {
+				defer endRead()
+				w.runHooks(hookCtx, "AfterRollback", events, WriterHook.AfterRollback)
+			})
 		}
 	}
 	return ids, nil

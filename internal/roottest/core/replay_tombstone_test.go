@@ -8,6 +8,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/outboxtest"
 	"github.com/outboxkit/outbox/internal/testdb"
 )
 
@@ -66,3 +67,86 @@ func TestReplayWithEarlierClockIsDelivered(t *testing.T) {
 		t.Fatalf("the replayed event was not delivered within 30 s (status %v, available at %s)", e.Status, e.AvailableAt)
 	}
 }
+
+// slowHandOff is a writer hook whose AfterCommit, which runs before the dispatcher's
+// (the hot path), lets the poller read and deliver the committed event first, as a
+// catch-up poll may when the writer's goroutine is descheduled between its commit and
+// the hot path's hand-off.
+type slowHandOff struct {
+	outbox.NopWriterHook
+	run func()
+}
+
+func (h slowHandOff) AfterCommit(context.Context, []outbox.Event) error {
+	h.run()
+	return nil
+}
+
+// TestHotCopyOfAnEventThePollerDeliveredIsRefused: the hot path's copy of an event that
+// the poller delivered between the commit and the hand-off is refused, so the event is
+// delivered once. The tombstone that refuses it is kept because the write's read stays
+// open until its after-commit hooks have run, although no poll read is open any more.
+func TestHotCopyOfAnEventThePollerDeliveredIsRefused(t *testing.T) {
+	t.Parallel()
+	db := testdb.NewSQLiteDB(t)
+	ctx := context.Background()
+	if err := outbox.Migrate(ctx, db, outbox.SQLite); err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int64
+	var ob *outbox.Outbox
+	dispatched := dispatchSignal{ch: make(chan struct{}, 10)}
+	hook := slowHandOff{run: func() {
+		// The poll queues the committed event (0: the poll loop's first cycle, which
+		// Start runs, was slow enough to read it first; the cold path has it either way).
+		if n, err := outboxtest.Poll(ctx, ob); err != nil || n > 1 {
+			t.Errorf("Poll = %d, %v; want the committed event queued", n, err)
+			return
+		}
+		// Dispatched is reported once the DONE outcome is written and the event is no
+		// longer in flight: only a tombstone can refuse the hot copy now.
+		select {
+		case <-dispatched.ch:
+		case <-time.After(time.Minute):
+			t.Error("the polled event was not dispatched within a minute")
+		}
+	}}
+	var err error
+	ob, err = outbox.New(db, outbox.Config{Dialect: outbox.SQLite, PollInterval: time.Hour, SkipRecent: -1,
+		WriterHooks: []outbox.WriterHook{hook}, Metrics: dispatched, Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ob.Register("A", "T", outbox.ListenerFunc(func(context.Context, *outbox.Event) error {
+		calls.Add(1)
+		return nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	if err := ob.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := outbox.RunInTx(ctx, db, func(ctx context.Context, tx *outbox.Tx) error {
+		_, err := ob.Writer().Write(ctx, tx, outbox.Envelope{ID: "e1", Type: "T", AggregateType: "A", Payload: []byte(`{}`)})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ob.Stop(ctx); err != nil { // delivers whatever the hot path queued
+		t.Fatal(err)
+	}
+	if e, err := ob.Store().Get(ctx, "e1"); err != nil || e.Status != outbox.StatusDone {
+		t.Fatalf("e1: %+v, %v; want DONE", e, err)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("the listener ran %d times, want once: the hot copy of the delivered event was accepted", n)
+	}
+}
+
+// dispatchSignal signals every event dispatched.
+type dispatchSignal struct {
+	outbox.NopMetrics
+	ch chan struct{}
+}
+
+func (m dispatchSignal) Dispatched(outbox.DispatchInfo) { m.ch <- struct{}{} }

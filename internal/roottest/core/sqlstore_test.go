@@ -417,8 +417,9 @@ func TestCustomSchemaQualifiedTable(t *testing.T) {
 			case "postgres":
 				want += ",Order_Events_pkey"
 			case "mysql":
-				// The pending index serves the claim too (see the MySQL DDL).
-				want = strings.TrimPrefix(want, "Order_Events_claim_idx,") + ",PRIMARY"
+				// The pending index serves the claim (see the MySQL DDL), the poll index
+				// the poller's scan (migration 0002).
+				want = strings.TrimPrefix(want, "Order_Events_claim_idx,") + ",Order_Events_poll_idx,PRIMARY"
 			}
 			if got != want {
 				t.Errorf("indexes %s, want %s", got, want)
