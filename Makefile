@@ -56,7 +56,10 @@ lint: ## go vet, gofmt check, go.mod tidiness of every module (internal/tools to
 	cd internal/tools && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) mod tidy -diff
 	@# Every published module ships the license in its own zip (a nested module's zip
 	@# holds only its directory): the same LICENSE file as the root's.
-	@root=$$(pwd); for dir in $$($(GO) list -m -f '{{.Dir}}'); do 		case "$${dir#$$root}" in /internal/*|/examples) continue;; esac; 		cmp -s LICENSE "$$dir/LICENSE" || { echo "$$dir/LICENSE is missing or differs from ./LICENSE"; exit 1; }; 	done
+	@root=$$(pwd); for dir in $$($(GO) list -m -f '{{.Dir}}'); do \
+		case "$${dir#$$root}" in /internal/*|/examples) continue;; esac; \
+		cmp -s LICENSE "$$dir/LICENSE" || { echo "$$dir/LICENSE is missing or differs from ./LICENSE"; exit 1; }; \
+	done
 	@$(MAKE) --no-print-directory api-check
 
 # apirecord keeps the record of the public API in api/ (docs/API.md). It lives in a module
