@@ -403,6 +403,12 @@ func (o *Outbox) Start(ctx context.Context) error {
 		if err := s.checkConnection(ctx, o.writer.maxPayload); err != nil {
 			return fmt.Errorf("outbox: start: connection check: %w", err)
 		}
+		if n := s.db.Stats().MaxOpenConnections; s.d == sqliteDialect && n != 1 {
+			o.logger.WarnContext(ctx, "SQLite through a pool of more than one connection: connections wait for SQLite's "+
+				"single write lock in its busy handler, which is not fair, so the outbox's status updates can starve behind "+
+				"busy writers and delivery falls behind; call db.SetMaxOpenConns(1) so that writers queue in Go",
+				slog.Int("max_open_conns", n))
+		}
 	} else if c, ok := o.store.(ConnectionChecker); ok {
 		if err := c.CheckConnection(ctx); err != nil {
 			return fmt.Errorf("outbox: start: connection check: %w", err)

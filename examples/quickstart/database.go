@@ -27,6 +27,10 @@ func openDB(lc fx.Lifecycle, cfg config) (*sql.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", cfg.dbPath, err)
 	}
+	// SQLite has one writer at a time, and connections waiting for the write lock in its
+	// busy handler are not served in order: with one connection, writers queue in Go
+	// instead, fairly, and the outbox's own updates are not starved.
+	db.SetMaxOpenConns(1)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	// Migrate creates the outbox_event table and its indexes; it does nothing when they

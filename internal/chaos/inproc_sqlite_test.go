@@ -35,7 +35,8 @@ func TestInprocSQLiteWritersNeverLocked(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.name, func(t *testing.T) {
 			t.Parallel()
-			s := newScene(t, "sqlite-writers-never-locked/"+mode.name, sqliteBackend, seed, sceneOptions{})
+			// Several connections: the point is that they never see "database is locked".
+			s := newScene(t, "sqlite-writers-never-locked/"+mode.name, sqliteBackend, seed, sceneOptions{sqliteSeveralConns: true})
 			cfg := mode.cfg
 			cfg.PollInterval, cfg.SkipRecent = 10*time.Millisecond, 100*time.Millisecond
 			cfg.PurgeInterval, cfg.PurgeRetention, cfg.PurgeBatchSize = 20*time.Millisecond, 50*time.Millisecond, 50
