@@ -238,8 +238,10 @@ func TestDispatchDropOnAFullHotQueue(t *testing.T) {
 	close(release)
 	b.waitDispatched(t, "hot", "success", 2)
 
-	if n := b.poll(t); n != 1 {
-		t.Fatalf("poll queued %d events, want the dropped one", n)
+	// The poll loop catches up with a drop at once, so it may have queued the dropped
+	// event already (0); either way the cold path delivers it, once.
+	if n := b.poll(t); n > 1 {
+		t.Fatalf("poll queued %d events, want at most the dropped one", n)
 	}
 	b.waitDispatched(t, "cold", "success", 1)
 	if s := b.status(t, dropped); s != outbox.StatusDone {
