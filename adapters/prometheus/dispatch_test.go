@@ -232,8 +232,10 @@ func TestDispatchDropOnAFullHotQueue(t *testing.T) {
 	if got := testutil.ToFloat64(b.m.hotDropped); got != 1 {
 		t.Errorf("hot_dropped_total = %v, want 1", got)
 	}
-	if hot, cold := testutil.ToFloat64(b.m.depth[0]), testutil.ToFloat64(b.m.depth[1]); hot != 1 || cold != 0 {
-		t.Errorf("queue_depth hot %v, cold %v; want 1, 0", hot, cold)
+	// The poll loop catches up with the drop at once: the dropped event may already wait
+	// in the cold queue (the worker is still blocked).
+	if hot, cold := testutil.ToFloat64(b.m.depth[0]), testutil.ToFloat64(b.m.depth[1]); hot != 1 || cold > 1 {
+		t.Errorf("queue_depth hot %v, cold %v; want 1, and 0 or 1", hot, cold)
 	}
 	close(release)
 	b.waitDispatched(t, "hot", "success", 2)
