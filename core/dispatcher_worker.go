@@ -187,6 +187,11 @@ func (d *dispatcher) attempt(runCtx context.Context, l Listener, e *Event) (Resu
 	}
 	defer cancel()
 	call := func(ctx context.Context, e *Event) (Result, error) {
+		// The last check before the listener runs: once a hard stop has cancelled the
+		// run, no listener starts (interceptors may have run; their After sees the error).
+		if err := runCtx.Err(); err != nil {
+			return Result{}, err
+		}
 		if rl, ok := l.(ResultListener); ok {
 			return rl.HandleResult(ctx, e)
 		}

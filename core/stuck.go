@@ -24,7 +24,8 @@ const stuckGrace = time.Second
 //     written as usual if the dispatcher still runs, or the row is left pending;
 //   - a hard stop (Stop's deadline passed) abandons running attempts at once: Stop
 //     returns without waiting for listeners, and their rows stay pending for a later
-//     delivery.
+//     delivery. No listener starts after the run is cancelled: an attempt checks the
+//     run context immediately before it calls its listener.
 //
 // Without a ListenerTimeout (-1) no attempt is ever stuck; a hard stop still abandons.
 

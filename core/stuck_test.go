@@ -246,3 +246,45 @@ func mustOK(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestNoListenerStartsAfterAHardStop: an attempt parked between its worker taking the
+// event and its listener starting (here in an interceptor's Before) when a hard stop
+// returns never calls its listener afterwards, and its row stays pending.
+func TestNoListenerStartsAfterAHardStop(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		parked, resume := make(chan struct{}), make(chan struct{})
+		var afterErr error
+		b := newStuckBundle(t, outbox.Config{Workers: 1, Interceptors: []outbox.Interceptor{outbox.InterceptorFuncs{
+			BeforeFunc: func(ctx context.Context, _ *outbox.Event) (context.Context, error) {
+				close(parked)
+				<-resume
+				return ctx, nil
+			},
+			AfterFunc: func(_ context.Context, _ *outbox.Event, err error) error {
+				afterErr = err
+				return nil
+			},
+		}}})
+		mustOK(t, b.ob.Start(t.Context()))
+		b.put("Healthy", 1, time.Now().Add(-time.Hour))
+		b.poll(t)
+		<-parked
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		if err := b.ob.Stop(ctx); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Stop = %v, want context.Canceled", err)
+		}
+		close(resume)
+		synctest.Wait()
+		if n := b.healthy.Load(); n != 0 {
+			t.Fatalf("the listener started %d time(s) after Stop returned", n)
+		}
+		if !errors.Is(afterErr, context.Canceled) {
+			t.Errorf("the interceptor's After saw %v, want the run's cancellation", afterErr)
+		}
+		if s := b.status(t, "Healthy-000"); s != outbox.StatusNew {
+			t.Errorf("Healthy-000 is %s after a hard stop, want NEW", s)
+		}
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +22,20 @@ func (s *scene) backlog(w *outbox.Writer, prefix string, n int) {
 		if _, err := s.writeTx(context.Background(), s.db, w, viaOutboxTx, envs, false); err != nil {
 			s.t.Fatal(err)
 		}
+	}
+}
+
+// slowThenHeld is a behaviour whose first n attempts take d (or until their context
+// ends) and whose later ones run until their context ends.
+func slowThenHeld(d time.Duration, n int64) behaviour {
+	var attempts atomic.Int64
+	return func(ctx context.Context, _ *outbox.Event) error {
+		if attempts.Add(1) <= n {
+			sleepCtx(ctx, d)
+		} else {
+			<-ctx.Done()
+		}
+		return ctx.Err()
 	}
 }
 
@@ -91,7 +106,10 @@ func TestInprocShutdown(t *testing.T) {
 			rng := Rand(seed)
 			for round := range rounds {
 				node := fmt.Sprintf("node%d", round)
-				ob := s.start(outbox.Config{Workers: 2, PollInterval: time.Hour}, node, slowly(5*time.Millisecond))
+				// The first attempts take 5ms each, the later ones run until Stop cancels
+				// them: whatever the database's speed, deliveries are under way when the
+				// deadline passes.
+				ob := s.start(outbox.Config{Workers: 2, PollInterval: time.Hour}, node, slowThenHeld(5*time.Millisecond, 20))
 				s.backlog(ob.Writer(), fmt.Sprintf("h%d", round), 150)
 				// Stop with a deadline that ends mid-backlog, or already ended.
 				var ctx context.Context
