@@ -243,7 +243,7 @@ func (d *dispatcher) Start(ctx context.Context) error {
 		r.Go(func() { d.recordDone(r.Ctx, acks) })
 	})
 	if started {
-		d.log.LogAttrs(ctx, slog.LevelInfo, "dispatcher started",
+		d.log.LogAttrs(ctx, slog.LevelDebug, "dispatcher started",
 			slog.Int("workers", d.cfg.Workers),
 			slog.Int("hot_queue_size", max(d.cfg.HotQueueSize, 0)),
 			slog.Int("cold_queue_size", d.cfg.ColdQueueSize))
@@ -268,7 +268,7 @@ func (d *dispatcher) Stop(ctx context.Context) error {
 		Cleanup: func() { d.releaseClaims(ctx, d.q.discard()) },
 	})
 	if stopped {
-		d.log.LogAttrs(ctx, slog.LevelInfo, "dispatcher stopped")
+		d.log.LogAttrs(ctx, slog.LevelDebug, "dispatcher stopped")
 	}
 	return err
 }

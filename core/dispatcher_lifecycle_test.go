@@ -150,10 +150,10 @@ func TestDispatcherStartStopIdempotent(t *testing.T) {
 				t.Fatalf("Stop = %v", err)
 			}
 		}
-		if n := len(logs.find(slog.LevelInfo, "dispatcher started")); n != 1 {
+		if n := len(logs.find(slog.LevelDebug, "dispatcher started")); n != 1 {
 			t.Errorf("started logs = %d, want 1", n)
 		}
-		if n := len(logs.find(slog.LevelInfo, "dispatcher stopped")); n != 1 {
+		if n := len(logs.find(slog.LevelDebug, "dispatcher stopped")); n != 1 {
 			t.Errorf("stopped logs = %d, want 1", n)
 		}
 	})

@@ -289,6 +289,9 @@ func (d *dispatcher) writeOutcome(runCtx context.Context, e *Event, dec decision
 	return returned, true
 }
 
+// logOutcome logs an attempt's outcome: a failed attempt that will be retried at WARN
+// (once per attempt, with its number and when the next is due), DEAD at ERROR with the
+// reason, a panic at ERROR with its stack, and the rest at DEBUG.
 func (d *dispatcher) logOutcome(ctx context.Context, e *Event, path Path, dec decision, duration time.Duration) {
 	attempts := e.Attempts
 	if dec.countAttempt {
@@ -300,23 +303,24 @@ func (d *dispatcher) logOutcome(ctx context.Context, e *Event, path Path, dec de
 		slog.String("aggregate_type", e.AggregateType),
 		slog.String("path", path.String()),
 		slog.String("outcome", dec.kind.metric().String()),
-		slog.Int("attempts", attempts),
 		slog.Duration("duration", duration),
 	}
 	if pe := (*PanicError)(nil); errors.As(dec.err, &pe) {
 		d.log.LogAttrs(ctx, slog.LevelError, "listener panicked",
-			append(attrs, slog.Any("panic", pe.Value), slog.String("stack", string(pe.Stack)))...)
+			append(attrs, slog.Int("attempt", attempts), slog.Any("panic", pe.Value), slog.String("stack", string(pe.Stack)))...)
 	}
 	switch dec.kind {
 	case outcomeDead:
-		d.log.LogAttrs(ctx, slog.LevelError, "event moved to dead", append(attrs, slog.String("reason", dec.reason))...)
+		d.log.LogAttrs(ctx, slog.LevelError, "event moved to dead",
+			append(attrs, slog.Int("attempts", attempts), slog.String("reason", dec.reason))...)
 	case outcomeRetry:
-		d.log.LogAttrs(ctx, slog.LevelDebug, "delivery failed; retry scheduled",
-			append(attrs, slog.Time("retry_at", dec.at), slog.String("error", dec.reason))...)
+		d.log.LogAttrs(ctx, slog.LevelWarn, "delivery failed; will retry",
+			append(attrs, slog.Int("attempt", attempts), slog.Time("next_attempt_at", dec.at), slog.String("error", dec.reason))...)
 	case outcomeDeferred:
-		d.log.LogAttrs(ctx, slog.LevelDebug, "delivery deferred", append(attrs, slog.Time("available_at", dec.at))...)
+		d.log.LogAttrs(ctx, slog.LevelDebug, "delivery deferred",
+			append(attrs, slog.Int("attempts", attempts), slog.Time("available_at", dec.at))...)
 	default:
-		d.log.LogAttrs(ctx, slog.LevelDebug, "event delivered", attrs...)
+		d.log.LogAttrs(ctx, slog.LevelDebug, "event delivered", append(attrs, slog.Int("attempts", attempts))...)
 	}
 }
 

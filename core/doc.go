@@ -68,6 +68,7 @@
 //
 // # Observability
 //
-// Logs go to Config.Logger ([log/slog]). Measurements go to a [Metrics] implementation;
-// the default, [NopMetrics], does nothing.
+// Logs go to Config.Logger ([log/slog]): one INFO line at Start and at Stop, WARN for
+// each failed attempt and anything degraded, ERROR for DEAD events and failed statements,
+// the rest at DEBUG. Metrics go to a [Metrics]; the default, [NopMetrics], does nothing.
 package outbox

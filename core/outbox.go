@@ -74,15 +74,13 @@ type Config struct {
 	Mode Mode
 	// Dialect is the SQL dialect of db: Postgres, MySQL or SQLite. Required unless Store is set.
 	Dialect Dialect
-	// Table is the outbox table, optionally schema-qualified ("app.outbox_event").
-	// Defaults to DefaultTable.
+	// Table is the outbox table, optionally schema-qualified. Defaults to DefaultTable.
 	Table string
 	// Store replaces the SQL store built from Dialect and Table (for example an
 	// in-memory store in tests). Defaults to NewSQLStore(db, Dialect, …).
 	Store Store
 
-	// Workers is the number of concurrent deliveries. Ordered mode requires 1.
-	// Defaults to DefaultWorkers.
+	// Workers is the number of concurrent deliveries (Ordered: 1). Defaults to DefaultWorkers.
 	Workers int
 	// HotQueueSize bounds the events handed over after commit. When it is full the event
 	// is left for the poller; a write never blocks. -1 disables the hot path.
@@ -433,7 +431,14 @@ func (o *Outbox) Start(ctx context.Context) error {
 		started = append(started, s)
 	}
 	o.started = started
-	o.logger.InfoContext(ctx, "outbox started", slog.String("mode", o.mode.String()))
+	// One INFO line for the start and one for the stop; the parts log theirs at DEBUG.
+	attrs := []slog.Attr{slog.String("mode", o.mode.String())}
+	if o.dispatcher != nil {
+		attrs = append(attrs, slog.Int("workers", o.dispatcher.cfg.Workers),
+			slog.Duration("poll_interval", o.poller.cfg.Interval))
+	}
+	attrs = append(attrs, slog.Bool("purge", o.purger != nil))
+	o.logger.LogAttrs(ctx, slog.LevelInfo, "outbox started", attrs...)
 	return nil
 }
 

@@ -141,7 +141,7 @@ func (p *poller) Start(ctx context.Context) error {
 		r.Go(func() { p.loop(r) })
 	})
 	if started {
-		p.log.LogAttrs(ctx, slog.LevelInfo, "poller started",
+		p.log.LogAttrs(ctx, slog.LevelDebug, "poller started",
 			slog.Duration("interval", p.cfg.Interval), slog.Int("batch_size", p.cfg.BatchSize))
 	}
 	return err
@@ -153,7 +153,7 @@ func (p *poller) Start(ctx context.Context) error {
 func (p *poller) Stop(ctx context.Context) error {
 	stopped, err := p.runner.Stop(ctx, ErrStopped, startstop.StopHooks{})
 	if stopped {
-		p.log.LogAttrs(ctx, slog.LevelInfo, "poller stopped")
+		p.log.LogAttrs(ctx, slog.LevelDebug, "poller stopped")
 	}
 	return err
 }

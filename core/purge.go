@@ -94,7 +94,7 @@ func (p *purger) Start(ctx context.Context) error {
 		r.Go(func() { p.loop(r) })
 	})
 	if started {
-		p.log.LogAttrs(ctx, slog.LevelInfo, "purger started",
+		p.log.LogAttrs(ctx, slog.LevelDebug, "purger started",
 			slog.Duration("interval", p.cfg.Interval), slog.Duration("retention", p.cfg.Retention))
 	}
 	return err
@@ -106,7 +106,7 @@ func (p *purger) Start(ctx context.Context) error {
 func (p *purger) Stop(ctx context.Context) error {
 	stopped, err := p.runner.Stop(ctx, ErrStopped, startstop.StopHooks{})
 	if stopped {
-		p.log.LogAttrs(ctx, slog.LevelInfo, "purger stopped")
+		p.log.LogAttrs(ctx, slog.LevelDebug, "purger stopped")
 	}
 	return err
 }

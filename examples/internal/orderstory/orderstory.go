@@ -126,7 +126,7 @@ func publishOrderPlaced(logger *slog.Logger) outbox.ListenerFunc {
 }
 
 // sendConfirmationEmail stands for a mail service that rejects every mailbox at
-// bounce.example. Each failure is logged here; the outbox retries the event and, after
+// bounce.example. The outbox logs each failed attempt and retries the event and, after
 // MaxAttempts failures, moves it to DEAD.
 func sendConfirmationEmail(logger *slog.Logger) outbox.ListenerFunc {
 	return func(ctx context.Context, e *outbox.Event) error {
@@ -135,12 +135,7 @@ func sendConfirmationEmail(logger *slog.Logger) outbox.ListenerFunc {
 			return fmt.Errorf("%w: decode payload: %w", outbox.ErrUnrecoverable, err)
 		}
 		if strings.HasSuffix(strings.ToLower(p.To), bounceDomain) {
-			err := fmt.Errorf("mailbox unavailable: %s", p.To)
-			logger.WarnContext(ctx, "confirmation email failed",
-				slog.String("event_id", e.ID), slog.String("order_id", p.OrderID),
-				slog.Int("attempt", e.Attempts+1), slog.Int("max_attempts", MaxAttempts),
-				slog.String("error", err.Error()))
-			return err
+			return fmt.Errorf("mailbox unavailable: %s", p.To)
 		}
 		logger.InfoContext(ctx, "sent confirmation email",
 			slog.String("event_id", e.ID), slog.String("order_id", p.OrderID), slog.String("to", p.To))
