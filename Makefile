@@ -5,7 +5,7 @@ GO ?= go
 # nested go.mod, so the targets name all packages of all modules by import path.
 PKGS ?= github.com/outboxkit/outbox/...
 # go test's 10-minute limit per package is too short for the database tests on a busy
-# machine (README, "Tests"); the README's test command, .ci/run and the test targets
+# machine (docs/testing.md); the README's test command, .ci/run and the test targets
 # all use this.
 TESTTIMEOUT ?= -timeout 30m
 # DB lists the servers db-up starts.

@@ -31,7 +31,7 @@
   class APIError extends Error {
     constructor(status, body) {
       const e = body && body.error ? body.error : null;
-      super(e && e.message ? e.message : 'HTTP ' + status);
+      super(e && e.message ? e.message : status ? 'HTTP ' + status : 'no answer from the server');
       this.status = status;
       this.code = e ? e.code : '';
     }
@@ -45,7 +45,12 @@
       headers['Content-Type'] = 'application/json';
       init.body = JSON.stringify(body);
     }
-    const res = await fetch(path, init);
+    let res;
+    try {
+      res = await fetch(path, init);
+    } catch (_) {
+      throw new APIError(0, null); // the server did not answer: down, restarting, or unreachable
+    }
     let data = null;
     try {
       data = await res.json();
@@ -53,7 +58,8 @@
       data = null;
     }
     if (res.status === 401) {
-      showLogin(token ? 'The token was not accepted.' : '');
+      showLogin(token ? 'The token was not accepted: it may be from an earlier start of the service. ' +
+        'Open the admin URL it printed at its latest start, or paste its current token.' : '');
       throw new APIError(401, data);
     }
     if (!res.ok) throw new APIError(res.status, data);
@@ -114,9 +120,38 @@
     toast(err.message || String(err), 'bad');
   }
 
+  // explain says what went wrong with a request, and what to do about it.
+  function explain(err) {
+    if (!(err instanceof APIError)) return 'The page failed: ' + (err.message || String(err)) + '. Reload it.';
+    if (err.status === 0) {
+      return 'Cannot reach the outbox admin API: the service is down, restarting or unreachable. ' +
+        'Retry when it is back.';
+    }
+    if (err.status >= 500) {
+      return 'The outbox admin API failed (HTTP ' + err.status + ': ' + err.message + '). ' +
+        'The service\'s log says why (often its database is unreachable); retry when it is fixed.';
+    }
+    return 'The outbox admin API refused the request (HTTP ' + err.status + ': ' + err.message + ').';
+  }
+
   // ---- views ----
 
+  // showStatus shows the loading state (error false) or an error with a Retry button
+  // above the page; hideStatus removes it.
+  function showStatus(text, error) {
+    $('status').hidden = false;
+    $('status').classList.toggle('error', !!error);
+    $('status').setAttribute('role', error ? 'alert' : 'status');
+    $('status-text').textContent = text;
+    $('status-retry').hidden = !error;
+  }
+
+  function hideStatus() {
+    $('status').hidden = true;
+  }
+
   function showLogin(message) {
+    hideStatus();
     $('app').hidden = true;
     $('sign-out').hidden = true;
     $('login').hidden = false;
@@ -168,12 +203,22 @@
     if (c.partial) ul.append(el('li', 'counted the oldest 10,000 only', 'note'));
   }
 
+  // cellText is a cell whose text stays on one line (cut with an ellipsis past its
+  // column's limit, in full in its tooltip and the details), never wrapped mid-word.
+  function cellText(text, cls) {
+    const td = el('td', null, cls);
+    const span = el('span', text, 'one-line');
+    span.title = text;
+    td.append(span);
+    return td;
+  }
+
   function row(e) {
     const tr = el('tr');
     tr.dataset.id = e.id;
     const created = el('td', ago(e.created_at));
     created.title = e.created_at;
-    const agg = el('td', e.aggregate_type + (e.aggregate_id ? ' ' + e.aggregate_id : ''));
+    const agg = cellText(e.aggregate_type + (e.aggregate_id ? ' ' + e.aggregate_id : ''));
     const err = el('td', e.last_error, 'last-error');
     err.title = e.last_error;
     const actions = el('td', null, 'actions');
@@ -184,7 +229,7 @@
     replay.type = 'button';
     replay.dataset.action = 'replay';
     actions.append(details, replay);
-    tr.append(created, el('td', e.event_type, 'mono'), agg, el('td', e.attempts, 'num'), err, actions);
+    tr.append(created, cellText(e.event_type, 'mono'), agg, el('td', e.attempts, 'num'), err, actions);
     if (e.id === state.selected) tr.classList.add('selected');
     return tr;
   }
@@ -200,12 +245,21 @@
     $('empty').hidden = tbody.children.length > 0;
   }
 
+  // refresh reloads everything. Until the first load returns, the page shows a loading
+  // state; a failure shows an error that says what to do, with a Retry button.
   async function refresh() {
+    if ($('app').hidden && $('login').hidden) showStatus('Loading dead events…', false);
+    $('refresh').disabled = true;
+    $('app').setAttribute('aria-busy', 'true');
     try {
       await Promise.all([loadOverview(), loadCount(), loadEvents(true)]);
+      hideStatus();
       showApp();
     } catch (err) {
-      report(err);
+      if (!(err instanceof APIError && err.status === 401)) showStatus(explain(err), true);
+    } finally {
+      $('refresh').disabled = false;
+      $('app').removeAttribute('aria-busy');
     }
   }
 
@@ -339,6 +393,7 @@
   $('more').addEventListener('click', () => loadEvents(false).catch(report));
   $('replay-all').addEventListener('click', replayAll);
   $('refresh').addEventListener('click', refresh);
+  $('status-retry').addEventListener('click', refresh);
   $('clear-filters').addEventListener('click', () => setFilter({}));
   $('filters').addEventListener('submit', (ev) => {
     ev.preventDefault();

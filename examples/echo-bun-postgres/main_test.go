@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/outboxkit/outbox/internal/exampletest"
+	"github.com/outboxkit/outbox/internal/exampletest/exampledb"
 	"github.com/outboxkit/outbox/internal/testdb"
 )
 
@@ -15,7 +16,7 @@ func TestMain(m *testing.M) { testdb.VerifyTestMain(m) }
 // checks the whole story over HTTP, up to a clean exit on SIGTERM.
 func TestSmoke(t *testing.T) {
 	t.Parallel()
-	dsn := exampletest.PostgresDatabase(t)
+	dsn := exampledb.PostgresDatabase(t)
 	res := exampletest.Run(t, exampletest.Options{
 		Pkg: "./examples/echo-bun-postgres",
 		Env: []string{envDSN + "=" + dsn},

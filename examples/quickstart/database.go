@@ -8,11 +8,13 @@ import (
 	"log/slog"
 	"time"
 
+	// gorm's SQLite dialect over a pure-Go driver: its go-sqlite package registers the
+	// "sqlite" driver (modernc.org/sqlite's engine), so no C compiler is involved. Do not
+	// import modernc.org/sqlite beside it: both register the name "sqlite".
+	"github.com/glebarez/sqlite"
 	"go.uber.org/fx"
-	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 	gormlogger "gorm.io/gorm/logger"
-	_ "modernc.org/sqlite" // the pure-Go SQLite driver, registered as "sqlite"
 
 	outbox "github.com/outboxkit/outbox/core"
 )

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -14,13 +15,13 @@ import (
 
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
+	"go.uber.org/goleak"
 
 	outbox "github.com/outboxkit/outbox/core"
 	"github.com/outboxkit/outbox/internal/exampletest"
-	"github.com/outboxkit/outbox/internal/testdb"
 )
 
-func TestMain(m *testing.M) { testdb.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestSmoke builds and runs the quickstart as the README says, and checks its whole
 // story over HTTP; its temporary database is gone when it has exited.
@@ -197,5 +198,19 @@ and replay it. Ctrl-C stops the server and drains the outbox.
 `
 	if b.String() != want {
 		t.Errorf("banner:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+// TestBuildsWithoutCgo: no package the quickstart links outside the standard library
+// has cgo files, so its first build compiles Go alone (the README's first command must
+// not wait for a C compiler).
+func TestBuildsWithoutCgo(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{if and .CgoFiles (not .Standard)}}{{.ImportPath}}{{end}}", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	if cgo := strings.TrimSpace(string(out)); cgo != "" {
+		t.Errorf("the quickstart links packages with cgo files:\n%s", cgo)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/outboxkit/outbox/internal/exampletest"
+	"github.com/outboxkit/outbox/internal/exampletest/exampledb"
 	"github.com/outboxkit/outbox/internal/testdb"
 )
 
@@ -16,7 +17,7 @@ func TestMain(m *testing.M) { testdb.VerifyTestMain(m) }
 // without parseTime, which the command adds.
 func TestSmoke(t *testing.T) {
 	t.Parallel()
-	cfg, err := parseDSN(exampletest.MySQLDatabase(t))
+	cfg, err := parseDSN(exampledb.MySQLDatabase(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -274,11 +274,12 @@ func (s *story) checkBounced(e adminEvent) {
 	}
 }
 
-// failureLines counts the log lines of failed attempts of the event id: lines that name
-// it and the bounce error, except the outbox's own line when it moves the event to dead.
+// failureLines counts the log lines of failed attempts of the event id: the outbox logs
+// each one that will be retried at WARN ("delivery failed; will retry") and the last
+// one at ERROR ("event moved to dead"), each naming the event and the bounce error.
 func (s *story) failureLines(id string) int {
 	out := s.p.output()
-	return countLines(out, id, bounceError) - countLines(out, id, bounceError, "moved to dead")
+	return countLines(out, id, bounceError, "delivery failed; will retry") + countLines(out, id, bounceError, "moved to dead")
 }
 
 // checkDeadVisible checks that the dead event is listed by the admin API with the token,

@@ -11,6 +11,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,31 +82,7 @@ func TestBrowserReplay(t *testing.T) {
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(execPath),
-		chromedp.Flag("headless", true),
-		chromedp.Flag("no-sandbox", true),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("no-first-run", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1440, 1100),
-	)
-	// cancelAlloc kills the browser if it is still running and waits for it and for the
-	// allocator's goroutines, so goleak sees none of them.
-	defer cancelAlloc()
-	browserCtx, cancelBrowser := chromedp.NewContext(allocCtx)
-	defer func() {
-		ctx, cancel := context.WithTimeout(browserCtx, 10*time.Second)
-		defer cancel()
-		_ = chromedp.Cancel(ctx) // closes the browser gracefully
-		cancelBrowser()
-	}()
-	ctx, cancel := context.WithTimeout(browserCtx, 90*time.Second)
-	defer cancel()
+	ctx := newBrowser(t, execPath)
 
 	row := func(id string) chromedp.CSS { return chromedp.CSS(`#rows tr[data-id="` + id + `"]`) }
 	cell := func(id, sel string) chromedp.CSS { return row(id) + chromedp.CSS(" "+sel) }
@@ -191,6 +169,39 @@ func TestBrowserReplay(t *testing.T) {
 	}
 }
 
+// newBrowser starts headless Chromium and returns a context for it that ends after 90
+// seconds; the test's cleanup closes the browser and waits for it.
+func newBrowser(t *testing.T, execPath string) context.Context {
+	t.Helper()
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(execPath),
+		chromedp.Flag("headless", true),
+		chromedp.Flag("no-sandbox", true),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1440, 1100),
+	)
+	browserCtx, cancelBrowser := chromedp.NewContext(allocCtx)
+	ctx, cancel := context.WithTimeout(browserCtx, 90*time.Second)
+	// Cleanups run last in, first out: the deadline goes, then the browser is closed
+	// gracefully, then cancelAlloc kills it if it still runs and waits for it and for
+	// the allocator's goroutines, so goleak sees none of them.
+	t.Cleanup(cancelAlloc)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(browserCtx, 10*time.Second)
+		defer cancel()
+		_ = chromedp.Cancel(ctx)
+		cancelBrowser()
+	})
+	t.Cleanup(cancel)
+	return ctx
+}
+
 // run runs an action that returns a value, failing the test on error.
 func run[T any](ctx context.Context, t *testing.T, a chromedp.Action[T]) T {
 	t.Helper()
@@ -223,4 +234,127 @@ func screenshot(ctx context.Context, t *testing.T, name string) {
 		return
 	}
 	t.Logf("screenshot: %s", path)
+}
+
+// TestBrowserStates drives the page through the states around its data: a loading state
+// until the first answer, an error that says what to do when the server does not answer
+// (and a Retry that recovers), the sign-in form with an explanation when the token is
+// stale, and table cells that never wrap a word in the middle.
+func TestBrowserStates(t *testing.T) {
+	t.Parallel()
+	execPath := chromium(t)
+	fx := admintest.NewFixture(t, admintest.FixtureOptions{})
+	longID := "order-2026-11-25-customer-ada-lovelace-analytical-engine-0001"
+	fx.SeedDead(t,
+		admintest.Seed{AggregateID: longID, Reason: strings.Repeat("inventory service: 503 Service Unavailable; ", 8)},
+		admintest.Seed{AggregateType: admintest.AggregatePayment, Type: admintest.TypePaymentTaken, AggregateID: "pay-1"},
+	)
+
+	token := rand.Text()
+	h, err := outboxadmin.New(fx.Outbox.Dead(), outboxadmin.Options{
+		Authorize: outboxadmin.BearerToken(token),
+		Logger:    slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// hold keeps the API's answers back until it is closed; down makes the server drop
+	// API requests without an answer, as a server that went away does.
+	hold := make(chan struct{})
+	var down atomic.Bool
+	mux := http.NewServeMux()
+	mux.Handle("/outbox/admin/", http.StripPrefix("/outbox/admin", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/api/") {
+			<-hold
+			if down.Load() {
+				panic(http.ErrAbortHandler)
+			}
+		}
+		h.ServeHTTP(w, r)
+	})))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	release := sync.OnceFunc(func() { close(hold) })
+	defer release() // before srv.Close, which waits for the held handlers
+	ctx := newBrowser(t, execPath)
+
+	statusText := func() string { return run(ctx, t, chromedp.TextContent(chromedp.ID("status-text"))) }
+	err = chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/outbox/admin/#token="+token),
+		chromedp.WaitVisible(chromedp.ID("status")),
+	)
+	if err != nil {
+		t.Fatalf("load the page: %v", err)
+	}
+	if got := statusText(); !strings.Contains(got, "Loading") {
+		t.Errorf("before the first answer the page says %q, want a loading state", got)
+	}
+	screenshot(ctx, t, "admin-loading.png")
+	release()
+	err = chromedp.Do(ctx,
+		chromedp.WaitVisible(chromedp.CSS(`#rows tr`)),
+		chromedp.WaitNotVisible(chromedp.ID("status")),
+	)
+	if err != nil {
+		t.Fatalf("the first answer: %v", err)
+	}
+
+	// No cell of the type and aggregate columns has its text on more than one line: the
+	// line boxes of each text node all start at the same height.
+	lines := run(ctx, t, chromedp.Evaluate[int](`Math.max(...[...document.querySelectorAll('#rows td:nth-child(2), #rows td:nth-child(3)')].map((td) => {
+		const walk = document.createTreeWalker(td, NodeFilter.SHOW_TEXT);
+		let most = 0;
+		for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+			const r = document.createRange();
+			r.selectNodeContents(n);
+			most = Math.max(most, new Set([...r.getClientRects()].filter((x) => x.height > 0).map((x) => Math.round(x.top))).size);
+		}
+		return most;
+	}))`))
+	if lines != 1 {
+		t.Errorf("a type or aggregate cell spans %d lines, want 1 (never wrapped mid-word)", lines)
+	}
+	if title := run(ctx, t, chromedp.Evaluate[string](`[...document.querySelectorAll('#rows td:nth-child(3) span')].map((s) => s.title).join('|')`)); !strings.Contains(title, longID) {
+		t.Errorf("aggregate cells' tooltips %q, want the full aggregate ID", title)
+	}
+	screenshot(ctx, t, "admin-long-cells.png")
+
+	down.Store(true)
+	err = chromedp.Do(ctx,
+		chromedp.Click(chromedp.ID("refresh")),
+		chromedp.WaitVisible(chromedp.ID("status-retry")),
+	)
+	if err != nil {
+		t.Fatalf("refresh with the server down: %v", err)
+	}
+	if got := statusText(); !strings.Contains(got, "Cannot reach") || !strings.Contains(got, "Retry") {
+		t.Errorf("with the server down the page says %q, want that it cannot reach the API and to retry", got)
+	}
+	screenshot(ctx, t, "admin-server-down.png")
+	down.Store(false)
+	err = chromedp.Do(ctx,
+		chromedp.Click(chromedp.ID("status-retry")),
+		chromedp.WaitNotVisible(chromedp.ID("status")),
+		chromedp.WaitVisible(chromedp.CSS(`#rows tr`)),
+	)
+	if err != nil {
+		t.Fatalf("retry with the server back: %v", err)
+	}
+
+	// A stale token (the service restarted with a new one): the sign-in form says so. (A
+	// query string makes it a new document: a change of fragment alone loads nothing.)
+	err = chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/outbox/admin/?again#token=stale"),
+		chromedp.WaitVisible(chromedp.ID("login")),
+	)
+	if err != nil {
+		t.Fatalf("open with a stale token: %v", err)
+	}
+	if got := run(ctx, t, chromedp.TextContent(chromedp.ID("login-error"))); !strings.Contains(got, "not accepted") ||
+		!strings.Contains(got, "latest start") {
+		t.Errorf("with a stale token the sign-in form says %q, want why and what to do", got)
+	}
+	if visible := run(ctx, t, chromedp.Evaluate[bool](`!document.getElementById('status').hidden`)); visible {
+		t.Error("the status panel stays visible over the sign-in form")
+	}
 }

@@ -1,4 +1,7 @@
-package exampletest
+// Package exampledb gives an example's test a database of its own on the test servers.
+// It is apart from package exampletest so that an example whose tests need no server
+// (the quickstart) links no database driver but its own.
+package exampledb
 
 import (
 	"context"
