@@ -19,8 +19,9 @@ const (
 
 // DeadEvents inspects and replays DEAD events. It is safe for concurrent use.
 type DeadEvents struct {
-	store Store
-	now   func() time.Time
+	store       Store
+	now         func() time.Time
+	afterReplay func() // wakes the pollers; nil until New sets it
 }
 
 // newDeadEvents returns a dead-event manager over store.
@@ -121,6 +122,7 @@ func (d *DeadEvents) Replay(ctx context.Context, id string) error {
 		return fmt.Errorf("outbox: replay event %s: %w", id, err)
 	}
 	if n > 0 {
+		d.replayed()
 		return nil
 	}
 	e, err := d.store.Get(ctx, id)
@@ -156,11 +158,20 @@ func (d *DeadEvents) ReplayAll(ctx context.Context, f DeadFilter, batchSize int)
 			return total, fmt.Errorf("outbox: replay dead events: %w", err)
 		}
 		total += n
+		if n > 0 {
+			d.replayed()
+		}
 		if n < int64(limit) {
 			break
 		}
 	}
 	return total, nil
+}
+
+func (d *DeadEvents) replayed() {
+	if d.afterReplay != nil {
+		d.afterReplay()
+	}
 }
 
 // Stats counts events per status and reports the oldest pending one.

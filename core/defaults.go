@@ -13,6 +13,7 @@ const (
 	DefaultListenerTimeout = 30 * time.Second       // one delivery attempt
 	DefaultStatusTimeout   = 10 * time.Second       // one statement recording an outcome
 	DefaultPollInterval    = 5 * time.Second        // between two poll cycles
+	DefaultPollMaxInterval = 30 * time.Second       // between two cycles of an idle poller
 	DefaultPollBatchSize   = 100                    // rows one poll query reads
 	DefaultSkipRecent      = time.Second            // the poller leaves younger rows to the hot path
 	DefaultPurgeInterval   = time.Hour              // between two purges

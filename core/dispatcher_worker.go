@@ -268,6 +268,9 @@ func (d *dispatcher) writeOutcome(runCtx context.Context, e *Event, dec decision
 		})
 	}
 	returned := d.cfg.Now()
+	if err == nil && n > 0 && (dec.kind == outcomeRetry || dec.kind == outcomeDeferred) {
+		d.q.noteDue(dec.at) // the poller reads it then, not at its next tick
+	}
 	if err != nil {
 		d.log.LogAttrs(runCtx, slog.LevelError, "status update failed; event left for the poller",
 			slog.String("event_id", e.ID), slog.String("op", op), slog.String("error", fmt.Errorf("%s: %w", op, err).Error()))

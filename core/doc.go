@@ -29,9 +29,11 @@
 // # Delivering
 //
 // Right after commit each event is handed to a bounded in-process queue (the hot path,
-// no database read); a poller reads the table every PollInterval for what the hot path
-// missed (a full queue, a crash, retries, replays) and feeds a second queue (the cold
-// path). Workers take two hot events for every cold one, run the [Listener] registered
+// no database read); a poller reads the table for what the hot path missed (a full
+// queue, a crash, retries, replays) and feeds a second queue (the cold path). It polls
+// every PollInterval, backing off to PollMaxInterval while it finds nothing, and at once
+// when the hot path drops events, a retry this process scheduled falls due, a replay, or
+// a [Notifier] wakes it. Workers take two hot events for every cold one, run the [Listener] registered
 // for the event's (aggregate type, event type) under ListenerTimeout, and write the
 // outcome (see [Listener] for the table): DONE, back to NEW (deferred), RETRY with
 // backoff ([RetryPolicy]) or DEAD. An event is queued at most once until its outcome is
@@ -58,13 +60,6 @@
 // [NewSQLStore] implements all of them for a [Dialect] ([Postgres], [MySQL] or [SQLite]);
 // [Migrate] creates the table, and [Migrations] ships the same DDL for migration tools.
 // Open SQLite with [SQLiteDSN] and MySQL with [MySQLDSNParams] in the DSN.
-//
-// Dialect stays sealed (its methods are unexported): a dialect is not a query builder
-// that a user could complete, but the claim fencing, keyset order, time encoding and
-// statement limits that the SQL store's correctness rests on, each proven on a real
-// server by the conformance and fault suites. A database the three dialects do not
-// cover gets its own Store, which the optional interfaces keep small; that is the
-// supported extension point.
 //
 // # Observability
 //

@@ -58,8 +58,7 @@ type Event struct {
 	Status Status
 	// Attempts counts failed deliveries (deferrals do not count).
 	Attempts int
-	// LastError is the reason of the last failure or of the move to DEAD, at most
-	// MaxLastErrorLen bytes.
+	// LastError is the last failure's reason (at most MaxLastErrorLen bytes).
 	LastError string
 	// CreatedAt is when the event occurred ([Envelope.OccurredAt]).
 	CreatedAt time.Time
@@ -67,8 +66,7 @@ type Event struct {
 	AvailableAt time.Time
 	// DoneAt is when the row became DONE or DEAD; zero while it is pending.
 	DoneAt time.Time
-	// LockedBy is the claim token ("<node ID>/<ULID>", fresh for every claim) of the
-	// node delivering the event in [MultiNode] mode, or "" when the row is not claimed.
+	// LockedBy is the claim token ("<node ID>/<ULID>") in [MultiNode] mode, or "".
 	LockedBy string
 	// LockedUntil is when the claim expires: the database's value from a store, this
 	// node's conservative estimate (comparable with time.Now) in the copy a listener gets.

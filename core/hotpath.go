@@ -18,7 +18,8 @@ import (
 type hotPath struct {
 	NopWriterHook
 	q       *queues
-	claims  bool // MultiNode: only pre-claimed events may take the hot path
+	claims  bool   // MultiNode: only pre-claimed events may take the hot path
+	notify  func() // nil, or tells other processes about dropped events
 	now     func() time.Time
 	metrics Metrics
 	log     *slog.Logger
@@ -63,7 +64,10 @@ func (h *hotPath) AfterCommit(ctx context.Context, events []Event) error {
 		}
 	}
 	if dropped > 0 {
-		h.q.signalHotDropped()
+		h.q.signalCatchUp()
+		if h.notify != nil {
+			h.notify()
+		}
 		why := "hot queue full"
 		if reason == enqueueStopped {
 			why = "dispatcher not running"

@@ -82,9 +82,8 @@ type Config struct {
 
 	// Workers is the number of concurrent deliveries (Ordered: 1). Defaults to DefaultWorkers.
 	Workers int
-	// HotQueueSize bounds the events handed over after commit. When it is full the event
-	// is left for the poller; a write never blocks. -1 disables the hot path.
-	// Defaults to DefaultHotQueueSize.
+	// HotQueueSize bounds the events handed over after commit; when it is full they are
+	// left for the poller (a write never blocks). -1 disables the hot path.
 	HotQueueSize int
 	// ColdQueueSize bounds the events the poller hands over. Defaults to DefaultColdQueueSize.
 	ColdQueueSize int
@@ -101,20 +100,22 @@ type Config struct {
 	// StatusTimeout bounds each statement that records an outcome; -1 means no timeout
 	// (not allowed in MultiNode mode). Defaults to DefaultStatusTimeout.
 	StatusTimeout time.Duration
-	// DoneBatchWindow lets the dispatcher wait this long for more DONE outcomes before
-	// it writes them with one statement (larger batches under load, DONE rows up to
-	// this much later; listeners are not delayed). Defaults to 0: each batch is written
-	// as soon as the previous one is.
+	// DoneBatchWindow is how long DONE outcomes wait for more to share their statement
+	// (listeners are not delayed). Defaults to 0: a batch is written once the last is.
 	DoneBatchWindow time.Duration
 	// Interceptors run around every delivery: Before in order, After in reverse.
 	Interceptors []Interceptor
-	// OnStuck is called (on the worker: do not block) when an attempt is stuck, still
-	// running a second past ListenerTimeout; its worker then takes the next event (at most
-	// Workers stuck at once) and its outcome is written when the listener returns.
+	// OnStuck is called (on the worker: do not block) when an attempt runs a second past
+	// ListenerTimeout; its worker takes the next event (at most Workers stuck at once).
 	OnStuck func(e Event, running time.Duration)
 
 	// PollInterval is the time between poller cycles. Defaults to DefaultPollInterval.
 	PollInterval time.Duration
+	// PollMaxInterval caps an idle poller's wait, doubled after each empty cycle; -1 keeps
+	// PollInterval. Defaults to the larger of DefaultPollMaxInterval and PollInterval.
+	PollMaxInterval time.Duration
+	// Notifier wakes pollers across processes (see [Notifier]). Defaults to none.
+	Notifier Notifier
 	// PollBatchSize bounds the rows one poll query reads. Defaults to DefaultPollBatchSize.
 	PollBatchSize int
 	// SkipRecent makes the poller leave events younger than this to the hot path;
@@ -124,16 +125,13 @@ type Config struct {
 	// claims, purges, replays, the SQL store's); -1 means none. Defaults to 10 seconds.
 	QueryTimeout time.Duration
 
-	// ClaimTTL is how long a claim holds in MultiNode mode, by the database clock: it
-	// bounds how long a crashed node's events wait. Required in MultiNode mode (rejected
-	// in the others) and must exceed ListenerTimeout + StatusTimeout; choose a few times
-	// that sum (docs/multinode.md).
+	// ClaimTTL is how long a claim holds in MultiNode mode (required there, rejected in
+	// the others), by the database clock: how long a crashed node's events wait. It must
+	// exceed ListenerTimeout + StatusTimeout; choose a few times that (docs/multinode.md).
 	ClaimTTL time.Duration
-	// NodeID identifies this process in claim tokens ("<NodeID>/<ULID>" in locked_by),
-	// which makes claims traceable to a node; it must be unique among the nodes (each
-	// claim has its own token anyway): 1 to 96 bytes of printable ASCII other than space
-	// and '/'. MultiNode only. Defaults to "<host>-<pid>-<random>": host name, process
-	// ID and a random suffix.
+	// NodeID names this process in claim tokens ("<NodeID>/<ULID>" in locked_by): 1 to 96
+	// bytes of printable ASCII but space and '/', unique per node. MultiNode only.
+	// Defaults to "<host>-<pid>-<random>".
 	NodeID string
 	// Now is the application clock: OccurredAt of events written without one, retry
 	// and deferral due times, poller and latency measurements. It exists for tests;
@@ -171,6 +169,7 @@ type Outbox struct {
 	dispatcher *dispatcher // nil in WriterOnly mode
 	poller     *poller     // nil in WriterOnly mode
 	purger     *purger     // nil when purging is disabled
+	notifier   *notifier   // nil without Config.Notifier
 	logger     *slog.Logger
 
 	// sem serialises Start and Stop; a channel, so that a caller waiting for it gives
@@ -248,6 +247,7 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 		}
 		pc := pollerConfig{
 			Interval:     cfg.PollInterval,
+			MaxInterval:  cfg.PollMaxInterval,
 			BatchSize:    cfg.PollBatchSize,
 			SkipRecent:   cfg.SkipRecent,
 			QueryTimeout: cfg.QueryTimeout,
@@ -263,14 +263,30 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 			return nil, err
 		}
 		o.dispatcher, o.poller = d, p
+		if cfg.Notifier != nil {
+			o.notifier = newNotifier(cfg.Notifier, d.q.signalCatchUp, cmp.Or(cfg.QueryTimeout, defaultQueryTimeout), logger)
+		}
 		if cfg.Mode == SingleNode || cfg.Mode == MultiNode {
-			hooks = append(hooks, d.hotPath())
+			h := d.hotPath()
+			if o.notifier != nil && cfg.Mode == MultiNode {
+				h.notify = o.notifier.signal // other nodes may take what this one dropped
+			}
+			hooks = append(hooks, h)
 			hotQueue = d.q
 		}
 		if cfg.Mode == MultiNode && cfg.HotQueueSize != -1 {
 			claimTTL = cfg.ClaimTTL
 		}
 	}
+	if cfg.Mode == WriterOnly && cfg.Notifier != nil {
+		o.notifier = newNotifier(cfg.Notifier, nil, cmp.Or(cfg.QueryTimeout, defaultQueryTimeout), logger)
+		now := cfg.Now
+		if now == nil {
+			now = time.Now
+		}
+		hooks = append(hooks, notifyHook{n: o.notifier, now: now})
+	}
+	o.dead.afterReplay = o.replayed
 	if cfg.PurgeInterval != -1 {
 		pg, err := newPurger(store, purgerConfig{
 			Interval:     cfg.PurgeInterval,
@@ -365,6 +381,16 @@ func (c Config) validateMultiNode() error {
 	return nil
 }
 
+// replayed wakes this process's poller and the other processes for replayed events.
+func (o *Outbox) replayed() {
+	if o.dispatcher != nil {
+		o.dispatcher.q.signalCatchUp()
+	}
+	if o.notifier != nil {
+		o.notifier.signal()
+	}
+}
+
 // Register routes events of eventType on aggregateType ("" for GlobalAggregateType) to
 // l. It returns an error wrapping ErrDuplicateListener when the route is taken. Listeners
 // may be registered before or after Start.
@@ -416,6 +442,9 @@ func (o *Outbox) Start(ctx context.Context) error {
 		return fmt.Errorf("outbox: start: table check: %w", err)
 	}
 	var parts []service
+	if o.notifier != nil {
+		parts = append(parts, o.notifier) // stopped last: it sends the last writes' notification
+	}
 	if o.dispatcher != nil {
 		parts = append(parts, o.dispatcher, o.poller)
 	}

@@ -16,6 +16,10 @@ type pollerConfig struct {
 	// Interval is the time between two poll cycles; the first runs at Start. Defaults
 	// to DefaultPollInterval.
 	Interval time.Duration
+	// MaxInterval is the longest wait between two cycles: after each cycle that found
+	// nothing the wait doubles, from Interval up to MaxInterval. -1 keeps Interval.
+	// Defaults to the larger of DefaultPollMaxInterval and Interval.
+	MaxInterval time.Duration
 	// BatchSize bounds the rows read by one query. Defaults to DefaultPollBatchSize.
 	BatchSize int
 	// SkipRecent leaves out rows created less than this long ago: the hot path is
@@ -44,6 +48,12 @@ type pollerConfig struct {
 
 func (c pollerConfig) withDefaults() pollerConfig {
 	c.Interval = cmp.Or(c.Interval, DefaultPollInterval)
+	switch c.MaxInterval {
+	case 0:
+		c.MaxInterval = max(DefaultPollMaxInterval, c.Interval)
+	case -1:
+		c.MaxInterval = c.Interval
+	}
 	c.BatchSize = cmp.Or(c.BatchSize, DefaultPollBatchSize)
 	c.SkipRecent = cmp.Or(c.SkipRecent, DefaultSkipRecent)
 	c.QueryTimeout = cmp.Or(c.QueryTimeout, defaultQueryTimeout)
@@ -71,6 +81,8 @@ func (c pollerConfig) validate() error {
 		return &ConfigError{Field: "ClaimTTL", Reason: fmt.Sprintf("must not be negative, got %s", c.ClaimTTL)}
 	case c.Interval < 0:
 		return &ConfigError{Field: "Interval", Reason: fmt.Sprintf("must be positive, got %s", c.Interval)}
+	case c.MaxInterval < c.Interval:
+		return &ConfigError{Field: "PollMaxInterval", Reason: fmt.Sprintf("must be at least PollInterval (%s), or -1, got %s", c.Interval, c.MaxInterval)}
 	case c.BatchSize < 1:
 		return &ConfigError{Field: "BatchSize", Reason: fmt.Sprintf("must be positive, got %d", c.BatchSize)}
 	case c.SkipRecent < 0 && c.SkipRecent != -1:
@@ -91,7 +103,9 @@ func (c pollerConfig) validate() error {
 // hot path dropped events because its queue was full: such catch-up cycles ignore
 // SkipRecent (the dropped rows are committed, and the in-flight set and tombstones
 // refuse a second copy of an event the hot path holds), so a burst larger than the hot
-// queue waits for no time floor.
+// queue waits for no time floor. Replays and a [Notifier]'s wake-ups start such cycles
+// too, and so does a retry or deferral of this process falling due (queues.noteDue).
+// Each cycle that finds nothing doubles the wait, up to MaxInterval.
 type poller struct {
 	store  Store
 	claims ClaimStore // the store's claims; nil unless ClaimTTL is set
@@ -159,13 +173,17 @@ func (p *poller) Stop(ctx context.Context) error {
 }
 
 func (p *poller) loop(r startstop.Run) {
-	ticker := time.NewTicker(p.cfg.Interval)
-	defer ticker.Stop()
-	// catchUp is set when the hot path left committed events to the poller: cycles then
-	// read every due row, however young (the rows are visible: the drop happened after
-	// their commit), until one finds nothing more to read. A young row that the hot path
-	// is still delivering is refused as in flight or just finished, never delivered
-	// twice.
+	interval := p.cfg.Interval
+	tick := time.NewTimer(interval)
+	defer tick.Stop()
+	dueTimer := time.NewTimer(time.Hour)
+	defer dueTimer.Stop()
+	// catchUp is set when committed events wait that the next regular cycle would not
+	// read: the hot path dropped them, another process notified, a replay, or events
+	// this process rescheduled fell due. Cycles then read every due row, however young
+	// (the rows are visible: the signal came after their commit), until one finds
+	// nothing more to read. A young row that the hot path is still delivering is refused
+	// as in flight or just finished, never delivered twice.
 	catchUp := false
 	for {
 		// A stop requested during the last cycle or the wait wins over a tick that is
@@ -179,30 +197,49 @@ func (p *poller) loop(r startstop.Run) {
 		if catchUp {
 			skip = -1
 		}
-		_, more, err := p.poll(r.Ctx, skip)
+		p.q.dueReached(p.cfg.Now())
+		n, more, err := p.poll(r.Ctx, skip)
 		if err != nil && !errors.Is(err, context.Canceled) {
 			p.log.LogAttrs(r.Ctx, slog.LevelError, "poll failed", slog.String("error", err.Error()))
 		}
 		if !more && err == nil {
-			catchUp = false // every due row was seen; a later drop signals again
+			catchUp = false // every due row was seen; a later signal starts again
 		}
+		// Idle back-off: each cycle that found nothing doubles the wait, up to
+		// MaxInterval; one that found events (or failed) returns to Interval.
+		if n > 0 || more || err != nil {
+			interval = p.cfg.Interval
+		} else {
+			interval = min(2*interval, p.cfg.MaxInterval)
+		}
+		tick.Reset(interval)
 		var wake <-chan struct{}
 		if more {
 			wake = p.wake // read on as soon as the queue drains
 		}
 	wait:
 		for {
+			var due <-chan time.Time
+			if t, ok := p.q.nextDue(); ok {
+				dueTimer.Reset(max(t.Sub(p.cfg.Now()), 0))
+				due = dueTimer.C
+			}
 			select {
 			case <-r.Stopping:
 				return
 			case <-r.Ctx.Done():
 				return
-			case <-ticker.C:
+			case <-tick.C:
 				break wait
 			case <-wake:
 				break wait
-			case <-p.q.hotDropped():
+			case <-due:
 				catchUp = true
+				break wait
+			case <-p.q.dueChanged(): // an earlier due time: wait for it instead
+			case <-p.q.catchUp():
+				catchUp = true
+				interval = p.cfg.Interval
 				if wake == nil {
 					break wait // at once; with a cycle pending, when the queue drains
 				}

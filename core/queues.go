@@ -14,11 +14,13 @@ import (
 // of recently finished events, and the wake-ups between the parts. No part reads
 // another's fields; each calls the few methods here:
 //
-//	hot path (hotPath.AfterCommit)  enqueue(PathHot), hotEnabled, signalHotDropped
+//	hot path (hotPath.AfterCommit)  enqueue(PathHot), hotEnabled, signalCatchUp
 //	writer (before pre-claiming)    hotFull
 //	poller                          enqueue(PathCold), coldCapacity, depths,
-//	                                inflightCount, maxInflight, coldDrained, hotDropped
-//	workers                         next, tookCold, release, releaseAll
+//	                                inflightCount, maxInflight, coldDrained, catchUp,
+//	                                nextDue, dueReached, dueChanged
+//	workers                         next, tookCold, release, releaseAll, noteDue
+//	notifier, replays               signalCatchUp
 //	dispatcher Start/Stop           open, close, discard
 //
 // An event ID is accepted once from enqueue until release: the poller cannot queue an
@@ -42,9 +44,14 @@ type queues struct {
 	// claim the next batch just in time.
 	coldWake     chan struct{}
 	coldLowWater atomic.Int64
-	// hotDrops is signalled (never blocking) when the hot path leaves committed events
-	// to the poller, which then polls as soon as they are older than SkipRecent.
-	hotDrops chan struct{}
+	// catchUps is signalled (never blocking) when committed events wait for the poller
+	// that it would not read soon: the hot path dropped them, another process notified,
+	// or a replay. The poller then reads every due row at once, however young.
+	catchUps chan struct{}
+	// due holds when the events this process rescheduled (retries, deferrals) fall
+	// due, so that the poller reads them then instead of at its next tick.
+	due        dueTimes // guarded by mu
+	dueChanges chan struct{}
 
 	// depthMu serialises reading the queue lengths with reporting them, so that the
 	// last report is never older than the last queue change it follows.
@@ -69,7 +76,9 @@ func newQueues(hotSize, coldSize, workers int, metrics Metrics, now func() time.
 		tombs:    newTombstones(),
 		reads:    make(map[uint64]time.Time),
 		coldWake: make(chan struct{}, 1),
-		hotDrops: make(chan struct{}, 1),
+		catchUps: make(chan struct{}, 1),
+
+		dueChanges: make(chan struct{}, 1),
 	}
 	q.coldLowWater.Store(-1)
 	if hotSize > 0 {
@@ -296,16 +305,47 @@ func (q *queues) hotFull() bool {
 	return q.hot == nil || len(q.hot) >= cap(q.hot)
 }
 
-// signalHotDropped tells the poller that the hot path left committed events to it.
-func (q *queues) signalHotDropped() {
+// signalCatchUp tells the poller that committed events wait for it; see catchUps.
+func (q *queues) signalCatchUp() {
 	select {
-	case q.hotDrops <- struct{}{}:
+	case q.catchUps <- struct{}{}:
 	default:
 	}
 }
 
-// hotDropped is signalled when the hot path left committed events to the poller.
-func (q *queues) hotDropped() <-chan struct{} { return q.hotDrops }
+// catchUp is signalled when committed events wait for the poller; see catchUps.
+func (q *queues) catchUp() <-chan struct{} { return q.catchUps }
+
+// noteDue remembers that an event this process rescheduled falls due at t.
+func (q *queues) noteDue(t time.Time) {
+	q.mu.Lock()
+	first := q.due.add(t)
+	q.mu.Unlock()
+	if first {
+		select {
+		case q.dueChanges <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// nextDue returns the earliest remembered due time.
+func (q *queues) nextDue() (time.Time, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.due.min()
+}
+
+// dueReached forgets the due times up to now: a poll cycle that starts now reads those
+// events.
+func (q *queues) dueReached(now time.Time) {
+	q.mu.Lock()
+	q.due.popUntil(now)
+	q.mu.Unlock()
+}
+
+// dueChanged is signalled when a due time earlier than every other is remembered.
+func (q *queues) dueChanged() <-chan struct{} { return q.dueChanges }
 
 // coldCapacity returns how many more events the cold queue can take now: 0 when the
 // dispatcher is not running.

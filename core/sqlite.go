@@ -10,15 +10,11 @@ import (
 // another writer's lock before it reports "database is locked".
 const sqliteBusyTimeoutMillis = 10000
 
-// SQLiteDSN returns a data source name for the modernc.org/sqlite driver (driver name
-// "sqlite") that opens (or creates) the database file at path, ready for concurrent use
-// through one *sql.DB: busy_timeout(10000) (wait up to 10 s for a lock), WAL journal,
-// synchronous(NORMAL) (durable against application crashes), and _txlock=immediate
-// (every transaction takes the write lock at BEGIN, where busy_timeout applies, so a
-// read-then-write transaction never fails with SQLITE_BUSY). Transactions are therefore
-// serialised; keep them short. Append driver parameters of your own ("&_pragma=…").
-// The path is escaped. Use a file, not ":memory:" (each pooled connection would get its
-// own empty database).
+// SQLiteDSN returns a data source name for modernc.org/sqlite (driver "sqlite") that
+// opens or creates the file at path with busy_timeout(10000), WAL, synchronous(NORMAL)
+// and _txlock=immediate (each transaction takes the write lock at BEGIN, so none fails
+// with SQLITE_BUSY mid-way; keep them short). Append parameters as "&_pragma=…". Use a
+// file, not ":memory:" (each connection would get its own database).
 func SQLiteDSN(path string) string {
 	prefix := "file:"
 	if strings.HasPrefix(path, "/") {

@@ -21,20 +21,15 @@ var (
 
 // Store persists events: the delivery core that every backend implements. [NewSQLStore]
 // returns the implementation for PostgreSQL, MySQL/MariaDB and SQLite;
-// [github.com/outboxkit/outbox/core/outboxtest] has an in-memory one for tests. A store
-// may implement more, found by type assertion as database/sql finds optional driver
-// interfaces: [ClaimStore] (required by [MultiNode] mode), [DeadStore] (listing,
-// counting and replaying DEAD events through [DeadEvents]), [StatsStore] (counts for
-// [DeadEvents.Stats]) and [ConnectionChecker]. Every implementation must pass
-// [github.com/outboxkit/outbox/core/storetest.Run], which runs the cases of each
-// optional interface the store implements.
+// [github.com/outboxkit/outbox/core/outboxtest] has an in-memory one for tests. Optional
+// interfaces are found by type assertion: [ClaimStore] (required by [MultiNode] mode),
+// [DeadStore] (for [DeadEvents]), [StatsStore] and [ConnectionChecker]. Every store must
+// pass [github.com/outboxkit/outbox/core/storetest.Run].
 //
-// Status updates are fenced: they never change a DONE row, and MarkDone, Reschedule and
-// MarkDead report how many rows they changed so a caller can tell a lost race from success.
-// Under claims ([MultiNode]) they are fenced by the claim token too: an update that
-// carries a token changes a row only while its locked_by still holds that token, and
-// every outcome clears the claim. Methods other than Insert use their own short
-// statements and hold no connection longer.
+// Status updates are fenced: they never change a DONE row, under claims they change a
+// row only while its locked_by holds the update's token, and they report the rows
+// changed, so a caller can tell a lost race from success. Every outcome clears the
+// claim. Methods other than Insert use their own short statements.
 type Store interface {
 	// Insert adds p.Events as NEW rows in one statement through exec (the caller's
 	// transaction); an event with LockedBy set is claimed until database now + p.ClaimTTL.

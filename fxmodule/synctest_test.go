@@ -69,7 +69,8 @@ func TestRunLoopsOutliveStartTimeout(t *testing.T) {
 		}
 		synctest.Wait()
 		requireMemStatus(t, store, outbox.StatusNew, cold)
-		time.Sleep(outbox.DefaultPollInterval + outbox.DefaultSkipRecent)
+		// The poller has been idle since Start: its wait has grown to PollMaxInterval.
+		time.Sleep(outbox.DefaultPollMaxInterval + outbox.DefaultSkipRecent)
 		synctest.Wait()
 		requireMemStatus(t, store, outbox.StatusDone, cold)
 

@@ -6,6 +6,7 @@ require (
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/outboxkit/outbox v0.0.0-00010101000000-000000000000
+	github.com/outboxkit/outbox/adapters/pgnotify v0.0.0-00010101000000-000000000000
 	modernc.org/sqlite v1.59.0
 )
 
@@ -28,3 +29,7 @@ require (
 )
 
 replace github.com/outboxkit/outbox => ../..
+
+replace github.com/outboxkit/outbox/adapters/pgnotify => ../../adapters/pgnotify
+
+replace github.com/outboxkit/outbox/internal/testdb => ../../internal/testdb

@@ -20,6 +20,10 @@
 //	w4   100,000 NEW rows already in the table, dispatcher started with the hot path
 //	     unused; time to drain to DONE and the peak RSS of the process (run in a child
 //	     process so that its peak RSS is W4's alone)
+//	w5   w3's producer writing through a WriterOnly outbox while another outbox, on a
+//	     pool of its own (as another process), delivers; latency from Commit returning
+//	     to the listener. On PostgreSQL both use pgnotify (LISTEN/NOTIFY); elsewhere the
+//	     deliverer's poller finds the events (library defaults: every 5 s or less)
 //	sustain  (only when named in -workloads) a producer pool paced at 5,000 events/s
 //	     (one per transaction) for 5 minutes in a child process that samples its own RSS
 //	     every second: RSS at 10, 50 and 100 % of the run, maximum, slope over the second
@@ -108,8 +112,8 @@ type options struct {
 // allWorkloads is every workload in the order they run; defaultWorkloads leaves out the
 // long sustain run, which runs only when named.
 var (
-	allWorkloads     = []string{"a", "b", "b2", "w1", "w1m", "w2", "w3", "w4", "sustain"}
-	defaultWorkloads = []string{"a", "b", "b2", "w1", "w1m", "w2", "w3", "w4"}
+	allWorkloads     = []string{"a", "b", "b2", "w1", "w1m", "w2", "w3", "w4", "w5", "sustain"}
+	defaultWorkloads = []string{"a", "b", "b2", "w1", "w1m", "w2", "w3", "w4", "w5"}
 	allDurabilities  = []string{"fast", "durable"}
 )
 
@@ -287,6 +291,7 @@ Workloads (-workloads):
   w2        200 tx x 100 events, until DONE (ratio to b2 and b); commit-to-listener p50/p99 of the burst
   w3        one paced producer; commit-to-listener latency
   w4        drain a pre-filled table, cold path only, in a child process; peak RSS
+  w5        w3 written by a WriterOnly outbox, delivered by another on its own pool (PostgreSQL: pgnotify)
   sustain   only when named: paced producers (-sustain-rate, -sustain-duration) in a child process
             sampling its RSS every second; RSS at 10/50/100 %, max, slope, latency
 Servers (-durability): without DSNs, throwaway servers from scripts/testdb.sh, "fast" (no fsync at

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/outboxkit/outbox/adapters/pgnotify"
 	outbox "github.com/outboxkit/outbox/core"
 )
 
@@ -139,7 +140,9 @@ func runWorkload(ctx context.Context, o options, t *target, w string, r int) (sa
 	case "w2":
 		return runWrites(ctx, o, t, o.w2Tx, o.w2Events, true)
 	case "w3":
-		return runPaced(ctx, o, t)
+		return runPaced(ctx, o, t, false)
+	case "w5":
+		return runPaced(ctx, o, t, true)
 	case "w4":
 		return runDrain(ctx, o, t, r)
 	case "w1m":
@@ -466,12 +469,42 @@ func stopOutbox(ob *outbox.Outbox) {
 
 // runPaced is w3: one producer at o.w3Rate transactions per second for o.w3Duration;
 // each event's latency runs from its Commit returning to its listener being invoked.
-func runPaced(ctx context.Context, o options, t *target) (sample, error) {
+// With cross it is w5: the producer writes through a WriterOnly outbox and another
+// outbox on a pool of its own (as another process would) delivers, woken by pgnotify
+// on PostgreSQL and by its poller elsewhere.
+func runPaced(ctx context.Context, o options, t *target, cross bool) (sample, error) {
 	n := max(1, int(float64(o.w3Rate)*o.w3Duration.Seconds()))
 	invoked := make([]atomic.Int64, n) // nanoseconds since base, +1 so that 0 means "not yet"
 	base := time.Now()
 	m := newBenchMetrics(n)
-	ob, err := outbox.New(t.db, o.config(t, outbox.SingleNode, m))
+	dcfg := o.config(t, outbox.SingleNode, m)
+	ddb := t.db
+	var wob *outbox.Outbox // the WriterOnly outbox of w5
+	if cross {
+		var err error
+		if ddb, err = openPool(ctx, t.driver, t.dsn, o.poolSize(t.kind)); err != nil {
+			return sample{}, err
+		}
+		defer ddb.Close()
+		wcfg := o.config(t, outbox.WriterOnly, nil)
+		if t.kind == "postgres" {
+			wn, err := pgnotify.New(pgnotify.Config{DSN: t.dsn, Channel: t.outboxTable()})
+			if err != nil {
+				return sample{}, err
+			}
+			defer wn.Close()
+			dn, err := pgnotify.New(pgnotify.Config{DSN: t.dsn, Channel: t.outboxTable()})
+			if err != nil {
+				return sample{}, err
+			}
+			defer dn.Close()
+			wcfg.Notifier, dcfg.Notifier = wn, dn
+		}
+		if wob, err = outbox.New(t.db, wcfg); err != nil {
+			return sample{}, err
+		}
+	}
+	ob, err := outbox.New(ddb, dcfg)
 	if err != nil {
 		return sample{}, err
 	}
@@ -489,8 +522,15 @@ func runPaced(ctx context.Context, o options, t *target) (sample, error) {
 		return sample{}, err
 	}
 	defer stopOutbox(ob)
-	insert := t.insertOrderSQL()
 	w := ob.Writer()
+	if wob != nil {
+		if err := wob.Start(ctx); err != nil {
+			return sample{}, err
+		}
+		defer stopOutbox(wob)
+		w = wob.Writer()
+	}
+	insert := t.insertOrderSQL()
 	committed := make([]int64, n)
 	interval := time.Duration(float64(time.Second) / float64(o.w3Rate))
 	start := time.Now()

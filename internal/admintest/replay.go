@@ -46,8 +46,9 @@ func testReplayOne(t *testing.T, mount Mount, backend string) {
 	if r.Replayed != 1 || r.ID != a {
 		t.Fatalf("replay = %+v, want 1 and %s", r, a)
 	}
-	if got := e.fx.Status(t, a); got != outbox.StatusNew {
-		t.Fatalf("status after replay = %s, want NEW", got)
+	// The replay wakes the poller, which may have delivered it already.
+	if got := e.fx.Status(t, a); got != outbox.StatusNew && got != outbox.StatusDone {
+		t.Fatalf("status after replay = %s, want NEW (or DONE)", got)
 	}
 	// It is no longer listed, and the other one is.
 	var page listBody
@@ -119,8 +120,8 @@ func testReplayAll(t *testing.T, mount Mount, backend string) {
 			t.Fatalf("replay %s = %d, want %d", s.body, r.Replayed, s.want)
 		}
 		for _, id := range s.replays {
-			if got := e.fx.Status(t, id); got != outbox.StatusNew {
-				t.Fatalf("after replay %s: %s is %s, want NEW", s.body, id, got)
+			if got := e.fx.Status(t, id); got != outbox.StatusNew && got != outbox.StatusDone {
+				t.Fatalf("after replay %s: %s is %s, want NEW (or DONE: the replay wakes the poller)", s.body, id, got)
 			}
 		}
 		var c countBody

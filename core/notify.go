@@ -1,0 +1,160 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/outboxkit/outbox/core/internal/startstop"
+)
+
+// Notifier wakes dispatching processes for events another process committed, dropped
+// or replayed, instead of leaving them to the next poll (package pgnotify: PostgreSQL
+// LISTEN/NOTIFY). The outbox calls Notify after commit in WriterOnly mode, after hot-path
+// drops in MultiNode mode and after replays, from one goroutine, outside transactions,
+// coalescing signals; a failure costs only latency. Dispatching modes run Listen while
+// started: a wake makes the poller read every due row at once; an error is logged,
+// wakes the poller, and Listen runs again after a back-off of up to 30 seconds.
+type Notifier interface {
+	// Notify tells the listening processes that events may be due.
+	Notify(ctx context.Context) error
+	// Listen calls wake for each notification until ctx ends, then returns ctx.Err().
+	Listen(ctx context.Context, wake func()) error
+}
+
+// notifyHook signals the notifier after each commit with a due event (WriterOnly mode).
+type notifyHook struct {
+	NopWriterHook
+	n   *notifier
+	now func() time.Time
+}
+
+func (h notifyHook) AfterCommit(_ context.Context, events []Event) error {
+	now := h.now()
+	for i := range events {
+		if !events[i].AvailableAt.After(now) {
+			h.n.signal()
+			break
+		}
+	}
+	return nil
+}
+
+// notifier runs a [Notifier]: one goroutine sends coalesced notifications, and in the
+// dispatching modes another listens and wakes the poller.
+type notifier struct {
+	n       Notifier
+	send    chan struct{} // one pending notification at most
+	wake    func()        // nil when nothing dispatches here: no listener runs
+	timeout time.Duration // bounds one Notify; <= 0 means none
+	log     *slog.Logger
+	runner  *startstop.Runner
+}
+
+// Back-off between two Listen calls after a failure.
+const (
+	listenRetryMin = 100 * time.Millisecond
+	listenRetryMax = 30 * time.Second
+)
+
+func newNotifier(n Notifier, wake func(), timeout time.Duration, log *slog.Logger) *notifier {
+	return &notifier{
+		n:       n,
+		send:    make(chan struct{}, 1),
+		wake:    wake,
+		timeout: timeout,
+		log:     log.With(slog.String("component", "notifier")),
+		runner:  startstop.New(),
+	}
+}
+
+// signal asks for one notification; it never blocks.
+func (s *notifier) signal() {
+	select {
+	case s.send <- struct{}{}:
+	default:
+	}
+}
+
+func (s *notifier) Start(ctx context.Context) error {
+	_, err := s.runner.Start(ctx, func(r startstop.Run) {
+		r.Go(func() { s.sendLoop(r) })
+		if s.wake != nil {
+			r.Go(func() { s.listenLoop(r) })
+		}
+	})
+	return err
+}
+
+// Stop sends a notification still pending (within ctx) and stops listening.
+func (s *notifier) Stop(ctx context.Context) error {
+	_, err := s.runner.Stop(ctx, ErrStopped, startstop.StopHooks{})
+	return err
+}
+
+func (s *notifier) sendLoop(r startstop.Run) {
+	for {
+		select {
+		case <-s.send:
+			s.notify(r.Ctx)
+		case <-r.Stopping:
+			select {
+			case <-s.send: // the last writes' notification
+				s.notify(r.Ctx)
+			default:
+			}
+			return
+		}
+	}
+}
+
+func (s *notifier) notify(ctx context.Context) {
+	if s.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.timeout)
+		defer cancel()
+	}
+	if err := s.n.Notify(ctx); err != nil && !errors.Is(err, ErrStopped) && !errors.Is(context.Cause(ctx), ErrStopped) {
+		s.log.LogAttrs(ctx, slog.LevelWarn, "notify failed; dispatchers will find the events at their next poll",
+			slog.String("error", err.Error()))
+	}
+}
+
+func (s *notifier) listenLoop(r startstop.Run) {
+	ctx, cancel := context.WithCancel(r.Ctx)
+	defer cancel()
+	r.Go(func() {
+		select {
+		case <-r.Stopping:
+			cancel()
+		case <-ctx.Done():
+		}
+	})
+	backoff := listenRetryMin
+	for {
+		began := time.Now()
+		err := s.n.Listen(ctx, s.wake)
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(began) > listenRetryMax {
+			backoff = listenRetryMin // it had been listening for a while
+		}
+		msg := "notification listener failed; polling until it is back"
+		if err == nil {
+			msg = "notification listener returned; polling until it is back"
+			err = errors.New("returned nil")
+		}
+		s.log.LogAttrs(ctx, slog.LevelWarn, msg, slog.String("error", err.Error()), slog.Duration("retry_in", backoff))
+		s.wake() // notifications may have been missed meanwhile
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(2*backoff, listenRetryMax)
+	}
+}

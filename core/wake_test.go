@@ -1,0 +1,325 @@
+package outbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/adapterkit"
+	"github.com/outboxkit/outbox/core/outboxtest"
+)
+
+// pollClock is a store that records when each poll cycle's first query ran.
+type pollClock struct {
+	*outboxtest.MemoryStore
+	mu    sync.Mutex
+	times []time.Time
+}
+
+func (s *pollClock) Pending(ctx context.Context, p outbox.PendingParams) (outbox.PendingBatch, error) {
+	s.mu.Lock()
+	s.times = append(s.times, time.Now())
+	s.mu.Unlock()
+	return s.MemoryStore.Pending(ctx, p)
+}
+
+// gaps returns the time between consecutive queries, from start.
+func (s *pollClock) gaps(start time.Time) []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []time.Duration
+	prev := start
+	for _, t := range s.times {
+		out = append(out, t.Sub(prev))
+		prev = t
+	}
+	return out
+}
+
+func startOutbox(t *testing.T, cfg outbox.Config, routes map[string]outbox.Listener) *outbox.Outbox {
+	t.Helper()
+	cfg.Logger = discardLogger()
+	cfg.PurgeInterval = -1
+	ob, err := outbox.New(nil, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for typ, l := range routes {
+		if err := ob.Register("", typ, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ob.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := ob.Stop(context.Background()); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	})
+	return ob
+}
+
+func TestPollerBacksOffWhenIdle(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := &pollClock{MemoryStore: outboxtest.NewMemoryStore()}
+		l := &outboxtest.RecordingListener{}
+		start := time.Now()
+		startOutbox(t, outbox.Config{Store: store, PollInterval: time.Second, PollMaxInterval: 8 * time.Second},
+			map[string]outbox.Listener{"Thing": l})
+		time.Sleep(30*time.Second + time.Millisecond)
+		synctest.Wait()
+		s := time.Second
+		want := []time.Duration{0, 2 * s, 4 * s, 8 * s, 8 * s, 8 * s} // at 0, 2, 6, 14, 22, 30
+		if got := store.gaps(start); !slices.Equal(got, want) {
+			t.Fatalf("idle poll gaps %v, want %v (doubling from PollInterval up to PollMaxInterval)", got, want)
+		}
+		// A cycle that finds an event returns to PollInterval.
+		old := newEvent("found", "Thing")
+		old.CreatedAt = old.CreatedAt.Add(-time.Minute)
+		store.Put(old)
+		time.Sleep(8 * time.Second) // the next idle cycle, at 38 s, finds it
+		synctest.Wait()
+		if got := l.IDs(); !slices.Equal(got, []string{"found"}) {
+			t.Fatalf("delivered %v", got)
+		}
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		gaps := store.gaps(start)
+		// at 38 s (found it), 39 s (PollInterval again), 41 s (idle: doubling again)
+		if got, want := gaps[len(gaps)-3:], []time.Duration{8 * s, s, 2 * s}; !slices.Equal(got, want) {
+			t.Fatalf("gaps around the busy cycle %v, want them to end with %v", gaps, want)
+		}
+	})
+}
+
+func TestPollerMaxIntervalMinusOneKeepsTheInterval(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := &pollClock{MemoryStore: outboxtest.NewMemoryStore()}
+		start := time.Now()
+		startOutbox(t, outbox.Config{Store: store, PollInterval: time.Second, PollMaxInterval: -1}, nil)
+		time.Sleep(3*time.Second + time.Millisecond)
+		synctest.Wait()
+		s := time.Second
+		if got, want := store.gaps(start), []time.Duration{0, s, s, s}; !slices.Equal(got, want) {
+			t.Fatalf("poll gaps %v, want %v", got, want)
+		}
+	})
+	if _, err := outbox.New(nil, outbox.Config{Store: outboxtest.NewMemoryStore(), PollInterval: time.Minute, PollMaxInterval: time.Second}); err == nil {
+		t.Fatal("PollMaxInterval below PollInterval accepted")
+	}
+}
+
+// A retry this process scheduled is read when it falls due, not at the next tick, also
+// when the event is younger than SkipRecent.
+func TestPollerWakesWhenARetryFallsDue(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := outboxtest.NewMemoryStore()
+		var (
+			mu       sync.Mutex
+			attempts []time.Time
+		)
+		l := outbox.ListenerFunc(func(ctx context.Context, e *outbox.Event) error {
+			mu.Lock()
+			defer mu.Unlock()
+			attempts = append(attempts, time.Now())
+			if len(attempts) < 3 {
+				return errors.New("transient")
+			}
+			return nil
+		})
+		retry := outbox.RetryPolicyFunc(func(attempt int) time.Duration { return time.Duration(attempt) * 300 * time.Millisecond })
+		ob := startOutbox(t, outbox.Config{Store: store, PollInterval: time.Hour, Retry: retry},
+			map[string]outbox.Listener{"Thing": l})
+		var tx adapterkit.Callbacks
+		id, err := ob.Writer().Write(t.Context(), adapterkit.Join(nil, &tx), outbox.Envelope{Type: "Thing", Payload: json.RawMessage(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx.Committed() // the first attempt takes the hot path
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		mu.Lock()
+		got := slices.Clone(attempts)
+		mu.Unlock()
+		if len(got) != 3 {
+			t.Fatalf("%d attempts in 2 s with PollInterval 1h, want 3 (the retries at 0.3 s and 0.6 s)", len(got))
+		}
+		for i, want := range []time.Duration{300 * time.Millisecond, 600 * time.Millisecond} {
+			if gap := got[i+1].Sub(got[i]); gap < want || gap > want+10*time.Millisecond {
+				t.Errorf("retry %d came %v after the failure, want %v (+ up to 10 ms)", i+1, gap, want)
+			}
+		}
+		if e, err := store.Get(t.Context(), id); err != nil || e.Status != outbox.StatusDone {
+			t.Fatalf("event %+v, %v; want DONE", e, err)
+		}
+	})
+}
+
+// bus is an in-process Notifier: every Notify wakes every Listen.
+type bus struct {
+	mu        sync.Mutex
+	listeners map[chan struct{}]struct{}
+	notifies  int
+	listenErr error // returned once by the next Listen
+	listens   int
+}
+
+func newBus() *bus { return &bus{listeners: make(map[chan struct{}]struct{})} }
+
+func (b *bus) Notify(ctx context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.notifies++
+	for ch := range b.listeners {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+func (b *bus) Listen(ctx context.Context, wake func()) error {
+	ch := make(chan struct{}, 1)
+	b.mu.Lock()
+	b.listens++
+	if err := b.listenErr; err != nil {
+		b.listenErr = nil
+		b.mu.Unlock()
+		return err
+	}
+	b.listeners[ch] = struct{}{}
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		delete(b.listeners, ch)
+		b.mu.Unlock()
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+			wake()
+		}
+	}
+}
+
+func (b *bus) counts() (notifies, listens int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.notifies, b.listens
+}
+
+// A WriterOnly process notifies after commit and a dispatching one, polling once an
+// hour, delivers at once; a replay notifies too. A failed Listen is retried.
+func TestNotifierWakesDispatchersOfOtherProcesses(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := outboxtest.NewMemoryStore()
+		b := newBus()
+		b.listenErr = errors.New("connection refused")
+		var dead sync.Once
+		l := &outboxtest.RecordingListener{Func: func(ctx context.Context, e *outbox.Event) error {
+			fail := false
+			if e.Type == "Poison" {
+				dead.Do(func() { fail = true })
+			}
+			if fail {
+				return errors.New("permanent")
+			}
+			return nil
+		}}
+		startOutbox(t, outbox.Config{Store: store, PollInterval: time.Hour, MaxAttempts: 1, Notifier: b},
+			map[string]outbox.Listener{"Thing": l, "Poison": l})
+		writer := startOutbox(t, outbox.Config{Store: store, Mode: outbox.WriterOnly, Notifier: b}, nil)
+		time.Sleep(time.Second) // the dispatcher's Listen failed once and is back
+		synctest.Wait()
+		if _, listens := b.counts(); listens != 2 {
+			t.Fatalf("Listen ran %d times, want 2 (once failed, then again after the back-off)", listens)
+		}
+
+		write := func(typ string) string {
+			var tx adapterkit.Callbacks
+			id, err := writer.Writer().Write(t.Context(), adapterkit.Join(nil, &tx), outbox.Envelope{Type: typ, Payload: json.RawMessage(`{}`)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tx.Committed()
+			return id
+		}
+		write("Thing")
+		poison := write("Poison")
+		synctest.Wait()
+		if got := l.Count(); got != 2 {
+			t.Fatalf("%d deliveries after the WriterOnly commits, want 2 (PollInterval is an hour)", got)
+		}
+		if e, _ := store.Get(t.Context(), poison); e.Status != outbox.StatusDead {
+			t.Fatalf("poison event %s, want DEAD", e.Status)
+		}
+		if err := writer.Dead().Replay(t.Context(), poison); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if e, _ := store.Get(t.Context(), poison); e.Status != outbox.StatusDone || l.Count() != 3 {
+			t.Fatalf("after the replay: %s, %d deliveries; want DONE, 3", e.Status, l.Count())
+		}
+	})
+}
+
+// The notification of the last writes before Stop is still sent.
+func TestNotifierSendsThePendingNotificationAtStop(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		b := newBus()
+		block := make(chan struct{})
+		slow := &slowNotifier{bus: b, block: block}
+		ob, err := outbox.New(nil, outbox.Config{Store: outboxtest.NewMemoryStore(), Mode: outbox.WriterOnly,
+			Notifier: slow, PurgeInterval: -1, Logger: discardLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ob.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 { // the first Notify blocks; the second signal waits behind it
+			var tx adapterkit.Callbacks
+			if _, err := ob.Writer().Write(t.Context(), adapterkit.Join(nil, &tx), outbox.Envelope{Type: "Thing", Payload: json.RawMessage(`{}`)}); err != nil {
+				t.Fatal(err)
+			}
+			tx.Committed()
+			synctest.Wait()
+		}
+		stopped := make(chan error)
+		go func() { stopped <- ob.Stop(context.Background()) }()
+		synctest.Wait()
+		close(block)
+		if err := <-stopped; err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := b.counts(); n != 2 {
+			t.Fatalf("%d notifications, want 2: the one pending at Stop is sent", n)
+		}
+	})
+}
+
+type slowNotifier struct {
+	*bus
+	block chan struct{}
+	once  sync.Once
+}
+
+func (s *slowNotifier) Notify(ctx context.Context) error {
+	s.once.Do(func() { <-s.block })
+	return s.bus.Notify(ctx)
+}
