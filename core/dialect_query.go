@@ -344,6 +344,12 @@ func (d *dialect) pendingQuery(t tableName, p PendingParams) (query, error) {
 	if err != nil {
 		return query{}, fmt.Errorf("Now-SkipRecent: %w", err)
 	}
+	var after any
+	if !p.After.IsZero() {
+		if after, err = d.time(p.After.CreatedAt); err != nil {
+			return query{}, fmt.Errorf("After: %w", err)
+		}
+	}
 	b := d.newBuilder()
 	b.w("SELECT ", selectColumns, " FROM ", d.qualified(t))
 	if col := d.pollColumn; col != "" {
@@ -351,7 +357,9 @@ func (d *dialect) pendingQuery(t tableName, p PendingParams) (query, error) {
 		// index on (pollColumn, event_id) is forced: it is the query's order, and
 		// walking it stops after the LIMIT, where the due index would sort every due row.
 		b.w(" FORCE INDEX (", d.quote(t.indexName(pollIndexSuffix)), ") WHERE ", col, " <= ", b.arg(createdBefore),
-			" AND ", d.dueColumn, " <= ", b.arg(now), " ORDER BY ", col, ", event_id LIMIT ", b.arg(int64(p.Limit)))
+			" AND ", d.dueColumn, " <= ", b.arg(now))
+		b.keysetAfter(col, after, p.After.ID)
+		b.w(" ORDER BY ", col, ", event_id LIMIT ", b.arg(int64(p.Limit)))
 		return b.query(), nil
 	}
 	if col := d.dueColumn; col != "" {
@@ -360,8 +368,22 @@ func (d *dialect) pendingQuery(t tableName, p PendingParams) (query, error) {
 	} else {
 		b.w(" WHERE status IN (0, 2) AND available_at <= ", b.arg(now))
 	}
-	b.w(" AND created_at <= ", b.arg(createdBefore), " ORDER BY created_at, event_id LIMIT ", b.arg(int64(p.Limit)))
+	b.w(" AND created_at <= ", b.arg(createdBefore))
+	b.keysetAfter("created_at", after, p.After.ID)
+	b.w(" ORDER BY created_at, event_id LIMIT ", b.arg(int64(p.Limit)))
 	return b.query(), nil
+}
+
+// keysetAfter restricts a scan in (col, event_id) order to rows after (after, id); a nil
+// after leaves it unrestricted.
+func (b *builder) keysetAfter(col string, after any, id string) {
+	switch {
+	case after == nil:
+	case b.d.expandKeyset:
+		b.w(" AND (", col, " > ", b.arg(after), " OR (", col, " = ", b.arg(after), " AND event_id > ", b.arg(id), "))")
+	default:
+		b.w(" AND (", col, ", event_id) > (", b.arg(after), ", ", b.arg(id), ")")
+	}
 }
 
 // getQuery builds the lookup of [Store.Get].
@@ -401,11 +423,7 @@ func (d *dialect) listDeadQuery(t tableName, p ListDeadParams) (query, error) {
 		if err != nil {
 			return query{}, fmt.Errorf("After: %w", err)
 		}
-		if d.expandKeyset {
-			b.w(" AND (created_at > ", b.arg(after), " OR (created_at = ", b.arg(after), " AND event_id > ", b.arg(p.After.ID), "))")
-		} else {
-			b.w(" AND (created_at, event_id) > (", b.arg(after), ", ", b.arg(p.After.ID), ")")
-		}
+		b.keysetAfter("created_at", after, p.After.ID)
 	}
 	b.w(" ORDER BY created_at, event_id LIMIT ", b.arg(int64(p.Limit)))
 	return b.query(), nil

@@ -139,6 +139,21 @@ func goldenCases() []goldenCase {
 			myArgs:  []any{goldenT0U.Add(-time.Second), goldenT0U, int64(10)},
 		},
 		{
+			name: "pending after a cursor",
+			build: func(d *dialect) ([]query, error) {
+				return one2(d.pendingQuery(t, PendingParams{Now: goldenT0, SkipRecent: time.Second, Limit: 10,
+					After: Cursor{CreatedAt: goldenT0.Add(-time.Hour), ID: "c"}}))
+			},
+			pg: []string{sel + `"outbox_event" WHERE status IN (0, 2) AND available_at <= $1 AND created_at <= $2` +
+				` AND (created_at, event_id) > ($3, $4) ORDER BY created_at, event_id LIMIT $5`},
+			sqlite: []string{sel + `"outbox_event" WHERE status IN (0, 2) AND available_at <= ? AND created_at <= ?` +
+				` AND (created_at, event_id) > (?, ?) ORDER BY created_at, event_id LIMIT ?`},
+			mysql: []string{sel + "`outbox_event` FORCE INDEX (`outbox_event_poll_idx`) WHERE pending_created_at <= ? AND due_at <= ?" +
+				" AND (pending_created_at > ? OR (pending_created_at = ? AND event_id > ?)) ORDER BY pending_created_at, event_id LIMIT ?"},
+			pgArgs: []any{goldenT0U, goldenT0U.Add(-time.Second), goldenT0U.Add(-time.Hour), "c", int64(10)},
+			myArgs: []any{goldenT0U.Add(-time.Second), goldenT0U, goldenT0U.Add(-time.Hour), goldenT0U.Add(-time.Hour), "c", int64(10)},
+		},
+		{
 			name: "insert claimed",
 			build: func(d *dialect) ([]query, error) {
 				return d.insertQueries(t, InsertParams{ClaimTTL: 30 * time.Second, Events: []Event{

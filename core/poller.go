@@ -297,23 +297,22 @@ func (p *poller) pollPending(ctx context.Context, budget int, skip time.Duration
 	now := p.cfg.Now()
 	total := 0
 	var oldestDue time.Time
-	// Rows queued (or found in flight) earlier in this cycle are probably still
-	// pending, and come first again: each query reads past them.
-	seen := make(map[string]struct{})
-	// Events in flight (queued, running, or waiting for their outcome to be written)
-	// are still pending and, being the oldest, come first: a batch of nothing else is
-	// read past, up to as many rows as can be in flight.
-	maxSeen := p.q.maxInflight() + budget
+	// Each batch reads on after the last row of the one before (a keyset cursor), so the
+	// events in flight at the head of the table (queued, running, or waiting for their
+	// outcome to be written) are read once per cycle, not once per batch. The next cycle
+	// starts from the head again: a row committed late with an early created_at is found.
+	var after Cursor
+	// Rows in flight come first and are skipped; at most that many, plus the budget, are
+	// worth reading in one cycle.
+	maxRead := p.q.maxInflight() + budget
+	read := 0
 	more := false
 	for total < budget {
 		want := min(p.cfg.BatchSize, budget-total)
-		// Read past the rows seen in this cycle that are still pending: at most those
-		// still in flight (the others are finished and no longer read).
-		limit := want + min(len(seen), p.q.inflightCount())
 		// A row finished before readAt is read in its later state; one finished after it,
 		// until the batch is enqueued, is refused as a stale copy.
 		readAt, endRead := p.q.beginRead()
-		batch, err := p.pending(ctx, PendingParams{Now: now, SkipRecent: skip, Limit: limit})
+		batch, err := p.pending(ctx, PendingParams{Now: now, SkipRecent: skip, Limit: want, After: after})
 		if err != nil {
 			endRead()
 			return total, false, err
@@ -321,36 +320,33 @@ func (p *poller) pollPending(ctx context.Context, budget int, skip time.Duration
 		for _, re := range batch.Undecodable {
 			p.markUndecodable(ctx, re, "")
 		}
-		added, dups, skipped, full := 0, 0, 0, false
+		added, full := 0, false
 		for _, ev := range batch.Events {
 			if due := eventDueAt(ev); oldestDue.IsZero() || due.Before(oldestDue) {
 				oldestDue = due
 			}
-			if _, ok := seen[ev.ID]; ok || full {
-				continue
-			}
-			if added == want {
-				skipped++ // for the next batch
-				continue
-			}
-			seen[ev.ID] = struct{}{}
 			switch p.q.enqueue(ev, PathCold, p.q.now(), readAt) {
 			case enqueueOK:
 				added++
 				p.cfg.Metrics.ColdEnqueued()
 			case enqueueDuplicate: // queued, running or just finished: skip
-				dups++
 			default:
 				full = true
 			}
+			if full {
+				break
+			}
+			after = Cursor{CreatedAt: ev.CreatedAt, ID: ev.ID}
 		}
 		endRead()
 		total += added
-		// A short batch holds every pending row; unless rows were left for the next
-		// batch, none is left unseen.
-		exhausted := len(batch.Events)+len(batch.Undecodable) < limit && skipped == 0
+		n := len(batch.Events) + len(batch.Undecodable)
+		read += n
+		exhausted := n < want // a short batch holds every pending row after the cursor
 		more = full || !exhausted && total >= budget
-		if full || exhausted || added == 0 && (dups == 0 || len(seen) >= maxSeen) {
+		// A batch of undecodable rows only moves no cursor: they are DEAD now, or, if
+		// that failed, read again by the next cycle.
+		if full || exhausted || len(batch.Events) == 0 || read >= maxRead {
 			break
 		}
 	}

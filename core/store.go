@@ -164,18 +164,18 @@ type PendingParams struct {
 	SkipRecent time.Duration
 	// Limit bounds the batch. Must be positive.
 	Limit int
+	// After, unless zero, keeps only rows after it in (created_at, event_id) order.
+	After Cursor
 }
 
 // ClaimParams are the inputs of [ClaimStore.Claim].
 type ClaimParams struct {
-	// Token identifies the claim: it is written to locked_by and fences the outcome
-	// updates. Use a fresh token per claim (the outbox uses "<node ID>/<new ID>"). Required, at most
-	// MaxClaimTokenLen bytes.
+	// Token is written to locked_by and fences the outcomes: fresh per claim (the outbox
+	// uses "<node ID>/<new ID>"), required, at most MaxClaimTokenLen bytes.
 	Token string
 	// TTL is how long the claim holds, from the database's current time. Must be positive.
 	TTL time.Duration
-	// SkipRecent leaves out rows created less than this long before the database's
-	// current time. Must not be negative.
+	// SkipRecent leaves out rows created less than this long ago (database time), >= 0.
 	SkipRecent time.Duration
 	// Limit bounds the batch. Must be positive.
 	Limit int

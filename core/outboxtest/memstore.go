@@ -254,9 +254,11 @@ func (s *MemoryStore) Pending(ctx context.Context, p outbox.PendingParams) (outb
 	createdBefore := canonical(p.Now.Add(-p.SkipRecent))
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	after := outbox.Cursor{CreatedAt: canonical(p.After.CreatedAt), ID: p.After.ID}
 	rows := s.sorted(func(e *outbox.Event) bool {
 		return (e.Status == outbox.StatusNew || e.Status == outbox.StatusRetry) &&
-			!e.AvailableAt.After(now) && !e.CreatedAt.After(createdBefore)
+			!e.AvailableAt.After(now) && !e.CreatedAt.After(createdBefore) &&
+			(p.After.IsZero() || keyAfter(e, after))
 	})
 	var b outbox.PendingBatch
 	for _, r := range rows[:min(len(rows), p.Limit)] {

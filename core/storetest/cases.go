@@ -335,6 +335,30 @@ func testPendingLimit(x *fixture) {
 	x.wantIDs("after MarkDone", x.pending(at(time.Hour), 0, 3).Events, all[2:5]...)
 }
 
+// testPendingAfter: a keyset cursor reads on after (created_at, event_id), equal
+// created_at ordered by event_id, and filters as without one.
+func testPendingAfter(x *fixture) {
+	x.insert(ev("a1", at(0)), ev("a2", at(0)), ev("a3", at(0)), ev("b", at(time.Second)), ev("c", at(2*time.Second)),
+		ev("recent", at(time.Hour)))
+	x.retry("b", at(time.Hour+time.Second)) // not due at now
+	now := at(time.Hour)
+	page := func(after outbox.Cursor, limit int) []outbox.Event {
+		x.Helper()
+		b, err := x.store().Pending(x.ctx, outbox.PendingParams{Now: now, SkipRecent: time.Minute, Limit: limit, After: after})
+		if err != nil {
+			x.Fatalf("Pending after %+v: %v", after, err)
+		}
+		return b.Events
+	}
+	first := page(outbox.Cursor{}, 2)
+	x.wantIDs("first page", first, "a1", "a2")
+	last := first[len(first)-1]
+	x.wantIDs("after a2", page(outbox.Cursor{CreatedAt: last.CreatedAt, ID: last.ID}, 2), "a3", "c")
+	x.wantIDs("after a1, same created_at", page(outbox.Cursor{CreatedAt: at(0), ID: "a1"}, 10), "a2", "a3", "c")
+	x.wantIDs("after c", page(outbox.Cursor{CreatedAt: at(2 * time.Second), ID: "c"}, 10))
+	x.wantIDs("after an earlier time", page(outbox.Cursor{CreatedAt: at(-time.Second), ID: "zzz"}, 10), "a1", "a2", "a3", "c")
+}
+
 func testBadParams(x *fixture) {
 	x.insert(ev("a", base))
 	s := x.store()

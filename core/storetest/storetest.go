@@ -97,6 +97,7 @@ func Run(t *testing.T, f Features, newHarness func(t *testing.T) Harness) {
 		{name: "LastErrorTruncated", fn: testLastErrorTruncated},
 		{name: "PendingDueAndOrder", fn: testPendingDueAndOrder},
 		{name: "PendingLimit", fn: testPendingLimit},
+		{name: "PendingAfter", fn: testPendingAfter},
 		{name: "ListDeadFilters", fn: testListDeadFilters},
 		{name: "ListDeadPagination", fn: testListDeadPagination},
 		{name: "CountDead", fn: testCountDead},

@@ -171,6 +171,7 @@ type faultStore struct {
 
 	mu            sync.Mutex
 	pendingLimits []int
+	pendingAfter  []string // the cursor's ID of each Pending call
 	purgeCalls    int
 	markDeadCalls int
 }
@@ -180,6 +181,7 @@ func newFaultStore() *faultStore { return &faultStore{MemoryStore: outboxtest.Ne
 func (s *faultStore) Pending(ctx context.Context, p outbox.PendingParams) (outbox.PendingBatch, error) {
 	s.mu.Lock()
 	s.pendingLimits = append(s.pendingLimits, p.Limit)
+	s.pendingAfter = append(s.pendingAfter, p.After.ID)
 	s.mu.Unlock()
 	if s.beforePending != nil {
 		if err := s.beforePending(ctx, p); err != nil {
@@ -227,6 +229,12 @@ func (s *faultStore) limits() []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.pendingLimits)
+}
+
+func (s *faultStore) cursors() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.pendingAfter)
 }
 
 func (s *faultStore) purges() int {

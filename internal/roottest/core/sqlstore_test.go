@@ -470,6 +470,10 @@ func TestQueriesUseIndexes(t *testing.T) {
 				// after the LIMIT: no sort of every due row.
 				`SELECT event_id FROM ` + b.quoted() + ` WHERE status IN (0, 2) AND available_at <= ` + t0 +
 					` AND created_at <= ` + t0 + ` ORDER BY created_at, event_id LIMIT 10`: {"pending_idx", sortStep},
+				// The next batch of a poll cycle reads on after the last row of the one before.
+				`SELECT event_id FROM ` + b.quoted() + ` WHERE status IN (0, 2) AND available_at <= ` + t0 +
+					` AND created_at <= ` + t0 + ` AND (created_at, event_id) > (` + t0 + `, 'x')` +
+					` ORDER BY created_at, event_id LIMIT 10`: {"pending_idx", sortStep},
 				`SELECT event_id FROM ` + b.quoted() + ` WHERE status IN (0, 2) AND available_at <= ` + t0 +
 					` AND created_at <= ` + t0 + ` AND (locked_until IS NULL OR locked_until < ` + t0 + `)` +
 					` ORDER BY available_at, created_at, event_id LIMIT 10`: {"claim_idx", sortStep},
