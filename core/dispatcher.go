@@ -185,6 +185,10 @@ type dispatcher struct {
 	// stuck counts the attempts declared stuck whose listener has not returned; see
 	// stuck.go.
 	stuck atomic.Int64
+	// returns are pre-claimed events the hot path refused (MultiNode); see
+	// dispatcher_returns.go. notifyOthers, when set, tells other nodes about them.
+	returns      claimReturns
+	notifyOthers func()
 }
 
 // NewDispatcher returns a stopped Dispatcher that delivers events from store to the
@@ -215,6 +219,7 @@ func newDispatcher(store Store, reg *registry, cfg dispatcherConfig) (*dispatche
 		runner: startstop.New(),
 		q:      newQueues(cfg.HotQueueSize, cfg.ColdQueueSize, cfg.Workers, cfg.Metrics, cfg.Now),
 	}
+	d.returns.wake = make(chan struct{}, 1)
 	return d, nil
 }
 
@@ -241,6 +246,9 @@ func (d *dispatcher) Start(ctx context.Context) error {
 			close(acks)
 		})
 		r.Go(func() { d.recordDone(r.Ctx, acks) })
+		if d.claims != nil {
+			r.Go(func() { d.runReturns(r) })
+		}
 	})
 	if started {
 		d.log.LogAttrs(ctx, slog.LevelDebug, "dispatcher started",
@@ -265,7 +273,10 @@ func (d *dispatcher) Stop(ctx context.Context) error {
 			d.log.LogAttrs(ctx, slog.LevelWarn, "dispatcher stop deadline passed; cancelling running deliveries, queued events stay pending",
 				slog.Int("hot_queued", hot), slog.Int("cold_queued", cold))
 		},
-		Cleanup: func() { d.releaseClaims(ctx, d.q.discard()) },
+		Cleanup: func() {
+			d.releaseClaims(ctx, d.q.discard(), "discarded by a hard stop")
+			d.releaseClaims(ctx, d.returns.take(), "refused by the full hot queue")
+		},
 	})
 	if stopped {
 		d.log.LogAttrs(ctx, slog.LevelDebug, "dispatcher stopped")
@@ -273,12 +284,13 @@ func (d *dispatcher) Stop(ctx context.Context) error {
 	return err
 }
 
-// releaseClaims releases the claims of events a hard stop discarded from the queues, so
-// that other nodes take them at once instead of after ClaimTTL. The SQL store does it
-// with one statement per chunk (each row fenced by its own token); other claim stores
-// get each claim renewed to expire a microsecond later. It is bounded by StatusTimeout
-// (or a second), and a failure only delays those events until their claims expire.
-func (d *dispatcher) releaseClaims(ctx context.Context, events []Event) {
+// releaseClaims releases the claims of events this node holds but will not deliver
+// (discarded by a hard stop, or refused by the full hot queue; why says which), so that
+// pollers take them at once instead of after ClaimTTL. The SQL store does it with one
+// statement per chunk (each row fenced by its own token); other claim stores get each
+// claim renewed to expire a microsecond later. It is bounded by StatusTimeout (or a
+// second), and a failure only delays those events until their claims expire.
+func (d *dispatcher) releaseClaims(ctx context.Context, events []Event, why string) {
 	if len(events) == 0 || d.claims == nil {
 		return
 	}
@@ -305,15 +317,20 @@ func (d *dispatcher) releaseClaims(ctx context.Context, events []Event) {
 			}
 			released += n
 		}
+		d.q.noteDue(d.cfg.Now().Add(time.Microsecond)) // poll once those claims have expired
 	}
 	d.cfg.Metrics.Claims(ClaimReleased, int(released))
-	attrs := []slog.Attr{slog.Int("discarded_claimed", len(events)), slog.Int64("released", released)}
+	attrs := []slog.Attr{slog.String("events", why), slog.Int("claimed", len(events)), slog.Int64("released", released)}
 	if err != nil {
-		d.log.LogAttrs(ctx, slog.LevelWarn, "hard stop: releasing the claims of discarded events failed; they wait for their claims to expire",
+		d.log.LogAttrs(ctx, slog.LevelWarn, "releasing claims failed; the events wait for their claims to expire",
 			append(attrs, slog.String("error", err.Error()))...)
 		return
 	}
-	d.log.LogAttrs(ctx, slog.LevelInfo, "hard stop: released the claims of discarded events", attrs...)
+	level := slog.LevelDebug // routine under bursts
+	if why == "discarded by a hard stop" {
+		level = slog.LevelInfo
+	}
+	d.log.LogAttrs(ctx, level, "released the claims of events this node will not deliver", attrs...)
 }
 
 // claimReleaser is implemented by the SQL store: it clears the claims of the NEW and
@@ -324,7 +341,11 @@ type claimReleaser interface {
 
 // hotPath returns the writer hook that feeds this dispatcher's hot queue.
 func (d *dispatcher) hotPath() *hotPath {
-	return &hotPath{q: d.q, claims: d.cfg.ClaimTTL > 0, now: d.cfg.Now, metrics: d.cfg.Metrics, log: d.log}
+	h := &hotPath{q: d.q, claims: d.cfg.ClaimTTL > 0, now: d.cfg.Now, metrics: d.cfg.Metrics, log: d.log}
+	if d.claims != nil {
+		h.returnClaims = d.returnClaims
+	}
+	return h
 }
 
 // claimStoreOf returns store's claims when claimTTL asks for them, or a [*ConfigError]

@@ -14,12 +14,16 @@ import (
 // delivered later by the poller, which is woken to catch up. Under claims ([MultiNode])
 // it queues only events the writer pre-claimed (LockedBy set), and the writer does not
 // pre-claim a batch while the hot queue is full, so that other nodes' pollers can take
-// it at once.
+// it at once; an event pre-claimed before the queue filled up and refused at commit has
+// its claim released by the dispatcher (dispatcher_returns.go).
 type hotPath struct {
 	NopWriterHook
 	q       *queues
 	claims  bool   // MultiNode: only pre-claimed events may take the hot path
 	notify  func() // nil, or tells other processes about dropped events
+	// returnClaims takes pre-claimed events the queue refused, to release their claims
+	// (MultiNode); nil otherwise.
+	returnClaims func(ctx context.Context, events []Event)
 	now     func() time.Time
 	metrics Metrics
 	log     *slog.Logger
@@ -38,6 +42,7 @@ func (h *hotPath) AfterCommit(ctx context.Context, events []Event) error {
 	}
 	dropped := 0
 	var reason enqueueResult
+	var refused []Event // pre-claimed, refused: their claims must not wait out ClaimTTL
 	for i := range events {
 		if events[i].AvailableAt.After(now) {
 			h.metrics.DelayedSkipped()
@@ -61,7 +66,13 @@ func (h *hotPath) AfterCommit(ctx context.Context, events []Event) error {
 			h.metrics.HotDropped()
 			dropped++
 			reason = r
+			if events[i].LockedBy != "" && h.returnClaims != nil {
+				refused = append(refused, events[i])
+			}
 		}
+	}
+	if len(refused) > 0 {
+		h.returnClaims(ctx, refused)
 	}
 	if dropped > 0 {
 		h.q.signalCatchUp()

@@ -270,6 +270,7 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 			h := d.hotPath()
 			if o.notifier != nil && cfg.Mode == MultiNode {
 				h.notify = o.notifier.signal // other nodes may take what this one dropped
+				d.notifyOthers = o.notifier.signal
 			}
 			hooks = append(hooks, h)
 			hotQueue = d.q

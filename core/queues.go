@@ -299,10 +299,21 @@ func (q *queues) tombstoneCount() int {
 // hotEnabled reports whether the hot path is enabled (HotQueueSize is not -1).
 func (q *queues) hotEnabled() bool { return q.hot != nil }
 
-// hotFull reports whether the hot queue cannot take an event now (or the hot path is
-// disabled). A pre-claiming writer asks before it claims events for the hot path.
+// hotFull reports whether the hot queue cannot take an event now: it is full, the hot
+// path is disabled or the dispatcher is not running. A pre-claiming writer asks before
+// it claims events for the hot path.
 func (q *queues) hotFull() bool {
-	return q.hot == nil || len(q.hot) >= cap(q.hot)
+	if q.hot == nil || len(q.hot) >= cap(q.hot) {
+		return true
+	}
+	return !q.isAccepting()
+}
+
+// isAccepting reports whether the dispatcher is running and takes events.
+func (q *queues) isAccepting() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.accepting
 }
 
 // signalCatchUp tells the poller that committed events wait for it; see catchUps.

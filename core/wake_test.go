@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -322,4 +323,62 @@ type slowNotifier struct {
 func (s *slowNotifier) Notify(ctx context.Context) error {
 	s.once.Do(func() { <-s.block })
 	return s.bus.Notify(ctx)
+}
+
+// In MultiNode mode an event that the writer pre-claimed for the hot path, but that the
+// hot queue refused at commit (it filled up in between), has its claim released at
+// once and is delivered by a poller, instead of waiting ClaimTTL for the claim to expire.
+func TestRefusedPreClaimedEventIsNotHeldForClaimTTL(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := outboxtest.NewMemoryStore()
+		release := make(chan struct{})
+		var lastAt atomic.Int64 // when the last delivery ran, in Unix nanoseconds
+		l := &outboxtest.RecordingListener{Func: func(ctx context.Context, e *outbox.Event) error {
+			if e.Type == "Blocker" {
+				<-release
+			}
+			lastAt.Store(time.Now().UnixNano())
+			return nil
+		}}
+		ob := startOutbox(t, outbox.Config{Store: store, Mode: outbox.MultiNode, ClaimTTL: time.Hour,
+			Workers: 1, HotQueueSize: 1, PollInterval: time.Hour},
+			map[string]outbox.Listener{"Blocker": l, "Thing": l})
+		write := func(typ string) (string, *adapterkit.Callbacks) {
+			tx := new(adapterkit.Callbacks)
+			id, err := ob.Writer().Write(t.Context(), adapterkit.Join(nil, tx), outbox.Envelope{Type: typ, Payload: json.RawMessage(`{}`)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return id, tx
+		}
+		_, tx := write("Blocker")
+		tx.Committed()
+		synctest.Wait() // the one worker is blocked in the listener; the hot queue is empty
+		queued, tx1 := write("Thing")
+		refused, tx2 := write("Thing") // both pre-claimed: the queue had room at write time
+		for _, id := range []string{queued, refused} {
+			if e, _ := store.Get(t.Context(), id); e.LockedBy == "" {
+				t.Fatalf("%s was not pre-claimed", id)
+			}
+		}
+		tx1.Committed() // fills the hot queue
+		tx2.Committed() // refused
+		synctest.Wait()
+		start := time.Now()
+		close(release)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got := l.IDs(); !slices.Contains(got, refused) || !slices.Contains(got, queued) {
+			t.Fatalf("delivered %v; want the refused event %s delivered within a second (ClaimTTL is an hour)", got, refused)
+		}
+		// The memory store's claims are released by expiring a microsecond later, and the
+		// poller wakes when they have (the SQL store clears them at once).
+		if took := time.Unix(0, lastAt.Load()).Sub(start); took > 10*time.Millisecond {
+			t.Errorf("the refused event waited %s, want at most 10 ms", took)
+		}
+		if e, _ := store.Get(t.Context(), refused); e.Status != outbox.StatusDone {
+			t.Fatalf("refused event %s, want DONE", e.Status)
+		}
+	})
 }
