@@ -15,7 +15,7 @@ import (
 // or another's) claims them now instead of when the pre-claim expires, ClaimTTL later.
 type claimReturns struct {
 	mu      sync.Mutex
-	pending []Event // guarded by mu; at most maxClaimReturns
+	pending []Event // guarded by mu; at most maxClaimReturns, ID and LockedBy only
 	wake    chan struct{}
 }
 
@@ -27,7 +27,9 @@ const maxClaimReturns = 10000
 func (c *claimReturns) add(events []Event) int {
 	c.mu.Lock()
 	n := min(len(events), maxClaimReturns-len(c.pending))
-	c.pending = append(c.pending, events[:n]...)
+	for _, e := range events[:n] { // the claim is all a release needs: no payload kept
+		c.pending = append(c.pending, Event{ID: e.ID, LockedBy: e.LockedBy})
+	}
 	c.mu.Unlock()
 	select {
 	case c.wake <- struct{}{}:
