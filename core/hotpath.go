@@ -18,15 +18,15 @@ import (
 // its claim released by the dispatcher (dispatcher_returns.go).
 type hotPath struct {
 	NopWriterHook
-	q       *queues
-	claims  bool   // MultiNode: only pre-claimed events may take the hot path
-	notify  func() // nil, or tells other processes about dropped events
+	q      *queues
+	claims bool   // MultiNode: only pre-claimed events may take the hot path
+	notify func() // nil, or tells other processes about dropped events
 	// returnClaims takes pre-claimed events the queue refused, to release their claims
 	// (MultiNode); nil otherwise.
 	returnClaims func(ctx context.Context, events []Event)
-	now     func() time.Time
-	metrics Metrics
-	log     *slog.Logger
+	now          func() time.Time
+	metrics      Metrics
+	log          *slog.Logger
 }
 
 // AfterCommit queues the due events on the hot path; see [hotPath].
