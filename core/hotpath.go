@@ -98,3 +98,23 @@ func preClaimed(events []Event) int {
 	}
 	return n
 }
+
+// AfterRollback releases the claims of events pre-claimed for the hot path (MultiNode):
+// the callback also runs when COMMIT reported an error, and a commit whose
+// acknowledgement was lost may have stored them, claimed by this node for ClaimTTL. On
+// a real rollback the release finds no row.
+func (h *hotPath) AfterRollback(ctx context.Context, events []Event) error {
+	if h.returnClaims == nil {
+		return nil
+	}
+	var claimed []Event
+	for i := range events {
+		if events[i].LockedBy != "" {
+			claimed = append(claimed, events[i])
+		}
+	}
+	if len(claimed) > 0 {
+		h.returnClaims(ctx, claimed)
+	}
+	return nil
+}

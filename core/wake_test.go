@@ -382,3 +382,31 @@ func TestRefusedPreClaimedEventIsNotHeldForClaimTTL(t *testing.T) {
 		}
 	})
 }
+
+// A commit that reported an error may have stored its events anyway (the
+// acknowledgement was lost): in MultiNode mode their pre-claims are released, so they
+// are delivered at once instead of after ClaimTTL. (The memory store applies an insert
+// at once, as such a commit did.)
+func TestPreClaimsOfAFailedCommitAreReleased(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := outboxtest.NewMemoryStore()
+		l := &outboxtest.RecordingListener{}
+		ob := startOutbox(t, outbox.Config{Store: store, Mode: outbox.MultiNode, ClaimTTL: time.Hour, PollInterval: time.Hour},
+			map[string]outbox.Listener{"Thing": l})
+		tx := new(adapterkit.Callbacks)
+		id, err := ob.Writer().Write(t.Context(), adapterkit.Join(nil, tx), outbox.Envelope{Type: "Thing", Payload: json.RawMessage(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e, _ := store.Get(t.Context(), id); e.LockedBy == "" {
+			t.Fatal("not pre-claimed")
+		}
+		tx.RolledBack() // COMMIT failed; the row is there
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got := l.IDs(); !slices.Equal(got, []string{id}) {
+			t.Fatalf("delivered %v within a second, want %s (ClaimTTL is an hour)", got, id)
+		}
+	})
+}
