@@ -296,6 +296,9 @@ func (d *dispatcher) writeOutcome(runCtx context.Context, e *Event, dec decision
 // (once per attempt, with its number and when the next is due), DEAD at ERROR with the
 // reason, a panic at ERROR with its stack, and the rest at DEBUG.
 func (d *dispatcher) logOutcome(ctx context.Context, e *Event, path Path, dec decision, duration time.Duration) {
+	if dec.err == nil && (dec.kind == outcomeDone || dec.kind == outcomeDeferred) && !d.log.Enabled(ctx, slog.LevelDebug) {
+		return // the common case: nothing to log, and no attributes built for nothing
+	}
 	attempts := e.Attempts
 	if dec.countAttempt {
 		attempts++
@@ -308,7 +311,7 @@ func (d *dispatcher) logOutcome(ctx context.Context, e *Event, path Path, dec de
 		slog.String("outcome", dec.kind.metric().String()),
 		slog.Duration("duration", duration),
 	}
-	if pe := (*PanicError)(nil); errors.As(dec.err, &pe) {
+	if pe := (*PanicError)(nil); dec.err != nil && errors.As(dec.err, &pe) {
 		d.log.LogAttrs(ctx, slog.LevelError, "listener panicked",
 			append(attrs, slog.Int("attempt", attempts), slog.Any("panic", pe.Value), slog.String("stack", string(pe.Stack)))...)
 	}
