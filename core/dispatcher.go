@@ -274,8 +274,8 @@ func (d *dispatcher) Stop(ctx context.Context) error {
 				slog.Int("hot_queued", hot), slog.Int("cold_queued", cold))
 		},
 		Cleanup: func() {
-			d.releaseClaims(ctx, d.q.discard(), "discarded by a hard stop")
-			d.releaseClaims(ctx, d.returns.take(), "refused by the full hot queue")
+			d.releaseClaims(ctx, d.q.discard(), whyHardStop)
+			d.releaseClaims(ctx, d.returns.take(), whyNotTaken)
 		},
 	})
 	if stopped {
@@ -290,9 +290,10 @@ func (d *dispatcher) Stop(ctx context.Context) error {
 // statement per chunk (each row fenced by its own token); other claim stores get each
 // claim renewed to expire a microsecond later. It is bounded by StatusTimeout (or a
 // second), and a failure only delays those events until their claims expire.
-func (d *dispatcher) releaseClaims(ctx context.Context, events []Event, why string) {
+// It returns how many claims it released.
+func (d *dispatcher) releaseClaims(ctx context.Context, events []Event, why string) int64 {
 	if len(events) == 0 || d.claims == nil {
-		return
+		return 0
 	}
 	budget := d.cfg.StatusTimeout
 	if budget <= 0 {
@@ -317,21 +318,32 @@ func (d *dispatcher) releaseClaims(ctx context.Context, events []Event, why stri
 			}
 			released += n
 		}
-		d.q.noteDue(d.cfg.Now().Add(time.Microsecond)) // poll once those claims have expired
+		if released > 0 {
+			d.q.noteDue(d.cfg.Now().Add(time.Microsecond)) // poll once those claims have expired
+		}
 	}
-	d.cfg.Metrics.Claims(ClaimReleased, int(released))
+	if released > 0 {
+		d.cfg.Metrics.Claims(ClaimReleased, int(released))
+	}
 	attrs := []slog.Attr{slog.String("events", why), slog.Int("claimed", len(events)), slog.Int64("released", released)}
 	if err != nil {
 		d.log.LogAttrs(ctx, slog.LevelWarn, "releasing claims failed; the events wait for their claims to expire",
 			append(attrs, slog.String("error", err.Error()))...)
-		return
+		return released
 	}
 	level := slog.LevelDebug // routine under bursts
-	if why == "discarded by a hard stop" {
+	if why == whyHardStop {
 		level = slog.LevelInfo
 	}
 	d.log.LogAttrs(ctx, level, "released the claims of events this node will not deliver", attrs...)
+	return released
 }
+
+// Why releaseClaims runs, for its log line.
+const (
+	whyHardStop = "discarded by a hard stop"
+	whyNotTaken = "pre-claimed, not taken by the hot path (queue full, dispatcher stopping, or COMMIT failed)"
+)
 
 // claimReleaser is implemented by the SQL store: it clears the claims of the NEW and
 // RETRY rows ids[i] still held by tokens[i], with one statement per chunk.

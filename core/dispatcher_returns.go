@@ -51,8 +51,7 @@ func (c *claimReturns) take() []Event {
 // claims itself, on the committing goroutine, bounded by StatusTimeout.
 func (d *dispatcher) returnClaims(ctx context.Context, events []Event) {
 	if !d.q.isAccepting() {
-		d.releaseClaims(ctx, events, "refused: the dispatcher is not running")
-		if d.notifyOthers != nil {
+		if d.releaseClaims(ctx, events, whyNotTaken) > 0 && d.notifyOthers != nil {
 			d.notifyOthers()
 		}
 		return
@@ -84,7 +83,9 @@ func (d *dispatcher) releaseReturned(ctx context.Context) {
 	if len(events) == 0 {
 		return
 	}
-	d.releaseClaims(ctx, events, "refused by the full hot queue")
+	if d.releaseClaims(ctx, events, whyNotTaken) == 0 {
+		return // rolled back: no row, nothing for a poller to read
+	}
 	d.q.signalCatchUp()
 	if d.notifyOthers != nil {
 		d.notifyOthers()

@@ -96,7 +96,7 @@ const (
 	ClaimRenewed                    // renewed before an attempt that could outlive it
 	ClaimLost                       // another node took the event over; this node's outcome is not recorded
 	ClaimExpired                    // left to expire: too short to deliver, or refused by a full queue
-	ClaimReleased                   // released by a hard stop for other nodes to take at once
+	ClaimReleased                   // released for pollers to take at once: hard stop, or a pre-claim the hot path did not take
 )
 
 // String returns the event's name: "taken", "renewed", "lost", "expired" or "released".

@@ -191,7 +191,7 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 		"Time since the oldest due event seen by the poller's last cycle became due; 0 when it saw none.")
 	m.claimsVec = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: m.namespace, Name: "claims_total", ConstLabels: m.instanceLabels,
-		Help: "Claims of MultiNode mode by event: taken, renewed, lost (another node took the event over), expired (left to expire), released (by a hard stop).",
+		Help: "Claims of MultiNode mode by event: taken, renewed, lost (another node took the event over), expired (left to expire), released (by a hard stop, or a pre-claim the hot path did not take).",
 	}, []string{"event"})
 	m.collectors = append(m.collectors, m.claimsVec)
 	for _, ev := range []outbox.ClaimEvent{outbox.ClaimTaken, outbox.ClaimRenewed, outbox.ClaimLost, outbox.ClaimExpired, outbox.ClaimReleased} {

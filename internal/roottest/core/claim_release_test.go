@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -83,6 +84,81 @@ func TestHardStopReleasesQueuedClaims(t *testing.T) {
 		}
 		if e.Status != outbox.StatusNew || e.LockedBy == "" {
 			t.Errorf("%s: status %s, locked_by %q; want NEW and still claimed by node A", id, e.Status, e.LockedBy)
+		}
+	})
+}
+
+// TestRefusedPreClaimsAreReleased: in MultiNode mode an event the writer pre-claimed for
+// the hot path but that the hot queue refused at commit (other writes filled it in
+// between) has its claim released and is delivered now, not after ClaimTTL; a rolled
+// back batch's release finds no row and counts nothing. PostgreSQL and MariaDB: two
+// transactions open at once (SQLite's immediate transactions would serialise them).
+func TestRefusedPreClaimsAreReleased(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		if b.dialect == outbox.SQLite {
+			t.Skip("needs two write transactions open at once")
+		}
+		c := newClaimTable(t, b)
+		release := make(chan struct{})
+		var delivered sync.Map
+		l := outbox.ListenerFunc(func(_ context.Context, e *outbox.Event) error {
+			if e.AggregateID == "blocker" {
+				<-release
+			}
+			delivered.Store(e.AggregateID, true)
+			return nil
+		})
+		m := &countingMetrics{}
+		ob := c.node(t, outbox.Config{ClaimTTL: time.Hour, PollInterval: time.Hour, Workers: 1, HotQueueSize: 1, Metrics: m}, l)
+		defer close(release)
+		begin := func(id string) *outbox.Tx {
+			tx, err := outbox.BeginTx(t.Context(), c.db, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ob.Writer().Write(t.Context(), tx, outbox.Envelope{Type: "Ping", AggregateType: "Thing", AggregateID: id, Payload: 1}); err != nil {
+				t.Fatal(err)
+			}
+			return tx
+		}
+		if err := begin("blocker").Commit(); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the worker to take the blocker", func() bool {
+			hot, cold := outboxtest.QueueDepths(ob)
+			return hot+cold == 0
+		})
+		queued, refused, rolledBack := begin("queued"), begin("refused"), begin("rolled-back")
+		if err := queued.Commit(); err != nil { // fills the hot queue
+			t.Fatal(err)
+		}
+		if err := refused.Commit(); err != nil { // refused: its claim must not wait an hour
+			t.Fatal(err)
+		}
+		if err := rolledBack.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the refused event's claim to be released and claimed again", func() bool {
+			_, cold := outboxtest.QueueDepths(ob)
+			return cold == 1
+		})
+		release <- struct{}{} // unblock once; the channel is closed at the end
+		eventually(t, "every committed event to be delivered", func() bool {
+			_, q := delivered.Load("queued")
+			_, r := delivered.Load("refused")
+			return q && r
+		})
+		ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+		defer cancel()
+		if err := ob.Stop(ctx); err != nil { // every release has run when Stop returns
+			t.Fatal(err)
+		}
+		if got := m.claims(outbox.ClaimReleased); got != 1 {
+			t.Errorf("claims released = %d, want 1 (the refused event; the rolled-back one has no row)", got)
+		}
+		if _, ok := delivered.Load("rolled-back"); ok {
+			t.Error("the rolled-back event was delivered")
 		}
 	})
 }
