@@ -269,6 +269,11 @@ func (s *story) checkBounced(e adminEvent) {
 		s.t.Fatalf("%s %s: %+v, want DEAD after %d attempts with last_error %q",
 			confirmationEmail, e.ID, e, maxAttempts, bounceError)
 	}
+	// The outcome is logged right after it is written: the last line may trail the row.
+	s.p.eventually(s.t, "a log line per failed attempt", deliveryTimeout, func() (bool, string) {
+		n := s.failureLines(e.ID)
+		return n >= maxAttempts, fmt.Sprintf("%d log lines name event %s and %q", n, e.ID, bounceError)
+	})
 	if n := s.failureLines(e.ID); n != maxAttempts {
 		s.t.Errorf("%d log lines name event %s and %q, want one per attempt (%d)", n, e.ID, bounceError, maxAttempts)
 	}
