@@ -31,6 +31,10 @@ type eventSummary struct {
 	CreatedAt     time.Time  `json:"created_at"`
 	AvailableAt   time.Time  `json:"available_at"`
 	DoneAt        *time.Time `json:"done_at"` // when it became DONE or DEAD; null while pending
+	// OrderKey is an ordered event's key: a DEAD event with one holds the key's later
+	// events under outbox.DeadKeyWaits until it is replayed. OrderSeq is its place.
+	OrderKey string `json:"order_key,omitempty"`
+	OrderSeq int64  `json:"order_seq,omitempty"`
 }
 
 // eventDetail is one event with everything the handler may show.
@@ -62,10 +66,14 @@ type typeCount struct {
 }
 
 type overviewResponse struct {
-	// Counts has a key per status name: NEW, RETRY, DEAD, DONE.
+	// Counts has a key per status name: NEW, RETRY, DEAD, DONE, WAITING.
 	Counts                  map[string]int64 `json:"counts"`
 	OldestPendingAt         *time.Time       `json:"oldest_pending_at"`
 	OldestPendingAgeSeconds *float64         `json:"oldest_pending_age_seconds"`
+	// BlockedKeys counts the order keys whose WAITING events wait behind a RETRY or
+	// DEAD event; OldestBlockedAt is when the oldest such event was created.
+	BlockedKeys     int64      `json:"blocked_keys"`
+	OldestBlockedAt *time.Time `json:"oldest_blocked_at"`
 }
 
 type replayResponse struct {
@@ -94,7 +102,7 @@ func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp := overviewResponse{Counts: map[string]int64{}}
-	for _, st := range []outbox.Status{outbox.StatusNew, outbox.StatusRetry, outbox.StatusDead, outbox.StatusDone} {
+	for _, st := range []outbox.Status{outbox.StatusNew, outbox.StatusRetry, outbox.StatusDead, outbox.StatusDone, outbox.StatusWaiting} {
 		resp.Counts[st.String()] = 0
 	}
 	for st, n := range s.Counts {
@@ -104,6 +112,11 @@ func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
 		at := s.OldestPending.UTC()
 		age := max(time.Since(at).Seconds(), 0)
 		resp.OldestPendingAt, resp.OldestPendingAgeSeconds = &at, &age
+	}
+	resp.BlockedKeys = s.BlockedKeys
+	if !s.OldestBlocked.IsZero() {
+		at := s.OldestBlocked.UTC()
+		resp.OldestBlockedAt = &at
 	}
 	writeJSON(w, http.StatusOK, resp)
 }
@@ -322,7 +335,7 @@ func (h *handler) render(e outbox.Event) eventDetail {
 		eventSummary: eventSummary{
 			ID: e.ID, EventType: e.Type, AggregateType: e.AggregateType, AggregateID: e.AggregateID,
 			TenantID: e.TenantID, Status: e.Status.String(), Attempts: e.Attempts, LastError: e.LastError,
-			CreatedAt: e.CreatedAt.UTC(), AvailableAt: e.AvailableAt.UTC(),
+			CreatedAt: e.CreatedAt.UTC(), AvailableAt: e.AvailableAt.UTC(), OrderKey: e.OrderKey, OrderSeq: e.OrderSeq,
 		},
 		Headers: e.Headers,
 		Payload: e.Payload,

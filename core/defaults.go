@@ -34,6 +34,7 @@ const (
 	MaxAggregateTypeLen = 64
 	MaxAggregateIDLen   = 128
 	MaxTenantIDLen      = 64
+	MaxOrderKeyLen      = 255
 	MaxClaimTokenLen    = 128  // Event.LockedBy, ClaimParams.Token
 	MaxLastErrorLen     = 4000 // Event.LastError
 )

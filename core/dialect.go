@@ -48,19 +48,21 @@ var (
 
 var (
 	postgresDialect = &dialect{
-		name:          "postgres",
-		bindVar:       func(n int) string { return "$" + strconv.Itoa(n) },
-		quoteChar:     '"',
-		encodeTime:    func(t time.Time) (any, error) { return t, nil },
-		decodeTime:    decodeTime,
-		maxBindParams: 65535, // the wire protocol's Int16 parameter count
-		idsAsArray:    true,
-		maxIDs:        5000,
-		dbNow:         "statement_timestamp()",
+		name:             "postgres",
+		bindVar:          func(n int) string { return "$" + strconv.Itoa(n) },
+		quoteChar:        '"',
+		encodeTime:       func(t time.Time) (any, error) { return t, nil },
+		decodeTime:       decodeTime,
+		maxBindParams:    65535, // the wire protocol's Int16 parameter count
+		idsAsArray:       true,
+		maxIDs:           5000,
+		transactionalDDL: true,
+		dbNow:            "statement_timestamp()",
 		dbTimeOffset: func(b *builder, d time.Duration) string {
 			return "statement_timestamp() + CAST(" + b.arg(d.Microseconds()) + " AS BIGINT) * INTERVAL '1 microsecond'"
 		},
-		ddl: postgresDDL,
+		ddl:               postgresDDL,
+		lockKeysReturning: true,
 	}
 
 	mysqlDialect = &dialect{
@@ -83,6 +85,7 @@ var (
 		},
 		claimInTx:        true,
 		readCommittedDML: true,
+		orderOpenColumn:  "order_open_key",
 		ddl:              mysqlDDL,
 		checkConn:        checkMySQLConn,
 	}
@@ -103,7 +106,10 @@ var (
 		dbTimeOffset: func(b *builder, d time.Duration) string {
 			return sqliteNow("'now', " + b.arg(fmt.Sprintf("%+.6f seconds", d.Seconds())))
 		},
-		ddl: sqliteDDL,
+		ddl:               sqliteDDL,
+		lockKeysReturning: true,
+		upsertTargetBare:  true,
+		transactionalDDL:  true,
 	}
 )
 
@@ -180,6 +186,18 @@ type dialect struct {
 	// locks, which make concurrent INSERTs into the table wait until the statement
 	// ends, or deadlock with them.
 	readCommittedDML bool
+	// orderOpenColumn, when set, names the generated column that stands in for the
+	// partial order index (MySQL): order_key on rows that are not DONE, else NULL.
+	orderOpenColumn string
+	// lockKeysReturning locks order keys with one multi-row upsert … RETURNING
+	// (PostgreSQL, SQLite) instead of one INSERT … ON DUPLICATE KEY UPDATE per key.
+	lockKeysReturning bool
+	// upsertTargetBare refers to the existing row of an upsert by bare column names
+	// (SQLite, which has no INSERT … AS alias) instead of through the alias k.
+	upsertTargetBare bool
+	// transactionalDDL applies a later migration in one transaction (PostgreSQL,
+	// SQLite), so that a crash leaves the table at one version or the next.
+	transactionalDDL bool
 	// ddl returns the statements that create and drop the table.
 	ddl func(d *dialect, t tableName) migration
 	// checkConn, when set, verifies that a connection pool is configured the way the

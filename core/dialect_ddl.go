@@ -111,7 +111,8 @@ func postgresDDL(d *dialect, t tableName) migration {
 			{finishedIndexComment, "CREATE INDEX IF NOT EXISTS " + index(finishedIndexSuffix) + " ON " + table +
 				" (" + finishedAt + ", event_id) WHERE " + d.hintedStatus() + " IN (1, 3)"},
 		},
-		down: []ddlStatement{{"Drops the table and its indexes.", "DROP TABLE IF EXISTS " + table}},
+		down:  []ddlStatement{{"Drops the table and its indexes.", "DROP TABLE IF EXISTS " + table}},
+		later: []laterMigration{orderingMigration(d, t)},
 	}
 }
 
@@ -154,7 +155,69 @@ func sqliteDDL(d *dialect, t tableName) migration {
 			{finishedIndexComment + sqliteHintComment, "CREATE INDEX IF NOT EXISTS " + index(finishedIndexSuffix) +
 				" (" + finishedAt + ", event_id) WHERE " + d.hintedStatus() + " IN (1, 3)"},
 		},
-		down: []ddlStatement{{"Drops the table and its indexes.", "DROP TABLE IF EXISTS " + table}},
+		down:  []ddlStatement{{"Drops the table and its indexes.", "DROP TABLE IF EXISTS " + table}},
+		later: []laterMigration{orderingMigration(d, t)},
+	}
+}
+
+// Comments of the ordering migration.
+const (
+	orderingComment = "Ordering (docs/ordering.md): an ordered event has order_key and order_seq, its place\n" +
+		"in its key, and is WAITING (status 4) until every earlier event of its key is finished."
+	orderIndexComment = "Order: the rows of a key that are not DONE, in order_seq order. Promote reads a key's\n" +
+		"next WAITING row and what holds it from here. Partial, so unordered and DONE rows are\n" +
+		"not in it."
+	keyTableComment = "The key table: one row per order key, holding the key's counter. Writing an ordered\n" +
+		"event updates its key's row, which locks it until the transaction ends, so that\n" +
+		"transactions writing one key commit one after the other, numbered in that order.\n" +
+		"Purge deletes rows of keys with nothing left to order."
+	keyIndexComment = "Purge finds the key rows not written for the retention by updated_at."
+)
+
+// orderingMigration is version 2 on PostgreSQL and SQLite.
+func orderingMigration(d *dialect, t tableName) laterMigration {
+	kt := keyTable(t)
+	table, kq := d.qualified(t), d.qualified(kt)
+	// PostgreSQL creates an index in its table's schema and rejects a qualified index
+	// name; SQLite qualifies the index name with the schema and wants a bare table name.
+	orderIndex, keyIndex := d.quote(t.indexName(orderIndexSuffix)), d.quote(t.indexName(keyIndexSuffix))
+	orderOn, keyOn := table, kq
+	dropOrderIndex := orderIndex
+	if t.schema != "" {
+		dropOrderIndex = d.quote(t.schema) + "." + orderIndex
+	}
+	timeType := "TIMESTAMPTZ"
+	addColumns := []ddlStatement{{orderingComment, "ALTER TABLE " + table + " ADD COLUMN order_key VARCHAR(255) NULL, ADD COLUMN order_seq BIGINT NULL"}}
+	if d.name == "sqlite" {
+		if t.schema != "" {
+			orderIndex, keyIndex = d.quote(t.schema)+"."+orderIndex, d.quote(t.schema)+"."+keyIndex
+		}
+		orderOn, keyOn = d.quote(t.name), d.quote(kt.name)
+		timeType = "TEXT"
+		addColumns = []ddlStatement{
+			{orderingComment, "ALTER TABLE " + table + " ADD COLUMN order_key VARCHAR(255) NULL"},
+			{"", "ALTER TABLE " + table + " ADD COLUMN order_seq BIGINT NULL"},
+		}
+	}
+	return laterMigration{
+		name:   "ordering",
+		column: "order_key",
+		up: append(addColumns,
+			ddlStatement{orderIndexComment, "CREATE INDEX IF NOT EXISTS " + orderIndex + " ON " + orderOn +
+				" (order_key, order_seq) WHERE order_key IS NOT NULL AND status <> 1"},
+			ddlStatement{keyTableComment, "CREATE TABLE IF NOT EXISTS " + kq + " (\n" +
+				"    order_key  VARCHAR(255) NOT NULL PRIMARY KEY,\n" +
+				"    last_seq   BIGINT       NOT NULL,\n" +
+				"    updated_at " + timeType + " NOT NULL\n" +
+				")"},
+			ddlStatement{keyIndexComment, "CREATE INDEX IF NOT EXISTS " + keyIndex + " ON " + keyOn + " (updated_at)"},
+		),
+		down: []ddlStatement{
+			{"Drops the key table and the order columns and index.", "DROP TABLE IF EXISTS " + kq},
+			{"", "DROP INDEX IF EXISTS " + dropOrderIndex},
+			{"", "ALTER TABLE " + table + " DROP COLUMN order_seq"},
+			{"", "ALTER TABLE " + table + " DROP COLUMN order_key"},
+		},
 	}
 }
 
@@ -216,6 +279,30 @@ func mysqlDDL(d *dialect, t tableName) migration {
 					"    ADD INDEX " + index(pollIndexSuffix) + " (" + d.pollColumn + ", event_id)"}},
 			down: []ddlStatement{{"Drops the poll index and its column.",
 				"ALTER TABLE " + table + " DROP INDEX " + index(pollIndexSuffix) + ", DROP COLUMN " + d.pollColumn}},
+		}, {
+			name:   "ordering",
+			column: "order_key",
+			up: []ddlStatement{
+				{keyTableComment, "CREATE TABLE IF NOT EXISTS " + d.qualified(keyTable(t)) + " (\n" +
+					"    order_key  VARCHAR(255) NOT NULL PRIMARY KEY,\n" +
+					"    last_seq   BIGINT       NOT NULL,\n" +
+					"    updated_at DATETIME(6)  NOT NULL,\n" +
+					"    INDEX " + index(keyIndexSuffix) + " (updated_at)\n" +
+					") ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin"},
+				{orderingComment + "\n" + orderIndexComment + "\n" + d.orderOpenColumn + " is order_key on rows that are not DONE, else NULL:\n" +
+					"the order index holds only those. Adding a STORED column rebuilds the table: on a\n" +
+					"large table, run it when the outbox is quiet. The key table comes first, so that a\n" +
+					"migration stopped between the two statements is completed by running it again.",
+					"ALTER TABLE " + table + " ADD COLUMN order_key VARCHAR(255) NULL,\n" +
+						"    ADD COLUMN order_seq BIGINT NULL,\n" +
+						"    ADD COLUMN " + d.orderOpenColumn + " VARCHAR(255) AS (CASE WHEN status <> 1 THEN order_key END) STORED,\n" +
+						"    ADD INDEX " + index(orderIndexSuffix) + " (" + d.orderOpenColumn + ", order_seq)"},
+			},
+			down: []ddlStatement{
+				{"Drops the order columns and index, and the key table.", "ALTER TABLE " + table + " DROP INDEX " + index(orderIndexSuffix) +
+					", DROP COLUMN " + d.orderOpenColumn + ", DROP COLUMN order_seq, DROP COLUMN order_key"},
+				{"", "DROP TABLE IF EXISTS " + d.qualified(keyTable(t))},
+			},
 		}},
 	}
 }

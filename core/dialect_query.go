@@ -40,7 +40,7 @@ func (b *builder) query() query { return query{SQL: b.sb.String(), Args: b.args}
 // selectColumns are the columns every event SELECT reads, in the order rawRow.decode
 // expects.
 const selectColumns = "event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, " +
-	"status, attempts, last_error, available_at, created_at, done_at, locked_by, locked_until"
+	"status, attempts, last_error, available_at, created_at, done_at, locked_by, locked_until, order_key, order_seq"
 
 // insertParamsPerRow is the number of arguments one inserted row binds; a claimed batch
 // binds two more per row (the token and the claim TTL).
@@ -57,14 +57,19 @@ func (d *dialect) insertQueries(t tableName, p InsertParams, now time.Time) ([]q
 		return nil, err
 	}
 	events := p.Events
-	claims := false
+	claims, ordered := false, false
 	for i := range events {
 		claims = claims || events[i].LockedBy != ""
+		ordered = ordered || events[i].OrderKey != ""
 	}
 	columns := "event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at"
 	rowArgs := insertParamsPerRow
 	if claims {
 		columns += ", locked_by, locked_until"
+		rowArgs += 2
+	}
+	if ordered {
+		columns += ", order_key, order_seq"
 		rowArgs += 2
 	}
 	var qs []query
@@ -103,14 +108,24 @@ func (d *dialect) insertQueries(t tableName, p InsertParams, now time.Time) ([]q
 		} else {
 			b.w(", ")
 		}
+		status := ", 0, 0, "
+		if e.OrderKey != "" {
+			status = ", 4, 0, " // WAITING until promoted
+		}
 		b.w("(", b.arg(e.ID), ", ", b.arg(e.Type), ", ", b.arg(e.AggregateType), ", ",
 			b.arg(nullString(e.AggregateID)), ", ", b.arg(nullString(e.TenantID)), ", ",
-			b.arg(string(e.Payload)), ", ", b.arg(headers), ", 0, 0, ",
+			b.arg(string(e.Payload)), ", ", b.arg(headers), status,
 			b.arg(availableAt), ", ", b.arg(createdAt))
 		switch {
 		case e.LockedBy != "":
 			b.w(", ", b.arg(e.LockedBy), ", ", d.dbTimeOffset(b, p.ClaimTTL))
 		case claims:
+			b.w(", NULL, NULL")
+		}
+		switch {
+		case e.OrderKey != "":
+			b.w(", ", b.arg(e.OrderKey), ", ", b.arg(e.OrderSeq))
+		case ordered:
 			b.w(", NULL, NULL")
 		}
 		b.w(")")
@@ -125,7 +140,7 @@ func (d *dialect) insertQueries(t tableName, p InsertParams, now time.Time) ([]q
 // insertRowSize approximates the bytes one row's arguments take on the wire: its text
 // columns plus 32 bytes for the two times.
 func insertRowSize(e Event, headers any) int {
-	n := len(e.ID) + len(e.Type) + len(e.AggregateType) + len(e.AggregateID) + len(e.TenantID) + len(e.Payload) + 32
+	n := len(e.OrderKey) + len(e.ID) + len(e.Type) + len(e.AggregateType) + len(e.AggregateID) + len(e.TenantID) + len(e.Payload) + 32
 	if h, ok := headers.(string); ok {
 		n += len(h)
 	}
@@ -222,9 +237,10 @@ func textArrayLiteral(ids []string) string {
 const clearClaim = ", locked_by = NULL, locked_until = NULL"
 
 // fence writes the WHERE conditions every outcome update shares: the row is not DONE
-// and, when token is set, still claimed by it.
+// (nor WAITING behind an earlier event of its key) and, when token is set, still
+// claimed by it.
 func (b *builder) fence(token string) *builder {
-	b.w(" AND status <> 1")
+	b.w(" AND status IN (0, 2, 3)")
 	if token != "" {
 		b.w(" AND locked_by = ", b.arg(token))
 	}
@@ -436,10 +452,11 @@ func (d *dialect) countDeadQuery(t tableName, f DeadFilter) query {
 	return b.deadWhere(f, false).query()
 }
 
-// replaySet is the assignment list of a replay; its one argument is available_at.
+// replaySet is the assignment list of a replay; its one argument is available_at. An
+// ordered event goes back to WAITING: Promote makes it NEW when its key lets it.
 func (b *builder) replaySet(t tableName, now any) *builder {
 	return b.w("UPDATE ", b.d.qualified(t),
-		" SET status = 0, attempts = 0, last_error = NULL, done_at = NULL, available_at = ", b.arg(now), clearClaim)
+		" SET status = CASE WHEN order_key IS NULL THEN 0 ELSE 4 END, attempts = 0, last_error = NULL, done_at = NULL, available_at = ", b.arg(now), clearClaim)
 }
 
 // replayQueries builds [DeadStore.Replay]: one update per chunk of p.IDs, or one bounded

@@ -189,6 +189,9 @@ type dispatcher struct {
 	// dispatcher_returns.go. notifyOthers, when set, tells other nodes about them.
 	returns      claimReturns
 	notifyOthers func()
+	// orders moves a key on once one of its ordered events is finished; nil when the
+	// store keeps no order.
+	orders *orderer
 }
 
 // NewDispatcher returns a stopped Dispatcher that delivers events from store to the
@@ -285,7 +288,8 @@ func (d *dispatcher) Stop(ctx context.Context) error {
 }
 
 // releaseClaims releases the claims of events this node holds but will not deliver
-// (discarded by a hard stop, or refused by the full hot queue; why says which), so that
+// (discarded by a hard stop, refused by the full hot queue, or claimed by a poll and
+// refused by the queues; why says which), so that
 // pollers take them at once instead of after ClaimTTL. The SQL store does it with one
 // statement per chunk (each row fenced by its own token); other claim stores get each
 // claim renewed to expire a microsecond later. It is bounded by StatusTimeout (or a
@@ -318,8 +322,10 @@ func (d *dispatcher) releaseClaims(ctx context.Context, events []Event, why stri
 			}
 			released += n
 		}
-		if released > 0 {
-			d.q.noteDue(d.cfg.Now().Add(time.Microsecond)) // poll once those claims have expired
+		if released > 0 && why != whyRefused {
+			// Poll once those claims have expired; not for events this node's poller
+			// refused (it would claim and refuse them again).
+			d.q.noteDue(d.cfg.Now().Add(time.Microsecond))
 		}
 	}
 	if released > 0 {
@@ -343,6 +349,7 @@ func (d *dispatcher) releaseClaims(ctx context.Context, events []Event, why stri
 const (
 	whyHardStop = "discarded by a hard stop"
 	whyNotTaken = "pre-claimed, not taken by the hot path (queue full, dispatcher stopping, or COMMIT failed)"
+	whyRefused  = "claimed by a poll, refused by the dispatcher (queue full, or the event in flight or just finished here)"
 )
 
 // claimReleaser is implemented by the SQL store: it clears the claims of the NEW and

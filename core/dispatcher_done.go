@@ -165,6 +165,13 @@ func (d *dispatcher) writeDoneGroup(runCtx context.Context, group []doneAck, cla
 		return
 	}
 	returned := d.cfg.Now()
+	if d.orders != nil {
+		if keys := eventKeys(groupEvents(group)); keys != nil {
+			ctx, cancel := d.statusContext(runCtx) // after the commit of their DONE rows
+			d.orders.promote(ctx, keys)
+			cancel()
+		}
+	}
 	if unchanged := int64(len(group)) - n; unchanged > 0 {
 		if claimed {
 			// Which rows the fences kept is unknown: none is settled (no tombstone), as a
@@ -186,6 +193,15 @@ func (d *dispatcher) writeDoneGroup(runCtx context.Context, group []doneAck, cla
 	}
 	d.q.releaseAll(group, returned)
 	d.settledAll(runCtx, group)
+}
+
+// groupEvents returns the events of a group.
+func groupEvents(group []doneAck) []Event {
+	events := make([]Event, len(group))
+	for i := range group {
+		events[i] = group[i].ev
+	}
+	return events
 }
 
 // settledAll reports a group of DONE outcomes as settled.

@@ -289,6 +289,11 @@ func (d *dispatcher) writeOutcome(runCtx context.Context, e *Event, dec decision
 		d.log.LogAttrs(runCtx, slog.LevelWarn, "status update changed no row; the event was already finished",
 			slog.String("event_id", e.ID), slog.String("op", op))
 	}
+	if d.orders != nil && e.OrderKey != "" && n > 0 && (dec.kind == outcomeDone || dec.kind == outcomeDead && !d.orders.deadBlocks) {
+		pctx, pcancel := d.statusContext(runCtx) // the key's next event, now that this one is finished
+		d.orders.promote(pctx, []string{e.OrderKey})
+		pcancel()
+	}
 	return returned, true
 }
 

@@ -9,9 +9,10 @@
 //
 // # Building and running
 //
-// [New] builds everything over one table from a [Config], in one of four modes:
-// [SingleNode] (one dispatching process), [MultiNode] (several, with claim locking),
-// [Ordered] (per-aggregate FIFO) and [WriterOnly]. Register listeners with
+// [New] builds everything over one table from a [Config], in one of three modes:
+// [SingleNode] (one dispatching process), [MultiNode] (several, with claim locking) and
+// [WriterOnly]. In every mode, the events of one key ([Envelope.OrderKey]) are delivered
+// one at a time in commit order (docs/ordering.md). Register listeners with
 // [Outbox.Register], start with [Outbox.Start], write with [Outbox.Writer] and stop with
 // [Outbox.Stop], which drains within its context. New and the Outbox methods are the
 // only way in; tests drive a poll or a purge with the functions of package outboxtest.

@@ -45,6 +45,7 @@ func encodeEnvelope(env *Envelope, ev *Event, now time.Time, maxPayload int) *En
 		{"AggregateType", env.AggregateType, MaxAggregateTypeLen},
 		{"AggregateID", env.AggregateID, MaxAggregateIDLen},
 		{"TenantID", env.TenantID, MaxTenantIDLen},
+		{"OrderKey", env.OrderKey, MaxOrderKeyLen},
 	} {
 		if len(f.value) > f.limit {
 			return &EnvelopeError{Field: f.name, Err: ErrFieldTooLong, Detail: fmt.Sprintf("%d bytes, limit %d", len(f.value), f.limit)}
@@ -109,6 +110,7 @@ func encodeEnvelope(env *Envelope, ev *Event, now time.Time, maxPayload int) *En
 		Status:        StatusNew,
 		CreatedAt:     occurred,
 		AvailableAt:   available,
+		OrderKey:      env.OrderKey,
 	}
 	return nil
 }

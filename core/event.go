@@ -14,13 +14,14 @@ type Status int
 
 // The statuses of an event row.
 const (
-	StatusNew   Status = 0 // waiting for its first delivery, or put back by a deferral or replay
-	StatusDone  Status = 1 // the listener succeeded; terminal
-	StatusRetry Status = 2 // the last delivery failed; due again at AvailableAt
-	StatusDead  Status = 3 // not delivered again unless replayed
+	StatusNew     Status = 0 // waiting for its first delivery, or put back by a deferral or replay
+	StatusDone    Status = 1 // the listener succeeded; terminal
+	StatusRetry   Status = 2 // the last delivery failed; due again at AvailableAt
+	StatusDead    Status = 3 // not delivered again unless replayed
+	StatusWaiting Status = 4 // ordered, behind an earlier event of its key; NEW once it is first
 )
 
-// String returns the status name: "NEW", "DONE", "RETRY" or "DEAD".
+// String returns the status name: "NEW", "DONE", "RETRY", "DEAD" or "WAITING".
 func (s Status) String() string {
 	switch s {
 	case StatusNew:
@@ -31,6 +32,8 @@ func (s Status) String() string {
 		return "RETRY"
 	case StatusDead:
 		return "DEAD"
+	case StatusWaiting:
+		return "WAITING"
 	default:
 		return "UNKNOWN"
 	}
@@ -66,6 +69,10 @@ type Event struct {
 	AvailableAt time.Time
 	// DoneAt is when the row became DONE or DEAD; zero while it is pending.
 	DoneAt time.Time
+	// OrderKey is the key of an ordered event ([Envelope.OrderKey]), or "".
+	OrderKey string
+	// OrderSeq is an ordered event's place in its key (commit order), or 0.
+	OrderSeq int64
 	// LockedBy is the claim token ("<node ID>/<ULID>") in [MultiNode] mode, or "".
 	LockedBy string
 	// LockedUntil is when the claim expires: the database's value from a store, this
@@ -103,4 +110,8 @@ type Envelope struct {
 	// DeliverAfter delays delivery by this long after OccurredAt. It must not be negative
 	// and cannot be combined with AvailableAt.
 	DeliverAfter time.Duration
+	// OrderKey orders the event: a key's events are delivered one at a time, in commit
+	// order (docs/ordering.md). Empty: unordered, unless Config.OrderByAggregate gives
+	// it AggregateType + ":" + AggregateID. At most MaxOrderKeyLen bytes.
+	OrderKey string
 }

@@ -9,7 +9,8 @@ import (
 // hotPath hands committed events to the dispatcher's hot queue. [New] appends it to the
 // writer's hooks in SingleNode and MultiNode modes. Its AfterCommit queues each
 // committed event, except events that are not due yet (they wait for the poller;
-// Metrics.DelayedSkipped). It never blocks and never fails: an event the queue cannot
+// Metrics.DelayedSkipped) and ordered events (WAITING until promoted; the poller
+// delivers them). It never blocks and never fails: an event the queue cannot
 // take (full, or dispatcher stopped) is counted with Metrics.HotDropped, logged, and
 // delivered later by the poller, which is woken to catch up. Under claims ([MultiNode])
 // it queues only events the writer pre-claimed (LockedBy set), and the writer does not
@@ -44,6 +45,9 @@ func (h *hotPath) AfterCommit(ctx context.Context, events []Event) error {
 	var reason enqueueResult
 	var refused []Event // pre-claimed, refused: their claims must not wait out ClaimTTL
 	for i := range events {
+		if events[i].OrderKey != "" {
+			continue // WAITING: the writer promotes it, and the poller delivers it
+		}
 		if events[i].AvailableAt.After(now) {
 			h.metrics.DelayedSkipped()
 			continue

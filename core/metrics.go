@@ -95,8 +95,8 @@ const (
 	ClaimTaken    ClaimEvent = iota // claimed by the poller, or pre-claimed by a committed write
 	ClaimRenewed                    // renewed before an attempt that could outlive it
 	ClaimLost                       // another node took the event over; this node's outcome is not recorded
-	ClaimExpired                    // left to expire: too short to deliver, or refused by a full queue
-	ClaimReleased                   // released for pollers to take at once: hard stop, or a pre-claim the hot path did not take
+	ClaimExpired                    // left to expire: too short to deliver, or a release failed
+	ClaimReleased                   // released for pollers to take at once: hard stop, or claimed and not taken
 )
 
 // String returns the event's name: "taken", "renewed", "lost", "expired" or "released".

@@ -19,7 +19,8 @@ var migrationFiles embed.FS
 
 // Migrations returns the migration files of the default outbox table for d, in
 // golang-migrate layout: 0001_create_outbox_event.up.sql and .down.sql, then one pair per
-// later version (MySQL: 0002_poll_index). Use them with golang-migrate's iofs source, or
+// later version (PostgreSQL and SQLite: 0002_ordering; MySQL: 0002_poll_index and
+// 0003_ordering). Use them with golang-migrate's iofs source, or
 // copy them into your own migrations. It returns nil for a nil dialect.
 func Migrations(d Dialect) fs.FS {
 	return subFS("migrations", d)
@@ -91,13 +92,40 @@ func MigrateTable(ctx context.Context, db *sql.DB, d Dialect, table string) (err
 		if has {
 			continue
 		}
-		for _, s := range m.up {
-			if _, err := db.ExecContext(ctx, s.sql); err != nil {
-				return fmt.Errorf("migrate %s: %s: %w", t, m.name, err)
-			}
+		if err := applyLater(ctx, db, dd, m); err != nil {
+			return fmt.Errorf("migrate %s: %s: %w", t, m.name, err)
 		}
 	}
 	return nil
+}
+
+// applyLater runs the statements of one later version: in one transaction where DDL is
+// transactional (PostgreSQL, SQLite), else one by one (MySQL, whose versions add the
+// column they are detected by in their last statement, after idempotent ones).
+func applyLater(ctx context.Context, db *sql.DB, d *dialect, m laterMigration) (err error) {
+	if !d.transactionalDDL {
+		for _, s := range m.up {
+			if _, err := db.ExecContext(ctx, s.sql); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, ignoreDone(tx.Rollback()))
+		}
+	}()
+	for _, s := range m.up {
+		if _, err := tx.ExecContext(ctx, s.sql); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
 }
 
 // hasColumn reports whether table t has the named column.

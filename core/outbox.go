@@ -17,14 +17,14 @@ type Mode int
 //
 // Choose by how many processes dispatch from the table and what order you need:
 //
-//	one process dispatches, any order          SingleNode (default)
+//	one process dispatches                     SingleNode (default)
 //	several processes dispatch (replicas)      MultiNode, with Config.ClaimTTL
-//	per-aggregate FIFO, one process            Ordered
 //	nothing dispatches here (CDC, or another   WriterOnly
 //	  deployment runs the dispatchers)
 //
 // WriterOnly processes may write beside dispatching ones; never run two dispatching
-// modes, or two SingleNode or Ordered processes, on one table.
+// modes, or two SingleNode processes, on one table. Ordered delivery (per-key FIFO,
+// [Envelope.OrderKey]) works in every mode.
 const (
 	// SingleNode runs the hot path and a poller that does not claim rows: exactly one
 	// process may dispatch from the table. It is the default.
@@ -42,13 +42,9 @@ const (
 	// another node delivers too, but only the current claim's outcome is recorded.
 	// docs/multinode.md has the details.
 	MultiNode
-	// Ordered delivers events of one aggregate in insertion order: no hot path, one
-	// worker, and MaxAttempts 1 (a failure goes to DEAD instead of letting later events
-	// overtake a retry). Run it in one process only.
-	Ordered
 	// WriterOnly writes events and runs nothing else (except purge): use it when change
 	// data capture reads the table, or when another process dispatches.
-	WriterOnly
+	WriterOnly Mode = 3
 )
 
 // String returns the mode's name.
@@ -58,8 +54,6 @@ func (m Mode) String() string {
 		return "SingleNode"
 	case MultiNode:
 		return "MultiNode"
-	case Ordered:
-		return "Ordered"
 	case WriterOnly:
 		return "WriterOnly"
 	default:
@@ -80,7 +74,7 @@ type Config struct {
 	// in-memory store in tests). Defaults to NewSQLStore(db, Dialect, …).
 	Store Store
 
-	// Workers is the number of concurrent deliveries (Ordered: 1). Defaults to DefaultWorkers.
+	// Workers is the number of concurrent deliveries. Defaults to DefaultWorkers.
 	Workers int
 	// HotQueueSize bounds the events handed over after commit; when it is full they are
 	// left for the poller (a write never blocks). -1 disables the hot path.
@@ -88,8 +82,7 @@ type Config struct {
 	// ColdQueueSize bounds the events the poller hands over. Defaults to DefaultColdQueueSize.
 	ColdQueueSize int
 	// MaxAttempts is the number of failed deliveries after which an event is DEAD; -1
-	// retries forever. Ordered mode requires 1. Defaults to DefaultMaxAttempts (1 in
-	// Ordered mode).
+	// retries forever. Defaults to DefaultMaxAttempts.
 	MaxAttempts int
 	// Retry computes the delay before a retry. Defaults to an ExponentialBackoff with
 	// DefaultRetryBase and DefaultRetryMax.
@@ -133,6 +126,14 @@ type Config struct {
 	// bytes of printable ASCII but space and '/', unique per node. MultiNode only.
 	// Defaults to "<host>-<pid>-<random>".
 	NodeID string
+	// OrderByAggregate orders every event with an AggregateID that this outbox writes
+	// by its aggregate, as if its Envelope.OrderKey were AggregateType + ":" +
+	// AggregateID (docs/ordering.md). Defaults to false: only events with an OrderKey.
+	OrderByAggregate bool
+	// DeadKeyPolicy decides what a key does when one of its ordered events is DEAD.
+	// Give every process on the table the same. Defaults to DeadKeyWaits.
+	DeadKeyPolicy DeadKeyPolicy
+
 	// Now is the application clock: OccurredAt of events written without one, retry
 	// and deferral due times, poller and latency measurements. It exists for tests;
 	// claims never use it. Defaults to time.Now.
@@ -170,6 +171,7 @@ type Outbox struct {
 	poller     *poller     // nil in WriterOnly mode
 	purger     *purger     // nil when purging is disabled
 	notifier   *notifier   // nil without Config.Notifier
+	orders     *orderer    // nil when the store keeps no order
 	logger     *slog.Logger
 
 	// sem serialises Start and Stop; a channel, so that a caller waiting for it gives
@@ -210,6 +212,8 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 		dead:     newDeadEvents(store),
 		logger:   logger.With(slog.String("component", "outbox")),
 	}
+	orders := newOrderer(store, cfg.DeadKeyPolicy, cmp.Or(cfg.QueryTimeout, defaultQueryTimeout), o.logger)
+	o.orders = orders
 	hooks := append([]WriterHook(nil), cfg.WriterHooks...)
 	var claimTTL time.Duration // the writer's pre-claim
 	var hotQueue *queues       // the queue the writer pre-claims for
@@ -219,15 +223,11 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 	}
 
 	if cfg.Mode != WriterOnly {
-		workers, maxAttempts := cfg.Workers, cfg.MaxAttempts
-		if cfg.Mode == Ordered {
-			workers, maxAttempts = 1, 1
-		}
 		dc := dispatcherConfig{
-			Workers:         workers,
+			Workers:         cfg.Workers,
 			HotQueueSize:    cfg.HotQueueSize,
 			ColdQueueSize:   cfg.ColdQueueSize,
-			MaxAttempts:     maxAttempts,
+			MaxAttempts:     cfg.MaxAttempts,
 			Retry:           cfg.Retry,
 			ListenerTimeout: cfg.ListenerTimeout,
 			StatusTimeout:   cfg.StatusTimeout,
@@ -262,6 +262,16 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 		if err != nil {
 			return nil, err
 		}
+		d.orders, p.orders = orders, orders
+		if cfg.Mode == MultiNode {
+			p.release = func(ctx context.Context, events []Event) int64 {
+				n := d.releaseClaims(ctx, events, whyRefused)
+				if n > 0 && d.notifyOthers != nil {
+					d.notifyOthers()
+				}
+				return n
+			}
+		}
 		o.dispatcher, o.poller = d, p
 		if cfg.Notifier != nil {
 			o.notifier = newNotifier(cfg.Notifier, d.q.signalCatchUp, cmp.Or(cfg.QueryTimeout, defaultQueryTimeout), logger)
@@ -287,6 +297,16 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 		}
 		hooks = append(hooks, notifyHook{n: o.notifier, now: now})
 	}
+	if orders != nil {
+		orders.wake = func() {
+			if o.dispatcher != nil {
+				o.dispatcher.q.signalCatchUp()
+			}
+			if o.notifier != nil && cfg.Mode != SingleNode {
+				o.notifier.signal() // another process may deliver it
+			}
+		}
+	}
 	o.dead.afterReplay = o.replayed
 	if cfg.PurgeInterval != -1 {
 		pg, err := newPurger(store, purgerConfig{
@@ -302,13 +322,15 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 		o.purger = pg
 	}
 	w, err := newWriter(store, writerConfig{
-		MaxPayloadBytes: cfg.MaxPayloadBytes,
-		Hooks:           hooks,
-		Logger:          logger,
-		Now:             cfg.Now,
-		ClaimTTL:        claimTTL,
-		NodeID:          nodeID,
-		hot:             hotQueue,
+		MaxPayloadBytes:  cfg.MaxPayloadBytes,
+		Hooks:            hooks,
+		Logger:           logger,
+		Now:              cfg.Now,
+		ClaimTTL:         claimTTL,
+		NodeID:           nodeID,
+		hot:              hotQueue,
+		OrderByAggregate: cfg.OrderByAggregate,
+		orders:           orders,
 	})
 	if err != nil {
 		return nil, err
@@ -319,7 +341,7 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 
 func (c Config) validate(db *sql.DB) error {
 	switch c.Mode {
-	case SingleNode, Ordered, WriterOnly:
+	case SingleNode, WriterOnly:
 		if c.ClaimTTL != 0 {
 			return &ConfigError{Field: "ClaimTTL", Reason: "only MultiNode mode claims rows; leave it zero in " + c.Mode.String() + " mode"}
 		}
@@ -341,13 +363,8 @@ func (c Config) validate(db *sql.DB) error {
 			return &ConfigError{Field: "Dialect", Reason: "is required (outbox.Postgres, outbox.MySQL or outbox.SQLite)"}
 		}
 	}
-	if c.Mode == Ordered {
-		if c.Workers != 0 && c.Workers != 1 {
-			return &ConfigError{Field: "Workers", Reason: "Ordered mode runs exactly 1 worker"}
-		}
-		if c.MaxAttempts != 0 && c.MaxAttempts != 1 {
-			return &ConfigError{Field: "MaxAttempts", Reason: "Ordered mode allows 1 attempt: a retry would let later events overtake"}
-		}
+	if c.DeadKeyPolicy != DeadKeyWaits && c.DeadKeyPolicy != DeadKeySkips {
+		return &ConfigError{Field: "DeadKeyPolicy", Reason: fmt.Sprintf("unknown policy %d", int(c.DeadKeyPolicy))}
 	}
 	if c.QueryTimeout < 0 && c.QueryTimeout != -1 {
 		return &ConfigError{Field: "QueryTimeout", Reason: fmt.Sprintf("must be positive, 0 for the default or -1 for none, got %s", c.QueryTimeout)}
@@ -384,6 +401,11 @@ func (c Config) validateMultiNode() error {
 
 // replayed wakes this process's poller and the other processes for replayed events.
 func (o *Outbox) replayed() {
+	// Replayed ordered events are WAITING: move their keys on first.
+	if _, err := o.orders.sweep(context.Background()); err != nil {
+		o.logger.LogAttrs(context.Background(), slog.LevelWarn, "promote after replay failed; the poller's sweep moves the keys on",
+			slog.String("error", err.Error()))
+	}
 	if o.dispatcher != nil {
 		o.dispatcher.q.signalCatchUp()
 	}

@@ -26,6 +26,12 @@ const minClaimTTL = time.Microsecond
 func (p InsertParams) Validate() error {
 	claimed := false
 	for i := range p.Events {
+		if k := p.Events[i].OrderKey; len(k) > MaxOrderKeyLen || k != "" && !validText(k) {
+			return invalidParams("insert", "event %d: OrderKey is longer than MaxOrderKeyLen (%d) or not valid text", i, MaxOrderKeyLen)
+		}
+		if p.Events[i].OrderKey != "" && p.Events[i].LockedBy != "" {
+			return invalidParams("insert", "event %d: an ordered event cannot be inserted claimed", i)
+		}
 		if tok := p.Events[i].LockedBy; tok != "" {
 			if err := validToken("insert", tok); err != nil {
 				return err
@@ -38,6 +44,15 @@ func (p InsertParams) Validate() error {
 	}
 	if p.ClaimTTL < 0 {
 		return invalidParams("insert", "ClaimTTL is negative: %s", p.ClaimTTL)
+	}
+	return nil
+}
+
+// Validate reports whether p can be passed to [OrderStore.Promote] (see the fields);
+// the error matches [ErrInvalidArgument].
+func (p PromoteParams) Validate() error {
+	if len(p.Keys) == 0 && p.Limit <= 0 {
+		return invalidParams("promote", "Limit must be positive when Keys is empty, got %d", p.Limit)
 	}
 	return nil
 }

@@ -114,6 +114,12 @@ type poller struct {
 	log    *slog.Logger
 	runner *startstop.Runner
 	wake   <-chan struct{} // the cold queue drained; see Poll
+	// orders sweeps the keys of ordered events that nobody moved on, at most every
+	// orderSweepEvery; nil when the store keeps no order.
+	orders *orderer
+	// release gives back the claims of claimed events the dispatcher refused and
+	// returns how many it released; nil without claims (see refused).
+	release func(ctx context.Context, events []Event) int64
 }
 
 // newPoller returns a stopped poller feeding q from store. It returns a [*ConfigError]
@@ -185,6 +191,7 @@ func (p *poller) loop(r startstop.Run) {
 	// nothing more to read. A young row that the hot path is still delivering is refused
 	// as in flight or just finished, never delivered twice.
 	catchUp := false
+	var swept time.Time // the last sweep of ordered keys
 	for {
 		// A stop requested during the last cycle or the wait wins over a tick that is
 		// ready too (select picks at random among ready cases).
@@ -197,6 +204,17 @@ func (p *poller) loop(r startstop.Run) {
 		if catchUp {
 			skip = -1
 		}
+		var promoted int64
+		if now := p.cfg.Now(); p.orders != nil && (swept.IsZero() || now.Sub(swept) >= orderSweepEvery) {
+			swept = now
+			var err error
+			if promoted, err = p.orders.sweep(r.Ctx); err != nil && !errors.Is(err, context.Canceled) {
+				p.log.LogAttrs(r.Ctx, slog.LevelError, "sweep of ordered keys failed", slog.String("error", err.Error()))
+			}
+			if promoted > 0 {
+				skip = -1 // the promoted events are committed, however young
+			}
+		}
 		p.q.dueReached(p.cfg.Now())
 		n, more, err := p.poll(r.Ctx, skip)
 		if err != nil && !errors.Is(err, context.Canceled) {
@@ -207,7 +225,7 @@ func (p *poller) loop(r startstop.Run) {
 		}
 		// Idle back-off: each cycle that found nothing doubles the wait, up to
 		// MaxInterval; one that found events (or failed) returns to Interval.
-		if n > 0 || more || err != nil {
+		if n > 0 || more || err != nil || promoted > 0 {
 			interval = p.cfg.Interval
 		} else {
 			interval = min(2*interval, p.cfg.MaxInterval)
@@ -383,7 +401,8 @@ func (p *poller) pollClaims(ctx context.Context, budget int, skip time.Duration)
 		for _, re := range batch.Undecodable {
 			p.markUndecodable(ctx, re, token)
 		}
-		added, refused := 0, 0
+		added := 0
+		var refused []Event
 		full := false
 		for _, ev := range batch.Events {
 			if due := eventDueAt(ev); oldestDue.IsZero() || due.Before(oldestDue) {
@@ -391,7 +410,7 @@ func (p *poller) pollClaims(ctx context.Context, budget int, skip time.Duration)
 			}
 			ev.LockedUntil = start.Add(p.cfg.ClaimTTL)
 			if full {
-				refused++
+				refused = append(refused, ev)
 				continue
 			}
 			switch p.q.enqueue(ev, PathCold, p.q.now(), readAt) {
@@ -399,9 +418,9 @@ func (p *poller) pollClaims(ctx context.Context, budget int, skip time.Duration)
 				added++
 				p.cfg.Metrics.ColdEnqueued()
 			case enqueueDuplicate:
-				refused++
+				refused = append(refused, ev)
 			default:
-				refused++
+				refused = append(refused, ev)
 				full = true
 			}
 		}
@@ -409,10 +428,8 @@ func (p *poller) pollClaims(ctx context.Context, budget int, skip time.Duration)
 		if n := len(batch.Events) + len(batch.Undecodable); n > 0 {
 			p.cfg.Metrics.Claims(ClaimTaken, n)
 		}
-		if refused > 0 {
-			p.log.LogAttrs(ctx, slog.LevelDebug, "claimed events the dispatcher refused stay claimed until the claim expires",
-				slog.Int("refused", refused), slog.String("claim", token))
-			p.cfg.Metrics.Claims(ClaimExpired, refused)
+		if len(refused) > 0 {
+			p.refused(ctx, refused, token)
 		}
 		total += added
 		claimed += len(batch.Events) + len(batch.Undecodable)
@@ -430,6 +447,24 @@ func (p *poller) pollClaims(ctx context.Context, budget int, skip time.Duration)
 		p.log.LogAttrs(ctx, slog.LevelDebug, "poll claimed events", slog.Int("queued", total))
 	}
 	return total, more, nil
+}
+
+// refused gives back the claims of claimed events the dispatcher refused: its queue is
+// full, or it holds the event already, or it finished the event after this poll's read
+// began (a retry it just scheduled that this poll claimed again). Nobody here delivers
+// them, so they must not wait out ClaimTTL, which would hold an ordered event's key as
+// long: their claims are released for any node's next poll. This poller is not woken
+// for them (a copy in flight here would be refused again); other nodes are notified.
+func (p *poller) refused(ctx context.Context, events []Event, token string) {
+	if p.release == nil {
+		p.log.LogAttrs(ctx, slog.LevelDebug, "claimed events the dispatcher refused stay claimed until the claim expires",
+			slog.Int("refused", len(events)), slog.String("claim", token))
+		p.cfg.Metrics.Claims(ClaimExpired, len(events))
+		return
+	}
+	if released := p.release(ctx, events); released < int64(len(events)) {
+		p.cfg.Metrics.Claims(ClaimExpired, len(events)-int(released))
+	}
 }
 
 func (p *poller) claim(ctx context.Context, params ClaimParams) (PendingBatch, error) {

@@ -10,7 +10,7 @@ import (
 
 // rawRow holds one row of selectColumns as the driver returned it. Scanning into `any`
 // never fails, so a corrupt value is found while decoding, row by row.
-type rawRow [15]any
+type rawRow [17]any
 
 // scan reads one row of selectColumns, followed by extra columns into extra.
 func (r *rawRow) scan(s interface{ Scan(dest ...any) error }, extra ...any) error {
@@ -60,8 +60,14 @@ func (r *rawRow) decode(d *dialect, mode decodeMode) (Event, error) {
 	text(4, "tenant_id", &e.TenantID, true)
 	text(9, "last_error", &e.LastError, true)
 	text(13, "locked_by", &e.LockedBy, true)
+	text(15, "order_key", &e.OrderKey, true)
 	if err != nil {
 		return Event{}, err
+	}
+	if r[16] != nil {
+		if e.OrderSeq, err = intValue(r[16]); err != nil {
+			return Event{}, fmt.Errorf("order_seq: %w", err)
+		}
 	}
 
 	status, err := intValue(r[7])

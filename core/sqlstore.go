@@ -162,7 +162,9 @@ func (s *sqlStore) execReadCommitted(ctx context.Context, q query) (n int64, err
 
 // Insert implements [Store.Insert]. It runs on exec under ctx, without QueryTimeout, so
 // that it is part of the caller's transaction. New rows are NEW with no attempts,
-// whatever the events' Status and Attempts say; a zero CreatedAt becomes the current
+// whatever the events' Status and Attempts say, except ordered events (OrderKey set),
+// which are WAITING and numbered by an upsert of their keys' rows in the key table
+// first (see [OrderStore]); a zero CreatedAt becomes the current
 // time and a zero AvailableAt becomes CreatedAt. Events with LockedBy set are inserted
 // claimed until the database's current time at the INSERT statement plus p.ClaimTTL
 // (on PostgreSQL statement_timestamp(), not the start of the caller's transaction). A
@@ -175,6 +177,16 @@ func (s *sqlStore) Insert(ctx context.Context, exec Executor, p InsertParams) er
 	if exec == nil {
 		return fmt.Errorf("insert events: nil executor: %w", ErrNoTransaction)
 	}
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("insert events: %w", err)
+	}
+	if keys := orderKeys(p.Events); len(keys) > 0 {
+		events, err := s.lockKeys(ctx, exec, p.Events, keys)
+		if err != nil {
+			return fmt.Errorf("insert events: lock order keys: %w", err)
+		}
+		p.Events = events
+	}
 	qs, err := s.d.insertQueries(s.table, p, time.Now())
 	if err != nil {
 		return fmt.Errorf("insert events: %w", err)
@@ -185,6 +197,73 @@ func (s *sqlStore) Insert(ctx context.Context, exec Executor, p InsertParams) er
 		}
 	}
 	return nil
+}
+
+// lockKeys advances the counters of keys in the key table through exec, which locks
+// their rows until exec's transaction ends, and returns a copy of events with OrderSeq
+// set.
+func (s *sqlStore) lockKeys(ctx context.Context, exec Executor, events []Event, keys []keyCount) ([]Event, error) {
+	top := make(map[string]int64, len(keys))
+	qs := s.d.lockKeysQueries(s.table, keys)
+	if !s.d.lockKeysReturning {
+		for i, q := range qs {
+			res, err := exec.ExecContext(ctx, q.SQL, q.Args...)
+			if err != nil {
+				return nil, err
+			}
+			id, err := res.LastInsertId()
+			if err != nil {
+				return nil, err
+			}
+			top[keys[i].key] = cmp.Or(id, keys[i].n) // 0: the row was inserted
+		}
+		return orderSeqs(events, keys, top)
+	}
+	for _, q := range qs {
+		rows, err := exec.QueryContext(ctx, q.SQL, q.Args...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var key string
+			var last int64
+			if err := rows.Scan(&key, &last); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			top[key] = last
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return nil, err
+		}
+	}
+	return orderSeqs(events, keys, top)
+}
+
+// Promote implements [OrderStore.Promote] with one UPDATE (on MySQL in a READ
+// COMMITTED transaction, like the other range updates).
+func (s *sqlStore) Promote(ctx context.Context, p PromoteParams) (int64, error) {
+	var total int64
+	keys := p.Keys
+	for {
+		batch := p
+		if len(keys) > 0 {
+			batch.Keys = keys[:min(len(keys), s.d.maxIDs)]
+			keys = keys[len(batch.Keys):]
+		}
+		q, err := s.d.promoteQuery(s.table, batch)
+		if err != nil {
+			return total, fmt.Errorf("promote: %w", err)
+		}
+		n, err := s.execRange(ctx, q)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("promote: %w", err)
+		}
+		if len(keys) == 0 {
+			return total, nil
+		}
+	}
 }
 
 // MarkDone implements [Store.MarkDone]. Rows that are already DONE are not changed. When
@@ -506,7 +585,10 @@ func (s *sqlStore) Replay(ctx context.Context, p ReplayParams) (int64, error) {
 }
 
 // Purge implements [Store.Purge] with one DELETE (on MySQL in a READ COMMITTED
-// transaction, so that it takes no gap locks that would make INSERTs wait).
+// transaction, so that it takes no gap locks that would make INSERTs wait). A batch
+// that deletes fewer than p.Limit rows then deletes, in batches of p.Limit, the rows of
+// the key table whose keys have nothing left that is not DONE and were not written
+// since p.Before.
 func (s *sqlStore) Purge(ctx context.Context, p PurgeParams) (int64, error) {
 	q, err := s.d.purgeQuery(s.table, p)
 	if err != nil {
@@ -516,6 +598,21 @@ func (s *sqlStore) Purge(ctx context.Context, p PurgeParams) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("purge: %w", err)
 	}
+	if n < int64(p.Limit) {
+		// The events are purged up to the cutoff: the key rows left with nothing to
+		// order and not written since go too, in batches of the same size.
+		before, _ := s.d.time(p.Before)
+		q := s.d.purgeKeysQuery(s.table, before, p.Limit)
+		for {
+			k, err := s.execRange(ctx, q)
+			if err != nil {
+				return n, fmt.Errorf("purge order keys: %w", err)
+			}
+			if k < int64(p.Limit) {
+				break
+			}
+		}
+	}
 	return n, nil
 }
 
@@ -524,8 +621,9 @@ func (s *sqlStore) Purge(ctx context.Context, p PurgeParams) (int64, error) {
 // the driver sends and parses times in UTC (the DSN carries [MySQLDSNParams]), and that
 // the connection character set is utf8mb4; a connection that breaks one of these rules
 // would store wrong times or text without any error, so it returns a *[ConfigError]
-// with Field "DSN" naming the fix. [Postgres] and [SQLite] need nothing and return nil
-// without I/O. Any other error is the database's, for example an unreachable server.
+// with Field "DSN" naming the fix. On every database it returns a *[ConfigError] with
+// Field "Table" when the table exists but lacks a later migration. Any other error is
+// the database's, for example an unreachable server.
 // [Outbox.Start] runs it before it starts anything.
 func (s *sqlStore) CheckConnection(ctx context.Context) error { return s.checkConnection(ctx, 0) }
 
@@ -533,13 +631,12 @@ func (s *sqlStore) CheckConnection(ctx context.Context) error { return s.checkCo
 // the server takes a payload of maxPayload bytes ([MySQL]: max_allowed_packet).
 // [Outbox.Start] runs it with Config.MaxPayloadBytes.
 func (s *sqlStore) checkConnection(ctx context.Context, maxPayload int) error {
-	if s.d.checkConn == nil {
-		return nil
-	}
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
-	if err := s.d.checkConn(ctx, s.db, maxPayload); err != nil {
-		return err
+	if s.d.checkConn != nil {
+		if err := s.d.checkConn(ctx, s.db, maxPayload); err != nil {
+			return err
+		}
 	}
 	return s.checkTable(ctx)
 }
@@ -603,6 +700,21 @@ func (s *sqlStore) Stats(ctx context.Context) (Stats, error) {
 	}
 	if err := rows.Err(); err != nil {
 		return Stats{}, fmt.Errorf("stats: %w", err)
+	}
+	if st.Counts[StatusWaiting] == 0 {
+		return st, nil // no key can be blocked
+	}
+	q = s.d.blockedKeysQuery(s.table)
+	var oldest any
+	if err := s.db.QueryRowContext(ctx, q.SQL, q.Args...).Scan(&st.BlockedKeys, &oldest); err != nil {
+		return Stats{}, fmt.Errorf("stats: blocked keys: %w", err)
+	}
+	if oldest != nil {
+		t, err := s.d.decodeTime(oldest)
+		if err != nil {
+			return Stats{}, fmt.Errorf("stats: oldest blocked: %w", err)
+		}
+		st.OldestBlocked = t
 	}
 	return st, nil
 }

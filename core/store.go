@@ -33,6 +33,7 @@ var (
 type Store interface {
 	// Insert adds p.Events as NEW rows in one statement through exec (the caller's
 	// transaction); an event with LockedBy set is claimed until database now + p.ClaimTTL.
+	// An [OrderStore] stores ordered events (OrderKey set) WAITING.
 	Insert(ctx context.Context, exec Executor, p InsertParams) error
 	// Get returns one event by ID, or ErrNotFound.
 	Get(ctx context.Context, id string) (Event, error)
@@ -71,6 +72,22 @@ type ClaimStore interface {
 	// p.TTL and returns 1, or 0 when p.Token no longer holds it (an expired claim that
 	// nobody took over is still held).
 	RenewClaim(ctx context.Context, p RenewClaimParams) (int64, error)
+}
+
+// OrderStore is implemented by a [Store] that keeps ordered events in order
+// (docs/ordering.md): Insert numbers them under a lock on their key held until the
+// transaction ends, and stores them WAITING; Promote makes a key's next event NEW.
+type OrderStore interface {
+	// Promote makes the lowest WAITING event of each key NEW, unless the key has a NEW
+	// or RETRY event, or a DEAD one and p.DeadBlocks. It returns the events promoted.
+	Promote(ctx context.Context, p PromoteParams) (int64, error)
+}
+
+// PromoteParams are the inputs of [OrderStore.Promote].
+type PromoteParams struct {
+	Keys       []string // the keys; empty: any keys, at most Limit
+	DeadBlocks bool
+	Limit      int
 }
 
 // DeadStore is implemented by a [Store] that can list, count and replay DEAD events, for
@@ -261,4 +278,7 @@ type Stats struct {
 	Counts map[Status]int64
 	// OldestPending is created_at of the oldest NEW or RETRY row; zero when there is none.
 	OldestPending time.Time
+	// BlockedKeys counts the keys whose WAITING events wait behind a RETRY or DEAD one.
+	BlockedKeys   int64
+	OldestBlocked time.Time // created_at of the oldest of those, or zero
 }

@@ -41,6 +41,11 @@ type writerConfig struct {
 	// hot is the hot path's queue that pre-claims are made for: while it is full the
 	// writer makes none. Nil when the writer feeds no hot path.
 	hot *queues
+	// OrderByAggregate orders the events with an AggregateID by their aggregate.
+	OrderByAggregate bool
+	// orders moves the keys of ordered events on after commit; nil when the store
+	// keeps no order (ordered writes are then rejected).
+	orders *orderer
 }
 
 // Writer inserts events into the outbox table inside the caller's transaction. It is safe
@@ -54,7 +59,10 @@ type Writer struct {
 	claimTTL    time.Duration
 	nodeID      string
 	hot         *queues // see WriterConfig.hot
+	byAggregate bool
+	orders      *orderer
 	noHooksOnce sync.Once
+	unorderOnce sync.Once
 }
 
 // NewWriter returns a writer that inserts through store. It returns a [*ConfigError] for
@@ -81,14 +89,16 @@ func newWriter(store Store, cfg writerConfig) (*Writer, error) {
 	}
 	logger := cmp.Or(cfg.Logger, slog.Default())
 	w := &Writer{
-		store:      store,
-		hooks:      append([]WriterHook(nil), cfg.Hooks...),
-		maxPayload: cmp.Or(cfg.MaxPayloadBytes, DefaultMaxPayloadBytes),
-		logger:     logger.With(slog.String("component", "writer")),
-		now:        cfg.Now,
-		claimTTL:   cfg.ClaimTTL,
-		nodeID:     cfg.NodeID,
-		hot:        cfg.hot,
+		store:       store,
+		hooks:       append([]WriterHook(nil), cfg.Hooks...),
+		maxPayload:  cmp.Or(cfg.MaxPayloadBytes, DefaultMaxPayloadBytes),
+		logger:      logger.With(slog.String("component", "writer")),
+		now:         cfg.Now,
+		claimTTL:    cfg.ClaimTTL,
+		nodeID:      cfg.NodeID,
+		hot:         cfg.hot,
+		byAggregate: cfg.OrderByAggregate,
+		orders:      cfg.orders,
 	}
 	if w.claimTTL > 0 && w.nodeID == "" {
 		w.nodeID = defaultNodeID()
@@ -135,6 +145,10 @@ func (w *Writer) WriteAll(ctx context.Context, tx Executor, envs []Envelope) ([]
 	if err != nil {
 		return nil, err
 	}
+	keys, err := w.orderKeys(events)
+	if err != nil {
+		return nil, err
+	}
 	var claimTTL time.Duration
 	if w.claimTTL > 0 && hooks != nil && (w.hot == nil || !w.hot.hotFull()) {
 		claimTTL = w.preClaim(events)
@@ -150,6 +164,19 @@ func (w *Writer) WriteAll(ctx context.Context, tx Executor, envs []Envelope) ([]
 	ids := make([]string, len(events))
 	for i := range events {
 		ids[i] = events[i].ID
+	}
+	if keys != nil {
+		if hooks == nil {
+			w.unorderOnce.Do(func() {
+				w.logger.InfoContext(ctx, "transaction has no after-commit hooks; its ordered events wait for the poller's sweep (once per writer)",
+					slog.String("executor", fmt.Sprintf("%T", tx)))
+			})
+		} else {
+			// The key's next event may be one of these: promote it once they are
+			// visible. The insert held the keys, so nothing else may have.
+			hookCtx := context.WithoutCancel(ctx)
+			hooks.AfterCommit(func() { w.orders.promote(hookCtx, keys) })
+		}
 	}
 	if len(w.hooks) > 0 {
 		if hooks == nil {
@@ -179,6 +206,32 @@ func (w *Writer) WriteAll(ctx context.Context, tx Executor, envs []Envelope) ([]
 	return ids, nil
 }
 
+// orderKeys gives the events their order keys (Config.OrderByAggregate), marks the
+// ordered ones WAITING, as the store inserts them, and returns their distinct keys, nil
+// when none is ordered.
+func (w *Writer) orderKeys(events []Event) ([]string, error) {
+	if w.byAggregate {
+		for i := range events {
+			if e := &events[i]; e.OrderKey == "" && e.AggregateID != "" {
+				e.OrderKey = e.AggregateType + ":" + e.AggregateID
+			}
+		}
+	}
+	keys := eventKeys(events)
+	if keys == nil {
+		return nil, nil
+	}
+	if w.orders == nil {
+		return nil, fmt.Errorf("outbox: write: ordered events need a store that implements OrderStore: %w", errors.ErrUnsupported)
+	}
+	for i := range events {
+		if events[i].OrderKey != "" {
+			events[i].Status = StatusWaiting
+		}
+	}
+	return keys, nil
+}
+
 // preClaim gives the events that are due now one fresh claim token, so that Insert
 // stores them claimed, and returns the claim TTL (0 when no event is due). Each event's
 // LockedUntil becomes this process's estimate of the claim's end: the database starts
@@ -189,8 +242,8 @@ func (w *Writer) preClaim(events []Event) time.Duration {
 	start := time.Now()
 	token := ""
 	for i := range events {
-		if events[i].AvailableAt.After(now) {
-			continue // delayed: the poller claims it when it is due
+		if events[i].AvailableAt.After(now) || events[i].OrderKey != "" {
+			continue // delayed, or ordered: the poller claims it when it is due
 		}
 		if token == "" {
 			token = newClaimToken(w.nodeID)

@@ -98,6 +98,7 @@ func Example() {
 	// outbox_events{outbox="orders",status="done"} 1
 	// outbox_events{outbox="orders",status="new"} 0
 	// outbox_events{outbox="orders",status="retry"} 0
+	// outbox_events{outbox="orders",status="waiting"} 0
 	// outbox_hot_enqueued_total{outbox="orders"} 1
 	// outbox_stats_up{outbox="orders"} 1
 }

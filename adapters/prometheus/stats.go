@@ -81,11 +81,12 @@ var statuses = [...]struct {
 	{outbox.StatusRetry, "retry"},
 	{outbox.StatusDone, "done"},
 	{outbox.StatusDead, "dead"},
+	{outbox.StatusWaiting, "waiting"},
 }
 
 // StatsCollector is a prometheus.Collector that reads the outbox table's statistics when
-// it is scraped: the events per status, the age of the oldest pending event and the
-// DEAD count, plus whether the read succeeded. Create it with [NewStatsCollector] and
+// it is scraped: the events per status, the age of the oldest pending event, the DEAD
+// count and the blocked order keys (docs/ordering.md), plus whether the read succeeded. Create it with [NewStatsCollector] and
 // register it on your registry.
 //
 // A read runs in its own goroutine under [StatsOptions.Timeout]; a scrape waits for it
@@ -101,6 +102,8 @@ type StatsCollector struct {
 	events *prometheus.Desc
 	age    *prometheus.Desc
 	dead   *prometheus.Desc
+	keys   *prometheus.Desc
+	held   *prometheus.Desc
 	up     *prometheus.Desc
 	errs   *prometheus.Desc
 
@@ -153,11 +156,15 @@ func NewStatsCollector(src StatsSource, opts StatsOptions) (*StatsCollector, err
 		src:  src,
 		opts: opts,
 		events: desc("events",
-			"Rows in the outbox table by status (new, retry, done, dead), read at scrape time.", labelStatus),
+			"Rows in the outbox table by status (new, retry, done, dead, waiting), read at scrape time.", labelStatus),
 		age: desc("oldest_pending_age_seconds",
 			"Age of the oldest NEW or RETRY event (now minus its created_at, delayed and deferred events included), read at scrape time; 0 when none is pending."),
 		dead: desc("dead_events",
 			"DEAD events in the outbox table, read at scrape time; they wait for a replay."),
+		keys: desc("blocked_keys",
+			"Order keys whose WAITING events wait behind a RETRY or DEAD event of the key, read at scrape time."),
+		held: desc("oldest_blocked_age_seconds",
+			"Age of the oldest RETRY or DEAD event that holds an order key's WAITING events (now minus its created_at); 0 when no key is blocked."),
 		up: desc("stats_up",
 			"1 if the last read of the outbox table statistics succeeded, 0 if it failed or timed out."),
 		errs: desc("stats_errors_total",
@@ -170,6 +177,8 @@ func (c *StatsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.events
 	ch <- c.age
 	ch <- c.dead
+	ch <- c.keys
+	ch <- c.held
 	ch <- c.up
 	ch <- c.errs
 }
@@ -196,6 +205,12 @@ func (c *StatsCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.age, prometheus.GaugeValue, age)
 		ch <- prometheus.MustNewConstMetric(c.dead, prometheus.GaugeValue, float64(st.Counts[outbox.StatusDead]))
+		ch <- prometheus.MustNewConstMetric(c.keys, prometheus.GaugeValue, float64(st.BlockedKeys))
+		held := 0.0
+		if !st.OldestBlocked.IsZero() {
+			held = max(time.Since(st.OldestBlocked).Seconds(), 0)
+		}
+		ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, held)
 	}
 	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, up)
 	ch <- prometheus.MustNewConstMetric(c.errs, prometheus.CounterValue, float64(errCount))

@@ -160,22 +160,31 @@ func TestStatsCollectorReportsTheTable(t *testing.T) {
 		src := sourceFunc(func(context.Context) (outbox.Stats, error) {
 			return outbox.Stats{
 				Counts: map[outbox.Status]int64{
-					outbox.StatusNew: 3, outbox.StatusRetry: 1, outbox.StatusDone: 5, outbox.StatusDead: 2,
+					outbox.StatusNew: 3, outbox.StatusRetry: 1, outbox.StatusDone: 5, outbox.StatusDead: 2, outbox.StatusWaiting: 4,
 				},
 				OldestPending: time.Now().Add(-90 * time.Second).UTC(),
+				BlockedKeys:   2,
+				OldestBlocked: time.Now().Add(-60 * time.Second).UTC(),
 			}, nil
 		})
 		_, reg, logs := newStats(t, src, StatsOptions{Instance: "orders"})
 		err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP outbox_blocked_keys Order keys whose WAITING events wait behind a RETRY or DEAD event of the key, read at scrape time.
+# TYPE outbox_blocked_keys gauge
+outbox_blocked_keys{outbox="orders"} 2
 # HELP outbox_dead_events DEAD events in the outbox table, read at scrape time; they wait for a replay.
 # TYPE outbox_dead_events gauge
 outbox_dead_events{outbox="orders"} 2
-# HELP outbox_events Rows in the outbox table by status (new, retry, done, dead), read at scrape time.
+# HELP outbox_events Rows in the outbox table by status (new, retry, done, dead, waiting), read at scrape time.
 # TYPE outbox_events gauge
 outbox_events{outbox="orders",status="dead"} 2
 outbox_events{outbox="orders",status="done"} 5
 outbox_events{outbox="orders",status="new"} 3
 outbox_events{outbox="orders",status="retry"} 1
+outbox_events{outbox="orders",status="waiting"} 4
+# HELP outbox_oldest_blocked_age_seconds Age of the oldest RETRY or DEAD event that holds an order key's WAITING events (now minus its created_at); 0 when no key is blocked.
+# TYPE outbox_oldest_blocked_age_seconds gauge
+outbox_oldest_blocked_age_seconds{outbox="orders"} 60
 # HELP outbox_oldest_pending_age_seconds Age of the oldest NEW or RETRY event (now minus its created_at, delayed and deferred events included), read at scrape time; 0 when none is pending.
 # TYPE outbox_oldest_pending_age_seconds gauge
 outbox_oldest_pending_age_seconds{outbox="orders"} 90
@@ -201,12 +210,13 @@ func TestStatsCollectorEmptyTable(t *testing.T) {
 		src := sourceFunc(func(context.Context) (outbox.Stats, error) { return outbox.Stats{}, nil })
 		sc, _, _ := newStats(t, src, StatsOptions{})
 		err := testutil.CollectAndCompare(sc, strings.NewReader(`
-# HELP outbox_events Rows in the outbox table by status (new, retry, done, dead), read at scrape time.
+# HELP outbox_events Rows in the outbox table by status (new, retry, done, dead, waiting), read at scrape time.
 # TYPE outbox_events gauge
 outbox_events{status="dead"} 0
 outbox_events{status="done"} 0
 outbox_events{status="new"} 0
 outbox_events{status="retry"} 0
+outbox_events{status="waiting"} 0
 # HELP outbox_oldest_pending_age_seconds Age of the oldest NEW or RETRY event (now minus its created_at, delayed and deferred events included), read at scrape time; 0 when none is pending.
 # TYPE outbox_oldest_pending_age_seconds gauge
 outbox_oldest_pending_age_seconds 0

@@ -31,7 +31,14 @@ import (
 type MemoryStore struct {
 	mu    sync.Mutex
 	rows  map[string]*memRow
-	clock func() time.Time // guarded by mu
+	keys  map[string]*memKey // the key table of ordered events
+	clock func() time.Time   // guarded by mu
+}
+
+// memKey is one key's counter, as the SQL stores' key table holds it.
+type memKey struct {
+	lastSeq   int64
+	updatedAt time.Time
 }
 
 type memRow struct {
@@ -39,11 +46,14 @@ type memRow struct {
 	undecodable error
 }
 
-var _ outbox.Store = (*MemoryStore)(nil)
+var (
+	_ outbox.Store      = (*MemoryStore)(nil)
+	_ outbox.OrderStore = (*MemoryStore)(nil)
+)
 
 // NewMemoryStore returns an empty MemoryStore.
 func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{rows: make(map[string]*memRow), clock: time.Now}
+	return &MemoryStore{rows: make(map[string]*memRow), keys: make(map[string]*memKey), clock: time.Now}
 }
 
 // SetClock replaces the store's clock, which plays the database clock: Claim and a
@@ -61,7 +71,8 @@ func (s *MemoryStore) SetClock(now func() time.Time) {
 func (s *MemoryStore) dbNow() time.Time { return canonical(s.clock()) }
 
 // Insert adds p.Events as NEW rows with no attempts, whatever their Status and Attempts
-// say. A zero CreatedAt becomes the current time and a zero AvailableAt becomes
+// say, except ordered events (OrderKey set): WAITING, numbered after their key's earlier
+// events (the store has no transactions, so there is no key lock to hold). A zero CreatedAt becomes the current time and a zero AvailableAt becomes
 // CreatedAt. An event with LockedBy set is stored claimed by it until the store's clock
 // plus p.ClaimTTL. It returns an error, and inserts nothing, when the params are invalid,
 // an event has no ID or an ID is already stored or used twice.
@@ -103,9 +114,67 @@ func (s *MemoryStore) Insert(ctx context.Context, _ outbox.Executor, p outbox.In
 		if r.ev.LockedBy != "" {
 			r.ev.LockedUntil = until
 		}
+		r.ev.OrderSeq = 0
+		if k := r.ev.OrderKey; k != "" {
+			// Ordered: WAITING, numbered after the key's earlier events. The store
+			// has no transactions, so the insert is its own commit.
+			key := s.keys[k]
+			if key == nil {
+				key = &memKey{}
+				s.keys[k] = key
+			}
+			key.lastSeq++
+			key.updatedAt = now
+			r.ev.Status, r.ev.OrderSeq = outbox.StatusWaiting, key.lastSeq
+		}
 		s.rows[r.ev.ID] = r
 	}
 	return nil
+}
+
+// Promote implements [outbox.OrderStore.Promote].
+func (s *MemoryStore) Promote(ctx context.Context, p outbox.PromoteParams) (int64, error) {
+	if err := check(ctx, p.Validate()); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	want := map[string]bool{}
+	for _, k := range p.Keys {
+		want[k] = true
+	}
+	// Per key: its lowest WAITING row, and whether anything holds it.
+	heads := map[string]*memRow{}
+	held := map[string]bool{}
+	for _, r := range s.rows {
+		e := &r.ev
+		if e.OrderKey == "" || len(want) > 0 && !want[e.OrderKey] {
+			continue
+		}
+		switch e.Status {
+		case outbox.StatusNew, outbox.StatusRetry:
+			held[e.OrderKey] = true
+		case outbox.StatusDead:
+			held[e.OrderKey] = held[e.OrderKey] || p.DeadBlocks
+		case outbox.StatusWaiting:
+			if h := heads[e.OrderKey]; h == nil || e.OrderSeq < h.ev.OrderSeq {
+				heads[e.OrderKey] = r
+			}
+		}
+	}
+	keys := slices.Sorted(maps.Keys(heads))
+	var n int64
+	for _, k := range keys {
+		if held[k] {
+			continue
+		}
+		if len(want) == 0 && n == int64(p.Limit) {
+			break
+		}
+		heads[k].ev.Status = outbox.StatusNew
+		n++
+	}
+	return n, nil
 }
 
 // Claim implements [outbox.ClaimStore.Claim] with the store's clock as the database clock.
@@ -161,9 +230,9 @@ func (s *MemoryStore) RenewClaim(ctx context.Context, p outbox.RenewClaimParams)
 }
 
 // fenced reports whether an outcome update with token must leave the row alone: it is
-// DONE, or token is set and the row is not claimed by it.
+// DONE or WAITING, or token is set and the row is not claimed by it.
 func fenced(r *memRow, token string) bool {
-	return r.ev.Status == outbox.StatusDone || (token != "" && r.ev.LockedBy != token)
+	return r.ev.Status == outbox.StatusDone || r.ev.Status == outbox.StatusWaiting || (token != "" && r.ev.LockedBy != token)
 }
 
 // clearClaim ends the row's claim, as every outcome does.
@@ -344,6 +413,9 @@ func (s *MemoryStore) Replay(ctx context.Context, p outbox.ReplayParams) (int64,
 	}
 	for _, r := range rows {
 		r.ev.Status, r.ev.Attempts, r.ev.LastError, r.ev.AvailableAt, r.ev.DoneAt = outbox.StatusNew, 0, "", now, time.Time{}
+		if r.ev.OrderKey != "" {
+			r.ev.Status = outbox.StatusWaiting // Promote moves it on when its key lets it
+		}
 		clearClaim(&r.ev)
 	}
 	return int64(len(rows)), nil
@@ -371,6 +443,20 @@ func (s *MemoryStore) Purge(ctx context.Context, p outbox.PurgeParams) (int64, e
 	for _, r := range rows {
 		delete(s.rows, r.ev.ID)
 	}
+	if len(rows) < p.Limit {
+		// Keys not written since the cutoff, with nothing left that is not DONE.
+		open := map[string]bool{}
+		for _, r := range s.rows {
+			if r.ev.OrderKey != "" && r.ev.Status != outbox.StatusDone {
+				open[r.ev.OrderKey] = true
+			}
+		}
+		for k, key := range s.keys {
+			if !open[k] && key.updatedAt.Before(before) {
+				delete(s.keys, k)
+			}
+		}
+	}
 	return int64(len(rows)), nil
 }
 
@@ -382,11 +468,42 @@ func (s *MemoryStore) Stats(ctx context.Context) (outbox.Stats, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := outbox.Stats{Counts: make(map[outbox.Status]int64)}
+	type keyState struct {
+		waiting, new bool
+		holder       time.Time // the oldest RETRY or DEAD event
+	}
+	keys := map[string]*keyState{}
 	for _, r := range s.rows {
 		st.Counts[r.ev.Status]++
 		if r.ev.Status == outbox.StatusNew || r.ev.Status == outbox.StatusRetry {
 			if st.OldestPending.IsZero() || r.ev.CreatedAt.Before(st.OldestPending) {
 				st.OldestPending = r.ev.CreatedAt
+			}
+		}
+		if r.ev.OrderKey == "" {
+			continue
+		}
+		k := keys[r.ev.OrderKey]
+		if k == nil {
+			k = &keyState{}
+			keys[r.ev.OrderKey] = k
+		}
+		switch r.ev.Status {
+		case outbox.StatusWaiting:
+			k.waiting = true
+		case outbox.StatusNew:
+			k.new = true
+		case outbox.StatusRetry, outbox.StatusDead:
+			if k.holder.IsZero() || r.ev.CreatedAt.Before(k.holder) {
+				k.holder = r.ev.CreatedAt
+			}
+		}
+	}
+	for _, k := range keys {
+		if k.waiting && !k.new && !k.holder.IsZero() {
+			st.BlockedKeys++
+			if st.OldestBlocked.IsZero() || k.holder.Before(st.OldestBlocked) {
+				st.OldestBlocked = k.holder
 			}
 		}
 	}

@@ -117,6 +117,12 @@ func Run(t *testing.T, f Features, newHarness func(t *testing.T) Harness) {
 		{name: "RenewClaim", fn: testRenewClaim},
 		{name: "ClaimConcurrent", fn: testClaimConcurrent},
 		{name: "ClaimBadParams", fn: testClaimBadParams},
+		{name: "OrderedInsert", fn: testOrderedInsert},
+		{name: "PromoteMovesTheHeadOnly", fn: testPromoteMovesTheHeadOnly},
+		{name: "PromoteDeadPolicy", fn: testPromoteDeadPolicy},
+		{name: "PurgeForgetsIdleKeys", fn: testPurgeForgetsIdleKeys},
+		{name: "OrderedKeyLock", fn: testOrderedKeyLock, tx: true},
+		{name: "StatsBlockedKeys", fn: testStatsBlockedKeys},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,10 +1,14 @@
 package outboxadmin_test
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"testing"
+	"time"
 
 	outboxadmin "github.com/outboxkit/outbox/admin"
 	outbox "github.com/outboxkit/outbox/core"
@@ -77,4 +81,75 @@ func deadEventsOver(t testing.TB, store outbox.Store) *outbox.DeadEvents {
 		t.Fatal(err)
 	}
 	return ob.Dead()
+}
+
+// TestOrderedDeadEventHoldsItsKeyInTheAPI: a DEAD ordered event with WAITING events
+// behind it shows its key and place in the list, and the overview counts the WAITING
+// events and the blocked key; a replay moves the key on.
+func TestOrderedDeadEventHoldsItsKeyInTheAPI(t *testing.T) {
+	t.Parallel()
+	store := outboxtest.NewMemoryStore()
+	ctx := t.Context()
+	created := time.Now().Add(-time.Hour).UTC().Truncate(time.Microsecond)
+	var events []outbox.Event
+	for i := range 3 {
+		events = append(events, outbox.Event{ID: fmt.Sprint("e", i), Type: "Changed", AggregateType: "Account",
+			Payload: json.RawMessage(`{}`), CreatedAt: created, AvailableAt: created, OrderKey: "Account:42"})
+	}
+	if err := store.Insert(ctx, nil, outbox.InsertParams{Events: events}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := store.Promote(ctx, outbox.PromoteParams{Keys: []string{"Account:42"}, DeadBlocks: true}); err != nil || n != 1 {
+		t.Fatalf("Promote = %d, %v", n, err)
+	}
+	if _, err := store.MarkDead(ctx, outbox.MarkDeadParams{ID: "e0", DeadAt: time.Now(), Reason: "poison", CountAttempt: true}); err != nil {
+		t.Fatal(err)
+	}
+	ob, err := outbox.New(nil, outbox.Config{Mode: outbox.WriterOnly, Store: store, PurgeInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := outboxadmin.New(ob.Dead(), outboxadmin.Options{Authorize: outboxadmin.AllowAll(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(path string, v any) {
+		t.Helper()
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/"+path, nil))
+		if rec.Code != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, rec.Code, rec.Body)
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var overview struct {
+		Counts          map[string]int64 `json:"counts"`
+		BlockedKeys     int64            `json:"blocked_keys"`
+		OldestBlockedAt *time.Time       `json:"oldest_blocked_at"`
+	}
+	get("api/overview", &overview)
+	if overview.Counts["WAITING"] != 2 || overview.Counts["DEAD"] != 1 || overview.BlockedKeys != 1 ||
+		overview.OldestBlockedAt == nil || !overview.OldestBlockedAt.Equal(created) {
+		t.Fatalf("overview %+v", overview)
+	}
+	var list struct {
+		Events []struct {
+			ID       string `json:"id"`
+			OrderKey string `json:"order_key"`
+			OrderSeq int64  `json:"order_seq"`
+		} `json:"events"`
+	}
+	get("api/dead-events", &list)
+	if len(list.Events) != 1 || list.Events[0].ID != "e0" || list.Events[0].OrderKey != "Account:42" || list.Events[0].OrderSeq != 1 {
+		t.Fatalf("dead events %+v", list.Events)
+	}
+	if err := ob.Dead().Replay(ctx, "e0"); err != nil {
+		t.Fatal(err)
+	}
+	get("api/overview", &overview)
+	if overview.BlockedKeys != 0 || overview.Counts["NEW"] != 1 || overview.Counts["WAITING"] != 2 {
+		t.Fatalf("overview after the replay %+v", overview)
+	}
 }

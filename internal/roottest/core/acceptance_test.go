@@ -390,40 +390,6 @@ func TestAcceptanceUnroutableDeferredAndDelayed(t *testing.T) {
 	})
 }
 
-func TestAcceptanceOrderedModeKeepsPerAggregateOrder(t *testing.T) {
-	t.Parallel()
-	forEachBackend(t, func(t *testing.T, b backend) {
-		a := setupOutbox(t, b, outbox.Config{Mode: outbox.Ordered, PollInterval: 10 * time.Millisecond, SkipRecent: -1, PollBatchSize: 7})
-		rec := newDeliveries(nil)
-		if err := a.ob.Register("Account", "Changed", rec); err != nil {
-			t.Fatal(err)
-		}
-		a.start(t)
-		const aggregates, perAggregate = 3, 20
-		ctx := context.Background()
-		for i := range perAggregate {
-			for g := range aggregates {
-				env := outbox.Envelope{Type: "Changed", AggregateType: "Account", AggregateID: fmt.Sprint("acct-", g), Payload: i}
-				if _, err := a.placeOrder(ctx, fmt.Sprintf("o-%d-%d", g, i), env, nil); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-		eventually(t, "all delivered", func() bool { return rec.total() >= aggregates*perAggregate })
-		next := map[string]int{}
-		for _, e := range rec.seen() {
-			want := next[e.AggregateID]
-			if string(e.Payload) != fmt.Sprint(want) {
-				t.Fatalf("aggregate %s: got payload %s, want %d", e.AggregateID, e.Payload, want)
-			}
-			next[e.AggregateID]++
-		}
-		if c := a.metrics.counts(); c.hotEnqueued != 0 {
-			t.Fatalf("ordered mode used the hot path %d times", c.hotEnqueued)
-		}
-	})
-}
-
 func TestAcceptancePurgeDeletesOnlyOldFinishedRows(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b backend) {
@@ -598,8 +564,7 @@ func TestNewRejectsInvalidConfig(t *testing.T) {
 		{"no dialect", db, outbox.Config{}, "Dialect"},
 		{"no db", nil, outbox.Config{Dialect: outbox.SQLite}, "DB"},
 		{"bad table", db, outbox.Config{Dialect: outbox.SQLite, Table: "x; DROP TABLE y"}, "Table"},
-		{"ordered workers", db, outbox.Config{Dialect: outbox.SQLite, Mode: outbox.Ordered, Workers: 4}, "Workers"},
-		{"ordered attempts", db, outbox.Config{Dialect: outbox.SQLite, Mode: outbox.Ordered, MaxAttempts: 5}, "MaxAttempts"},
+		{"unknown dead key policy", db, outbox.Config{Dialect: outbox.SQLite, DeadKeyPolicy: 7}, "DeadKeyPolicy"},
 		{"negative workers", db, outbox.Config{Dialect: outbox.SQLite, Workers: -3}, "Workers"},
 		{"bad purge interval", db, outbox.Config{Dialect: outbox.SQLite, PurgeInterval: -5}, "PurgeInterval"},
 	}

@@ -93,14 +93,22 @@ func TestMySQLConnectionCheck(t *testing.T) {
 	}
 }
 
-func TestConnectionCheckIsFreeElsewhere(t *testing.T) {
+// TestConnectionCheckElsewhere: on SQLite and PostgreSQL, where the connection needs no
+// setting, the check only looks at the table: nil on a migrated one (a table lacking a
+// version is TestMigrateUpgradesAVersionOneTableWithRows's), and the database's error,
+// not a *ConfigError, when it cannot look.
+func TestConnectionCheckElsewhere(t *testing.T) {
 	t.Parallel()
 	for _, setup := range []func(*testing.T) sqlBundle{setupSQLite, setupPostgres} {
 		b := setup(t)
-		ctx, cancel := context.WithCancel(t.Context())
-		cancel() // no I/O, so a canceled context does not matter
-		if err := b.store.CheckConnection(ctx); err != nil {
+		if err := b.store.CheckConnection(t.Context()); err != nil {
 			t.Errorf("%s: CheckConnection = %v", b.d, err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		var ce *outbox.ConfigError
+		if err := b.store.CheckConnection(ctx); err == nil || errors.As(err, &ce) {
+			t.Errorf("%s: CheckConnection with a canceled context = %v, want the context's error", b.d, err)
 		}
 	}
 }
@@ -238,6 +246,15 @@ func TestMySQLQueriesUseIndexes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	var ordered []outbox.Event
+	for i := range 400 {
+		e := testEvent(fmt.Sprintf("o-%05d", i), base)
+		e.OrderKey = fmt.Sprint("K", i%40)
+		ordered = append(ordered, e)
+	}
+	if err := b.store.Insert(ctx, b.db, outbox.InsertParams{Events: ordered}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := b.db.ExecContext(ctx, `ANALYZE TABLE `+b.quoted()); err != nil {
 		t.Fatal(err)
 	}
@@ -293,6 +310,54 @@ func TestMySQLQueriesUseIndexes(t *testing.T) {
 		if len(plan) != 1 || !strings.HasSuffix(plan[0]["key"], c.key) || c.rangeScan && plan[0]["type"] != "range" ||
 			strings.Contains(plan[0]["Extra"], "filesort") {
 			t.Errorf("%s\nplan %v, want key %s (range scan %v) without a sort", q, plan, c.key, c.rangeScan)
+		}
+	}
+	// Promote (with keys, and the sweep) reads every key's head and blocker through
+	// order_idx, and the updated rows by primary key: no table scan anywhere.
+	heads := func(keys, limit string) string {
+		return `UPDATE ` + b.quoted() + ` JOIN (SELECT w.event_id FROM ` + b.quoted() + ` w WHERE ` + keys +
+			` AND w.status = 4 AND w.order_seq = (SELECT MIN(m.order_seq) FROM ` + b.quoted() +
+			" m FORCE INDEX (`outbox_event_order_idx`) WHERE m.order_open_key = w.order_open_key AND m.status = 4) AND NOT EXISTS (SELECT 1 FROM " + b.quoted() +
+			" a FORCE INDEX (`outbox_event_order_idx`) WHERE a.order_open_key = w.order_open_key AND a.status IN (0, 2, 3)) LIMIT " + limit + ") h ON " + b.quoted() +
+			`.event_id = h.event_id SET ` + b.quoted() + `.status = 0 WHERE ` + b.quoted() + `.status = 4`
+	}
+	for _, q := range []string{heads(`w.order_open_key IN ('K1', 'K2')`, "2"), heads(`w.order_open_key IS NOT NULL`, "1000"),
+		"DELETE FROM " + strings.TrimSuffix(b.quoted(), "`") + "_key` WHERE updated_at < " + t0 + " AND NOT EXISTS (SELECT 1 FROM " +
+			b.quoted() + " e WHERE e.order_open_key = " + strings.TrimSuffix(b.quoted(), "`") + "_key`.order_key) ORDER BY updated_at LIMIT 10"} {
+		rows, err := b.db.QueryContext(ctx, "EXPLAIN "+q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols, _ := rows.Columns()
+		var plan []map[string]string
+		for rows.Next() {
+			vals := make([]sql.NullString, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			row := map[string]string{}
+			for i, col := range cols {
+				row[col] = vals[i].String
+			}
+			plan = append(plan, row)
+		}
+		rows.Close()
+		for _, row := range plan {
+			switch row["table"] {
+			case "m", "a", "e":
+				if !strings.HasSuffix(row["key"], "order_idx") {
+					t.Errorf("%s\nplan %v: table %s does not use order_idx", q, plan, row["table"])
+				}
+			}
+			// w may read the WAITING rows through dead_idx (status first); the key table
+			// is scanned when it is tiny.
+			if row["type"] == "ALL" && !strings.HasPrefix(row["table"], "<derived") && !strings.HasSuffix(row["table"], "_key") {
+				t.Errorf("%s\nplan %v: full scan of %s", q, plan, row["table"])
+			}
 		}
 	}
 }

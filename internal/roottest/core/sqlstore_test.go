@@ -339,8 +339,8 @@ func TestShippedMigrationFiles(t *testing.T) {
 				run(down)
 				run(up)
 			}
-			if s.d == outbox.MySQL && len(later) < 2 {
-				t.Errorf("MySQL ships %v, want the 0002 migration too", later)
+			if len(later) < 2 {
+				t.Errorf("%s ships %v, want the 0002 migration too", s.name, later)
 			}
 			t0 := "'2031-01-01T00:00:00.000000Z'"
 			if s.d == outbox.MySQL {
@@ -350,6 +350,91 @@ func TestShippedMigrationFiles(t *testing.T) {
 				`INSERT INTO outbox_event (event_id, event_type, aggregate_type, payload, status, available_at, created_at)
 				 VALUES ('x', 't', 'a', '{}', 0, `+t0+`, `+t0+`)`); err != nil {
 				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestMigrateUpgradesAVersionOneTableWithRows: on every database, a table made by the
+// first migration alone, holding pending and finished rows, is refused by the
+// connection check with a *ConfigError naming a missing column, and MigrateTable
+// upgrades it in place: every row kept and still delivered, and ordered events work.
+func TestMigrateUpgradesAVersionOneTableWithRows(t *testing.T) {
+	t.Parallel()
+	for _, s := range []struct {
+		name string
+		d    outbox.Dialect
+		open func(testing.TB) *sql.DB
+	}{
+		{"sqlite", outbox.SQLite, testdb.NewSQLiteDB},
+		{"postgres", outbox.Postgres, testdb.NewPostgresDB},
+		{"mysql", outbox.MySQL, testdb.NewMySQLDB},
+	} {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			db := s.open(t)
+			table := testdb.IsolatedTable(t, db, s.d.Name())
+			v1, err := fs.ReadFile(outbox.Migrations(s.d), "0001_create_outbox_event.up.sql")
+			if err != nil {
+				t.Fatal(err)
+			}
+			q := quoteTable(s.d, outbox.DefaultTable)
+			for _, stmt := range strings.Split(strings.ReplaceAll(string(v1), q, quoteTable(s.d, table)), ";") {
+				if strings.TrimSpace(stripComments(stmt)) == "" {
+					continue
+				}
+				if _, err := db.ExecContext(ctx, stmt); err != nil {
+					t.Fatalf("version 1 DDL: %v", err)
+				}
+			}
+			store, err := sqlStore(db, s.d, outbox.SQLStoreConfig{Table: table})
+			if err != nil {
+				t.Fatal(err)
+			}
+			base := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
+			var events []outbox.Event
+			for i := range 30 {
+				events = append(events, testEvent(fmt.Sprintf("e-%02d", i), base.Add(time.Duration(i)*time.Second)))
+			}
+			if err := store.Insert(ctx, db, outbox.InsertParams{Events: events}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := store.MarkDone(ctx, outbox.MarkDoneParams{IDs: []string{"e-00", "e-01"}, DoneAt: base}); err != nil {
+				t.Fatal(err)
+			}
+			var cfgErr *outbox.ConfigError
+			if err := store.CheckConnection(ctx); !errors.As(err, &cfgErr) || cfgErr.Field != "Table" {
+				t.Fatalf("CheckConnection on a version 1 table = %v, want a *ConfigError for Table", err)
+			}
+			for range 2 { // the second run changes nothing
+				if err := outbox.MigrateTable(ctx, db, s.d, table); err != nil {
+					t.Fatalf("MigrateTable upgrade: %v", err)
+				}
+			}
+			if err := store.CheckConnection(ctx); err != nil {
+				t.Fatalf("CheckConnection after the upgrade: %v", err)
+			}
+			batch, err := store.Pending(ctx, outbox.PendingParams{Now: base.Add(time.Hour), Limit: 100})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(batch.Events) != 28 || batch.Events[0].ID != "e-02" || batch.Events[0].OrderKey != "" {
+				t.Fatalf("Pending after the upgrade: %d events, first %+v; want the 28 pending rows", len(batch.Events), batch.Events[0])
+			}
+			if got, err := store.Get(ctx, "e-00"); err != nil || got.Status != outbox.StatusDone {
+				t.Fatalf("a DONE row after the upgrade: %+v, %v", got, err)
+			}
+			o1, o2 := testEvent("o-1", base), testEvent("o-2", base)
+			o1.OrderKey, o2.OrderKey = "K", "K"
+			if err := store.Insert(ctx, db, outbox.InsertParams{Events: []outbox.Event{o1, o2}}); err != nil {
+				t.Fatalf("ordered insert after the upgrade: %v", err)
+			}
+			if n, err := store.Promote(ctx, outbox.PromoteParams{Keys: []string{"K"}, DeadBlocks: true}); err != nil || n != 1 {
+				t.Fatalf("Promote after the upgrade = %d, %v; want 1", n, err)
+			}
+			if got, err := store.Get(ctx, "o-2"); err != nil || got.Status != outbox.StatusWaiting || got.OrderSeq != 2 {
+				t.Fatalf("o-2 after the upgrade: %+v, %v", got, err)
 			}
 		})
 	}
@@ -412,14 +497,25 @@ func TestCustomSchemaQualifiedTable(t *testing.T) {
 				names = append(names, n)
 			}
 			got := strings.Join(names, ",")
-			want := "Order_Events_claim_idx,Order_Events_dead_idx,Order_Events_finished_idx,Order_Events_pending_idx"
+			want := "Order_Events_claim_idx,Order_Events_dead_idx,Order_Events_finished_idx,Order_Events_order_idx,Order_Events_pending_idx"
 			switch s.name {
 			case "postgres":
-				want += ",Order_Events_pkey"
+				// The key table's indexes are in the schema too.
+				want = "Order_Events_claim_idx,Order_Events_dead_idx,Order_Events_finished_idx,Order_Events_key_pkey," +
+					"Order_Events_key_updated_idx,Order_Events_order_idx,Order_Events_pending_idx,Order_Events_pkey"
 			case "mysql":
 				// The pending index serves the claim (see the MySQL DDL), the poll index
 				// the poller's scan (migration 0002).
 				want = strings.TrimPrefix(want, "Order_Events_claim_idx,") + ",Order_Events_poll_idx,PRIMARY"
+			}
+			// Ordered events use the key table beside the qualified table.
+			o := testEvent("o", t0)
+			o.OrderKey = "K"
+			if err := b.store.Insert(ctx, db, outbox.InsertParams{Events: []outbox.Event{o}}); err != nil {
+				t.Fatalf("ordered insert: %v", err)
+			}
+			if n, err := b.store.Promote(ctx, outbox.PromoteParams{Keys: []string{"K"}}); err != nil || n != 1 {
+				t.Fatalf("Promote = %d, %v", n, err)
 			}
 			if got != want {
 				t.Errorf("indexes %s, want %s", got, want)
@@ -478,6 +574,29 @@ func TestQueriesUseIndexes(t *testing.T) {
 					` AND created_at <= ` + t0 + ` AND (locked_until IS NULL OR locked_until < ` + t0 + `)` +
 					` ORDER BY available_at, created_at, event_id LIMIT 10`: {"claim_idx", sortStep},
 			}
+			// Promote reads a key's head and what holds it from the order index, by key
+			// (and, in the sweep, walks it), never the whole table; purge of the key table
+			// probes it per key.
+			heads := func(keys, limit string) string {
+				return `UPDATE ` + b.quoted() + ` SET status = 0 WHERE event_id IN (SELECT w.event_id FROM ` + b.quoted() + ` w WHERE ` + keys +
+					` AND w.status <> 1 AND w.status = 4 AND w.order_seq = (SELECT MIN(m.order_seq) FROM ` + b.quoted() +
+					` m WHERE m.order_key = w.order_key AND m.status <> 1 AND m.status = 4) AND NOT EXISTS (SELECT 1 FROM ` + b.quoted() +
+					` a WHERE a.order_key = w.order_key AND a.status <> 1 AND a.status IN (0, 2, 3)) LIMIT ` + limit + `) AND status = 4`
+			}
+			scan := "Seq Scan"
+			if b.d == outbox.SQLite {
+				scan = "SCAN "
+			}
+			keys := `w.order_key IN ('A', 'B')`
+			if b.d == outbox.Postgres {
+				keys = `w.order_key = ANY(CAST('{"A","B"}' AS TEXT[]))`
+			}
+			cases[heads(keys, "2")] = check{"order_idx", scan}
+			cases[heads(`w.order_key IS NOT NULL`, "1000")] = check{"order_idx", "SCAN " + strings.Trim(b.quoted(), `"`)}
+			kt := strings.TrimSuffix(b.quoted(), `"`) + `_key"`
+			cases[`DELETE FROM `+kt+` WHERE order_key IN (SELECT k.order_key FROM `+kt+` k WHERE k.updated_at < `+t0+
+				` AND NOT EXISTS (SELECT 1 FROM `+b.quoted()+` e WHERE e.order_key = k.order_key AND e.status <> 1) ORDER BY k.updated_at LIMIT 10)`+
+				` AND updated_at < `+t0] = check{"order_idx", sortStep}
 			if b.d == outbox.SQLite {
 				cases[`UPDATE `+b.quoted()+` SET status = 0 WHERE event_id IN (SELECT event_id FROM `+b.quoted()+
 					` WHERE +status = 3 ORDER BY created_at, event_id LIMIT 10) AND +status = 3`] = check{"dead_idx", "pending_idx"}
@@ -629,6 +748,7 @@ type sqlTestStore interface {
 	outbox.DeadStore
 	outbox.StatsStore
 	outbox.ConnectionChecker
+	outbox.OrderStore
 }
 
 // sqlStore is outbox.NewSQLStore with the optional interfaces the tests call directly.

@@ -1,0 +1,235 @@
+package outbox
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Ordered events (docs/ordering.md). An ordered row carries order_key and order_seq and
+// is inserted WAITING (status 4). The key table, one row per key, holds the key's
+// counter: Insert takes the next numbers from it with an upsert, which also locks the
+// key's row until the inserting transaction ends, so that transactions writing one key
+// commit one after the other and numbers follow commit order. Promote makes a key's
+// lowest WAITING row NEW when nothing of the key is NEW or RETRY (or DEAD, when DEAD
+// blocks). The order index holds the rows of a key that are not DONE, in order_seq
+// order: Promote reads a key's head and blocker from it.
+
+// The suffixes of the order index and the key table.
+const (
+	orderIndexSuffix = "_order_idx"
+	keyTableSuffix   = "_key"
+	keyIndexSuffix   = "_key_updated_idx"
+)
+
+// keyTable is the name of t's key table, in t's schema.
+func keyTable(t tableName) tableName {
+	return tableName{schema: t.schema, name: t.indexName(keyTableSuffix)}
+}
+
+// orderColumn is the column the order index starts with: order_key on PostgreSQL and
+// SQLite, whose index is partial, and a generated column that is order_key on rows
+// that are not DONE on MySQL.
+func (d *dialect) orderColumn() string {
+	if d.orderOpenColumn != "" {
+		return d.orderOpenColumn
+	}
+	return "order_key"
+}
+
+// orderOpen is the condition the order index holds besides its key: the row is not
+// DONE. Written in every query that reads the index so that SQLite matches it to the
+// partial index (MySQL's generated column implies it).
+func (d *dialect) orderOpen(alias string) string {
+	if d.orderOpenColumn != "" {
+		return ""
+	}
+	return " AND " + alias + ".status <> 1"
+}
+
+// keyCount is one key of an insert and how many of its events the insert writes.
+type keyCount struct {
+	key string
+	n   int64
+}
+
+// orderKeys returns the keys of events in byte order, each with its number of events.
+// Locking keys in one order keeps two inserts of the same keys from deadlocking.
+func orderKeys(events []Event) []keyCount {
+	counts := map[string]int64{}
+	for i := range events {
+		if k := events[i].OrderKey; k != "" {
+			counts[k]++
+		}
+	}
+	keys := make([]keyCount, 0, len(counts))
+	for k, n := range counts {
+		keys = append(keys, keyCount{k, n})
+	}
+	slices.SortFunc(keys, func(a, b keyCount) int {
+		switch {
+		case a.key < b.key:
+			return -1
+		case a.key > b.key:
+			return 1
+		}
+		return 0
+	})
+	return keys
+}
+
+// lockKeysQueries builds the upserts that lock keys and advance their counters by their
+// counts. With returning, each statement returns (order_key, last_seq) for its keys,
+// the counter after the increment; without (MySQL), each statement is one key, and its
+// result's LastInsertId is the counter after an update, or 0 after an insert (the
+// counter is then the count).
+func (d *dialect) lockKeysQueries(t tableName, keys []keyCount) []query {
+	kt := d.qualified(keyTable(t))
+	if !d.lockKeysReturning {
+		qs := make([]query, len(keys))
+		for i, k := range keys {
+			b := d.newBuilder()
+			b.w("INSERT INTO ", kt, " (order_key, last_seq, updated_at) VALUES (", b.arg(k.key), ", ", b.arg(k.n), ", ", d.dbNow,
+				") ON DUPLICATE KEY UPDATE last_seq = LAST_INSERT_ID(last_seq + VALUES(last_seq)), updated_at = VALUES(updated_at)")
+			qs[i] = b.query()
+		}
+		return qs
+	}
+	var qs []query
+	per := min(d.maxIDs, d.maxBindParams/2)
+	for start := 0; start < len(keys); start += per {
+		b := d.newBuilder()
+		b.w("INSERT INTO ", kt, " AS k (order_key, last_seq, updated_at) VALUES ")
+		if d.upsertTargetBare {
+			b = d.newBuilder().w("INSERT INTO ", kt, " (order_key, last_seq, updated_at) VALUES ")
+		}
+		for i, k := range keys[start:min(start+per, len(keys))] {
+			if i > 0 {
+				b.w(", ")
+			}
+			b.w("(", b.arg(k.key), ", ", b.arg(k.n), ", ", d.dbNow, ")")
+		}
+		target := "k."
+		if d.upsertTargetBare {
+			target = ""
+		}
+		b.w(" ON CONFLICT (order_key) DO UPDATE SET last_seq = ", target, "last_seq + excluded.last_seq, updated_at = excluded.updated_at",
+			" RETURNING order_key, last_seq")
+		qs = append(qs, b.query())
+	}
+	return qs
+}
+
+// promoteQuery builds [OrderStore.Promote]: one update of the heads of the keys p.Keys
+// (or of any keys, at most p.Limit) that nothing holds.
+func (d *dialect) promoteQuery(t tableName, p PromoteParams) (query, error) {
+	if err := p.Validate(); err != nil {
+		return query{}, err
+	}
+	table, col := d.qualified(t), d.orderColumn()
+	blocking := "0, 2"
+	if p.DeadBlocks {
+		blocking = "0, 2, 3"
+	}
+	b := d.newBuilder()
+	// The heads: for each key, its WAITING row with the lowest order_seq, when no row of
+	// the key is NEW or RETRY (or DEAD). The subqueries read the order index.
+	heads := func() {
+		b.w("SELECT w.event_id FROM ", table, " w WHERE ")
+		switch {
+		case len(p.Keys) > 0 && d.idsAsArray:
+			b.w("w.", col, " = ANY(CAST(", b.arg(textArrayLiteral(p.Keys)), " AS TEXT[]))")
+		case len(p.Keys) > 0:
+			b.w("w.", col, " IN (")
+			for i, k := range p.Keys {
+				if i > 0 {
+					b.w(", ")
+				}
+				b.w(b.arg(k))
+			}
+			b.w(")")
+		default:
+			b.w("w.", col, " IS NOT NULL")
+		}
+		// MariaDB may turn the NOT EXISTS into an anti-join over a materialised scan of
+		// the whole table: the hint keeps both subqueries on the order index.
+		force := ""
+		if d.orderOpenColumn != "" {
+			force = " FORCE INDEX (" + d.quote(t.indexName(orderIndexSuffix)) + ")"
+		}
+		b.w(d.orderOpen("w"), " AND w.status = 4 AND w.order_seq = (SELECT MIN(m.order_seq) FROM ", table, " m", force, " WHERE m.", col, " = w.", col,
+			d.orderOpen("m"), " AND m.status = 4) AND NOT EXISTS (SELECT 1 FROM ", table, " a", force, " WHERE a.", col, " = w.", col,
+			d.orderOpen("a"), " AND a.status IN (", blocking, "))")
+		limit := int64(p.Limit)
+		if len(p.Keys) > 0 {
+			limit = int64(len(p.Keys))
+		}
+		b.w(" LIMIT ", b.arg(limit))
+	}
+	if d.orderOpenColumn != "" {
+		// MySQL cannot read the updated table in a subquery of UPDATE; a derived table
+		// with a LIMIT is materialised first, which it allows. The outer status test
+		// runs on the row's current version, after its lock.
+		b.w("UPDATE ", table, " JOIN (")
+		heads()
+		b.w(") h ON ", table, ".event_id = h.event_id SET ", table, ".status = 0 WHERE ", table, ".status = 4")
+		return b.query(), nil
+	}
+	// The outer status test guards against a concurrent Promote of the same key between
+	// the subquery and the update: PostgreSQL re-checks it on the row it locks.
+	b.w("UPDATE ", table, " SET status = 0 WHERE event_id IN (")
+	heads()
+	b.w(") AND status = 4")
+	return b.query(), nil
+}
+
+// purgeKeysQuery builds the deletion of at most limit key rows not written since before
+// whose keys have no row that is not DONE: their counters are not needed any more (a
+// key written again starts from 1, behind nothing). A transaction that writes the key
+// meanwhile updates updated_at under the row's lock, which the outer test re-checks.
+func (d *dialect) purgeKeysQuery(t tableName, before any, limit int) query {
+	kt, table, col := d.qualified(keyTable(t)), d.qualified(t), d.orderColumn()
+	b := d.newBuilder()
+	if d.orderedDML {
+		b.w("DELETE FROM ", kt, " WHERE updated_at < ", b.arg(before), " AND NOT EXISTS (SELECT 1 FROM ", table, " e WHERE e.", col, " = ",
+			kt, ".order_key) ORDER BY updated_at LIMIT ", b.arg(int64(limit)))
+		return b.query()
+	}
+	b.w("DELETE FROM ", kt, " WHERE order_key IN (SELECT k.order_key FROM ", kt, " k WHERE k.updated_at < ", b.arg(before),
+		" AND NOT EXISTS (SELECT 1 FROM ", table, " e WHERE e.", col, " = k.order_key", d.orderOpen("e"), ") ORDER BY k.updated_at LIMIT ",
+		b.arg(int64(limit)), ") AND updated_at < ", b.arg(before))
+	return b.query()
+}
+
+// orderSeqs assigns each ordered event its order_seq from the counters after the
+// increment (top) of its key: a key's events in insert order take the numbers up to top.
+func orderSeqs(events []Event, keys []keyCount, top map[string]int64) ([]Event, error) {
+	next := make(map[string]int64, len(keys))
+	for _, k := range keys {
+		t, ok := top[k.key]
+		if !ok {
+			return nil, fmt.Errorf("lock order key %q: no counter returned", k.key)
+		}
+		next[k.key] = t - k.n + 1
+	}
+	out := slices.Clone(events)
+	for i := range out {
+		if k := out[i].OrderKey; k != "" {
+			out[i].OrderSeq = next[k]
+			next[k]++
+		}
+	}
+	return out, nil
+}
+
+// blockedKeysQuery builds the part of [StatsStore.Stats] about ordered events: how many
+// keys have WAITING events held by a RETRY or DEAD event (and no NEW one), and the
+// oldest created_at of those holding events. It reads the order index by key.
+func (d *dialect) blockedKeysQuery(t tableName) query {
+	table, col := d.qualified(t), d.orderColumn()
+	b := d.newBuilder()
+	b.w("SELECT COUNT(*), MIN(oldest) FROM (SELECT f.", col, ", MIN(f.created_at) AS oldest FROM ", table, " f WHERE f.", col, " IS NOT NULL",
+		d.orderOpen("f"), " AND f.status IN (2, 3) AND EXISTS (SELECT 1 FROM ", table, " w WHERE w.", col, " = f.", col, d.orderOpen("w"),
+		" AND w.status = 4) AND NOT EXISTS (SELECT 1 FROM ", table, " n WHERE n.", col, " = f.", col, d.orderOpen("n"),
+		" AND n.status = 0) GROUP BY f.", col, ") b")
+	return b.query()
+}

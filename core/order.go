@@ -1,0 +1,109 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+)
+
+// DeadKeyPolicy decides what a key's later events do while one of its ordered events
+// is DEAD (docs/ordering.md).
+type DeadKeyPolicy int
+
+const (
+	// DeadKeyWaits (the default) holds them until the DEAD event is replayed, or deleted.
+	DeadKeyWaits DeadKeyPolicy = iota
+	// DeadKeySkips moves on; a replayed DEAD event goes next in line.
+	DeadKeySkips
+)
+
+// orderSweepEvery is how often the poller looks for keys whose next event nobody
+// promoted (a process stopped between a commit and its promote, a promote failed, or
+// the event was written through a transaction without after-commit hooks).
+const orderSweepEvery = time.Second
+
+// orderSweepLimit bounds the keys one sweep statement promotes.
+const orderSweepLimit = 1000
+
+// orderer moves keys on: after a transaction that wrote ordered events commits, after
+// an ordered event is finished, after a replay, and in the poller's sweep. Promote
+// changes no row when the key is held, so a redundant call is harmless.
+type orderer struct {
+	store      OrderStore
+	deadBlocks bool
+	timeout    time.Duration // bounds each statement; <= 0 none
+	wake       func()        // wakes the pollers that deliver promoted events
+	log        *slog.Logger
+}
+
+// newOrderer returns nil when store keeps no order.
+func newOrderer(store Store, policy DeadKeyPolicy, timeout time.Duration, log *slog.Logger) *orderer {
+	os, ok := store.(OrderStore)
+	if !ok {
+		return nil
+	}
+	return &orderer{store: os, deadBlocks: policy == DeadKeyWaits, timeout: timeout, log: log, wake: func() {}}
+}
+
+// eventKeys returns the distinct order keys of events, nil when none is ordered.
+func eventKeys(events []Event) []string {
+	var keys []string
+	for i := range events {
+		if k := events[i].OrderKey; k != "" && !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// promote moves keys on, waking the pollers when it promoted an event. A failure is
+// logged: the sweep moves the keys on later.
+func (o *orderer) promote(ctx context.Context, keys []string) {
+	if o == nil || len(keys) == 0 {
+		return
+	}
+	ctx, cancel := o.context(ctx)
+	n, err := o.store.Promote(ctx, PromoteParams{Keys: keys, DeadBlocks: o.deadBlocks})
+	cancel()
+	if err != nil {
+		o.log.LogAttrs(ctx, slog.LevelWarn, "promote failed; the poller's sweep moves the keys on",
+			slog.Int("keys", len(keys)), slog.String("error", err.Error()))
+		return
+	}
+	if n > 0 {
+		o.wake()
+	}
+}
+
+// sweep promotes the next event of every key that nobody moved on, and returns how
+// many it promoted.
+func (o *orderer) sweep(ctx context.Context) (int64, error) {
+	if o == nil {
+		return 0, nil
+	}
+	var total int64
+	for range 10 { // at most 10,000 keys a sweep; the next sweep takes the rest
+		sctx, cancel := o.context(ctx)
+		n, err := o.store.Promote(sctx, PromoteParams{DeadBlocks: o.deadBlocks, Limit: orderSweepLimit})
+		cancel()
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("promote: %w", err)
+		}
+		if n < orderSweepLimit {
+			break
+		}
+	}
+	return total, nil
+}
+
+// context bounds one statement by the timeout; the caller decides whether it survives
+// a stop (the writer's and the dispatcher's promotes do, the poller's sweep does not).
+func (o *orderer) context(ctx context.Context) (context.Context, context.CancelFunc) {
+	if o.timeout > 0 {
+		return context.WithTimeout(ctx, o.timeout)
+	}
+	return context.WithCancel(ctx)
+}

@@ -1,0 +1,202 @@
+package storetest
+
+import (
+	"database/sql"
+	"errors"
+	"slices"
+	"time"
+
+	outbox "github.com/outboxkit/outbox/core"
+)
+
+// orders returns the store as an outbox.OrderStore, or skips the test.
+func (x *fixture) orders() outbox.OrderStore {
+	os, ok := x.h.Store.(outbox.OrderStore)
+	if !ok {
+		x.Skipf("%T does not implement outbox.OrderStore", x.h.Store)
+	}
+	return os
+}
+
+// ordered returns ev(id, created) with the order key key.
+func ordered(id, key string, created time.Time) outbox.Event {
+	e := ev(id, created)
+	e.OrderKey = key
+	return e
+}
+
+func (x *fixture) promote(p outbox.PromoteParams, want int64) {
+	x.Helper()
+	n, err := x.orders().Promote(x.ctx, p)
+	x.changed("Promote", n, err, want)
+}
+
+func (x *fixture) wantSeq(id string, status outbox.Status, seq int64) {
+	x.Helper()
+	if e := x.wantStatus(id, status); e.OrderSeq != seq || e.OrderKey == "" {
+		x.Fatalf("%s: OrderKey %q OrderSeq %d, want a key and %d", id, e.OrderKey, e.OrderSeq, seq)
+	}
+}
+
+func testOrderedInsert(x *fixture) {
+	x.orders()
+	x.insert(ordered("a1", "A", base), ev("u", base), ordered("b1", "B", base), ordered("a2", "A", base))
+	x.wantSeq("a1", outbox.StatusWaiting, 1)
+	x.wantSeq("a2", outbox.StatusWaiting, 2)
+	x.wantSeq("b1", outbox.StatusWaiting, 1)
+	if e := x.wantStatus("u", outbox.StatusNew); e.OrderKey != "" || e.OrderSeq != 0 {
+		x.Fatalf("unordered event has OrderKey %q OrderSeq %d", e.OrderKey, e.OrderSeq)
+	}
+	x.insert(ordered("a3", "A", at(-time.Hour))) // numbered by commit, not by CreatedAt
+	x.wantSeq("a3", outbox.StatusWaiting, 3)
+	// WAITING events are neither pending nor claimable.
+	x.wantIDs("Pending", x.pending(at(time.Hour), 0, 10).Events, "u")
+}
+
+func testPromoteMovesTheHeadOnly(x *fixture) {
+	x.orders()
+	x.insert(ordered("a1", "A", base), ordered("a2", "A", base), ordered("b1", "B", base), ordered("c1", "C", base))
+	x.promote(outbox.PromoteParams{Keys: []string{"A", "B", "missing"}}, 2)
+	x.wantStatus("a1", outbox.StatusNew)
+	x.wantStatus("a2", outbox.StatusWaiting)
+	x.wantStatus("b1", outbox.StatusNew)
+	x.wantStatus("c1", outbox.StatusWaiting) // not asked for
+	x.promote(outbox.PromoteParams{Keys: []string{"A", "B"}}, 0)
+	// An outcome of a WAITING event changes nothing: only the head is delivered.
+	x.changed("MarkDone of WAITING", x.markDone(at(time.Minute), "a2"), nil, 0)
+	n, err := x.store().Reschedule(x.ctx, outbox.RescheduleParams{ID: "a2", Status: outbox.StatusRetry, AvailableAt: at(time.Hour)})
+	x.changed("Reschedule of WAITING", n, err, 0)
+	// A retry holds the key; DONE lets it move on.
+	x.retry("a1", at(time.Minute))
+	x.promote(outbox.PromoteParams{Keys: []string{"A"}}, 0)
+	x.changed("MarkDone a1", x.markDone(at(2*time.Minute), "a1"), nil, 1)
+	x.promote(outbox.PromoteParams{Keys: []string{"A"}}, 1)
+	x.wantStatus("a2", outbox.StatusNew)
+	x.wantIDs("Pending", x.pending(at(time.Hour), 0, 10).Events, "a2", "b1")
+	// Without keys: any key, at most Limit.
+	x.insert(ordered("d1", "D", base))
+	x.promote(outbox.PromoteParams{Limit: 1}, 1)
+	x.promote(outbox.PromoteParams{Limit: 10}, 1)
+	x.wantStatus("c1", outbox.StatusNew)
+	x.wantStatus("d1", outbox.StatusNew)
+	x.promote(outbox.PromoteParams{Limit: 10}, 0)
+}
+
+func testPromoteDeadPolicy(x *fixture) {
+	x.orders()
+	x.insert(ordered("a1", "A", base), ordered("a2", "A", base), ordered("a3", "A", base))
+	x.promote(outbox.PromoteParams{Keys: []string{"A"}, DeadBlocks: true}, 1)
+	x.markDead("a1", "poison")
+	x.promote(outbox.PromoteParams{Keys: []string{"A"}, DeadBlocks: true}, 0)
+	x.promote(outbox.PromoteParams{Limit: 10, DeadBlocks: true}, 0)
+	// A replayed DEAD event waits for its turn again: here it is first.
+	n, err := x.dead().Replay(x.ctx, outbox.ReplayParams{IDs: []string{"a1"}, Now: at(time.Hour)})
+	x.changed("Replay", n, err, 1)
+	x.wantStatus("a1", outbox.StatusWaiting)
+	x.promote(outbox.PromoteParams{Keys: []string{"A"}, DeadBlocks: true}, 1)
+	x.wantStatus("a1", outbox.StatusNew)
+	x.wantStatus("a2", outbox.StatusWaiting)
+	// When DEAD does not block, the key moves past it, and a replay goes next in line.
+	x.markDead("a1", "poison again")
+	x.promote(outbox.PromoteParams{Keys: []string{"A"}}, 1)
+	x.wantStatus("a2", outbox.StatusNew)
+	n, err = x.dead().Replay(x.ctx, outbox.ReplayParams{IDs: []string{"a1"}, Now: at(time.Hour)})
+	x.changed("Replay", n, err, 1)
+	x.promote(outbox.PromoteParams{Keys: []string{"A"}}, 0) // a2 holds the key
+	x.changed("MarkDone a2", x.markDone(at(2*time.Hour), "a2"), nil, 1)
+	x.promote(outbox.PromoteParams{Keys: []string{"A"}}, 1)
+	x.wantStatus("a1", outbox.StatusNew)
+	x.wantStatus("a3", outbox.StatusWaiting)
+}
+
+func testPurgeForgetsIdleKeys(x *fixture) {
+	x.orders()
+	x.insert(ordered("a1", "A", base), ordered("b1", "B", base))
+	x.promote(outbox.PromoteParams{Limit: 10}, 2)
+	x.markDone(at(time.Minute), "a1")
+	// Key rows carry the database's time, before base.
+	n, err := x.store().Purge(x.ctx, outbox.PurgeParams{Before: at(24 * time.Hour), Limit: 100})
+	x.changed("Purge", n, err, 1)
+	// A's counter went with its last event; B still has b1 pending and keeps counting.
+	x.insert(ordered("a2", "A", base), ordered("b2", "B", base))
+	x.wantSeq("a2", outbox.StatusWaiting, 1)
+	x.wantSeq("b2", outbox.StatusWaiting, 2)
+}
+
+// testOrderedKeyLock checks that a transaction writing a key waits for another that
+// wrote it and has not ended, and that the numbers follow commit order.
+func testOrderedKeyLock(x *fixture) {
+	x.orders()
+	tx1, err := x.h.DB.BeginTx(x.ctx, nil)
+	if err != nil {
+		x.Fatalf("BeginTx: %v", err)
+	}
+	defer func() { _ = tx1.Rollback() }()
+	if err := x.store().Insert(x.ctx, tx1, outbox.InsertParams{Events: []outbox.Event{ordered("first", "K", base)}}); err != nil {
+		x.Fatalf("Insert in tx1: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- func() error {
+			tx2, err := x.h.DB.BeginTx(x.ctx, nil)
+			if err != nil {
+				return err
+			}
+			if err := x.store().Insert(x.ctx, tx2, outbox.InsertParams{Events: []outbox.Event{ordered("second", "K", base)}}); err != nil {
+				return errors.Join(err, tx2.Rollback())
+			}
+			return tx2.Commit()
+		}()
+	}()
+	// tx2 cannot finish while tx1 holds the key; this wait only gives a store that
+	// does not lock the chance to be caught.
+	select {
+	case err := <-done:
+		x.Fatalf("a second transaction wrote key K while the first had not ended (err %v)", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := tx1.Commit(); err != nil {
+		x.Fatalf("commit tx1: %v", err)
+	}
+	if err := <-done; err != nil {
+		x.Fatalf("tx2: %v", err)
+	}
+	x.wantSeq("first", outbox.StatusWaiting, 1)
+	x.wantSeq("second", outbox.StatusWaiting, 2)
+	// A rolled-back write gives its number back.
+	x.inTx(func(tx *sql.Tx) {
+		if err := x.store().Insert(x.ctx, tx, outbox.InsertParams{Events: []outbox.Event{ordered("gone", "K", base)}}); err != nil {
+			x.Fatalf("Insert: %v", err)
+		}
+	}, false)
+	x.insert(ordered("third", "K", base))
+	x.wantSeq("third", outbox.StatusWaiting, 3)
+	if got := x.pending(at(time.Hour), 0, 10).Events; slices.ContainsFunc(got, func(e outbox.Event) bool { return e.OrderKey != "" }) {
+		x.Fatalf("WAITING events are pending: %v", ids(got))
+	}
+}
+
+func testStatsBlockedKeys(x *fixture) {
+	x.orders()
+	ss := x.stats()
+	x.insert(ordered("a1", "A", at(2*time.Minute)), ordered("a2", "A", base), ordered("b1", "B", at(time.Minute)),
+		ordered("b2", "B", base), ordered("c1", "C", base), ordered("d1", "D", base))
+	x.promote(outbox.PromoteParams{Limit: 10}, 4)
+	x.retry("a1", at(time.Hour))      // holds a2
+	x.markDead("b1", "poison")        // holds b2
+	x.markDead("d1", "no one behind") // holds nothing
+	st, err := ss.Stats(x.ctx)
+	if err != nil {
+		x.Fatalf("Stats: %v", err)
+	}
+	if st.BlockedKeys != 2 || st.Counts[outbox.StatusWaiting] != 2 {
+		x.Fatalf("Stats: %d blocked keys, %d WAITING; want 2 and 2", st.BlockedKeys, st.Counts[outbox.StatusWaiting])
+	}
+	x.wantTime("OldestBlocked", st.OldestBlocked, at(time.Minute))
+	// Once a key's next event is NEW it is not blocked, whatever DEAD event it passed.
+	x.promote(outbox.PromoteParams{Keys: []string{"B"}}, 1)
+	if st, err = ss.Stats(x.ctx); err != nil || st.BlockedKeys != 1 {
+		x.Fatalf("Stats after B moved on: %+v, %v; want 1 blocked key", st, err)
+	}
+	x.wantTime("OldestBlocked", st.OldestBlocked, at(2*time.Minute))
+}

@@ -1,0 +1,380 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	outbox "github.com/outboxkit/outbox/core"
+)
+
+// orderChecker is a listener that checks per-key FIFO: no two attempts of one key
+// overlap, and the first successful deliveries of a key follow its OrderSeq (commit
+// order) without gaps. fail decides an attempt's error.
+type orderChecker struct {
+	mu        sync.Mutex
+	running   map[string]bool
+	delivered map[string][]int64 // first successful delivery per event, by key
+	done      map[string]bool    // event IDs delivered successfully
+	attempts  map[string]int
+	overlaps  []string
+	fail      func(e *outbox.Event, attempt int) error
+}
+
+func newOrderChecker(fail func(e *outbox.Event, attempt int) error) *orderChecker {
+	return &orderChecker{running: map[string]bool{}, delivered: map[string][]int64{}, done: map[string]bool{},
+		attempts: map[string]int{}, fail: fail}
+}
+
+func (c *orderChecker) Handle(_ context.Context, e *outbox.Event) error {
+	c.mu.Lock()
+	if c.running[e.OrderKey] {
+		c.overlaps = append(c.overlaps, e.OrderKey+"/"+e.ID)
+	}
+	c.running[e.OrderKey] = true
+	c.attempts[e.ID]++
+	attempt := c.attempts[e.ID]
+	c.mu.Unlock()
+	time.Sleep(time.Duration(rand.IntN(500)) * time.Microsecond) // let overlaps show
+	var err error
+	if c.fail != nil {
+		err = c.fail(e, attempt)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.running[e.OrderKey] = false
+	if err == nil && !c.done[e.ID] {
+		c.done[e.ID] = true
+		c.delivered[e.OrderKey] = append(c.delivered[e.OrderKey], e.OrderSeq)
+	}
+	return err
+}
+
+func (c *orderChecker) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.done)
+}
+
+// check fails t unless every key's deliveries are 1, 2, … n in order and no attempts
+// overlapped.
+func (c *orderChecker) check(t *testing.T, want map[string]int) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.overlaps) > 0 {
+		t.Fatalf("attempts of one key overlapped: %v", c.overlaps)
+	}
+	for key, n := range want {
+		got := c.delivered[key]
+		if len(got) != n {
+			t.Fatalf("key %s: %d events delivered, want %d", key, len(got), n)
+		}
+		for i, s := range got {
+			if s != int64(i+1) {
+				t.Fatalf("key %s: deliveries in order %v, want 1..%d", key, got, n)
+			}
+		}
+	}
+}
+
+// TestOrderedDeliveryKeepsKeyOrder writes ordered events from concurrent transactions
+// (several per key at once) while the whole worker pool delivers, with transient
+// failures retried: each key's events are delivered one at a time, in commit order.
+func TestOrderedDeliveryKeepsKeyOrder(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		a := setupOutbox(t, b, outbox.Config{OrderByAggregate: true, PollInterval: 20 * time.Millisecond,
+			Retry: outbox.RetryPolicyFunc(func(int) time.Duration { return 5 * time.Millisecond })})
+		c := newOrderChecker(func(e *outbox.Event, attempt int) error {
+			if e.OrderSeq%4 == 2 && attempt < 3 {
+				return errors.New("transient")
+			}
+			return nil
+		})
+		if err := a.ob.Register("Account", "Changed", c); err != nil {
+			t.Fatal(err)
+		}
+		a.start(t)
+		const keys, writers, perWriter = 6, 4, 30
+		var wg sync.WaitGroup
+		errs := make(chan error, writers)
+		for w := range writers {
+			wg.Go(func() {
+				for i := range perWriter {
+					env := outbox.Envelope{Type: "Changed", AggregateType: "Account",
+						AggregateID: fmt.Sprint("acct-", (w+i)%keys), Payload: i}
+					if _, err := a.placeOrder(context.Background(), fmt.Sprintf("o-%d-%d", w, i), env, nil); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		eventually(t, "every event delivered", func() bool { return c.count() == writers*perWriter })
+		want := map[string]int{}
+		for k := range keys {
+			want[fmt.Sprint("Account:acct-", k)] = writers * perWriter / keys
+		}
+		c.check(t, want)
+		eventually(t, "every row DONE", func() bool {
+			st, err := a.ob.Dead().Stats(context.Background())
+			return err == nil && st.Counts[outbox.StatusDone] == writers*perWriter
+		})
+	})
+}
+
+// TestOrderedDeadEventHoldsItsKey: under the default DeadKeyWaits a DEAD event holds the
+// later events of its key, not other keys; replayed, it is delivered first and the key
+// moves on. Under DeadKeySkips the key moves past it.
+func TestOrderedDeadEventHoldsItsKey(t *testing.T) {
+	t.Parallel()
+	for _, policy := range []outbox.DeadKeyPolicy{outbox.DeadKeyWaits, outbox.DeadKeySkips} {
+		t.Run(fmt.Sprint(int(policy)), func(t *testing.T) {
+			t.Parallel()
+			forEachBackend(t, func(t *testing.T, b backend) {
+				a := setupOutbox(t, b, outbox.Config{DeadKeyPolicy: policy, PollInterval: 20 * time.Millisecond})
+				c := newOrderChecker(func(e *outbox.Event, attempt int) error {
+					if e.OrderKey == "poison" && e.OrderSeq == 1 && attempt == 1 {
+						return fmt.Errorf("bad payload: %w", outbox.ErrUnrecoverable)
+					}
+					return nil
+				})
+				if err := a.ob.Register("Account", "Changed", c); err != nil {
+					t.Fatal(err)
+				}
+				a.start(t)
+				write := func(id, key string) string {
+					t.Helper()
+					env := outbox.Envelope{Type: "Changed", AggregateType: "Account", OrderKey: key, Payload: id}
+					eid, err := a.placeOrder(context.Background(), id, env, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return eid
+				}
+				p1, p2, p3 := write("p1", "poison"), write("p2", "poison"), write("p3", "poison")
+				eventually(t, "p1 DEAD", func() bool { return a.event(t, p1).Status == outbox.StatusDead })
+				for i := range 5 {
+					write(fmt.Sprint("h", i), "healthy")
+				}
+				eventually(t, "the other key delivered", func() bool { return c.count() >= 5 })
+				if policy == outbox.DeadKeyWaits {
+					for _, id := range []string{p2, p3} {
+						if s := a.event(t, id).Status; s != outbox.StatusWaiting {
+							t.Fatalf("%s is %s behind a DEAD event, want WAITING", id, s)
+						}
+					}
+				}
+				if err := a.ob.Dead().Replay(context.Background(), p1); err != nil {
+					t.Fatal(err)
+				}
+				eventually(t, "every event delivered", func() bool { return c.count() == 8 })
+				if policy == outbox.DeadKeyWaits {
+					c.check(t, map[string]int{"poison": 3, "healthy": 5})
+					return
+				}
+				// Skipped, then replayed: p1 goes after the events that passed it.
+				c.mu.Lock()
+				got := c.delivered["poison"]
+				c.mu.Unlock()
+				if fmt.Sprint(got) != "[2 3 1]" {
+					t.Fatalf("poison delivered in order %v, want [2 3 1]", got)
+				}
+			})
+		})
+	}
+}
+
+// TestOrderedLateCommitWaits: a transaction that writes a key while another that wrote
+// it is still open waits for it at its Write, so the earlier-started transaction's
+// event cannot commit after, and be delivered after, a later one of the same key.
+func TestOrderedLateCommitWaits(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		a := setupOutbox(t, b, outbox.Config{PollInterval: 20 * time.Millisecond})
+		c := newOrderChecker(nil)
+		if err := a.ob.Register("Account", "Changed", c); err != nil {
+			t.Fatal(err)
+		}
+		a.start(t)
+		ctx := context.Background()
+		env := func(p string) outbox.Envelope {
+			return outbox.Envelope{Type: "Changed", AggregateType: "Account", OrderKey: "K", Payload: p}
+		}
+		release := make(chan struct{})
+		firstWrote := make(chan struct{})
+		var first, second string
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			err := outbox.RunInTx(ctx, a.db, func(ctx context.Context, tx *outbox.Tx) error {
+				var err error
+				if first, err = a.ob.Writer().Write(ctx, tx, env("first")); err != nil {
+					return err
+				}
+				close(firstWrote)
+				<-release // a long business transaction
+				return nil
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		})
+		<-firstWrote
+		secondDone := make(chan error, 1)
+		go func() {
+			secondDone <- outbox.RunInTx(ctx, a.db, func(ctx context.Context, tx *outbox.Tx) error {
+				var err error
+				second, err = a.ob.Writer().Write(ctx, tx, env("second"))
+				return err
+			})
+		}()
+		select {
+		case err := <-secondDone:
+			t.Fatalf("the second transaction committed key K while the first was open (err %v)", err)
+		case <-time.After(300 * time.Millisecond):
+		}
+		close(release)
+		wg.Wait()
+		if err := <-secondDone; err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "both delivered", func() bool { return c.count() == 2 })
+		c.check(t, map[string]int{"K": 2})
+		if e1, e2 := a.event(t, first), a.event(t, second); e1.OrderSeq != 1 || e2.OrderSeq != 2 {
+			t.Fatalf("OrderSeq %d, %d; want 1, 2", e1.OrderSeq, e2.OrderSeq)
+		}
+	})
+}
+
+// TestOrderedMultiNodeKeepsKeyOrder: three MultiNode outboxes (nodes) on one table
+// deliver ordered events written by all of them and by a WriterOnly writer, with
+// transient failures: no two attempts of a key overlap across the nodes, and each key
+// is delivered in commit order. One node stops in the middle; the others carry on.
+func TestOrderedMultiNodeKeepsKeyOrder(t *testing.T) {
+	t.Parallel()
+	forEachServerBackend(t, func(t *testing.T, b backend) {
+		c := newClaimTable(t, b)
+		check := newOrderChecker(func(e *outbox.Event, attempt int) error {
+			if e.OrderSeq%3 == 1 && attempt == 1 {
+				return errors.New("transient")
+			}
+			return nil
+		})
+		cfg := outbox.Config{ClaimTTL: 2 * time.Minute, PollInterval: 20 * time.Millisecond, OrderByAggregate: true,
+			Retry: outbox.RetryPolicyFunc(func(int) time.Duration { return 5 * time.Millisecond })}
+		nodes := []*outbox.Outbox{c.node(t, cfg, check), c.node(t, cfg, check), c.node(t, cfg, check)}
+		writerOnly, err := outbox.New(c.db, outbox.Config{Mode: outbox.WriterOnly, Dialect: b.dialect, Table: c.table,
+			OrderByAggregate: true, Logger: discardLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		writers := []*outbox.Writer{nodes[0].Writer(), nodes[1].Writer(), nodes[2].Writer(), writerOnly.Writer()}
+		const keys, perWriter = 8, 40
+		var wg sync.WaitGroup
+		errs := make(chan error, len(writers))
+		for w, wr := range writers {
+			wg.Go(func() {
+				for i := range perWriter {
+					env := outbox.Envelope{Type: "Ping", AggregateType: "Thing", AggregateID: fmt.Sprint((w*7 + i) % keys), Payload: i}
+					err := outbox.RunInTx(context.Background(), c.db, func(ctx context.Context, tx *outbox.Tx) error {
+						_, err := wr.Write(ctx, tx, env)
+						return err
+					})
+					if err != nil {
+						errs <- err
+						return
+					}
+					if w == 0 && i == perWriter/2 {
+						ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+						if err := nodes[2].Stop(ctx); err != nil { // a node leaves
+							errs <- err
+						}
+						cancel()
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		total := len(writers) * perWriter
+		deadline := time.Now().Add(60 * time.Second)
+		for check.count() < total {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d events delivered; rows not DONE:\n%s", check.count(), total, unfinishedRows(t, c))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		waitAllDone(t, c, total)
+		want := map[string]int{}
+		for k := range keys {
+			want[fmt.Sprint("Thing:", k)] = total / keys
+		}
+		check.check(t, want)
+	})
+}
+
+// TestOrderedEventWrittenWithoutHooksIsSwept: an ordered event written through a bare
+// *sql.Tx (no after-commit hooks, so nobody promotes it at commit) is promoted by the
+// poller's sweep and delivered.
+func TestOrderedEventWrittenWithoutHooksIsSwept(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		a := setupOutbox(t, b, outbox.Config{PollInterval: 20 * time.Millisecond})
+		c := newOrderChecker(nil)
+		if err := a.ob.Register("Account", "Changed", c); err != nil {
+			t.Fatal(err)
+		}
+		a.start(t)
+		tx, err := a.db.BeginTx(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			if _, err := a.ob.Writer().Write(context.Background(), tx, outbox.Envelope{Type: "Changed", AggregateType: "Account",
+				OrderKey: "bare", Payload: i}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "swept and delivered", func() bool { return c.count() == 3 })
+		c.check(t, map[string]int{"bare": 3})
+	})
+}
+
+// unfinishedRows lists the rows of the table that are not DONE, for a failure message.
+func unfinishedRows(t *testing.T, c *claimTable) string {
+	rows, err := c.db.QueryContext(context.Background(), "SELECT event_id, status, order_key, order_seq, attempts, "+
+		"COALESCE(locked_by, ''), locked_until FROM "+quoteTable(c.b.dialect, c.table)+" WHERE status <> 1 ORDER BY order_key, order_seq")
+	if err != nil {
+		return err.Error()
+	}
+	defer rows.Close()
+	var sb strings.Builder
+	for rows.Next() {
+		var id, key, lockedBy string
+		var status, attempts int
+		var seq int64
+		var until any
+		if err := rows.Scan(&id, &status, &key, &seq, &attempts, &lockedBy, &until); err != nil {
+			return err.Error()
+		}
+		fmt.Fprintf(&sb, "%s status %d key %s seq %d attempts %d locked_by %q until %v\n", id, status, key, seq, attempts, lockedBy, until)
+	}
+	return sb.String()
+}
