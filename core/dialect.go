@@ -63,6 +63,7 @@ var (
 		},
 		ddl:               postgresDDL,
 		lockKeysReturning: true,
+		headInTx:          true,
 	}
 
 	mysqlDialect = &dialect{
@@ -110,6 +111,7 @@ var (
 		lockKeysReturning: true,
 		upsertTargetBare:  true,
 		transactionalDDL:  true,
+		headInTx:          true,
 	}
 )
 
@@ -195,6 +197,14 @@ type dialect struct {
 	// upsertTargetBare refers to the existing row of an upsert by bare column names
 	// (SQLite, which has no INSERT … AS alias) instead of through the alias k.
 	upsertTargetBare bool
+	// headInTx lets Insert find, after locking the keys, which keys have events that
+	// are not DONE, and insert the first event of each other key NEW at once instead of
+	// WAITING for a promote after commit. Safe where that read sees every commit of the
+	// key before the lock was granted: PostgreSQL (a statement's snapshot under READ
+	// COMMITTED; under REPEATABLE READ the upsert of a key that changed since the
+	// snapshot fails), SQLite (one writer at a time). Not MySQL, whose REPEATABLE READ
+	// snapshot may predate the lock.
+	headInTx bool
 	// transactionalDDL applies a later migration in one transaction (PostgreSQL,
 	// SQLite), so that a crash leaves the table at one version or the next.
 	transactionalDDL bool

@@ -136,6 +136,8 @@ func (d *dialect) promoteQuery(t tableName, p PromoteParams) (query, error) {
 	heads := func() {
 		b.w("SELECT w.event_id FROM ", table, " w WHERE ")
 		switch {
+		case len(p.IDs) > 0:
+			b.w("w.").matchIDs(p.IDs)
 		case len(p.Keys) > 0 && d.idsAsArray:
 			b.w("w.", col, " = ANY(CAST(", b.arg(textArrayLiteral(p.Keys)), " AS TEXT[]))")
 		case len(p.Keys) > 0:
@@ -160,8 +162,8 @@ func (d *dialect) promoteQuery(t tableName, p PromoteParams) (query, error) {
 			d.orderOpen("m"), " AND m.status = 4) AND NOT EXISTS (SELECT 1 FROM ", table, " a", force, " WHERE a.", col, " = w.", col,
 			d.orderOpen("a"), " AND a.status IN (", blocking, "))")
 		limit := int64(p.Limit)
-		if len(p.Keys) > 0 {
-			limit = int64(len(p.Keys))
+		if n := len(p.Keys) + len(p.IDs); n > 0 {
+			limit = int64(n)
 		}
 		b.w(" LIMIT ", b.arg(limit))
 	}
@@ -171,12 +173,20 @@ func (d *dialect) promoteQuery(t tableName, p PromoteParams) (query, error) {
 		// runs on the row's current version, after its lock.
 		b.w("UPDATE ", table, " JOIN (")
 		heads()
-		b.w(") h ON ", table, ".event_id = h.event_id SET ", table, ".status = 0 WHERE ", table, ".status = 4")
+		b.w(") h ON ", table, ".event_id = h.event_id SET ", table, ".status = 0")
+		if p.Token != "" {
+			b.w(", ", table, ".locked_by = ", b.arg(p.Token), ", ", table, ".locked_until = ", d.dbTimeOffset(b, p.TTL))
+		}
+		b.w(" WHERE ", table, ".status = 4")
 		return b.query(), nil
 	}
 	// The outer status test guards against a concurrent Promote of the same key between
 	// the subquery and the update: PostgreSQL re-checks it on the row it locks.
-	b.w("UPDATE ", table, " SET status = 0 WHERE event_id IN (")
+	b.w("UPDATE ", table, " SET status = 0")
+	if p.Token != "" {
+		b.w(", locked_by = ", b.arg(p.Token), ", locked_until = ", d.dbTimeOffset(b, p.TTL))
+	}
+	b.w(" WHERE event_id IN (")
 	heads()
 	b.w(") AND status = 4")
 	return b.query(), nil
@@ -200,25 +210,25 @@ func (d *dialect) purgeKeysQuery(t tableName, before any, limit int) query {
 	return b.query()
 }
 
-// orderSeqs assigns each ordered event its order_seq from the counters after the
-// increment (top) of its key: a key's events in insert order take the numbers up to top.
-func orderSeqs(events []Event, keys []keyCount, top map[string]int64) ([]Event, error) {
+// orderSeqs assigns each ordered event of events its OrderSeq, in place, from the
+// counters after the increment (top) of its key: a key's events in insert order take
+// the numbers up to top.
+func orderSeqs(events []Event, keys []keyCount, top map[string]int64) error {
 	next := make(map[string]int64, len(keys))
 	for _, k := range keys {
 		t, ok := top[k.key]
 		if !ok {
-			return nil, fmt.Errorf("lock order key %q: no counter returned", k.key)
+			return fmt.Errorf("lock order key %q: no counter returned", k.key)
 		}
 		next[k.key] = t - k.n + 1
 	}
-	out := slices.Clone(events)
-	for i := range out {
-		if k := out[i].OrderKey; k != "" {
-			out[i].OrderSeq = next[k]
+	for i := range events {
+		if k := events[i].OrderKey; k != "" {
+			events[i].OrderSeq = next[k]
 			next[k]++
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // blockedKeysQuery builds the part of [StatsStore.Stats] about ordered events: how many
@@ -231,5 +241,30 @@ func (d *dialect) blockedKeysQuery(t tableName) query {
 		d.orderOpen("f"), " AND f.status IN (2, 3) AND EXISTS (SELECT 1 FROM ", table, " w WHERE w.", col, " = f.", col, d.orderOpen("w"),
 		" AND w.status = 4) AND NOT EXISTS (SELECT 1 FROM ", table, " n WHERE n.", col, " = f.", col, d.orderOpen("n"),
 		" AND n.status = 0) GROUP BY f.", col, ") b")
+	return b.query()
+}
+
+// openKeysQuery builds the read of the keys, among keys, that have events that are not
+// DONE (see dialect.headInTx).
+func (d *dialect) openKeysQuery(t tableName, keys []keyCount) query {
+	b := d.newBuilder()
+	b.w("SELECT DISTINCT order_key FROM ", d.qualified(t), " WHERE ")
+	if d.idsAsArray {
+		list := make([]string, len(keys))
+		for i, k := range keys {
+			list[i] = k.key
+		}
+		b.w("order_key = ANY(CAST(", b.arg(textArrayLiteral(list)), " AS TEXT[]))")
+	} else {
+		b.w("order_key IN (")
+		for i, k := range keys {
+			if i > 0 {
+				b.w(", ")
+			}
+			b.w(b.arg(k.key))
+		}
+		b.w(")")
+	}
+	b.w(" AND status <> 1")
 	return b.query()
 }

@@ -53,6 +53,13 @@ const insertParamsPerRow = 9
 // the statement also writes locked_by and locked_until: the token and the database's
 // current time plus p.ClaimTTL for claimed rows, NULL for the others.
 func (d *dialect) insertQueries(t tableName, p InsertParams, now time.Time) ([]query, error) {
+	return d.insertQueriesHeads(t, p, now, nil)
+}
+
+// insertQueriesHeads is insertQueries where the ordered events whose IDs are in heads
+// are inserted NEW, claimed when they have LockedBy, and the other ordered events
+// WAITING and unclaimed.
+func (d *dialect) insertQueriesHeads(t tableName, p InsertParams, now time.Time, heads map[string]bool) ([]query, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -109,8 +116,9 @@ func (d *dialect) insertQueries(t tableName, p InsertParams, now time.Time) ([]q
 			b.w(", ")
 		}
 		status := ", 0, 0, "
-		if e.OrderKey != "" {
+		if e.OrderKey != "" && !heads[e.ID] {
 			status = ", 4, 0, " // WAITING until promoted
+			e.LockedBy = ""     // and never claimed
 		}
 		b.w("(", b.arg(e.ID), ", ", b.arg(e.Type), ", ", b.arg(e.AggregateType), ", ",
 			b.arg(nullString(e.AggregateID)), ", ", b.arg(nullString(e.TenantID)), ", ",

@@ -303,7 +303,13 @@ func (d *dispatcher) releaseClaims(ctx context.Context, events []Event, why stri
 	if budget <= 0 {
 		budget = time.Second
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget)
+	// Survive a stop, except for a poll's refusals: the poller's stop must not wait
+	// for a release that a dead database would make last the whole budget.
+	base := context.WithoutCancel(ctx)
+	if why == whyRefused {
+		base = ctx
+	}
+	ctx, cancel := context.WithTimeout(base, budget)
 	defer cancel()
 	var released int64
 	var err error

@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"time"
 )
 
@@ -35,6 +36,20 @@ func (h *hotPath) AfterCommit(ctx context.Context, events []Event) error {
 	if !h.q.hotEnabled() {
 		return nil
 	}
+	waiting := func(e Event) bool { return e.OrderKey != "" && e.Status == StatusWaiting }
+	if slices.ContainsFunc(events, waiting) {
+		// Ordered events inserted WAITING wait for their key: the writer promotes them
+		// after commit, and hands over itself those that are then next
+		// (orderer.afterCommit). The first event of an idle key was inserted NEW.
+		events = slices.DeleteFunc(slices.Clone(events), waiting)
+	}
+	h.deliver(ctx, events)
+	return nil
+}
+
+// deliver queues events on the hot path: committed events a writer inserted, or ordered
+// events it promoted (pre-claimed, or claimed by the promote, under claims).
+func (h *hotPath) deliver(ctx context.Context, events []Event) {
 	now := h.now()
 	if h.claims {
 		if n := preClaimed(events); n > 0 {
@@ -45,9 +60,6 @@ func (h *hotPath) AfterCommit(ctx context.Context, events []Event) error {
 	var reason enqueueResult
 	var refused []Event // pre-claimed, refused: their claims must not wait out ClaimTTL
 	for i := range events {
-		if events[i].OrderKey != "" {
-			continue // WAITING: the writer promotes it, and the poller delivers it
-		}
 		if events[i].AvailableAt.After(now) {
 			h.metrics.DelayedSkipped()
 			continue
@@ -89,7 +101,6 @@ func (h *hotPath) AfterCommit(ctx context.Context, events []Event) error {
 		}
 		h.log.LogAttrs(ctx, slog.LevelWarn, "committed events left for the poller: "+why, slog.Int("dropped", dropped))
 	}
-	return nil
 }
 
 // preClaimed counts the events a writer inserted claimed.

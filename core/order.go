@@ -13,10 +13,8 @@ import (
 type DeadKeyPolicy int
 
 const (
-	// DeadKeyWaits (the default) holds them until the DEAD event is replayed, or deleted.
-	DeadKeyWaits DeadKeyPolicy = iota
-	// DeadKeySkips moves on; a replayed DEAD event goes next in line.
-	DeadKeySkips
+	DeadKeyWaits DeadKeyPolicy = iota // the default: they wait until it is replayed or deleted
+	DeadKeySkips                      // they move on; a replayed DEAD event goes next in line
 )
 
 // orderSweepEvery is how often the poller looks for keys whose next event nobody
@@ -36,6 +34,13 @@ type orderer struct {
 	timeout    time.Duration // bounds each statement; <= 0 none
 	wake       func()        // wakes the pollers that deliver promoted events
 	log        *slog.Logger
+	// hot, when set, is this process's hot path: afterCommit hands it the events of a
+	// write that are next in their keys. Under claims (claimTTL > 0) they are claimed
+	// by the promote, with a token of nodeID.
+	hot      *hotPath
+	claimTTL time.Duration
+	nodeID   string
+	now      func() time.Time
 }
 
 // newOrderer returns nil when store keeps no order.
@@ -56,6 +61,78 @@ func eventKeys(events []Event) []string {
 		}
 	}
 	return keys
+}
+
+// afterCommit moves on the keys of a write that committed. Without a hot path it is
+// promote. With one, the write's first due event of each key is promoted if it is next
+// in its key (nothing earlier of the key is left), claimed for this node under claims,
+// and handed to the hot path, as an unordered event is after its commit. When some of
+// them are not next, none is handed over: the keys are promoted as usual and the poller
+// delivers what moved (claims taken by the promote are given back).
+func (o *orderer) afterCommit(ctx context.Context, events []Event, keys []string) {
+	if o.hot == nil || !o.hot.q.hotEnabled() {
+		o.promote(ctx, keys)
+		return
+	}
+	now := o.now()
+	var next []Event // the first due event of each key of the write
+	seen := make(map[string]bool, len(keys))
+	for _, e := range events {
+		if e.OrderKey == "" || seen[e.OrderKey] {
+			continue
+		}
+		seen[e.OrderKey] = true
+		if !e.AvailableAt.After(now) {
+			next = append(next, e)
+		}
+	}
+	if len(next) == 0 {
+		o.promote(ctx, keys)
+		return
+	}
+	p := PromoteParams{IDs: make([]string, len(next)), DeadBlocks: o.deadBlocks}
+	for i := range next {
+		p.IDs[i] = next[i].ID
+	}
+	start := time.Now()
+	if o.claimTTL > 0 {
+		p.Token, p.TTL = newClaimToken(o.nodeID), o.claimTTL
+	}
+	pctx, cancel := o.context(ctx)
+	n, err := o.store.Promote(pctx, p)
+	cancel()
+	if err != nil {
+		o.log.LogAttrs(ctx, slog.LevelWarn, "promote failed; the poller's sweep moves the keys on",
+			slog.Int("keys", len(keys)), slog.String("error", err.Error()))
+		return
+	}
+	if n == int64(len(next)) {
+		for i := range next {
+			next[i].Status = StatusNew
+			if p.Token != "" {
+				// The database starts the claim after this moment: a conservative end.
+				next[i].LockedBy, next[i].LockedUntil = p.Token, start.Add(o.claimTTL)
+			}
+		}
+		o.hot.deliver(ctx, next)
+		if len(next) < len(keys) { // keys whose first event of this write is delayed
+			o.promote(ctx, slices.DeleteFunc(slices.Clone(keys), func(k string) bool {
+				return slices.ContainsFunc(next, func(e Event) bool { return e.OrderKey == k })
+			}))
+		}
+		return
+	}
+	if n > 0 && p.Token != "" && o.hot.returnClaims != nil {
+		claimed := make([]Event, len(next))
+		for i := range next { // a release is fenced by the token: only what was promoted
+			claimed[i] = Event{ID: next[i].ID, LockedBy: p.Token}
+		}
+		o.hot.returnClaims(ctx, claimed)
+	}
+	if n > 0 {
+		o.wake()
+	}
+	o.promote(ctx, keys)
 }
 
 // promote moves keys on, waking the pollers when it promoted an event. A failure is

@@ -278,6 +278,12 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 		}
 		if cfg.Mode == SingleNode || cfg.Mode == MultiNode {
 			h := d.hotPath()
+			if orders != nil {
+				orders.hot, orders.now = h, h.now
+				if cfg.Mode == MultiNode {
+					orders.claimTTL, orders.nodeID = cfg.ClaimTTL, nodeID
+				}
+			}
 			if o.notifier != nil && cfg.Mode == MultiNode {
 				h.notify = o.notifier.signal // other nodes may take what this one dropped
 				d.notifyOthers = o.notifier.signal
@@ -401,9 +407,12 @@ func (c Config) validateMultiNode() error {
 
 // replayed wakes this process's poller and the other processes for replayed events.
 func (o *Outbox) replayed() {
-	// Replayed ordered events are WAITING: move their keys on first.
-	if _, err := o.orders.sweep(context.Background()); err != nil {
-		o.logger.LogAttrs(context.Background(), slog.LevelWarn, "promote after replay failed; the poller's sweep moves the keys on",
+	// Replayed ordered events are WAITING: the woken poller's cycle sweeps first; a
+	// process without one (WriterOnly) sweeps here.
+	if o.poller != nil {
+		o.poller.sweepNow.Store(true)
+	} else if _, err := o.orders.sweep(context.Background()); err != nil {
+		o.logger.LogAttrs(context.Background(), slog.LevelWarn, "promote after replay failed; a dispatcher's sweep moves the keys on",
 			slog.String("error", err.Error()))
 	}
 	if o.dispatcher != nil {

@@ -29,9 +29,6 @@ func (p InsertParams) Validate() error {
 		if k := p.Events[i].OrderKey; len(k) > MaxOrderKeyLen || k != "" && !validText(k) {
 			return invalidParams("insert", "event %d: OrderKey is longer than MaxOrderKeyLen (%d) or not valid text", i, MaxOrderKeyLen)
 		}
-		if p.Events[i].OrderKey != "" && p.Events[i].LockedBy != "" {
-			return invalidParams("insert", "event %d: an ordered event cannot be inserted claimed", i)
-		}
 		if tok := p.Events[i].LockedBy; tok != "" {
 			if err := validToken("insert", tok); err != nil {
 				return err
@@ -51,10 +48,15 @@ func (p InsertParams) Validate() error {
 // Validate reports whether p can be passed to [OrderStore.Promote] (see the fields);
 // the error matches [ErrInvalidArgument].
 func (p PromoteParams) Validate() error {
-	if len(p.Keys) == 0 && p.Limit <= 0 {
-		return invalidParams("promote", "Limit must be positive when Keys is empty, got %d", p.Limit)
+	switch {
+	case len(p.Keys) > 0 && len(p.IDs) > 0:
+		return invalidParams("promote", "both Keys and IDs are set")
+	case len(p.Keys) == 0 && len(p.IDs) == 0 && p.Limit <= 0:
+		return invalidParams("promote", "Limit must be positive when Keys and IDs are empty, got %d", p.Limit)
+	case p.Token != "" && p.TTL < minClaimTTL:
+		return invalidParams("promote", "TTL must be positive with a Token, got %s", p.TTL)
 	}
-	return nil
+	return validToken("promote", p.Token)
 }
 
 // Validate reports whether p can be passed to [Store.MarkDone] (see the fields); the error

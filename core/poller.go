@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/outboxkit/outbox/core/internal/startstop"
@@ -117,6 +118,9 @@ type poller struct {
 	// orders sweeps the keys of ordered events that nobody moved on, at most every
 	// orderSweepEvery; nil when the store keeps no order.
 	orders *orderer
+	// sweepNow makes the next cycle sweep the ordered keys whenever the last sweep ran
+	// (set after a replay, whose ordered events are WAITING).
+	sweepNow atomic.Bool
 	// release gives back the claims of claimed events the dispatcher refused and
 	// returns how many it released; nil without claims (see refused).
 	release func(ctx context.Context, events []Event) int64
@@ -205,10 +209,22 @@ func (p *poller) loop(r startstop.Run) {
 			skip = -1
 		}
 		var promoted int64
-		if now := p.cfg.Now(); p.orders != nil && (swept.IsZero() || now.Sub(swept) >= orderSweepEvery) {
+		if now := p.cfg.Now(); p.orders != nil && (p.sweepNow.Swap(false) || swept.IsZero() || now.Sub(swept) >= orderSweepEvery) {
 			swept = now
+			// A stop abandons the sweep (the next start sweeps again): a graceful stop
+			// waits for the cycle, and a dead database would hold it for QueryTimeout.
+			sctx, cancel := context.WithCancel(r.Ctx)
+			go func() {
+				select {
+				case <-r.Stopping:
+					cancel()
+				case <-sctx.Done():
+				}
+			}()
 			var err error
-			if promoted, err = p.orders.sweep(r.Ctx); err != nil && !errors.Is(err, context.Canceled) {
+			promoted, err = p.orders.sweep(sctx)
+			cancel()
+			if err != nil && !errors.Is(err, context.Canceled) {
 				p.log.LogAttrs(r.Ctx, slog.LevelError, "sweep of ordered keys failed", slog.String("error", err.Error()))
 			}
 			if promoted > 0 {

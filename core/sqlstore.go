@@ -180,14 +180,17 @@ func (s *sqlStore) Insert(ctx context.Context, exec Executor, p InsertParams) er
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("insert events: %w", err)
 	}
+	var heads map[string]bool
 	if keys := orderKeys(p.Events); len(keys) > 0 {
-		events, err := s.lockKeys(ctx, exec, p.Events, keys)
-		if err != nil {
+		if err := s.lockKeys(ctx, exec, p.Events, keys); err != nil {
 			return fmt.Errorf("insert events: lock order keys: %w", err)
 		}
-		p.Events = events
+		var err error
+		if heads, err = s.heads(ctx, exec, p.Events, keys); err != nil {
+			return fmt.Errorf("insert events: read order keys: %w", err)
+		}
 	}
-	qs, err := s.d.insertQueries(s.table, p, time.Now())
+	qs, err := s.d.insertQueriesHeads(s.table, p, time.Now(), heads)
 	if err != nil {
 		return fmt.Errorf("insert events: %w", err)
 	}
@@ -200,20 +203,19 @@ func (s *sqlStore) Insert(ctx context.Context, exec Executor, p InsertParams) er
 }
 
 // lockKeys advances the counters of keys in the key table through exec, which locks
-// their rows until exec's transaction ends, and returns a copy of events with OrderSeq
-// set.
-func (s *sqlStore) lockKeys(ctx context.Context, exec Executor, events []Event, keys []keyCount) ([]Event, error) {
+// their rows until exec's transaction ends, and sets the events' OrderSeq.
+func (s *sqlStore) lockKeys(ctx context.Context, exec Executor, events []Event, keys []keyCount) error {
 	top := make(map[string]int64, len(keys))
 	qs := s.d.lockKeysQueries(s.table, keys)
 	if !s.d.lockKeysReturning {
 		for i, q := range qs {
 			res, err := exec.ExecContext(ctx, q.SQL, q.Args...)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			id, err := res.LastInsertId()
 			if err != nil {
-				return nil, err
+				return err
 			}
 			top[keys[i].key] = cmp.Or(id, keys[i].n) // 0: the row was inserted
 		}
@@ -222,34 +224,89 @@ func (s *sqlStore) lockKeys(ctx context.Context, exec Executor, events []Event, 
 	for _, q := range qs {
 		rows, err := exec.QueryContext(ctx, q.SQL, q.Args...)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for rows.Next() {
 			var key string
 			var last int64
 			if err := rows.Scan(&key, &last); err != nil {
 				rows.Close()
-				return nil, err
+				return err
 			}
 			top[key] = last
 		}
 		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	return orderSeqs(events, keys, top)
+}
+
+// heads returns the IDs of the ordered events to insert NEW: on a dialect with
+// headInTx, the first event of each key that has no event left that is not DONE. It
+// sets every ordered event's Status to what it is inserted as.
+func (s *sqlStore) heads(ctx context.Context, exec Executor, events []Event, keys []keyCount) (map[string]bool, error) {
+	open := map[string]bool{}
+	if !s.d.headInTx {
+		for _, k := range keys {
+			open[k.key] = true
+		}
+	} else {
+		for start := 0; start < len(keys); start += s.d.maxIDs {
+			q := s.d.openKeysQuery(s.table, keys[start:min(start+s.d.maxIDs, len(keys))])
+			rows, err := exec.QueryContext(ctx, q.SQL, q.Args...)
+			if err != nil {
+				return nil, err
+			}
+			for rows.Next() {
+				var k string
+				if err := rows.Scan(&k); err != nil {
+					rows.Close()
+					return nil, err
+				}
+				open[k] = true
+			}
+			if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return markHeads(events, open), nil
+}
+
+// markHeads sets the Status of the ordered events: NEW for the first event of each key
+// not in open, WAITING for the others; it returns the IDs of the NEW ones.
+func markHeads(events []Event, open map[string]bool) map[string]bool {
+	heads := map[string]bool{}
+	for i := range events {
+		e := &events[i]
+		if e.OrderKey == "" {
+			continue
+		}
+		e.Status = StatusWaiting
+		if !open[e.OrderKey] {
+			open[e.OrderKey] = true
+			e.Status = StatusNew
+			heads[e.ID] = true
+		}
+	}
+	return heads
 }
 
 // Promote implements [OrderStore.Promote] with one UPDATE (on MySQL in a READ
 // COMMITTED transaction, like the other range updates).
 func (s *sqlStore) Promote(ctx context.Context, p PromoteParams) (int64, error) {
 	var total int64
-	keys := p.Keys
+	keys, ids := p.Keys, p.IDs
 	for {
 		batch := p
 		if len(keys) > 0 {
 			batch.Keys = keys[:min(len(keys), s.d.maxIDs)]
 			keys = keys[len(batch.Keys):]
+		}
+		if len(ids) > 0 {
+			batch.IDs = ids[:min(len(ids), s.d.maxIDs)]
+			ids = ids[len(batch.IDs):]
 		}
 		q, err := s.d.promoteQuery(s.table, batch)
 		if err != nil {
@@ -260,7 +317,7 @@ func (s *sqlStore) Promote(ctx context.Context, p PromoteParams) (int64, error) 
 		if err != nil {
 			return total, fmt.Errorf("promote: %w", err)
 		}
-		if len(keys) == 0 {
+		if len(keys) == 0 && len(ids) == 0 {
 			return total, nil
 		}
 	}

@@ -33,7 +33,7 @@ var (
 type Store interface {
 	// Insert adds p.Events as NEW rows in one statement through exec (the caller's
 	// transaction); an event with LockedBy set is claimed until database now + p.ClaimTTL.
-	// An [OrderStore] stores ordered events (OrderKey set) WAITING.
+	// An [OrderStore] stores ordered events WAITING (see there) and sets OrderSeq, Status.
 	Insert(ctx context.Context, exec Executor, p InsertParams) error
 	// Get returns one event by ID, or ErrNotFound.
 	Get(ctx context.Context, id string) (Event, error)
@@ -76,7 +76,8 @@ type ClaimStore interface {
 
 // OrderStore is implemented by a [Store] that keeps ordered events in order
 // (docs/ordering.md): Insert numbers them under a lock on their key held until the
-// transaction ends, and stores them WAITING; Promote makes a key's next event NEW.
+// transaction ends and stores them WAITING, or NEW (claimed if asked) when nothing of
+// their key is left; Promote makes a key's next event NEW.
 type OrderStore interface {
 	// Promote makes the lowest WAITING event of each key NEW, unless the key has a NEW
 	// or RETRY event, or a DEAD one and p.DeadBlocks. It returns the events promoted.
@@ -86,8 +87,11 @@ type OrderStore interface {
 // PromoteParams are the inputs of [OrderStore.Promote].
 type PromoteParams struct {
 	Keys       []string // the keys; empty: any keys, at most Limit
+	IDs        []string // when set instead of Keys: only these events, each if it is next
 	DeadBlocks bool
 	Limit      int
+	Token      string        // when set, the promoted events are claimed by it
+	TTL        time.Duration // for TTL, from the database's time (with Token)
 }
 
 // DeadStore is implemented by a [Store] that can list, count and replay DEAD events, for
@@ -278,7 +282,6 @@ type Stats struct {
 	Counts map[Status]int64
 	// OldestPending is created_at of the oldest NEW or RETRY row; zero when there is none.
 	OldestPending time.Time
-	// BlockedKeys counts the keys whose WAITING events wait behind a RETRY or DEAD one.
-	BlockedKeys   int64
+	BlockedKeys   int64     // keys whose WAITING events wait behind a RETRY or DEAD one
 	OldestBlocked time.Time // created_at of the oldest of those, or zero
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -171,11 +172,15 @@ func (w *Writer) WriteAll(ctx context.Context, tx Executor, envs []Envelope) ([]
 				w.logger.InfoContext(ctx, "transaction has no after-commit hooks; its ordered events wait for the poller's sweep (once per writer)",
 					slog.String("executor", fmt.Sprintf("%T", tx)))
 			})
-		} else {
-			// The key's next event may be one of these: promote it once they are
-			// visible. The insert held the keys, so nothing else may have.
+		} else if busy := waitingKeys(events, keys); busy != nil {
+			// These keys had events before this write: once it is visible, promote
+			// the key's next event, which may be one of these by then.
 			hookCtx := context.WithoutCancel(ctx)
-			hooks.AfterCommit(func() { w.orders.promote(hookCtx, keys) })
+			hooks.AfterCommit(func() {
+				w.orders.afterCommit(hookCtx, slices.DeleteFunc(slices.Clone(events), func(e Event) bool {
+					return !slices.Contains(busy, e.OrderKey)
+				}), busy)
+			})
 		}
 	}
 	if len(w.hooks) > 0 {
@@ -224,12 +229,19 @@ func (w *Writer) orderKeys(events []Event) ([]string, error) {
 	if w.orders == nil {
 		return nil, fmt.Errorf("outbox: write: ordered events need a store that implements OrderStore: %w", errors.ErrUnsupported)
 	}
-	for i := range events {
-		if events[i].OrderKey != "" {
-			events[i].Status = StatusWaiting
+	return keys, nil
+}
+
+// waitingKeys returns the keys whose events the store inserted WAITING only (the key
+// had events before them): they move on by a promote after commit.
+func waitingKeys(events []Event, keys []string) []string {
+	var out []string
+	for _, k := range keys {
+		if !slices.ContainsFunc(events, func(e Event) bool { return e.OrderKey == k && e.Status != StatusWaiting }) {
+			out = append(out, k)
 		}
 	}
-	return keys, nil
+	return out
 }
 
 // preClaim gives the events that are due now one fresh claim token, so that Insert
@@ -242,8 +254,8 @@ func (w *Writer) preClaim(events []Event) time.Duration {
 	start := time.Now()
 	token := ""
 	for i := range events {
-		if events[i].AvailableAt.After(now) || events[i].OrderKey != "" {
-			continue // delayed, or ordered: the poller claims it when it is due
+		if events[i].AvailableAt.After(now) {
+			continue // delayed: the poller claims it when it is due
 		}
 		if token == "" {
 			token = newClaimToken(w.nodeID)

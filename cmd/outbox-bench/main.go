@@ -12,11 +12,13 @@
 //	     re-executes itself three times; the 8 producers split 3/3/2, each node writes a
 //	     third of the transactions); time until every event is DONE; ratio to the same
 //	     round's w1 and to b. Not on SQLite (one file, one writer)
+//	w1o  w1 with every event ordered (Envelope.OrderKey), 1,000 keys; ratio to w1
 //	w2   8 producers, 200 transactions x 100 events each; same end condition; also the
 //	     latency from each transaction's Commit returning to each of its events' listener
 //	     invocation (p50, p99)
 //	w3   one paced producer, 200 transactions/s for 10 s; latency from Commit returning
 //	     to the listener being invoked
+//	w3o  w3 with every event ordered, 1,000 keys (each key idle when written)
 //	w4   100,000 NEW rows already in the table, dispatcher started with the hot path
 //	     unused; time to drain to DONE and the peak RSS of the process (run in a child
 //	     process so that its peak RSS is W4's alone)
@@ -112,8 +114,8 @@ type options struct {
 // allWorkloads is every workload in the order they run; defaultWorkloads leaves out the
 // long sustain run, which runs only when named.
 var (
-	allWorkloads     = []string{"a", "b", "b2", "w1", "w1m", "w2", "w3", "w4", "w5", "sustain"}
-	defaultWorkloads = []string{"a", "b", "b2", "w1", "w1m", "w2", "w3", "w4", "w5"}
+	allWorkloads     = []string{"a", "b", "b2", "w1", "w1o", "w1m", "w2", "w3", "w3o", "w4", "w5", "sustain"}
+	defaultWorkloads = []string{"a", "b", "b2", "w1", "w1o", "w1m", "w2", "w3", "w3o", "w4", "w5"}
 	allDurabilities  = []string{"fast", "durable"}
 )
 

@@ -132,7 +132,7 @@ type latency struct {
 // ceilingOf names the ceiling each workload's ratio is taken to: b, except for w2,
 // whose own shape (100 events per transaction) has the ceiling b2, and w1m, which is
 // compared with w1 (SingleNode) of the same round.
-var ceilingOf = map[string]string{"a": "b", "w1": "b", "w1m": "w1", "w2": "b2", "w3": "b", "w4": "b", "w5": "b"}
+var ceilingOf = map[string]string{"a": "b", "w1": "b", "w1m": "w1", "w1o": "w1", "w2": "b2", "w3": "b", "w3o": "w3", "w4": "b", "w5": "b"}
 
 var descriptions = map[string]string{
 	"a":       "ceiling a: bare business transaction (1 INSERT)",
@@ -140,15 +140,17 @@ var descriptions = map[string]string{
 	"b2":      "ceiling b2: business INSERT + 100-event outbox INSERT, no dispatch",
 	"w1":      "W1: 1 event/tx, end-to-end until DONE",
 	"w1m":     "W1m: W1 in MultiNode mode, 3 node processes, until DONE",
+	"w1o":     "W1o: W1 with every event ordered, 1,000 keys, until DONE",
 	"w2":      "W2: 100 events/tx, end-to-end until DONE",
 	"w3":      "W3: paced producer, commit-to-listener latency",
+	"w3o":     "W3o: W3 with every event ordered, 1,000 keys",
 	"w4":      "W4: drain pre-filled table (cold path only)",
 	"w5":      "W5: W3 written by a WriterOnly outbox, delivered by another (pgnotify on PostgreSQL)",
 	"sustain": "sustain: paced producers, RSS over time",
 }
 
 // shortName is the workload's name in the per-round table.
-var shortName = map[string]string{"w1": "W1", "w1m": "W1m", "w2": "W2", "w3": "W3", "w4": "W4", "w5": "W5"}
+var shortName = map[string]string{"w1": "W1", "w1m": "W1m", "w1o": "W1o", "w2": "W2", "w3": "W3", "w3o": "W3o", "w4": "W4", "w5": "W5"}
 
 func newReport(o options) *report {
 	def := func(v int) string {

@@ -132,17 +132,21 @@ func runWorkload(ctx context.Context, o options, t *target, w string, r int) (sa
 	case "a":
 		return runBare(ctx, o, t)
 	case "b":
-		return runWrites(ctx, o, t, o.w1Tx, 1, false)
+		return runWrites(ctx, o, t, o.w1Tx, 1, false, 0)
 	case "b2":
-		return runWrites(ctx, o, t, o.w2Tx, o.w2Events, false)
+		return runWrites(ctx, o, t, o.w2Tx, o.w2Events, false, 0)
 	case "w1":
-		return runWrites(ctx, o, t, o.w1Tx, 1, true)
+		return runWrites(ctx, o, t, o.w1Tx, 1, true, 0)
+	case "w1o":
+		return runWrites(ctx, o, t, o.w1Tx, 1, true, orderKeys)
 	case "w2":
-		return runWrites(ctx, o, t, o.w2Tx, o.w2Events, true)
+		return runWrites(ctx, o, t, o.w2Tx, o.w2Events, true, 0)
 	case "w3":
-		return runPaced(ctx, o, t, false)
+		return runPaced(ctx, o, t, false, 0)
+	case "w3o":
+		return runPaced(ctx, o, t, false, orderKeys)
 	case "w5":
-		return runPaced(ctx, o, t, true)
+		return runPaced(ctx, o, t, true, 0)
 	case "w4":
 		return runDrain(ctx, o, t, r)
 	case "w1m":
@@ -319,7 +323,13 @@ func runBare(ctx context.Context, o options, t *target) (sample, error) {
 // mode and the clock stops when the last transaction committed. With dispatch and more
 // than one event per transaction (w2) it also measures each event's latency from its
 // transaction's Commit returning to its listener being invoked.
-func runWrites(ctx context.Context, o options, t *target, txs, perTx int, dispatch bool) (sample, error) {
+// orderKeys is the number of order keys of the ordered workloads (w1o, w3o): event i
+// has the key i mod orderKeys.
+const orderKeys = 1000
+
+// runWrites runs txs transactions of perTx events; with keys > 0 every event is ordered
+// under one of keys keys.
+func runWrites(ctx context.Context, o options, t *target, txs, perTx int, dispatch bool, keys int) (sample, error) {
 	n := txs * perTx
 	mode := outbox.WriterOnly
 	if dispatch {
@@ -357,8 +367,12 @@ func runWrites(ctx context.Context, o options, t *target, txs, perTx int, dispat
 				return err
 			}
 			if perTx == 1 {
-				_, err := w.Write(ctx, tx, outbox.Envelope{Type: eventType, AggregateType: aggregateType,
-					AggregateID: strconv.Itoa(i), Payload: o.payload(id, i)})
+				env := outbox.Envelope{Type: eventType, AggregateType: aggregateType,
+					AggregateID: strconv.Itoa(i), Payload: o.payload(id, i)}
+				if keys > 0 {
+					env.OrderKey = strconv.Itoa(i % keys)
+				}
+				_, err := w.Write(ctx, tx, env)
 				return err
 			}
 			envs := make([]outbox.Envelope, perTx)
@@ -472,7 +486,7 @@ func stopOutbox(ob *outbox.Outbox) {
 // With cross it is w5: the producer writes through a WriterOnly outbox and another
 // outbox on a pool of its own (as another process would) delivers, woken by pgnotify
 // on PostgreSQL and by its poller elsewhere.
-func runPaced(ctx context.Context, o options, t *target, cross bool) (sample, error) {
+func runPaced(ctx context.Context, o options, t *target, cross bool, keys int) (sample, error) {
 	n := max(1, int(float64(o.w3Rate)*o.w3Duration.Seconds()))
 	invoked := make([]atomic.Int64, n) // nanoseconds since base, +1 so that 0 means "not yet"
 	base := time.Now()
@@ -547,8 +561,11 @@ func runPaced(ctx context.Context, o options, t *target, cross bool) (sample, er
 			_ = tx.Rollback()
 			return sample{}, err
 		}
-		if _, err := w.Write(ctx, tx, outbox.Envelope{Type: eventType, AggregateType: aggregateType,
-			AggregateID: strconv.Itoa(i), Payload: o.payload(id, i)}); err != nil {
+		env := outbox.Envelope{Type: eventType, AggregateType: aggregateType, AggregateID: strconv.Itoa(i), Payload: o.payload(id, i)}
+		if keys > 0 {
+			env.OrderKey = strconv.Itoa(i % keys)
+		}
+		if _, err := w.Write(ctx, tx, env); err != nil {
 			_ = tx.Rollback()
 			return sample{}, err
 		}

@@ -71,8 +71,10 @@ func (s *MemoryStore) SetClock(now func() time.Time) {
 func (s *MemoryStore) dbNow() time.Time { return canonical(s.clock()) }
 
 // Insert adds p.Events as NEW rows with no attempts, whatever their Status and Attempts
-// say, except ordered events (OrderKey set): WAITING, numbered after their key's earlier
-// events (the store has no transactions, so there is no key lock to hold). A zero CreatedAt becomes the current time and a zero AvailableAt becomes
+// say, except ordered events (OrderKey set): numbered after their key's earlier events
+// and WAITING, but the first of a key with nothing left that is not DONE, which is NEW
+// (and the only one claimed); their OrderSeq and Status are set in p.Events. The store
+// has no transactions, so there is no key lock to hold. A zero CreatedAt becomes the current time and a zero AvailableAt becomes
 // CreatedAt. An event with LockedBy set is stored claimed by it until the store's clock
 // plus p.ClaimTTL. It returns an error, and inserts nothing, when the params are invalid,
 // an event has no ID or an ID is already stored or used twice.
@@ -109,7 +111,13 @@ func (s *MemoryStore) Insert(ctx context.Context, _ outbox.Executor, p outbox.In
 		}
 	}
 	until := s.dbNow().Add(p.ClaimTTL)
-	for _, r := range rows {
+	open := map[string]bool{} // keys with an event that is not DONE
+	for _, r := range s.rows {
+		if r.ev.OrderKey != "" && r.ev.Status != outbox.StatusDone {
+			open[r.ev.OrderKey] = true
+		}
+	}
+	for i, r := range rows {
 		r.ev.LockedUntil = time.Time{}
 		if r.ev.LockedBy != "" {
 			r.ev.LockedUntil = until
@@ -126,6 +134,13 @@ func (s *MemoryStore) Insert(ctx context.Context, _ outbox.Executor, p outbox.In
 			key.lastSeq++
 			key.updatedAt = now
 			r.ev.Status, r.ev.OrderSeq = outbox.StatusWaiting, key.lastSeq
+			if !open[k] { // nothing before it: NEW at once, claimed if asked
+				open[k] = true
+				r.ev.Status = outbox.StatusNew
+			} else {
+				r.ev.LockedBy, r.ev.LockedUntil = "", time.Time{}
+			}
+			events[i].OrderSeq, events[i].Status = key.lastSeq, r.ev.Status
 		}
 		s.rows[r.ev.ID] = r
 	}
@@ -142,6 +157,16 @@ func (s *MemoryStore) Promote(ctx context.Context, p outbox.PromoteParams) (int6
 	want := map[string]bool{}
 	for _, k := range p.Keys {
 		want[k] = true
+	}
+	only := map[string]bool{} // p.IDs
+	for _, id := range p.IDs {
+		only[id] = true
+		if r, ok := s.rows[id]; ok && r.ev.OrderKey != "" {
+			want[r.ev.OrderKey] = true
+		}
+	}
+	if len(p.IDs) > 0 && len(want) == 0 {
+		return 0, nil
 	}
 	// Per key: its lowest WAITING row, and whether anything holds it.
 	heads := map[string]*memRow{}
@@ -171,7 +196,14 @@ func (s *MemoryStore) Promote(ctx context.Context, p outbox.PromoteParams) (int6
 		if len(want) == 0 && n == int64(p.Limit) {
 			break
 		}
-		heads[k].ev.Status = outbox.StatusNew
+		h := heads[k]
+		if len(only) > 0 && !only[h.ev.ID] {
+			continue
+		}
+		h.ev.Status = outbox.StatusNew
+		if p.Token != "" {
+			h.ev.LockedBy, h.ev.LockedUntil = p.Token, s.dbNow().Add(p.TTL)
+		}
 		n++
 	}
 	return n, nil

@@ -31,6 +31,30 @@ func (x *fixture) promote(p outbox.PromoteParams, want int64) {
 	x.changed("Promote", n, err, want)
 }
 
+// headsWait reports whether the store inserted the ordered event id, the first of a key
+// with nothing before it, WAITING (it then needs a Promote) rather than NEW: both are
+// allowed (MySQL waits; PostgreSQL, SQLite and the memory store do not).
+func (x *fixture) headsWait(id string) bool {
+	x.Helper()
+	switch e := x.get(id); e.Status {
+	case outbox.StatusWaiting:
+		return true
+	case outbox.StatusNew:
+		return false
+	default:
+		x.Fatalf("%s: status %s, want NEW or WAITING", id, e.Status)
+		return false
+	}
+}
+
+// ifWait is n when heads are inserted WAITING, else 0: what a Promote of fresh keys does.
+func ifWait(wait bool, n int64) int64 {
+	if wait {
+		return n
+	}
+	return 0
+}
+
 func (x *fixture) wantSeq(id string, status outbox.Status, seq int64) {
 	x.Helper()
 	if e := x.wantStatus(id, status); e.OrderSeq != seq || e.OrderKey == "" {
@@ -40,27 +64,57 @@ func (x *fixture) wantSeq(id string, status outbox.Status, seq int64) {
 
 func testOrderedInsert(x *fixture) {
 	x.orders()
-	x.insert(ordered("a1", "A", base), ev("u", base), ordered("b1", "B", base), ordered("a2", "A", base))
-	x.wantSeq("a1", outbox.StatusWaiting, 1)
+	events := []outbox.Event{ordered("a1", "A", base), ev("u", base), ordered("b1", "B", base), ordered("a2", "A", base)}
+	x.insert(events...)
+	wait := x.headsWait("a1")
+	head := outbox.StatusNew
+	if wait {
+		head = outbox.StatusWaiting
+	}
+	x.wantSeq("a1", head, 1)
 	x.wantSeq("a2", outbox.StatusWaiting, 2)
-	x.wantSeq("b1", outbox.StatusWaiting, 1)
+	x.wantSeq("b1", head, 1)
 	if e := x.wantStatus("u", outbox.StatusNew); e.OrderKey != "" || e.OrderSeq != 0 {
 		x.Fatalf("unordered event has OrderKey %q OrderSeq %d", e.OrderKey, e.OrderSeq)
 	}
+	// Insert reports what it stored.
+	if events[0].OrderSeq != 1 || events[0].Status != head || events[3].OrderSeq != 2 || events[3].Status != outbox.StatusWaiting {
+		x.Fatalf("Insert set OrderSeq/Status %d/%s and %d/%s, want 1/%s and 2/WAITING",
+			events[0].OrderSeq, events[0].Status, events[3].OrderSeq, events[3].Status, head)
+	}
 	x.insert(ordered("a3", "A", at(-time.Hour))) // numbered by commit, not by CreatedAt
 	x.wantSeq("a3", outbox.StatusWaiting, 3)
-	// WAITING events are neither pending nor claimable.
-	x.wantIDs("Pending", x.pending(at(time.Hour), 0, 10).Events, "u")
+	// WAITING events are never pending.
+	for _, e := range x.pending(at(time.Hour), 0, 10).Events {
+		if e.Status == outbox.StatusWaiting || e.ID == "a2" || e.ID == "a3" {
+			x.Fatalf("Pending returned %s (%s)", e.ID, e.Status)
+		}
+	}
+}
+
+func testOrderedInsertClaimed(x *fixture) {
+	x.orders()
+	a1, a2 := ordered("a1", "A", base), ordered("a2", "A", base)
+	a1.LockedBy, a2.LockedBy = "n1/t", "n1/t"
+	if err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: []outbox.Event{a1, a2}, ClaimTTL: time.Minute}); err != nil {
+		x.Fatalf("Insert: %v", err)
+	}
+	if e := x.get("a2"); e.Status != outbox.StatusWaiting || e.LockedBy != "" {
+		x.Fatalf("a2: %s claimed by %q; a WAITING event is never claimed", e.Status, e.LockedBy)
+	}
+	if e := x.get("a1"); e.Status == outbox.StatusNew && e.LockedBy != "n1/t" || e.Status == outbox.StatusWaiting && e.LockedBy != "" {
+		x.Fatalf("a1: %s claimed by %q; want NEW and claimed, or WAITING and not", e.Status, e.LockedBy)
+	}
 }
 
 func testPromoteMovesTheHeadOnly(x *fixture) {
 	x.orders()
 	x.insert(ordered("a1", "A", base), ordered("a2", "A", base), ordered("b1", "B", base), ordered("c1", "C", base))
-	x.promote(outbox.PromoteParams{Keys: []string{"A", "B", "missing"}}, 2)
+	wait := x.headsWait("a1")
+	x.promote(outbox.PromoteParams{Keys: []string{"A", "B", "missing"}}, ifWait(wait, 2))
 	x.wantStatus("a1", outbox.StatusNew)
 	x.wantStatus("a2", outbox.StatusWaiting)
 	x.wantStatus("b1", outbox.StatusNew)
-	x.wantStatus("c1", outbox.StatusWaiting) // not asked for
 	x.promote(outbox.PromoteParams{Keys: []string{"A", "B"}}, 0)
 	// An outcome of a WAITING event changes nothing: only the head is delivered.
 	x.changed("MarkDone of WAITING", x.markDone(at(time.Minute), "a2"), nil, 0)
@@ -72,20 +126,31 @@ func testPromoteMovesTheHeadOnly(x *fixture) {
 	x.changed("MarkDone a1", x.markDone(at(2*time.Minute), "a1"), nil, 1)
 	x.promote(outbox.PromoteParams{Keys: []string{"A"}}, 1)
 	x.wantStatus("a2", outbox.StatusNew)
-	x.wantIDs("Pending", x.pending(at(time.Hour), 0, 10).Events, "a2", "b1")
-	// Without keys: any key, at most Limit.
-	x.insert(ordered("d1", "D", base))
-	x.promote(outbox.PromoteParams{Limit: 1}, 1)
-	x.promote(outbox.PromoteParams{Limit: 10}, 1)
-	x.wantStatus("c1", outbox.StatusNew)
-	x.wantStatus("d1", outbox.StatusNew)
+	if wait {
+		x.wantIDs("Pending", x.pending(at(time.Hour), 0, 10).Events, "a2", "b1")
+	} else {
+		x.wantIDs("Pending", x.pending(at(time.Hour), 0, 10).Events, "a2", "b1", "c1")
+	}
+	// Without keys: any key, at most Limit. d2 waits behind d1.
+	x.insert(ordered("d1", "D", base), ordered("d2", "D", base))
+	dWait := x.headsWait("d1")
+	x.changed("MarkDone d1", x.markDone(at(time.Minute), "d1"), nil, ifWait(!dWait, 1))
+	if !dWait {
+		x.promote(outbox.PromoteParams{Limit: 1}, 1) // d2
+		x.wantStatus("d2", outbox.StatusNew)
+	} else {
+		x.promote(outbox.PromoteParams{Limit: 1}, 1) // c1 or d1
+		x.promote(outbox.PromoteParams{Limit: 10}, 1)
+		x.wantStatus("c1", outbox.StatusNew)
+		x.wantStatus("d1", outbox.StatusNew)
+	}
 	x.promote(outbox.PromoteParams{Limit: 10}, 0)
 }
 
 func testPromoteDeadPolicy(x *fixture) {
 	x.orders()
 	x.insert(ordered("a1", "A", base), ordered("a2", "A", base), ordered("a3", "A", base))
-	x.promote(outbox.PromoteParams{Keys: []string{"A"}, DeadBlocks: true}, 1)
+	x.promote(outbox.PromoteParams{Keys: []string{"A"}, DeadBlocks: true}, ifWait(x.headsWait("a1"), 1))
 	x.markDead("a1", "poison")
 	x.promote(outbox.PromoteParams{Keys: []string{"A"}, DeadBlocks: true}, 0)
 	x.promote(outbox.PromoteParams{Limit: 10, DeadBlocks: true}, 0)
@@ -112,14 +177,16 @@ func testPromoteDeadPolicy(x *fixture) {
 func testPurgeForgetsIdleKeys(x *fixture) {
 	x.orders()
 	x.insert(ordered("a1", "A", base), ordered("b1", "B", base))
-	x.promote(outbox.PromoteParams{Limit: 10}, 2)
+	x.promote(outbox.PromoteParams{Limit: 10}, ifWait(x.headsWait("a1"), 2))
 	x.markDone(at(time.Minute), "a1")
 	// Key rows carry the database's time, before base.
 	n, err := x.store().Purge(x.ctx, outbox.PurgeParams{Before: at(24 * time.Hour), Limit: 100})
 	x.changed("Purge", n, err, 1)
 	// A's counter went with its last event; B still has b1 pending and keeps counting.
 	x.insert(ordered("a2", "A", base), ordered("b2", "B", base))
-	x.wantSeq("a2", outbox.StatusWaiting, 1)
+	if e := x.get("a2"); e.OrderSeq != 1 {
+		x.Fatalf("a2: OrderSeq %d, want 1 (a new counter)", e.OrderSeq)
+	}
 	x.wantSeq("b2", outbox.StatusWaiting, 2)
 }
 
@@ -161,7 +228,9 @@ func testOrderedKeyLock(x *fixture) {
 	if err := <-done; err != nil {
 		x.Fatalf("tx2: %v", err)
 	}
-	x.wantSeq("first", outbox.StatusWaiting, 1)
+	if e := x.get("first"); e.OrderSeq != 1 || e.Status != outbox.StatusNew && e.Status != outbox.StatusWaiting {
+		x.Fatalf("first: %s, OrderSeq %d", e.Status, e.OrderSeq)
+	}
 	x.wantSeq("second", outbox.StatusWaiting, 2)
 	// A rolled-back write gives its number back.
 	x.inTx(func(tx *sql.Tx) {
@@ -171,7 +240,7 @@ func testOrderedKeyLock(x *fixture) {
 	}, false)
 	x.insert(ordered("third", "K", base))
 	x.wantSeq("third", outbox.StatusWaiting, 3)
-	if got := x.pending(at(time.Hour), 0, 10).Events; slices.ContainsFunc(got, func(e outbox.Event) bool { return e.OrderKey != "" }) {
+	if got := x.pending(at(time.Hour), 0, 10).Events; slices.ContainsFunc(got, func(e outbox.Event) bool { return e.OrderKey != "" && e.ID != "first" }) {
 		x.Fatalf("WAITING events are pending: %v", ids(got))
 	}
 }
@@ -181,7 +250,7 @@ func testStatsBlockedKeys(x *fixture) {
 	ss := x.stats()
 	x.insert(ordered("a1", "A", at(2*time.Minute)), ordered("a2", "A", base), ordered("b1", "B", at(time.Minute)),
 		ordered("b2", "B", base), ordered("c1", "C", base), ordered("d1", "D", base))
-	x.promote(outbox.PromoteParams{Limit: 10}, 4)
+	x.promote(outbox.PromoteParams{Limit: 10}, ifWait(x.headsWait("a1"), 4))
 	x.retry("a1", at(time.Hour))      // holds a2
 	x.markDead("b1", "poison")        // holds b2
 	x.markDead("d1", "no one behind") // holds nothing
@@ -199,4 +268,23 @@ func testStatsBlockedKeys(x *fixture) {
 		x.Fatalf("Stats after B moved on: %+v, %v; want 1 blocked key", st, err)
 	}
 	x.wantTime("OldestBlocked", st.OldestBlocked, at(2*time.Minute))
+}
+
+func testPromoteIDs(x *fixture) {
+	x.orders()
+	x.insert(ordered("a0", "A", base), ordered("a1", "A", base), ordered("a2", "A", base), ordered("b0", "B", base), ordered("b1", "B", base))
+	x.promote(outbox.PromoteParams{Keys: []string{"A", "B"}}, ifWait(x.headsWait("a0"), 2))
+	x.promote(outbox.PromoteParams{IDs: []string{"a1"}}, 0) // a0 is before it
+	x.markDone(at(time.Minute), "a0", "b0")
+	x.promote(outbox.PromoteParams{IDs: []string{"a2"}}, 0) // a1 is next, not a2
+	x.promote(outbox.PromoteParams{IDs: []string{"a1", "b1", "missing"}, Token: "n1/t", TTL: time.Minute}, 2)
+	for _, id := range []string{"a1", "b1"} {
+		if e := x.wantStatus(id, outbox.StatusNew); e.LockedBy != "n1/t" || e.LockedUntil.IsZero() {
+			x.Fatalf("%s: LockedBy %q LockedUntil %v, want claimed by the promote's token", id, e.LockedBy, e.LockedUntil)
+		}
+	}
+	x.promote(outbox.PromoteParams{IDs: []string{"a2"}}, 0) // a1 holds the key
+	if n, err := x.orders().Promote(x.ctx, outbox.PromoteParams{IDs: []string{"a1"}, Keys: []string{"A"}}); err == nil {
+		x.Fatalf("Promote with IDs and Keys = %d, nil; want an error", n)
+	}
 }

@@ -118,11 +118,13 @@ func Run(t *testing.T, f Features, newHarness func(t *testing.T) Harness) {
 		{name: "ClaimConcurrent", fn: testClaimConcurrent},
 		{name: "ClaimBadParams", fn: testClaimBadParams},
 		{name: "OrderedInsert", fn: testOrderedInsert},
+		{name: "OrderedInsertClaimed", fn: testOrderedInsertClaimed},
 		{name: "PromoteMovesTheHeadOnly", fn: testPromoteMovesTheHeadOnly},
 		{name: "PromoteDeadPolicy", fn: testPromoteDeadPolicy},
 		{name: "PurgeForgetsIdleKeys", fn: testPurgeForgetsIdleKeys},
 		{name: "OrderedKeyLock", fn: testOrderedKeyLock, tx: true},
 		{name: "StatsBlockedKeys", fn: testStatsBlockedKeys},
+		{name: "PromoteIDs", fn: testPromoteIDs},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

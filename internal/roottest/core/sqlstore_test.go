@@ -430,8 +430,11 @@ func TestMigrateUpgradesAVersionOneTableWithRows(t *testing.T) {
 			if err := store.Insert(ctx, db, outbox.InsertParams{Events: []outbox.Event{o1, o2}}); err != nil {
 				t.Fatalf("ordered insert after the upgrade: %v", err)
 			}
-			if n, err := store.Promote(ctx, outbox.PromoteParams{Keys: []string{"K"}, DeadBlocks: true}); err != nil || n != 1 {
-				t.Fatalf("Promote after the upgrade = %d, %v; want 1", n, err)
+			if _, err := store.Promote(ctx, outbox.PromoteParams{Keys: []string{"K"}, DeadBlocks: true}); err != nil {
+				t.Fatalf("Promote after the upgrade: %v", err)
+			}
+			if got, err := store.Get(ctx, "o-1"); err != nil || got.Status != outbox.StatusNew || got.OrderSeq != 1 {
+				t.Fatalf("o-1 after the upgrade: %+v, %v", got, err)
 			}
 			if got, err := store.Get(ctx, "o-2"); err != nil || got.Status != outbox.StatusWaiting || got.OrderSeq != 2 {
 				t.Fatalf("o-2 after the upgrade: %+v, %v", got, err)
@@ -514,8 +517,11 @@ func TestCustomSchemaQualifiedTable(t *testing.T) {
 			if err := b.store.Insert(ctx, db, outbox.InsertParams{Events: []outbox.Event{o}}); err != nil {
 				t.Fatalf("ordered insert: %v", err)
 			}
-			if n, err := b.store.Promote(ctx, outbox.PromoteParams{Keys: []string{"K"}}); err != nil || n != 1 {
-				t.Fatalf("Promote = %d, %v", n, err)
+			if _, err := b.store.Promote(ctx, outbox.PromoteParams{Keys: []string{"K"}}); err != nil {
+				t.Fatalf("Promote: %v", err)
+			}
+			if e, err := b.store.Get(ctx, "o"); err != nil || e.Status != outbox.StatusNew || e.OrderSeq != 1 {
+				t.Fatalf("ordered event %+v, %v; want NEW with OrderSeq 1", e, err)
 			}
 			if got != want {
 				t.Errorf("indexes %s, want %s", got, want)
