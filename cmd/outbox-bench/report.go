@@ -94,7 +94,7 @@ type result struct {
 	// for w2 it compares 100-event transactions with 1-event ones).
 	RatioToB     float64   `json:"ratio_to_b,omitempty"`
 	RatioToBRuns []float64 `json:"ratio_to_b_runs,omitempty"`
-	// WriteEventsPerSec is the producers' rate alone (w1, w1m, w2), median.
+	// WriteEventsPerSec is the producers' rate alone (w1, w1m, w1o, w2), median.
 	WriteEventsPerSec float64 `json:"write_events_per_sec,omitempty"`
 	// Latency is the median over the rounds of each percentile (w2, w3, sustain);
 	// LatencyRuns has every round's.
@@ -246,7 +246,7 @@ func (r *report) addResults(o options, t *target, workloads []string, samples ma
 			secs = append(secs, s.seconds)
 			eps = append(eps, s.eventsPerSec())
 			evs = append(evs, float64(s.events))
-			if s.writeSeconds > 0 && (w == "w1" || w == "w1m" || w == "w2") {
+			if s.writeSeconds > 0 && (w == "w1" || w == "w1m" || w == "w1o" || w == "w2") {
 				weps = append(weps, float64(s.events)/s.writeSeconds)
 			}
 			res.HotDropped += s.hotDropped
