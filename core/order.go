@@ -55,10 +55,17 @@ func newOrderer(store Store, policy DeadKeyPolicy, timeout time.Duration, log *s
 // eventKeys returns the distinct order keys of events, nil when none is ordered.
 func eventKeys(events []Event) []string {
 	var keys []string
+	var seen map[string]bool
 	for i := range events {
-		if k := events[i].OrderKey; k != "" && !slices.Contains(keys, k) {
-			keys = append(keys, k)
+		k := events[i].OrderKey
+		if k == "" || seen[k] {
+			continue
 		}
+		if seen == nil {
+			seen = map[string]bool{}
+		}
+		seen[k] = true
+		keys = append(keys, k)
 	}
 	return keys
 }
@@ -116,9 +123,11 @@ func (o *orderer) afterCommit(ctx context.Context, events []Event, keys []string
 		}
 		o.hot.deliver(ctx, next)
 		if len(next) < len(keys) { // keys whose first event of this write is delayed
-			o.promote(ctx, slices.DeleteFunc(slices.Clone(keys), func(k string) bool {
-				return slices.ContainsFunc(next, func(e Event) bool { return e.OrderKey == k })
-			}))
+			handed := make(map[string]bool, len(next))
+			for _, e := range next {
+				handed[e.OrderKey] = true
+			}
+			o.promote(ctx, slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return handed[k] }))
 		}
 		return
 	}

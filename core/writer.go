@@ -177,9 +177,15 @@ func (w *Writer) WriteAll(ctx context.Context, tx Executor, envs []Envelope) ([]
 			// the key's next event, which may be one of these by then.
 			hookCtx := context.WithoutCancel(ctx)
 			hooks.AfterCommit(func() {
+				var keys []string
+				for _, k := range eventKeys(events) { // in write order
+					if busy[k] {
+						keys = append(keys, k)
+					}
+				}
 				w.orders.afterCommit(hookCtx, slices.DeleteFunc(slices.Clone(events), func(e Event) bool {
-					return !slices.Contains(busy, e.OrderKey)
-				}), busy)
+					return !busy[e.OrderKey]
+				}), keys)
 			})
 		}
 	}
@@ -234,11 +240,20 @@ func (w *Writer) orderKeys(events []Event) ([]string, error) {
 
 // waitingKeys returns the keys whose events the store inserted WAITING only (the key
 // had events before them): they move on by a promote after commit.
-func waitingKeys(events []Event, keys []string) []string {
-	var out []string
+func waitingKeys(events []Event, keys []string) map[string]bool {
+	head := make(map[string]bool, len(keys)) // keys with an event inserted NEW
+	for i := range events {
+		if events[i].OrderKey != "" && events[i].Status != StatusWaiting {
+			head[events[i].OrderKey] = true
+		}
+	}
+	var out map[string]bool
 	for _, k := range keys {
-		if !slices.ContainsFunc(events, func(e Event) bool { return e.OrderKey == k && e.Status != StatusWaiting }) {
-			out = append(out, k)
+		if !head[k] {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[k] = true
 		}
 	}
 	return out

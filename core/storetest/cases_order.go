@@ -3,6 +3,7 @@ package storetest
 import (
 	"database/sql"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -287,4 +288,26 @@ func testPromoteIDs(x *fixture) {
 	if n, err := x.orders().Promote(x.ctx, outbox.PromoteParams{IDs: []string{"a1"}, Keys: []string{"A"}}); err == nil {
 		x.Fatalf("Promote with IDs and Keys = %d, nil; want an error", n)
 	}
+}
+
+// testOrderedLargeBatch inserts more keys than one statement of any store binds: the
+// keys are locked and read in chunks, and each key's events are numbered in order.
+func testOrderedLargeBatch(x *fixture) {
+	x.orders()
+	const keys, events = 700, 1400
+	batch := make([]outbox.Event, events)
+	for i := range batch {
+		batch[i] = ordered(fmt.Sprintf("e%05d", i), fmt.Sprint("K", i%keys), base)
+	}
+	x.insert(batch...)
+	for i, e := range batch {
+		want := int64(i/keys + 1)
+		if e.OrderSeq != want || i >= keys && e.Status != outbox.StatusWaiting {
+			x.Fatalf("%s: OrderSeq %d status %s, want %d", e.ID, e.OrderSeq, e.Status, want)
+		}
+	}
+	if got := x.get(fmt.Sprintf("e%05d", events-1)); got.OrderSeq != 2 || got.Status != outbox.StatusWaiting {
+		x.Fatalf("last event: %+v", got)
+	}
+	x.promote(outbox.PromoteParams{Limit: 10000}, ifWait(x.headsWait("e00000"), keys))
 }

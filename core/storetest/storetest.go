@@ -125,6 +125,7 @@ func Run(t *testing.T, f Features, newHarness func(t *testing.T) Harness) {
 		{name: "OrderedKeyLock", fn: testOrderedKeyLock, tx: true},
 		{name: "StatsBlockedKeys", fn: testStatsBlockedKeys},
 		{name: "PromoteIDs", fn: testPromoteIDs},
+		{name: "OrderedLargeBatch", fn: testOrderedLargeBatch},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -282,31 +282,7 @@ func TestMySQLQueriesUseIndexes(t *testing.T) {
 		`UPDATE ` + b.quoted() + ` SET status = 1 WHERE event_id IN ('e-00001', 'e-00002') AND status <> 1`:                      {key: "PRIMARY"},
 	}
 	for q, c := range cases {
-		rows, err := b.db.QueryContext(ctx, "EXPLAIN "+q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cols, err := rows.Columns()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plan []map[string]string
-		for rows.Next() {
-			vals := make([]sql.NullString, len(cols))
-			ptrs := make([]any, len(cols))
-			for i := range vals {
-				ptrs[i] = &vals[i]
-			}
-			if err := rows.Scan(ptrs...); err != nil {
-				t.Fatal(err)
-			}
-			row := map[string]string{}
-			for i, col := range cols {
-				row[col] = vals[i].String
-			}
-			plan = append(plan, row)
-		}
-		rows.Close()
+		plan := mysqlPlan(t, b.db, q)
 		if len(plan) != 1 || !strings.HasSuffix(plan[0]["key"], c.key) || c.rangeScan && plan[0]["type"] != "range" ||
 			strings.Contains(plan[0]["Extra"], "filesort") {
 			t.Errorf("%s\nplan %v, want key %s (range scan %v) without a sort", q, plan, c.key, c.rangeScan)
@@ -324,28 +300,7 @@ func TestMySQLQueriesUseIndexes(t *testing.T) {
 	for _, q := range []string{heads(`w.order_open_key IN ('K1', 'K2')`, "2"), heads(`w.order_open_key IS NOT NULL`, "1000"),
 		"DELETE FROM " + strings.TrimSuffix(b.quoted(), "`") + "_key` WHERE updated_at < " + t0 + " AND NOT EXISTS (SELECT 1 FROM " +
 			b.quoted() + " e WHERE e.order_open_key = " + strings.TrimSuffix(b.quoted(), "`") + "_key`.order_key) ORDER BY updated_at LIMIT 10"} {
-		rows, err := b.db.QueryContext(ctx, "EXPLAIN "+q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cols, _ := rows.Columns()
-		var plan []map[string]string
-		for rows.Next() {
-			vals := make([]sql.NullString, len(cols))
-			ptrs := make([]any, len(cols))
-			for i := range vals {
-				ptrs[i] = &vals[i]
-			}
-			if err := rows.Scan(ptrs...); err != nil {
-				t.Fatal(err)
-			}
-			row := map[string]string{}
-			for i, col := range cols {
-				row[col] = vals[i].String
-			}
-			plan = append(plan, row)
-		}
-		rows.Close()
+		plan := mysqlPlan(t, b.db, q)
 		for _, row := range plan {
 			switch row["table"] {
 			case "m", "a", "e":
@@ -360,6 +315,40 @@ func TestMySQLQueriesUseIndexes(t *testing.T) {
 			}
 		}
 	}
+}
+
+// mysqlPlan returns the rows of EXPLAIN q, each by column name.
+func mysqlPlan(t *testing.T, db *sql.DB, q string) []map[string]string {
+	t.Helper()
+	rows, err := db.QueryContext(t.Context(), "EXPLAIN "+q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan []map[string]string
+	for rows.Next() {
+		vals := make([]sql.NullString, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		row := map[string]string{}
+		for i, col := range cols {
+			row[col] = vals[i].String
+		}
+		plan = append(plan, row)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return plan
 }
 
 // TestMySQLMigrateUpgradesAVersionOneTable: a table made by the first migration alone

@@ -61,6 +61,19 @@ func (c *orderChecker) count() int {
 	return len(c.done)
 }
 
+// startOrdered starts an outbox with cfg on b whose Account/Changed listener is an
+// orderChecker failing attempts as fail says.
+func startOrdered(t *testing.T, b backend, cfg outbox.Config, fail func(e *outbox.Event, attempt int) error) (*acceptanceBundle, *orderChecker) {
+	t.Helper()
+	a := setupOutbox(t, b, cfg)
+	c := newOrderChecker(fail)
+	if err := a.ob.Register("Account", "Changed", c); err != nil {
+		t.Fatal(err)
+	}
+	a.start(t)
+	return a, c
+}
+
 // check fails t unless every key's deliveries are 1, 2, … n in order and no attempts
 // overlapped.
 func (c *orderChecker) check(t *testing.T, want map[string]int) {
@@ -89,18 +102,14 @@ func (c *orderChecker) check(t *testing.T, want map[string]int) {
 func TestOrderedDeliveryKeepsKeyOrder(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b backend) {
-		a := setupOutbox(t, b, outbox.Config{OrderByAggregate: true, PollInterval: 20 * time.Millisecond,
-			Retry: outbox.RetryPolicyFunc(func(int) time.Duration { return 5 * time.Millisecond })})
-		c := newOrderChecker(func(e *outbox.Event, attempt int) error {
-			if e.OrderSeq%4 == 2 && attempt < 3 {
-				return errors.New("transient")
-			}
-			return nil
-		})
-		if err := a.ob.Register("Account", "Changed", c); err != nil {
-			t.Fatal(err)
-		}
-		a.start(t)
+		a, c := startOrdered(t, b, outbox.Config{OrderByAggregate: true, PollInterval: 20 * time.Millisecond,
+			Retry: outbox.RetryPolicyFunc(func(int) time.Duration { return 5 * time.Millisecond })},
+			func(e *outbox.Event, attempt int) error {
+				if e.OrderSeq%4 == 2 && attempt < 3 {
+					return errors.New("transient")
+				}
+				return nil
+			})
 		const keys, writers, perWriter = 6, 4, 30
 		var wg sync.WaitGroup
 		errs := make(chan error, writers)
@@ -148,17 +157,13 @@ func TestOrderedDeadEventHoldsItsKey(t *testing.T) {
 		t.Run(fmt.Sprint(int(policy)), func(t *testing.T) {
 			t.Parallel()
 			forEachBackend(t, func(t *testing.T, b backend) {
-				a := setupOutbox(t, b, outbox.Config{DeadKeyPolicy: policy, PollInterval: 20 * time.Millisecond})
-				c := newOrderChecker(func(e *outbox.Event, attempt int) error {
-					if e.OrderKey == "poison" && e.OrderSeq == 1 && attempt == 1 {
-						return fmt.Errorf("bad payload: %w", outbox.ErrUnrecoverable)
-					}
-					return nil
-				})
-				if err := a.ob.Register("Account", "Changed", c); err != nil {
-					t.Fatal(err)
-				}
-				a.start(t)
+				a, c := startOrdered(t, b, outbox.Config{DeadKeyPolicy: policy, PollInterval: 20 * time.Millisecond},
+					func(e *outbox.Event, attempt int) error {
+						if e.OrderKey == "poison" && e.OrderSeq == 1 && attempt == 1 {
+							return fmt.Errorf("bad payload: %w", outbox.ErrUnrecoverable)
+						}
+						return nil
+					})
 				write := func(id, key string) string {
 					t.Helper()
 					env := outbox.Envelope{Type: "Changed", AggregateType: "Account", OrderKey: key, Payload: id}
@@ -207,12 +212,7 @@ func TestOrderedDeadEventHoldsItsKey(t *testing.T) {
 func TestOrderedLateCommitWaits(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b backend) {
-		a := setupOutbox(t, b, outbox.Config{PollInterval: 20 * time.Millisecond})
-		c := newOrderChecker(nil)
-		if err := a.ob.Register("Account", "Changed", c); err != nil {
-			t.Fatal(err)
-		}
-		a.start(t)
+		a, c := startOrdered(t, b, outbox.Config{PollInterval: 20 * time.Millisecond}, nil)
 		ctx := context.Background()
 		env := func(p string) outbox.Envelope {
 			return outbox.Envelope{Type: "Changed", AggregateType: "Account", OrderKey: "K", Payload: p}
@@ -338,12 +338,7 @@ func TestOrderedMultiNodeKeepsKeyOrder(t *testing.T) {
 func TestOrderedEventWrittenWithoutHooksIsSwept(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b backend) {
-		a := setupOutbox(t, b, outbox.Config{PollInterval: 20 * time.Millisecond})
-		c := newOrderChecker(nil)
-		if err := a.ob.Register("Account", "Changed", c); err != nil {
-			t.Fatal(err)
-		}
-		a.start(t)
+		a, c := startOrdered(t, b, outbox.Config{PollInterval: 20 * time.Millisecond}, nil)
 		tx, err := a.db.BeginTx(context.Background(), nil)
 		if err != nil {
 			t.Fatal(err)

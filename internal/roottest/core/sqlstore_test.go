@@ -274,19 +274,22 @@ func TestMigrateRejectsBadInput(t *testing.T) {
 	}
 }
 
+// rawDatabases are the three databases with no table of the outbox's yet.
+var rawDatabases = []struct {
+	name string
+	d    outbox.Dialect
+	open func(testing.TB) *sql.DB
+}{
+	{"sqlite", outbox.SQLite, testdb.NewSQLiteDB},
+	{"postgres", outbox.Postgres, testdb.NewPostgresDB},
+	{"mysql", outbox.MySQL, testdb.NewMySQLDB},
+}
+
 // TestShippedMigrationFiles applies the embedded up file, the down file and the up file
 // again, as a migration tool would, and checks the store works on the result.
 func TestShippedMigrationFiles(t *testing.T) {
 	t.Parallel()
-	for _, s := range []struct {
-		name string
-		d    outbox.Dialect
-		open func(testing.TB) *sql.DB
-	}{
-		{"sqlite", outbox.SQLite, testdb.NewSQLiteDB},
-		{"postgres", outbox.Postgres, testdb.NewPostgresDB},
-		{"mysql", outbox.MySQL, testdb.NewMySQLDB},
-	} {
+	for _, s := range rawDatabases {
 		t.Run(s.name, func(t *testing.T) {
 			t.Parallel()
 			db := s.open(t)
@@ -361,15 +364,7 @@ func TestShippedMigrationFiles(t *testing.T) {
 // upgrades it in place: every row kept and still delivered, and ordered events work.
 func TestMigrateUpgradesAVersionOneTableWithRows(t *testing.T) {
 	t.Parallel()
-	for _, s := range []struct {
-		name string
-		d    outbox.Dialect
-		open func(testing.TB) *sql.DB
-	}{
-		{"sqlite", outbox.SQLite, testdb.NewSQLiteDB},
-		{"postgres", outbox.Postgres, testdb.NewPostgresDB},
-		{"mysql", outbox.MySQL, testdb.NewMySQLDB},
-	} {
+	for _, s := range rawDatabases {
 		t.Run(s.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
