@@ -26,6 +26,9 @@
 //	     pool of its own (as another process), delivers; latency from Commit returning
 //	     to the listener. On PostgreSQL both use pgnotify (LISTEN/NOTIFY); elsewhere the
 //	     deliverer's poller finds the events (library defaults: every 5 s or less)
+//	w6   (only when named) 6,000 ordered events over 1,000 keys written first, then
+//	     delivered by one MultiNode node process whose listener takes 5 ms; until DONE
+//	w6m  (only when named) w6 delivered by 3 node processes; ratio to w6 (scaling)
 //	sustain  (only when named in -workloads) a producer pool paced at 5,000 events/s
 //	     (one per transaction) for 5 minutes in a child process that samples its own RSS
 //	     every second: RSS at 10, 50 and 100 % of the run, maximum, slope over the second
@@ -114,7 +117,7 @@ type options struct {
 // allWorkloads is every workload in the order they run; defaultWorkloads leaves out the
 // long sustain run, which runs only when named.
 var (
-	allWorkloads     = []string{"a", "b", "b2", "w1", "w1o", "w1m", "w2", "w3", "w3o", "w4", "w5", "sustain"}
+	allWorkloads     = []string{"a", "b", "b2", "w1", "w1o", "w1m", "w2", "w3", "w3o", "w4", "w5", "w6", "w6m", "sustain"}
 	defaultWorkloads = []string{"a", "b", "b2", "w1", "w1o", "w1m", "w2", "w3", "w3o", "w4", "w5"}
 	allDurabilities  = []string{"fast", "durable"}
 )

@@ -42,6 +42,8 @@ type childW1MParams struct {
 	ClaimTTL  time.Duration `json:"claim_ttl"`
 	Timeout   time.Duration `json:"timeout"`
 	Outbox    childOutbox   `json:"outbox"`
+	// ListenerDelay is how long the listener takes per event (w6: an I/O-bound one).
+	ListenerDelay time.Duration `json:"listener_delay"`
 	// CPUProfile is the file of the node's CPU profile, if any.
 	CPUProfile string `json:"cpu_profile"`
 }
@@ -77,10 +79,51 @@ func split(n, parts, k int) int {
 // MultiNode mode on the same table. The clock runs from the parent's "go" until the
 // table holds every event DONE.
 func runMultiNode(ctx context.Context, o options, t *target, r int) (sample, error) {
-	if t.kind == "sqlite" {
-		return sample{}, errors.New("w1m does not run on SQLite (one file, one writer)")
+	return runNodes(ctx, o, t, r, "w1m", w1mNodes, o.w1Tx, true, 0)
+}
+
+// w6 is the ordered backlog of the scaling workloads: w6Events ordered events over
+// orderKeys keys, written before the nodes start, delivered by a listener that takes
+// w6Delay each (I/O-bound), by one node process (w6) or w1mNodes (w6m).
+const (
+	w6Events = 6000
+	w6Delay  = 5 * time.Millisecond
+)
+
+// runOrderedBacklog is w6 and w6m: the parent writes the backlog through a WriterOnly
+// outbox, then nodes nodes deliver it; the clock runs from "go" until every row is DONE.
+func runOrderedBacklog(ctx context.Context, o options, t *target, r int, w string, nodes int) (sample, error) {
+	n := max(1, o.w1Tx*w6Events/20000) // 6,000 at the default size; -scale scales it
+	ob, err := outbox.New(t.db, o.config(t, outbox.WriterOnly, nil))
+	if err != nil {
+		return sample{}, err
 	}
-	n := o.w1Tx
+	insert := t.insertOrderSQL()
+	wr := ob.Writer()
+	err = produce(ctx, o.producers, n, func(ctx context.Context, i int) error {
+		return outbox.RunInTx(ctx, t.db, func(ctx context.Context, tx *outbox.Tx) error {
+			id := "o-" + strconv.Itoa(i)
+			if _, err := tx.ExecContext(ctx, insert, id, "customer-"+strconv.Itoa(i%100), int64(i), t.orderTime(time.Now())); err != nil {
+				return err
+			}
+			_, err := wr.Write(ctx, tx, outbox.Envelope{Type: eventType, AggregateType: aggregateType,
+				AggregateID: strconv.Itoa(i), OrderKey: strconv.Itoa(i % orderKeys), Payload: o.payload(id, i)})
+			return err
+		})
+	})
+	if err != nil {
+		return sample{}, fmt.Errorf("write the backlog: %w", err)
+	}
+	return runNodes(ctx, o, t, r, w, nodes, n, false, w6Delay)
+}
+
+// runNodes starts nodes node processes in MultiNode mode on the table; with write, the
+// producers, split over them, write n transactions, else the n events are in the
+// table already. It returns when every one of the n rows is DONE.
+func runNodes(ctx context.Context, o options, t *target, r int, w string, nodeCount, n int, write bool, delay time.Duration) (sample, error) {
+	if t.kind == "sqlite" {
+		return sample{}, fmt.Errorf("%s does not run on SQLite (one file, one writer)", w)
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return sample{}, err
@@ -96,12 +139,15 @@ func runMultiNode(ctx context.Context, o options, t *target, r int) (sample, err
 	}()
 	// Nodes with producers write the transactions; with fewer producers than nodes,
 	// the others only dispatch.
-	writers := min(w1mNodes, o.producers)
+	writers := min(nodeCount, o.producers)
+	if !write {
+		writers = 0
+	}
 	first := 0
-	for k := range w1mNodes {
+	for k := range nodeCount {
 		producers, txs := 0, 0
 		if k < writers {
-			producers, txs = split(o.producers, w1mNodes, k), split(n, writers, k)
+			producers, txs = split(o.producers, nodeCount, k), split(n, writers, k)
 		}
 		workers := o.workers
 		if workers == 0 {
@@ -110,13 +156,13 @@ func runMultiNode(ctx context.Context, o options, t *target, r int) (sample, err
 		p := childW1MParams{
 			Kind: t.kind, DSN: t.dsn, Schema: t.schema, NodeID: fmt.Sprintf("bench-node-%d", k+1),
 			Pool: producers + workers + 4, Producers: producers, First: first, Txs: txs,
-			ClaimTTL: w1mClaimTTL, Timeout: o.timeout, Outbox: o.childOutbox(),
+			ClaimTTL: w1mClaimTTL, Timeout: o.timeout, Outbox: o.childOutbox(), ListenerDelay: delay,
 		}
 		if o.maxConns >= 0 {
 			p.Pool = o.maxConns
 		}
 		if o.cpuProfile != "" {
-			if p.CPUProfile, err = profilePath(o.cpuProfile, t, "w1m", r, fmt.Sprintf("node%d", k+1)); err != nil {
+			if p.CPUProfile, err = profilePath(o.cpuProfile, t, w, r, fmt.Sprintf("node%d", k+1)); err != nil {
 				return sample{}, err
 			}
 		}
@@ -338,6 +384,9 @@ func childW1M(args []string, out *lineWriter, res *childW1MResult) error {
 	}
 	var handled atomic.Int64
 	if err := ob.Register(aggregateType, eventType, outbox.ListenerFunc(func(context.Context, *outbox.Event) error {
+		if p.ListenerDelay > 0 {
+			time.Sleep(p.ListenerDelay)
+		}
 		handled.Add(1)
 		return nil
 	})); err != nil {

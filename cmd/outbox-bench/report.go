@@ -132,7 +132,7 @@ type latency struct {
 // ceilingOf names the ceiling each workload's ratio is taken to: b, except for w2,
 // whose own shape (100 events per transaction) has the ceiling b2, and w1m, which is
 // compared with w1 (SingleNode) of the same round.
-var ceilingOf = map[string]string{"a": "b", "w1": "b", "w1m": "w1", "w1o": "w1", "w2": "b2", "w3": "b", "w3o": "w3", "w4": "b", "w5": "b"}
+var ceilingOf = map[string]string{"a": "b", "w1": "b", "w1m": "w1", "w1o": "w1", "w2": "b2", "w3": "b", "w3o": "w3", "w4": "b", "w5": "b", "w6m": "w6"}
 
 var descriptions = map[string]string{
 	"a":       "ceiling a: bare business transaction (1 INSERT)",
@@ -146,11 +146,13 @@ var descriptions = map[string]string{
 	"w3o":     "W3o: W3 with every event ordered, 1,000 keys",
 	"w4":      "W4: drain pre-filled table (cold path only)",
 	"w5":      "W5: W3 written by a WriterOnly outbox, delivered by another (pgnotify on PostgreSQL)",
+	"w6":      "W6: ordered backlog (6,000 events, 1,000 keys), 5 ms listener, 1 node process",
+	"w6m":     "W6m: W6 on 3 node processes",
 	"sustain": "sustain: paced producers, RSS over time",
 }
 
 // shortName is the workload's name in the per-round table.
-var shortName = map[string]string{"w1": "W1", "w1m": "W1m", "w1o": "W1o", "w2": "W2", "w3": "W3", "w3o": "W3o", "w4": "W4", "w5": "W5"}
+var shortName = map[string]string{"w1": "W1", "w1m": "W1m", "w1o": "W1o", "w2": "W2", "w3": "W3", "w3o": "W3o", "w4": "W4", "w5": "W5", "w6": "W6", "w6m": "W6m"}
 
 func newReport(o options) *report {
 	def := func(v int) string {

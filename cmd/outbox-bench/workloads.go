@@ -151,6 +151,10 @@ func runWorkload(ctx context.Context, o options, t *target, w string, r int) (sa
 		return runDrain(ctx, o, t, r)
 	case "w1m":
 		return runMultiNode(ctx, o, t, r)
+	case "w6":
+		return runOrderedBacklog(ctx, o, t, r, w, 1)
+	case "w6m":
+		return runOrderedBacklog(ctx, o, t, r, w, w1mNodes)
 	case "sustain":
 		return runSustain(ctx, o, t, r)
 	}
@@ -159,7 +163,7 @@ func runWorkload(ctx context.Context, o options, t *target, w string, r int) (sa
 
 // inChild marks the workloads that run in child processes, which take their own CPU
 // profiles.
-var inChild = map[string]bool{"w4": true, "w1m": true, "sustain": true}
+var inChild = map[string]bool{"w4": true, "w1m": true, "w6": true, "w6m": true, "sustain": true}
 
 func startProfile(dir string, t *target, w string, r int) (func(), error) {
 	path, err := profilePath(dir, t, w, r, "")
