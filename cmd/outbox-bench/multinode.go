@@ -42,6 +42,9 @@ type childW1MParams struct {
 	ClaimTTL  time.Duration `json:"claim_ttl"`
 	Timeout   time.Duration `json:"timeout"`
 	Outbox    childOutbox   `json:"outbox"`
+	// StartOnGo starts the outbox at "go" rather than before "ready" (w6: the backlog
+	// is in the table already, and no node may take any of it before the clock runs).
+	StartOnGo bool `json:"start_on_go"`
 	// ListenerDelay is how long the listener takes per event (w6: an I/O-bound one).
 	ListenerDelay time.Duration `json:"listener_delay"`
 	// CPUProfile is the file of the node's CPU profile, if any.
@@ -106,8 +109,11 @@ func runOrderedBacklog(ctx context.Context, o options, t *target, r int, w strin
 			if _, err := tx.ExecContext(ctx, insert, id, "customer-"+strconv.Itoa(i%100), int64(i), t.orderTime(time.Now())); err != nil {
 				return err
 			}
+			// Occurred an hour ago, as W4's rows: a backlog, not events the hot path of
+			// a running node would take (the pollers skip rows younger than SkipRecent).
 			_, err := wr.Write(ctx, tx, outbox.Envelope{Type: eventType, AggregateType: aggregateType,
-				AggregateID: strconv.Itoa(i), OrderKey: strconv.Itoa(i % orderKeys), Payload: o.payload(id, i)})
+				AggregateID: strconv.Itoa(i), OrderKey: strconv.Itoa(i % orderKeys), Payload: o.payload(id, i),
+				OccurredAt: time.Now().Add(-time.Hour)})
 			return err
 		})
 	})
@@ -156,7 +162,7 @@ func runNodes(ctx context.Context, o options, t *target, r int, w string, nodeCo
 		p := childW1MParams{
 			Kind: t.kind, DSN: t.dsn, Schema: t.schema, NodeID: fmt.Sprintf("bench-node-%d", k+1),
 			Pool: producers + workers + 4, Producers: producers, First: first, Txs: txs,
-			ClaimTTL: w1mClaimTTL, Timeout: o.timeout, Outbox: o.childOutbox(), ListenerDelay: delay,
+			ClaimTTL: w1mClaimTTL, Timeout: o.timeout, Outbox: o.childOutbox(), ListenerDelay: delay, StartOnGo: !write,
 		}
 		if o.maxConns >= 0 {
 			p.Pool = o.maxConns
@@ -399,8 +405,10 @@ func childW1M(args []string, out *lineWriter, res *childW1MResult) error {
 		}
 		defer stop()
 	}
-	if err := ob.Start(ctx); err != nil {
-		return err
+	if !p.StartOnGo {
+		if err := ob.Start(ctx); err != nil {
+			return err
+		}
 	}
 	stopped := false
 	defer func() {
@@ -415,6 +423,11 @@ func childW1M(args []string, out *lineWriter, res *childW1MResult) error {
 	in := bufio.NewScanner(os.Stdin)
 	if !in.Scan() || in.Text() != "go" {
 		return errors.New("the parent did not say go")
+	}
+	if p.StartOnGo {
+		if err := ob.Start(ctx); err != nil {
+			return err
+		}
 	}
 	stopCh := make(chan struct{})
 	go func() {
