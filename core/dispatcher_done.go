@@ -166,7 +166,7 @@ func (d *dispatcher) writeDoneGroup(runCtx context.Context, group []doneAck, cla
 	}
 	returned := d.cfg.Now()
 	if d.orders != nil {
-		if keys := eventKeys(groupEvents(group)); keys != nil {
+		if keys := distinctKeys(len(group), func(i int) string { return group[i].ev.OrderKey }); keys != nil {
 			ctx, cancel := d.statusContext(runCtx) // after the commit of their DONE rows
 			d.orders.promote(ctx, keys)
 			cancel()
@@ -193,15 +193,6 @@ func (d *dispatcher) writeDoneGroup(runCtx context.Context, group []doneAck, cla
 	}
 	d.q.releaseAll(group, returned)
 	d.settledAll(runCtx, group)
-}
-
-// groupEvents returns the events of a group.
-func groupEvents(group []doneAck) []Event {
-	events := make([]Event, len(group))
-	for i := range group {
-		events[i] = group[i].ev
-	}
-	return events
 }
 
 // settledAll reports a group of DONE outcomes as settled.

@@ -54,10 +54,16 @@ func newOrderer(store Store, policy DeadKeyPolicy, timeout time.Duration, log *s
 
 // eventKeys returns the distinct order keys of events, nil when none is ordered.
 func eventKeys(events []Event) []string {
+	return distinctKeys(len(events), func(i int) string { return events[i].OrderKey })
+}
+
+// distinctKeys returns the distinct non-empty keys key(0) … key(n-1) in order, nil when
+// there is none; it allocates nothing then.
+func distinctKeys(n int, key func(i int) string) []string {
 	var keys []string
 	var seen map[string]bool
-	for i := range events {
-		k := events[i].OrderKey
+	for i := range n {
+		k := key(i)
 		if k == "" || seen[k] {
 			continue
 		}

@@ -91,7 +91,7 @@ type PromoteParams struct {
 	DeadBlocks bool
 	Limit      int
 	Token      string        // when set, the promoted events are claimed by it
-	TTL        time.Duration // for TTL, from the database's time (with Token)
+	TTL        time.Duration // how long the Token's claim lasts, from the database's time
 }
 
 // DeadStore is implemented by a [Store] that can list, count and replay DEAD events, for
