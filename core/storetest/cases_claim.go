@@ -243,11 +243,13 @@ func testInsertClaimed(x *fixture) {
 	if got := x.get("plain"); got.LockedBy != "" || !got.LockedUntil.IsZero() {
 		x.Fatalf("unclaimed row inserted with claim %q until %v", got.LockedBy, got.LockedUntil)
 	}
-	if err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: []outbox.Event{short}, ClaimTTL: 100 * time.Millisecond}); err != nil {
+	// A second is short enough to wait out, and long enough that the claim right after
+	// the insert runs within it on a loaded machine (CI saw 100 ms run out under -race).
+	if err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: []outbox.Event{short}, ClaimTTL: time.Second}); err != nil {
 		x.Fatalf("Insert claimed: %v", err)
 	}
 	x.wantIDs("claim beside pre-claimed rows", x.claim("p/1", time.Hour, 0, 10).Events, "plain")
-	time.Sleep(400 * time.Millisecond)
+	time.Sleep(1300 * time.Millisecond)
 	x.wantIDs("claim after the short pre-claim expired", x.claim("p/2", time.Hour, 0, 10).Events, "short")
 	n, err := x.store().MarkDone(x.ctx, outbox.MarkDoneParams{IDs: []string{"pre"}, DoneAt: time.Now(), Token: "w/1"})
 	x.changed("MarkDone with the insert's token", n, err, 1)
