@@ -71,6 +71,8 @@ type Final struct {
 	Event    string
 	Status   int // an outbox.Status value
 	Attempts int
+	OrderKey string // "" for an unordered event
+	OrderSeq int64  // the event's place in its key
 }
 
 // Report is what [Check] computes for one run.
@@ -105,6 +107,9 @@ type Report struct {
 	Recovery time.Duration
 	// Restarts counts Up records.
 	Restarts int
+	// Order is the order check of a run with ordered events: not computed by Check
+	// (it needs the stall bound), set by the caller from [CheckOrder].
+	Order OrderReport
 }
 
 // DuplicateCount is the number of extra deliveries.
@@ -537,6 +542,8 @@ func (r Report) Flagged() []string {
 	ids = append(ids, r.Phantom...)
 	ids = append(ids, r.Overlaps...)
 	ids = append(ids, r.Stuck...)
+	ids = append(ids, r.Order.OutOfOrder...)
+	ids = append(ids, r.Order.SeqAgainstCommit...)
 	slices.Sort(ids)
 	return slices.Compact(ids)
 }

@@ -40,6 +40,11 @@ type clusterConfig struct {
 	exe     string // node binary; defaults to this test binary
 	env     func(slot, incarnation int) []string
 	seed    int64
+	// orderKeys > 0: the writers order their events by that many keys (EnvOrderKeys),
+	// and the run is gated by the order checker too.
+	orderKeys int
+	failures  bool // the listener fails by key (EnvFailures): DEAD rows are expected
+	initial   int  // node slots started at creation; the others are parked (default: all)
 }
 
 type cluster struct {
@@ -54,6 +59,7 @@ type cluster struct {
 	armed  bool        // new incarnations get cfg.env (crash points); false once draining
 	quiet  bool        // new incarnations run no writers: the cluster is draining
 	slots  []*nodeProc // the current incarnation of each slot, nil when down
+	parked []bool      // slots left down on purpose (not started by ensureAll)
 	incs   []int       // incarnations started per slot
 	logs   []string    // every record file
 	faults int
@@ -148,7 +154,7 @@ func newCluster(t *testing.T, cfg clusterConfig) *cluster {
 		_ = os.RemoveAll(dir)
 	})
 	c := &cluster{t: t, cfg: cfg, dir: dir, rng: Rand(cfg.seed), began: time.Now(), armed: true,
-		slots: make([]*nodeProc, cfg.nodes), incs: make([]int, cfg.nodes)}
+		slots: make([]*nodeProc, cfg.nodes), incs: make([]int, cfg.nodes), parked: make([]bool, cfg.nodes)}
 	hpath := filepath.Join(c.dir, "harness.jsonl")
 	h, err := CreateLog(hpath)
 	if err != nil {
@@ -169,10 +175,41 @@ func newCluster(t *testing.T, cfg clusterConfig) *cluster {
 		}
 		_ = h.Close()
 	})
+	if cfg.initial <= 0 {
+		cfg.initial = cfg.nodes
+		c.cfg.initial = cfg.nodes
+	}
 	for slot := range cfg.nodes {
-		c.start(slot)
+		if slot < cfg.initial {
+			c.start(slot)
+		} else {
+			c.parked[slot] = true
+		}
 	}
 	return c
+}
+
+// join starts a node in a parked slot: a node joins the cluster.
+func (c *cluster) join(slot int) {
+	c.mu.Lock()
+	c.parked[slot] = false
+	c.mu.Unlock()
+	c.start(slot)
+}
+
+// leave takes the node in slot out of the cluster for good: stopped gracefully, or
+// killed with SIGKILL (recorded as a fault).
+func (c *cluster) leave(slot int, kill bool) {
+	c.mu.Lock()
+	c.parked[slot] = true
+	c.mu.Unlock()
+	if kill {
+		c.kill(slot)
+		return
+	}
+	if _, err := c.stopNode(slot, 2*stopBound); err != nil {
+		c.t.Errorf("node in slot %d did not leave gracefully: %v", slot, err)
+	}
 }
 
 // faultCount is the number of faults recorded so far (a node's exit is recorded by its
@@ -220,7 +257,11 @@ func (c *cluster) start(slot int) *nodeProc {
 	p.cmd.Env = append(os.Environ(),
 		EnvRole+"="+RoleNode, EnvDialect+"="+c.cfg.dialect, EnvDSN+"="+c.cfg.nodeDSN, EnvTable+"="+c.cfg.table,
 		EnvNode+"="+name, EnvLog+"="+logPath, EnvWriters+"="+strconv.Itoa(writers),
-		EnvTiming+"="+c.cfg.timing, EnvNodeSeed+"="+strconv.FormatInt(c.cfg.seed+int64(slot*1000+inc)*7919, 10))
+		EnvTiming+"="+c.cfg.timing, EnvNodeSeed+"="+strconv.FormatInt(c.cfg.seed+int64(slot*1000+inc)*7919, 10),
+		EnvOrderKeys+"="+strconv.Itoa(c.cfg.orderKeys))
+	if c.cfg.failures {
+		p.cmd.Env = append(p.cmd.Env, EnvFailures+"=1")
+	}
 	if c.cfg.env != nil && armed {
 		p.cmd.Env = append(p.cmd.Env, c.cfg.env(slot, inc)...)
 	}
@@ -365,13 +406,13 @@ func (c *cluster) reap(restart bool) int {
 	return n
 }
 
-// ensureAll starts a node in every empty slot.
+// ensureAll starts a node in every empty slot that is not parked.
 func (c *cluster) ensureAll() {
 	for slot := range c.cfg.nodes {
 		c.mu.Lock()
-		p := c.slots[slot]
+		p, parked := c.slots[slot], c.parked[slot]
 		c.mu.Unlock()
-		if p == nil {
+		if p == nil && !parked {
 			c.start(slot)
 		}
 	}
@@ -399,12 +440,12 @@ func (c *cluster) sleep(d time.Duration, restart bool) {
 	}
 }
 
-// pending counts rows not DONE/DEAD, read directly from the server.
+// pending counts rows not DONE/DEAD (NEW, RETRY, WAITING), read directly from the server.
 func (c *cluster) pending(ctx context.Context) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var n int
-	err := c.cfg.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+c.cfg.table+" WHERE status IN (0, 2)").Scan(&n)
+	err := c.cfg.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+c.cfg.table+" WHERE status IN (0, 2, 4)").Scan(&n)
 	return n, err
 }
 
@@ -493,7 +534,15 @@ func (c *cluster) check(scenario string, faultFree bool, drained time.Duration) 
 	}
 	rep := Check(recs, finals)
 	rep.Gate(t, faultFree)
-	rep.GateNoDead(t) // the node's listener never fails
+	if !c.cfg.failures {
+		rep.GateNoDead(t) // the node's listener never fails
+	}
+	if c.cfg.orderKeys > 0 {
+		tm := Timings[c.cfg.timing]
+		rep.Order = CheckOrder(recs, finals, tm.Listener)
+		rep.Order.GateOrder(t, takeoverBound(c.cfg.timing),
+			"ClaimTTL + 2 × poll interval + 10 s for a node's restart and a loaded 2-core host under -race")
+	}
 	if len(c.reaps) > 0 {
 		late, maxDelay := lateReapOverlaps(recs, c.reaps)
 		t.Logf("crashes reaped %d; longest delay from exit to reap %s; take-overs of a dead node's attempt before its reap "+
@@ -522,6 +571,15 @@ func (c *cluster) check(scenario string, faultFree bool, drained time.Duration) 
 	res.Server = serverVersion(t, c.cfg.db, c.cfg.dialect)
 	Publish(t, res)
 	return rep
+}
+
+// takeoverBound bounds the time from a node's kill to another node starting an ordered
+// event the dead node had in its listener: its claim expires (ClaimTTL), the next poll
+// takes it (a poll interval), with room for a restarted SingleNode process to start and
+// for a loaded machine.
+func takeoverBound(timing string) time.Duration {
+	tm := Timings[timing]
+	return tm.ClaimTTL + 2*tm.Poll + 10*time.Second
 }
 
 // torn returns the event IDs present in only one of the business and outbox tables.

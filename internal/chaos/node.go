@@ -15,7 +15,9 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -46,6 +48,13 @@ const (
 	EnvWritePace = "OUTBOX_CHAOS_PACE"      // mean pause between a writer's transactions; default 5ms
 	EnvTiming    = "OUTBOX_CHAOS_TIMING"    // "fault" (short claims and timeouts) or "steady"
 	EnvNodeSeed  = "OUTBOX_CHAOS_NODE_SEED" // the writers' random choices
+	// EnvOrderKeys > 0 orders every event: each gets one of that many order keys, and
+	// one transaction in eight holds its key for up to 200 ms before committing (a late
+	// commit, which same-key writers must wait for).
+	EnvOrderKeys = "OUTBOX_CHAOS_ORDER_KEYS"
+	// EnvFailures "1": the listener fails, by order key (see failingListener), with
+	// MaxAttempts 3 and DeadKeySkips, so that a key moves past its DEAD events.
+	EnvFailures = "OUTBOX_CHAOS_FAILURES"
 )
 
 // RoleNode is the node program's role.
@@ -121,6 +130,8 @@ func runNode() error {
 		return err
 	}
 	seed := int64(envInt(EnvNodeSeed, 1))
+	orderKeys := envInt(EnvOrderKeys, 0)
+	failures := os.Getenv(EnvFailures) == "1"
 
 	// The outbox's connections carry no client-side timeouts: its own deadlines must
 	// bound every call. The writers' connections (business code) get the drivers'
@@ -158,6 +169,9 @@ func runNode() error {
 		Retry:  outbox.ExponentialBackoff{Base: 100 * time.Millisecond, Max: 2 * time.Second},
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}
+	if failures {
+		cfg.MaxAttempts, cfg.DeadKeyPolicy = 3, outbox.DeadKeySkips
+	}
 	if dialectName == "sqlite" {
 		cfg.Mode = outbox.SingleNode
 	} else {
@@ -169,7 +183,11 @@ func runNode() error {
 	}
 	rec := Recorder{Log: log, Node: name}
 	crash := newCrashRecorder(log, name)
-	if err := ob.Register(AggregateType, EventType, crash.wrap(rec.Listener())); err != nil {
+	l := rec.Listener()
+	if failures {
+		l = rec.Wrap(outbox.ListenerFunc(failingListener))
+	}
+	if err := ob.Register(AggregateType, EventType, crash.wrap(l)); err != nil {
 		return err
 	}
 	// Start retries: the database may be restarting when the node starts.
@@ -189,7 +207,7 @@ func runNode() error {
 
 	w := &writers{
 		db: bizDB, ob: ob, log: log, node: name, dialect: dialectName, table: BusinessTable(table),
-		pace: pace, stop: make(chan struct{}), crash: crash,
+		pace: pace, stop: make(chan struct{}), crash: crash, orderKeys: orderKeys,
 	}
 	for i := range nWriters {
 		w.wg.Go(func() { w.run(i, Rand(seed+int64(i))) })
@@ -234,6 +252,8 @@ type writers struct {
 	table   string
 	pace    time.Duration
 	crash   *crashRecorder
+	// orderKeys > 0: every event is ordered by one of that many keys (EnvOrderKeys).
+	orderKeys int
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -266,11 +286,21 @@ func (w *writers) run(n int, rng *rand.Rand) {
 		if rng.IntN(4) == 0 { // a delayed event skips the hot path: the poller claims it
 			delay = time.Duration(rng.Int64N(int64(200 * time.Millisecond)))
 		}
-		w.one(id, insert, delay, rng.IntN(20) == 0)
+		var key string
+		var hold time.Duration
+		if w.orderKeys > 0 {
+			key = fmt.Sprintf("k%03d", rng.IntN(w.orderKeys))
+			if rng.IntN(8) == 0 {
+				hold = time.Duration(rng.Int64N(int64(200 * time.Millisecond)))
+			}
+		}
+		w.one(id, insert, delay, rng.IntN(20) == 0, key, hold)
 	}
 }
 
-func (w *writers) one(id, insert string, delay time.Duration, rollback bool) {
+// one writes one business transaction. An ordered event (key set) is held for hold
+// between its Write and its commit, its key locked meanwhile.
+func (w *writers) one(id, insert string, delay time.Duration, rollback bool, key string, hold time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	tx, err := outbox.BeginTx(ctx, w.db, nil)
@@ -290,7 +320,7 @@ func (w *writers) one(id, insert string, delay time.Duration, rollback bool) {
 	w.crash.beforeInsert()
 	_, err = w.ob.Writer().Write(ctx, tx, outbox.Envelope{
 		ID: id, AggregateType: AggregateType, Type: EventType, AggregateID: w.node,
-		Payload: map[string]string{"id": id}, DeliverAfter: delay,
+		Payload: map[string]string{"id": id}, DeliverAfter: delay, OrderKey: key,
 	})
 	if err != nil {
 		abort(err)
@@ -301,6 +331,9 @@ func (w *writers) one(id, insert string, delay time.Duration, rollback bool) {
 		w.rolledBack.Add(1)
 		w.append(Record{Kind: RolledBack, Event: id, Node: w.node})
 		return
+	}
+	if hold > 0 {
+		time.Sleep(hold) // a late commit: same-key writers wait for it in their Write
 	}
 	w.append(Record{Kind: Begun, Event: id, Node: w.node})
 	if err := tx.Commit(); err != nil {
@@ -319,6 +352,34 @@ func (w *writers) append(r Record) {
 		fmt.Fprintln(os.Stderr, "node: record:", err)
 		os.Exit(3)
 	}
+}
+
+// failingListener fails by order key (keys "k<n>"): for n%4 == 1 every event's first
+// attempt fails (transient), for n%4 == 2 one event in five fails every attempt
+// (permanent: DEAD after MaxAttempts, and its key moves on), other keys never fail.
+func failingListener(_ context.Context, e *outbox.Event) error {
+	n, err := strconv.Atoi(strings.TrimPrefix(e.OrderKey, "k"))
+	if err != nil {
+		return nil
+	}
+	switch n % 4 {
+	case 1:
+		if e.Attempts == 0 {
+			return errors.New("chaos: transient failure")
+		}
+	case 2:
+		if permanentFailure(e.ID) {
+			return errors.New("chaos: permanent failure")
+		}
+	}
+	return nil
+}
+
+// permanentFailure picks one event ID in five, the same in every process.
+func permanentFailure(id string) bool {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(id))
+	return h.Sum32()%5 == 0
 }
 
 func envInt(name string, def int) int {

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,33 +85,76 @@ func between(c *cluster, lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(c.rng.Int64N(int64(hi-lo)))
 }
 
+// orderKeys is how many order keys the writers of an ordered scenario use: few enough
+// that every key has several events pending at once (WAITING rows, promotes, late
+// commits that same-key writers wait for), enough that the workers run many keys at once.
+const orderKeys = 24
+
 // TestProcessFaults: without faults (the baseline: no duplicates allowed), and with
-// nodes killed by SIGKILL at random times and restarted.
+// nodes killed by SIGKILL at random times and restarted; each also with ordered events.
+// The ordered scenarios add a listener that fails for some keys (transiently for some,
+// permanently for others) and, on the servers, nodes joining and leaving (1 → 3 → 1).
 func TestProcessFaults(t *testing.T) {
 	t.Parallel()
 	for _, db := range allTargets {
 		t.Run(db, func(t *testing.T) {
 			t.Parallel()
-			t.Run("no-faults", func(t *testing.T) {
-				cfg := openTarget(t, db)
-				cfg.seed, cfg.nodes, cfg.writers, cfg.timing = Seed(t), nodesFor(db), 2, "steady"
-				c := newCluster(t, cfg)
-				time.Sleep(Duration(t, shortFaultPhase))
-				c.finish("no-faults", true, drainLimit)
-			})
-			t.Run("kill-random", func(t *testing.T) {
+			for _, ordered := range []bool{false, true} {
+				prefix, keys := "", 0
+				if ordered {
+					prefix, keys = "ordered/", orderKeys
+				}
+				t.Run(prefix+"no-faults", func(t *testing.T) {
+					cfg := openTarget(t, db)
+					cfg.seed, cfg.nodes, cfg.writers, cfg.timing, cfg.orderKeys = Seed(t), nodesFor(db), 2, "steady", keys
+					c := newCluster(t, cfg)
+					time.Sleep(Duration(t, shortFaultPhase))
+					c.finish(prefix+"no-faults", true, drainLimit)
+				})
+				t.Run(prefix+"kill-random", func(t *testing.T) {
+					cfg := openTarget(t, db)
+					cfg.seed, cfg.nodes, cfg.writers, cfg.timing, cfg.orderKeys = Seed(t), nodesFor(db), 2, "fault", keys
+					c := newCluster(t, cfg)
+					end := time.Now().Add(Duration(t, shortFaultPhase))
+					for time.Now().Before(end) {
+						c.sleep(between(c, 300*time.Millisecond, 1500*time.Millisecond), false)
+						slot := c.rng.IntN(cfg.nodes)
+						c.kill(slot)
+						c.sleep(between(c, 0, 500*time.Millisecond), false)
+						c.start(slot)
+					}
+					c.finish(prefix+"kill-random", false, drainLimit)
+				})
+			}
+			t.Run("ordered/listener-failures", func(t *testing.T) {
 				cfg := openTarget(t, db)
 				cfg.seed, cfg.nodes, cfg.writers, cfg.timing = Seed(t), nodesFor(db), 2, "fault"
+				cfg.orderKeys, cfg.failures = orderKeys, true
 				c := newCluster(t, cfg)
-				end := time.Now().Add(Duration(t, shortFaultPhase))
-				for time.Now().Before(end) {
-					c.sleep(between(c, 300*time.Millisecond, 1500*time.Millisecond), false)
-					slot := c.rng.IntN(cfg.nodes)
-					c.kill(slot)
-					c.sleep(between(c, 0, 500*time.Millisecond), false)
-					c.start(slot)
+				c.sleep(Duration(t, shortFaultPhase), false)
+				rep := c.finish("ordered/listener-failures", false, drainLimit)
+				if rep.Dead == 0 {
+					t.Errorf("no event ended DEAD: the permanent failures never happened")
 				}
-				c.finish("kill-random", false, drainLimit)
+			})
+			if db == "sqlite" {
+				return // one SingleNode process: no node joins or leaves
+			}
+			t.Run("ordered/nodes-1-3-1", func(t *testing.T) {
+				cfg := openTarget(t, db)
+				cfg.seed, cfg.nodes, cfg.initial, cfg.writers, cfg.timing = Seed(t), 3, 1, 2, "fault"
+				cfg.orderKeys = orderKeys
+				c := newCluster(t, cfg)
+				phase := Duration(t, shortFaultPhase)
+				c.sleep(phase/3, false)
+				c.join(1)
+				c.join(2)
+				c.sleep(phase/3, false)
+				// One leaves gracefully, one is killed: its keys move to the node left.
+				c.leave(1, false)
+				c.leave(2, true)
+				c.sleep(phase/3, false)
+				c.finish("ordered/nodes-1-3-1", false, drainLimit)
 			})
 		})
 	}
@@ -138,28 +182,35 @@ func TestCrashPoints(t *testing.T) {
 		t.Run(db, func(t *testing.T) {
 			t.Parallel()
 			for _, cp := range crashPoints {
-				if !slices.Contains(cp.on, db) {
-					continue
+				for _, ordered := range []bool{false, true} {
+					if !slices.Contains(cp.on, db) {
+						continue
+					}
+					prefix, keys := "", 0
+					if ordered {
+						prefix, keys = "ordered/", orderKeys
+					}
+					t.Run(prefix+cp.name, func(t *testing.T) {
+						cfg := openTarget(t, db)
+						cfg.seed, cfg.nodes, cfg.writers, cfg.timing, cfg.exe = Seed(t), nodesFor(db), 2, "fault", exe
+						cfg.orderKeys = keys
+						rng := Rand(cfg.seed + 1)
+						cfg.env = func(slot, inc int) []string {
+							return []string{"OUTBOX_CRASH_POINT=" + cp.name,
+								"OUTBOX_CRASH_AFTER=" + strconv.Itoa(1+rng.IntN(cp.max))}
+						}
+						c := newCluster(t, cfg)
+						c.sleep(Duration(t, shortFaultPhase), true)
+						// Every node crashes at least once: wait for the first crash if none came yet.
+						for deadline := time.Now().Add(30 * time.Second); c.faultCount() == 0 && time.Now().Before(deadline); {
+							c.sleep(100*time.Millisecond, true)
+						}
+						if c.faultCount() == 0 {
+							t.Errorf("crash point %s was never hit", cp.name)
+						}
+						c.finish(prefix+"crash-"+cp.name, false, drainLimit)
+					})
 				}
-				t.Run(cp.name, func(t *testing.T) {
-					cfg := openTarget(t, db)
-					cfg.seed, cfg.nodes, cfg.writers, cfg.timing, cfg.exe = Seed(t), nodesFor(db), 2, "fault", exe
-					rng := Rand(cfg.seed + 1)
-					cfg.env = func(slot, inc int) []string {
-						return []string{"OUTBOX_CRASH_POINT=" + cp.name,
-							"OUTBOX_CRASH_AFTER=" + strconv.Itoa(1+rng.IntN(cp.max))}
-					}
-					c := newCluster(t, cfg)
-					c.sleep(Duration(t, shortFaultPhase), true)
-					// Every node crashes at least once: wait for the first crash if none came yet.
-					for deadline := time.Now().Add(30 * time.Second); c.faultCount() == 0 && time.Now().Before(deadline); {
-						c.sleep(100*time.Millisecond, true)
-					}
-					if c.faultCount() == 0 {
-						t.Errorf("crash point %s was never hit", cp.name)
-					}
-					c.finish("crash-"+cp.name, false, drainLimit)
-				})
 			}
 		})
 	}
@@ -173,8 +224,8 @@ func TestCrashPoints(t *testing.T) {
 func TestServerFaults(t *testing.T) {
 	t.Parallel()
 	cases := map[string][]string{
-		"postgres": {"db-restart-immediate", "db-restart-fast", "conn-kill"},
-		"mysql":    {"db-kill-restart", "conn-kill"},
+		"postgres": {"db-restart-immediate", "db-restart-fast", "conn-kill", "ordered/db-restart-immediate"},
+		"mysql":    {"db-kill-restart", "conn-kill", "ordered/db-kill-restart"},
 	}
 	for _, db := range []string{"postgres", "mysql"} {
 		t.Run(db, func(t *testing.T) {
@@ -184,17 +235,21 @@ func TestServerFaults(t *testing.T) {
 				t.Run(scenario, func(t *testing.T) {
 					cfg := openServerTarget(t, s)
 					cfg.seed, cfg.nodes, cfg.writers, cfg.timing = Seed(t), nodesFor(db), 2, "fault"
+					fault, ordered := strings.CutPrefix(scenario, "ordered/")
+					if ordered {
+						cfg.orderKeys = orderKeys
+					}
 					c := newCluster(t, cfg)
 					end := time.Now().Add(Duration(t, shortFaultPhase))
 					for time.Now().Before(end) {
 						c.sleep(between(c, 500*time.Millisecond, 2*time.Second), false)
-						switch scenario {
+						switch fault {
 						case "conn-kill":
 							n := killConnections(t, c)
 							c.note(Fault, "", fmt.Sprintf("server killed %d connections", n))
 						default:
 							mode := map[string]string{"db-restart-immediate": "immediate", "db-restart-fast": "fast",
-								"db-kill-restart": "kill"}[scenario]
+								"db-kill-restart": "kill"}[fault]
 							c.note(Down, "", "stop -m "+mode)
 							if err := s.Stop(mode); err != nil {
 								t.Fatalf("stop: %v", err)

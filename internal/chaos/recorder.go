@@ -51,7 +51,7 @@ func (r Recorder) Listener() outbox.Listener {
 	return r.Wrap(outbox.ListenerFunc(func(context.Context, *outbox.Event) error { return nil }))
 }
 
-// ReadFinals reads every row's event ID, status and attempts from table. It retries
+// ReadFinals reads every row's event ID, status, attempts and order key and seq from table. It retries
 // for up to a minute while the database is unreachable (after a restart).
 func ReadFinals(ctx context.Context, db *sql.DB, table string) ([]Final, error) {
 	if _, err := outbox.NewSQLStore(db, outbox.SQLite, outbox.SQLStoreConfig{Table: table}); err != nil {
@@ -70,7 +70,7 @@ func ReadFinals(ctx context.Context, db *sql.DB, table string) ([]Final, error) 
 func readFinals(ctx context.Context, db *sql.DB, table string) ([]Final, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	rows, err := db.QueryContext(ctx, "SELECT event_id, status, attempts FROM "+table)
+	rows, err := db.QueryContext(ctx, "SELECT event_id, status, attempts, order_key, order_seq FROM "+table)
 	if err != nil {
 		return nil, err
 	}
@@ -78,9 +78,12 @@ func readFinals(ctx context.Context, db *sql.DB, table string) ([]Final, error) 
 	finals := []Final{}
 	for rows.Next() {
 		var f Final
-		if err := rows.Scan(&f.Event, &f.Status, &f.Attempts); err != nil {
+		var key sql.NullString
+		var seq sql.NullInt64
+		if err := rows.Scan(&f.Event, &f.Status, &f.Attempts, &key, &seq); err != nil {
 			return nil, err
 		}
+		f.OrderKey, f.OrderSeq = key.String, seq.Int64
 		finals = append(finals, f)
 	}
 	return finals, rows.Err()

@@ -77,6 +77,16 @@ type Result struct {
 	RecoveryMS      float64        `json:"recovery_ms,omitempty"`
 	LongestGapMS    float64        `json:"longest_gap_ms"`
 
+	// Order figures, for a run with ordered events (see OrderReport).
+	Ordered          bool    `json:"ordered,omitempty"`
+	Keys             int     `json:"keys,omitempty"`
+	OutOfOrder       int     `json:"out_of_order,omitempty"`
+	SeqAgainstCommit int     `json:"seq_against_commit,omitempty"`
+	KeyOverlaps      int     `json:"key_overlaps,omitempty"`
+	StalledOverlaps  int     `json:"stalled_overlaps,omitempty"`
+	Takeovers        int     `json:"takeovers,omitempty"`
+	TakeoverMS       float64 `json:"takeover_ms,omitempty"`
+
 	// Bad-input figures.
 	Inputs   int `json:"inputs,omitempty"`
 	Rejected int `json:"rejected,omitempty"`
@@ -95,6 +105,11 @@ func (r Report) Result(scenario, database string) Result {
 		Restarts:     r.Restarts,
 		RecoveryMS:   ms(r.Recovery),
 		LongestGapMS: ms(r.LongestGap),
+
+		Ordered: r.Order.Events > 0, Keys: r.Order.Keys,
+		OutOfOrder: len(r.Order.OutOfOrder), SeqAgainstCommit: len(r.Order.SeqAgainstCommit),
+		KeyOverlaps: len(r.Order.KeyOverlaps), StalledOverlaps: len(r.Order.StalledOverlaps),
+		Takeovers: r.Order.Takeovers, TakeoverMS: ms(r.Order.Takeover),
 	}
 }
 

@@ -30,6 +30,8 @@ func TestScoreboard(t *testing.T) {
 	f.WriteString(`{"kind":"scenario","scenario":"no-faults","database":"mysql","tier":"short","committed":1,"pass":true}` + "\n")
 	f.WriteString(`{"kind":"scenario","scenario":"no-faults","database":"mysql","tier":"long","committed":7,"pass":false}` + "\n")
 	f.WriteString(`{"kind":"scenario","scenario":"late-commit/multi","database":"sqlite","tier":"long","committed":3,"pass":true}` + "\n")
+	f.WriteString(`{"kind":"scenario","scenario":"ordered/kill-random","database":"mysql","tier":"long","committed":9,"delivered":9,"pass":true,` +
+		`"ordered":true,"keys":24,"out_of_order":1,"takeovers":2,"takeover_ms":3100,"at":"2026-01-02T10:00:00Z"}` + "\n")
 	f.WriteString(`{"kind":"scenario","scenario":"no-fa`) // torn
 	f.Close()
 
@@ -37,8 +39,8 @@ func TestScoreboard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(results) != 5 || results[1].Kind != KindScenario { // cleanups run last first
-		t.Fatalf("%d results, want 5: %+v", len(results), results)
+	if len(results) != 6 || results[1].Kind != KindScenario { // cleanups run last first
+		t.Fatalf("%d results, want 6: %+v", len(results), results)
 	}
 	if r := results[1]; !r.Pass || r.Tier != "short" || r.Duplicates != 2 || r.Seed != 42 || r.LongestGapMS != 1500 {
 		t.Fatalf("first result %+v", r)
@@ -56,10 +58,17 @@ func TestScoreboard(t *testing.T) {
 		"- **envelope decoding**: fuzzed JSON",
 		"kill-random on PostgreSQL: 42",
 		"- **late-commit/multi**: Long transactions write their events early",
+		// Ordered runs have their own table, with the order checker's columns.
+		"## Ordered delivery",
+		"| ordered/kill-random | MariaDB | 1 | 0s | 0 | 9 | 9 | 24 | 0 | 0 | 0 | 0 | 1 | 0 | 0 | 0 | 2 (longest 3.1s) | 0 | pass |",
+		"- **ordered/kill-random**: A random node process is killed",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}
+	}
+	if i := strings.Index(md, "## Ordered delivery"); strings.Contains(md[:i], "ordered/kill-random") {
+		t.Errorf("an ordered row in the unordered table:\n%s", md)
 	}
 	if strings.Contains(md, "| 1 | 0 | 0 |") && strings.Contains(md, "no-faults | MariaDB | 2") {
 		t.Errorf("short-tier line kept next to a long one:\n%s", md)
