@@ -13,7 +13,9 @@ import (
 func TestCheckOrder(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	rec := func(k Kind, ev, node string, ms int) Record { return Record{Kind: k, Event: ev, Node: node, At: at(ms)} }
+	rec := func(k Kind, ev, node string, ms int) Record {
+		return Record{Kind: k, Event: ev, Node: node, At: at(ms)}
+	}
 	done := int(outbox.StatusDone)
 	dead := int(outbox.StatusDead)
 	// a1, a2, a3 on key A (seq 1, 2, 3); b1 on key B; u unordered.
