@@ -38,7 +38,7 @@ func (d *dialect) claimOrder() string {
 // SKIP LOCKED and updates exactly those (an "IN (SELECT … LIMIT n)" subquery may be
 // evaluated again and claim more than n rows); SQLite, whose writers are serialised,
 // updates the rows of an IN subquery. Both return the claimed rows, in no particular
-// order.
+// order; PostgreSQL returns each row's previous locked_by, SQLite the new one.
 func (d *dialect) claimQuery(t tableName, p ClaimParams) (query, error) {
 	if err := p.Validate(); err != nil {
 		return query{}, err
@@ -49,10 +49,13 @@ func (d *dialect) claimQuery(t tableName, p ClaimParams) (query, error) {
 	table := d.qualified(t)
 	b := d.newBuilder()
 	if d.idsAsArray { // PostgreSQL
-		b.w("WITH claimed AS MATERIALIZED (SELECT event_id FROM ", table)
+		// The CTE keeps each row's previous claim, which RETURNING gives back in the
+		// place of locked_by (the caller knows the new one): a take-over shows.
+		b.w("WITH claimed AS MATERIALIZED (SELECT event_id, locked_by FROM ", table)
 		b.claimWhere(p).w(d.claimOrder(), " LIMIT ", b.arg(int64(p.Limit)), " FOR UPDATE SKIP LOCKED) UPDATE ", table,
 			" AS t SET locked_by = ", b.arg(p.Token), ", locked_until = ", d.dbTimeOffset(b, p.TTL),
-			" FROM claimed WHERE t.event_id = claimed.event_id RETURNING ", prefixedColumns("t."))
+			" FROM claimed WHERE t.event_id = claimed.event_id RETURNING ",
+			strings.Replace(prefixedColumns("t."), "t.locked_by", "claimed.locked_by", 1))
 		return b.query(), nil
 	}
 	b.w("UPDATE ", table, " SET locked_by = ", b.arg(p.Token), ", locked_until = ", d.dbTimeOffset(b, p.TTL),

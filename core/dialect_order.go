@@ -120,7 +120,19 @@ func (d *dialect) lockKeysQueries(t tableName, keys []keyCount) []query {
 }
 
 // promoteQuery builds [OrderStore.Promote]: one update of the heads of the keys p.Keys
-// (or of any keys, at most p.Limit) that nothing holds.
+// (or of any keys, at most p.Limit) that nothing holds. On MySQL it builds only the
+// read of the heads, a plain SELECT, whose rows promoteIDsQuery then updates.
+//
+// The heads are read in one consistent snapshot (PostgreSQL's statement snapshot,
+// MySQL's consistent read; SQLite runs one writer at a time), and the update re-checks
+// status = 4 on each row's current version after locking it. That is enough: in any
+// snapshot, a key's head is its lowest WAITING row when no row of the key is NEW or
+// RETRY (or DEAD), and only a promote makes a WAITING row NEW, so a head read in an
+// older snapshot that is still WAITING now is still the head now. MariaDB, asked the
+// same in one UPDATE … JOIN, reads the subqueries as locking reads of the current rows,
+// waiting on locks in between: two promotes of one key then each saw a different head
+// (found by the fault harness's order checker), and their shared locks on the order
+// index deadlocked DONE writes. Hence the two statements there.
 func (d *dialect) promoteQuery(t tableName, p PromoteParams) (query, error) {
 	if err := p.Validate(); err != nil {
 		return query{}, err
@@ -168,20 +180,22 @@ func (d *dialect) promoteQuery(t tableName, p PromoteParams) (query, error) {
 		b.w(" LIMIT ", b.arg(limit))
 	}
 	if d.orderOpenColumn != "" {
-		// MySQL cannot read the updated table in a subquery of UPDATE; a derived table
-		// with a LIMIT is materialised first, which it allows. The outer status test
-		// runs on the row's current version, after its lock.
-		b.w("UPDATE ", table, " JOIN (")
 		heads()
-		b.w(") h ON ", table, ".event_id = h.event_id SET ", table, ".status = 0")
-		if p.Token != "" {
-			b.w(", ", table, ".locked_by = ", b.arg(p.Token), ", ", table, ".locked_until = ", d.dbTimeOffset(b, p.TTL))
-		}
-		b.w(" WHERE ", table, ".status = 4")
 		return b.query(), nil
 	}
-	// The outer status test guards against a concurrent Promote of the same key between
-	// the subquery and the update: PostgreSQL re-checks it on the row it locks.
+	if d.idsAsArray {
+		// PostgreSQL locks the heads in event_id order first, so that promotes of
+		// overlapping keys never deadlock; FOR UPDATE re-checks status = 4 on the
+		// current version of a row another transaction changed meanwhile.
+		b.w("WITH h AS MATERIALIZED (SELECT event_id FROM ", table, " WHERE event_id IN (")
+		heads()
+		b.w(") AND status = 4 ORDER BY event_id FOR UPDATE) UPDATE ", table, " AS t SET status = 0")
+		if p.Token != "" {
+			b.w(", locked_by = ", b.arg(p.Token), ", locked_until = ", d.dbTimeOffset(b, p.TTL))
+		}
+		b.w(" FROM h WHERE t.event_id = h.event_id AND t.status = 4")
+		return b.query(), nil
+	}
 	b.w("UPDATE ", table, " SET status = 0")
 	if p.Token != "" {
 		b.w(", locked_by = ", b.arg(p.Token), ", locked_until = ", d.dbTimeOffset(b, p.TTL))
@@ -190,6 +204,23 @@ func (d *dialect) promoteQuery(t tableName, p PromoteParams) (query, error) {
 	heads()
 	b.w(") AND status = 4")
 	return b.query(), nil
+}
+
+// promoteIDsQueries builds the second statement of a promote on MySQL: the heads read
+// by promoteQuery, by primary key, each only while it is still WAITING.
+func (d *dialect) promoteIDsQueries(t tableName, ids []string, p PromoteParams) []query {
+	var qs []query
+	for _, chunk := range d.chunkIDs(ids) {
+		b := d.newBuilder()
+		b.w("UPDATE ", d.qualified(t), " SET status = 0")
+		if p.Token != "" {
+			b.w(", locked_by = ", b.arg(p.Token), ", locked_until = ", d.dbTimeOffset(b, p.TTL))
+		}
+		b.w(" WHERE ")
+		b.matchIDs(chunk).w(" AND status = 4")
+		qs = append(qs, b.query())
+	}
+	return qs
 }
 
 // purgeKeysQuery builds the deletion of at most limit key rows not written since before

@@ -9,8 +9,9 @@ import (
 
 // The statements of ordered delivery, as each dialect builds them: the key upserts of
 // an insert of keys A (2 events) and B (1), Promote of keys A and B with DEAD blocking,
-// Promote of any key, the purge of the key table, and an insert of one ordered and one
-// unordered event. The plans are asserted against real databases in
+// Promote of any key (on MySQL the reads of the heads), the update by ID of two heads
+// with a claim (MySQL's second statement), the purge of the key table, and an insert
+// of one ordered and one unordered event. The plans are asserted against real databases in
 // TestQueriesUseIndexes and TestMySQLQueriesUseIndexes.
 func orderGoldenQueries(dd *dialect) []query {
 	tb := tableName{name: DefaultTable}
@@ -20,6 +21,7 @@ func orderGoldenQueries(dd *dialect) []query {
 	out = append(out, q)
 	q, _ = dd.promoteQuery(tb, PromoteParams{Limit: 100})
 	out = append(out, q)
+	out = append(out, dd.promoteIDsQueries(tb, []string{"a", "b"}, PromoteParams{Token: "n/1", TTL: time.Second})...)
 	out = append(out, dd.purgeKeysQuery(tb, "T", 10))
 	qs, _ := dd.insertQueries(tb, InsertParams{Events: []Event{
 		{ID: "a", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: time.Unix(0, 0), OrderKey: "K", OrderSeq: 7},
@@ -33,16 +35,18 @@ func TestOrderGoldenSQL(t *testing.T) {
 	want := map[string][]string{
 		"postgres": {
 			"INSERT INTO \"outbox_event_key\" AS k (order_key, last_seq, updated_at) VALUES ($1, $2, statement_timestamp()), ($3, $4, statement_timestamp()) ON CONFLICT (order_key) DO UPDATE SET last_seq = k.last_seq + excluded.last_seq, updated_at = excluded.updated_at RETURNING order_key, last_seq",
-			"UPDATE \"outbox_event\" SET status = 0 WHERE event_id IN (SELECT w.event_id FROM \"outbox_event\" w WHERE w.order_key = ANY(CAST($1 AS TEXT[])) AND w.status <> 1 AND w.status = 4 AND w.order_seq = (SELECT MIN(m.order_seq) FROM \"outbox_event\" m WHERE m.order_key = w.order_key AND m.status <> 1 AND m.status = 4) AND NOT EXISTS (SELECT 1 FROM \"outbox_event\" a WHERE a.order_key = w.order_key AND a.status <> 1 AND a.status IN (0, 2, 3)) LIMIT $2) AND status = 4",
-			"UPDATE \"outbox_event\" SET status = 0 WHERE event_id IN (SELECT w.event_id FROM \"outbox_event\" w WHERE w.order_key IS NOT NULL AND w.status <> 1 AND w.status = 4 AND w.order_seq = (SELECT MIN(m.order_seq) FROM \"outbox_event\" m WHERE m.order_key = w.order_key AND m.status <> 1 AND m.status = 4) AND NOT EXISTS (SELECT 1 FROM \"outbox_event\" a WHERE a.order_key = w.order_key AND a.status <> 1 AND a.status IN (0, 2)) LIMIT $1) AND status = 4",
+			"WITH h AS MATERIALIZED (SELECT event_id FROM \"outbox_event\" WHERE event_id IN (SELECT w.event_id FROM \"outbox_event\" w WHERE w.order_key = ANY(CAST($1 AS TEXT[])) AND w.status <> 1 AND w.status = 4 AND w.order_seq = (SELECT MIN(m.order_seq) FROM \"outbox_event\" m WHERE m.order_key = w.order_key AND m.status <> 1 AND m.status = 4) AND NOT EXISTS (SELECT 1 FROM \"outbox_event\" a WHERE a.order_key = w.order_key AND a.status <> 1 AND a.status IN (0, 2, 3)) LIMIT $2) AND status = 4 ORDER BY event_id FOR UPDATE) UPDATE \"outbox_event\" AS t SET status = 0 FROM h WHERE t.event_id = h.event_id AND t.status = 4",
+			"WITH h AS MATERIALIZED (SELECT event_id FROM \"outbox_event\" WHERE event_id IN (SELECT w.event_id FROM \"outbox_event\" w WHERE w.order_key IS NOT NULL AND w.status <> 1 AND w.status = 4 AND w.order_seq = (SELECT MIN(m.order_seq) FROM \"outbox_event\" m WHERE m.order_key = w.order_key AND m.status <> 1 AND m.status = 4) AND NOT EXISTS (SELECT 1 FROM \"outbox_event\" a WHERE a.order_key = w.order_key AND a.status <> 1 AND a.status IN (0, 2)) LIMIT $1) AND status = 4 ORDER BY event_id FOR UPDATE) UPDATE \"outbox_event\" AS t SET status = 0 FROM h WHERE t.event_id = h.event_id AND t.status = 4",
+			"UPDATE \"outbox_event\" SET status = 0, locked_by = $1, locked_until = statement_timestamp() + CAST($2 AS BIGINT) * INTERVAL '1 microsecond' WHERE event_id = ANY(CAST($3 AS TEXT[])) AND status = 4",
 			"DELETE FROM \"outbox_event_key\" WHERE order_key IN (SELECT k.order_key FROM \"outbox_event_key\" k WHERE k.updated_at < $1 AND NOT EXISTS (SELECT 1 FROM \"outbox_event\" e WHERE e.order_key = k.order_key AND e.status <> 1) ORDER BY k.updated_at LIMIT $2) AND updated_at < $3",
 			"INSERT INTO \"outbox_event\" (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at, order_key, order_seq) VALUES ($1, $2, $3, $4, $5, $6, $7, 4, 0, $8, $9, $10, $11), ($12, $13, $14, $15, $16, $17, $18, 0, 0, $19, $20, NULL, NULL)",
 		},
 		"mysql": {
 			"INSERT INTO `outbox_event_key` (order_key, last_seq, updated_at) VALUES (?, ?, UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE last_seq = LAST_INSERT_ID(last_seq + VALUES(last_seq)), updated_at = VALUES(updated_at)",
 			"INSERT INTO `outbox_event_key` (order_key, last_seq, updated_at) VALUES (?, ?, UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE last_seq = LAST_INSERT_ID(last_seq + VALUES(last_seq)), updated_at = VALUES(updated_at)",
-			"UPDATE `outbox_event` JOIN (SELECT w.event_id FROM `outbox_event` w WHERE w.order_open_key IN (?, ?) AND w.status = 4 AND w.order_seq = (SELECT MIN(m.order_seq) FROM `outbox_event` m FORCE INDEX (`outbox_event_order_idx`) WHERE m.order_open_key = w.order_open_key AND m.status = 4) AND NOT EXISTS (SELECT 1 FROM `outbox_event` a FORCE INDEX (`outbox_event_order_idx`) WHERE a.order_open_key = w.order_open_key AND a.status IN (0, 2, 3)) LIMIT ?) h ON `outbox_event`.event_id = h.event_id SET `outbox_event`.status = 0 WHERE `outbox_event`.status = 4",
-			"UPDATE `outbox_event` JOIN (SELECT w.event_id FROM `outbox_event` w WHERE w.order_open_key IS NOT NULL AND w.status = 4 AND w.order_seq = (SELECT MIN(m.order_seq) FROM `outbox_event` m FORCE INDEX (`outbox_event_order_idx`) WHERE m.order_open_key = w.order_open_key AND m.status = 4) AND NOT EXISTS (SELECT 1 FROM `outbox_event` a FORCE INDEX (`outbox_event_order_idx`) WHERE a.order_open_key = w.order_open_key AND a.status IN (0, 2)) LIMIT ?) h ON `outbox_event`.event_id = h.event_id SET `outbox_event`.status = 0 WHERE `outbox_event`.status = 4",
+			"SELECT w.event_id FROM `outbox_event` w WHERE w.order_open_key IN (?, ?) AND w.status = 4 AND w.order_seq = (SELECT MIN(m.order_seq) FROM `outbox_event` m FORCE INDEX (`outbox_event_order_idx`) WHERE m.order_open_key = w.order_open_key AND m.status = 4) AND NOT EXISTS (SELECT 1 FROM `outbox_event` a FORCE INDEX (`outbox_event_order_idx`) WHERE a.order_open_key = w.order_open_key AND a.status IN (0, 2, 3)) LIMIT ?",
+			"SELECT w.event_id FROM `outbox_event` w WHERE w.order_open_key IS NOT NULL AND w.status = 4 AND w.order_seq = (SELECT MIN(m.order_seq) FROM `outbox_event` m FORCE INDEX (`outbox_event_order_idx`) WHERE m.order_open_key = w.order_open_key AND m.status = 4) AND NOT EXISTS (SELECT 1 FROM `outbox_event` a FORCE INDEX (`outbox_event_order_idx`) WHERE a.order_open_key = w.order_open_key AND a.status IN (0, 2)) LIMIT ?",
+			"UPDATE `outbox_event` SET status = 0, locked_by = ?, locked_until = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND WHERE event_id IN (?, ?) AND status = 4",
 			"DELETE FROM `outbox_event_key` WHERE updated_at < ? AND NOT EXISTS (SELECT 1 FROM `outbox_event` e WHERE e.order_open_key = `outbox_event_key`.order_key) ORDER BY updated_at LIMIT ?",
 			"INSERT INTO `outbox_event` (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at, order_key, order_seq) VALUES (?, ?, ?, ?, ?, ?, ?, 4, 0, ?, ?, ?, ?), (?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, NULL, NULL)",
 		},
@@ -50,6 +54,7 @@ func TestOrderGoldenSQL(t *testing.T) {
 			"INSERT INTO \"outbox_event_key\" (order_key, last_seq, updated_at) VALUES (?, ?, strftime('%Y-%m-%dT%H:%M:%f000Z', 'now')), (?, ?, strftime('%Y-%m-%dT%H:%M:%f000Z', 'now')) ON CONFLICT (order_key) DO UPDATE SET last_seq = last_seq + excluded.last_seq, updated_at = excluded.updated_at RETURNING order_key, last_seq",
 			"UPDATE \"outbox_event\" SET status = 0 WHERE event_id IN (SELECT w.event_id FROM \"outbox_event\" w WHERE w.order_key IN (?, ?) AND w.status <> 1 AND w.status = 4 AND w.order_seq = (SELECT MIN(m.order_seq) FROM \"outbox_event\" m WHERE m.order_key = w.order_key AND m.status <> 1 AND m.status = 4) AND NOT EXISTS (SELECT 1 FROM \"outbox_event\" a WHERE a.order_key = w.order_key AND a.status <> 1 AND a.status IN (0, 2, 3)) LIMIT ?) AND status = 4",
 			"UPDATE \"outbox_event\" SET status = 0 WHERE event_id IN (SELECT w.event_id FROM \"outbox_event\" w WHERE w.order_key IS NOT NULL AND w.status <> 1 AND w.status = 4 AND w.order_seq = (SELECT MIN(m.order_seq) FROM \"outbox_event\" m WHERE m.order_key = w.order_key AND m.status <> 1 AND m.status = 4) AND NOT EXISTS (SELECT 1 FROM \"outbox_event\" a WHERE a.order_key = w.order_key AND a.status <> 1 AND a.status IN (0, 2)) LIMIT ?) AND status = 4",
+			"UPDATE \"outbox_event\" SET status = 0, locked_by = ?, locked_until = strftime('%Y-%m-%dT%H:%M:%f000Z', 'now', ?) WHERE event_id IN (?, ?) AND status = 4",
 			"DELETE FROM \"outbox_event_key\" WHERE order_key IN (SELECT k.order_key FROM \"outbox_event_key\" k WHERE k.updated_at < ? AND NOT EXISTS (SELECT 1 FROM \"outbox_event\" e WHERE e.order_key = k.order_key AND e.status <> 1) ORDER BY k.updated_at LIMIT ?) AND updated_at < ?",
 			"INSERT INTO \"outbox_event\" (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at, order_key, order_seq) VALUES (?, ?, ?, ?, ?, ?, ?, 4, 0, ?, ?, ?, ?), (?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, NULL, NULL)",
 		},

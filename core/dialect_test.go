@@ -187,12 +187,12 @@ func goldenCases() []goldenCase {
 				}
 				return one2(d.claimQuery(t, p))
 			},
-			pg: []string{`WITH claimed AS MATERIALIZED (SELECT event_id FROM "outbox_event" WHERE status IN (0, 2) AND available_at <= statement_timestamp() ` +
+			pg: []string{`WITH claimed AS MATERIALIZED (SELECT event_id, locked_by FROM "outbox_event" WHERE status IN (0, 2) AND available_at <= statement_timestamp() ` +
 				`AND created_at <= statement_timestamp() + CAST($1 AS BIGINT) * INTERVAL '1 microsecond' AND (locked_until IS NULL OR locked_until < statement_timestamp()) ` +
 				`ORDER BY available_at, created_at, event_id LIMIT $2 FOR UPDATE SKIP LOCKED) ` +
 				`UPDATE "outbox_event" AS t SET locked_by = $3, locked_until = statement_timestamp() + CAST($4 AS BIGINT) * INTERVAL '1 microsecond' ` +
 				`FROM claimed WHERE t.event_id = claimed.event_id RETURNING t.event_id, t.event_type, t.aggregate_type, t.aggregate_id, t.tenant_id, t.payload, ` +
-				`t.headers, t.status, t.attempts, t.last_error, t.available_at, t.created_at, t.done_at, t.locked_by, t.locked_until, t.order_key, t.order_seq`},
+				`t.headers, t.status, t.attempts, t.last_error, t.available_at, t.created_at, t.done_at, claimed.locked_by, t.locked_until, t.order_key, t.order_seq`},
 			sqlite: []string{`UPDATE "outbox_event" SET locked_by = ?, locked_until = strftime('%Y-%m-%dT%H:%M:%f000Z', 'now', ?) WHERE event_id IN (` +
 				`SELECT event_id FROM "outbox_event" WHERE status IN (0, 2) AND available_at <= strftime('%Y-%m-%dT%H:%M:%f000Z', 'now') ` +
 				`AND created_at <= strftime('%Y-%m-%dT%H:%M:%f000Z', 'now', ?) AND (locked_until IS NULL OR locked_until < strftime('%Y-%m-%dT%H:%M:%f000Z', 'now')) ` +

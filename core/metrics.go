@@ -82,9 +82,10 @@ type Metrics interface {
 	OldestPendingLag(lag time.Duration)
 	// StuckAttempts reports, when it changes, how many attempts are stuck ([Config.OnStuck]).
 	StuckAttempts(n int)
-	// Claims counts n claims of [MultiNode] mode that were taken, renewed, lost, let
-	// expire or released (see [ClaimEvent]).
+	// Claims counts n claims of [MultiNode] mode by what happened to them ([ClaimEvent]).
 	Claims(event ClaimEvent, n int)
+	// KeysHeld reports, when it changes, the ordered events in flight here: one per key.
+	KeysHeld(n int)
 }
 
 // ClaimEvent is what happened to claims, for [Metrics.Claims].
@@ -97,9 +98,10 @@ const (
 	ClaimLost                       // another node took the event over; this node's outcome is not recorded
 	ClaimExpired                    // left to expire: too short to deliver, or a release failed
 	ClaimReleased                   // released for pollers to take at once: hard stop, or claimed and not taken
+	ClaimTakenOver                  // claimed after another claim expired (lease take-over; not on SQLite)
 )
 
-// String returns the event's name: "taken", "renewed", "lost", "expired" or "released".
+// String returns the event's name, as in "taken", "lost" or "taken_over".
 func (c ClaimEvent) String() string {
 	switch c {
 	case ClaimTaken:
@@ -112,6 +114,8 @@ func (c ClaimEvent) String() string {
 		return "expired"
 	case ClaimReleased:
 		return "released"
+	case ClaimTakenOver:
+		return "taken_over"
 	default:
 		return fmt.Sprintf("ClaimEvent(%d)", int(c))
 	}
@@ -140,3 +144,5 @@ func (NopMetrics) OldestPendingLag(time.Duration) {}
 func (NopMetrics) StuckAttempts(int) {}
 
 func (NopMetrics) Claims(ClaimEvent, int) {}
+
+func (NopMetrics) KeysHeld(int) {}

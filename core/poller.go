@@ -444,6 +444,9 @@ func (p *poller) pollClaims(ctx context.Context, budget int, skip time.Duration)
 		if n := len(batch.Events) + len(batch.Undecodable); n > 0 {
 			p.cfg.Metrics.Claims(ClaimTaken, n)
 		}
+		if batch.TakenOver > 0 {
+			p.cfg.Metrics.Claims(ClaimTakenOver, batch.TakenOver)
+		}
 		if len(refused) > 0 {
 			p.refused(ctx, refused, token)
 		}

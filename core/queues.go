@@ -34,7 +34,8 @@ type queues struct {
 
 	mu        sync.Mutex
 	accepting bool                 // guarded by mu
-	inflight  map[string]struct{}  // guarded by mu
+	inflight  map[string]bool      // guarded by mu: ID → ordered (has an order key)
+	held      int                  // guarded by mu: the ordered events in inflight
 	tombs     tombstones           // guarded by mu
 	reads     map[uint64]time.Time // guarded by mu: the open reads, when each began
 	readSeq   uint64               // guarded by mu
@@ -56,6 +57,7 @@ type queues struct {
 	// depthMu serialises reading the queue lengths with reporting them, so that the
 	// last report is never older than the last queue change it follows.
 	depthMu sync.Mutex
+	heldMu  sync.Mutex // the same for the ordered events held
 }
 
 // dispatchItem is one queued event.
@@ -72,7 +74,7 @@ func newQueues(hotSize, coldSize, workers int, metrics Metrics, now func() time.
 		workers:  workers,
 		metrics:  metrics,
 		now:      now,
-		inflight: make(map[string]struct{}),
+		inflight: make(map[string]bool),
 		tombs:    newTombstones(),
 		reads:    make(map[uint64]time.Time),
 		coldWake: make(chan struct{}, 1),
@@ -116,8 +118,13 @@ func (q *queues) discard() []Event {
 		}
 	}
 	clear(q.inflight)
+	wasHeld := q.held
+	q.held = 0
 	q.mu.Unlock()
 	q.reportDepths()
+	if wasHeld > 0 {
+		q.reportHeld()
+	}
 	return claimed
 }
 
@@ -196,13 +203,19 @@ func (q *queues) enqueue(e Event, path Path, now, readAt time.Time) enqueueResul
 	}
 	select {
 	case ch <- dispatchItem{ev: e, path: path, enqueuedAt: now}:
-		q.inflight[e.ID] = struct{}{}
+		q.inflight[e.ID] = e.OrderKey != ""
+		if e.OrderKey != "" {
+			q.held++
+		}
 	default:
 		q.mu.Unlock()
 		return enqueueFull
 	}
 	q.mu.Unlock()
 	q.reportDepths()
+	if e.OrderKey != "" {
+		q.reportHeld()
+	}
 	return enqueueOK
 }
 
@@ -265,13 +278,29 @@ func (q *queues) take(r startstop.Run, turn uint) (dispatchItem, bool) {
 // (read before now, AvailableAt not after availableAt) are refused for tombstoneTTL.
 func (q *queues) release(id string, now time.Time, settled bool, availableAt time.Time) {
 	q.mu.Lock()
-	delete(q.inflight, id)
+	ordered := q.forget(id)
 	oldest, open := q.oldestRead(now)
 	if settled && open {
 		q.tombs.add(id, now, availableAt)
 	}
 	q.tombs.prune(now, oldest, open)
 	q.mu.Unlock()
+	if ordered {
+		q.reportHeld()
+	}
+}
+
+// forget removes id from the in-flight set and reports whether it was ordered. The
+// caller holds mu.
+func (q *queues) forget(id string) bool {
+	ordered, ok := q.inflight[id]
+	if ok {
+		delete(q.inflight, id)
+		if ordered {
+			q.held--
+		}
+	}
+	return ordered
 }
 
 // releaseAll is release for a batch whose outcome was written by a statement that
@@ -279,14 +308,20 @@ func (q *queues) release(id string, now time.Time, settled bool, availableAt tim
 func (q *queues) releaseAll(group []doneAck, now time.Time) {
 	q.mu.Lock()
 	oldest, open := q.oldestRead(now)
+	ordered := false
 	for i := range group {
-		delete(q.inflight, group[i].ev.ID)
+		if q.forget(group[i].ev.ID) {
+			ordered = true
+		}
 		if open {
 			q.tombs.add(group[i].ev.ID, now, group[i].ev.AvailableAt)
 		}
 	}
 	q.tombs.prune(now, oldest, open)
 	q.mu.Unlock()
+	if ordered {
+		q.reportHeld()
+	}
 }
 
 // tombstoneCount returns the number of tombstones kept.
@@ -409,4 +444,16 @@ func (q *queues) reportDepths() {
 	q.depthMu.Lock()
 	defer q.depthMu.Unlock()
 	q.metrics.QueueDepths(q.depths())
+}
+
+// reportHeld reports the ordered events in flight ([Metrics.KeysHeld]). Like
+// reportDepths it reads and reports under heldMu, so that the last report is never
+// older than the last change it follows.
+func (q *queues) reportHeld() {
+	q.heldMu.Lock()
+	defer q.heldMu.Unlock()
+	q.mu.Lock()
+	n := q.held
+	q.mu.Unlock()
+	q.metrics.KeysHeld(n)
 }

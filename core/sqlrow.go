@@ -12,6 +12,9 @@ import (
 // never fails, so a corrupt value is found while decoding, row by row.
 type rawRow [17]any
 
+// lockedByColumn is locked_by's index in selectColumns and a rawRow.
+const lockedByColumn = 13
+
 // scan reads one row of selectColumns, followed by extra columns into extra.
 func (r *rawRow) scan(s interface{ Scan(dest ...any) error }, extra ...any) error {
 	dest := make([]any, len(r), len(r)+len(extra))

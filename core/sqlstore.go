@@ -312,7 +312,12 @@ func (s *sqlStore) Promote(ctx context.Context, p PromoteParams) (int64, error) 
 		if err != nil {
 			return total, fmt.Errorf("promote: %w", err)
 		}
-		n, err := s.execRange(ctx, q)
+		var n int64
+		if s.d.orderOpenColumn != "" {
+			n, err = s.promoteRead(ctx, q, batch)
+		} else {
+			n, err = s.exec1(ctx, q)
+		}
 		total += n
 		if err != nil {
 			return total, fmt.Errorf("promote: %w", err)
@@ -321,6 +326,34 @@ func (s *sqlStore) Promote(ctx context.Context, p PromoteParams) (int64, error) 
 			return total, nil
 		}
 	}
+}
+
+// promoteRead is a promote on MySQL (see dialect.promoteQuery): the heads read by q,
+// then updated by primary key, in ID order, while still WAITING.
+func (s *sqlStore) promoteRead(ctx context.Context, q query, p PromoteParams) (int64, error) {
+	rctx, cancel := s.withTimeout(ctx)
+	rows, err := s.db.QueryContext(rctx, q.SQL, q.Args...)
+	if err != nil {
+		cancel()
+		return 0, err
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			cancel()
+			return 0, err
+		}
+		ids = append(ids, id)
+	}
+	err = errors.Join(rows.Err(), rows.Close())
+	cancel()
+	if err != nil || len(ids) == 0 {
+		return 0, err
+	}
+	slices.Sort(ids)
+	return s.execEach(ctx, s.d.promoteIDsQueries(s.table, ids, p), s.execRange)
 }
 
 // MarkDone implements [Store.MarkDone]. Rows that are already DONE are not changed. When
@@ -445,8 +478,14 @@ func (s *sqlStore) Claim(ctx context.Context, p ClaimParams) (PendingBatch, erro
 	if err != nil {
 		return PendingBatch{}, fmt.Errorf("claim: %w", err)
 	}
+	b := PendingBatch{Events: events, Undecodable: bad}
+	for i := range events {
+		// PostgreSQL returned the previous claim (SQLite the new one, never counted).
+		b.countTakeOver(events[i].LockedBy, p.Token)
+		events[i].LockedBy = p.Token
+	}
 	sortClaimed(events)
-	return PendingBatch{Events: events, Undecodable: bad}, nil
+	return b, nil
 }
 
 // RenewClaim implements [ClaimStore.RenewClaim] with one UPDATE by primary key.
@@ -460,6 +499,14 @@ func (s *sqlStore) RenewClaim(ctx context.Context, p RenewClaimParams) (int64, e
 		return 0, fmt.Errorf("renew claim %s: %w", p.ID, err)
 	}
 	return n, nil
+}
+
+// countTakeOver counts a claimed row whose previous claim, prev, belonged to another
+// token: it had expired (Claim takes only unclaimed or expired rows).
+func (b *PendingBatch) countTakeOver(prev, token string) {
+	if prev != "" && prev != token {
+		b.TakenOver++
+	}
 }
 
 // claimAttempts bounds the attempts of a MySQL claim, or of a statement run by
@@ -494,6 +541,8 @@ func (s *sqlStore) claimTx(ctx context.Context, token string, lock query) (b Pen
 			return PendingBatch{}, err
 		}
 		ids = append(ids, r.id())
+		prev, _ := textValue(r[lockedByColumn])
+		b.countTakeOver(prev, token)
 		e, err := r.decode(s.d, strict)
 		if err != nil {
 			b.Undecodable = append(b.Undecodable, RowError{EventID: r.id(), Err: err})
@@ -535,7 +584,8 @@ func (s *sqlStore) claimTx(ctx context.Context, token string, lock query) (b Pen
 // "Error 1213 (40001): Deadlock found …".
 func isLockConflict(err error) bool {
 	msg := err.Error()
-	return strings.Contains(msg, "Error 1213") || strings.Contains(msg, "Error 1205")
+	return strings.Contains(msg, "Error 1213") || strings.Contains(msg, "Error 1205") ||
+		strings.Contains(msg, "SQLSTATE 40P01") // PostgreSQL's deadlock: the victim was rolled back
 }
 
 // sleepCtx waits for d or until ctx is done.

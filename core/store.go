@@ -37,9 +37,8 @@ type Store interface {
 	Insert(ctx context.Context, exec Executor, p InsertParams) error
 	// Get returns one event by ID, or ErrNotFound.
 	Get(ctx context.Context, id string) (Event, error)
-	// Pending returns due NEW and RETRY rows, oldest first (created_at, then event_id),
-	// whether claimed or not: the single-node poller's read. Rows that cannot be decoded
-	// come back in PendingBatch.Undecodable.
+	// Pending returns due NEW and RETRY rows, claimed or not, oldest first (created_at,
+	// event_id); undecodable rows come back in PendingBatch.Undecodable.
 	Pending(ctx context.Context, p PendingParams) (PendingBatch, error)
 	// MarkDone moves the rows to DONE, sets done_at and clears the claim, except rows
 	// already DONE or fenced out by p.Token/p.Tokens; it returns the rows changed.
@@ -218,6 +217,8 @@ type PendingBatch struct {
 	Events []Event
 	// Undecodable are due rows that could not be decoded (for example corrupt headers).
 	Undecodable []RowError
+	// TakenOver counts claimed rows whose claim by another token had expired (0 on SQLite).
+	TakenOver int
 }
 
 // RowError reports a row the store could not decode.

@@ -97,8 +97,9 @@ type Metrics struct {
 	coldEnqueued   prometheus.Counter
 	pollLag        prometheus.Gauge
 	stuck          prometheus.Gauge
+	keysHeld       prometheus.Gauge
 	claimsVec      *prometheus.CounterVec
-	claims         [outbox.ClaimReleased + 1]prometheus.Counter
+	claims         [outbox.ClaimTakenOver + 1]prometheus.Counter
 	depth          [numPaths]prometheus.Gauge
 	dispatch       [numPaths][numResults]prometheus.Counter
 	duration       [numResults]prometheus.Observer
@@ -191,12 +192,14 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 		"Time since the oldest due event seen by the poller's last cycle became due; 0 when it saw none.")
 	m.claimsVec = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: m.namespace, Name: "claims_total", ConstLabels: m.instanceLabels,
-		Help: "Claims of MultiNode mode by event: taken, renewed, lost (another node took the event over), expired (left to expire), released (by a hard stop, or a pre-claim the hot path did not take).",
+		Help: "Claims of MultiNode mode by event: taken, renewed, lost (another node took the event over), expired (left to expire), released (by a hard stop, or a pre-claim the hot path did not take), taken_over (claimed after another claim expired: a lease take-over; not counted on SQLite).",
 	}, []string{"event"})
 	m.collectors = append(m.collectors, m.claimsVec)
-	for _, ev := range []outbox.ClaimEvent{outbox.ClaimTaken, outbox.ClaimRenewed, outbox.ClaimLost, outbox.ClaimExpired, outbox.ClaimReleased} {
+	for _, ev := range []outbox.ClaimEvent{outbox.ClaimTaken, outbox.ClaimRenewed, outbox.ClaimLost, outbox.ClaimExpired, outbox.ClaimReleased, outbox.ClaimTakenOver} {
 		m.claims[ev] = m.claimsVec.WithLabelValues(ev.String())
 	}
+	m.keysHeld = m.gauge("keys_held",
+		"Ordered events this process holds (queued, running, or their outcome not yet written): one per order key, so the keys it holds.")
 	m.stuck = m.gauge("stuck_attempts",
 		"Listener attempts running past ListenerTimeout (their listener ignored its context); their workers took other events.")
 
@@ -313,6 +316,9 @@ func (m *Metrics) Claims(event outbox.ClaimEvent, n int) {
 
 // StuckAttempts sets outbox_stuck_attempts.
 func (m *Metrics) StuckAttempts(n int) { m.stuck.Set(float64(n)) }
+
+// KeysHeld sets outbox_keys_held.
+func (m *Metrics) KeysHeld(n int) { m.keysHeld.Set(float64(n)) }
 
 // Dispatched increments outbox_dispatch_total and observes the attempt's duration in
 // outbox_listener_duration_seconds and its latency in outbox_dispatch_latency_seconds.

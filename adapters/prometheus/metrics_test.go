@@ -229,6 +229,15 @@ outbox_queue_depth{path="hot"} 7
 	if got := histSum(t, reg, "outbox_listener_duration_seconds", "result", "dead"); math.Abs(got-0.08) > 1e-9 {
 		t.Errorf("dead duration sum = %v, want 0.08", got)
 	}
+	m.KeysHeld(4)
+	m.Claims(outbox.ClaimTaken, 5)
+	m.Claims(outbox.ClaimTakenOver, 2)
+	if got := value(t, reg, "outbox_keys_held"); got != 4 {
+		t.Errorf("outbox_keys_held = %v, want 4", got)
+	}
+	if taken, over := value(t, reg, "outbox_claims_total", "event", "taken"), value(t, reg, "outbox_claims_total", "event", "taken_over"); taken != 5 || over != 2 {
+		t.Errorf("outbox_claims_total taken %v, taken_over %v; want 5, 2", taken, over)
+	}
 	m.QueueDepths(0, 0)
 	m.OldestPendingLag(0)
 	if hot, lag := value(t, reg, "outbox_queue_depth", "path", "hot"), value(t, reg, "outbox_poll_lag_seconds"); hot != 0 || lag != 0 {

@@ -235,6 +235,9 @@ func (s *MemoryStore) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.P
 	until := now.Add(p.TTL)
 	var b outbox.PendingBatch
 	for _, r := range rows[:min(len(rows), p.Limit)] {
+		if r.ev.LockedBy != "" && r.ev.LockedBy != p.Token {
+			b.TakenOver++ // an expired claim of another token
+		}
 		r.ev.LockedBy, r.ev.LockedUntil = p.Token, until
 		if r.undecodable != nil {
 			b.Undecodable = append(b.Undecodable, outbox.RowError{EventID: r.ev.ID, Err: r.undecodable})

@@ -116,9 +116,15 @@ func testClaimLimitDisjoint(x *fixture) {
 	}
 }
 
-func testClaimExpiry(x *fixture) {
+// testClaimExpiry: an expired claim is taken by the next claim, which counts it as
+// taken over when countsTakeOver.
+func testClaimExpiry(x *fixture, countsTakeOver bool) {
 	x.insert(evAt("live", ago(2*time.Hour), ago(2*time.Hour)), evAt("expiring", ago(time.Hour), ago(time.Hour)))
-	x.wantIDs("live claim", x.claim("n1/live", time.Hour, 0, 1).Events, "live")
+	first := x.claim("n1/live", time.Hour, 0, 1)
+	x.wantIDs("live claim", first.Events, "live")
+	if first.TakenOver != 0 {
+		x.Fatalf("first claim: TakenOver %d, want 0 (the row was never claimed)", first.TakenOver)
+	}
 	const short = time.Second
 	claimed := time.Now()
 	x.wantIDs("short claim", x.claim("n1/short", short, 0, 1).Events, "expiring")
@@ -134,6 +140,9 @@ func testClaimExpiry(x *fixture) {
 	b := x.claim("n2/late", time.Hour, 0, 10)
 	x.wantIDs("claim after expiry", b.Events, "expiring")
 	x.wantClaimed(b.Events, "n2/late", time.Hour, from, time.Now())
+	if want := map[bool]int{true: 1}[countsTakeOver]; b.TakenOver != want {
+		x.Fatalf("claim after expiry: TakenOver %d, want %d (the expired claim of n1/short)", b.TakenOver, want)
+	}
 	if got := x.get("live"); got.LockedBy != "n1/live" {
 		x.Fatalf("live claim taken: LockedBy %q", got.LockedBy)
 	}

@@ -26,6 +26,7 @@ type countingMetrics struct {
 	lags           []time.Duration
 	stuckReports   []int
 	claimCounts    map[outbox.ClaimEvent]int
+	heldReports    []int
 }
 
 var _ outbox.Metrics = (*countingMetrics)(nil)
@@ -67,6 +68,19 @@ func (m *countingMetrics) Claims(event outbox.ClaimEvent, n int) {
 		m.claimCounts = map[outbox.ClaimEvent]int{}
 	}
 	m.claimCounts[event] += n
+}
+
+func (m *countingMetrics) KeysHeld(n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.heldReports = append(m.heldReports, n)
+}
+
+// held returns every KeysHeld report so far.
+func (m *countingMetrics) held() []int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]int(nil), m.heldReports...)
 }
 
 func (m *countingMetrics) claims(event outbox.ClaimEvent) int {

@@ -1,0 +1,223 @@
+package outbox_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	outbox "github.com/outboxkit/outbox/core"
+)
+
+// TestPromoteKeepsOneHeadPerKey races every way a key moves on (promotes by key, by ID
+// and by sweep, right after DONE and RETRY writes of the keys' heads, from several
+// goroutines at once) over a few busy keys, while a checker reads the table: no key may
+// ever have two events NEW or RETRY at once, nor one behind a WAITING event of its key
+// (the one-at-a-time, in-order rule of ordered delivery), and every event ends DONE.
+func TestPromoteKeepsOneHeadPerKey(t *testing.T) {
+	t.Parallel()
+	for _, s := range setups {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			b := s.setup(t)
+			ctx := context.Background()
+			const keys, perKey = 8, 40
+			base := time.Now().Add(-time.Hour).UTC().Truncate(time.Microsecond)
+			for k := range keys {
+				tx, err := b.db.BeginTx(ctx, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var events []outbox.Event
+				for i := range perKey {
+					e := testEvent(fmt.Sprintf("k%d-%03d", k, i), base.Add(time.Duration(i)*time.Millisecond))
+					e.OrderKey = fmt.Sprint("k", k)
+					events = append(events, e)
+				}
+				if err := b.store.Insert(ctx, tx, outbox.InsertParams{Events: events}); err != nil {
+					t.Fatal(err)
+				}
+				if err := tx.Commit(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			allKeys := make([]string, keys)
+			for k := range allKeys {
+				allKeys[k] = fmt.Sprint("k", k)
+			}
+			q := b.quoted()
+			var (
+				stop atomic.Bool
+				wg   sync.WaitGroup
+				mu   sync.Mutex
+				bad  []string
+			)
+			finish := func(rng *rand.Rand, e outbox.Event) {
+				var err error
+				if rng.IntN(5) == 0 { // a failed attempt: RETRY, due at once
+					_, err = b.store.Reschedule(ctx, outbox.RescheduleParams{ID: e.ID, Status: outbox.StatusRetry,
+						AvailableAt: time.Now().Add(-time.Second), CountAttempt: true, LastError: "transient", Token: e.LockedBy})
+				} else {
+					_, err = b.store.MarkDone(ctx, outbox.MarkDoneParams{IDs: []string{e.ID}, DoneAt: time.Now(), Token: e.LockedBy})
+				}
+				if err != nil {
+					t.Error(err)
+				}
+			}
+			// Writers: more events for random keys, each key locked for a moment before
+			// the commit, then promoted by ID with a claim, as a writer does after its
+			// commit (the claim is given back).
+			var written atomic.Int64
+			for g := range 2 {
+				wg.Go(func() {
+					rng := rand.New(rand.NewPCG(uint64(g), 11))
+					for i := 0; !stop.Load() && i < 100; i++ {
+						tx, err := b.db.BeginTx(ctx, nil)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						k := rng.IntN(keys)
+						e := testEvent(fmt.Sprintf("w%d-%03d", g, i), time.Now().Add(-time.Hour))
+						e.OrderKey = fmt.Sprint("k", k)
+						if err := b.store.Insert(ctx, tx, outbox.InsertParams{Events: []outbox.Event{e}}); err != nil {
+							_ = tx.Rollback()
+							t.Error(err)
+							return
+						}
+						time.Sleep(time.Duration(rng.IntN(5)) * time.Millisecond)
+						if err := tx.Commit(); err != nil {
+							t.Error(err)
+							return
+						}
+						written.Add(1)
+						token := fmt.Sprintf("writer%d/%d", g, i)
+						n, err := b.store.Promote(ctx, outbox.PromoteParams{IDs: []string{e.ID}, Token: token, TTL: time.Minute})
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if n > 0 {
+							if _, err := b.store.MarkDone(ctx, outbox.MarkDoneParams{IDs: []string{e.ID}, DoneAt: time.Now(), Token: token}); err != nil {
+								t.Error(err)
+							}
+						}
+						if _, err := b.store.Promote(ctx, outbox.PromoteParams{Keys: []string{e.OrderKey}}); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				})
+			}
+			// Deliverers: take the NEW rows, mark them DONE, promote in one of three ways.
+			for g := range 6 {
+				wg.Go(func() {
+					rng := rand.New(rand.NewPCG(uint64(g), 7))
+					for !stop.Load() {
+						claimed, err := b.store.Claim(ctx, outbox.ClaimParams{Token: fmt.Sprintf("d%d/%d", g, rng.Int()),
+							TTL: time.Minute, Limit: 20})
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						var ks []string
+						for _, e := range claimed.Events {
+							finish(rng, e)
+							ks = append(ks, e.OrderKey)
+						}
+						var p outbox.PromoteParams
+						switch rng.IntN(4) {
+						case 0:
+							p.Keys = ks
+						case 1:
+							p.Keys = allKeys
+						case 2: // by ID, as a writer after its commit: some WAITING events
+							p.IDs = waitingIDs(t, b, rng)
+						}
+						if len(p.Keys) == 0 && len(p.IDs) == 0 {
+							p.Limit = 100
+						}
+						if _, err := b.store.Promote(ctx, p); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				})
+			}
+			// The checker.
+			wg.Go(func() {
+				for !stop.Load() {
+					rows, err := b.db.QueryContext(ctx, "SELECT order_key, COUNT(*) FROM "+q+
+						" WHERE status IN (0, 2) AND order_key IS NOT NULL GROUP BY order_key HAVING COUNT(*) > 1")
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					for rows.Next() {
+						var k string
+						var n int
+						_ = rows.Scan(&k, &n)
+						mu.Lock()
+						bad = append(bad, fmt.Sprintf("%s: %d heads", k, n))
+						mu.Unlock()
+					}
+					rows.Close()
+					rows, err = b.db.QueryContext(ctx, "SELECT h.event_id FROM "+q+" h WHERE h.status IN (0, 2) AND h.order_key IS NOT NULL"+
+						" AND EXISTS (SELECT 1 FROM "+q+" w WHERE w.order_key = h.order_key AND w.status = 4 AND w.order_seq < h.order_seq)")
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					for rows.Next() {
+						var id string
+						_ = rows.Scan(&id)
+						mu.Lock()
+						bad = append(bad, id+": head behind a WAITING event")
+						mu.Unlock()
+					}
+					rows.Close()
+				}
+			})
+			deadline := time.Now().Add(60 * time.Second)
+			for {
+				var left int
+				if err := b.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+q+" WHERE status <> 1").Scan(&left); err != nil {
+					t.Fatal(err)
+				}
+				if left == 0 || time.Now().After(deadline) {
+					stop.Store(true)
+					wg.Wait()
+					if left > 0 {
+						t.Fatalf("%d events not DONE after 60 s", left)
+					}
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if len(bad) > 0 {
+				t.Fatalf("keys with more than one head at once (%d times): %v", len(bad), bad[:min(len(bad), 10)])
+			}
+		})
+	}
+}
+
+// waitingIDs returns a few WAITING events, any keys.
+func waitingIDs(t *testing.T, b sqlBundle, rng *rand.Rand) []string {
+	rows, err := b.db.QueryContext(context.Background(), "SELECT event_id FROM "+b.quoted()+" WHERE status = 4")
+	if err != nil {
+		t.Error(err)
+		return nil
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err == nil && rng.IntN(8) == 0 {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
