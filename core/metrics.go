@@ -93,12 +93,12 @@ type ClaimEvent int
 
 // The claim events.
 const (
-	ClaimTaken    ClaimEvent = iota // claimed by the poller, or pre-claimed by a committed write
-	ClaimRenewed                    // renewed before an attempt that could outlive it
-	ClaimLost                       // another node took the event over; this node's outcome is not recorded
-	ClaimExpired                    // left to expire: too short to deliver, or a release failed
-	ClaimReleased                   // released for pollers to take at once: hard stop, or claimed and not taken
-	ClaimTakenOver                  // claimed after another claim expired (lease take-over; not on SQLite)
+	ClaimTaken     ClaimEvent = iota // claimed by the poller, or pre-claimed by a committed write
+	ClaimRenewed                     // renewed before an attempt that could outlive it
+	ClaimLost                        // another node took the event over; this node's outcome is not recorded
+	ClaimExpired                     // left to expire: too short to deliver, or a release failed
+	ClaimReleased                    // released for pollers to take at once: hard stop, or claimed and not taken
+	ClaimTakenOver                   // claimed after another claim expired (lease take-over; not on SQLite)
 )
 
 // String returns the event's name, as in "taken", "lost" or "taken_over".
