@@ -39,6 +39,8 @@ type DeadEvents interface {
 	Replay(ctx context.Context, id string) error
 	// ReplayAll replays every DEAD event matching f in batches and returns how many.
 	ReplayAll(ctx context.Context, f outbox.DeadFilter, batchSize int) (int64, error)
+	// Delete deletes one DEAD event for good; see [outbox.DeadEvents.Delete].
+	Delete(ctx context.Context, id string) error
 	// Stats counts events per status and finds the oldest pending one.
 	Stats(ctx context.Context) (outbox.Stats, error)
 }
@@ -132,6 +134,7 @@ const (
 	patGet       = "GET /api/dead-events/{id}"
 	patReplay    = "POST /api/dead-events/{id}/replay"
 	patReplayAll = "POST /api/dead-events/replay"
+	patDelete    = "POST /api/dead-events/{id}/delete"
 	// patReplayAllGET keeps GET /api/dead-events/replay from matching patGet with the
 	// ID "replay": it answers 405.
 	patReplayAllGET = "GET /api/dead-events/replay"
@@ -147,6 +150,7 @@ func (h *handler) routes() {
 	h.mux.HandleFunc(patGet, h.get)
 	h.mux.HandleFunc(patReplay, h.replay)
 	h.mux.HandleFunc(patReplayAll, h.replayAll)
+	h.mux.HandleFunc(patDelete, h.delete)
 	h.mux.HandleFunc(patReplayAllGET, func(w http.ResponseWriter, r *http.Request) {
 		methodNotAllowed(w, r, []string{http.MethodPost})
 	})

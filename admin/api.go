@@ -237,6 +237,31 @@ func (h *handler) replay(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, replayResponse{Replayed: 1, ID: id})
 }
 
+// deleteResponse is the body of a successful POST /api/dead-events/{id}/delete.
+type deleteResponse struct {
+	Deleted int64  `json:"deleted"`
+	ID      string `json:"id"`
+}
+
+func (h *handler) delete(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := validID(id); err != nil {
+		writeParamError(w, err)
+		return
+	}
+	var body struct{}
+	if !h.readBody(w, r, &body) {
+		return
+	}
+	if err := h.dead.Delete(r.Context(), id); err != nil {
+		h.fail(w, r, "delete event", err)
+		return
+	}
+	h.logger.InfoContext(r.Context(), "outboxadmin: deleted dead event", slog.String("event_id", id),
+		slog.String("remote_addr", r.RemoteAddr))
+	writeJSON(w, http.StatusOK, deleteResponse{Deleted: 1, ID: id})
+}
+
 func (h *handler) replayAll(w http.ResponseWriter, r *http.Request) {
 	var body replayAllRequest
 	if !h.readBody(w, r, &body) {

@@ -29,6 +29,8 @@
 //	GET  /api/dead-events/count         count: event_type, aggregate_type, by=type
 //	GET  /api/dead-events/{id}          one event with last_error, attempts, headers, payload
 //	POST /api/dead-events/{id}/replay   replay one DEAD event; body {}
+//	POST /api/dead-events/{id}/delete   delete one DEAD event for good (never delivered;
+//	                                    its order key moves on); body {}
 //	POST /api/dead-events/replay        replay every DEAD event matching the body's filter
 //
 // A list returns at most limit events (default [DefaultLimit]; values above [MaxLimit]
@@ -42,8 +44,8 @@
 //
 //	{"error": {"code": "not_found", "message": "no event has this ID"}}
 //
-// with "param" naming the offending query parameter for a 400. Replaying an event that is
-// not DEAD is a 409, an unknown ID a 404, a bad parameter or body a 400; a failure of the
+// with "param" naming the offending query parameter for a 400. Replaying or deleting an
+// event that is not DEAD is a 409, an unknown ID a 404, a bad parameter or body a 400; a failure of the
 // store is a 500 whose body says nothing about it (the error is logged to
 // [Options.Logger]).
 //

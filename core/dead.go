@@ -132,6 +132,31 @@ func (d *DeadEvents) Replay(ctx context.Context, id string) error {
 	return fmt.Errorf("outbox: replay event %s (status %s): %w", id, e.Status, ErrNotDead)
 }
 
+// Delete deletes one DEAD event for good (never delivered; its order key moves on); the
+// error wraps ErrNotFound or ErrNotDead otherwise.
+func (d *DeadEvents) Delete(ctx context.Context, id string) error {
+	if id == "" {
+		return fmt.Errorf("%w: empty event ID", ErrInvalidArgument)
+	}
+	ds, err := d.deadStore()
+	if err != nil {
+		return err
+	}
+	n, err := ds.DeleteDead(ctx, []string{id})
+	if err != nil {
+		return fmt.Errorf("outbox: delete event %s: %w", id, err)
+	}
+	if n > 0 {
+		d.replayed() // its key's next event is promoted by the next sweep, at once
+		return nil
+	}
+	e, err := d.store.Get(ctx, id)
+	if err != nil {
+		return fmt.Errorf("outbox: delete event %s: %w", id, err)
+	}
+	return fmt.Errorf("outbox: delete event %s (status %s): %w", id, e.Status, ErrNotDead)
+}
+
 // ReplayAll replays every DEAD event matching f in batches of batchSize (0 means
 // DefaultReplayBatchSize), at most as many as were DEAD when it started, and returns
 // how many it replayed (so far, with the error, when one stops it).

@@ -467,6 +467,17 @@ func (b *builder) replaySet(t tableName, now any) *builder {
 		" SET status = CASE WHEN order_key IS NULL THEN 0 ELSE 4 END, attempts = 0, last_error = NULL, done_at = NULL, available_at = ", b.arg(now), clearClaim)
 }
 
+// deleteDeadQueries builds [DeadStore.DeleteDead]: one delete per chunk of ids, of the
+// rows that are DEAD (hinted on SQLite so that they are found by primary key).
+func (d *dialect) deleteDeadQueries(t tableName, ids []string) []query {
+	var qs []query
+	for _, chunk := range d.chunkIDs(ids) {
+		b := d.newBuilder().w("DELETE FROM ", d.qualified(t), " WHERE ")
+		qs = append(qs, b.matchIDs(chunk).w(" AND ", d.hintedStatus(), " = 3").query())
+	}
+	return qs
+}
+
 // replayQueries builds [DeadStore.Replay]: one update per chunk of p.IDs, or one bounded
 // update of the oldest DEAD rows matching the filter.
 func (d *dialect) replayQueries(t tableName, p ReplayParams) ([]query, error) {

@@ -691,6 +691,21 @@ func (s *sqlStore) Replay(ctx context.Context, p ReplayParams) (int64, error) {
 	return n, nil
 }
 
+// DeleteDead implements [DeadStore.DeleteDead], one statement per chunk of IDs (like a
+// replay, it can meet a purge of the same rows, which execRange retries).
+func (s *sqlStore) DeleteDead(ctx context.Context, ids []string) (int64, error) {
+	for _, id := range ids {
+		if id == "" {
+			return 0, fmt.Errorf("delete dead: %w: empty event ID", ErrInvalidArgument)
+		}
+	}
+	n, err := s.execEach(ctx, s.d.deleteDeadQueries(s.table, ids), s.execRange)
+	if err != nil {
+		return n, fmt.Errorf("delete dead: %w", err)
+	}
+	return n, nil
+}
+
 // Purge implements [Store.Purge] with one DELETE (on MySQL in a READ COMMITTED
 // transaction, so that it takes no gap locks that would make INSERTs wait). A batch
 // that deletes fewer than p.Limit rows then deletes, in batches of p.Limit, the rows of

@@ -106,6 +106,8 @@ type DeadStore interface {
 	// done_at and the claim cleared. Either p.IDs or the filter with p.Limit selects the
 	// rows; only DEAD rows change. It returns the number of rows changed.
 	Replay(ctx context.Context, p ReplayParams) (int64, error)
+	// DeleteDead deletes the DEAD rows among ids and returns how many.
+	DeleteDead(ctx context.Context, ids []string) (int64, error)
 }
 
 // StatsStore is implemented by a [Store] that can count rows per status, for [DeadEvents.Stats] and

@@ -179,6 +179,20 @@
     li.append(el('span', 'oldest pending', 'label'),
       el('span', o.oldest_pending_age_seconds == null ? '—' : duration(o.oldest_pending_age_seconds), 'value'));
     ul.append(li);
+    // Ordered delivery, when the table has any: the events waiting for earlier ones of
+    // their key, and the keys held by a RETRY or DEAD event.
+    if ((o.counts.WAITING || 0) > 0 || o.blocked_keys > 0) {
+      const w = el('li', null, 'chip status-waiting');
+      w.dataset.status = 'WAITING';
+      w.title = 'Ordered events waiting for an earlier event of their order key';
+      w.append(el('span', 'WAITING', 'label'), el('span', o.counts.WAITING || 0, 'value'));
+      const b = el('li', null, 'chip');
+      b.dataset.status = 'blocked-keys';
+      b.title = 'Order keys whose waiting events are held by a RETRY or DEAD event' +
+        (o.oldest_blocked_at ? ' (oldest since ' + o.oldest_blocked_at + ')' : '');
+      b.append(el('span', 'blocked keys', 'label'), el('span', o.blocked_keys, 'value'));
+      ul.append(w, b);
+    }
   }
 
   async function loadCount() {
@@ -228,7 +242,10 @@
     const replay = el('button', 'Replay…', 'danger');
     replay.type = 'button';
     replay.dataset.action = 'replay';
-    actions.append(details, replay);
+    const del = el('button', 'Delete…', 'danger');
+    del.type = 'button';
+    del.dataset.action = 'delete';
+    actions.append(details, replay, del);
     tr.append(created, cellText(e.event_type, 'mono'), agg, el('td', e.attempts, 'num'), err, actions);
     if (e.id === state.selected) tr.classList.add('selected');
     return tr;
@@ -282,12 +299,19 @@
       ['Tenant', e.tenant_id || '—'], ['Attempts', e.attempts], ['Created', e.created_at],
       ['Dead since', e.status === 'DEAD' && e.done_at ? e.done_at : '—'],
     ];
+    if (e.order_key) {
+      // An ordered event: under DeadKeyWaits its key's later events wait for it.
+      fields.push(['Order key', e.order_key + ' (#' + e.order_seq + ')']);
+      if (e.status === 'DEAD') fields.push(['Its key', 'later events of this key wait until it is replayed or deleted (DeadKeyWaits)']);
+    }
     for (const [k, v] of fields) dl.append(el('dt', k), el('dd', v));
     $('detail-error').textContent = e.last_error || '—';
     $('detail-headers').textContent = Object.keys(e.headers || {}).length ? JSON.stringify(e.headers, null, 2) : '—';
     $('detail-payload').textContent = JSON.stringify(e.payload, null, 2);
     $('detail-replay').dataset.id = e.id;
     $('detail-replay').disabled = e.status !== 'DEAD';
+    $('detail-delete').dataset.id = e.id;
+    $('detail-delete').disabled = e.status !== 'DEAD';
     $('detail').hidden = false;
   }
 
@@ -352,6 +376,30 @@
     }
   }
 
+  async function deleteOne(id) {
+    const ok = await ask('Delete this event?', 'Event ' + id + ' is deleted from the table and never delivered. ' +
+      'If it is ordered, the later events of its order key move on without it. This cannot be undone.', 'Delete');
+    if (!ok) return;
+    try {
+      await api(eventPath(id) + '/delete', 'POST', {});
+      removeRow(id);
+      toast('Deleted ' + id + '.');
+    } catch (err) {
+      if (err instanceof APIError && (err.status === 409 || err.status === 404)) {
+        removeRow(id);
+        toast(err.status === 409 ? 'Event ' + id + ' is not DEAD any more.' : 'Event ' + id + ' no longer exists.', 'bad');
+      } else {
+        report(err);
+        return;
+      }
+    }
+    try {
+      await Promise.all([loadOverview(), loadCount()]);
+    } catch (err) {
+      report(err);
+    }
+  }
+
   async function replayAll() {
     let n;
     try {
@@ -387,9 +435,11 @@
     const id = b.closest('tr').dataset.id;
     if (b.dataset.action === 'details') showDetail(id).catch(report);
     else if (b.dataset.action === 'replay') replayOne(id);
+    else if (b.dataset.action === 'delete') deleteOne(id);
   });
   $('detail-close').addEventListener('click', closeDetail);
   $('detail-replay').addEventListener('click', () => replayOne($('detail-replay').dataset.id));
+  $('detail-delete').addEventListener('click', () => deleteOne($('detail-delete').dataset.id));
   $('more').addEventListener('click', () => loadEvents(false).catch(report));
   $('replay-all').addEventListener('click', replayAll);
   $('refresh').addEventListener('click', refresh);

@@ -456,6 +456,28 @@ func (s *MemoryStore) Replay(ctx context.Context, p outbox.ReplayParams) (int64,
 	return int64(len(rows)), nil
 }
 
+// DeleteDead implements [outbox.DeadStore.DeleteDead].
+func (s *MemoryStore) DeleteDead(ctx context.Context, ids []string) (int64, error) {
+	for _, id := range ids {
+		if id == "" {
+			return 0, fmt.Errorf("delete dead: %w: empty event ID", outbox.ErrInvalidArgument)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, id := range uniq(ids) {
+		if r, ok := s.rows[id]; ok && r.ev.Status == outbox.StatusDead {
+			delete(s.rows, id)
+			n++
+		}
+	}
+	return n, nil
+}
+
 // Purge implements [outbox.Store.Purge]: a row's finish time is its DoneAt, or its
 // CreatedAt when DoneAt is zero (DEAD rows).
 func (s *MemoryStore) Purge(ctx context.Context, p outbox.PurgeParams) (int64, error) {

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"reflect"
 	"slices"
 	"time"
@@ -145,6 +146,29 @@ func testReplayByID(x *fixture) {
 	// Replaying again changes nothing: the row is no longer DEAD.
 	n, err = x.dead().Replay(x.ctx, outbox.ReplayParams{IDs: []string{"dead"}, Now: now})
 	x.changed("second Replay", n, err, 0)
+}
+
+// testDeleteDead: only DEAD rows are deleted; the others, and a missing ID, are left.
+func testDeleteDead(x *fixture) {
+	x.insert(ev("dead", base), ev("dead2", base), ev("done", base), ev("new", base), ev("retry", base))
+	x.markDead("dead", "poison")
+	x.markDead("dead2", "poison")
+	x.markDone(at(time.Minute), "done")
+	x.retry("retry", at(time.Minute))
+	n, err := x.dead().DeleteDead(x.ctx, []string{"dead", "done", "new", "retry", "missing"})
+	x.changed("DeleteDead", n, err, 1)
+	if _, err := x.store().Get(x.ctx, "dead"); !errors.Is(err, outbox.ErrNotFound) {
+		x.Fatalf("Get of a deleted DEAD event: %v, want ErrNotFound", err)
+	}
+	x.wantStatus("dead2", outbox.StatusDead)
+	x.wantStatus("done", outbox.StatusDone)
+	x.wantStatus("new", outbox.StatusNew)
+	x.wantStatus("retry", outbox.StatusRetry)
+	n, err = x.dead().DeleteDead(x.ctx, []string{"dead"})
+	x.changed("second DeleteDead", n, err, 0)
+	if _, err := x.dead().DeleteDead(x.ctx, []string{""}); !errors.Is(err, outbox.ErrInvalidArgument) {
+		x.Fatalf("DeleteDead of an empty ID: %v, want ErrInvalidArgument", err)
+	}
 }
 
 func testReplayByFilter(x *fixture) {

@@ -106,6 +106,7 @@ func Run(t *testing.T, f Features, newHarness func(t *testing.T) Harness) {
 		{name: "CountDead", fn: testCountDead},
 		{name: "ReplayByID", fn: testReplayByID},
 		{name: "ReplayByFilter", fn: testReplayByFilter},
+		{name: "DeleteDead", fn: testDeleteDead},
 		{name: "Purge", fn: testPurge},
 		{name: "Stats", fn: testStats},
 		{name: "BadParams", fn: testBadParams},

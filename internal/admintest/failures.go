@@ -41,6 +41,7 @@ func (f failingDead) List(context.Context, outbox.DeadQuery) (outbox.DeadPage, e
 func (f failingDead) Count(context.Context, outbox.DeadFilter) (int64, error) { return 0, f.err }
 func (f failingDead) Get(context.Context, string) (outbox.Event, error)       { return outbox.Event{}, f.err }
 func (f failingDead) Replay(context.Context, string) error                    { return f.err }
+func (f failingDead) Delete(context.Context, string) error                    { return f.err }
 func (f failingDead) ReplayAll(context.Context, outbox.DeadFilter, int) (int64, error) {
 	return 0, f.err
 }

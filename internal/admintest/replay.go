@@ -26,6 +26,7 @@ func runReplay(t *testing.T, mount Mount, backend string) {
 		{"NotDead", testReplayNotDead},
 		{"AllMatching", testReplayAll},
 		{"Concurrent", testReplayConcurrent},
+		{"Delete", testDelete},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -75,6 +76,41 @@ func testReplayOne(t *testing.T, mount Mount, backend string) {
 	}
 	if e.logs.find("INFO", "replayed dead event", a) == "" {
 		t.Error("the replay left no audit log line")
+	}
+}
+
+// testDelete: deleting a DEAD event removes it for good (never delivered, not listed, a
+// 404 afterwards), leaves the others, refuses what is not DEAD, and is audited.
+func testDelete(t *testing.T, mount Mount, backend string) {
+	e := setup(t, mount, FixtureOptions{Backend: backend}, nil)
+	ids := e.fx.SeedDead(t, Seed{}, Seed{})
+	a, b := ids[0], ids[1]
+	e.fx.Fix()
+	var r struct {
+		Deleted int64  `json:"deleted"`
+		ID      string `json:"id"`
+	}
+	e.c.post(t, "api/dead-events/"+a+"/delete", "{}").decode(t, http.StatusOK, &r)
+	if r.Deleted != 1 || r.ID != a {
+		t.Fatalf("delete = %+v, want 1 and %s", r, a)
+	}
+	e.c.get(t, "api/dead-events/"+a).wantError(t, http.StatusNotFound, "not_found")
+	var page listBody
+	e.c.get(t, "api/dead-events").decode(t, http.StatusOK, &page)
+	if len(page.Events) != 1 || page.Events[0].ID != b {
+		t.Fatalf("list after delete = %+v, want only %s", page.Events, b)
+	}
+	e.fx.Poll(t)
+	if n := e.fx.Deliveries(a); n != 0 {
+		t.Errorf("%d deliveries of the deleted event, want 0", n)
+	}
+	e.c.post(t, "api/dead-events/"+a+"/delete", "{}").wantError(t, http.StatusNotFound, "not_found")
+	done := e.fx.Write(t, Seed{})[0]
+	e.fx.WaitStatus(t, outbox.StatusDone, done)
+	e.c.post(t, "api/dead-events/"+done+"/delete", "{}").wantError(t, http.StatusConflict, "not_dead")
+	e.c.post(t, "api/dead-events/no%00such/delete", "{}").wantError(t, http.StatusBadRequest, "invalid_parameter")
+	if e.logs.find("INFO", "deleted dead event", a) == "" {
+		t.Error("the delete left no audit log line")
 	}
 }
 

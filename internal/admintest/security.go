@@ -49,6 +49,7 @@ func routesFor(id string) [][3]string {
 		{http.MethodGet, "api/dead-events/" + id, ""},
 		{http.MethodPost, "api/dead-events/" + id + "/replay", "{}"},
 		{http.MethodPost, "api/dead-events/replay", "{}"},
+		{http.MethodPost, "api/dead-events/" + id + "/delete", "{}"},
 		{http.MethodGet, "api/no-such-route", ""},
 	}
 }

@@ -3,6 +3,7 @@ package outboxadmin_test
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -167,6 +168,51 @@ func TestBrowserReplay(t *testing.T) {
 			t.Errorf("untouched event %s is %s, want DEAD", id, got)
 		}
 	}
+
+	// Delete one for good, from its details, with the confirmation: it leaves the list
+	// and the table and is never delivered; cancelling first changes nothing.
+	doomed := ids[2]
+	err = chromedp.Do(ctx,
+		chromedp.Click(cell(doomed, `button[data-action="details"]`)),
+		chromedp.WaitVisible(chromedp.ID("detail-delete")),
+		chromedp.Click(chromedp.ID("detail-delete")),
+		chromedp.WaitVisible(chromedp.ID("confirm-cancel")),
+		chromedp.Click(chromedp.ID("confirm-cancel")),
+		chromedp.WaitNotVisible(chromedp.ID("confirm")),
+	)
+	if err != nil {
+		t.Fatalf("ask to delete, then cancel: %v", err)
+	}
+	if got := fx.Status(t, doomed); got != outbox.StatusDead {
+		t.Fatalf("status after a cancelled delete = %s, want DEAD", got)
+	}
+	err = chromedp.Do(ctx,
+		chromedp.Click(chromedp.ID("detail-delete")),
+		chromedp.WaitVisible(chromedp.ID("confirm-ok")),
+	)
+	if err != nil {
+		t.Fatalf("ask to delete: %v", err)
+	}
+	if text := run(ctx, t, chromedp.TextContent(chromedp.ID("confirm-text"))); !strings.Contains(text, "never delivered") {
+		t.Errorf("the delete confirmation says %q", text)
+	}
+	screenshot(ctx, t, "admin-confirm-delete.png")
+	err = chromedp.Do(ctx,
+		chromedp.Click(chromedp.ID("confirm-ok")),
+		chromedp.WaitNotPresent(row(doomed)),
+		chromedp.Poll[chromedp.Void](`document.getElementById('match-count').textContent.startsWith("1 dead event")`,
+			chromedp.WithPollingTimeout(30*time.Second)),
+	)
+	if err != nil {
+		t.Fatalf("confirm the delete: %v", err)
+	}
+	if _, err := fx.Outbox.Dead().Get(context.Background(), doomed); !errors.Is(err, outbox.ErrNotFound) {
+		t.Errorf("the deleted event is still in the table: %v", err)
+	}
+	if n := fx.Deliveries(doomed); n != 0 {
+		t.Errorf("%d deliveries of the deleted event, want 0", n)
+	}
+	screenshot(ctx, t, "admin-after-delete.png")
 }
 
 // newBrowser starts headless Chromium and returns a context for it that ends after 90

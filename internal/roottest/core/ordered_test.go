@@ -378,3 +378,52 @@ func unfinishedRows(t *testing.T, c *claimTable) string {
 	}
 	return sb.String()
 }
+
+// TestOrderedDeletedDeadEventFreesItsKey: under DeadKeyWaits, deleting the DEAD event
+// that holds a key (DeadEvents.Delete) lets the key's later events go, in order, and it
+// is never delivered. Delete refuses an event that is not DEAD, and a missing one.
+func TestOrderedDeletedDeadEventFreesItsKey(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		a, c := startOrdered(t, b, outbox.Config{PollInterval: 20 * time.Millisecond},
+			func(e *outbox.Event, attempt int) error {
+				if e.OrderSeq == 1 {
+					return fmt.Errorf("bad payload: %w", outbox.ErrUnrecoverable)
+				}
+				return nil
+			})
+		var ids []string
+		for i := range 3 {
+			env := outbox.Envelope{Type: "Changed", AggregateType: "Account", OrderKey: "k", Payload: i}
+			id, err := a.placeOrder(context.Background(), fmt.Sprint("o", i), env, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+		eventually(t, "the head DEAD", func() bool { return a.event(t, ids[0]).Status == outbox.StatusDead })
+		if s := a.event(t, ids[1]).Status; s != outbox.StatusWaiting {
+			t.Fatalf("event behind the DEAD head is %s, want WAITING", s)
+		}
+		ctx := context.Background()
+		if err := a.ob.Dead().Delete(ctx, ids[1]); !errors.Is(err, outbox.ErrNotDead) {
+			t.Fatalf("Delete of a WAITING event: %v, want ErrNotDead", err)
+		}
+		if err := a.ob.Dead().Delete(ctx, "missing"); !errors.Is(err, outbox.ErrNotFound) {
+			t.Fatalf("Delete of a missing event: %v, want ErrNotFound", err)
+		}
+		if err := a.ob.Dead().Delete(ctx, ids[0]); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.ob.Dead().Get(ctx, ids[0]); !errors.Is(err, outbox.ErrNotFound) {
+			t.Fatalf("Get of the deleted event: %v, want ErrNotFound", err)
+		}
+		eventually(t, "the key's other events delivered", func() bool { return c.count() == 2 })
+		c.mu.Lock()
+		got := fmt.Sprint(c.delivered["k"])
+		c.mu.Unlock()
+		if got != "[2 3]" {
+			t.Fatalf("delivered %s, want [2 3] (the deleted event never)", got)
+		}
+	})
+}

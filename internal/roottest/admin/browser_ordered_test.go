@@ -1,0 +1,93 @@
+package outboxadmin_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	outboxadmin "github.com/outboxkit/outbox/admin"
+	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/outboxtest"
+)
+
+// TestBrowserOrderedDeadEvent: in headless Chromium, a DEAD ordered event that holds its
+// key shows its order key in its details, the overview shows the WAITING events and
+// the blocked key, and deleting the event (with the confirmation) frees the key: its
+// next event is promoted, and the blocked-keys chip drops to 0.
+func TestBrowserOrderedDeadEvent(t *testing.T) {
+	t.Parallel()
+	execPath := chromium(t)
+	store := outboxtest.NewMemoryStore()
+	ctx := t.Context()
+	created := time.Now().Add(-time.Hour).UTC().Truncate(time.Microsecond)
+	var events []outbox.Event
+	for i := range 3 {
+		events = append(events, outbox.Event{ID: fmt.Sprint("e", i), Type: "Changed", AggregateType: "Account",
+			Payload: json.RawMessage(`{"n":1}`), CreatedAt: created, AvailableAt: created, OrderKey: "Account:42"})
+	}
+	if err := store.Insert(ctx, nil, outbox.InsertParams{Events: events}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.MarkDead(ctx, outbox.MarkDeadParams{ID: "e0", DeadAt: time.Now(), Reason: "poison", CountAttempt: true}); err != nil {
+		t.Fatal(err)
+	}
+	ob, err := outbox.New(nil, outbox.Config{Mode: outbox.WriterOnly, Store: store, PurgeInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := outboxadmin.New(ob.Dead(), outboxadmin.Options{Authorize: outboxadmin.AllowAll(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/outbox/admin/", http.StripPrefix("/outbox/admin", h))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	bctx := newBrowser(t, execPath)
+	chip := func(status string) string {
+		return `document.querySelector('#overview li[data-status="` + status + `"] .value')?.textContent`
+	}
+	row := chromedp.CSS(`#rows tr[data-id="e0"]`)
+	err = chromedp.Do(bctx,
+		chromedp.Navigate(srv.URL+"/outbox/admin/"),
+		chromedp.WaitVisible(row),
+		chromedp.Poll[chromedp.Void](chip("WAITING")+` === "2" && `+chip("blocked-keys")+` === "1"`,
+			chromedp.WithPollingTimeout(30*time.Second)),
+		chromedp.Click(row+chromedp.CSS(` button[data-action="details"]`)),
+		chromedp.WaitVisible(chromedp.ID("detail")),
+	)
+	if err != nil {
+		t.Fatalf("load the page and open the details: %v", err)
+	}
+	if fields := run(bctx, t, chromedp.TextContent(chromedp.ID("detail-fields"))); !strings.Contains(fields, "Account:42 (#1)") ||
+		!strings.Contains(fields, "later events of this key wait") {
+		t.Errorf("details say %q, want the order key and what it holds", fields)
+	}
+	screenshot(bctx, t, "admin-ordered-dead-event.png")
+	err = chromedp.Do(bctx,
+		chromedp.Click(row+chromedp.CSS(` button[data-action="delete"]`)),
+		chromedp.WaitVisible(chromedp.ID("confirm-ok")),
+		chromedp.Click(chromedp.ID("confirm-ok")),
+		chromedp.WaitNotPresent(row),
+		chromedp.Poll[chromedp.Void](chip("WAITING")+` === "1" && `+chip("blocked-keys")+` === "0"`,
+			chromedp.WithPollingTimeout(30*time.Second)),
+	)
+	if err != nil {
+		t.Fatalf("delete the event: %v", err)
+	}
+	if e, ok := store.Event("e1"); !ok || e.Status != outbox.StatusNew {
+		t.Fatalf("e1 after the delete = %+v, want NEW (its key moved on)", e)
+	}
+	if _, ok := store.Event("e0"); ok {
+		t.Fatal("e0 is still in the store after the delete")
+	}
+	screenshot(bctx, t, "admin-ordered-after-delete.png")
+}
