@@ -3,6 +3,7 @@ package outboxadmin
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -219,22 +220,8 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) replay(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if err := validID(id); err != nil {
-		writeParamError(w, err)
-		return
-	}
-	var body struct{}
-	if !h.readBody(w, r, &body) {
-		return
-	}
-	if err := h.dead.Replay(r.Context(), id); err != nil {
-		h.fail(w, r, "replay event", err)
-		return
-	}
-	h.logger.InfoContext(r.Context(), "outboxadmin: replayed dead event", slog.String("event_id", id),
-		slog.String("remote_addr", r.RemoteAddr))
-	writeJSON(w, http.StatusOK, replayResponse{Replayed: 1, ID: id})
+	h.onDead(w, r, "replay event", "outboxadmin: replayed dead event", h.dead.Replay,
+		func(id string) any { return replayResponse{Replayed: 1, ID: id} })
 }
 
 // deleteResponse is the body of a successful POST /api/dead-events/{id}/delete.
@@ -244,6 +231,15 @@ type deleteResponse struct {
 }
 
 func (h *handler) delete(w http.ResponseWriter, r *http.Request) {
+	h.onDead(w, r, "delete event", "outboxadmin: deleted dead event", h.dead.Delete,
+		func(id string) any { return deleteResponse{Deleted: 1, ID: id} })
+}
+
+// onDead runs act on the DEAD event the path names, after checking the ID and the
+// empty JSON body: on success it writes the audit line and answers ok(id); an error
+// is answered by fail (404, 409, 400 or 500).
+func (h *handler) onDead(w http.ResponseWriter, r *http.Request, what, audit string,
+	act func(ctx context.Context, id string) error, ok func(id string) any) {
 	id := r.PathValue("id")
 	if err := validID(id); err != nil {
 		writeParamError(w, err)
@@ -253,13 +249,12 @@ func (h *handler) delete(w http.ResponseWriter, r *http.Request) {
 	if !h.readBody(w, r, &body) {
 		return
 	}
-	if err := h.dead.Delete(r.Context(), id); err != nil {
-		h.fail(w, r, "delete event", err)
+	if err := act(r.Context(), id); err != nil {
+		h.fail(w, r, what, err)
 		return
 	}
-	h.logger.InfoContext(r.Context(), "outboxadmin: deleted dead event", slog.String("event_id", id),
-		slog.String("remote_addr", r.RemoteAddr))
-	writeJSON(w, http.StatusOK, deleteResponse{Deleted: 1, ID: id})
+	h.logger.InfoContext(r.Context(), audit, slog.String("event_id", id), slog.String("remote_addr", r.RemoteAddr))
+	writeJSON(w, http.StatusOK, ok(id))
 }
 
 func (h *handler) replayAll(w http.ResponseWriter, r *http.Request) {

@@ -355,35 +355,22 @@
   async function replayOne(id) {
     const ok = await ask('Replay this event?', 'Event ' + id + ' goes back to NEW with its attempts reset, ' +
       'and the poller delivers it again. Replay it only after the cause of its failure is fixed.', 'Replay');
-    if (!ok) return;
-    try {
-      await api(eventPath(id) + '/replay', 'POST', {});
-      removeRow(id);
-      toast('Replayed ' + id + ': it is NEW again and will be delivered shortly.');
-    } catch (err) {
-      if (err instanceof APIError && (err.status === 409 || err.status === 404)) {
-        removeRow(id);
-        toast(err.status === 409 ? 'Event ' + id + ' is not DEAD any more.' : 'Event ' + id + ' no longer exists.', 'bad');
-      } else {
-        report(err);
-        return;
-      }
-    }
-    try {
-      await Promise.all([loadOverview(), loadCount()]);
-    } catch (err) {
-      report(err);
-    }
+    if (ok) await actOn(id, '/replay', 'Replayed ' + id + ': it is NEW again and will be delivered shortly.');
   }
 
   async function deleteOne(id) {
     const ok = await ask('Delete this event?', 'Event ' + id + ' is deleted from the table and never delivered. ' +
       'If it is ordered, the later events of its order key move on without it. This cannot be undone.', 'Delete');
-    if (!ok) return;
+    if (ok) await actOn(id, '/delete', 'Deleted ' + id + '.');
+  }
+
+  // actOn posts a confirmed action on one DEAD event, takes its row off the list (also
+  // when it is not DEAD any more, or gone) and refreshes the counts.
+  async function actOn(id, path, done) {
     try {
-      await api(eventPath(id) + '/delete', 'POST', {});
+      await api(eventPath(id) + path, 'POST', {});
       removeRow(id);
-      toast('Deleted ' + id + '.');
+      toast(done);
     } catch (err) {
       if (err instanceof APIError && (err.status === 409 || err.status === 404)) {
         removeRow(id);

@@ -275,11 +275,7 @@ func WriteMarkdown(w io.Writer, results []Result, generated time.Time) error {
 		p("Tier: %s; runs ended %s.\n\n", strings.Join(slices.Sorted(maps.Keys(tiers)), ", "), runDates(slices.Collect(maps.Values(rows))))
 		p("| Scenario | Database | Runs | Time | Faults | Committed | Unknown | Delivered | Lost | Phantom | Unexpected | Stuck | Overlaps | Duplicates | Recovery | Longest gap | Result |\n")
 		p("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|---|\n")
-		keys := slices.SortedFunc(maps.Keys(rows), func(x, y string) int {
-			a, b := rows[x], rows[y]
-			return cmp.Or(cmp.Compare(scenarioRank(a.Scenario), scenarioRank(b.Scenario)),
-				cmp.Compare(a.Scenario, b.Scenario), cmp.Compare(dbRank(a.Database), dbRank(b.Database)))
-		})
+		keys := rowOrder(rows)
 		for _, k := range keys {
 			a := rows[k]
 			p("| %s | %s | %d | %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %s | %s | %s | %s |\n",
@@ -288,16 +284,7 @@ func WriteMarkdown(w io.Writer, results []Result, generated time.Time) error {
 				duplicates(a), recovery(a), millis(a.LongestGapMS), verdict(a))
 		}
 		p("\n### Scenarios\n\n")
-		seen := map[string]bool{}
-		for _, k := range keys {
-			a := rows[k]
-			if seen[a.Scenario] {
-				continue
-			}
-			seen[a.Scenario] = true
-			desc := cmp.Or(scenarioInfo(a.Scenario), a.Note, "(no description)")
-			p("- **%s**: %s\n", a.Scenario, desc)
-		}
+		writeLegend(p, rows, keys)
 		p("\n")
 		servers := map[string]string{}
 		for _, a := range rows {
@@ -313,14 +300,7 @@ func WriteMarkdown(w io.Writer, results []Result, generated time.Time) error {
 			}
 			p("%s.\n\n", strings.Join(parts, "; "))
 		}
-		p("Seeds of the runs (replay with `OUTBOX_CHAOS_SEED`):\n\n")
-		for _, k := range keys {
-			a := rows[k]
-			if len(a.seeds) > 0 {
-				p("- %s on %s: %s\n", a.Scenario, cmp.Or(databaseNames[a.Database], a.Database), seedList(a.seeds))
-			}
-		}
-		p("\n")
+		writeSeeds(p, rows, keys)
 	}
 
 	if len(ordered) > 0 {
@@ -369,11 +349,7 @@ func writeOrdered(p func(string, ...any), rows map[string]*aggregate) {
 	p("Tier: %s; runs ended %s.\n\n", strings.Join(slices.Sorted(maps.Keys(tiers)), ", "), runDates(slices.Collect(maps.Values(rows))))
 	p("| Scenario | Database | Runs | Time | Faults | Committed | Delivered | Keys | Lost | Stuck | Overlaps | Dead | Out of order | Seq vs commit | Key overlaps | Stalled | Take-overs | Duplicates | Result |\n")
 	p("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|---|\n")
-	keys := slices.SortedFunc(maps.Keys(rows), func(x, y string) int {
-		a, b := rows[x], rows[y]
-		return cmp.Or(cmp.Compare(scenarioRank(a.Scenario), scenarioRank(b.Scenario)),
-			cmp.Compare(a.Scenario, b.Scenario), cmp.Compare(dbRank(a.Database), dbRank(b.Database)))
-	})
+	keys := rowOrder(rows)
 	for _, k := range keys {
 		a := rows[k]
 		takeovers := "–"
@@ -386,6 +362,23 @@ func writeOrdered(p func(string, ...any), rows map[string]*aggregate) {
 			a.KeyOverlaps, a.StalledOverlaps, takeovers, duplicates(a), verdict(a))
 	}
 	p("\n### Ordered scenarios\n\n")
+	writeLegend(p, rows, keys)
+	p("\n")
+	writeSeeds(p, rows, keys)
+}
+
+// rowOrder returns the keys of rows in table order: known scenarios first, then by
+// name and database.
+func rowOrder(rows map[string]*aggregate) []string {
+	return slices.SortedFunc(maps.Keys(rows), func(x, y string) int {
+		a, b := rows[x], rows[y]
+		return cmp.Or(cmp.Compare(scenarioRank(a.Scenario), scenarioRank(b.Scenario)),
+			cmp.Compare(a.Scenario, b.Scenario), cmp.Compare(dbRank(a.Database), dbRank(b.Database)))
+	})
+}
+
+// writeLegend writes one line per scenario of rows, in keys' order.
+func writeLegend(p func(string, ...any), rows map[string]*aggregate, keys []string) {
 	seen := map[string]bool{}
 	for _, k := range keys {
 		a := rows[k]
@@ -395,7 +388,11 @@ func writeOrdered(p func(string, ...any), rows map[string]*aggregate) {
 		seen[a.Scenario] = true
 		p("- **%s**: %s\n", a.Scenario, cmp.Or(scenarioInfo(a.Scenario), a.Note, "(no description)"))
 	}
-	p("\nSeeds of the runs (replay with `OUTBOX_CHAOS_SEED`):\n\n")
+}
+
+// writeSeeds writes the seeds of rows' runs, in keys' order.
+func writeSeeds(p func(string, ...any), rows map[string]*aggregate, keys []string) {
+	p("Seeds of the runs (replay with `OUTBOX_CHAOS_SEED`):\n\n")
 	for _, k := range keys {
 		if a := rows[k]; len(a.seeds) > 0 {
 			p("- %s on %s: %s\n", a.Scenario, cmp.Or(databaseNames[a.Database], a.Database), seedList(a.seeds))
