@@ -97,6 +97,10 @@ type Report struct {
 	Stuck []string
 	// Overlaps are events with an attempt started while another was still running.
 	Overlaps []string
+	// StalledOverlaps are events whose only overlaps began after the earlier attempts
+	// had run longer than the stall bound of [CheckStall]: a listener that ignored its
+	// context, whose lease another node took over (the documented exception).
+	StalledOverlaps []string
 	// LongestGap is the longest time without any delivery while some committed event
 	// was waiting for its first delivery, not counting time the database was down
 	// (between Down and Up records).
@@ -124,7 +128,12 @@ func (r Report) DuplicateCount() int {
 // Check computes the report of one run from all its records and the table's final
 // state. finals may be nil when the table was not read; then Stuck is empty, Unknown
 // events count as committed when delivered, and DEAD rows are not known.
-func Check(records []Record, finals []Final) Report {
+func Check(records []Record, finals []Final) Report { return CheckStall(records, finals, 0) }
+
+// CheckStall is [Check] that counts an overlap apart, in StalledOverlaps, when every
+// attempt it overlaps had already run longer than stall (ListenerTimeout) when it
+// started. stall <= 0 counts every overlap in Overlaps.
+func CheckStall(records []Record, finals []Final, stall time.Duration) Report {
 	recs := slices.Clone(records)
 	slices.SortStableFunc(recs, func(a, b Record) int { return a.At.Compare(b.At) })
 
@@ -240,19 +249,29 @@ func Check(records []Record, finals []Final) Report {
 			}
 			rep.Duplicates[id] = delivered[id] - 1
 			var prev *Record
+			explained := 0
 			for i := range evs {
 				r := evs[i]
 				if r.Kind == Started && prev != nil {
 					rep.DuplicateCauses[duplicateCause(*prev, r, faults)]++
+					explained++
 					prev = nil
 				}
 				if r.Kind == Delivered {
 					prev = &evs[i]
 				}
 			}
+			if n := delivered[id] - 1 - explained; n > 0 {
+				// The extra delivery came from an attempt that began before the first
+				// one ended: a stalled attempt finishing after a take-over.
+				rep.DuplicateCauses["stalled attempt finished late"] += n
+			}
 		}
-		if overlapping(evs, faults) {
+		switch overlap, stalled := overlapping(evs, faults, stall); {
+		case overlap:
 			rep.Overlaps = append(rep.Overlaps, id)
+		case stalled:
+			rep.StalledOverlaps = append(rep.StalledOverlaps, id)
 		}
 	}
 
@@ -314,6 +333,7 @@ func Check(records []Record, finals []Final) Report {
 	slices.Sort(rep.Unexpected)
 	slices.Sort(rep.Stuck)
 	slices.Sort(rep.Overlaps)
+	slices.Sort(rep.StalledOverlaps)
 	return rep
 }
 
@@ -342,35 +362,42 @@ func duplicateCause(prev, next Record, faults []Record) string {
 }
 
 // overlapping reports whether an attempt of the event started while another attempt
-// (on any node) was still running. An attempt runs from Started to the same node's
-// Delivered or Failed, or to a Fault naming its node (the node was killed).
-func overlapping(evs []Record, faults []Record) bool {
-	open := map[string]int{}
-	total := 0
+// (on any node) was still running: stalled when every running one had started more than
+// stall earlier (stall > 0), overlap otherwise. An attempt runs from Started to the same
+// node's Delivered or Failed, or to a Fault naming its node (the node was killed).
+func overlapping(evs []Record, faults []Record, stall time.Duration) (overlap, stalled bool) {
+	open := map[string][]time.Time{} // node → starts of its running attempts
 	fi := 0
 	for _, r := range evs {
 		for fi < len(faults) && !faults[fi].At.After(r.At) {
-			if n := faults[fi].Node; n != "" && open[n] > 0 {
-				total -= open[n]
-				open[n] = 0
+			if n := faults[fi].Node; n != "" {
+				delete(open, n)
 			}
 			fi++
 		}
 		switch r.Kind {
 		case Started:
-			if total > 0 {
-				return true
+			var latest time.Time
+			for _, starts := range open {
+				for _, s := range starts {
+					latest = maxTime(latest, s)
+				}
 			}
-			open[r.Node]++
-			total++
+			if !latest.IsZero() {
+				if stall > 0 && r.At.Sub(latest) > stall {
+					stalled = true
+				} else {
+					return true, stalled
+				}
+			}
+			open[r.Node] = append(open[r.Node], r.At)
 		case Delivered, Failed:
-			if open[r.Node] > 0 {
-				open[r.Node]--
-				total--
+			if starts := open[r.Node]; len(starts) > 0 {
+				open[r.Node] = starts[1:]
 			}
 		}
 	}
-	return false
+	return false, stalled
 }
 
 type span struct{ from, to time.Time }
@@ -638,6 +665,9 @@ func (r Report) Summary() string {
 		}
 		slices.Sort(causes)
 		fmt.Fprintf(&b, " (%s)", strings.Join(causes, ", "))
+	}
+	if len(r.StalledOverlaps) > 0 {
+		fmt.Fprintf(&b, " stalled-overlaps=%d", len(r.StalledOverlaps))
 	}
 	fmt.Fprintf(&b, " longest-gap=%s", r.LongestGap.Round(time.Millisecond))
 	if r.Restarts > 0 {

@@ -121,6 +121,7 @@ type scene struct {
 	faults  atomic.Int64 // faults injected, for the scoreboard
 	logs    *logCounter
 	deadOK  bool
+	stall   time.Duration // sceneOptions.stall
 }
 
 // sceneOptions configure newScene.
@@ -136,6 +137,10 @@ type sceneOptions struct {
 	// handler are not served in order, and the outbox's status updates starved behind
 	// busy writers (listener-panic fell 40 s behind on a loaded machine).
 	sqliteSeveralConns bool
+	// stall, when positive, counts overlapping attempts that began after the earlier
+	// ones had run longer than stall apart (CheckStall), and checks the order of the
+	// ordered events with it (CheckOrder): a scenario whose listeners stall on purpose.
+	stall time.Duration
 }
 
 // newScene creates the tables and the record log of one run.
@@ -153,7 +158,7 @@ func newScene(t *testing.T, name string, be backend, seed int64, opts sceneOptio
 		t.Fatalf("migrate: %v", err)
 	}
 	s := &scene{t: t, name: name, be: be, driver: driver, dsn: dsn, db: db, dir: dir, table: table, seed: seed, started: time.Now(), logs: &logCounter{},
-		deadOK: opts.deadOK}
+		deadOK: opts.deadOK, stall: opts.stall}
 	s.orders = "orders"
 	if i := strings.LastIndexByte(table, '.'); i >= 0 {
 		s.orders = table[:i] + ".orders"
@@ -470,7 +475,7 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 // pending counts the rows that are neither DONE nor DEAD.
 func (s *scene) pending(ctx context.Context) (int, error) {
 	var n int
-	err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+s.table+" WHERE status IN (0, 2)").Scan(&n)
+	err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+s.table+" WHERE status IN (0, 2, 4)").Scan(&n)
 	return n, err
 }
 
@@ -518,8 +523,11 @@ func (s *scene) check(faultFree bool, extra ...Final) Report {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	rep := Check(recs, append(finals, extra...))
+	rep := CheckStall(recs, append(finals, extra...), s.stall)
 	rep.Gate(s.t, faultFree)
+	if rep.Order = CheckOrder(recs, finals, s.stall); rep.Order.Events > 0 {
+		rep.Order.GateOrder(s.t, 0, "")
+	}
 	if !s.deadOK {
 		rep.GateNoDead(s.t)
 	}

@@ -80,6 +80,7 @@ var ScenarioInfo = map[string]string{
 	"sqlite-writers-never-locked": "Eight writers (sixteen in the long tier) commit as fast as they can on SQLite while the poller, purger and a dead-event reader run: no \"database is locked\", no failed outcome update.",
 	"timezone-process":            "Delayed events in a child process whose TZ has a half-hour offset, so time.Local is not UTC.",
 	"listener-failures":           "Ordered events whose listener fails by key: the first attempt of every event of a quarter of the keys (transient, retried), every attempt of one event in five of another quarter (permanent: DEAD after MaxAttempts 3); the nodes run DeadKeySkips, so a key moves past its DEAD events and only then.",
+	"stalled-listener":            "Two MultiNode nodes (one SingleNode process on SQLite) deliver ordered events; the first attempt of two events of every key ignores its context for 2.5 s, longer than the 1 s claim: the claim is taken over, the event delivered again and the key moved on while the stalled attempt runs, its late outcome fenced out. These overlaps, and only these, are counted apart as stalled; on SQLite nothing takes over and nothing overlaps.",
 	"nodes-1-3-1":                 "Nodes join and leave while writers write: one node process, then three, then one again (one leaves with a graceful stop, one is killed with SIGKILL and its keys move to the node left).",
 	"timezone-session":            "Delayed events over database sessions whose time zone is not UTC (PostgreSQL Pacific/Chatham, MariaDB +05:45).",
 }

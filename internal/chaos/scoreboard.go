@@ -108,7 +108,7 @@ func (r Report) Result(scenario, database string) Result {
 
 		Ordered: r.Order.Events > 0, Keys: r.Order.Keys,
 		OutOfOrder: len(r.Order.OutOfOrder), SeqAgainstCommit: len(r.Order.SeqAgainstCommit),
-		KeyOverlaps: len(r.Order.KeyOverlaps), StalledOverlaps: len(r.Order.StalledOverlaps),
+		KeyOverlaps: len(r.Order.KeyOverlaps), StalledOverlaps: len(r.Order.StalledOverlaps) + len(r.StalledOverlaps),
 		Takeovers: r.Order.Takeovers, TakeoverMS: ms(r.Order.Takeover),
 	}
 }
