@@ -441,11 +441,11 @@ func (p *poller) pollClaims(ctx context.Context, budget int, skip time.Duration)
 			}
 		}
 		endRead()
+		if batch.TakenOver > 0 { // before ClaimTaken: whoever sees the claims taken sees these
+			p.cfg.Metrics.Claims(ClaimTakenOver, batch.TakenOver)
+		}
 		if n := len(batch.Events) + len(batch.Undecodable); n > 0 {
 			p.cfg.Metrics.Claims(ClaimTaken, n)
-		}
-		if batch.TakenOver > 0 {
-			p.cfg.Metrics.Claims(ClaimTakenOver, batch.TakenOver)
 		}
 		if len(refused) > 0 {
 			p.refused(ctx, refused, token)
