@@ -165,9 +165,14 @@ func (d *dispatcher) writeDoneGroup(runCtx context.Context, group []doneAck, cla
 		return
 	}
 	returned := d.cfg.Now()
-	if d.orders != nil {
+	// The keys of the ordered events move on after the commit of their DONE rows, and
+	// after their release: the promote's wake-up may queue a key's next event at once.
+	promote := func() {
+		if d.orders == nil {
+			return
+		}
 		if keys := distinctKeys(len(group), func(i int) string { return group[i].ev.OrderKey }); keys != nil {
-			ctx, cancel := d.statusContext(runCtx) // after the commit of their DONE rows
+			ctx, cancel := d.statusContext(runCtx)
 			d.orders.promote(ctx, keys)
 			cancel()
 		}
@@ -184,6 +189,7 @@ func (d *dispatcher) writeDoneGroup(runCtx context.Context, group []doneAck, cla
 			for i := range group {
 				d.q.release(group[i].ev.ID, returned, false, time.Time{})
 			}
+			promote()
 			d.settledAll(runCtx, group)
 			return
 		}
@@ -192,6 +198,7 @@ func (d *dispatcher) writeDoneGroup(runCtx context.Context, group []doneAck, cla
 			slog.Any("event_ids", ids))
 	}
 	d.q.releaseAll(group, returned)
+	promote()
 	d.settledAll(runCtx, group)
 }
 
@@ -206,8 +213,7 @@ func (d *dispatcher) settledAll(runCtx context.Context, group []doneAck) {
 // writeDoneOne writes one event's DONE outcome with its own statement, settles the
 // event and reports whether the statement succeeded.
 func (d *dispatcher) writeDoneOne(runCtx context.Context, a *doneAck) bool {
-	now, written := d.writeOutcome(runCtx, &a.ev, decision{kind: outcomeDone})
-	d.q.release(a.ev.ID, now, written, a.ev.AvailableAt)
+	written := d.finishOutcome(runCtx, &a.ev, decision{kind: outcomeDone})
 	d.settled(runCtx, &a.ev, a.path, decision{kind: outcomeDone}, a.duration, a.latency)
 	return written
 }

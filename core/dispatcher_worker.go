@@ -105,8 +105,7 @@ func (d *dispatcher) deliver(runCtx context.Context, it dispatchItem, acks chan<
 		acks <- doneAck{ev: e, path: it.path, duration: duration, latency: latency}
 		return
 	}
-	now, written := d.writeOutcome(runCtx, &e, dec)
-	d.q.release(e.ID, now, written, e.AvailableAt)
+	d.finishOutcome(runCtx, &e, dec)
 	d.settled(runCtx, &e, it.path, dec, duration, latency)
 }
 
@@ -235,6 +234,22 @@ func (d *dispatcher) decide(e *Event, res Result, err error, now time.Time) deci
 	return decision{kind: outcomeRetry, at: now.Add(max(delay, 0)), reason: err.Error(), countAttempt: true, err: err}
 }
 
+// finishOutcome records dec (writeOutcome), releases the event and, when the outcome
+// finished an ordered event, moves its key on, in that order: the key's next event may
+// be queued by the promote's wake-up, and this one is no longer in flight by then. It
+// reports whether the row is known to be settled.
+func (d *dispatcher) finishOutcome(runCtx context.Context, e *Event, dec decision) bool {
+	now, written := d.writeOutcome(runCtx, e, dec)
+	d.q.release(e.ID, now, written, e.AvailableAt)
+	if written && d.orders != nil && e.OrderKey != "" &&
+		(dec.kind == outcomeDone || dec.kind == outcomeDead && !d.orders.deadBlocks) {
+		pctx, pcancel := d.statusContext(runCtx) // the key's next event, now that this one is finished
+		d.orders.promote(pctx, []string{e.OrderKey})
+		pcancel()
+	}
+	return written
+}
+
 // writeOutcome records dec with its own short statement. It reports the time the
 // statement returned and whether the row is known to be settled: the statement
 // succeeded and, under a claim, its fence let it change the row (without a claim, a row
@@ -289,12 +304,7 @@ func (d *dispatcher) writeOutcome(runCtx context.Context, e *Event, dec decision
 		d.log.LogAttrs(runCtx, slog.LevelWarn, "status update changed no row; the event was already finished",
 			slog.String("event_id", e.ID), slog.String("op", op))
 	}
-	if d.orders != nil && e.OrderKey != "" && n > 0 && (dec.kind == outcomeDone || dec.kind == outcomeDead && !d.orders.deadBlocks) {
-		pctx, pcancel := d.statusContext(runCtx) // the key's next event, now that this one is finished
-		d.orders.promote(pctx, []string{e.OrderKey})
-		pcancel()
-	}
-	return returned, true
+	return returned, n > 0 || token == ""
 }
 
 // logOutcome logs an attempt's outcome: a failed attempt that will be retried at WARN

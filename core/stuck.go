@@ -133,7 +133,6 @@ func (d *dispatcher) settleAbandoned(runCtx context.Context, it dispatchItem, le
 	}
 	dec := d.decide(&e, res, err, d.cfg.Now())
 	duration := max(d.cfg.Now().Sub(start), 0)
-	now, written := d.writeOutcome(runCtx, &e, dec)
-	d.q.release(e.ID, now, written, e.AvailableAt)
+	d.finishOutcome(runCtx, &e, dec)
 	d.settled(runCtx, &e, it.path, dec, duration, latency)
 }

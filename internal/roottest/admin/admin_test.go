@@ -88,27 +88,8 @@ func deadEventsOver(t testing.TB, store outbox.Store) *outbox.DeadEvents {
 // events and the blocked key; a replay moves the key on.
 func TestOrderedDeadEventHoldsItsKeyInTheAPI(t *testing.T) {
 	t.Parallel()
-	store := outboxtest.NewMemoryStore()
+	_, ob, created := deadOrderedKey(t)
 	ctx := t.Context()
-	created := time.Now().Add(-time.Hour).UTC().Truncate(time.Microsecond)
-	var events []outbox.Event
-	for i := range 3 {
-		events = append(events, outbox.Event{ID: fmt.Sprint("e", i), Type: "Changed", AggregateType: "Account",
-			Payload: json.RawMessage(`{}`), CreatedAt: created, AvailableAt: created, OrderKey: "Account:42"})
-	}
-	if err := store.Insert(ctx, nil, outbox.InsertParams{Events: events}); err != nil {
-		t.Fatal(err)
-	}
-	if e, ok := store.Event("e0"); !ok || e.Status != outbox.StatusNew {
-		t.Fatalf("e0 = %+v; want NEW, the first of its key", e)
-	}
-	if _, err := store.MarkDead(ctx, outbox.MarkDeadParams{ID: "e0", DeadAt: time.Now(), Reason: "poison", CountAttempt: true}); err != nil {
-		t.Fatal(err)
-	}
-	ob, err := outbox.New(nil, outbox.Config{Mode: outbox.WriterOnly, Store: store, PurgeInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
 	h, err := outboxadmin.New(ob.Dead(), outboxadmin.Options{Authorize: outboxadmin.AllowAll(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -152,4 +133,33 @@ func TestOrderedDeadEventHoldsItsKeyInTheAPI(t *testing.T) {
 	if overview.BlockedKeys != 0 || overview.Counts["NEW"] != 1 || overview.Counts["WAITING"] != 2 {
 		t.Fatalf("overview after the replay %+v", overview)
 	}
+}
+
+// deadOrderedKey returns a memory store holding three events of the order key
+// "Account:42", created an hour ago: e0 DEAD, e1 and e2 WAITING behind it, and a
+// WriterOnly Outbox over it (whose replays and deletes promote at once).
+func deadOrderedKey(t *testing.T) (*outboxtest.MemoryStore, *outbox.Outbox, time.Time) {
+	t.Helper()
+	store := outboxtest.NewMemoryStore()
+	ctx := t.Context()
+	created := time.Now().Add(-time.Hour).UTC().Truncate(time.Microsecond)
+	var events []outbox.Event
+	for i := range 3 {
+		events = append(events, outbox.Event{ID: fmt.Sprint("e", i), Type: "Changed", AggregateType: "Account",
+			Payload: json.RawMessage(`{"n":1}`), CreatedAt: created, AvailableAt: created, OrderKey: "Account:42"})
+	}
+	if err := store.Insert(ctx, nil, outbox.InsertParams{Events: events}); err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := store.Event("e0"); !ok || e.Status != outbox.StatusNew {
+		t.Fatalf("e0 = %+v; want NEW, the first of its key", e)
+	}
+	if _, err := store.MarkDead(ctx, outbox.MarkDeadParams{ID: "e0", DeadAt: time.Now(), Reason: "poison", CountAttempt: true}); err != nil {
+		t.Fatal(err)
+	}
+	ob, err := outbox.New(nil, outbox.Config{Mode: outbox.WriterOnly, Store: store, PurgeInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store, ob, created
 }

@@ -1,8 +1,6 @@
 package outboxadmin_test
 
 import (
-	"encoding/json"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -14,7 +12,6 @@ import (
 
 	outboxadmin "github.com/outboxkit/outbox/admin"
 	outbox "github.com/outboxkit/outbox/core"
-	"github.com/outboxkit/outbox/core/outboxtest"
 )
 
 // TestBrowserOrderedDeadEvent: in headless Chromium, a DEAD ordered event that holds its
@@ -24,24 +21,7 @@ import (
 func TestBrowserOrderedDeadEvent(t *testing.T) {
 	t.Parallel()
 	execPath := chromium(t)
-	store := outboxtest.NewMemoryStore()
-	ctx := t.Context()
-	created := time.Now().Add(-time.Hour).UTC().Truncate(time.Microsecond)
-	var events []outbox.Event
-	for i := range 3 {
-		events = append(events, outbox.Event{ID: fmt.Sprint("e", i), Type: "Changed", AggregateType: "Account",
-			Payload: json.RawMessage(`{"n":1}`), CreatedAt: created, AvailableAt: created, OrderKey: "Account:42"})
-	}
-	if err := store.Insert(ctx, nil, outbox.InsertParams{Events: events}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.MarkDead(ctx, outbox.MarkDeadParams{ID: "e0", DeadAt: time.Now(), Reason: "poison", CountAttempt: true}); err != nil {
-		t.Fatal(err)
-	}
-	ob, err := outbox.New(nil, outbox.Config{Mode: outbox.WriterOnly, Store: store, PurgeInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, ob, _ := deadOrderedKey(t)
 	h, err := outboxadmin.New(ob.Dead(), outboxadmin.Options{Authorize: outboxadmin.AllowAll(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
