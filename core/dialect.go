@@ -64,6 +64,7 @@ var (
 		ddl:               postgresDDL,
 		lockKeysReturning: true,
 		headInTx:          true,
+		headInInsert:      true,
 	}
 
 	mysqlDialect = &dialect{
@@ -205,6 +206,13 @@ type dialect struct {
 	// snapshot fails), SQLite (one writer at a time). Not MySQL, whose REPEATABLE READ
 	// snapshot may predate the lock.
 	headInTx bool
+	// headInInsert, with headInTx, lets the event INSERT itself decide whether the
+	// first event of each key is NEW, with an EXISTS per row, instead of a read before
+	// it: one statement fewer in the writer's transaction, with the same snapshot
+	// argument (the INSERT is a statement after the key lock). The INSERT returns the
+	// statuses (PostgreSQL; on SQLite, where every statement is prepared anew, the
+	// larger INSERT cost what the read it saves did).
+	headInInsert bool
 	// transactionalDDL applies a later migration in one transaction (PostgreSQL,
 	// SQLite), so that a crash leaves the table at one version or the next.
 	transactionalDDL bool

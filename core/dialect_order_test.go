@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -28,6 +29,33 @@ func orderGoldenQueries(dd *dialect) []query {
 		{ID: "b", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: time.Unix(0, 0)},
 	}}, time.Time{})
 	return append(out, qs...)
+}
+
+// TestHeadInInsertSQL: on PostgreSQL the INSERT decides whether the first event of a key
+// is NEW (and claimed) or WAITING, and returns the statuses; later events of the key wait.
+func TestHeadInInsertSQL(t *testing.T) {
+	t.Parallel()
+	events := []Event{
+		{ID: "a", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: time.Unix(0, 0), OrderKey: "K", OrderSeq: 7, LockedBy: "n/1"},
+		{ID: "b", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: time.Unix(0, 0), OrderKey: "K", OrderSeq: 8, LockedBy: "n/1"},
+	}
+	qs, err := Postgres.builder().insertQueriesHeads(tableName{name: DefaultTable}, InsertParams{Events: events, ClaimTTL: time.Second},
+		time.Time{}, nil, map[string]bool{"a": true})
+	if err != nil || len(qs) != 1 || !qs[0].returnsStatus {
+		t.Fatalf("insertQueriesHeads: %d queries, %v", len(qs), err)
+	}
+	open := "CASE WHEN EXISTS (SELECT 1 FROM \"outbox_event\" WHERE order_key = $%d AND status <> 1) THEN %s ELSE %s END"
+	want := "INSERT INTO \"outbox_event\" (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, " +
+		"available_at, created_at, locked_by, locked_until, order_key, order_seq) VALUES ($1, $2, $3, $4, $5, $6, $7, " +
+		fmt.Sprintf(open, 8, "4", "0") + ", 0, $9, $10, " + fmt.Sprintf(open, 11, "NULL", "$12") + ", " +
+		fmt.Sprintf(open, 13, "NULL", "statement_timestamp() + CAST($14 AS BIGINT) * INTERVAL '1 microsecond'") + ", $15, $16), " +
+		"($17, $18, $19, $20, $21, $22, $23, 4, 0, $24, $25, NULL, NULL, $26, $27) RETURNING event_id, status"
+	if qs[0].SQL != want {
+		t.Errorf("got:  %s\nwant: %s", qs[0].SQL, want)
+	}
+	if got := qs[0].Args[7]; got != "K" {
+		t.Errorf("argument 8 = %v, want the key", got)
+	}
 }
 
 func TestOrderGoldenSQL(t *testing.T) {

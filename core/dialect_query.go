@@ -12,6 +12,9 @@ import (
 type query struct {
 	SQL  string
 	Args []any
+	// returnsStatus marks an INSERT that decides the status of some of its rows
+	// (headCandidates) and returns event_id and status of every row it inserts.
+	returnsStatus bool
 }
 
 // builder accumulates SQL text and arguments; arg returns the placeholder for a value.
@@ -19,6 +22,8 @@ type builder struct {
 	d    *dialect
 	sb   strings.Builder
 	args []any
+	// returnsStatus: see query.returnsStatus.
+	returnsStatus bool
 }
 
 func (d *dialect) newBuilder() *builder { return &builder{d: d} }
@@ -35,7 +40,13 @@ func (b *builder) arg(v any) string {
 	return b.d.bindVar(len(b.args))
 }
 
-func (b *builder) query() query { return query{SQL: b.sb.String(), Args: b.args} }
+func (b *builder) query() query {
+	q := query{SQL: b.sb.String(), Args: b.args, returnsStatus: b.returnsStatus}
+	if q.returnsStatus {
+		q.SQL += " RETURNING event_id, status"
+	}
+	return q
+}
 
 // selectColumns are the columns every event SELECT reads, in the order rawRow.decode
 // expects.
@@ -53,13 +64,15 @@ const insertParamsPerRow = 9
 // the statement also writes locked_by and locked_until: the token and the database's
 // current time plus p.ClaimTTL for claimed rows, NULL for the others.
 func (d *dialect) insertQueries(t tableName, p InsertParams, now time.Time) ([]query, error) {
-	return d.insertQueriesHeads(t, p, now, nil)
+	return d.insertQueriesHeads(t, p, now, nil, nil)
 }
 
 // insertQueriesHeads is insertQueries where the ordered events whose IDs are in heads
-// are inserted NEW, claimed when they have LockedBy, and the other ordered events
-// WAITING and unclaimed.
-func (d *dialect) insertQueriesHeads(t tableName, p InsertParams, now time.Time, heads map[string]bool) ([]query, error) {
+// are inserted NEW, claimed when they have LockedBy, the ordered events whose IDs are
+// in candidates NEW (and claimed) only if their key has no event that is not DONE
+// when the statement starts, else WAITING (see dialect.headInInsert; such a statement
+// returns its rows' statuses), and the other ordered events WAITING and unclaimed.
+func (d *dialect) insertQueriesHeads(t tableName, p InsertParams, now time.Time, heads, candidates map[string]bool) ([]query, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -115,16 +128,26 @@ func (d *dialect) insertQueriesHeads(t tableName, p InsertParams, now time.Time,
 		} else {
 			b.w(", ")
 		}
-		status := ", 0, 0, "
-		if e.OrderKey != "" && !heads[e.ID] {
+		status, decide := ", 0, 0, ", e.OrderKey != "" && candidates[e.ID]
+		if e.OrderKey != "" && !heads[e.ID] && !decide {
 			status = ", 4, 0, " // WAITING until promoted
 			e.LockedBy = ""     // and never claimed
 		}
 		b.w("(", b.arg(e.ID), ", ", b.arg(e.Type), ", ", b.arg(e.AggregateType), ", ",
 			b.arg(nullString(e.AggregateID)), ", ", b.arg(nullString(e.TenantID)), ", ",
-			b.arg(string(e.Payload)), ", ", b.arg(headers), status,
-			b.arg(availableAt), ", ", b.arg(createdAt))
+			b.arg(string(e.Payload)), ", ", b.arg(headers))
+		if decide {
+			// One uncorrelated EXISTS per column (an init plan each, an index probe).
+			b.w(", ").openKeyCase(t, e.OrderKey, "4", func() string { return "0" }).w(", 0, ")
+			b.returnsStatus = true
+		} else {
+			b.w(status)
+		}
+		b.w(b.arg(availableAt), ", ", b.arg(createdAt))
 		switch {
+		case e.LockedBy != "" && decide:
+			b.w(", ").openKeyCase(t, e.OrderKey, "NULL", func() string { return b.arg(e.LockedBy) })
+			b.w(", ").openKeyCase(t, e.OrderKey, "NULL", func() string { return d.dbTimeOffset(b, p.ClaimTTL) })
 		case e.LockedBy != "":
 			b.w(", ", b.arg(e.LockedBy), ", ", d.dbTimeOffset(b, p.ClaimTTL))
 		case claims:
@@ -143,6 +166,13 @@ func (d *dialect) insertQueriesHeads(t tableName, p InsertParams, now time.Time,
 		qs = append(qs, b.query())
 	}
 	return qs, nil
+}
+
+// openKeyCase writes a CASE that is open when key has an event that is not DONE, else
+// closed(), whose arguments follow key's.
+func (b *builder) openKeyCase(t tableName, key, open string, closed func() string) *builder {
+	return b.w("CASE WHEN EXISTS (SELECT 1 FROM ", b.d.qualified(t), " WHERE order_key = ", b.arg(key), " AND status <> 1) THEN ",
+		open, " ELSE ", closed(), " END")
 }
 
 // insertRowSize approximates the bytes one row's arguments take on the wire: its text

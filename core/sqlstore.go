@@ -180,26 +180,71 @@ func (s *sqlStore) Insert(ctx context.Context, exec Executor, p InsertParams) er
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("insert events: %w", err)
 	}
-	var heads map[string]bool
+	var heads, candidates map[string]bool
 	if keys := orderKeys(p.Events); len(keys) > 0 {
 		if err := s.lockKeys(ctx, exec, p.Events, keys); err != nil {
 			return fmt.Errorf("insert events: lock order keys: %w", err)
 		}
-		var err error
-		if heads, err = s.heads(ctx, exec, p.Events, keys); err != nil {
-			return fmt.Errorf("insert events: read order keys: %w", err)
+		if s.d.headInInsert {
+			candidates = markHeads(p.Events, map[string]bool{})
+			for i := range p.Events {
+				if candidates[p.Events[i].ID] {
+					p.Events[i].Status = StatusWaiting // until the INSERT says NEW
+				}
+			}
+		} else {
+			var err error
+			if heads, err = s.heads(ctx, exec, p.Events, keys); err != nil {
+				return fmt.Errorf("insert events: read order keys: %w", err)
+			}
 		}
 	}
-	qs, err := s.d.insertQueriesHeads(s.table, p, time.Now(), heads)
+	qs, err := s.d.insertQueriesHeads(s.table, p, time.Now(), heads, candidates)
 	if err != nil {
 		return fmt.Errorf("insert events: %w", err)
 	}
+	var inserted map[string]bool
 	for _, q := range qs {
-		if _, err := exec.ExecContext(ctx, q.SQL, q.Args...); err != nil {
+		if !q.returnsStatus {
+			if _, err := exec.ExecContext(ctx, q.SQL, q.Args...); err != nil {
+				return fmt.Errorf("insert events: %w", err)
+			}
+			continue
+		}
+		if inserted == nil {
+			inserted = map[string]bool{}
+		}
+		if err := insertedNew(ctx, exec, q, inserted); err != nil {
 			return fmt.Errorf("insert events: %w", err)
 		}
 	}
+	for i := range p.Events {
+		if e := &p.Events[i]; candidates[e.ID] && inserted[e.ID] {
+			e.Status = StatusNew
+		}
+	}
 	return nil
+}
+
+// insertedNew runs an INSERT that returns its rows' event_id and status and adds the
+// IDs of the rows inserted NEW to ids.
+func insertedNew(ctx context.Context, exec Executor, q query, ids map[string]bool) error {
+	rows, err := exec.QueryContext(ctx, q.SQL, q.Args...)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var id string
+		var status int
+		if err := rows.Scan(&id, &status); err != nil {
+			rows.Close()
+			return err
+		}
+		if Status(status) == StatusNew {
+			ids[id] = true
+		}
+	}
+	return errors.Join(rows.Err(), rows.Close())
 }
 
 // lockKeys advances the counters of keys in the key table through exec, which locks

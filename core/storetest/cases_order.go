@@ -63,11 +63,14 @@ func (x *fixture) wantSeq(id string, status outbox.Status, seq int64) {
 	}
 }
 
-func testOrderedInsert(x *fixture) {
+func testOrderedInsert(x *fixture, headsWait bool) {
 	x.orders()
 	events := []outbox.Event{ordered("a1", "A", base), ev("u", base), ordered("b1", "B", base), ordered("a2", "A", base)}
 	x.insert(events...)
 	wait := x.headsWait("a1")
+	if wait != headsWait {
+		x.Fatalf("a1, the first event of a new key, inserted WAITING: %v, want %v (Features.HeadsWait)", wait, headsWait)
+	}
 	head := outbox.StatusNew
 	if wait {
 		head = outbox.StatusWaiting
@@ -105,6 +108,19 @@ func testOrderedInsertClaimed(x *fixture) {
 	}
 	if e := x.get("a1"); e.Status == outbox.StatusNew && e.LockedBy != "n1/t" || e.Status == outbox.StatusWaiting && e.LockedBy != "" {
 		x.Fatalf("a1: %s claimed by %q; want NEW and claimed, or WAITING and not", e.Status, e.LockedBy)
+	}
+	// The first event of a batch whose key is open (a1 is not DONE) waits, unclaimed,
+	// and Insert reports each first event's status as stored.
+	batch := []outbox.Event{ordered("a3", "A", base), ordered("b1", "B", base)}
+	batch[0].LockedBy, batch[1].LockedBy = "n1/t", "n1/t"
+	if err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: batch, ClaimTTL: time.Minute}); err != nil {
+		x.Fatalf("Insert: %v", err)
+	}
+	if e := x.get("a3"); e.Status != outbox.StatusWaiting || e.LockedBy != "" || batch[0].Status != outbox.StatusWaiting {
+		x.Fatalf("a3: stored %s claimed by %q, reported %s; want WAITING, unclaimed, behind a1", e.Status, e.LockedBy, batch[0].Status)
+	}
+	if e := x.get("b1"); e.Status != batch[1].Status || e.Status == outbox.StatusNew && e.LockedBy != "n1/t" {
+		x.Fatalf("b1: stored %s claimed by %q, reported %s", e.Status, e.LockedBy, batch[1].Status)
 	}
 }
 

@@ -62,6 +62,9 @@ type Features struct {
 	// NoTakeOverCount: the store's Claim cannot tell a take-over (PendingBatch.TakenOver
 	// stays 0), as on SQLite.
 	NoTakeOverCount bool
+	// HeadsWait: the store inserts the first event of a key with nothing before it
+	// WAITING, for a Promote after commit to make NEW (as on MySQL), instead of NEW.
+	HeadsWait bool
 }
 
 // Harness is one store under test, backed by empty storage of its own.
@@ -121,7 +124,7 @@ func Run(t *testing.T, f Features, newHarness func(t *testing.T) Harness) {
 		{name: "RenewClaim", fn: testRenewClaim},
 		{name: "ClaimConcurrent", fn: testClaimConcurrent},
 		{name: "ClaimBadParams", fn: testClaimBadParams},
-		{name: "OrderedInsert", fn: testOrderedInsert},
+		{name: "OrderedInsert", fn: func(x *fixture) { testOrderedInsert(x, f.HeadsWait) }},
 		{name: "OrderedInsertClaimed", fn: testOrderedInsertClaimed},
 		{name: "PromoteMovesTheHeadOnly", fn: testPromoteMovesTheHeadOnly},
 		{name: "PromoteDeadPolicy", fn: testPromoteDeadPolicy},

@@ -92,7 +92,7 @@ func TestSQLStoreConformance(t *testing.T) {
 	for _, s := range setups {
 		t.Run(s.name, func(t *testing.T) {
 			t.Parallel()
-			storetest.Run(t, storetest.Features{NoTakeOverCount: s.name == "sqlite"}, func(t *testing.T) storetest.Harness {
+			storetest.Run(t, storetest.Features{NoTakeOverCount: s.name == "sqlite", HeadsWait: s.name == "mysql"}, func(t *testing.T) storetest.Harness {
 				b := s.setup(t)
 				return storetest.Harness{Store: b.store, DB: b.db}
 			})
@@ -604,6 +604,16 @@ func TestQueriesUseIndexes(t *testing.T) {
 			cases[`DELETE FROM `+kt+` WHERE order_key IN (SELECT k.order_key FROM `+kt+` k WHERE k.updated_at < `+t0+
 				` AND NOT EXISTS (SELECT 1 FROM `+b.quoted()+` e WHERE e.order_key = k.order_key AND e.status <> 1) ORDER BY k.updated_at LIMIT 10)`+
 				` AND updated_at < `+t0] = check{"order_idx", sortStep}
+			// The writer learns whether a key has an event that is not DONE from the
+			// order index: on PostgreSQL inside the event INSERT, on SQLite by a read.
+			if b.d == outbox.Postgres {
+				cases[`INSERT INTO `+b.quoted()+` (event_id, event_type, aggregate_type, payload, status, attempts, available_at, created_at, order_key, order_seq)`+
+					` VALUES ('x', 'T', 'A', '{}', CASE WHEN EXISTS (SELECT 1 FROM `+b.quoted()+` WHERE order_key = 'A' AND status <> 1) THEN 4 ELSE 0 END, 0, `+
+					t0+`, `+t0+`, 'A', 1)`] = check{"order_idx", scan}
+			} else {
+				cases[`SELECT DISTINCT order_key FROM `+b.quoted()+` WHERE order_key IN ('A', 'B') AND status <> 1`] =
+					check{"order_idx", "SCAN " + strings.Trim(b.quoted(), `"`)}
+			}
 			if b.d == outbox.SQLite {
 				cases[`UPDATE `+b.quoted()+` SET status = 0 WHERE event_id IN (SELECT event_id FROM `+b.quoted()+
 					` WHERE +status = 3 ORDER BY created_at, event_id LIMIT 10) AND +status = 3`] = check{"dead_idx", "pending_idx"}
