@@ -172,7 +172,7 @@ func (d *dialect) promoteQuery(t tableName, p PromoteParams) (query, error) {
 		}
 		b.w(d.orderOpen("w"), " AND w.status = 4 AND w.order_seq = (SELECT MIN(m.order_seq) FROM ", table, " m", force, " WHERE m.", col, " = w.", col,
 			d.orderOpen("m"), " AND m.status = 4) AND NOT EXISTS (SELECT 1 FROM ", table, " a", force, " WHERE a.", col, " = w.", col,
-			d.orderOpen("a"), " AND a.status IN (", blocking, "))")
+			d.orderOpen("a"), " AND a.status IN (", blocking, ")", d.perRowProbe, ")")
 		limit := int64(p.Limit)
 		if n := len(p.Keys) + len(p.IDs); n > 0 {
 			limit = int64(n)
@@ -236,7 +236,7 @@ func (d *dialect) purgeKeysQuery(t tableName, before any, limit int) query {
 		return b.query()
 	}
 	b.w("DELETE FROM ", kt, " WHERE order_key IN (SELECT k.order_key FROM ", kt, " k WHERE k.updated_at < ", b.arg(before),
-		" AND NOT EXISTS (SELECT 1 FROM ", table, " e WHERE e.", col, " = k.order_key", d.orderOpen("e"), ") ORDER BY k.updated_at LIMIT ",
+		" AND NOT EXISTS (SELECT 1 FROM ", table, " e WHERE e.", col, " = k.order_key", d.orderOpen("e"), d.perRowProbe, ") ORDER BY k.updated_at LIMIT ",
 		b.arg(int64(limit)), ") AND updated_at < ", b.arg(before))
 	return b.query()
 }
@@ -270,8 +270,8 @@ func (d *dialect) blockedKeysQuery(t tableName) query {
 	b := d.newBuilder()
 	b.w("SELECT COUNT(*), MIN(oldest) FROM (SELECT f.", col, ", MIN(f.created_at) AS oldest FROM ", table, " f WHERE f.", col, " IS NOT NULL",
 		d.orderOpen("f"), " AND f.status IN (2, 3) AND EXISTS (SELECT 1 FROM ", table, " w WHERE w.", col, " = f.", col, d.orderOpen("w"),
-		" AND w.status = 4) AND NOT EXISTS (SELECT 1 FROM ", table, " n WHERE n.", col, " = f.", col, d.orderOpen("n"),
-		" AND n.status = 0) GROUP BY f.", col, ") b")
+		" AND w.status = 4", d.perRowProbe, ") AND NOT EXISTS (SELECT 1 FROM ", table, " n WHERE n.", col, " = f.", col, d.orderOpen("n"),
+		" AND n.status = 0", d.perRowProbe, ") GROUP BY f.", col, ") b")
 	return b.query()
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -578,11 +579,19 @@ func TestQueriesUseIndexes(t *testing.T) {
 			// Promote reads a key's head and what holds it from the order index, by key
 			// (and, in the sweep, walks it), never the whole table; purge of the key table
 			// probes it per key.
+			// PostgreSQL: each [NOT] EXISTS stays a per-row probe of the order index by key,
+			// never an (anti-)join, whose inner side the planner may make a scan of the
+			// whole index when the statistics predate the WAITING rows (avoid lists are
+			// separated by "|").
+			scan, probe := "Seq Scan|Anti Join|Semi Join", " OFFSET 0"
+			if b.d == outbox.SQLite {
+				scan, probe = "SCAN ", ""
+			}
 			heads := func(keys, limit string) string {
 				sub := `SELECT w.event_id FROM ` + b.quoted() + ` w WHERE ` + keys +
 					` AND w.status <> 1 AND w.status = 4 AND w.order_seq = (SELECT MIN(m.order_seq) FROM ` + b.quoted() +
 					` m WHERE m.order_key = w.order_key AND m.status <> 1 AND m.status = 4) AND NOT EXISTS (SELECT 1 FROM ` + b.quoted() +
-					` a WHERE a.order_key = w.order_key AND a.status <> 1 AND a.status IN (0, 2, 3)) LIMIT ` + limit
+					` a WHERE a.order_key = w.order_key AND a.status <> 1 AND a.status IN (0, 2, 3)` + probe + `) LIMIT ` + limit
 				if b.d == outbox.Postgres {
 					return `WITH h AS MATERIALIZED (SELECT event_id FROM ` + b.quoted() + ` WHERE event_id IN (` + sub +
 						`) AND status = 4 ORDER BY event_id FOR UPDATE) UPDATE ` + b.quoted() + ` AS t SET status = 0 FROM h` +
@@ -590,20 +599,20 @@ func TestQueriesUseIndexes(t *testing.T) {
 				}
 				return `UPDATE ` + b.quoted() + ` SET status = 0 WHERE event_id IN (` + sub + `) AND status = 4`
 			}
-			scan := "Seq Scan"
-			if b.d == outbox.SQLite {
-				scan = "SCAN "
-			}
 			keys := `w.order_key IN ('A', 'B')`
 			if b.d == outbox.Postgres {
 				keys = `w.order_key = ANY(CAST('{"A","B"}' AS TEXT[]))`
 			}
 			cases[heads(keys, "2")] = check{"order_idx", scan}
-			cases[heads(`w.order_key IS NOT NULL`, "1000")] = check{"order_idx", "SCAN " + strings.Trim(b.quoted(), `"`)}
+			sweepAvoid := scan
+			if b.d == outbox.SQLite {
+				sweepAvoid = "SCAN " + strings.Trim(b.quoted(), `"`)
+			}
+			cases[heads(`w.order_key IS NOT NULL`, "1000")] = check{"order_idx", sweepAvoid}
 			kt := strings.TrimSuffix(b.quoted(), `"`) + `_key"`
 			cases[`DELETE FROM `+kt+` WHERE order_key IN (SELECT k.order_key FROM `+kt+` k WHERE k.updated_at < `+t0+
-				` AND NOT EXISTS (SELECT 1 FROM `+b.quoted()+` e WHERE e.order_key = k.order_key AND e.status <> 1) ORDER BY k.updated_at LIMIT 10)`+
-				` AND updated_at < `+t0] = check{"order_idx", sortStep}
+				` AND NOT EXISTS (SELECT 1 FROM `+b.quoted()+` e WHERE e.order_key = k.order_key AND e.status <> 1`+probe+`) ORDER BY k.updated_at LIMIT 10)`+
+				` AND updated_at < `+t0] = check{"order_idx", sortStep + "|Anti Join"}
 			// The writer learns whether a key has an event that is not DONE from the
 			// order index: on PostgreSQL inside the event INSERT, on SQLite by a read.
 			if b.d == outbox.Postgres {
@@ -642,7 +651,7 @@ func TestQueriesUseIndexes(t *testing.T) {
 					plan.WriteString("\n")
 				}
 				rows.Close()
-				if p := plan.String(); !strings.Contains(p, c.use) || strings.Contains(p, c.avoid) {
+				if p := plan.String(); !strings.Contains(p, c.use) || slices.ContainsFunc(strings.Split(c.avoid, "|"), func(a string) bool { return strings.Contains(p, a) }) {
 					t.Errorf("%s does not use %s (or uses %s):\n%s", q, c.use, c.avoid, p)
 				}
 			}
