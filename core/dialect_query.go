@@ -12,8 +12,9 @@ import (
 type query struct {
 	SQL  string
 	Args []any
-	// returnsStatus marks an INSERT that decides the status of some of its rows
-	// (headCandidates) and returns event_id and status of every row it inserts.
+	// returnsStatus marks an INSERT that decides the status of some of its rows (the
+	// candidates of insertQueriesHeads) and returns event_id and status of every row
+	// it inserts.
 	returnsStatus bool
 }
 
