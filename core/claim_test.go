@@ -74,7 +74,7 @@ type paramsRecorder struct {
 	params []outbox.InsertParams
 }
 
-func (r *paramsRecorder) Insert(ctx context.Context, exec outbox.Executor, p outbox.InsertParams) error {
+func (r *paramsRecorder) Insert(ctx context.Context, exec outbox.Executor, p outbox.InsertParams) (outbox.InsertResult, error) {
 	r.mu.Lock()
 	r.params = append(r.params, p)
 	r.mu.Unlock()
@@ -184,7 +184,7 @@ func TestDispatcherRenewsShortClaims(t *testing.T) {
 		t.Helper()
 		e := newEvent(id, "T")
 		e.CreatedAt, e.AvailableAt = e.CreatedAt.Add(-time.Minute), e.AvailableAt.Add(-time.Minute)
-		if err := b.store.Insert(t.Context(), nil, outbox.InsertParams{Events: []outbox.Event{e}}); err != nil {
+		if _, err := b.store.Insert(t.Context(), nil, outbox.InsertParams{Events: []outbox.Event{e}}); err != nil {
 			t.Fatal(err)
 		}
 		batch, err := b.store.Claim(t.Context(), outbox.ClaimParams{Token: "n1/" + id, TTL: ttl, Limit: 1})
@@ -234,7 +234,7 @@ func TestDispatcherWithoutClaimTTLSkipsShortClaims(t *testing.T) {
 	b.listen(t, "T", rec)
 	e := newEvent("short", "T")
 	e.LockedBy, e.LockedUntil = "n1/x", time.Now().Add(time.Second)
-	if err := b.store.Insert(t.Context(), nil, outbox.InsertParams{Events: []outbox.Event{e}, ClaimTTL: time.Second}); err != nil {
+	if _, err := b.store.Insert(t.Context(), nil, outbox.InsertParams{Events: []outbox.Event{e}, ClaimTTL: time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.d.WriterHook().AfterCommit(t.Context(), []outbox.Event{e}); err != nil {
@@ -264,7 +264,7 @@ func TestPollerClaimsJustInTime(t *testing.T) {
 		e.AvailableAt = e.CreatedAt
 		events = append(events, e)
 	}
-	if err := b.store.Insert(t.Context(), nil, outbox.InsertParams{Events: events}); err != nil {
+	if _, err := b.store.Insert(t.Context(), nil, outbox.InsertParams{Events: events}); err != nil {
 		t.Fatal(err)
 	}
 	b.store.Corrupt("ev-1", errors.New("bad headers"))

@@ -66,6 +66,7 @@ var (
 		headInTx:          true,
 		headInInsert:      true,
 		perRowProbe:       " OFFSET 0",
+		skipExisting:      " ON CONFLICT (event_id) DO NOTHING",
 	}
 
 	mysqlDialect = &dialect{
@@ -222,6 +223,13 @@ type dialect struct {
 	// ms per promote of one key, in a profile of W6m on a table in service. An OFFSET
 	// keeps PostgreSQL from pulling an EXISTS up into a join.
 	perRowProbe string
+	// skipExisting ends the event INSERT so that a row whose event_id exists is skipped
+	// instead of failing the statement, and the INSERT returns the rows it wrote
+	// (PostgreSQL, where a failed statement aborts the caller's whole transaction).
+	// Without it, Insert runs the INSERT, and after a unique violation, which undoes
+	// only that statement (MySQL/MariaDB, SQLite), reads which of its IDs exist and runs
+	// it again without them.
+	skipExisting string
 	// transactionalDDL applies a later migration in one transaction (PostgreSQL,
 	// SQLite), so that a crash leaves the table at one version or the next.
 	transactionalDDL bool

@@ -49,7 +49,7 @@ func TestHeadInInsertSQL(t *testing.T) {
 		"available_at, created_at, locked_by, locked_until, order_key, order_seq) VALUES ($1, $2, $3, $4, $5, $6, $7, " +
 		fmt.Sprintf(open, 8, "4", "0") + ", 0, $9, $10, " + fmt.Sprintf(open, 11, "NULL", "$12") + ", " +
 		fmt.Sprintf(open, 13, "NULL", "statement_timestamp() + CAST($14 AS BIGINT) * INTERVAL '1 microsecond'") + ", $15, $16), " +
-		"($17, $18, $19, $20, $21, $22, $23, 4, 0, $24, $25, NULL, NULL, $26, $27) RETURNING event_id, status"
+		"($17, $18, $19, $20, $21, $22, $23, 4, 0, $24, $25, NULL, NULL, $26, $27) ON CONFLICT (event_id) DO NOTHING RETURNING event_id, status"
 	if qs[0].SQL != want {
 		t.Errorf("got:  %s\nwant: %s", qs[0].SQL, want)
 	}
@@ -67,7 +67,7 @@ func TestOrderGoldenSQL(t *testing.T) {
 			"WITH h AS MATERIALIZED (SELECT event_id FROM \"outbox_event\" WHERE event_id IN (SELECT w.event_id FROM \"outbox_event\" w WHERE w.order_key IS NOT NULL AND w.status <> 1 AND w.status = 4 AND w.order_seq = (SELECT MIN(m.order_seq) FROM \"outbox_event\" m WHERE m.order_key = w.order_key AND m.status <> 1 AND m.status = 4) AND NOT EXISTS (SELECT 1 FROM \"outbox_event\" a WHERE a.order_key = w.order_key AND a.status <> 1 AND a.status IN (0, 2) OFFSET 0) LIMIT $1) AND status = 4 ORDER BY event_id FOR UPDATE) UPDATE \"outbox_event\" AS t SET status = 0 FROM h WHERE t.event_id = h.event_id AND t.status = 4",
 			"UPDATE \"outbox_event\" SET status = 0, locked_by = $1, locked_until = statement_timestamp() + CAST($2 AS BIGINT) * INTERVAL '1 microsecond' WHERE event_id = ANY(CAST($3 AS TEXT[])) AND status = 4",
 			"DELETE FROM \"outbox_event_key\" WHERE order_key IN (SELECT k.order_key FROM \"outbox_event_key\" k WHERE k.updated_at < $1 AND NOT EXISTS (SELECT 1 FROM \"outbox_event\" e WHERE e.order_key = k.order_key AND e.status <> 1 OFFSET 0) ORDER BY k.updated_at LIMIT $2) AND updated_at < $3",
-			"INSERT INTO \"outbox_event\" (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at, order_key, order_seq) VALUES ($1, $2, $3, $4, $5, $6, $7, 4, 0, $8, $9, $10, $11), ($12, $13, $14, $15, $16, $17, $18, 0, 0, $19, $20, NULL, NULL)",
+			"INSERT INTO \"outbox_event\" (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at, order_key, order_seq) VALUES ($1, $2, $3, $4, $5, $6, $7, 4, 0, $8, $9, $10, $11), ($12, $13, $14, $15, $16, $17, $18, 0, 0, $19, $20, NULL, NULL) ON CONFLICT (event_id) DO NOTHING RETURNING event_id, status",
 		},
 		"mysql": {
 			"INSERT INTO `outbox_event_key` (order_key, last_seq, updated_at) VALUES (?, ?, UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE last_seq = LAST_INSERT_ID(last_seq + VALUES(last_seq)), updated_at = VALUES(updated_at)",

@@ -12,10 +12,13 @@ import (
 type query struct {
 	SQL  string
 	Args []any
-	// returnsStatus marks an INSERT that decides the status of some of its rows (the
-	// candidates of insertQueriesHeads) and returns event_id and status of every row
-	// it inserts.
+	// returnsStatus marks an INSERT that returns event_id and status of every row it
+	// inserts (dialect.skipExisting): it decides the status of some of its rows (the
+	// candidates of insertQueriesHeads), and it skips rows whose ID exists.
 	returnsStatus bool
+	// first and n are the events of InsertParams.Events an INSERT writes: n of them
+	// from index first.
+	first, n int
 }
 
 // builder accumulates SQL text and arguments; arg returns the placeholder for a value.
@@ -44,7 +47,7 @@ func (b *builder) arg(v any) string {
 func (b *builder) query() query {
 	q := query{SQL: b.sb.String(), Args: b.args, returnsStatus: b.returnsStatus}
 	if q.returnsStatus {
-		q.SQL += " RETURNING event_id, status"
+		q.SQL += b.d.skipExisting + " RETURNING event_id, status"
 	}
 	return q
 }
@@ -95,7 +98,7 @@ func (d *dialect) insertQueriesHeads(t tableName, p InsertParams, now time.Time,
 	}
 	var qs []query
 	var b *builder
-	size := 0
+	size, first := 0, 0
 	for i, e := range events {
 		if e.ID == "" {
 			return nil, invalidParams("insert", "event %d has no ID", i)
@@ -121,11 +124,13 @@ func (d *dialect) insertQueriesHeads(t tableName, p InsertParams, now time.Time,
 		rowSize := insertRowSize(e, headers)
 		if b != nil && (len(b.args)+rowArgs > d.maxBindParams || d.maxStatementBytes > 0 && size+rowSize > d.maxStatementBytes) {
 			qs = append(qs, b.query())
+			qs[len(qs)-1].first, qs[len(qs)-1].n = first, i-first
 			b = nil
 		}
 		if b == nil {
 			b = d.newBuilder().w("INSERT INTO ", d.qualified(t), " (", columns, ") VALUES ")
-			size = 0
+			b.returnsStatus = d.skipExisting != ""
+			size, first = 0, i
 		} else {
 			b.w(", ")
 		}
@@ -140,7 +145,6 @@ func (d *dialect) insertQueriesHeads(t tableName, p InsertParams, now time.Time,
 		if decide {
 			// One uncorrelated EXISTS per column (an init plan each, an index probe).
 			b.w(", ").openKeyCase(t, e.OrderKey, "4", func() string { return "0" }).w(", 0, ")
-			b.returnsStatus = true
 		} else {
 			b.w(status)
 		}
@@ -165,6 +169,7 @@ func (d *dialect) insertQueriesHeads(t tableName, p InsertParams, now time.Time,
 	}
 	if b != nil {
 		qs = append(qs, b.query())
+		qs[len(qs)-1].first, qs[len(qs)-1].n = first, len(events)-first
 	}
 	return qs, nil
 }
@@ -439,6 +444,18 @@ func (b *builder) keysetAfter(col string, after any, id string) {
 	default:
 		b.w(" AND (", col, ", event_id) > (", b.arg(after), ", ", b.arg(id), ")")
 	}
+}
+
+// existingQuery reads which of ids are rows of the table. On MySQL it is a locking
+// read: it sees the newest committed rows, which a REPEATABLE READ snapshot taken
+// before they committed would not.
+func (d *dialect) existingQuery(t tableName, ids []string) query {
+	b := d.newBuilder()
+	b.w("SELECT event_id FROM ", d.qualified(t), " WHERE ").matchIDs(ids)
+	if d.name == "mysql" {
+		b.w(" LOCK IN SHARE MODE")
+	}
+	return b.query()
 }
 
 // getQuery builds the lookup of [Store.Get].

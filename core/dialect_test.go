@@ -59,7 +59,7 @@ func goldenCases() []goldenCase {
 					{ID: "b", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: goldenT0},
 				}}, time.Time{})
 			},
-			pg:     []string{`INSERT INTO "outbox_event" (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, 0, 0, $8, $9), ($10, $11, $12, $13, $14, $15, $16, 0, 0, $17, $18)`},
+			pg:     []string{`INSERT INTO "outbox_event" (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, 0, 0, $8, $9), ($10, $11, $12, $13, $14, $15, $16, 0, 0, $17, $18) ON CONFLICT (event_id) DO NOTHING RETURNING event_id, status`},
 			sqlite: []string{`INSERT INTO "outbox_event" (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?), (?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?)`},
 			mysql:  []string{"INSERT INTO `outbox_event` (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?), (?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?)"},
 			pgArgs: []any{"a", "T", "A", "1", "t", `{"x":1}`, `{"k":"v"}`, goldenT0U, goldenT0U,
@@ -162,7 +162,7 @@ func goldenCases() []goldenCase {
 				}}, time.Time{})
 			},
 			pg: []string{`INSERT INTO "outbox_event" (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at, locked_by, locked_until) VALUES ` +
-				`($1, $2, $3, $4, $5, $6, $7, 0, 0, $8, $9, $10, statement_timestamp() + CAST($11 AS BIGINT) * INTERVAL '1 microsecond'), ($12, $13, $14, $15, $16, $17, $18, 0, 0, $19, $20, NULL, NULL)`},
+				`($1, $2, $3, $4, $5, $6, $7, 0, 0, $8, $9, $10, statement_timestamp() + CAST($11 AS BIGINT) * INTERVAL '1 microsecond'), ($12, $13, $14, $15, $16, $17, $18, 0, 0, $19, $20, NULL, NULL) ON CONFLICT (event_id) DO NOTHING RETURNING event_id, status`},
 			sqlite: []string{`INSERT INTO "outbox_event" (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at, locked_by, locked_until) VALUES ` +
 				`(?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%f000Z', 'now', ?)), (?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, NULL, NULL)`},
 			mysql: []string{"INSERT INTO `outbox_event` (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at, locked_by, locked_until) VALUES " +

@@ -57,7 +57,7 @@ func (b *dispatchBundle) listen(t *testing.T, typ string, l outbox.Listener) {
 // write stores events and hands them to the hot path, as a committed write would.
 func (b *dispatchBundle) write(t *testing.T, events ...outbox.Event) {
 	t.Helper()
-	if err := b.store.Insert(t.Context(), nil, outbox.InsertParams{Events: events}); err != nil {
+	if _, err := b.store.Insert(t.Context(), nil, outbox.InsertParams{Events: events}); err != nil {
 		t.Fatalf("Insert: %v", err)
 	}
 	if err := b.d.WriterHook().AfterCommit(t.Context(), events); err != nil {

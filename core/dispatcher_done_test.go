@@ -233,7 +233,7 @@ func TestDispatcherBatchesClaimedEventsFencedRowByRow(t *testing.T) {
 		rows := []outbox.Event{claimed("e1", "node-a/1"), claimed("e2", "node-b/9"),
 			claimed("e3", "node-a/1"), claimed("e4", "node-a/2"), claimed("e5", "node-a/3")}
 		for _, r := range rows {
-			if err := store.Insert(t.Context(), nil, outbox.InsertParams{Events: []outbox.Event{r}, ClaimTTL: time.Hour}); err != nil {
+			if _, err := store.Insert(t.Context(), nil, outbox.InsertParams{Events: []outbox.Event{r}, ClaimTTL: time.Hour}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -202,7 +202,7 @@ func TestDispatcherStartStopStress(t *testing.T) {
 		wg.Go(func() {
 			for i := range 100 {
 				e := newEvent(fmt.Sprintf("g%d-%d", g, i), "Thing")
-				if err := store.Insert(context.Background(), nil, outbox.InsertParams{Events: []outbox.Event{e}}); err != nil {
+				if _, err := store.Insert(context.Background(), nil, outbox.InsertParams{Events: []outbox.Event{e}}); err != nil {
 					t.Error(err)
 					return
 				}

@@ -216,7 +216,7 @@ func TestDispatcherTombstones(t *testing.T) {
 			l := &outboxtest.RecordingListener{}
 			b.listen(t, "Thing", l)
 			e := newEvent("e1", "Thing")
-			if err := b.store.Insert(t.Context(), nil, outbox.InsertParams{Events: []outbox.Event{e}}); err != nil {
+			if _, err := b.store.Insert(t.Context(), nil, outbox.InsertParams{Events: []outbox.Event{e}}); err != nil {
 				t.Fatal(err)
 			}
 			// The poller reads the row, then stalls before queueing it.

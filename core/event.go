@@ -84,7 +84,8 @@ type Event struct {
 // Payload are required. [Writer.Write] validates every field before any SQL runs.
 type Envelope struct {
 	// ID is the event ID. Leave it empty to get a monotonic ULID; when set it must be at
-	// most MaxIDLen bytes.
+	// most MaxIDLen bytes. Writing an ID that exists is a no-op ([Writer.WriteAll]):
+	// use a request's idempotency key to make its retries safe.
 	ID string
 	// Type is the event type. Required, at most MaxTypeLen bytes.
 	Type string

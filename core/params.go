@@ -24,6 +24,15 @@ const minClaimTTL = time.Microsecond
 // Validate reports whether p can be passed to [Store.Insert] (see the fields); the error
 // matches [ErrInvalidArgument].
 func (p InsertParams) Validate() error {
+	if len(p.Events) > 1 {
+		seen := make(map[string]struct{}, len(p.Events))
+		for i := range p.Events {
+			if _, dup := seen[p.Events[i].ID]; dup {
+				return invalidParams("insert", "event %d: ID %q is used twice in the batch", i, p.Events[i].ID)
+			}
+			seen[p.Events[i].ID] = struct{}{}
+		}
+	}
 	claimed := false
 	for i := range p.Events {
 		if k := p.Events[i].OrderKey; len(k) > MaxOrderKeyLen || k != "" && !validText(k) {

@@ -95,7 +95,7 @@ func (b *pollBundle) seed(t *testing.T, n int, age time.Duration) []string {
 		e := newEvent(fmt.Sprintf("e%02d", i), "Thing")
 		e.CreatedAt = e.CreatedAt.Add(-age + time.Duration(i)*time.Second)
 		e.AvailableAt = e.CreatedAt
-		if err := b.store.Insert(t.Context(), nil, outbox.InsertParams{Events: []outbox.Event{e}}); err != nil {
+		if _, err := b.store.Insert(t.Context(), nil, outbox.InsertParams{Events: []outbox.Event{e}}); err != nil {
 			t.Fatal(err)
 		}
 		ids[i] = e.ID
@@ -284,7 +284,7 @@ func TestPollerSkipRecent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := setupDispatcher(t, outbox.DispatcherConfig{})
 		b.listen(t, "Thing", &outboxtest.RecordingListener{})
-		if err := b.store.Insert(t.Context(), nil, outbox.InsertParams{Events: []outbox.Event{newEvent("e1", "Thing")}}); err != nil {
+		if _, err := b.store.Insert(t.Context(), nil, outbox.InsertParams{Events: []outbox.Event{newEvent("e1", "Thing")}}); err != nil {
 			t.Fatal(err)
 		}
 		p := newPoller(t, b, outbox.PollerConfig{})
@@ -453,7 +453,7 @@ func TestPollerStartStopStress(t *testing.T) {
 	for g := range 8 {
 		wg.Go(func() {
 			for i := range 50 {
-				_ = store.Insert(context.Background(), nil, outbox.InsertParams{Events: []outbox.Event{newEvent(fmt.Sprintf("g%d-%d", g, i), "Thing")}})
+				_, _ = store.Insert(context.Background(), nil, outbox.InsertParams{Events: []outbox.Event{newEvent(fmt.Sprintf("g%d-%d", g, i), "Thing")}})
 				if (g+i)%2 == 0 {
 					_ = p.Start(context.Background())
 				} else {

@@ -167,23 +167,25 @@ func (s *sqlStore) execReadCommitted(ctx context.Context, q query) (n int64, err
 // first (see [OrderStore]); a zero CreatedAt becomes the current
 // time and a zero AvailableAt becomes CreatedAt. Events with LockedBy set are inserted
 // claimed until the database's current time at the INSERT statement plus p.ClaimTTL
-// (on PostgreSQL statement_timestamp(), not the start of the caller's transaction). A
-// nil exec returns an error wrapping [ErrNoTransaction]; invalid params an error
-// matching [ErrInvalidArgument]; no events is a no-op.
-func (s *sqlStore) Insert(ctx context.Context, exec Executor, p InsertParams) error {
+// (on PostgreSQL statement_timestamp(), not the start of the caller's transaction).
+// Events whose ID exists are skipped (see dialect.skipExisting); a skipped ordered
+// event leaves a gap in its key's OrderSeq, which order does not mind. A nil exec
+// returns an error wrapping [ErrNoTransaction]; invalid params an error matching
+// [ErrInvalidArgument]; no events is a no-op.
+func (s *sqlStore) Insert(ctx context.Context, exec Executor, p InsertParams) (InsertResult, error) {
 	if len(p.Events) == 0 {
-		return nil
+		return InsertResult{}, nil
 	}
 	if exec == nil {
-		return fmt.Errorf("insert events: nil executor: %w", ErrNoTransaction)
+		return InsertResult{}, fmt.Errorf("insert events: nil executor: %w", ErrNoTransaction)
 	}
 	if err := p.Validate(); err != nil {
-		return fmt.Errorf("insert events: %w", err)
+		return InsertResult{}, fmt.Errorf("insert events: %w", err)
 	}
 	var heads, candidates map[string]bool
 	if keys := orderKeys(p.Events); len(keys) > 0 {
 		if err := s.lockKeys(ctx, exec, p.Events, keys); err != nil {
-			return fmt.Errorf("insert events: lock order keys: %w", err)
+			return InsertResult{}, fmt.Errorf("insert events: lock order keys: %w", err)
 		}
 		if s.d.headInInsert {
 			candidates = markHeads(p.Events, map[string]bool{})
@@ -195,56 +197,152 @@ func (s *sqlStore) Insert(ctx context.Context, exec Executor, p InsertParams) er
 		} else {
 			var err error
 			if heads, err = s.heads(ctx, exec, p.Events, keys); err != nil {
-				return fmt.Errorf("insert events: read order keys: %w", err)
+				return InsertResult{}, fmt.Errorf("insert events: read order keys: %w", err)
 			}
 		}
 	}
-	qs, err := s.d.insertQueriesHeads(s.table, p, time.Now(), heads, candidates)
+	now := time.Now()
+	qs, err := s.d.insertQueriesHeads(s.table, p, now, heads, candidates)
 	if err != nil {
-		return fmt.Errorf("insert events: %w", err)
+		return InsertResult{}, fmt.Errorf("insert events: %w", err)
 	}
-	var inserted map[string]bool
+	var news, existing map[string]bool
 	for _, q := range qs {
-		if !q.returnsStatus {
-			if _, err := exec.ExecContext(ctx, q.SQL, q.Args...); err != nil {
-				return fmt.Errorf("insert events: %w", err)
+		chunk := p.Events[q.first : q.first+q.n]
+		if q.returnsStatus {
+			written, err := insertReturning(ctx, exec, q)
+			if err != nil {
+				return InsertResult{}, fmt.Errorf("insert events: %w", err)
+			}
+			for i := range chunk {
+				switch st, ok := written[chunk[i].ID]; {
+				case !ok:
+					existing = addID(existing, chunk[i].ID)
+				case st == StatusNew:
+					news = addID(news, chunk[i].ID)
+				}
 			}
 			continue
 		}
-		if inserted == nil {
-			inserted = map[string]bool{}
+		found, err := s.insertSkipping(ctx, exec, q, InsertParams{Events: chunk, ClaimTTL: p.ClaimTTL}, now, heads)
+		if err != nil {
+			return InsertResult{}, fmt.Errorf("insert events: %w", err)
 		}
-		if err := insertedNew(ctx, exec, q, inserted); err != nil {
-			return fmt.Errorf("insert events: %w", err)
+		for id := range found {
+			existing = addID(existing, id)
 		}
 	}
+	var res InsertResult
 	for i := range p.Events {
-		if e := &p.Events[i]; candidates[e.ID] && inserted[e.ID] {
+		e := &p.Events[i]
+		if existing[e.ID] {
+			res.Existing = append(res.Existing, e.ID)
+		} else if candidates[e.ID] && news[e.ID] {
 			e.Status = StatusNew
 		}
 	}
-	return nil
+	return res, nil
 }
 
-// insertedNew runs an INSERT that returns its rows' event_id and status and adds the
-// IDs of the rows inserted NEW to ids.
-func insertedNew(ctx context.Context, exec Executor, q query, ids map[string]bool) error {
+// addID adds id to the set m, allocating it on first use.
+func addID(m map[string]bool, id string) map[string]bool {
+	if m == nil {
+		m = map[string]bool{}
+	}
+	m[id] = true
+	return m
+}
+
+// insertSkippingAttempts bounds the runs of one INSERT in insertSkipping: each run
+// after the first follows a unique violation by rows committed since the last look.
+const insertSkippingAttempts = 4
+
+// insertSkipping runs q, the INSERT of p.Events, on a dialect without skipExisting:
+// after a unique violation, which undid only that statement, it reads which of the
+// events exist and runs the INSERT again without them. It returns the IDs it skipped.
+func (s *sqlStore) insertSkipping(ctx context.Context, exec Executor, q query, p InsertParams, now time.Time, heads map[string]bool) (map[string]bool, error) {
+	var skipped map[string]bool
+	for attempt := 1; ; attempt++ {
+		_, err := exec.ExecContext(ctx, q.SQL, q.Args...)
+		if err == nil || attempt == insertSkippingAttempts || !isUniqueViolation(err) {
+			return skipped, err
+		}
+		ids := make([]string, len(p.Events))
+		for i := range p.Events {
+			ids[i] = p.Events[i].ID
+		}
+		found, rerr := s.existingIDs(ctx, exec, ids)
+		if rerr != nil || len(found) == 0 {
+			return nil, errors.Join(err, rerr)
+		}
+		var rest []Event
+		for _, e := range p.Events {
+			if found[e.ID] {
+				skipped = addID(skipped, e.ID)
+			} else {
+				rest = append(rest, e)
+			}
+		}
+		if len(rest) == 0 {
+			return skipped, nil
+		}
+		p.Events = rest
+		qs, qerr := s.d.insertQueriesHeads(s.table, p, now, heads, nil)
+		if qerr != nil {
+			return nil, qerr
+		}
+		if len(qs) != 1 { // fewer rows than one statement held
+			return nil, fmt.Errorf("%d events need %d statements after skipping existing IDs", len(rest), len(qs))
+		}
+		q = qs[0]
+	}
+}
+
+// existingIDs returns which of ids are rows of the table, read through exec.
+func (s *sqlStore) existingIDs(ctx context.Context, exec Executor, ids []string) (map[string]bool, error) {
+	q := s.d.existingQuery(s.table, ids)
 	rows, err := exec.QueryContext(ctx, q.SQL, q.Args...)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	found := map[string]bool{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		found[id] = true
+	}
+	return found, errors.Join(rows.Err(), rows.Close())
+}
+
+// isUniqueViolation reports whether err is MySQL's duplicate key (1062) or SQLite's
+// unique or primary key constraint failure; the event table's only unique key is
+// event_id. Matched on the message, as isLockConflict, to keep the drivers out of core.
+func isUniqueViolation(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "Error 1062") || strings.Contains(msg, "UNIQUE constraint failed")
+}
+
+// insertReturning runs an INSERT that returns its rows' event_id and status, and
+// returns them.
+func insertReturning(ctx context.Context, exec Executor, q query) (map[string]Status, error) {
+	rows, err := exec.QueryContext(ctx, q.SQL, q.Args...)
+	if err != nil {
+		return nil, err
+	}
+	written := make(map[string]Status, q.n)
 	for rows.Next() {
 		var id string
 		var status int
 		if err := rows.Scan(&id, &status); err != nil {
 			rows.Close()
-			return err
+			return nil, err
 		}
-		if Status(status) == StatusNew {
-			ids[id] = true
-		}
+		written[id] = Status(status)
 	}
-	return errors.Join(rows.Err(), rows.Close())
+	return written, errors.Join(rows.Err(), rows.Close())
 }
 
 // lockKeys advances the counters of keys in the key table through exec, which locks

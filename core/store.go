@@ -33,8 +33,9 @@ var (
 type Store interface {
 	// Insert adds p.Events as NEW rows in one statement through exec (the caller's
 	// transaction); an event with LockedBy set is claimed until database now + p.ClaimTTL.
+	// An event whose ID is a row is skipped (the transaction stays usable) and reported.
 	// An [OrderStore] stores ordered events WAITING (see there) and sets OrderSeq, Status.
-	Insert(ctx context.Context, exec Executor, p InsertParams) error
+	Insert(ctx context.Context, exec Executor, p InsertParams) (InsertResult, error)
 	// Get returns one event by ID, or ErrNotFound.
 	Get(ctx context.Context, id string) (Event, error)
 	// Pending returns due NEW and RETRY rows, claimed or not, oldest first (created_at,
@@ -128,11 +129,17 @@ type ConnectionChecker interface {
 
 // InsertParams are the inputs of [Store.Insert].
 type InsertParams struct {
-	// Events are the rows to insert.
+	// Events are the rows to insert; no two may have the same ID.
 	Events []Event
 	// ClaimTTL is how long the events with LockedBy set stay claimed, counted from the
 	// database's current time at the insert. Required when one of them is.
 	ClaimTTL time.Duration
+}
+
+// InsertResult is what [Store.Insert] did: Existing are the IDs it skipped because
+// they were rows (committed, or inserted before in the same transaction), in order.
+type InsertResult struct {
+	Existing []string
 }
 
 // MarkDoneParams are the inputs of [Store.MarkDone].

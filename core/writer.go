@@ -127,10 +127,35 @@ func (w *Writer) Write(ctx context.Context, tx Executor, env Envelope) (string, 
 // with Commit and Rollback such as *sql.Tx. Through a *Tx or an adapter's transaction
 // committed events take the hot path; through a bare *sql.Tx the poller delivers them.
 //
+// An envelope whose ID is already an event (committed, or written earlier in the same
+// transaction) is a no-op that returns its ID and leaves the transaction usable;
+// [Writer.WriteAllReport] tells which were.
+//
 // Errors: ErrNoTransaction (tx is not in a transaction), ErrTxDone (it has ended), an
-// [*EnvelopeError], a hook's BeforeWrite error, or the INSERT's. On error nothing is
-// inserted, and no SQL runs before validation passes.
+// [*EnvelopeError] (also for one ID twice in envs), a hook's BeforeWrite error, or the
+// INSERT's. On error nothing is inserted, and no SQL runs before validation passes.
 func (w *Writer) WriteAll(ctx context.Context, tx Executor, envs []Envelope) ([]string, error) {
+	written, err := w.WriteAllReport(ctx, tx, envs)
+	if err != nil || len(written) == 0 {
+		return nil, err
+	}
+	ids := make([]string, len(written))
+	for i := range written {
+		ids[i] = written[i].ID
+	}
+	return ids, nil
+}
+
+// Written is what a write did with one envelope: its event ID, and whether an event
+// with that ID existed, so that the write left it as it was and no hook saw it.
+type Written struct {
+	ID      string
+	Existed bool
+}
+
+// WriteAllReport is [Writer.WriteAll] reporting, for each envelope in order, whether
+// its event already existed.
+func (w *Writer) WriteAllReport(ctx context.Context, tx Executor, envs []Envelope) ([]Written, error) {
 	hooks, ok := transactionOf(tx)
 	if !ok {
 		return nil, ErrNoTransaction
@@ -154,18 +179,35 @@ func (w *Writer) WriteAll(ctx context.Context, tx Executor, envs []Envelope) ([]
 	if w.claimTTL > 0 && hooks != nil && (w.hot == nil || !w.hot.hotFull()) {
 		claimTTL = w.preClaim(events)
 	}
-	if err := w.store.Insert(ctx, tx, InsertParams{Events: events, ClaimTTL: claimTTL}); err != nil {
+	res, err := w.store.Insert(ctx, tx, InsertParams{Events: events, ClaimTTL: claimTTL})
+	if err != nil {
 		if errors.Is(err, sql.ErrTxDone) {
 			return nil, fmt.Errorf("outbox: write: %w (%w)", ErrTxDone, err)
 		}
 		return nil, fmt.Errorf("outbox: write: %w", err)
 	}
 	crashPoint("after-insert")
-	w.runHooks(ctx, "AfterWrite", events, WriterHook.AfterWrite)
-	ids := make([]string, len(events))
+	written := make([]Written, len(events))
 	for i := range events {
-		ids[i] = events[i].ID
+		written[i].ID = events[i].ID
 	}
+	if len(res.Existing) > 0 {
+		existed := make(map[string]bool, len(res.Existing))
+		for _, id := range res.Existing {
+			existed[id] = true
+		}
+		for i := range written {
+			written[i].Existed = existed[written[i].ID]
+		}
+		events = slices.DeleteFunc(events, func(e Event) bool { return existed[e.ID] })
+		if len(events) == 0 {
+			return written, nil
+		}
+		if keys != nil {
+			keys = eventKeys(events)
+		}
+	}
+	w.runHooks(ctx, "AfterWrite", events, WriterHook.AfterWrite)
 	if keys != nil {
 		if hooks == nil {
 			w.unorderOnce.Do(func() {
@@ -214,7 +256,7 @@ func (w *Writer) WriteAll(ctx context.Context, tx Executor, envs []Envelope) ([]
 			})
 		}
 	}
-	return ids, nil
+	return written, nil
 }
 
 // orderKeys gives the events their order keys (Config.OrderByAggregate), marks the

@@ -25,15 +25,15 @@ type insertRecorder struct {
 	err          error
 }
 
-func (r *insertRecorder) Insert(_ context.Context, exec outbox.Executor, p outbox.InsertParams) error {
+func (r *insertRecorder) Insert(_ context.Context, exec outbox.Executor, p outbox.InsertParams) (outbox.InsertResult, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.err != nil {
-		return r.err
+		return outbox.InsertResult{}, r.err
 	}
 	r.batches = append(r.batches, p.Events)
 	r.execs = append(r.execs, exec)
-	return nil
+	return outbox.InsertResult{}, nil
 }
 
 func (r *insertRecorder) calls() int {

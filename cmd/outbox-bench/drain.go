@@ -131,7 +131,7 @@ func seed(ctx context.Context, o options, t *target, n int) error {
 		if err != nil {
 			return err
 		}
-		if err := store.Insert(ctx, tx, outbox.InsertParams{Events: events}); err != nil {
+		if _, err := store.Insert(ctx, tx, outbox.InsertParams{Events: events}); err != nil {
 			_ = tx.Rollback()
 			return err
 		}

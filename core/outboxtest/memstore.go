@@ -76,11 +76,13 @@ func (s *MemoryStore) dbNow() time.Time { return canonical(s.clock()) }
 // (and the only one claimed); their OrderSeq and Status are set in p.Events. The store
 // has no transactions, so there is no key lock to hold. A zero CreatedAt becomes the current time and a zero AvailableAt becomes
 // CreatedAt. An event with LockedBy set is stored claimed by it until the store's clock
-// plus p.ClaimTTL. It returns an error, and inserts nothing, when the params are invalid,
-// an event has no ID or an ID is already stored or used twice.
-func (s *MemoryStore) Insert(ctx context.Context, _ outbox.Executor, p outbox.InsertParams) error {
+// plus p.ClaimTTL. An event whose ID is already stored is skipped and reported in
+// InsertResult.Existing. It returns an error, and inserts nothing, when the params are
+// invalid, an event has no ID or an ID is used twice.
+func (s *MemoryStore) Insert(ctx context.Context, _ outbox.Executor, p outbox.InsertParams) (outbox.InsertResult, error) {
+	var res outbox.InsertResult
 	if err := check(ctx, p.Validate()); err != nil {
-		return err
+		return res, err
 	}
 	events := p.Events
 	now := time.Now()
@@ -88,10 +90,10 @@ func (s *MemoryStore) Insert(ctx context.Context, _ outbox.Executor, p outbox.In
 	seen := make(map[string]struct{}, len(events))
 	for i, e := range events {
 		if e.ID == "" {
-			return fmt.Errorf("%w: insert: event %d has no ID", outbox.ErrInvalidArgument, i)
+			return res, fmt.Errorf("%w: insert: event %d has no ID", outbox.ErrInvalidArgument, i)
 		}
 		if _, dup := seen[e.ID]; dup {
-			return fmt.Errorf("insert: event ID %q is used twice", e.ID)
+			return res, fmt.Errorf("insert: event ID %q is used twice", e.ID)
 		}
 		seen[e.ID] = struct{}{}
 		e.Status, e.Attempts, e.LastError, e.DoneAt = outbox.StatusNew, 0, "", time.Time{}
@@ -105,9 +107,11 @@ func (s *MemoryStore) Insert(ctx context.Context, _ outbox.Executor, p outbox.In
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, r := range rows {
+	existed := map[int]bool{}
+	for i, r := range rows {
 		if _, ok := s.rows[r.ev.ID]; ok {
-			return fmt.Errorf("insert: event ID %q already exists", r.ev.ID)
+			existed[i] = true
+			res.Existing = append(res.Existing, r.ev.ID)
 		}
 	}
 	until := s.dbNow().Add(p.ClaimTTL)
@@ -118,6 +122,9 @@ func (s *MemoryStore) Insert(ctx context.Context, _ outbox.Executor, p outbox.In
 		}
 	}
 	for i, r := range rows {
+		if existed[i] {
+			continue
+		}
 		r.ev.LockedUntil = time.Time{}
 		if r.ev.LockedBy != "" {
 			r.ev.LockedUntil = until
@@ -144,7 +151,7 @@ func (s *MemoryStore) Insert(ctx context.Context, _ outbox.Executor, p outbox.In
 		}
 		s.rows[r.ev.ID] = r
 	}
-	return nil
+	return res, nil
 }
 
 // Promote implements [outbox.OrderStore.Promote].

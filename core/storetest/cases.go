@@ -110,18 +110,59 @@ func testInsertLargeBatch(x *fixture, n int) {
 	x.wantStatus(all[n-1], outbox.StatusDone)
 }
 
-func testInsertDuplicateID(x *fixture) {
+func testInsertExistingID(x *fixture) {
 	x.insert(ev("dup", base))
-	if err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: []outbox.Event{ev("fresh", base), ev("dup", base)}}); err == nil {
-		x.Fatal("Insert of an existing ID succeeded")
+	x.retry("dup", at(time.Minute)) // not NEW: an existing row is left as it is
+	changed := ev("dup", at(time.Hour))
+	changed.Payload = json.RawMessage(`{"changed":true}`)
+	res, err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: []outbox.Event{ev("fresh", base), changed, ev("after", base)}})
+	if err != nil {
+		x.Fatalf("Insert of an existing ID: %v, want the ID skipped", err)
 	}
-	x.notFound("fresh") // one statement: nothing of the batch is stored
-	if err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: []outbox.Event{ev("twice", base), ev("twice", base)}}); err == nil {
-		x.Fatal("Insert of one ID twice in a batch succeeded")
+	if !slices.Equal(res.Existing, []string{"dup"}) {
+		x.Fatalf("Existing = %q, want [dup]", res.Existing)
+	}
+	x.wantStatus("fresh", outbox.StatusNew)
+	x.wantStatus("after", outbox.StatusNew)
+	got := x.wantStatus("dup", outbox.StatusRetry)
+	if !jsonEqual(got.Payload, ev("dup", base).Payload) || !got.CreatedAt.Equal(base) || got.Attempts != 1 {
+		x.Fatalf("existing row changed: %+v", got)
+	}
+	// Every ID of a batch existing: nothing is written, all are reported.
+	if res, err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: []outbox.Event{ev("after", base), ev("fresh", base)}}); err != nil || !slices.Equal(res.Existing, []string{"after", "fresh"}) {
+		x.Fatalf("Insert of existing IDs only = %q, %v; want [after fresh]", res.Existing, err)
+	}
+	// One ID twice in a batch is invalid, whether or not it exists.
+	for _, id := range []string{"twice", "dup"} {
+		if _, err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: []outbox.Event{ev(id, base), ev(id, base)}}); !errors.Is(err, outbox.ErrInvalidArgument) {
+			x.Fatalf("Insert of %q twice in a batch: %v, want ErrInvalidArgument", id, err)
+		}
 	}
 	x.notFound("twice")
-	if got := x.get("dup"); !jsonEqual(got.Payload, ev("dup", base).Payload) {
-		x.Fatalf("original row changed: %+v", got)
+}
+
+// testInsertExistingIDInTx: an existing ID, committed before or written earlier in the
+// same transaction, is skipped and the transaction goes on: later statements succeed
+// and commit with it.
+func testInsertExistingIDInTx(x *fixture) {
+	x.insert(ev("old", base))
+	x.inTx(func(tx *sql.Tx) {
+		insert := func(want []string, events ...outbox.Event) {
+			x.Helper()
+			res, err := x.store().Insert(x.ctx, tx, outbox.InsertParams{Events: events})
+			if err != nil {
+				x.Fatalf("Insert in tx: %v", err)
+			}
+			if !slices.Equal(res.Existing, want) {
+				x.Fatalf("Existing = %q, want %q", res.Existing, want)
+			}
+		}
+		insert(nil, ev("t1", base))
+		insert([]string{"old", "t1"}, ev("old", base), ev("t2", base), ev("t1", base))
+		insert(nil, ev("t3", base))
+	}, true)
+	for _, id := range []string{"old", "t1", "t2", "t3"} {
+		x.wantStatus(id, outbox.StatusNew)
 	}
 }
 
@@ -144,7 +185,7 @@ func (x *fixture) inTx(fn func(tx *sql.Tx), commit bool) {
 
 func testInsertRollback(x *fixture) {
 	x.inTx(func(tx *sql.Tx) {
-		if err := x.store().Insert(x.ctx, tx, outbox.InsertParams{Events: []outbox.Event{ev("rb1", base), ev("rb2", base)}}); err != nil {
+		if _, err := x.store().Insert(x.ctx, tx, outbox.InsertParams{Events: []outbox.Event{ev("rb1", base), ev("rb2", base)}}); err != nil {
 			x.Fatalf("Insert in tx: %v", err)
 		}
 	}, false)
@@ -157,7 +198,7 @@ func testInsertRollback(x *fixture) {
 
 func testInsertCommit(x *fixture) {
 	x.inTx(func(tx *sql.Tx) {
-		if err := x.store().Insert(x.ctx, tx, outbox.InsertParams{Events: []outbox.Event{ev("c1", base)}}); err != nil {
+		if _, err := x.store().Insert(x.ctx, tx, outbox.InsertParams{Events: []outbox.Event{ev("c1", base)}}); err != nil {
 			x.Fatalf("Insert in tx: %v", err)
 		}
 	}, true)
@@ -365,7 +406,8 @@ func testBadParams(x *fixture) {
 	ds, dead := s.(outbox.DeadStore)
 	calls := map[string]func() error{
 		"Insert without ID": func() error {
-			return s.Insert(x.ctx, x.exec(), outbox.InsertParams{Events: []outbox.Event{{Type: "T", Payload: json.RawMessage(`1`), CreatedAt: base}}})
+			_, err := s.Insert(x.ctx, x.exec(), outbox.InsertParams{Events: []outbox.Event{{Type: "T", Payload: json.RawMessage(`1`), CreatedAt: base}}})
+			return err
 		},
 		"MarkDone without IDs": func() error {
 			_, err := s.MarkDone(x.ctx, outbox.MarkDoneParams{DoneAt: base})

@@ -244,7 +244,7 @@ func testInsertClaimed(x *fixture) {
 	plain := evAt("plain", ago(time.Hour), ago(time.Hour))
 	plain.LockedUntil = time.Now().Add(time.Hour) // ignored without LockedBy
 	from := time.Now()
-	if err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: []outbox.Event{pre, plain}, ClaimTTL: time.Hour}); err != nil {
+	if _, err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: []outbox.Event{pre, plain}, ClaimTTL: time.Hour}); err != nil {
 		x.Fatalf("Insert claimed: %v", err)
 	}
 	to := time.Now()
@@ -254,7 +254,7 @@ func testInsertClaimed(x *fixture) {
 	}
 	// A second is short enough to wait out, and long enough that the claim right after
 	// the insert runs within it on a loaded machine (CI saw 100 ms run out under -race).
-	if err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: []outbox.Event{short}, ClaimTTL: time.Second}); err != nil {
+	if _, err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: []outbox.Event{short}, ClaimTTL: time.Second}); err != nil {
 		x.Fatalf("Insert claimed: %v", err)
 	}
 	x.wantIDs("claim beside pre-claimed rows", x.claim("p/1", time.Hour, 0, 10).Events, "plain")
@@ -384,11 +384,11 @@ func testClaimBadParams(x *fixture) {
 	}
 	claimed := evAt("claimed-no-ttl", ago(time.Hour), ago(time.Hour))
 	claimed.LockedBy = "w/1"
-	if err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: []outbox.Event{claimed}}); !errors.Is(err, outbox.ErrInvalidArgument) {
+	if _, err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: []outbox.Event{claimed}}); !errors.Is(err, outbox.ErrInvalidArgument) {
 		x.Errorf("Insert of a claimed event without ClaimTTL: %v, want ErrInvalidArgument", err)
 	}
 	claimed.LockedBy = long
-	if err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: []outbox.Event{claimed}, ClaimTTL: time.Second}); !errors.Is(err, outbox.ErrInvalidArgument) {
+	if _, err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: []outbox.Event{claimed}, ClaimTTL: time.Second}); !errors.Is(err, outbox.ErrInvalidArgument) {
 		x.Errorf("Insert with a long token: %v, want ErrInvalidArgument", err)
 	}
 	x.notFound("claimed-no-ttl")

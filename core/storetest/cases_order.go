@@ -100,7 +100,7 @@ func testOrderedInsertClaimed(x *fixture) {
 	x.orders()
 	a1, a2 := ordered("a1", "A", base), ordered("a2", "A", base)
 	a1.LockedBy, a2.LockedBy = "n1/t", "n1/t"
-	if err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: []outbox.Event{a1, a2}, ClaimTTL: time.Minute}); err != nil {
+	if _, err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: []outbox.Event{a1, a2}, ClaimTTL: time.Minute}); err != nil {
 		x.Fatalf("Insert: %v", err)
 	}
 	if e := x.get("a2"); e.Status != outbox.StatusWaiting || e.LockedBy != "" {
@@ -113,7 +113,7 @@ func testOrderedInsertClaimed(x *fixture) {
 	// and Insert reports each first event's status as stored.
 	batch := []outbox.Event{ordered("a3", "A", base), ordered("b1", "B", base)}
 	batch[0].LockedBy, batch[1].LockedBy = "n1/t", "n1/t"
-	if err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: batch, ClaimTTL: time.Minute}); err != nil {
+	if _, err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: batch, ClaimTTL: time.Minute}); err != nil {
 		x.Fatalf("Insert: %v", err)
 	}
 	if e := x.get("a3"); e.Status != outbox.StatusWaiting || e.LockedBy != "" || batch[0].Status != outbox.StatusWaiting {
@@ -216,7 +216,7 @@ func testOrderedKeyLock(x *fixture) {
 		x.Fatalf("BeginTx: %v", err)
 	}
 	defer func() { _ = tx1.Rollback() }()
-	if err := x.store().Insert(x.ctx, tx1, outbox.InsertParams{Events: []outbox.Event{ordered("first", "K", base)}}); err != nil {
+	if _, err := x.store().Insert(x.ctx, tx1, outbox.InsertParams{Events: []outbox.Event{ordered("first", "K", base)}}); err != nil {
 		x.Fatalf("Insert in tx1: %v", err)
 	}
 	done := make(chan error, 1)
@@ -226,7 +226,7 @@ func testOrderedKeyLock(x *fixture) {
 			if err != nil {
 				return err
 			}
-			if err := x.store().Insert(x.ctx, tx2, outbox.InsertParams{Events: []outbox.Event{ordered("second", "K", base)}}); err != nil {
+			if _, err := x.store().Insert(x.ctx, tx2, outbox.InsertParams{Events: []outbox.Event{ordered("second", "K", base)}}); err != nil {
 				return errors.Join(err, tx2.Rollback())
 			}
 			return tx2.Commit()
@@ -251,7 +251,7 @@ func testOrderedKeyLock(x *fixture) {
 	x.wantSeq("second", outbox.StatusWaiting, 2)
 	// A rolled-back write gives its number back.
 	x.inTx(func(tx *sql.Tx) {
-		if err := x.store().Insert(x.ctx, tx, outbox.InsertParams{Events: []outbox.Event{ordered("gone", "K", base)}}); err != nil {
+		if _, err := x.store().Insert(x.ctx, tx, outbox.InsertParams{Events: []outbox.Event{ordered("gone", "K", base)}}); err != nil {
 			x.Fatalf("Insert: %v", err)
 		}
 	}, false)
@@ -326,4 +326,42 @@ func testOrderedLargeBatch(x *fixture) {
 		x.Fatalf("last event: %+v", got)
 	}
 	x.promote(outbox.PromoteParams{Limit: 10000}, ifWait(x.headsWait("e00000"), keys))
+}
+
+// testOrderedInsertExistingID: an ordered event whose ID exists is skipped and takes no
+// place in its key; the key's other events of the batch keep their order after the
+// existing ones.
+func testOrderedInsertExistingID(x *fixture) {
+	x.orders()
+	x.insert(ordered("k1", "K", base))
+	before := x.get("k1")
+	batch := []outbox.Event{ordered("k1", "K", at(time.Hour)), ordered("k2", "K", base)}
+	res, err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: batch})
+	if err != nil || !slices.Equal(res.Existing, []string{"k1"}) {
+		x.Fatalf("Insert of an existing ordered ID = %q, %v; want [k1]", res.Existing, err)
+	}
+	if got := x.get("k1"); got.Status != before.Status || got.OrderSeq != before.OrderSeq || !got.CreatedAt.Equal(base) {
+		x.Fatalf("existing k1 changed: %+v, was %+v", got, before)
+	}
+	if k2 := x.wantStatus("k2", outbox.StatusWaiting); k2.OrderSeq <= before.OrderSeq {
+		x.Fatalf("k2 OrderSeq %d, want after k1's %d", k2.OrderSeq, before.OrderSeq)
+	}
+
+	// The skipped event was the one that would have been the key's head: the next
+	// event of the batch is NEW, or WAITING for the promote the writer runs after
+	// commit for a key whose events all went in WAITING.
+	x.insert(ordered("i1", "I", base))
+	if x.get("i1").Status == outbox.StatusWaiting {
+		x.promote(outbox.PromoteParams{Keys: []string{"I"}}, 1)
+	}
+	x.markDone(at(time.Minute), "i1")
+	batch = []outbox.Event{ordered("i1", "I", base), ordered("i2", "I", base)}
+	if res, err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: batch}); err != nil || !slices.Equal(res.Existing, []string{"i1"}) {
+		x.Fatalf("Insert of an existing DONE head = %q, %v; want [i1]", res.Existing, err)
+	}
+	x.wantStatus("i1", outbox.StatusDone)
+	if x.get("i2").Status == outbox.StatusWaiting {
+		x.promote(outbox.PromoteParams{Keys: []string{"I"}}, 1)
+	}
+	x.wantStatus("i2", outbox.StatusNew)
 }

@@ -92,7 +92,8 @@ func Run(t *testing.T, f Features, newHarness func(t *testing.T) Harness) {
 		{name: "InsertHeadersNilOrEmpty", fn: testInsertHeadersNilOrEmpty},
 		{name: "InsertBatch", fn: testInsertBatch},
 		{name: "InsertLargeBatch", fn: func(x *fixture) { testInsertLargeBatch(x, f.LargeBatch) }},
-		{name: "InsertDuplicateID", fn: testInsertDuplicateID},
+		{name: "InsertExistingID", fn: testInsertExistingID},
+		{name: "InsertExistingIDInTx", fn: testInsertExistingIDInTx, tx: true},
 		{name: "InsertRollback", fn: testInsertRollback, tx: true},
 		{name: "InsertCommit", fn: testInsertCommit, tx: true},
 		{name: "GetNotFound", fn: testGetNotFound},
@@ -125,6 +126,7 @@ func Run(t *testing.T, f Features, newHarness func(t *testing.T) Harness) {
 		{name: "ClaimConcurrent", fn: testClaimConcurrent},
 		{name: "ClaimBadParams", fn: testClaimBadParams},
 		{name: "OrderedInsert", fn: func(x *fixture) { testOrderedInsert(x, f.HeadsWait) }},
+		{name: "OrderedInsertExistingID", fn: testOrderedInsertExistingID},
 		{name: "OrderedInsertClaimed", fn: testOrderedInsertClaimed},
 		{name: "PromoteMovesTheHeadOnly", fn: testPromoteMovesTheHeadOnly},
 		{name: "PromoteDeadPolicy", fn: testPromoteDeadPolicy},
@@ -214,7 +216,7 @@ func ev(id string, created time.Time) outbox.Event {
 
 func (x *fixture) insert(events ...outbox.Event) {
 	x.Helper()
-	if err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: events}); err != nil {
+	if _, err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: events}); err != nil {
 		x.Fatalf("Insert: %v", err)
 	}
 }

@@ -373,7 +373,7 @@ func adminHandler(t *testing.T) http.Handler {
 	for i := range 5 {
 		e := outbox.Event{ID: fmt.Sprintf("e%d", i), Type: "T", AggregateType: "A", Payload: json.RawMessage(`{}`),
 			CreatedAt: now, AvailableAt: now}
-		if err := store.Insert(ctx, nil, outbox.InsertParams{Events: []outbox.Event{e}}); err != nil {
+		if _, err := store.Insert(ctx, nil, outbox.InsertParams{Events: []outbox.Event{e}}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := store.MarkDead(ctx, outbox.MarkDeadParams{ID: e.ID, DeadAt: now, Reason: "x"}); err != nil {

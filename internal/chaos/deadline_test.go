@@ -44,7 +44,7 @@ func TestStoreCommitDeadline(t *testing.T) {
 				events = append(events, outbox.Event{ID: fmt.Sprintf("e%d", i), Type: EventType,
 					AggregateType: AggregateType, Payload: json.RawMessage(`{}`)})
 			}
-			if err := direct.Insert(t.Context(), cfg.db, outbox.InsertParams{Events: events}); err != nil {
+			if _, err := direct.Insert(t.Context(), cfg.db, outbox.InsertParams{Events: events}); err != nil {
 				t.Fatal(err)
 			}
 

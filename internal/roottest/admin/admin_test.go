@@ -148,7 +148,7 @@ func deadOrderedKey(t *testing.T) (*outboxtest.MemoryStore, *outbox.Outbox, time
 		events = append(events, outbox.Event{ID: fmt.Sprint("e", i), Type: "Changed", AggregateType: "Account",
 			Payload: json.RawMessage(`{"n":1}`), CreatedAt: created, AvailableAt: created, OrderKey: "Account:42"})
 	}
-	if err := store.Insert(ctx, nil, outbox.InsertParams{Events: events}); err != nil {
+	if _, err := store.Insert(ctx, nil, outbox.InsertParams{Events: events}); err != nil {
 		t.Fatal(err)
 	}
 	if e, ok := store.Event("e0"); !ok || e.Status != outbox.StatusNew {

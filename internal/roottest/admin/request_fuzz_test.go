@@ -42,7 +42,7 @@ func FuzzAdminRequest(f *testing.F) {
 		now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 		for _, id := range []string{"e1", "e2", "e3"} {
 			e := outbox.Event{ID: id, Type: "T", AggregateType: "A", Payload: json.RawMessage(`{}`), CreatedAt: now, AvailableAt: now}
-			if err := store.Insert(ctx, nil, outbox.InsertParams{Events: []outbox.Event{e}}); err != nil {
+			if _, err := store.Insert(ctx, nil, outbox.InsertParams{Events: []outbox.Event{e}}); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := store.MarkDead(ctx, outbox.MarkDeadParams{ID: id, DeadAt: now, Reason: "x"}); err != nil {

@@ -413,7 +413,7 @@ func TestAcceptancePurgeDeletesOnlyOldFinishedRows(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := st.Insert(ctx, tx, outbox.InsertParams{Events: events}); err != nil {
+		if _, err := st.Insert(ctx, tx, outbox.InsertParams{Events: events}); err != nil {
 			t.Fatal(err)
 		}
 		if err := tx.Commit(); err != nil {

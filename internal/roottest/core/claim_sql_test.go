@@ -89,7 +89,7 @@ func TestClaimLocksBlockNoWriter(t *testing.T) {
 			}
 			e := outbox.Event{ID: id, Type: "Ping", AggregateType: "Thing", Payload: json.RawMessage(`{}`),
 				CreatedAt: seeded.CreatedAt, AvailableAt: seeded.AvailableAt}
-			if err := c.store.Insert(ctx, tx, outbox.InsertParams{Events: []outbox.Event{e}}); err != nil {
+			if _, err := c.store.Insert(ctx, tx, outbox.InsertParams{Events: []outbox.Event{e}}); err != nil {
 				_ = tx.Rollback()
 				return time.Since(start), err
 			}

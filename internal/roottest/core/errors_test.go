@@ -293,7 +293,7 @@ func must(t *testing.T, err error) {
 // coreOnlyStore has the Store methods of a memory store and none of the optional ones.
 type coreOnlyStore struct{ s *outboxtest.MemoryStore }
 
-func (c coreOnlyStore) Insert(ctx context.Context, exec outbox.Executor, p outbox.InsertParams) error {
+func (c coreOnlyStore) Insert(ctx context.Context, exec outbox.Executor, p outbox.InsertParams) (outbox.InsertResult, error) {
 	return c.s.Insert(ctx, exec, p)
 }
 func (c coreOnlyStore) Get(ctx context.Context, id string) (outbox.Event, error) {

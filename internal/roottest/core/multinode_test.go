@@ -69,7 +69,7 @@ func (c *claimTable) seed(t *testing.T, prefix string, n int) []string {
 		events[i] = outbox.Event{ID: ids[i], Type: "Ping", AggregateType: "Thing", Payload: json.RawMessage(`{}`),
 			CreatedAt: created.Add(time.Duration(i) * time.Microsecond), AvailableAt: created}
 	}
-	if err := c.store.Insert(t.Context(), c.db, outbox.InsertParams{Events: events}); err != nil {
+	if _, err := c.store.Insert(t.Context(), c.db, outbox.InsertParams{Events: events}); err != nil {
 		t.Fatalf("seed: %v", err)
 	}
 	return ids
@@ -355,7 +355,7 @@ func TestMultiNodeClockSkew(t *testing.T) {
 			e := outbox.Event{ID: "ghost-" + name, Type: "Ping", AggregateType: "Thing", Payload: json.RawMessage(`{}`),
 				CreatedAt: time.Now().Add(-time.Minute), LockedBy: "dead-node/" + name}
 			inserted := time.Now()
-			if err := c.store.Insert(t.Context(), c.db, outbox.InsertParams{Events: []outbox.Event{e}, ClaimTTL: ghostTTL}); err != nil {
+			if _, err := c.store.Insert(t.Context(), c.db, outbox.InsertParams{Events: []outbox.Event{e}, ClaimTTL: ghostTTL}); err != nil {
 				t.Fatal(err)
 			}
 			eventually(t, name+" takes over the expired claim", func() bool { return done(e.ID) })

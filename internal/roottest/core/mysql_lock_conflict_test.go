@@ -34,7 +34,7 @@ func TestMySQLPurgeAndReplayRace(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := b.store.Insert(ctx, tx, outbox.InsertParams{Events: events}); err != nil {
+		if _, err := b.store.Insert(ctx, tx, outbox.InsertParams{Events: events}); err != nil {
 			t.Fatal(err)
 		}
 		if err := tx.Commit(); err != nil {
@@ -98,7 +98,7 @@ func TestMySQLStatusUpdatesAndPurgeRace(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := b.store.Insert(ctx, tx, outbox.InsertParams{Events: events}); err != nil {
+		if _, err := b.store.Insert(ctx, tx, outbox.InsertParams{Events: events}); err != nil {
 			t.Fatal(err)
 		}
 		if err := tx.Commit(); err != nil {

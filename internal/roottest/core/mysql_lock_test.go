@@ -28,7 +28,8 @@ func TestMySQLMarkDoneTakesNoGapLocks(t *testing.T) {
 		for i, id := range ids {
 			events[i] = ev(id)
 		}
-		return b.store.Insert(ctx, exec, outbox.InsertParams{Events: events})
+		_, err := b.store.Insert(ctx, exec, outbox.InsertParams{Events: events})
+		return err
 	}
 	tx, err := b.db.BeginTx(ctx, nil)
 	if err != nil {

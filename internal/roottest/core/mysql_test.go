@@ -123,7 +123,7 @@ func TestMySQLStoresTypedColumns(t *testing.T) {
 	e.Headers = map[string]string{"k": "v"}
 	spaced := testEvent("typed ", time.Now()) // differs only by a trailing space
 	spaced.Type = "t"                         // differs only by case
-	if err := b.store.Insert(ctx, b.db, outbox.InsertParams{Events: []outbox.Event{e, spaced}}); err != nil {
+	if _, err := b.store.Insert(ctx, b.db, outbox.InsertParams{Events: []outbox.Event{e, spaced}}); err != nil {
 		t.Fatal(err)
 	}
 	var payloadType, headerValue string
@@ -201,7 +201,7 @@ func TestMySQLLargeBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	if err := b.store.Insert(ctx, tx, outbox.InsertParams{Events: events}); err != nil {
+	if _, err := b.store.Insert(ctx, tx, outbox.InsertParams{Events: events}); err != nil {
 		t.Fatalf("Insert of %d events of %d bytes (max_allowed_packet %d): %v", n, len(payload), maxPacket, err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -235,7 +235,7 @@ func TestMySQLQueriesUseIndexes(t *testing.T) {
 			done = append(done, e.ID)
 		}
 	}
-	if err := b.store.Insert(ctx, b.db, outbox.InsertParams{Events: events}); err != nil {
+	if _, err := b.store.Insert(ctx, b.db, outbox.InsertParams{Events: events}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.store.MarkDone(ctx, outbox.MarkDoneParams{IDs: done, DoneAt: base.Add(time.Hour)}); err != nil {
@@ -252,7 +252,7 @@ func TestMySQLQueriesUseIndexes(t *testing.T) {
 		e.OrderKey = fmt.Sprint("K", i%40)
 		ordered = append(ordered, e)
 	}
-	if err := b.store.Insert(ctx, b.db, outbox.InsertParams{Events: ordered}); err != nil {
+	if _, err := b.store.Insert(ctx, b.db, outbox.InsertParams{Events: ordered}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.db.ExecContext(ctx, `ANALYZE TABLE `+b.quoted()); err != nil {
@@ -383,7 +383,7 @@ func TestMySQLMigrateUpgradesAVersionOneTable(t *testing.T) {
 		// Created in reverse ID order, so that the scan's order is created_at's.
 		events = append(events, testEvent(fmt.Sprintf("e-%02d", 49-i), base.Add(time.Duration(i)*time.Second)))
 	}
-	if err := store.Insert(ctx, db, outbox.InsertParams{Events: events}); err != nil {
+	if _, err := store.Insert(ctx, db, outbox.InsertParams{Events: events}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := store.MarkDone(ctx, outbox.MarkDoneParams{IDs: []string{"e-49", "e-48"}, DoneAt: base}); err != nil {

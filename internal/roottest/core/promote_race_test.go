@@ -37,7 +37,7 @@ func TestPromoteKeepsOneHeadPerKey(t *testing.T) {
 					e.OrderKey = fmt.Sprint("k", k)
 					events = append(events, e)
 				}
-				if err := b.store.Insert(ctx, tx, outbox.InsertParams{Events: events}); err != nil {
+				if _, err := b.store.Insert(ctx, tx, outbox.InsertParams{Events: events}); err != nil {
 					t.Fatal(err)
 				}
 				if err := tx.Commit(); err != nil {
@@ -83,7 +83,7 @@ func TestPromoteKeepsOneHeadPerKey(t *testing.T) {
 						k := rng.IntN(keys)
 						e := testEvent(fmt.Sprintf("w%d-%03d", g, i), time.Now().Add(-time.Hour))
 						e.OrderKey = fmt.Sprint("k", k)
-						if err := b.store.Insert(ctx, tx, outbox.InsertParams{Events: []outbox.Event{e}}); err != nil {
+						if _, err := b.store.Insert(ctx, tx, outbox.InsertParams{Events: []outbox.Event{e}}); err != nil {
 							_ = tx.Rollback()
 							t.Error(err)
 							return

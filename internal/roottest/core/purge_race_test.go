@@ -29,7 +29,7 @@ func TestPurgeSkipsRowReplayedMeanwhile(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := b.store.Insert(ctx, tx, outbox.InsertParams{Events: []outbox.Event{e}}); err != nil {
+			if _, err := b.store.Insert(ctx, tx, outbox.InsertParams{Events: []outbox.Event{e}}); err != nil {
 				t.Fatal(err)
 			}
 			if err := tx.Commit(); err != nil {

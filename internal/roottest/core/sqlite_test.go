@@ -90,7 +90,7 @@ func TestSQLiteConcurrentWriters(t *testing.T) {
 					}
 					ev := outbox.Event{ID: id, Type: "OrderPlaced", AggregateType: "Order", AggregateID: id,
 						Payload: json.RawMessage(`{"total":1}`), CreatedAt: time.Now()}
-					if err := b.store.Insert(ctx, tx, outbox.InsertParams{Events: []outbox.Event{ev}}); err != nil {
+					if _, err := b.store.Insert(ctx, tx, outbox.InsertParams{Events: []outbox.Event{ev}}); err != nil {
 						return err
 					}
 					return tx.Commit()

@@ -42,7 +42,7 @@ func Example_newSQLStore() {
 		return
 	}
 	created := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	err = store.Insert(ctx, tx, outbox.InsertParams{Events: []outbox.Event{{
+	_, err = store.Insert(ctx, tx, outbox.InsertParams{Events: []outbox.Event{{
 		ID: "evt-1", Type: "OrderPlaced", AggregateType: "Order", AggregateID: "42",
 		Payload: json.RawMessage(`{"total":99}`), CreatedAt: created, AvailableAt: created,
 	}}})

@@ -142,7 +142,7 @@ func TestSQLStoreUndecodableRows(t *testing.T) {
 			for i, c := range cases[s.name] {
 				events = append(events, testEvent(c.id, t0.Add(time.Duration(i+1)*time.Minute)))
 			}
-			if err := b.store.Insert(ctx, b.db, outbox.InsertParams{Events: events}); err != nil {
+			if _, err := b.store.Insert(ctx, b.db, outbox.InsertParams{Events: events}); err != nil {
 				t.Fatal(err)
 			}
 			dropNotNull := map[string]string{
@@ -233,7 +233,7 @@ func TestMigrateIsIdempotent(t *testing.T) {
 					t.Fatalf("MigrateTable again: %v", err)
 				}
 			}
-			if err := b.store.Insert(t.Context(), b.db, outbox.InsertParams{Events: []outbox.Event{testEvent("a", time.Now())}}); err != nil {
+			if _, err := b.store.Insert(t.Context(), b.db, outbox.InsertParams{Events: []outbox.Event{testEvent("a", time.Now())}}); err != nil {
 				t.Fatal(err)
 			}
 			if err := outbox.MigrateTable(t.Context(), b.db, b.d, b.table); err != nil {
@@ -393,7 +393,7 @@ func TestMigrateUpgradesAVersionOneTableWithRows(t *testing.T) {
 			for i := range 30 {
 				events = append(events, testEvent(fmt.Sprintf("e-%02d", i), base.Add(time.Duration(i)*time.Second)))
 			}
-			if err := store.Insert(ctx, db, outbox.InsertParams{Events: events}); err != nil {
+			if _, err := store.Insert(ctx, db, outbox.InsertParams{Events: events}); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := store.MarkDone(ctx, outbox.MarkDoneParams{IDs: []string{"e-00", "e-01"}, DoneAt: base}); err != nil {
@@ -423,7 +423,7 @@ func TestMigrateUpgradesAVersionOneTableWithRows(t *testing.T) {
 			}
 			o1, o2 := testEvent("o-1", base), testEvent("o-2", base)
 			o1.OrderKey, o2.OrderKey = "K", "K"
-			if err := store.Insert(ctx, db, outbox.InsertParams{Events: []outbox.Event{o1, o2}}); err != nil {
+			if _, err := store.Insert(ctx, db, outbox.InsertParams{Events: []outbox.Event{o1, o2}}); err != nil {
 				t.Fatalf("ordered insert after the upgrade: %v", err)
 			}
 			if _, err := store.Promote(ctx, outbox.PromoteParams{Keys: []string{"K"}, DeadBlocks: true}); err != nil {
@@ -469,7 +469,7 @@ func TestCustomSchemaQualifiedTable(t *testing.T) {
 			b := setupStore(t, db, d, table)
 			ctx := t.Context()
 			t0 := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
-			if err := b.store.Insert(ctx, db, outbox.InsertParams{Events: []outbox.Event{testEvent("a", t0), testEvent("b", t0)}}); err != nil {
+			if _, err := b.store.Insert(ctx, db, outbox.InsertParams{Events: []outbox.Event{testEvent("a", t0), testEvent("b", t0)}}); err != nil {
 				t.Fatal(err)
 			}
 			if n, err := b.store.MarkDone(ctx, outbox.MarkDoneParams{IDs: []string{"a"}, DoneAt: t0}); err != nil || n != 1 {
@@ -510,7 +510,7 @@ func TestCustomSchemaQualifiedTable(t *testing.T) {
 			// Ordered events use the key table beside the qualified table.
 			o := testEvent("o", t0)
 			o.OrderKey = "K"
-			if err := b.store.Insert(ctx, db, outbox.InsertParams{Events: []outbox.Event{o}}); err != nil {
+			if _, err := b.store.Insert(ctx, db, outbox.InsertParams{Events: []outbox.Event{o}}); err != nil {
 				t.Fatalf("ordered insert: %v", err)
 			}
 			if _, err := b.store.Promote(ctx, outbox.PromoteParams{Keys: []string{"K"}}); err != nil {
@@ -689,15 +689,15 @@ func TestSQLStoreInsertEdgeCases(t *testing.T) {
 	t.Parallel()
 	b := setupSQLite(t)
 	ctx := t.Context()
-	if err := b.store.Insert(ctx, nil, outbox.InsertParams{Events: []outbox.Event{testEvent("a", time.Now())}}); !errors.Is(err, outbox.ErrNoTransaction) {
+	if _, err := b.store.Insert(ctx, nil, outbox.InsertParams{Events: []outbox.Event{testEvent("a", time.Now())}}); !errors.Is(err, outbox.ErrNoTransaction) {
 		t.Errorf("nil executor: %v", err)
 	}
-	if err := b.store.Insert(ctx, nil, outbox.InsertParams{}); err != nil {
+	if _, err := b.store.Insert(ctx, nil, outbox.InsertParams{}); err != nil {
 		t.Errorf("no events: %v", err)
 	}
 	// Zero times default like the in-memory store's: CreatedAt now, AvailableAt CreatedAt.
 	before := time.Now().UTC().Truncate(time.Microsecond)
-	if err := b.store.Insert(ctx, b.db, outbox.InsertParams{Events: []outbox.Event{{ID: "z", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`)}}}); err != nil {
+	if _, err := b.store.Insert(ctx, b.db, outbox.InsertParams{Events: []outbox.Event{{ID: "z", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`)}}}); err != nil {
 		t.Fatal(err)
 	}
 	e, err := b.store.Get(ctx, "z")
@@ -717,7 +717,7 @@ func TestPostgresStoresTypedColumns(t *testing.T) {
 	ctx := t.Context()
 	e := testEvent("typed", time.Now())
 	e.Headers = map[string]string{"k": "v"}
-	if err := b.store.Insert(ctx, b.db, outbox.InsertParams{Events: []outbox.Event{e, testEvent("bare", time.Now())}}); err != nil {
+	if _, err := b.store.Insert(ctx, b.db, outbox.InsertParams{Events: []outbox.Event{e, testEvent("bare", time.Now())}}); err != nil {
 		t.Fatal(err)
 	}
 	var payloadType, headerValue string
@@ -743,7 +743,7 @@ func TestQueryTimeoutBoundsStatements(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := s.Insert(t.Context(), b.db, outbox.InsertParams{Events: []outbox.Event{testEvent("locked", time.Now())}}); err != nil {
+			if _, err := s.Insert(t.Context(), b.db, outbox.InsertParams{Events: []outbox.Event{testEvent("locked", time.Now())}}); err != nil {
 				t.Fatal(err)
 			}
 			// Hold a lock on the row so the update has to wait past the timeout.
