@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -62,7 +63,8 @@ func (d *dispatcher) deliver(runCtx context.Context, it dispatchItem, acks chan<
 		d.q.release(e.ID, d.cfg.Now(), false, time.Time{})
 		return
 	}
-	if left, short := d.claimTooShort(e); short && !d.renewClaim(runCtx, &e, left, it.path) {
+	rt, routed := d.reg.lookup(e.AggregateType, e.Type)
+	if left, short := d.claimTooShort(e, rt); short && !d.renewClaim(runCtx, &e, left, it.path) {
 		// The claim could expire while the listener runs, and another node deliver the
 		// event too: leave it to whoever claims it next (possibly this node).
 		d.q.release(e.ID, d.cfg.Now(), false, time.Time{})
@@ -76,13 +78,12 @@ func (d *dispatcher) deliver(runCtx context.Context, it dispatchItem, acks chan<
 	latency = max(latency, 0)
 
 	var dec decision
-	l, ok := d.reg.Lookup(e.AggregateType, e.Type)
-	if !ok {
+	if !routed {
 		err := fmt.Errorf("%w: aggregate type %q, event type %q", ErrUnroutable, e.AggregateType, e.Type)
 		dec = decision{kind: outcomeDead, reason: err.Error(), err: err}
 	} else {
 		le := e // the listener's copy; e keeps the queued state
-		res, err, ok := d.watchAttempt(runCtx, it, l, &le, start, latency)
+		res, err, ok := d.watchAttempt(runCtx, it, rt, &le, start, latency)
 		if !ok {
 			return // abandoned: the attempt's goroutine settles the event when it returns
 		}
@@ -93,7 +94,7 @@ func (d *dispatcher) deliver(runCtx context.Context, it dispatchItem, acks chan<
 			d.q.release(e.ID, d.cfg.Now(), false, time.Time{})
 			return
 		}
-		dec = d.decide(&e, res, err, d.cfg.Now())
+		dec = d.decide(rt, &e, res, err, d.cfg.Now())
 	}
 	duration := max(d.cfg.Now().Sub(start), 0)
 
@@ -124,16 +125,25 @@ func (d *dispatcher) settled(ctx context.Context, e *Event, path Path, dec decis
 }
 
 // claimTooShort reports whether e is claimed ([MultiNode]) with less time left than one
-// attempt may take (ListenerTimeout plus StatusTimeout), and how much is left. The
-// time left is measured by this process's monotonic clock from the node's own estimate
-// of the claim's end (Event.LockedUntil as the writer or the poller set it), never
-// against another clock.
-func (d *dispatcher) claimTooShort(e Event) (time.Duration, bool) {
+// attempt of its listener rt (nil when unroutable) may take (its timeout plus
+// StatusTimeout), and how much is left. The time left is measured by this process's
+// monotonic clock from the node's own estimate of the claim's end (Event.LockedUntil
+// as the writer or the poller set it), never against another clock.
+func (d *dispatcher) claimTooShort(e Event, rt *route) (time.Duration, bool) {
 	if e.LockedBy == "" || e.LockedUntil.IsZero() {
 		return 0, false
 	}
 	left := time.Until(e.LockedUntil)
-	return left, left < max(d.cfg.ListenerTimeout, 0)+max(d.cfg.StatusTimeout, 0)
+	return left, left < max(d.timeout(rt), 0)+max(d.cfg.StatusTimeout, 0)
+}
+
+// timeout is the bound of one attempt of rt's listener: its own, or ListenerTimeout
+// (also for a nil rt); -1 means none.
+func (d *dispatcher) timeout(rt *route) time.Duration {
+	if rt != nil && rt.timeout != 0 {
+		return rt.timeout
+	}
+	return d.cfg.ListenerTimeout
 }
 
 // renewClaim extends e's claim before an attempt that could outlive it, and reports
@@ -173,14 +183,15 @@ func (d *dispatcher) renewClaim(runCtx context.Context, e *Event, left time.Dura
 	return true
 }
 
-// attempt runs the interceptors and the listener under the per-event context.
-func (d *dispatcher) attempt(runCtx context.Context, l Listener, e *Event) (Result, error) {
+// attempt runs the interceptors and rt's listener under the per-event context.
+func (d *dispatcher) attempt(runCtx context.Context, rt *route, e *Event) (Result, error) {
 	var (
 		ctx    context.Context
 		cancel context.CancelFunc
 	)
-	if d.cfg.ListenerTimeout > 0 {
-		ctx, cancel = context.WithTimeout(runCtx, d.cfg.ListenerTimeout)
+	l := rt.listener
+	if t := d.timeout(rt); t > 0 {
+		ctx, cancel = context.WithTimeout(runCtx, t)
 	} else {
 		ctx, cancel = context.WithCancel(runCtx)
 	}
@@ -199,8 +210,9 @@ func (d *dispatcher) attempt(runCtx context.Context, l Listener, e *Event) (Resu
 	return invokeDelivery(ctx, d.log, d.cfg.Interceptors, e, call)
 }
 
-// decide maps an attempt's result to an outcome, per the dispatch table.
-func (d *dispatcher) decide(e *Event, res Result, err error, now time.Time) decision {
+// decide maps an attempt's result to an outcome, per the dispatch table and the policy
+// of the event's listener rt.
+func (d *dispatcher) decide(rt *route, e *Event, res Result, err error, now time.Time) decision {
 	if err == nil {
 		switch res.kind {
 		case resultDefer:
@@ -218,20 +230,32 @@ func (d *dispatcher) decide(e *Event, res Result, err error, now time.Time) deci
 	if de := (*deferredError)(nil); errors.As(err, &de) {
 		return decision{kind: outcomeDeferred, at: now.Add(de.delay)}
 	}
-	if errors.Is(err, ErrUnrecoverable) {
+	if errors.Is(err, ErrUnrecoverable) || rt.retryable != nil && !d.retryable(rt, err) {
 		return decision{kind: outcomeDead, reason: err.Error(), countAttempt: true, err: err}
 	}
-	attempt := e.Attempts + 1
-	if d.cfg.MaxAttempts > 0 && attempt >= d.cfg.MaxAttempts {
+	attempt, maxAttempts, retry := e.Attempts+1, cmp.Or(rt.maxAttempts, d.cfg.MaxAttempts), cmp.Or(rt.retry, d.cfg.Retry)
+	if maxAttempts > 0 && attempt >= maxAttempts {
 		return decision{kind: outcomeDead, reason: err.Error(), countAttempt: true, err: err}
 	}
 	var delay time.Duration
 	if ra := (*RetryAfterError)(nil); errors.As(err, &ra) {
 		delay = ra.Delay
 	} else {
-		delay = d.cfg.Retry.Delay(attempt)
+		delay = retry.Delay(attempt)
 	}
 	return decision{kind: outcomeRetry, at: now.Add(max(delay, 0)), reason: err.Error(), countAttempt: true, err: err}
+}
+
+// retryable calls rt's classifier; a panic in it counts as "retry" and is logged.
+func (d *dispatcher) retryable(rt *route, err error) (ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			d.log.LogAttrs(context.Background(), slog.LevelError, "Subscription.Retryable panicked; the error is retried",
+				slog.String("listener", rt.name), slog.Any("panic", r))
+			ok = true
+		}
+	}()
+	return rt.retryable(err)
 }
 
 // finishOutcome records dec (writeOutcome), releases the event and, when the outcome

@@ -64,7 +64,7 @@ func BenchmarkEncodeEnvelopes(b *testing.B) {
 			now := time.Now()
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := encodeEnvelopes(envs, now, DefaultMaxPayloadBytes); err != nil {
+				if _, err := encodeEnvelopes(envs, now, DefaultMaxPayloadBytes, nil); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -77,7 +77,7 @@ func BenchmarkEncodeEnvelopes(b *testing.B) {
 func BenchmarkInsertQueries(b *testing.B) {
 	events, err := encodeEnvelopes(benchEnvelopes(100, func(i int) any {
 		return benchPayload{OrderID: "o-" + strconv.Itoa(i), Amount: int64(i)}
-	}, nil), time.Now(), DefaultMaxPayloadBytes)
+	}, nil), time.Now(), DefaultMaxPayloadBytes, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 
 // encodeEnvelopes validates envs and turns them into events ready to insert. now is the
 // write time; maxPayload the payload limit in bytes. Every error is an *EnvelopeError.
-func encodeEnvelopes(envs []Envelope, now time.Time, maxPayload int) ([]Event, error) {
+func encodeEnvelopes(envs []Envelope, now time.Time, maxPayload int, codec Codec) ([]Event, error) {
 	events := make([]Event, len(envs))
 	var seen map[string]int
 	if len(envs) > 1 {
@@ -18,7 +18,7 @@ func encodeEnvelopes(envs []Envelope, now time.Time, maxPayload int) ([]Event, e
 	}
 	now = canonicalTime(now)
 	for i := range envs {
-		if err := encodeEnvelope(&envs[i], &events[i], now, maxPayload); err != nil {
+		if err := encodeEnvelope(&envs[i], &events[i], now, maxPayload, codec); err != nil {
 			err.Index = i
 			return nil, err
 		}
@@ -32,7 +32,7 @@ func encodeEnvelopes(envs []Envelope, now time.Time, maxPayload int) ([]Event, e
 	return events, nil
 }
 
-func encodeEnvelope(env *Envelope, ev *Event, now time.Time, maxPayload int) *EnvelopeError {
+func encodeEnvelope(env *Envelope, ev *Event, now time.Time, maxPayload int, codec Codec) *EnvelopeError {
 	if env.Type == "" {
 		return &EnvelopeError{Field: "Type", Err: ErrEmptyType}
 	}
@@ -67,7 +67,7 @@ func encodeEnvelope(env *Envelope, ev *Event, now time.Time, maxPayload int) *En
 			headers[k] = v
 		}
 	}
-	payload, perr := encodePayload(env.Payload, maxPayload)
+	payload, perr := encodePayload(env.Payload, maxPayload, codec)
 	if perr != nil {
 		return perr
 	}
@@ -115,8 +115,9 @@ func encodeEnvelope(env *Envelope, ev *Event, now time.Time, maxPayload int) *En
 	return nil
 }
 
-// encodePayload turns the envelope payload into JSON text exactly once.
-func encodePayload(p any, limit int) (json.RawMessage, *EnvelopeError) {
+// encodePayload turns the envelope payload into JSON text exactly once, with codec
+// (nil: encoding/json) unless it is JSON text already.
+func encodePayload(p any, limit int, codec Codec) (json.RawMessage, *EnvelopeError) {
 	var raw []byte
 	owned := false // raw was marshalled here: valid, and nobody else holds it
 	switch v := p.(type) {
@@ -133,6 +134,14 @@ func encodePayload(p any, limit int) (json.RawMessage, *EnvelopeError) {
 		}
 		raw = v
 	default:
+		if _, std := codec.(JSONCodec); codec != nil && !std {
+			b, err := codec.Marshal(v)
+			if err != nil {
+				return nil, &EnvelopeError{Field: "Payload", Err: ErrInvalidPayload, Detail: err.Error()}
+			}
+			raw = b // checked as JSON below, and copied
+			break
+		}
 		b, err := json.Marshal(v)
 		if err != nil {
 			return nil, &EnvelopeError{Field: "Payload", Err: ErrInvalidPayload, Detail: err.Error()}

@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -22,8 +23,9 @@ import (
 //	any other error, or a panic        RETRY after the retry policy's     yes
 //	                                   backoff; DEAD at MaxAttempts
 //
-// The context ends at ListenerTimeout or a hard stop. A [ResultListener]'s HandleResult
-// is called instead of Handle.
+// MaxAttempts, the retry policy and the timeout are the listener's [Subscription]'s
+// when set, else the Config's. The context ends at the timeout or a hard stop. A
+// [ResultListener]'s HandleResult is called instead of Handle.
 type Listener interface {
 	Handle(ctx context.Context, e *Event) error
 }
@@ -104,51 +106,119 @@ func Defer(d time.Duration) Result { return Result{kind: resultDefer, delay: max
 // Dead moves the event to DEAD at once with reason as its last error.
 func Dead(reason string) Result { return Result{kind: resultDead, reason: reason} }
 
-// Registry maps (aggregate type, event type) to exactly one listener. It is safe for
+// Subscription is one listener with its route and, optionally, its own delivery
+// policy; the zero value of each policy field means the [Config] setting.
+// [Outbox.Register] is Subscribe with the route and the listener only.
+type Subscription struct {
+	// Name names the listener in logs. Defaults to "AggregateType/EventType". Unique.
+	Name string
+	// AggregateType and EventType are the route: the events of EventType (required) on
+	// AggregateType ("" means GlobalAggregateType). One listener per route.
+	AggregateType string
+	EventType     string
+	// Listener handles the events. Required.
+	Listener Listener
+	// Retry replaces Config.Retry for this listener's failures.
+	Retry RetryPolicy
+	// MaxAttempts replaces Config.MaxAttempts: 1 makes the first failure final, -1
+	// retries forever.
+	MaxAttempts int
+	// Timeout replaces Config.ListenerTimeout; -1 means none (not in MultiNode mode).
+	// In MultiNode mode it must stay below ClaimTTL - StatusTimeout, as the default.
+	Timeout time.Duration
+	// Retryable, when set, decides whether an error the listener returns is worth a
+	// retry: false makes the event DEAD at once, as an error wrapping ErrUnrecoverable
+	// does (which stays final whatever Retryable says). Deferrals never reach it.
+	Retryable func(error) bool
+}
+
+// route is a subscription as the dispatcher uses it.
+type route struct {
+	name        string
+	listener    Listener
+	retry       RetryPolicy // nil: the dispatcher's
+	maxAttempts int         // 0: the dispatcher's
+	timeout     time.Duration
+	retryable   func(error) bool
+}
+
+// registry maps (aggregate type, event type) to exactly one listener. It is safe for
 // concurrent use; listeners may be registered while the dispatcher runs.
 type registry struct {
-	mu        sync.RWMutex
-	listeners map[routeKey]Listener
+	mu     sync.RWMutex
+	routes map[routeKey]*route
+	names  map[string]bool
 }
 
 type routeKey struct{ aggregateType, eventType string }
 
-// NewRegistry returns an empty registry.
-func newRegistry() *registry { return &registry{listeners: make(map[routeKey]Listener)} }
+// newRegistry returns an empty registry.
+func newRegistry() *registry {
+	return &registry{routes: map[routeKey]*route{}, names: map[string]bool{}}
+}
 
-// Register routes events of eventType on aggregateType to l. An empty aggregateType means
-// GlobalAggregateType. It returns an error wrapping ErrDuplicateListener when the route is
-// taken, and a [ConfigError] for an empty event type or a nil listener.
+// Register routes events of eventType on aggregateType to l with the default policy.
 func (r *registry) Register(aggregateType, eventType string, l Listener) error {
-	if eventType == "" {
+	return r.Subscribe(Subscription{AggregateType: aggregateType, EventType: eventType, Listener: l})
+}
+
+// Subscribe adds s. It returns an error wrapping ErrDuplicateListener when its route or
+// name is taken, and a [ConfigError] for an empty event type, a nil listener or an
+// invalid policy field.
+func (r *registry) Subscribe(s Subscription) error {
+	if s.EventType == "" {
 		return &ConfigError{Field: "Listener", Reason: "event type is empty"}
 	}
-	if l == nil {
-		return &ConfigError{Field: "Listener", Reason: "listener for " + eventType + " is nil"}
+	if s.Listener == nil {
+		return &ConfigError{Field: "Listener", Reason: "listener for " + s.EventType + " is nil"}
 	}
-	if aggregateType == "" {
-		aggregateType = GlobalAggregateType
+	if s.AggregateType == "" {
+		s.AggregateType = GlobalAggregateType
 	}
-	k := routeKey{aggregateType, eventType}
+	name := cmp.Or(s.Name, s.AggregateType+"/"+s.EventType)
+	switch {
+	case s.MaxAttempts < -1:
+		return &ConfigError{Field: "Subscription.MaxAttempts", Reason: fmt.Sprintf("listener %s: must be positive or -1, got %d", name, s.MaxAttempts)}
+	case s.Timeout < 0 && s.Timeout != -1:
+		return &ConfigError{Field: "Subscription.Timeout", Reason: fmt.Sprintf("listener %s: must be positive or -1, got %s", name, s.Timeout)}
+	case !validText(name):
+		return &ConfigError{Field: "Subscription.Name", Reason: fmt.Sprintf("%q is not valid text", name)}
+	}
+	k := routeKey{s.AggregateType, s.EventType}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.listeners == nil {
-		r.listeners = make(map[routeKey]Listener)
+	if r.routes == nil {
+		r.routes, r.names = map[routeKey]*route{}, map[string]bool{}
 	}
-	if _, ok := r.listeners[k]; ok {
-		return fmt.Errorf("%w: aggregate type %q, event type %q", ErrDuplicateListener, aggregateType, eventType)
+	if _, ok := r.routes[k]; ok {
+		return fmt.Errorf("%w: aggregate type %q, event type %q", ErrDuplicateListener, s.AggregateType, s.EventType)
 	}
-	r.listeners[k] = l
+	if r.names[name] {
+		return fmt.Errorf("%w: name %q", ErrDuplicateListener, name)
+	}
+	r.routes[k] = &route{name: name, listener: s.Listener, retry: s.Retry, maxAttempts: s.MaxAttempts,
+		timeout: s.Timeout, retryable: s.Retryable}
+	r.names[name] = true
 	return nil
 }
 
-// Lookup returns the listener for the route, or false when there is none.
-func (r *registry) Lookup(aggregateType, eventType string) (Listener, bool) {
+// lookup returns the route of the events of eventType on aggregateType, or false when
+// there is none.
+func (r *registry) lookup(aggregateType, eventType string) (*route, bool) {
 	if aggregateType == "" {
 		aggregateType = GlobalAggregateType
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	l, ok := r.listeners[routeKey{aggregateType, eventType}]
-	return l, ok
+	rt, ok := r.routes[routeKey{aggregateType, eventType}]
+	return rt, ok
+}
+
+// Lookup returns the listener for the route, or false when there is none.
+func (r *registry) Lookup(aggregateType, eventType string) (Listener, bool) {
+	rt, ok := r.lookup(aggregateType, eventType)
+	if !ok {
+		return nil, false
+	}
+	return rt.listener, true
 }

@@ -147,6 +147,9 @@ type Config struct {
 	// PurgeBatchSize bounds the rows one purge statement deletes. Defaults to DefaultPurgeBatchSize.
 	PurgeBatchSize int
 
+	// Codec encodes the payloads that are not JSON text already ([]byte,
+	// json.RawMessage). Defaults to JSONCodec.
+	Codec Codec
 	// MaxPayloadBytes bounds an encoded payload. Defaults to DefaultMaxPayloadBytes.
 	// On MySQL, Start rejects more than (max_allowed_packet - 64 KiB) / 2.
 	MaxPayloadBytes int
@@ -173,6 +176,9 @@ type Outbox struct {
 	notifier   *notifier   // nil without Config.Notifier
 	orders     *orderer    // nil when the store keeps no order
 	logger     *slog.Logger
+	// attemptBound, in MultiNode mode, is what a listener's timeout must stay below:
+	// ClaimTTL - StatusTimeout, so that a claim outlives an attempt. 0 otherwise.
+	attemptBound time.Duration
 
 	// sem serialises Start and Stop; a channel, so that a caller waiting for it gives
 	// up when its context ends (a Stop never waits past its deadline for another).
@@ -240,6 +246,7 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 		}
 		if cfg.Mode == MultiNode {
 			dc.ClaimTTL = cfg.ClaimTTL
+			o.attemptBound = cfg.ClaimTTL - cmp.Or(cfg.StatusTimeout, DefaultStatusTimeout)
 		}
 		d, err := newDispatcher(store, o.registry, dc)
 		if err != nil {
@@ -329,6 +336,7 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 	}
 	w, err := newWriter(store, writerConfig{
 		MaxPayloadBytes:  cfg.MaxPayloadBytes,
+		Codec:            cfg.Codec,
 		Hooks:            hooks,
 		Logger:           logger,
 		Now:              cfg.Now,
@@ -427,7 +435,18 @@ func (o *Outbox) replayed() {
 // l. It returns an error wrapping ErrDuplicateListener when the route is taken. Listeners
 // may be registered before or after Start.
 func (o *Outbox) Register(aggregateType, eventType string, l Listener) error {
-	return o.registry.Register(aggregateType, eventType, l)
+	return o.Subscribe(Subscription{AggregateType: aggregateType, EventType: eventType, Listener: l})
+}
+
+// Subscribe is [Outbox.Register] with a name and a delivery policy of the listener's
+// own. It returns an error wrapping ErrDuplicateListener when the route or the name is
+// taken, and a [*ConfigError] for a bad field.
+func (o *Outbox) Subscribe(s Subscription) error {
+	if o.attemptBound > 0 && (s.Timeout == -1 || s.Timeout >= o.attemptBound) {
+		return &ConfigError{Field: "Subscription.Timeout", Reason: fmt.Sprintf(
+			"listener %s: %s in MultiNode mode: a timeout must stay below ClaimTTL - StatusTimeout (%s)", cmp.Or(s.Name, s.EventType), s.Timeout, o.attemptBound)}
+	}
+	return o.registry.Subscribe(s)
 }
 
 // Writer returns the writer business code uses inside its transactions.

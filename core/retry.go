@@ -19,13 +19,17 @@ type RetryPolicyFunc func(attempt int) time.Duration
 // Delay calls f.
 func (f RetryPolicyFunc) Delay(attempt int) time.Duration { return f(attempt) }
 
-// ExponentialBackoff is the default [RetryPolicy]: after attempt n, min(Max, Base·2^(n-1))
-// times a random factor in [0.5, 1.5) unless DisableJitter is set.
+// ExponentialBackoff is the default [RetryPolicy]: after attempt n,
+// min(Max, Base·Multiplier^(n-1)) times a random factor in [0.5, 1.5) unless
+// DisableJitter is set.
 type ExponentialBackoff struct {
 	// Base is the delay after the first failure. Defaults to DefaultRetryBase.
 	Base time.Duration
 	// Max caps the delay before jitter is applied. Defaults to DefaultRetryMax.
 	Max time.Duration
+	// Multiplier is the growth from one delay to the next; values below 1 mean 2, the
+	// default.
+	Multiplier float64
 	// DisableJitter makes delays exact (jitter spreads retries of events that failed together).
 	DisableJitter bool
 }
@@ -41,16 +45,62 @@ func (b ExponentialBackoff) Delay(attempt int) time.Duration {
 	if limit <= 0 {
 		limit = DefaultRetryMax
 	}
+	n := max(attempt, 1) - 1
 	d := limit
-	if shift := max(attempt, 1) - 1; shift < 63 && base <= limit>>shift {
-		d = min(base<<shift, limit)
+	if b.Multiplier < 1 || b.Multiplier == 2 {
+		if n < 63 && base <= limit>>n {
+			d = min(base<<n, limit)
+		}
+	} else if f := float64(base) * math.Pow(b.Multiplier, float64(n)); f < float64(limit) {
+		d = time.Duration(f)
 	}
 	if b.DisableJitter {
 		return d
 	}
-	f := float64(d) * (0.5 + rand.Float64())
-	if f >= math.MaxInt64 {
+	return jitter(d, 0.5)
+}
+
+// FixedBackoff waits Wait after every failure, varied at random by the fraction
+// Jitter (0.2 spreads the delays over ±20%; at most 1).
+type FixedBackoff struct {
+	Wait   time.Duration
+	Jitter float64
+}
+
+// Delay returns b.Wait with its jitter; a negative Wait means 0.
+func (b FixedBackoff) Delay(int) time.Duration { return jitter(max(b.Wait, 0), b.Jitter) }
+
+// LinearBackoff waits Step·n after the n-th failure, at most Max (DefaultRetryMax when
+// 0), varied at random by the fraction Jitter (at most 1).
+type LinearBackoff struct {
+	Step   time.Duration
+	Max    time.Duration
+	Jitter float64
+}
+
+// Delay returns the wait after attempt failures (at least 1); it never overflows.
+func (b LinearBackoff) Delay(attempt int) time.Duration {
+	limit, step, n := b.Max, max(b.Step, 0), time.Duration(max(attempt, 1))
+	if limit <= 0 {
+		limit = DefaultRetryMax
+	}
+	d := limit
+	if step <= limit/n {
+		d = min(step*n, limit)
+	}
+	return jitter(d, b.Jitter)
+}
+
+// jitter returns d times a random factor in [1-f, 1+f), f clamped to [0, 1]; it never
+// overflows.
+func jitter(d time.Duration, f float64) time.Duration {
+	f = min(max(f, 0), 1)
+	if f == 0 || d <= 0 {
+		return d
+	}
+	v := float64(d) * (1 - f + 2*f*rand.Float64())
+	if v >= math.MaxInt64 {
 		return math.MaxInt64
 	}
-	return time.Duration(f)
+	return time.Duration(v)
 }

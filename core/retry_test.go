@@ -90,3 +90,65 @@ func TestRetryPolicyFunc(t *testing.T) {
 		t.Errorf("Delay(3) = %s, want 3s", got)
 	}
 }
+
+func TestBuiltInPoliciesExact(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		p       outbox.RetryPolicy
+		attempt int
+		want    time.Duration
+	}{
+		{"exponential ×3", outbox.ExponentialBackoff{Base: time.Second, Max: time.Hour, Multiplier: 3, DisableJitter: true}, 3, 9 * time.Second},
+		{"exponential ×1.5", outbox.ExponentialBackoff{Base: time.Second, Max: time.Hour, Multiplier: 1.5, DisableJitter: true}, 3, 2250 * time.Millisecond},
+		{"exponential ×1 is constant", outbox.ExponentialBackoff{Base: time.Second, Max: time.Hour, Multiplier: 1, DisableJitter: true}, 40, time.Second},
+		{"exponential ×3 capped", outbox.ExponentialBackoff{Base: time.Second, Max: time.Minute, Multiplier: 3, DisableJitter: true}, 5, time.Minute},
+		{"exponential ×10 huge attempt", outbox.ExponentialBackoff{Base: time.Second, Max: math.MaxInt64, Multiplier: 10, DisableJitter: true}, math.MaxInt, math.MaxInt64},
+		{"exponential below 1 means 2", outbox.ExponentialBackoff{Base: time.Second, Max: time.Hour, Multiplier: 0.5, DisableJitter: true}, 3, 4 * time.Second},
+		{"fixed", outbox.FixedBackoff{Wait: 3 * time.Second}, 7, 3 * time.Second},
+		{"fixed negative", outbox.FixedBackoff{Wait: -time.Second}, 1, 0},
+		{"linear", outbox.LinearBackoff{Step: 2 * time.Second, Max: time.Minute}, 4, 8 * time.Second},
+		{"linear capped", outbox.LinearBackoff{Step: 2 * time.Second, Max: time.Minute}, 40, time.Minute},
+		{"linear default max", outbox.LinearBackoff{Step: time.Hour}, 2, outbox.DefaultRetryMax},
+		{"linear huge attempt", outbox.LinearBackoff{Step: time.Hour, Max: math.MaxInt64}, math.MaxInt, math.MaxInt64},
+		{"linear zero attempt is the first", outbox.LinearBackoff{Step: time.Second}, 0, time.Second},
+	}
+	for _, tt := range tests {
+		if got := tt.p.Delay(tt.attempt); got != tt.want {
+			t.Errorf("%s: Delay(%d) = %s, want %s", tt.name, tt.attempt, got, tt.want)
+		}
+	}
+}
+
+func TestBuiltInPoliciesJitter(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		p      outbox.RetryPolicy
+		center time.Duration
+		frac   float64
+	}{
+		{"fixed ±20%", outbox.FixedBackoff{Wait: 10 * time.Second, Jitter: 0.2}, 10 * time.Second, 0.2},
+		{"fixed jitter above 1 is 1", outbox.FixedBackoff{Wait: 10 * time.Second, Jitter: 7}, 10 * time.Second, 1},
+		{"linear ±50%", outbox.LinearBackoff{Step: time.Second, Jitter: 0.5}, 3 * time.Second, 0.5},
+		{"exponential ×3 ±50%", outbox.ExponentialBackoff{Base: time.Second, Max: time.Hour, Multiplier: 3}, 9 * time.Second, 0.5},
+	}
+	for _, tt := range tests {
+		lo := time.Duration(float64(tt.center) * (1 - tt.frac))
+		hi := time.Duration(float64(tt.center) * (1 + tt.frac))
+		seen := map[time.Duration]bool{}
+		for range 500 {
+			got := tt.p.Delay(3)
+			if got < lo || got >= hi {
+				t.Fatalf("%s: Delay = %s, want in [%s, %s)", tt.name, got, lo, hi)
+			}
+			seen[got] = true
+		}
+		if len(seen) < 100 {
+			t.Errorf("%s: only %d distinct delays in 500 draws; jitter looks broken", tt.name, len(seen))
+		}
+	}
+	if got := (outbox.FixedBackoff{Wait: time.Second, Jitter: -1}).Delay(1); got != time.Second {
+		t.Errorf("negative jitter: %s, want exactly 1s", got)
+	}
+}

@@ -38,7 +38,7 @@ type attemptOutcome struct {
 // watchAttempt runs the attempt on its own goroutine and waits for it. It reports false
 // when the worker abandoned the attempt (stuck, or a hard stop); the attempt's goroutine
 // then settles the event itself (see settleAbandoned).
-func (d *dispatcher) watchAttempt(runCtx context.Context, it dispatchItem, l Listener, le *Event, start time.Time,
+func (d *dispatcher) watchAttempt(runCtx context.Context, it dispatchItem, rt *route, le *Event, start time.Time,
 	latency time.Duration) (Result, error, bool) {
 	done := make(chan attemptOutcome, 1)
 	// taken decides who settles the event: the worker (it received the outcome), or the
@@ -47,15 +47,15 @@ func (d *dispatcher) watchAttempt(runCtx context.Context, it dispatchItem, l Lis
 	var taken, stuck atomic.Bool
 	began := time.Now()
 	go func() {
-		res, err := d.attempt(runCtx, l, le)
+		res, err := d.attempt(runCtx, rt, le)
 		done <- attemptOutcome{res: res, err: err}
 		if !taken.CompareAndSwap(false, true) {
-			d.settleAbandoned(runCtx, it, *le, res, err, start, latency, stuck.Load())
+			d.settleAbandoned(runCtx, it, rt, *le, res, err, start, latency, stuck.Load())
 		}
 	}()
 	var stuckAt <-chan time.Time
-	if d.cfg.ListenerTimeout > 0 {
-		t := time.NewTimer(d.cfg.ListenerTimeout + stuckGrace)
+	if timeout := d.timeout(rt); timeout > 0 {
+		t := time.NewTimer(timeout + stuckGrace)
 		defer t.Stop()
 		stuckAt = t.C
 	}
@@ -76,7 +76,7 @@ func (d *dispatcher) watchAttempt(runCtx context.Context, it dispatchItem, l Lis
 				d.stuck.Add(-1)
 				d.log.LogAttrs(runCtx, slog.LevelWarn, "listener attempt stuck past ListenerTimeout; "+
 					"the bound on stuck attempts (Workers) is reached, so this worker waits for it",
-					d.stuckAttrs(le, running)...)
+					d.stuckAttrs(rt, le, running)...)
 				continue
 			}
 			stuck.Store(true)
@@ -85,17 +85,17 @@ func (d *dispatcher) watchAttempt(runCtx context.Context, it dispatchItem, l Lis
 				d.stuck.Add(-1)
 				continue // it returned just now: take its outcome
 			}
-			d.reportStuck(runCtx, le, running)
+			d.reportStuck(runCtx, rt, le, running)
 			return Result{}, nil, false
 		}
 	}
 }
 
 // reportStuck logs, counts and reports an attempt that was just declared stuck.
-func (d *dispatcher) reportStuck(ctx context.Context, e *Event, running time.Duration) {
+func (d *dispatcher) reportStuck(ctx context.Context, rt *route, e *Event, running time.Duration) {
 	d.cfg.Metrics.StuckAttempts(int(d.stuck.Load()))
 	d.log.LogAttrs(ctx, slog.LevelWarn, "listener attempt stuck past ListenerTimeout; its worker takes the next "+
-		"event, and the event is settled when the listener returns", d.stuckAttrs(e, running)...)
+		"event, and the event is settled when the listener returns", d.stuckAttrs(rt, e, running)...)
 	if d.cfg.OnStuck != nil {
 		func() {
 			defer func() {
@@ -108,16 +108,16 @@ func (d *dispatcher) reportStuck(ctx context.Context, e *Event, running time.Dur
 	}
 }
 
-func (d *dispatcher) stuckAttrs(e *Event, running time.Duration) []slog.Attr {
+func (d *dispatcher) stuckAttrs(rt *route, e *Event, running time.Duration) []slog.Attr {
 	return []slog.Attr{slog.String("event_id", e.ID), slog.String("event_type", e.Type),
 		slog.String("aggregate_type", e.AggregateType), slog.Duration("running", running.Round(time.Millisecond)),
-		slog.Duration("listener_timeout", d.cfg.ListenerTimeout), slog.Int64("stuck_attempts", d.stuck.Load())}
+		slog.String("listener", rt.name), slog.Duration("listener_timeout", d.timeout(rt)), slog.Int64("stuck_attempts", d.stuck.Load())}
 }
 
 // settleAbandoned settles an event whose worker abandoned its attempt, once the listener
 // has returned: after a hard stop the row stays pending; otherwise the outcome is
 // written with a statement of its own, as for any attempt.
-func (d *dispatcher) settleAbandoned(runCtx context.Context, it dispatchItem, le Event, res Result, err error,
+func (d *dispatcher) settleAbandoned(runCtx context.Context, it dispatchItem, rt *route, le Event, res Result, err error,
 	start time.Time, latency time.Duration, wasStuck bool) {
 	e := it.ev
 	if wasStuck {
@@ -131,7 +131,7 @@ func (d *dispatcher) settleAbandoned(runCtx context.Context, it dispatchItem, le
 		d.q.release(e.ID, d.cfg.Now(), false, time.Time{})
 		return
 	}
-	dec := d.decide(&e, res, err, d.cfg.Now())
+	dec := d.decide(rt, &e, res, err, d.cfg.Now())
 	duration := max(d.cfg.Now().Sub(start), 0)
 	d.finishOutcome(runCtx, &e, dec)
 	d.settled(runCtx, &e, it.path, dec, duration, latency)

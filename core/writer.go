@@ -19,6 +19,8 @@ import (
 type writerConfig struct {
 	// MaxPayloadBytes bounds an encoded payload. Defaults to DefaultMaxPayloadBytes (1 MiB).
 	MaxPayloadBytes int
+	// Codec encodes payloads that are not JSON text already. Defaults to JSONCodec.
+	Codec Codec
 	// Hooks run around every write, in order (see [WriterHook]). The composite [Outbox]
 	// appends the dispatcher's hook that feeds the hot path. Defaults to none.
 	Hooks []WriterHook
@@ -55,6 +57,7 @@ type Writer struct {
 	store       Store
 	hooks       []WriterHook
 	maxPayload  int
+	codec       Codec
 	logger      *slog.Logger
 	now         func() time.Time
 	claimTTL    time.Duration
@@ -93,6 +96,7 @@ func newWriter(store Store, cfg writerConfig) (*Writer, error) {
 		store:       store,
 		hooks:       append([]WriterHook(nil), cfg.Hooks...),
 		maxPayload:  cmp.Or(cfg.MaxPayloadBytes, DefaultMaxPayloadBytes),
+		codec:       cfg.Codec,
 		logger:      logger.With(slog.String("component", "writer")),
 		now:         cfg.Now,
 		claimTTL:    cfg.ClaimTTL,
@@ -167,7 +171,7 @@ func (w *Writer) WriteAllReport(ctx context.Context, tx Executor, envs []Envelop
 	if err != nil || len(envs) == 0 {
 		return nil, err
 	}
-	events, err := encodeEnvelopes(envs, w.now(), w.maxPayload)
+	events, err := encodeEnvelopes(envs, w.now(), w.maxPayload, w.codec)
 	if err != nil {
 		return nil, err
 	}

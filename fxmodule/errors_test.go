@@ -122,7 +122,7 @@ func TestAppFailsWithClearError(t *testing.T) {
 		{
 			name: "AsListenerOfNonFunction",
 			opts: []fx.Option{fx.Provide(outboxfx.AsListener(outboxfx.Listener{EventType: "OrderPlaced"}))},
-			want: []string{"AsListener: want a constructor function returning outboxfx.Listener, got outboxfx.Listener"},
+			want: []string{"AsListener: want a constructor function returning outboxfx.Listener, got outbox.Subscription"},
 		},
 		{
 			name: "AsListenerOfWrongResult",
@@ -137,12 +137,12 @@ func TestAppFailsWithClearError(t *testing.T) {
 			opts: []fx.Option{fx.Provide(outboxfx.AsListener(func() (outboxfx.Listener, outboxfx.Listener) {
 				return outboxfx.Listener{}, outboxfx.Listener{}
 			}))},
-			want: []string{"optionally followed by an error; its type is func() (outboxfx.Listener, outboxfx.Listener)"},
+			want: []string{"optionally followed by an error; its type is func() (outbox.Subscription, outbox.Subscription)"},
 		},
 		{
 			name: "AsListenerOfNilFunction",
 			opts: []fx.Option{fx.Provide(outboxfx.AsListener((func() outboxfx.Listener)(nil)))},
-			want: []string{"AsListener: the constructor is a nil func() outboxfx.Listener"},
+			want: []string{"AsListener: the constructor is a nil func() outbox.Subscription"},
 		},
 	}
 	for _, tt := range tests {

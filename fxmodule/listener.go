@@ -11,18 +11,11 @@ import (
 )
 
 // Listener routes the events of one (aggregate type, event type) to an
-// [outbox.Listener]. Listener constructors return it and are provided with
-// [AsListener]; [Module] registers every Listener of the fx value group
+// [outbox.Listener], with the listener's own name and delivery policy when set
+// (see [outbox.Subscription]). Listener constructors return it and are provided with
+// [AsListener]; [Module] subscribes every Listener of the fx value group
 // "outbox_listeners".
-type Listener struct {
-	// AggregateType is the aggregate type of the events; "" means
-	// outbox.GlobalAggregateType.
-	AggregateType string
-	// EventType is the event type. Required.
-	EventType string
-	// Listener handles the events. Required.
-	Listener outbox.Listener
-}
+type Listener = outbox.Subscription
 
 var (
 	typeOfListener  = reflect.TypeFor[Listener]()

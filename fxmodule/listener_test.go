@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"testing"
+	"time"
 
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
@@ -104,5 +105,58 @@ func TestLoggerFromGraph(t *testing.T) {
 			default:
 			}
 		})
+	}
+}
+
+// TestListenerPolicyFromGraph: a Listener's name and policy fields reach the outbox; its
+// MaxAttempts of 1 makes the first failure final while the Config allows ten.
+func TestListenerPolicyFromGraph(t *testing.T) {
+	t.Parallel()
+	db := backends[0].open(t)
+	if err := outbox.Migrate(t.Context(), db, outbox.SQLite); err != nil {
+		t.Fatal(err)
+	}
+	var ob *outbox.Outbox
+	app := fxtest.New(t,
+		fx.Supply(outboxfx.Config{Dialect: outbox.SQLite, Logger: quietLogger(), MaxAttempts: 10}),
+		outboxfx.Module,
+		fx.Provide(func() *sql.DB { return db }),
+		fx.Provide(outboxfx.AsListener(func() outboxfx.Listener {
+			return outboxfx.Listener{Name: "mailer", AggregateType: "Order", EventType: "OrderPlaced", MaxAttempts: 1,
+				Listener: outbox.ListenerFunc(func(context.Context, *outbox.Event) error { return errors.New("smtp down") })}
+		})),
+		fx.Populate(&ob),
+	)
+	app.RequireStart()
+	defer app.RequireStop()
+	if err := ob.Subscribe(outbox.Subscription{Name: "mailer", EventType: "Other",
+		Listener: outbox.ListenerFunc(func(context.Context, *outbox.Event) error { return nil })}); !errors.Is(err, outbox.ErrDuplicateListener) {
+		t.Fatalf("a second listener named mailer: %v, want ErrDuplicateListener", err)
+	}
+	var id string
+	err := outbox.RunInTx(context.Background(), db, func(ctx context.Context, tx *outbox.Tx) error {
+		var err error
+		id, err = ob.Writer().Write(ctx, tx, outbox.Envelope{Type: "OrderPlaced", AggregateType: "Order", Payload: 1})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		e, err := ob.Store().Get(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Status == outbox.StatusDead {
+			if e.Attempts != 1 {
+				t.Fatalf("DEAD after %d attempts, want 1", e.Attempts)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("event still %s after 30s", e.Status)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -97,7 +97,7 @@ func newOutbox(p params) (results, error) {
 		return results{}, err
 	}
 	for _, l := range p.Listeners {
-		if err := ob.Register(l.AggregateType, l.EventType, l.Listener); err != nil {
+		if err := ob.Subscribe(l); err != nil {
 			return results{}, fmt.Errorf("outboxfx: register listener: %w", err)
 		}
 	}

@@ -1,0 +1,70 @@
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+)
+
+// Codec turns payloads into the JSON text an event stores, and back. The stored
+// payload is JSON on every database (jsonb, JSON, TEXT), so a codec for another
+// encoding wraps it in JSON: protojson for protocol buffers, a base64 JSON string for
+// raw bytes. Config.Codec encodes the writer's payloads; [TypedCodec] decodes them.
+type Codec interface {
+	Marshal(v any) ([]byte, error)
+	Unmarshal(data []byte, v any) error
+}
+
+// JSONCodec is the default [Codec]: encoding/json.
+type JSONCodec struct{}
+
+// Marshal calls json.Marshal.
+func (JSONCodec) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+// Unmarshal calls json.Unmarshal.
+func (JSONCodec) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
+
+// Typed returns a listener that decodes each event's payload into a new T with
+// [JSONCodec] and calls fn with it. See [TypedCodec].
+func Typed[T any](fn func(ctx context.Context, e *Event, payload T) error) Listener {
+	return TypedCodec(JSONCodec{}, fn)
+}
+
+// TypedCodec returns a listener that decodes each event's payload into a new T with c
+// and calls fn with it. A payload that does not decode is a permanent failure: the
+// event goes DEAD at once with a [*PayloadError] naming T and, when the codec tells,
+// the field. fn's own errors count as usual.
+func TypedCodec[T any](c Codec, fn func(ctx context.Context, e *Event, payload T) error) Listener {
+	return ListenerFunc(func(ctx context.Context, e *Event) error {
+		var v T
+		if err := c.Unmarshal(e.Payload, &v); err != nil {
+			pe := &PayloadError{EventID: e.ID, GoType: reflect.TypeFor[T]().String(), Err: err}
+			if ute := (*json.UnmarshalTypeError)(nil); errors.As(err, &ute) {
+				pe.Field = ute.Field
+			}
+			return pe
+		}
+		return fn(ctx, e, v)
+	})
+}
+
+// PayloadError is a typed listener's payload that did not decode into GoType; Field
+// is the offending field when the codec names it. It is permanent: it matches
+// ErrUnrecoverable.
+type PayloadError struct {
+	EventID, GoType, Field string
+	Err                    error
+}
+
+func (e *PayloadError) Error() string {
+	field := ""
+	if e.Field != "" {
+		field = ", field " + e.Field
+	}
+	return fmt.Sprintf("outbox: payload of event %s does not decode into %s%s: %v", e.EventID, e.GoType, field, e.Err)
+}
+
+// Unwrap returns ErrUnrecoverable and the codec's error.
+func (e *PayloadError) Unwrap() []error { return []error{ErrUnrecoverable, e.Err} }

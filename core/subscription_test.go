@@ -1,0 +1,143 @@
+package outbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	outbox "github.com/outboxkit/outbox/core"
+)
+
+func TestSubscribeRejects(t *testing.T) {
+	t.Parallel()
+	l := outbox.ListenerFunc(func(context.Context, *outbox.Event) error { return nil })
+	reg := outbox.NewRegistry()
+	if err := reg.Subscribe(outbox.Subscription{Name: "taken", AggregateType: "A", EventType: "T", Listener: l}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		s     outbox.Subscription
+		field string // ConfigError field; "" for ErrDuplicateListener
+	}{
+		{"no event type", outbox.Subscription{Listener: l}, "Listener"},
+		{"nil listener", outbox.Subscription{EventType: "T"}, "Listener"},
+		{"MaxAttempts -2", outbox.Subscription{EventType: "T", Listener: l, MaxAttempts: -2}, "Subscription.MaxAttempts"},
+		{"Timeout -2ns", outbox.Subscription{EventType: "T", Listener: l, Timeout: -2}, "Subscription.Timeout"},
+		{"name not text", outbox.Subscription{Name: "a\x00b", EventType: "T", Listener: l}, "Subscription.Name"},
+		{"route taken", outbox.Subscription{Name: "other", AggregateType: "A", EventType: "T", Listener: l}, ""},
+		{"name taken", outbox.Subscription{Name: "taken", AggregateType: "B", EventType: "T", Listener: l}, ""},
+		{"default name taken", outbox.Subscription{Name: "A/U", EventType: "V", Listener: l}, "-"},
+	}
+	for _, tt := range tests {
+		err := reg.Subscribe(tt.s)
+		var ce *outbox.ConfigError
+		switch {
+		case tt.field == "-": // first of a pair: must pass
+			if err != nil {
+				t.Fatalf("%s: %v", tt.name, err)
+			}
+			if err := reg.Subscribe(outbox.Subscription{AggregateType: "A", EventType: "U", Listener: l}); !errors.Is(err, outbox.ErrDuplicateListener) {
+				t.Errorf("%s: default name A/U after a listener named A/U: %v, want ErrDuplicateListener", tt.name, err)
+			}
+		case tt.field == "":
+			if !errors.Is(err, outbox.ErrDuplicateListener) {
+				t.Errorf("%s: %v, want ErrDuplicateListener", tt.name, err)
+			}
+		case !errors.As(err, &ce) || ce.Field != tt.field:
+			t.Errorf("%s: %v, want a ConfigError for %s", tt.name, err, tt.field)
+		}
+	}
+}
+
+// TestRetryableClassifierPanics: a classifier that panics retries the error (the
+// event is not lost to DEAD by a bug in the classifier), and the panic is logged.
+func TestRetryableClassifierPanics(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		b := setupDispatcher(t, outbox.DispatcherConfig{Retry: fixedDelay(time.Hour)})
+		if err := b.reg.Subscribe(outbox.Subscription{Name: "panicky", EventType: "Thing",
+			Listener:  outbox.ListenerFunc(func(context.Context, *outbox.Event) error { return errors.New("no") }),
+			Retryable: func(error) bool { panic("classifier bug") },
+		}); err != nil {
+			t.Fatal(err)
+		}
+		b.write(t, newEvent("e1", "Thing"))
+		synctest.Wait()
+		if got := b.row(t, "e1"); got.Status != outbox.StatusRetry || got.Attempts != 1 {
+			t.Fatalf("status %s attempts %d, want RETRY 1", got.Status, got.Attempts)
+		}
+		if len(b.logs.find(slog.LevelError, "Subscription.Retryable panicked; the error is retried")) != 1 {
+			t.Fatal("no log of the panic")
+		}
+	})
+}
+
+// TestRetryableNeverOverridesUnrecoverable: an error wrapping ErrUnrecoverable is final
+// even when the classifier calls every error retryable.
+func TestRetryableNeverOverridesUnrecoverable(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		b := setupDispatcher(t, outbox.DispatcherConfig{Retry: fixedDelay(time.Hour)})
+		if err := b.reg.Subscribe(outbox.Subscription{EventType: "Thing",
+			Listener: outbox.ListenerFunc(func(context.Context, *outbox.Event) error {
+				return outbox.ErrUnrecoverable
+			}),
+			Retryable: func(error) bool { return true },
+		}); err != nil {
+			t.Fatal(err)
+		}
+		b.write(t, newEvent("e1", "Thing"))
+		synctest.Wait()
+		if got := b.row(t, "e1"); got.Status != outbox.StatusDead {
+			t.Fatalf("status %s, want DEAD", got.Status)
+		}
+	})
+}
+
+func TestTypedPayloadErrors(t *testing.T) {
+	t.Parallel()
+	type payload struct {
+		N    int    `json:"n"`
+		Name string `json:"name"`
+	}
+	called := false
+	l := outbox.Typed(func(_ context.Context, _ *outbox.Event, p payload) error {
+		called = true
+		return nil
+	})
+	tests := []struct {
+		payload, field, has string
+	}{
+		{`{"n":"x"}`, "n", "does not decode into outbox_test.payload, field n"},
+		{`{"n":1,"name":2}`, "name", "field name"},
+		{`[1]`, "", "does not decode into outbox_test.payload: json: cannot unmarshal array"},
+		{`{"n":`, "", "unexpected end of JSON input"},
+	}
+	for _, tt := range tests {
+		err := l.Handle(t.Context(), &outbox.Event{ID: "e1", Payload: json.RawMessage(tt.payload)})
+		var pe *outbox.PayloadError
+		if !errors.As(err, &pe) || !errors.Is(err, outbox.ErrUnrecoverable) || pe.Field != tt.field || pe.EventID != "e1" ||
+			!strings.Contains(err.Error(), tt.has) {
+			t.Errorf("%s: %v (field %q), want a PayloadError matching ErrUnrecoverable, field %q, containing %q", tt.payload, err, pe.Field, tt.field, tt.has)
+		}
+	}
+	if called {
+		t.Fatal("fn ran for a payload that did not decode")
+	}
+	want := errors.New("downstream")
+	l = outbox.Typed(func(_ context.Context, _ *outbox.Event, p payload) error {
+		if p != (payload{N: 7, Name: "x"}) {
+			t.Errorf("decoded %+v", p)
+		}
+		return want
+	})
+	if err := l.Handle(t.Context(), &outbox.Event{Payload: json.RawMessage(`{"n":7,"name":"x"}`)}); err != want {
+		t.Fatalf("fn's error came back as %v", err)
+	}
+}
