@@ -50,6 +50,7 @@ const maxDoneBatch = 1024
 type doneAck struct {
 	ev       Event
 	path     Path
+	listener string
 	duration time.Duration
 	latency  time.Duration
 }
@@ -206,7 +207,7 @@ func (d *dispatcher) writeDoneGroup(runCtx context.Context, group []doneAck, cla
 func (d *dispatcher) settledAll(runCtx context.Context, group []doneAck) {
 	for i := range group {
 		a := &group[i]
-		d.settled(runCtx, &a.ev, a.path, decision{kind: outcomeDone}, a.duration, a.latency)
+		d.settled(runCtx, &a.ev, a.path, decision{kind: outcomeDone, listener: a.listener}, a.duration, a.latency)
 	}
 }
 
@@ -214,7 +215,7 @@ func (d *dispatcher) settledAll(runCtx context.Context, group []doneAck) {
 // event and reports whether the statement succeeded.
 func (d *dispatcher) writeDoneOne(runCtx context.Context, a *doneAck) bool {
 	written := d.finishOutcome(runCtx, &a.ev, decision{kind: outcomeDone})
-	d.settled(runCtx, &a.ev, a.path, decision{kind: outcomeDone}, a.duration, a.latency)
+	d.settled(runCtx, &a.ev, a.path, decision{kind: outcomeDone, listener: a.listener}, a.duration, a.latency)
 	return written
 }
 
@@ -231,7 +232,7 @@ func (d *dispatcher) leavePending(runCtx context.Context, group []doneAck, err e
 	for i := range group {
 		a := &group[i]
 		d.q.release(a.ev.ID, now, false, time.Time{})
-		d.settled(runCtx, &a.ev, a.path, decision{kind: outcomeDone}, a.duration, a.latency)
+		d.settled(runCtx, &a.ev, a.path, decision{kind: outcomeDone, listener: a.listener}, a.duration, a.latency)
 	}
 }
 

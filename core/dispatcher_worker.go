@@ -52,7 +52,8 @@ type decision struct {
 	at           time.Time // new available_at for deferred and retry
 	reason       string    // last_error for retry and dead
 	countAttempt bool
-	err          error // the attempt's error, for logs
+	err          error  // the attempt's error, for logs
+	listener     string // the listener's name; "" when unroutable
 }
 
 // deliver runs one attempt and writes its outcome; a DONE outcome goes to acks, whose
@@ -95,6 +96,7 @@ func (d *dispatcher) deliver(runCtx context.Context, it dispatchItem, acks chan<
 			return
 		}
 		dec = d.decide(rt, &e, res, err, d.cfg.Now())
+		dec.listener = rt.name
 	}
 	duration := max(d.cfg.Now().Sub(start), 0)
 
@@ -103,7 +105,7 @@ func (d *dispatcher) deliver(runCtx context.Context, it dispatchItem, acks chan<
 	}
 	if dec.kind == outcomeDone {
 		// The event stays in flight until the recorder has written its batch.
-		acks <- doneAck{ev: e, path: it.path, duration: duration, latency: latency}
+		acks <- doneAck{ev: e, path: it.path, listener: dec.listener, duration: duration, latency: latency}
 		return
 	}
 	d.finishOutcome(runCtx, &e, dec)
@@ -118,6 +120,7 @@ func (d *dispatcher) settled(ctx context.Context, e *Event, path Path, dec decis
 		Outcome:       dec.kind.metric(),
 		EventType:     e.Type,
 		AggregateType: e.AggregateType,
+		Listener:      dec.listener,
 		Duration:      duration,
 		Latency:       latency,
 	})
@@ -346,6 +349,7 @@ func (d *dispatcher) logOutcome(ctx context.Context, e *Event, path Path, dec de
 		slog.String("event_id", e.ID),
 		slog.String("event_type", e.Type),
 		slog.String("aggregate_type", e.AggregateType),
+		slog.String("listener", dec.listener),
 		slog.String("path", path.String()),
 		slog.String("outcome", dec.kind.metric().String()),
 		slog.Duration("duration", duration),

@@ -55,6 +55,8 @@ type DispatchInfo struct {
 	Outcome       Outcome
 	EventType     string
 	AggregateType string
+	// Listener is the name of the listener that ran ([Subscription.Name]), or "".
+	Listener string
 	// Duration is how long the interceptors and the listener ran.
 	Duration time.Duration
 	// Latency is the time from commit (hot path) or from the moment the event became due

@@ -132,6 +132,7 @@ func (d *dispatcher) settleAbandoned(runCtx context.Context, it dispatchItem, rt
 		return
 	}
 	dec := d.decide(rt, &e, res, err, d.cfg.Now())
+	dec.listener = rt.name
 	duration := max(d.cfg.Now().Sub(start), 0)
 	d.finishOutcome(runCtx, &e, dec)
 	d.settled(runCtx, &e, it.path, dec, duration, latency)

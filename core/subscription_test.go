@@ -141,3 +141,35 @@ func TestTypedPayloadErrors(t *testing.T) {
 		t.Fatalf("fn's error came back as %v", err)
 	}
 }
+
+// TestDispatchInfoNamesTheListener: every reported attempt names its listener, DONE
+// (written by the recorder) and RETRY alike; an unroutable event names none.
+func TestDispatchInfoNamesTheListener(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		b := setupDispatcher(t, outbox.DispatcherConfig{Retry: fixedDelay(time.Hour)})
+		ok := outbox.ListenerFunc(func(context.Context, *outbox.Event) error { return nil })
+		fail := outbox.ListenerFunc(func(context.Context, *outbox.Event) error { return errors.New("no") })
+		if err := b.reg.Subscribe(outbox.Subscription{Name: "mailer", EventType: "Good", Listener: ok}); err != nil {
+			t.Fatal(err)
+		}
+		b.listen(t, "Bad", fail) // default name
+		b.write(t, newEvent("e1", "Good"), newEvent("e2", "Bad"), newEvent("e3", "Nobody"))
+		synctest.Wait()
+		got := map[string]string{}
+		b.metrics.mu.Lock()
+		for _, info := range b.metrics.dispatched {
+			got[info.EventType] = info.Listener
+		}
+		b.metrics.mu.Unlock()
+		want := map[string]string{"Good": "mailer", "Bad": outbox.GlobalAggregateType + "/Bad", "Nobody": ""}
+		if len(got) != len(want) {
+			t.Fatalf("listeners reported %v, want %v", got, want)
+		}
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("%s: listener %q, want %q", k, got[k], v)
+			}
+		}
+	})
+}

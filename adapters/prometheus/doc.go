@@ -53,7 +53,8 @@
 //
 // With [Options.EventTypeLabels], outbox_dispatch_total and
 // outbox_listener_duration_seconds also carry aggregate_type and event_type. It is off by
-// default because every event type then multiplies the series.
+// default because every event type then multiplies the series. [Options.ListenerLabels]
+// adds listener, the name of the listener that ran.
 //
 // # Metrics read at scrape time
 //

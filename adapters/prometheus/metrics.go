@@ -26,6 +26,7 @@ const (
 	labelResult        = "result"
 	labelAggregateType = "aggregate_type"
 	labelEventType     = "event_type"
+	labelListener      = "listener"
 	labelStatus        = "status"
 )
 
@@ -61,6 +62,12 @@ type Options struct {
 	// an allocation. Turn it on only when the event types are few and fixed by code.
 	// Defaults to false.
 	EventTypeLabels bool
+	// ListenerLabels adds the label listener, the listener's name
+	// ([outbox.Subscription.Name]; "" for an unroutable event), to
+	// outbox_dispatch_total and outbox_listener_duration_seconds. Listener names are
+	// fixed by code, so the series stay few, but each dispatch costs a label lookup.
+	// Defaults to false.
+	ListenerLabels bool
 }
 
 // withDefaults fills in the defaults and validates o.
@@ -109,6 +116,7 @@ type Metrics struct {
 	dispatchVec    *prometheus.CounterVec
 	durationVec    *prometheus.HistogramVec
 	eventTypes     bool
+	listeners      bool
 	collectors     []prometheus.Collector
 	namespace      string
 	instanceLabels prometheus.Labels
@@ -175,7 +183,7 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Metrics{eventTypes: opts.EventTypeLabels, namespace: opts.Namespace}
+	m := &Metrics{eventTypes: opts.EventTypeLabels, listeners: opts.ListenerLabels, namespace: opts.Namespace}
 	if opts.Instance != "" {
 		m.instanceLabels = prometheus.Labels{InstanceLabel: opts.Instance}
 	}
@@ -215,6 +223,10 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 		dispatchLabels = append(dispatchLabels, labelAggregateType, labelEventType)
 		durationLabels = append(durationLabels, labelAggregateType, labelEventType)
 	}
+	if m.listeners {
+		dispatchLabels = append(dispatchLabels, labelListener)
+		durationLabels = append(durationLabels, labelListener)
+	}
 	m.dispatchVec = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: m.namespace, Name: "dispatch_total", ConstLabels: m.instanceLabels,
 		Help: "Finished delivery attempts by path (hot, cold) and result (success, failure: will be retried, dead, deferred: listener asked for a later attempt).",
@@ -236,13 +248,13 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 	for p, path := range pathNames {
 		m.depth[p] = depthVec.WithLabelValues(path)
 		m.latency[p] = latencyVec.WithLabelValues(path)
-		if !m.eventTypes {
+		if !m.perCall() {
 			for r, result := range resultNames {
 				m.dispatch[p][r] = m.dispatchVec.WithLabelValues(path, result)
 			}
 		}
 	}
-	if !m.eventTypes {
+	if !m.perCall() {
 		for r, result := range resultNames {
 			m.duration[r] = m.durationVec.WithLabelValues(result)
 		}
@@ -328,7 +340,7 @@ func (m *Metrics) Dispatched(info outbox.DispatchInfo) {
 	p := pathIndex(info.Path)
 	m.latency[p].Observe(info.Latency.Seconds())
 	r, known := resultIndex(info.Outcome)
-	if known && !m.eventTypes {
+	if known && !m.perCall() {
 		m.dispatch[p][r].Inc()
 		m.duration[r].Observe(info.Duration.Seconds())
 		return
@@ -346,6 +358,10 @@ func (m *Metrics) Dispatched(info outbox.DispatchInfo) {
 		dl = append(dl, agg, typ)
 		hl = append(hl, agg, typ)
 	}
+	if m.listeners {
+		dl = append(dl, labelValue(info.Listener))
+		hl = append(hl, labelValue(info.Listener))
+	}
 	if c, err := m.dispatchVec.GetMetricWithLabelValues(dl...); err == nil {
 		c.Inc()
 	}
@@ -353,6 +369,10 @@ func (m *Metrics) Dispatched(info outbox.DispatchInfo) {
 		h.Observe(info.Duration.Seconds())
 	}
 }
+
+// perCall reports whether Dispatched looks its series up per call (labels beyond path
+// and result).
+func (m *Metrics) perCall() bool { return m.eventTypes || m.listeners }
 
 // labelValue makes s a valid label value: the registry rejects invalid UTF-8.
 func labelValue(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }

@@ -293,6 +293,30 @@ outbox_dispatch_total{aggregate_type="Order",event_type="OrderPlaced",outbox="or
 	}
 }
 
+func TestMetricsListenerLabels(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewPedanticRegistry()
+	m, err := New(reg, Options{ListenerLabels: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Dispatched(outbox.DispatchInfo{Path: outbox.PathHot, Outcome: outbox.OutcomeSuccess, Listener: "mailer"})
+	m.Dispatched(outbox.DispatchInfo{Path: outbox.PathHot, Outcome: outbox.OutcomeSuccess, Listener: "mailer"})
+	m.Dispatched(outbox.DispatchInfo{Path: outbox.PathCold, Outcome: outbox.OutcomeDead})
+	err = testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP outbox_dispatch_total Finished delivery attempts by path (hot, cold) and result (success, failure: will be retried, dead, deferred: listener asked for a later attempt).
+# TYPE outbox_dispatch_total counter
+outbox_dispatch_total{listener="",path="cold",result="dead"} 1
+outbox_dispatch_total{listener="mailer",path="hot",result="success"} 2
+`), "outbox_dispatch_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := value(t, reg, "outbox_listener_duration_seconds", "result", "success", "listener", "mailer"); got != 2 {
+		t.Fatalf("duration count = %v", got)
+	}
+}
+
 // TestMetricsHookDoesNotAllocate: the hook runs on the write and dispatch paths. It is
 // not parallel: testing.AllocsPerRun refuses to run beside other tests.
 func TestMetricsHookDoesNotAllocate(t *testing.T) {
