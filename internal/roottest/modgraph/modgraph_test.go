@@ -111,11 +111,43 @@ func TestGinGormFxPrometheusConsumerGetsNoOtherFramework(t *testing.T) {
 	t.Logf("go list -m all: %d modules", len(mods))
 	for _, m := range mods {
 		path, _, _ := strings.Cut(m, " ")
-		for _, banned := range []string{"github.com/labstack/echo", "github.com/uptrace/bun", "github.com/jmoiron/sqlx", "github.com/chromedp/"} {
+		for _, banned := range []string{"github.com/labstack/echo", "github.com/uptrace/bun", "github.com/jmoiron/sqlx", "github.com/chromedp/",
+			"github.com/twmb/franz-go", "github.com/nats-io/", "go.opentelemetry.io/otel"} {
 			if strings.HasPrefix(path, banned) {
 				t.Errorf("the gin+gorm+fx+Prometheus consumer gets %s", m)
 			}
 		}
+	}
+}
+
+// TestRelayConsumersGetOnlyTheirBroker: a program that relays to one broker gets that
+// broker's client and no other broker's, nor OpenTelemetry.
+func TestRelayConsumersGetOnlyTheirBroker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a consumer module")
+	}
+	t.Parallel()
+	for _, tc := range []struct {
+		pkg    string
+		banned []string
+	}{
+		{"github.com/outboxkit/outbox/adapters/kafka", []string{"github.com/nats-io/", "go.opentelemetry.io/otel"}},
+		{"github.com/outboxkit/outbox/adapters/nats", []string{"github.com/twmb/franz-go", "go.opentelemetry.io/otel"}},
+		{"github.com/outboxkit/outbox/adapters/otel", []string{"github.com/twmb/franz-go", "github.com/nats-io/"}},
+	} {
+		t.Run(tc.pkg[strings.LastIndex(tc.pkg, "/")+1:], func(t *testing.T) {
+			t.Parallel()
+			mods := consumerModules(t, "github.com/outboxkit/outbox/core", tc.pkg)
+			t.Logf("go list -m all: %d modules", len(mods))
+			for _, m := range mods {
+				path, _, _ := strings.Cut(m, " ")
+				for _, banned := range tc.banned {
+					if strings.HasPrefix(path, banned) {
+						t.Errorf("a consumer of %s gets %s", tc.pkg, m)
+					}
+				}
+			}
+		})
 	}
 }
 
