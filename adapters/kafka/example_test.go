@@ -32,7 +32,7 @@ func Example() {
 
 	// franz-go's producer defaults are what the relay needs: acks from all in-sync
 	// replicas and the idempotent producer.
-	client, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	client, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ProducerLinger(0)) // the relay waits for each ack
 	if err != nil {
 		panic(err)
 	}

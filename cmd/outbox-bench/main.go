@@ -13,6 +13,10 @@
 //	     third of the transactions); time until every event is DONE; ratio to the same
 //	     round's w1 and to b. Not on SQLite (one file, one writer)
 //	w1o  w1 with every event ordered (Envelope.OrderKey), 1,000 keys; ratio to w1
+//	w1n  w1 with the outboxnats relay as the listener, publishing to a
+//	     nats-server with JetStream (file storage) in this process; ratio to w1
+//	w1k  w1 with the outboxkafka relay publishing to franz-go's kfake
+//	     cluster, in this process (not a real Kafka broker); ratio to w1
 //	w2   8 producers, 200 transactions x 100 events each; same end condition; also the
 //	     latency from each transaction's Commit returning to each of its events' listener
 //	     invocation (p50, p99)
@@ -117,8 +121,8 @@ type options struct {
 // allWorkloads is every workload in the order they run; defaultWorkloads leaves out the
 // long sustain run, which runs only when named.
 var (
-	allWorkloads     = []string{"a", "b", "b2", "w1", "w1o", "w1m", "w2", "w3", "w3o", "w4", "w5", "w6", "w6m", "sustain"}
-	defaultWorkloads = []string{"a", "b", "b2", "w1", "w1o", "w1m", "w2", "w3", "w3o", "w4", "w5"}
+	allWorkloads     = []string{"a", "b", "b2", "w1", "w1o", "w1n", "w1k", "w1m", "w2", "w3", "w3o", "w4", "w5", "w6", "w6m", "sustain"}
+	defaultWorkloads = []string{"a", "b", "b2", "w1", "w1o", "w1n", "w1k", "w1m", "w2", "w3", "w3o", "w4", "w5"}
 	allDurabilities  = []string{"fast", "durable"}
 )
 

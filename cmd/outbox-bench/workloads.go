@@ -139,6 +139,13 @@ func runWorkload(ctx context.Context, o options, t *target, w string, r int) (sa
 		return runWrites(ctx, o, t, o.w1Tx, 1, true, 0)
 	case "w1o":
 		return runWrites(ctx, o, t, o.w1Tx, 1, true, orderKeys)
+	case "w1n", "w1k":
+		relay, stop, err := relayListener(ctx, w)
+		if err != nil {
+			return sample{}, fmt.Errorf("start the broker: %w", err)
+		}
+		defer stop()
+		return runWritesTo(ctx, o, t, o.w1Tx, 1, true, 0, relay)
 	case "w2":
 		return runWrites(ctx, o, t, o.w2Tx, o.w2Events, true, 0)
 	case "w3":
@@ -334,6 +341,12 @@ const orderKeys = 1000
 // runWrites runs txs transactions of perTx events; with keys > 0 every event is ordered
 // under one of keys keys.
 func runWrites(ctx context.Context, o options, t *target, txs, perTx int, dispatch bool, keys int) (sample, error) {
+	return runWritesTo(ctx, o, t, txs, perTx, dispatch, keys, nil)
+}
+
+// runWritesTo is runWrites with relay, when not nil, as the listener instead of the
+// no-op one.
+func runWritesTo(ctx context.Context, o options, t *target, txs, perTx int, dispatch bool, keys int, relay outbox.Listener) (sample, error) {
 	n := txs * perTx
 	mode := outbox.WriterOnly
 	if dispatch {
@@ -348,12 +361,15 @@ func runWrites(ctx context.Context, o options, t *target, txs, perTx int, dispat
 	if err != nil {
 		return sample{}, err
 	}
-	listener := outbox.ListenerFunc(func(_ context.Context, e *outbox.Event) error {
+	var listener outbox.Listener = outbox.ListenerFunc(func(_ context.Context, e *outbox.Event) error {
 		if probe != nil {
 			probe.invoked(e.AggregateID)
 		}
 		return nil
 	})
+	if relay != nil {
+		listener = relay
+	}
 	if err := ob.Register(aggregateType, eventType, listener); err != nil {
 		return sample{}, err
 	}
