@@ -185,6 +185,10 @@ func TestOrderedDeadEventHoldsItsKey(t *testing.T) {
 							t.Fatalf("%s is %s behind a DEAD event, want WAITING", id, s)
 						}
 					}
+				} else {
+					// The key moves on past the DEAD p1; only then is p1 replayed (a
+					// replay while p3 still waited would put p1 back ahead of it).
+					eventually(t, "p2 and p3 delivered past the DEAD p1", func() bool { return c.count() == 7 })
 				}
 				if err := a.ob.Dead().Replay(context.Background(), p1); err != nil {
 					t.Fatal(err)
