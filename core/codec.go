@@ -33,10 +33,13 @@ func Typed[T any](fn func(ctx context.Context, e *Event, payload T) error) Liste
 }
 
 // TypedCodec returns a listener that decodes each event's payload into a new T with c
-// and calls fn with it. A payload that does not decode is a permanent failure: the
-// event goes DEAD at once with a [*PayloadError] naming T and, when the codec tells,
-// the field. fn's own errors count as usual.
+// (nil: JSONCodec) and calls fn with it. A payload that does not decode is permanent:
+// the event goes DEAD at once with a [*PayloadError] naming T and, when the codec
+// tells, the field. fn's own errors count as usual.
 func TypedCodec[T any](c Codec, fn func(ctx context.Context, e *Event, payload T) error) Listener {
+	if c == nil {
+		c = JSONCodec{}
+	}
 	return ListenerFunc(func(ctx context.Context, e *Event) error {
 		var v T
 		if err := c.Unmarshal(e.Payload, &v); err != nil {

@@ -173,3 +173,18 @@ func TestDispatchInfoNamesTheListener(t *testing.T) {
 		}
 	})
 }
+
+// TestTypedCodecNilIsJSON: a nil codec decodes with JSONCodec instead of panicking at
+// the first delivery.
+func TestTypedCodecNilIsJSON(t *testing.T) {
+	t.Parallel()
+	var got map[string]int
+	l := outbox.TypedCodec(nil, func(_ context.Context, _ *outbox.Event, p map[string]int) error {
+		got = p
+		return nil
+	})
+	if err := l.Handle(t.Context(), &outbox.Event{Payload: json.RawMessage(`{"n":7}`)}); err != nil || got["n"] != 7 {
+		t.Fatalf("Handle = %v, decoded %v", err, got)
+	}
+}
+
