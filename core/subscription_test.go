@@ -187,4 +187,3 @@ func TestTypedCodecNilIsJSON(t *testing.T) {
 		t.Fatalf("Handle = %v, decoded %v", err, got)
 	}
 }
-
