@@ -68,11 +68,38 @@ func TestHardStopReleasesQueuedClaims(t *testing.T) {
 		nodeB := c.node(t, outbox.Config{ClaimTTL: time.Hour, PollInterval: time.Hour, SkipRecent: -1},
 			outbox.ListenerFunc(func(context.Context, *outbox.Event) error { delivered.Add(1); return nil }))
 		// (Its poller's first cycle runs at Start; PollInterval is an hour, so only that
-		// cycle, or this one, can find them before their claims would have expired.)
+		// cycle and the test's own polls can find them before their claims would have
+		// expired.)
 		if _, err := outboxtest.Poll(t.Context(), nodeB); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "node B to deliver the released events", func() bool { return delivered.Load() == 4 })
+		// Poll again while waiting: under a loaded CI machine one poll may run while
+		// node B's first cycle still holds the rows (SKIP LOCKED) and find nothing;
+		// without the release every poll would find nothing for an hour.
+		deadline, polls := time.Now().Add(30*time.Second), 1
+		for delivered.Load() < 4 {
+			if hot, cold := outboxtest.QueueDepths(nodeB); hot+cold == 0 && polls < 300 {
+				if _, err := outboxtest.Poll(t.Context(), nodeB); err != nil {
+					t.Fatal(err)
+				}
+				polls++
+			}
+			if time.Now().After(deadline) {
+				hot, cold := outboxtest.QueueDepths(nodeB)
+				for _, id := range ids {
+					e, err := c.store.Get(t.Context(), id)
+					t.Logf("%s: status %s, locked_by %q, locked_until %v, attempts %d (err %v)", id, e.Status, e.LockedBy, e.LockedUntil, e.Attempts, err)
+				}
+				t.Fatalf("timed out waiting for node B to deliver the released events: delivered %d, node B queued %d+%d", delivered.Load(), hot, cold)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if polls > 2 {
+			t.Logf("node B needed %d polls to find the released events", polls)
+		}
+		if got := delivered.Load(); got != 4 {
+			t.Errorf("node B delivered %d times, want the 4 released events once", got)
+		}
 		// The event whose attempt was abandoned is still claimed by node A.
 		id, _ := blockedID.Load().(string)
 		if !slices.Contains(ids, id) {
