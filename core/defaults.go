@@ -20,6 +20,7 @@ const (
 	DefaultRetention       = 7 * 24 * time.Hour     // DONE and DEAD rows kept this long
 	DefaultPurgeBatchSize  = 500                    // rows one purge statement deletes
 	DefaultMaxPayloadBytes = 1 << 20                // 1 MiB, an encoded payload
+	DefaultBatchSize       = 100                    // events per BatchListener.HandleBatch call
 	DefaultTable           = "outbox_event"         // the outbox table
 )
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/outboxkit/outbox/core/internal/startstop"
@@ -14,13 +15,57 @@ import (
 // work is one worker: it takes events until the queues are drained after a graceful
 // stop, or at once after a hard stop.
 func (d *dispatcher) work(r startstop.Run, acks chan<- doneAck) {
+	var (
+		carry   dispatchItem
+		carried bool
+	)
 	for turn := uint(0); ; turn++ {
-		it, ok := d.q.next(r, turn)
+		it, ok := carry, carried
+		if !carried {
+			it, ok = d.q.next(r, turn)
+		}
+		carried = false
 		if !ok {
 			return
 		}
-		d.deliver(r.Ctx, it, acks)
+		rt, _ := d.reg.lookup(it.ev.AggregateType, it.ev.Type)
+		if rt == nil || rt.batch == nil || r.Ctx.Err() != nil {
+			d.deliver(r.Ctx, it, acks)
+			continue
+		}
+		// A batch: the events of the same subscription queued behind this one, taken
+		// without waiting; the first of another subscription is delivered next.
+		items := []dispatchItem{it}
+		for len(items) < rt.batchSize {
+			next, ok := d.q.tryNext(turn)
+			if !ok {
+				break
+			}
+			if nrt, _ := d.reg.lookup(next.ev.AggregateType, next.ev.Type); nrt != rt {
+				carry, carried = next, true
+				break
+			}
+			items = append(items, next)
+		}
+		d.deliverBatch(r.Ctx, rt, items, acks)
 	}
+}
+
+// deliverBatch delivers items, all of rt's BatchListener, with one HandleBatch call:
+// each is delivered as on its own, in a goroutine of its own, and its attempt joins the
+// call instead of running the listener (see batchCall).
+func (d *dispatcher) deliverBatch(runCtx context.Context, rt *route, items []dispatchItem, acks chan<- doneAck) {
+	call := newBatchCall(runCtx, rt, rt.batch, d.timeout(rt), len(items))
+	var wg sync.WaitGroup
+	for i := range items {
+		it := items[i]
+		it.join = &batchSlot{call: call, i: i}
+		wg.Go(func() {
+			defer it.join.leave() // unless it joined: then a no-op
+			d.deliver(runCtx, it, acks)
+		})
+	}
+	wg.Wait()
 }
 
 // outcomeKind is what a delivery attempt leads to.
@@ -186,8 +231,9 @@ func (d *dispatcher) renewClaim(runCtx context.Context, e *Event, left time.Dura
 	return true
 }
 
-// attempt runs the interceptors and rt's listener under the per-event context.
-func (d *dispatcher) attempt(runCtx context.Context, rt *route, e *Event) (Result, error) {
+// attempt runs the interceptors and rt's listener under the per-event context; with a
+// batch slot, the attempt joins its batch's HandleBatch call instead.
+func (d *dispatcher) attempt(runCtx context.Context, rt *route, e *Event, join *batchSlot) (Result, error) {
 	var (
 		ctx    context.Context
 		cancel context.CancelFunc
@@ -204,6 +250,9 @@ func (d *dispatcher) attempt(runCtx context.Context, rt *route, e *Event) (Resul
 		// run, no listener starts (interceptors may have run; their After sees the error).
 		if err := runCtx.Err(); err != nil {
 			return Result{}, err
+		}
+		if join != nil {
+			return Result{}, join.join(ctx, e)
 		}
 		if rl, ok := l.(ResultListener); ok {
 			return rl.HandleResult(ctx, e)

@@ -130,6 +130,10 @@ type Subscription struct {
 	// retry: false makes the event DEAD at once, as an error wrapping ErrUnrecoverable
 	// does (which stays final whatever Retryable says). Deferrals never reach it.
 	Retryable func(error) bool
+	// BatchSize bounds the events of one [BatchListener.HandleBatch] call when Listener
+	// is a BatchListener (ignored otherwise); 0 means DefaultBatchSize, 1 hands over one
+	// event per call.
+	BatchSize int
 }
 
 // route is a subscription as the dispatcher uses it.
@@ -140,6 +144,8 @@ type route struct {
 	maxAttempts int         // 0: the dispatcher's
 	timeout     time.Duration
 	retryable   func(error) bool
+	batch       BatchListener // nil: not a BatchListener
+	batchSize   int
 }
 
 // registry maps (aggregate type, event type) to exactly one listener. It is safe for
@@ -181,6 +187,8 @@ func (r *registry) Subscribe(s Subscription) error {
 		return &ConfigError{Field: "Subscription.MaxAttempts", Reason: fmt.Sprintf("listener %s: must be positive or -1, got %d", name, s.MaxAttempts)}
 	case s.Timeout < 0 && s.Timeout != -1:
 		return &ConfigError{Field: "Subscription.Timeout", Reason: fmt.Sprintf("listener %s: must be positive or -1, got %s", name, s.Timeout)}
+	case s.BatchSize < 0:
+		return &ConfigError{Field: "Subscription.BatchSize", Reason: fmt.Sprintf("listener %s: must not be negative, got %d", name, s.BatchSize)}
 	case !validText(name):
 		return &ConfigError{Field: "Subscription.Name", Reason: fmt.Sprintf("%q is not valid text", name)}
 	}
@@ -196,8 +204,12 @@ func (r *registry) Subscribe(s Subscription) error {
 	if r.names[name] {
 		return fmt.Errorf("%w: name %q", ErrDuplicateListener, name)
 	}
-	r.routes[k] = &route{name: name, listener: s.Listener, retry: s.Retry, maxAttempts: s.MaxAttempts,
+	rt := &route{name: name, listener: s.Listener, retry: s.Retry, maxAttempts: s.MaxAttempts,
 		timeout: s.Timeout, retryable: s.Retryable}
+	if bl, ok := s.Listener.(BatchListener); ok {
+		rt.batch, rt.batchSize = bl, cmp.Or(s.BatchSize, DefaultBatchSize)
+	}
+	r.routes[k] = rt
 	r.names[name] = true
 	return nil
 }

@@ -65,6 +65,7 @@ type dispatchItem struct {
 	ev         Event
 	path       Path
 	enqueuedAt time.Time
+	join       *batchSlot // set by a worker delivering the item in a batch
 }
 
 // newQueues returns closed queues; hotSize <= 0 disables the hot path.
@@ -233,6 +234,27 @@ func (q *queues) next(r startstop.Run, turn uint) (dispatchItem, bool) {
 		q.reportDepths()
 	}
 	return it, ok
+}
+
+// tryNext returns the next queued event without waiting, hot queue first (cold first
+// on the turns next favours it), or false when both queues are empty.
+func (q *queues) tryNext(turn uint) (dispatchItem, bool) {
+	first, second := q.hot, q.cold
+	if turn%3 == 2 {
+		first, second = second, first
+	}
+	for _, ch := range []chan dispatchItem{first, second} {
+		select {
+		case it := <-ch:
+			if it.path == PathCold {
+				q.tookCold()
+			}
+			q.reportDepths()
+			return it, true
+		default:
+		}
+	}
+	return dispatchItem{}, false
 }
 
 func (q *queues) take(r startstop.Run, turn uint) (dispatchItem, bool) {

@@ -47,7 +47,7 @@ func (d *dispatcher) watchAttempt(runCtx context.Context, it dispatchItem, rt *r
 	var taken, stuck atomic.Bool
 	began := time.Now()
 	go func() {
-		res, err := d.attempt(runCtx, rt, le)
+		res, err := d.attempt(runCtx, rt, le, it.join)
 		done <- attemptOutcome{res: res, err: err}
 		if !taken.CompareAndSwap(false, true) {
 			d.settleAbandoned(runCtx, it, rt, *le, res, err, start, latency, stuck.Load())

@@ -29,6 +29,7 @@ func TestSubscribeRejects(t *testing.T) {
 		{"nil listener", outbox.Subscription{EventType: "T"}, "Listener"},
 		{"MaxAttempts -2", outbox.Subscription{EventType: "T", Listener: l, MaxAttempts: -2}, "Subscription.MaxAttempts"},
 		{"Timeout -2ns", outbox.Subscription{EventType: "T", Listener: l, Timeout: -2}, "Subscription.Timeout"},
+		{"BatchSize -1", outbox.Subscription{EventType: "T", Listener: l, BatchSize: -1}, "Subscription.BatchSize"},
 		{"name not text", outbox.Subscription{Name: "a\x00b", EventType: "T", Listener: l}, "Subscription.Name"},
 		{"route taken", outbox.Subscription{Name: "other", AggregateType: "A", EventType: "T", Listener: l}, ""},
 		{"name taken", outbox.Subscription{Name: "taken", AggregateType: "B", EventType: "T", Listener: l}, ""},
