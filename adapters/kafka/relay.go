@@ -20,7 +20,7 @@ type Relay struct {
 	cfg    Config
 }
 
-var _ outbox.Listener = (*Relay)(nil)
+var _ outbox.BatchListener = (*Relay)(nil)
 
 // New returns a Relay that produces with client, which the caller keeps: close it
 // after [outbox.Outbox.Stop]. New does no I/O.
@@ -85,15 +85,53 @@ func checkClient(client *kgo.Client) error {
 // outbox's retry policy. When ctx ends first the record may still reach Kafka later:
 // the client keeps it until the broker answers, so the retry may write it twice.
 func (r *Relay) Handle(ctx context.Context, e *outbox.Event) error {
+	p := r.produce(ctx, e)
+	return p.wait(ctx)
+}
+
+// HandleBatch produces the batch's records at once, each as Handle does with its item's
+// context (its span, and its own deadline, which ends no later than ctx's), then waits
+// for each acknowledgement: the client sends the records of one partition together
+// (one produce request per broker while the previous is in flight), instead of one
+// record per round trip. Each event gets its own error, as from Handle. The outbox
+// calls it for the events of one subscription queued together, up to
+// [outbox.Subscription.BatchSize].
+func (r *Relay) HandleBatch(_ context.Context, batch []outbox.BatchItem) []error {
+	pending := make([]produced, len(batch))
+	for i, it := range batch {
+		pending[i] = r.produce(it.Ctx, it.Event)
+	}
+	errs := make([]error, len(batch))
+	for i, it := range batch {
+		errs[i] = pending[i].wait(it.Ctx)
+	}
+	return errs
+}
+
+// produced is one record handed to the client, or the error that kept it from being
+// produced.
+type produced struct {
+	r     *Relay
+	e     *outbox.Event
+	topic string
+	err   error      // set: nothing was produced
+	acked chan error // the promise's answer
+}
+
+// produce checks e and hands its record to the client.
+func (r *Relay) produce(ctx context.Context, e *outbox.Event) produced {
 	topic := r.cfg.Topic(e)
-	if topic == "" {
-		return &ProduceError{EventID: e.ID, Permanent: true, Err: ErrEmptyTopic}
+	p := produced{r: r, e: e, topic: topic}
+	switch {
+	case topic == "":
+		p.err = &ProduceError{EventID: e.ID, Permanent: true, Err: ErrEmptyTopic}
+	case len(e.Payload) == 0:
+		p.err = &ProduceError{EventID: e.ID, Topic: topic, Permanent: true, Err: ErrNoPayload}
+	case ctx.Err() != nil:
+		p.err = r.unacknowledged(ctx, e, topic)
 	}
-	if len(e.Payload) == 0 {
-		return &ProduceError{EventID: e.ID, Topic: topic, Permanent: true, Err: ErrNoPayload}
-	}
-	if ctx.Err() != nil {
-		return r.unacknowledged(ctx, e, topic)
+	if p.err != nil {
+		return p
 	}
 	rec := &kgo.Record{
 		Topic:   topic,
@@ -101,17 +139,25 @@ func (r *Relay) Handle(ctx context.Context, e *outbox.Event) error {
 		Value:   e.Payload,
 		Headers: r.headers(ctx, e),
 	}
-	acked := make(chan error, 1) // the promise must not block, and may run after we return
-	r.client.Produce(ctx, rec, func(_ *kgo.Record, err error) { acked <- err })
+	p.acked = make(chan error, 1) // the promise must not block, and may run after we return
+	r.client.Produce(ctx, rec, func(_ *kgo.Record, err error) { p.acked <- err })
+	return p
+}
+
+// wait returns p's outcome once the broker answered, or an error when ctx ends first.
+func (p produced) wait(ctx context.Context) error {
+	if p.err != nil {
+		return p.err
+	}
 	select {
-	case err := <-acked:
-		return r.result(e, topic, err)
+	case err := <-p.acked:
+		return p.r.result(p.e, p.topic, err)
 	case <-ctx.Done():
 		select {
-		case err := <-acked: // answered as the context ended: the answer counts
-			return r.result(e, topic, err)
+		case err := <-p.acked: // answered as the context ended: the answer counts
+			return p.r.result(p.e, p.topic, err)
 		default:
-			return r.unacknowledged(ctx, e, topic)
+			return p.r.unacknowledged(ctx, p.e, p.topic)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -426,4 +427,90 @@ func closeOnce(ch chan struct{}) {
 	default:
 		close(ch)
 	}
+}
+
+// TestRelayHandleBatch: one call produces every record of the batch and answers each
+// event on its own, a permanent failure beside successes; through an outbox, events
+// committed together reach the relay in batches and each is in the topic once.
+func TestRelayHandleBatch(t *testing.T) {
+	t.Parallel()
+	t.Run("Direct", func(t *testing.T) {
+		t.Parallel()
+		cluster := newCluster(t, kfake.SeedTopics(testPartitions, "Order"))
+		relay, err := outboxkafka.New(newClient(t, cluster), outboxkafka.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		defer cancel()
+		var items []outbox.BatchItem
+		for i, payload := range []json.RawMessage{json.RawMessage(`1`), nil, json.RawMessage(`3`)} {
+			items = append(items, outbox.BatchItem{Ctx: ctx, Event: &outbox.Event{
+				ID: fmt.Sprintf("batch-%d", i), Type: "T", AggregateType: "Order", AggregateID: "a", Payload: payload,
+			}})
+		}
+		errs := relay.HandleBatch(ctx, items)
+		if len(errs) != 3 || errs[0] != nil || errs[2] != nil || !errors.Is(errs[1], outboxkafka.ErrNoPayload) {
+			t.Fatalf("errors %v, want nil, ErrNoPayload, nil", errs)
+		}
+		recs := consume(t, cluster, []string{"Order"}, "batch-0", "batch-2")
+		if len(recs) != 2 || header(recs[0], outboxkafka.HeaderEventID) != "batch-0" || header(recs[1], outboxkafka.HeaderEventID) != "batch-2" {
+			t.Errorf("records %v, want batch-0 then batch-2 (one key, one partition: batch order)", recs)
+		}
+	})
+	t.Run("ThroughOutbox", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{topics: []string{"Bulk"}, outbox: outbox.Config{Workers: 1}})
+		var (
+			mu      sync.Mutex
+			largest int
+		)
+		spy := batchSpy{BatchListener: b.relay(t, outboxkafka.Config{}), seen: func(n int) {
+			mu.Lock()
+			largest = max(largest, n)
+			mu.Unlock()
+		}}
+		if err := b.ob.Subscribe(outbox.Subscription{AggregateType: "Bulk", EventType: "Item", Listener: spy, BatchSize: 50}); err != nil {
+			t.Fatal(err)
+		}
+		b.start(t)
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		defer cancel()
+		var ids []string
+		err := outbox.RunInTx(ctx, b.db, func(ctx context.Context, tx *outbox.Tx) error {
+			envs := make([]outbox.Envelope, 300)
+			for i := range envs {
+				envs[i] = outbox.Envelope{Type: "Item", AggregateType: "Bulk", AggregateID: fmt.Sprint(i % 7), Payload: mustJSON(t, i)}
+			}
+			var err error
+			ids, err = b.ob.Writer().WriteAll(ctx, tx, envs)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range ids {
+			b.waitStatus(t, id, outbox.StatusDone)
+		}
+		if recs := consume(t, b.cluster, []string{"Bulk"}, ids...); len(recs) != len(ids) {
+			t.Errorf("%d records for %d events", len(recs), len(ids))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if largest < 2 || largest > 50 {
+			t.Errorf("largest batch %d, want between 2 and BatchSize 50", largest)
+		}
+		t.Logf("largest batch: %d events", largest)
+	})
+}
+
+// batchSpy reports each batch's size, then hands it on.
+type batchSpy struct {
+	outbox.BatchListener
+	seen func(n int)
+}
+
+func (s batchSpy) HandleBatch(ctx context.Context, items []outbox.BatchItem) []error {
+	s.seen(len(items))
+	return s.BatchListener.HandleBatch(ctx, items)
 }

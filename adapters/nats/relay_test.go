@@ -581,3 +581,83 @@ func TestDefaultSubject(t *testing.T) {
 		}
 	}
 }
+
+// TestHandleBatch: one call publishes every event of the batch and answers each on its
+// own, a permanent failure beside successes; through an outbox, events committed
+// together reach the relay in batches, and every one is in the stream once.
+func TestHandleBatch(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, nil)
+	_, js := connect(t, srv)
+	createStream(t, js, jetstream.StreamConfig{})
+	relay := newRelay(t, js, outboxnats.Config{Subject: func(e *outbox.Event) string {
+		if e.Type == "Bad" {
+			return "outbox.*"
+		}
+		return outboxnats.DefaultSubject(e)
+	}})
+
+	t.Run("Direct", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		defer cancel()
+		var items []outbox.BatchItem
+		for _, typ := range []string{"Good", "Bad", "Good"} {
+			items = append(items, outbox.BatchItem{Ctx: ctx, Event: &outbox.Event{
+				ID: outbox.NewID(), Type: typ, AggregateType: "Direct", Payload: json.RawMessage(`{}`), CreatedAt: time.Now(),
+			}})
+		}
+		errs := relay.HandleBatch(ctx, items)
+		if len(errs) != 3 || errs[0] != nil || errs[2] != nil || !errors.Is(errs[1], outboxnats.ErrInvalidSubject) ||
+			!errors.Is(errs[1], outbox.ErrUnrecoverable) {
+			t.Fatalf("errors %v, want nil, a permanent ErrInvalidSubject, nil", errs)
+		}
+		counts := countByEventID(streamMessages(t, js, streamName))
+		if counts[items[0].Event.ID] != 1 || counts[items[2].Event.ID] != 1 || counts[items[1].Event.ID] != 0 {
+			t.Errorf("stream counts %v, want each good event once", counts)
+		}
+	})
+
+	t.Run("ThroughOutbox", func(t *testing.T) {
+		var (
+			mu      sync.Mutex
+			largest int
+		)
+		sizes := batchSpy{BatchListener: relay, seen: func(n int) {
+			mu.Lock()
+			largest = max(largest, n)
+			mu.Unlock()
+		}}
+		db := newDB(t)
+		ob := startOutbox(t, db, outbox.Config{Workers: 1},
+			outbox.Subscription{AggregateType: "Bulk", EventType: "Item", Listener: sizes, BatchSize: 50})
+		envs := make([]outbox.Envelope, 300)
+		for i := range envs {
+			envs[i] = outbox.Envelope{Type: "Item", AggregateType: "Bulk", Payload: map[string]int{"i": i}}
+		}
+		ids := write(t, db, ob, envs...)
+		waitStatus(t, ob, outbox.StatusDone, ids...)
+		counts := countByEventID(streamMessages(t, js, streamName))
+		for _, id := range ids {
+			if counts[id] != 1 {
+				t.Fatalf("event %s in the stream %d times, want once", id, counts[id])
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if largest < 2 || largest > 50 {
+			t.Errorf("largest batch %d, want between 2 and BatchSize 50", largest)
+		}
+		t.Logf("largest batch: %d events", largest)
+	})
+}
+
+// batchSpy reports each batch's size, then hands it on.
+type batchSpy struct {
+	outbox.BatchListener
+	seen func(n int)
+}
+
+func (s batchSpy) HandleBatch(ctx context.Context, items []outbox.BatchItem) []error {
+	s.seen(len(items))
+	return s.BatchListener.HandleBatch(ctx, items)
+}
