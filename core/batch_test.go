@@ -257,4 +257,6 @@ func (f batchFunc) Handle(ctx context.Context, e *outbox.Event) error {
 	return f(ctx, []outbox.BatchItem{{Ctx: ctx, Event: e}})[0]
 }
 
-func (f batchFunc) HandleBatch(ctx context.Context, items []outbox.BatchItem) []error { return f(ctx, items) }
+func (f batchFunc) HandleBatch(ctx context.Context, items []outbox.BatchItem) []error {
+	return f(ctx, items)
+}

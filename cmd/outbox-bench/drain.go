@@ -36,6 +36,7 @@ type childW4Params struct {
 	Timeout      time.Duration `json:"timeout"`
 	CPUProfile   string        `json:"cpu_profile"`
 	Verbose      bool          `json:"verbose"`
+	Relay        string        `json:"relay"` // "": the no-op listener; else a relay workload of relayListener
 }
 
 // childW4Result is what the child prints on stdout, as one JSON line.
@@ -52,7 +53,7 @@ type childW4Result struct {
 // runDrain is w4: it seeds o.w4Rows NEW rows (created an hour ago, so that no poller
 // setting skips them), then runs the dispatcher in a child process until every row is
 // DONE.
-func runDrain(ctx context.Context, o options, t *target, r int) (sample, error) {
+func runDrain(ctx context.Context, o options, t *target, r int, relay string) (sample, error) {
 	n := o.w4Rows
 	if err := seed(ctx, o, t, n); err != nil {
 		return sample{}, fmt.Errorf("seed: %w", err)
@@ -65,11 +66,11 @@ func runDrain(ctx context.Context, o options, t *target, r int) (sample, error) 
 	p := childW4Params{
 		Kind: t.kind, DSN: t.dsn, Schema: t.schema, Rows: n, Pool: t.pool, Workers: o.workers,
 		ColdQueue: o.coldQueue, PollInterval: o.pollInterval, PollBatch: o.pollBatch, DoneWindow: o.doneWindow,
-		Timeout: o.timeout, Verbose: o.verbose,
+		Timeout: o.timeout, Verbose: o.verbose, Relay: relay,
 	}
 	if o.cpuProfile != "" {
 		var err error
-		if p.CPUProfile, err = profilePath(o.cpuProfile, t, "w4", r, ""); err != nil {
+		if p.CPUProfile, err = profilePath(o.cpuProfile, t, "w4"+strings.TrimPrefix(relay, "w1"), r, ""); err != nil {
 			return sample{}, err
 		}
 	}
@@ -194,7 +195,19 @@ func childW4(args []string, res *childW4Result) error {
 	if err != nil {
 		return err
 	}
-	if err := ob.Register(aggregateType, eventType, outbox.ListenerFunc(func(context.Context, *outbox.Event) error { return nil })); err != nil {
+	var l outbox.Listener = outbox.ListenerFunc(func(context.Context, *outbox.Event) error { return nil })
+	if p.Relay != "" {
+		relay, stop, err := relayListener(ctx, strings.TrimSuffix(p.Relay, "1"))
+		if err != nil {
+			return fmt.Errorf("start the broker: %w", err)
+		}
+		defer stop()
+		l = relay
+		if strings.HasSuffix(p.Relay, "1") { // one event per call: the relay as a plain Listener
+			l = outbox.ListenerFunc(relay.Handle)
+		}
+	}
+	if err := ob.Register(aggregateType, eventType, l); err != nil {
 		return err
 	}
 	if p.CPUProfile != "" {

@@ -139,12 +139,15 @@ func runWorkload(ctx context.Context, o options, t *target, w string, r int) (sa
 		return runWrites(ctx, o, t, o.w1Tx, 1, true, 0)
 	case "w1o":
 		return runWrites(ctx, o, t, o.w1Tx, 1, true, orderKeys)
-	case "w1n", "w1k":
-		relay, stop, err := relayListener(ctx, w)
+	case "w1n", "w1k", "w1n1", "w1k1":
+		relay, stop, err := relayListener(ctx, strings.TrimSuffix(w, "1"))
 		if err != nil {
 			return sample{}, fmt.Errorf("start the broker: %w", err)
 		}
 		defer stop()
+		if strings.HasSuffix(w, "1") { // one event per call: the relay as a plain Listener
+			relay = outbox.ListenerFunc(relay.Handle)
+		}
 		return runWritesTo(ctx, o, t, o.w1Tx, 1, true, 0, relay)
 	case "w2":
 		return runWrites(ctx, o, t, o.w2Tx, o.w2Events, true, 0)
@@ -155,7 +158,9 @@ func runWorkload(ctx context.Context, o options, t *target, w string, r int) (sa
 	case "w5":
 		return runPaced(ctx, o, t, true, 0)
 	case "w4":
-		return runDrain(ctx, o, t, r)
+		return runDrain(ctx, o, t, r, "")
+	case "w4n", "w4k", "w4n1", "w4k1":
+		return runDrain(ctx, o, t, r, "w1"+strings.TrimPrefix(w, "w4"))
 	case "w1m":
 		return runMultiNode(ctx, o, t, r)
 	case "w6":
@@ -170,7 +175,7 @@ func runWorkload(ctx context.Context, o options, t *target, w string, r int) (sa
 
 // inChild marks the workloads that run in child processes, which take their own CPU
 // profiles.
-var inChild = map[string]bool{"w4": true, "w1m": true, "w6": true, "w6m": true, "sustain": true}
+var inChild = map[string]bool{"w4": true, "w4n": true, "w4k": true, "w4n1": true, "w4k1": true, "w1m": true, "w6": true, "w6m": true, "sustain": true}
 
 func startProfile(dir string, t *target, w string, r int) (func(), error) {
 	path, err := profilePath(dir, t, w, r, "")
