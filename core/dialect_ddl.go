@@ -112,7 +112,7 @@ func postgresDDL(d *dialect, t tableName) migration {
 				" (" + finishedAt + ", event_id) WHERE " + d.hintedStatus() + " IN (1, 3)"},
 		},
 		down:  []ddlStatement{{"Drops the table and its indexes.", "DROP TABLE IF EXISTS " + table}},
-		later: []laterMigration{orderingMigration(d, t)},
+		later: []laterMigration{orderingMigration(d, t), fallbackMigration(d, t)},
 	}
 }
 
@@ -156,7 +156,7 @@ func sqliteDDL(d *dialect, t tableName) migration {
 				" (" + finishedAt + ", event_id) WHERE " + d.hintedStatus() + " IN (1, 3)"},
 		},
 		down:  []ddlStatement{{"Drops the table and its indexes.", "DROP TABLE IF EXISTS " + table}},
-		later: []laterMigration{orderingMigration(d, t)},
+		later: []laterMigration{orderingMigration(d, t), fallbackMigration(d, t)},
 	}
 }
 
@@ -219,6 +219,80 @@ func orderingMigration(d *dialect, t tableName) laterMigration {
 			{"", "ALTER TABLE " + table + " DROP COLUMN order_key"},
 		},
 	}
+}
+
+// fallbackComment explains the fallback migration.
+const fallbackComment = "Fallback (docs/listeners.md): status 5 FALLBACK is an event whose listener failed for\n" +
+	"good and whose fallback handled it. Statuses 5 and above are handled outcomes besides\n" +
+	"DONE and DEAD: purged like them, and releasing their order key like DONE.\n" +
+	"first_attempt_at is when the first failed attempt was recorded, for the fallback's\n" +
+	"failure context; a replay clears it."
+
+// The status conditions of the fallback migration's indexes: finished (purged) rows, and
+// rows that hold their order key. The queries that use the indexes write the same.
+const (
+	finishedStatus  = "status IN (1, 3) OR status >= 5"
+	orderOpenStatus = "status <> 1 AND status < 5"
+)
+
+// finishedStatus is finishedStatus as the queries that the finished index serves write
+// it (SQLite: +status).
+func (d *dialect) finishedStatus() string {
+	return strings.ReplaceAll(finishedStatus, "status", d.hintedStatus())
+}
+
+// fallbackMigration is version 3 on PostgreSQL and SQLite, 4 on MySQL: the
+// first_attempt_at column, and the finished and order indexes (or MySQL's generated
+// columns that stand in for their conditions) rebuilt to count statuses 5 and above.
+func fallbackMigration(d *dialect, t tableName) laterMigration {
+	table := d.qualified(t)
+	m := laterMigration{name: "fallback", column: "first_attempt_at"}
+	if d.name == "mysql" {
+		genFinished := func(cond string) string {
+			return "MODIFY COLUMN " + d.finishedColumn + " DATETIME(6) AS (CASE WHEN " + cond + " THEN " + finishedAt + " END) STORED"
+		}
+		genOpen := func(cond string) string {
+			return "MODIFY COLUMN " + d.orderOpenColumn + " VARCHAR(255) AS (CASE WHEN " + cond + " THEN order_key END) STORED"
+		}
+		m.up = []ddlStatement{{fallbackComment + "\nChanging STORED columns rebuilds the table: on a large table, run it when the\n" +
+			"outbox is quiet.", "ALTER TABLE " + table + " ADD COLUMN first_attempt_at DATETIME(6) NULL,\n" +
+			"    " + genFinished(finishedStatus) + ",\n    " + genOpen(orderOpenStatus)}}
+		m.down = []ddlStatement{{"Drops first_attempt_at and restores the generated columns of version 3.",
+			"ALTER TABLE " + table + " DROP COLUMN first_attempt_at,\n" +
+				"    " + genFinished("status IN (1, 3)") + ",\n    " + genOpen("status <> 1")}}
+		return m
+	}
+	// PostgreSQL creates an index in its table's schema and rejects a qualified index
+	// name; SQLite qualifies the index name with the schema and wants a bare table name.
+	name := func(suffix string) string { return d.quote(t.indexName(suffix)) }
+	qualifiedName := func(suffix string) string {
+		if t.schema != "" {
+			return d.quote(t.schema) + "." + name(suffix)
+		}
+		return name(suffix)
+	}
+	create, on, timeType := name, table, "TIMESTAMPTZ"
+	if d.name == "sqlite" {
+		create, on, timeType = qualifiedName, d.quote(t.name), "TEXT"
+	}
+	hinted := d.finishedStatus()
+	indexes := func(finished, open string) []ddlStatement {
+		return []ddlStatement{
+			{"", "DROP INDEX IF EXISTS " + qualifiedName(finishedIndexSuffix)},
+			{"", "CREATE INDEX IF NOT EXISTS " + create(finishedIndexSuffix) + " ON " + on +
+				" (" + finishedAt + ", event_id) WHERE " + finished},
+			{"", "DROP INDEX IF EXISTS " + qualifiedName(orderIndexSuffix)},
+			{"", "CREATE INDEX IF NOT EXISTS " + create(orderIndexSuffix) + " ON " + on +
+				" (order_key, order_seq) WHERE order_key IS NOT NULL AND " + open},
+		}
+	}
+	m.up = append([]ddlStatement{{fallbackComment + "\nThe indexes are rebuilt with the new conditions.",
+		"ALTER TABLE " + table + " ADD COLUMN first_attempt_at " + timeType + " NULL"}},
+		indexes(hinted, orderOpenStatus)...)
+	m.down = append(indexes(d.hintedStatus()+" IN (1, 3)", "status <> 1"),
+		ddlStatement{"", "ALTER TABLE " + table + " DROP COLUMN first_attempt_at"})
+	m.down[0].comment = "Restores the indexes of version 2 and drops first_attempt_at."
+	return m
 }
 
 // mysqlComment explains what the MySQL table does differently.
@@ -303,6 +377,6 @@ func mysqlDDL(d *dialect, t tableName) migration {
 					", DROP COLUMN " + d.orderOpenColumn + ", DROP COLUMN order_seq, DROP COLUMN order_key"},
 				{"", "DROP TABLE IF EXISTS " + d.qualified(keyTable(t))},
 			},
-		}},
+		}, fallbackMigration(d, t)},
 	}
 }

@@ -37,13 +37,13 @@ func (d *dialect) orderColumn() string {
 }
 
 // orderOpen is the condition the order index holds besides its key: the row is not
-// DONE. Written in every query that reads the index so that SQLite matches it to the
+// DONE nor another handled outcome (orderOpenStatus). Written in every query that reads the index so that SQLite matches it to the
 // partial index (MySQL's generated column implies it).
 func (d *dialect) orderOpen(alias string) string {
 	if d.orderOpenColumn != "" {
 		return ""
 	}
-	return " AND " + alias + ".status <> 1"
+	return " AND " + alias + ".status <> 1 AND " + alias + ".status < 5"
 }
 
 // keyCount is one key of an insert and how many of its events the insert writes.
@@ -296,6 +296,6 @@ func (d *dialect) openKeysQuery(t tableName, keys []keyCount) query {
 		}
 		b.w(")")
 	}
-	b.w(" AND status <> 1")
+	b.w(" AND ", orderOpenStatus)
 	return b.query()
 }

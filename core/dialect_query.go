@@ -55,7 +55,8 @@ func (b *builder) query() query {
 // selectColumns are the columns every event SELECT reads, in the order rawRow.decode
 // expects.
 const selectColumns = "event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, " +
-	"status, attempts, last_error, available_at, created_at, done_at, locked_by, locked_until, order_key, order_seq"
+	"status, attempts, last_error, available_at, created_at, done_at, locked_by, locked_until, order_key, order_seq, " +
+	"first_attempt_at"
 
 // insertParamsPerRow is the number of arguments one inserted row binds; a claimed batch
 // binds two more per row (the token and the claim TTL).
@@ -177,7 +178,7 @@ func (d *dialect) insertQueriesHeads(t tableName, p InsertParams, now time.Time,
 // openKeyCase writes a CASE that is open when key has an event that is not DONE, else
 // closed(), whose arguments follow key's.
 func (b *builder) openKeyCase(t tableName, key, open string, closed func() string) *builder {
-	return b.w("CASE WHEN EXISTS (SELECT 1 FROM ", b.d.qualified(t), " WHERE order_key = ", b.arg(key), " AND status <> 1) THEN ",
+	return b.w("CASE WHEN EXISTS (SELECT 1 FROM ", b.d.qualified(t), " WHERE order_key = ", b.arg(key), " AND ", orderOpenStatus, ") THEN ",
 		open, " ELSE ", closed(), " END")
 }
 
@@ -349,7 +350,7 @@ func (d *dialect) rescheduleQuery(t tableName, p RescheduleParams) (query, error
 	b := d.newBuilder()
 	b.w("UPDATE ", d.qualified(t), " SET status = ", b.arg(int64(p.Status)), ", available_at = ", b.arg(availableAt))
 	if p.CountAttempt {
-		b.w(", attempts = attempts + 1")
+		b.w(", attempts = attempts + 1", firstAttempt(d))
 	}
 	if p.LastError != "" {
 		b.w(", last_error = ", b.arg(truncateLastError(p.LastError)))
@@ -368,12 +369,22 @@ func (d *dialect) markDeadQuery(t tableName, p MarkDeadParams) (query, error) {
 		return query{}, fmt.Errorf("DeadAt: %w", err)
 	}
 	b := d.newBuilder()
-	b.w("UPDATE ", d.qualified(t), " SET status = 3, done_at = ", b.arg(deadAt), ", last_error = ", b.arg(nullString(truncateLastError(p.Reason))))
+	status := "3"
+	if p.Fallback {
+		status = "5"
+	}
+	b.w("UPDATE ", d.qualified(t), " SET status = ", status, ", done_at = ", b.arg(deadAt), ", last_error = ", b.arg(nullString(truncateLastError(p.Reason))))
 	if p.CountAttempt {
-		b.w(", attempts = attempts + 1")
+		b.w(", attempts = attempts + 1", firstAttempt(d))
 	}
 	b.w(clearClaim, " WHERE event_id = ", b.arg(p.ID)).fence(p.Token)
 	return b.query(), nil
+}
+
+// firstAttempt is the assignment that an update counting a failed attempt makes:
+// first_attempt_at, when the first one was recorded, by the database clock.
+func firstAttempt(d *dialect) string {
+	return ", first_attempt_at = COALESCE(first_attempt_at, " + d.dbNow + ")"
 }
 
 // truncateLastError makes s storable as last_error: valid UTF-8 without NUL bytes (which
@@ -512,7 +523,8 @@ func (d *dialect) countDeadQuery(t tableName, f DeadFilter) query {
 // ordered event goes back to WAITING: Promote makes it NEW when its key lets it.
 func (b *builder) replaySet(t tableName, now any) *builder {
 	return b.w("UPDATE ", b.d.qualified(t),
-		" SET status = CASE WHEN order_key IS NULL THEN 0 ELSE 4 END, attempts = 0, last_error = NULL, done_at = NULL, available_at = ", b.arg(now), clearClaim)
+		" SET status = CASE WHEN order_key IS NULL THEN 0 ELSE 4 END, attempts = 0, last_error = NULL, done_at = NULL, "+
+			"first_attempt_at = NULL, available_at = ", b.arg(now), clearClaim)
 }
 
 // deleteDeadQueries builds [DeadStore.DeleteDead]: one delete per chunk of ids, of the
@@ -559,8 +571,8 @@ func (d *dialect) replayQueries(t tableName, p ReplayParams) ([]query, error) {
 	return []query{b.query()}, nil
 }
 
-// finishedAt is when a DONE or DEAD row finished, as far as Purge is concerned. The
-// migrations index this exact expression.
+// finishedAt is when a finished row (DONE, DEAD, FALLBACK) finished, as far as Purge is
+// concerned. The migrations index this exact expression.
 const finishedAt = "COALESCE(done_at, created_at)"
 
 // purgeQuery builds one batch of [Store.Purge].
@@ -575,11 +587,11 @@ func (d *dialect) purgeQuery(t tableName, p PurgeParams) (query, error) {
 	b := d.newBuilder()
 	where := func() {
 		if col := d.finishedColumn; col != "" {
-			// NULL unless the row is DONE or DEAD, so no status test is needed.
+			// NULL unless the row is finished, so no status test is needed.
 			b.w(" WHERE ", col, " < ", b.arg(before), " ORDER BY ", col, ", event_id LIMIT ", b.arg(int64(p.Limit)))
 			return
 		}
-		b.w(" WHERE ", d.hintedStatus(), " IN (1, 3) AND ", finishedAt, " < ", b.arg(before),
+		b.w(" WHERE (", d.finishedStatus(), ") AND ", finishedAt, " < ", b.arg(before),
 			" ORDER BY ", finishedAt, ", event_id LIMIT ", b.arg(int64(p.Limit)))
 	}
 	if d.orderedDML {
@@ -592,7 +604,7 @@ func (d *dialect) purgeQuery(t tableName, p PurgeParams) (query, error) {
 	// DELETE waited for it, but it re-checks these on the row's new version.
 	b.w("DELETE FROM ", d.qualified(t), " WHERE event_id IN (SELECT event_id FROM ", d.qualified(t))
 	where()
-	b.w(") AND ", d.hintedStatus(), " IN (1, 3) AND ", finishedAt, " < ", b.arg(before))
+	b.w(") AND (", d.finishedStatus(), ") AND ", finishedAt, " < ", b.arg(before))
 	return b.query(), nil
 }
 

@@ -45,7 +45,7 @@ func one2(q query, err error) ([]query, error) {
 
 var goldenTable = tableName{name: DefaultTable}
 
-const sel = "SELECT event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, last_error, available_at, created_at, done_at, locked_by, locked_until, order_key, order_seq FROM "
+const sel = "SELECT event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, last_error, available_at, created_at, done_at, locked_by, locked_until, order_key, order_seq, first_attempt_at FROM "
 
 func goldenCases() []goldenCase {
 	t := goldenTable
@@ -86,9 +86,9 @@ func goldenCases() []goldenCase {
 			build: func(d *dialect) ([]query, error) {
 				return one2(d.rescheduleQuery(t, RescheduleParams{ID: "a", Status: StatusRetry, AvailableAt: goldenT0, CountAttempt: true, LastError: "boom"}))
 			},
-			pg:      []string{`UPDATE "outbox_event" SET status = $1, available_at = $2, attempts = attempts + 1, last_error = $3, locked_by = NULL, locked_until = NULL WHERE event_id = $4 AND status IN (0, 2, 3)`},
-			sqlite:  []string{`UPDATE "outbox_event" SET status = ?, available_at = ?, attempts = attempts + 1, last_error = ?, locked_by = NULL, locked_until = NULL WHERE event_id = ? AND status IN (0, 2, 3)`},
-			mysql:   []string{"UPDATE `outbox_event` SET status = ?, available_at = ?, attempts = attempts + 1, last_error = ?, locked_by = NULL, locked_until = NULL WHERE event_id = ? AND status IN (0, 2, 3)"},
+			pg:      []string{`UPDATE "outbox_event" SET status = $1, available_at = $2, attempts = attempts + 1, first_attempt_at = COALESCE(first_attempt_at, statement_timestamp()), last_error = $3, locked_by = NULL, locked_until = NULL WHERE event_id = $4 AND status IN (0, 2, 3)`},
+			sqlite:  []string{`UPDATE "outbox_event" SET status = ?, available_at = ?, attempts = attempts + 1, first_attempt_at = COALESCE(first_attempt_at, strftime('%Y-%m-%dT%H:%M:%f000Z', 'now')), last_error = ?, locked_by = NULL, locked_until = NULL WHERE event_id = ? AND status IN (0, 2, 3)`},
+			mysql:   []string{"UPDATE `outbox_event` SET status = ?, available_at = ?, attempts = attempts + 1, first_attempt_at = COALESCE(first_attempt_at, UTC_TIMESTAMP(6)), last_error = ?, locked_by = NULL, locked_until = NULL WHERE event_id = ? AND status IN (0, 2, 3)"},
 			pgArgs:  []any{int64(2), goldenT0U, "boom", "a"},
 			sqlArgs: []any{int64(2), goldenT0S, "boom", "a"},
 			myArgs:  []any{int64(2), goldenT0U, "boom", "a"},
@@ -108,9 +108,9 @@ func goldenCases() []goldenCase {
 			build: func(d *dialect) ([]query, error) {
 				return one2(d.markDeadQuery(t, MarkDeadParams{DeadAt: goldenT0, ID: "a", Reason: "bad", CountAttempt: true}))
 			},
-			pg:      []string{`UPDATE "outbox_event" SET status = 3, done_at = $1, last_error = $2, attempts = attempts + 1, locked_by = NULL, locked_until = NULL WHERE event_id = $3 AND status IN (0, 2, 3)`},
-			sqlite:  []string{`UPDATE "outbox_event" SET status = 3, done_at = ?, last_error = ?, attempts = attempts + 1, locked_by = NULL, locked_until = NULL WHERE event_id = ? AND status IN (0, 2, 3)`},
-			mysql:   []string{"UPDATE `outbox_event` SET status = 3, done_at = ?, last_error = ?, attempts = attempts + 1, locked_by = NULL, locked_until = NULL WHERE event_id = ? AND status IN (0, 2, 3)"},
+			pg:      []string{`UPDATE "outbox_event" SET status = 3, done_at = $1, last_error = $2, attempts = attempts + 1, first_attempt_at = COALESCE(first_attempt_at, statement_timestamp()), locked_by = NULL, locked_until = NULL WHERE event_id = $3 AND status IN (0, 2, 3)`},
+			sqlite:  []string{`UPDATE "outbox_event" SET status = 3, done_at = ?, last_error = ?, attempts = attempts + 1, first_attempt_at = COALESCE(first_attempt_at, strftime('%Y-%m-%dT%H:%M:%f000Z', 'now')), locked_by = NULL, locked_until = NULL WHERE event_id = ? AND status IN (0, 2, 3)`},
+			mysql:   []string{"UPDATE `outbox_event` SET status = 3, done_at = ?, last_error = ?, attempts = attempts + 1, first_attempt_at = COALESCE(first_attempt_at, UTC_TIMESTAMP(6)), locked_by = NULL, locked_until = NULL WHERE event_id = ? AND status IN (0, 2, 3)"},
 			pgArgs:  []any{goldenT0U, "bad", "a"},
 			sqlArgs: []any{"2024-05-06T05:08:09.123456Z", "bad", "a"},
 			myArgs:  []any{goldenT0U, "bad", "a"},
@@ -192,7 +192,7 @@ func goldenCases() []goldenCase {
 				`ORDER BY available_at, created_at, event_id LIMIT $2 FOR UPDATE SKIP LOCKED) ` +
 				`UPDATE "outbox_event" AS t SET locked_by = $3, locked_until = statement_timestamp() + CAST($4 AS BIGINT) * INTERVAL '1 microsecond' ` +
 				`FROM claimed WHERE t.event_id = claimed.event_id RETURNING t.event_id, t.event_type, t.aggregate_type, t.aggregate_id, t.tenant_id, t.payload, ` +
-				`t.headers, t.status, t.attempts, t.last_error, t.available_at, t.created_at, t.done_at, claimed.locked_by, t.locked_until, t.order_key, t.order_seq`},
+				`t.headers, t.status, t.attempts, t.last_error, t.available_at, t.created_at, t.done_at, claimed.locked_by, t.locked_until, t.order_key, t.order_seq, t.first_attempt_at`},
 			sqlite: []string{`UPDATE "outbox_event" SET locked_by = ?, locked_until = strftime('%Y-%m-%dT%H:%M:%f000Z', 'now', ?) WHERE event_id IN (` +
 				`SELECT event_id FROM "outbox_event" WHERE status IN (0, 2) AND available_at <= strftime('%Y-%m-%dT%H:%M:%f000Z', 'now') ` +
 				`AND created_at <= strftime('%Y-%m-%dT%H:%M:%f000Z', 'now', ?) AND (locked_until IS NULL OR locked_until < strftime('%Y-%m-%dT%H:%M:%f000Z', 'now')) ` +
@@ -330,9 +330,9 @@ func goldenCases() []goldenCase {
 			build: func(d *dialect) ([]query, error) {
 				return d.replayQueries(t, ReplayParams{IDs: []string{"a", "b"}, Now: goldenT0, Limit: 99})
 			},
-			pg:      []string{`UPDATE "outbox_event" SET status = CASE WHEN order_key IS NULL THEN 0 ELSE 4 END, attempts = 0, last_error = NULL, done_at = NULL, available_at = $1, locked_by = NULL, locked_until = NULL WHERE event_id = ANY(CAST($2 AS TEXT[])) AND status = 3`},
-			sqlite:  []string{`UPDATE "outbox_event" SET status = CASE WHEN order_key IS NULL THEN 0 ELSE 4 END, attempts = 0, last_error = NULL, done_at = NULL, available_at = ?, locked_by = NULL, locked_until = NULL WHERE event_id IN (?, ?) AND +status = 3`},
-			mysql:   []string{"UPDATE `outbox_event` SET status = CASE WHEN order_key IS NULL THEN 0 ELSE 4 END, attempts = 0, last_error = NULL, done_at = NULL, available_at = ?, locked_by = NULL, locked_until = NULL WHERE event_id IN (?, ?) AND status = 3"},
+			pg:      []string{`UPDATE "outbox_event" SET status = CASE WHEN order_key IS NULL THEN 0 ELSE 4 END, attempts = 0, last_error = NULL, done_at = NULL, first_attempt_at = NULL, available_at = $1, locked_by = NULL, locked_until = NULL WHERE event_id = ANY(CAST($2 AS TEXT[])) AND status = 3`},
+			sqlite:  []string{`UPDATE "outbox_event" SET status = CASE WHEN order_key IS NULL THEN 0 ELSE 4 END, attempts = 0, last_error = NULL, done_at = NULL, first_attempt_at = NULL, available_at = ?, locked_by = NULL, locked_until = NULL WHERE event_id IN (?, ?) AND +status = 3`},
+			mysql:   []string{"UPDATE `outbox_event` SET status = CASE WHEN order_key IS NULL THEN 0 ELSE 4 END, attempts = 0, last_error = NULL, done_at = NULL, first_attempt_at = NULL, available_at = ?, locked_by = NULL, locked_until = NULL WHERE event_id IN (?, ?) AND status = 3"},
 			pgArgs:  []any{goldenT0U, `{"a","b"}`},
 			sqlArgs: []any{goldenT0S, "a", "b"},
 			myArgs:  []any{goldenT0U, "a", "b"},
@@ -342,9 +342,9 @@ func goldenCases() []goldenCase {
 			build: func(d *dialect) ([]query, error) {
 				return d.replayQueries(t, ReplayParams{DeadFilter: DeadFilter{EventType: "E"}, Limit: 100, Now: goldenT0})
 			},
-			pg:      []string{`UPDATE "outbox_event" SET status = CASE WHEN order_key IS NULL THEN 0 ELSE 4 END, attempts = 0, last_error = NULL, done_at = NULL, available_at = $1, locked_by = NULL, locked_until = NULL WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE status = 3 AND event_type = $2 ORDER BY created_at, event_id LIMIT $3) AND status = 3`},
-			sqlite:  []string{`UPDATE "outbox_event" SET status = CASE WHEN order_key IS NULL THEN 0 ELSE 4 END, attempts = 0, last_error = NULL, done_at = NULL, available_at = ?, locked_by = NULL, locked_until = NULL WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE +status = 3 AND event_type = ? ORDER BY created_at, event_id LIMIT ?) AND +status = 3`},
-			mysql:   []string{"UPDATE `outbox_event` SET status = CASE WHEN order_key IS NULL THEN 0 ELSE 4 END, attempts = 0, last_error = NULL, done_at = NULL, available_at = ?, locked_by = NULL, locked_until = NULL WHERE status = 3 AND event_type = ? ORDER BY created_at, event_id LIMIT ?"},
+			pg:      []string{`UPDATE "outbox_event" SET status = CASE WHEN order_key IS NULL THEN 0 ELSE 4 END, attempts = 0, last_error = NULL, done_at = NULL, first_attempt_at = NULL, available_at = $1, locked_by = NULL, locked_until = NULL WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE status = 3 AND event_type = $2 ORDER BY created_at, event_id LIMIT $3) AND status = 3`},
+			sqlite:  []string{`UPDATE "outbox_event" SET status = CASE WHEN order_key IS NULL THEN 0 ELSE 4 END, attempts = 0, last_error = NULL, done_at = NULL, first_attempt_at = NULL, available_at = ?, locked_by = NULL, locked_until = NULL WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE +status = 3 AND event_type = ? ORDER BY created_at, event_id LIMIT ?) AND +status = 3`},
+			mysql:   []string{"UPDATE `outbox_event` SET status = CASE WHEN order_key IS NULL THEN 0 ELSE 4 END, attempts = 0, last_error = NULL, done_at = NULL, first_attempt_at = NULL, available_at = ?, locked_by = NULL, locked_until = NULL WHERE status = 3 AND event_type = ? ORDER BY created_at, event_id LIMIT ?"},
 			myArgs:  []any{goldenT0U, "E", int64(100)},
 			pgArgs:  []any{goldenT0U, "E", int64(100)},
 			sqlArgs: []any{goldenT0S, "E", int64(100)},
@@ -354,8 +354,8 @@ func goldenCases() []goldenCase {
 			build: func(d *dialect) ([]query, error) {
 				return one2(d.purgeQuery(t, PurgeParams{Before: goldenT0, Limit: 500}))
 			},
-			pg:      []string{`DELETE FROM "outbox_event" WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE status IN (1, 3) AND COALESCE(done_at, created_at) < $1 ORDER BY COALESCE(done_at, created_at), event_id LIMIT $2) AND status IN (1, 3) AND COALESCE(done_at, created_at) < $3`},
-			sqlite:  []string{`DELETE FROM "outbox_event" WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE +status IN (1, 3) AND COALESCE(done_at, created_at) < ? ORDER BY COALESCE(done_at, created_at), event_id LIMIT ?) AND +status IN (1, 3) AND COALESCE(done_at, created_at) < ?`},
+			pg:      []string{`DELETE FROM "outbox_event" WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE (status IN (1, 3) OR status >= 5) AND COALESCE(done_at, created_at) < $1 ORDER BY COALESCE(done_at, created_at), event_id LIMIT $2) AND (status IN (1, 3) OR status >= 5) AND COALESCE(done_at, created_at) < $3`},
+			sqlite:  []string{`DELETE FROM "outbox_event" WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE (+status IN (1, 3) OR +status >= 5) AND COALESCE(done_at, created_at) < ? ORDER BY COALESCE(done_at, created_at), event_id LIMIT ?) AND (+status IN (1, 3) OR +status >= 5) AND COALESCE(done_at, created_at) < ?`},
 			mysql:   []string{"DELETE FROM `outbox_event` WHERE finished_at < ? ORDER BY finished_at, event_id LIMIT ?"},
 			myArgs:  []any{goldenT0U, int64(500)},
 			pgArgs:  []any{goldenT0U, int64(500), goldenT0U},

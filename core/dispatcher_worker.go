@@ -76,10 +76,13 @@ const (
 	outcomeDeferred             // back to NEW, attempt not counted
 	outcomeRetry                // RETRY, attempt counted
 	outcomeDead
+	outcomeFallback // DEAD handled by the subscription's fallback: FALLBACK
 )
 
 func (k outcomeKind) metric() Outcome {
 	switch k {
+	case outcomeFallback:
+		return OutcomeFallback
 	case outcomeDeferred:
 		return OutcomeDeferred
 	case outcomeRetry:
@@ -142,6 +145,10 @@ func (d *dispatcher) deliver(runCtx context.Context, it dispatchItem, acks chan<
 		}
 		dec = d.decide(rt, &e, res, err, d.cfg.Now())
 		dec.listener = rt.name
+		if dec, ok = d.runFallback(runCtx, rt, &e, dec, it.path); !ok {
+			d.q.release(e.ID, d.cfg.Now(), false, time.Time{})
+			return
+		}
 	}
 	duration := max(d.cfg.Now().Sub(start), 0)
 
@@ -298,6 +305,58 @@ func (d *dispatcher) decide(rt *route, e *Event, res Result, err error, now time
 	return decision{kind: outcomeRetry, at: now.Add(max(delay, 0)), reason: err.Error(), countAttempt: true, err: err}
 }
 
+// runFallback runs rt's fallback when dec sends the event to DEAD, and returns the
+// decision to write: FALLBACK when the fallback succeeded, DEAD with the fallback's error
+// added when it failed or panicked. It reports false when the event must stay pending
+// instead: a hard stop interrupted the fallback, or (MultiNode) the claim could not
+// cover it.
+func (d *dispatcher) runFallback(runCtx context.Context, rt *route, e *Event, dec decision, path Path) (decision, bool) {
+	if rt == nil || rt.fallback == nil || dec.kind != outcomeDead {
+		return dec, true
+	}
+	if left, short := d.claimTooShort(*e, rt); short && !d.renewClaim(runCtx, e, left, path) {
+		return dec, false
+	}
+	now := d.cfg.Now()
+	ev := *e
+	f := Failure{Event: &ev, Listener: rt.name, Attempts: e.Attempts, Err: dec.err,
+		FirstAttemptAt: e.FirstAttemptAt, LastAttemptAt: now}
+	if dec.countAttempt {
+		f.Attempts++
+	}
+	if f.FirstAttemptAt.IsZero() {
+		f.FirstAttemptAt = now
+	}
+	var (
+		ctx    context.Context
+		cancel context.CancelFunc
+	)
+	if t := d.timeout(rt); t > 0 {
+		ctx, cancel = context.WithTimeout(runCtx, t)
+	} else {
+		ctx, cancel = context.WithCancel(runCtx)
+	}
+	defer cancel()
+	err := func() (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = newPanicError(r)
+			}
+		}()
+		return rt.fallback(ctx, f)
+	}()
+	if runCtx.Err() != nil {
+		return dec, false
+	}
+	if err == nil {
+		dec.kind = outcomeFallback
+		return dec, true
+	}
+	dec.reason += "; fallback failed: " + err.Error()
+	dec.err = fmt.Errorf("%w; fallback failed: %w", dec.err, err)
+	return dec, true
+}
+
 // retryable calls rt's classifier; a panic in it counts as "retry" and is logged.
 func (d *dispatcher) retryable(rt *route, err error) (ok bool) {
 	defer func() {
@@ -318,7 +377,7 @@ func (d *dispatcher) finishOutcome(runCtx context.Context, e *Event, dec decisio
 	now, written := d.writeOutcome(runCtx, e, dec)
 	d.q.release(e.ID, now, written, e.AvailableAt)
 	if written && d.orders != nil && e.OrderKey != "" &&
-		(dec.kind == outcomeDone || dec.kind == outcomeDead && !d.orders.deadBlocks) {
+		(dec.kind == outcomeDone || dec.kind == outcomeFallback || dec.kind == outcomeDead && !d.orders.deadBlocks) {
 		pctx, pcancel := d.statusContext(runCtx) // the key's next event, now that this one is finished
 		d.orders.promote(pctx, []string{e.OrderKey})
 		pcancel()
@@ -352,10 +411,14 @@ func (d *dispatcher) writeOutcome(runCtx context.Context, e *Event, dec decision
 		n, err = d.store.Reschedule(ctx, RescheduleParams{
 			ID: e.ID, Status: StatusRetry, AvailableAt: dec.at, CountAttempt: true, LastError: dec.reason, Token: token,
 		})
-	case outcomeDead:
+	case outcomeDead, outcomeFallback:
 		op = "mark dead"
+		if dec.kind == outcomeFallback {
+			op = "mark fallback"
+		}
 		n, err = d.store.MarkDead(ctx, MarkDeadParams{
 			ID: e.ID, DeadAt: now, Reason: dec.reason, CountAttempt: dec.countAttempt, Token: token,
+			Fallback: dec.kind == outcomeFallback,
 		})
 	}
 	returned := d.cfg.Now()
@@ -410,6 +473,9 @@ func (d *dispatcher) logOutcome(ctx context.Context, e *Event, path Path, dec de
 	switch dec.kind {
 	case outcomeDead:
 		d.log.LogAttrs(ctx, slog.LevelError, "event moved to dead",
+			append(attrs, slog.Int("attempts", attempts), slog.String("reason", dec.reason))...)
+	case outcomeFallback:
+		d.log.LogAttrs(ctx, slog.LevelWarn, "delivery failed for good; the fallback handled the event",
 			append(attrs, slog.Int("attempts", attempts), slog.String("reason", dec.reason))...)
 	case outcomeRetry:
 		d.log.LogAttrs(ctx, slog.LevelWarn, "delivery failed; will retry",

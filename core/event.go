@@ -19,9 +19,14 @@ const (
 	StatusRetry   Status = 2 // the last delivery failed; due again at AvailableAt
 	StatusDead    Status = 3 // not delivered again unless replayed
 	StatusWaiting Status = 4 // ordered, behind an earlier event of its key; NEW once it is first
+	// StatusFallback: the listener failed for good and its [Subscription.Fallback]
+	// handled the event; terminal, purged like DONE and DEAD, and it lets its order key
+	// move on like DONE.
+	StatusFallback Status = 5
 )
 
-// String returns the status name: "NEW", "DONE", "RETRY", "DEAD" or "WAITING".
+// String returns the status name: "NEW", "DONE", "RETRY", "DEAD", "WAITING" or
+// "FALLBACK".
 func (s Status) String() string {
 	switch s {
 	case StatusNew:
@@ -34,6 +39,8 @@ func (s Status) String() string {
 		return "DEAD"
 	case StatusWaiting:
 		return "WAITING"
+	case StatusFallback:
+		return "FALLBACK"
 	default:
 		return "UNKNOWN"
 	}
@@ -67,8 +74,11 @@ type Event struct {
 	CreatedAt time.Time
 	// AvailableAt is the earliest time the event may be delivered.
 	AvailableAt time.Time
-	// DoneAt is when the row became DONE or DEAD; zero while it is pending.
+	// DoneAt is when the row became DONE, DEAD or FALLBACK; zero while it is pending.
 	DoneAt time.Time
+	// FirstAttemptAt is when the first failed attempt was recorded (by the database
+	// clock); zero if none has failed, or since a replay.
+	FirstAttemptAt time.Time
 	// OrderKey is the key of an ordered event ([Envelope.OrderKey]), or "".
 	OrderKey string
 	// OrderSeq is an ordered event's place in its key (commit order), or 0.

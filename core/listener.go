@@ -134,6 +134,21 @@ type Subscription struct {
 	// is a BatchListener (ignored otherwise); 0 means DefaultBatchSize, 1 hands over one
 	// event per call.
 	BatchSize int
+	// Fallback, when set, runs when a delivery is about to become DEAD (attempts used
+	// up, a permanent error, a [Dead] result), under the listener's timeout. When it
+	// returns nil the event is FALLBACK, a final state of its own, with the listener's
+	// last error; when it fails or panics the event is DEAD, the fallback's error added.
+	Fallback func(ctx context.Context, f Failure) error
+}
+
+// Failure is what a [Subscription.Fallback] gets: the event and how its delivery failed.
+type Failure struct {
+	Event          *Event
+	Listener       string    // the subscription's name
+	Attempts       int       // failed attempts, the last one included
+	Err            error     // the last attempt's error
+	FirstAttemptAt time.Time // when the first failed attempt ended
+	LastAttemptAt  time.Time // when the last one ended
 }
 
 // route is a subscription as the dispatcher uses it.
@@ -146,6 +161,7 @@ type route struct {
 	retryable   func(error) bool
 	batch       BatchListener // nil: not a BatchListener
 	batchSize   int
+	fallback    func(context.Context, Failure) error
 }
 
 // registry maps (aggregate type, event type) to exactly one listener. It is safe for
@@ -205,7 +221,7 @@ func (r *registry) Subscribe(s Subscription) error {
 		return fmt.Errorf("%w: name %q", ErrDuplicateListener, name)
 	}
 	rt := &route{name: name, listener: s.Listener, retry: s.Retry, maxAttempts: s.MaxAttempts,
-		timeout: s.Timeout, retryable: s.Retryable}
+		timeout: s.Timeout, retryable: s.Retryable, fallback: s.Fallback}
 	if bl, ok := s.Listener.(BatchListener); ok {
 		rt.batch, rt.batchSize = bl, cmp.Or(s.BatchSize, DefaultBatchSize)
 	}

@@ -31,9 +31,10 @@ const (
 	OutcomeFailure                 // the attempt failed; the event will be retried
 	OutcomeDead                    // the event moved to DEAD
 	OutcomeDeferred                // the listener deferred the event (no attempt counted)
+	OutcomeFallback                // the attempt failed for good and the fallback handled the event
 )
 
-// String returns "success", "failure", "dead" or "deferred".
+// String returns "success", "failure", "dead", "deferred" or "fallback".
 func (o Outcome) String() string {
 	switch o {
 	case OutcomeSuccess:
@@ -44,6 +45,8 @@ func (o Outcome) String() string {
 		return "dead"
 	case OutcomeDeferred:
 		return "deferred"
+	case OutcomeFallback:
+		return "fallback"
 	default:
 		return "unknown"
 	}

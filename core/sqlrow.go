@@ -10,7 +10,7 @@ import (
 
 // rawRow holds one row of selectColumns as the driver returned it. Scanning into `any`
 // never fails, so a corrupt value is found while decoding, row by row.
-type rawRow [17]any
+type rawRow [18]any
 
 // lockedByColumn is locked_by's index in selectColumns and a rawRow.
 const lockedByColumn = 13
@@ -98,6 +98,11 @@ func (r *rawRow) decode(d *dialect, mode decodeMode) (Event, error) {
 	if r[14] != nil {
 		if e.LockedUntil, err = d.decodeTime(r[14]); err != nil {
 			return Event{}, fmt.Errorf("locked_until: %w", err)
+		}
+	}
+	if r[17] != nil {
+		if e.FirstAttemptAt, err = d.decodeTime(r[17]); err != nil {
+			return Event{}, fmt.Errorf("first_attempt_at: %w", err)
 		}
 	}
 

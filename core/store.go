@@ -183,6 +183,9 @@ type MarkDeadParams struct {
 	CountAttempt bool
 	// Token, when set, fences the update by claim; see [MarkDoneParams.Token].
 	Token string
+	// Fallback makes the row FALLBACK instead of DEAD: the listener's fallback handled
+	// the event ([Subscription.Fallback]).
+	Fallback bool
 }
 
 // PendingParams are the inputs of [Store.Pending].

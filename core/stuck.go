@@ -133,6 +133,11 @@ func (d *dispatcher) settleAbandoned(runCtx context.Context, it dispatchItem, rt
 	}
 	dec := d.decide(rt, &e, res, err, d.cfg.Now())
 	dec.listener = rt.name
+	dec, ok := d.runFallback(runCtx, rt, &e, dec, it.path)
+	if !ok {
+		d.q.release(e.ID, d.cfg.Now(), false, time.Time{})
+		return
+	}
 	duration := max(d.cfg.Now().Sub(start), 0)
 	d.finishOutcome(runCtx, &e, dec)
 	d.settled(runCtx, &e, it.path, dec, duration, latency)

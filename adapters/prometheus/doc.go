@@ -50,6 +50,7 @@
 //	failure   OutcomeFailure   the attempt failed (error, panic, timeout); the event is RETRY
 //	dead      OutcomeDead      the event is DEAD: attempts exhausted, Dead result, unrecoverable, unroutable or undecodable
 //	deferred  OutcomeDeferred  the listener returned Defer; no attempt was counted
+//	fallback  OutcomeFallback  the event failed for good and its Subscription.Fallback handled it: FALLBACK
 //
 // With [Options.EventTypeLabels], outbox_dispatch_total and
 // outbox_listener_duration_seconds also carry aggregate_type and event_type. It is off by
@@ -58,7 +59,7 @@
 //
 // # Metrics read at scrape time
 //
-//	outbox_events{status}                 gauge      rows per status: new, retry, done, dead
+//	outbox_events{status}                 gauge      rows per status: new, retry, done, dead, waiting, fallback
 //	outbox_oldest_pending_age_seconds     gauge      now minus created_at of the oldest NEW or RETRY row; 0 when none
 //	outbox_dead_events                    gauge      DEAD rows (equals outbox_events{status="dead"}, for simple alerts)
 //	outbox_stats_up                       gauge      1 if the last read succeeded, else 0

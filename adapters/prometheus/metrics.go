@@ -130,14 +130,14 @@ var (
 // The paths and results in label order, indexed by pathIndex and resultIndex.
 const (
 	numPaths   = 2
-	numResults = 4
+	numResults = 5
 )
 
 var (
 	pathNames   = [numPaths]string{outbox.PathHot.String(), outbox.PathCold.String()}
 	resultNames = [numResults]string{
 		outbox.OutcomeSuccess.String(), outbox.OutcomeFailure.String(),
-		outbox.OutcomeDead.String(), outbox.OutcomeDeferred.String(),
+		outbox.OutcomeDead.String(), outbox.OutcomeDeferred.String(), outbox.OutcomeFallback.String(),
 	}
 )
 
@@ -162,6 +162,8 @@ func resultIndex(o outbox.Outcome) (int, bool) {
 		return 2, true
 	case outbox.OutcomeDeferred:
 		return 3, true
+	case outbox.OutcomeFallback:
+		return 4, true
 	default:
 		return 0, false
 	}
@@ -229,7 +231,7 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 	}
 	m.dispatchVec = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: m.namespace, Name: "dispatch_total", ConstLabels: m.instanceLabels,
-		Help: "Finished delivery attempts by path (hot, cold) and result (success, failure: will be retried, dead, deferred: listener asked for a later attempt).",
+		Help: "Finished delivery attempts by path (hot, cold) and result (success, failure: will be retried, dead, deferred: listener asked for a later attempt, fallback: failed for good and handled by the fallback).",
 	}, dispatchLabels)
 	m.durationVec = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: m.namespace, Name: "listener_duration_seconds", ConstLabels: m.instanceLabels,

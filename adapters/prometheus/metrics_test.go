@@ -177,15 +177,17 @@ func TestMetricsHookMethods(t *testing.T) {
 # HELP outbox_cold_enqueued_total Pending events the poller handed to the cold queue.
 # TYPE outbox_cold_enqueued_total counter
 outbox_cold_enqueued_total 1
-# HELP outbox_dispatch_total Finished delivery attempts by path (hot, cold) and result (success, failure: will be retried, dead, deferred: listener asked for a later attempt).
+# HELP outbox_dispatch_total Finished delivery attempts by path (hot, cold) and result (success, failure: will be retried, dead, deferred: listener asked for a later attempt, fallback: failed for good and handled by the fallback).
 # TYPE outbox_dispatch_total counter
 outbox_dispatch_total{path="cold",result="dead"} 4
 outbox_dispatch_total{path="cold",result="deferred"} 0
 outbox_dispatch_total{path="cold",result="failure"} 0
+outbox_dispatch_total{path="cold",result="fallback"} 0
 outbox_dispatch_total{path="cold",result="success"} 1
 outbox_dispatch_total{path="hot",result="dead"} 0
 outbox_dispatch_total{path="hot",result="deferred"} 1
 outbox_dispatch_total{path="hot",result="failure"} 2
+outbox_dispatch_total{path="hot",result="fallback"} 0
 outbox_dispatch_total{path="hot",result="success"} 3
 # HELP outbox_hot_delayed_skipped_total Committed events that skipped the hot queue because their delivery is delayed; the poller delivers them when due.
 # TYPE outbox_hot_delayed_skipped_total counter
@@ -275,7 +277,7 @@ func TestMetricsEventTypeLabels(t *testing.T) {
 	m.Dispatched(placed)
 	m.Dispatched(outbox.DispatchInfo{Path: outbox.PathCold, Outcome: outbox.OutcomeDead, AggregateType: "Order", EventType: "Bad\xffType"})
 	err = testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP outbox_dispatch_total Finished delivery attempts by path (hot, cold) and result (success, failure: will be retried, dead, deferred: listener asked for a later attempt).
+# HELP outbox_dispatch_total Finished delivery attempts by path (hot, cold) and result (success, failure: will be retried, dead, deferred: listener asked for a later attempt, fallback: failed for good and handled by the fallback).
 # TYPE outbox_dispatch_total counter
 outbox_dispatch_total{aggregate_type="Order",event_type="Bad`+"\uFFFD"+`Type",outbox="orders",path="cold",result="dead"} 1
 outbox_dispatch_total{aggregate_type="Order",event_type="OrderPlaced",outbox="orders",path="hot",result="success"} 2
@@ -304,7 +306,7 @@ func TestMetricsListenerLabels(t *testing.T) {
 	m.Dispatched(outbox.DispatchInfo{Path: outbox.PathHot, Outcome: outbox.OutcomeSuccess, Listener: "mailer"})
 	m.Dispatched(outbox.DispatchInfo{Path: outbox.PathCold, Outcome: outbox.OutcomeDead})
 	err = testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP outbox_dispatch_total Finished delivery attempts by path (hot, cold) and result (success, failure: will be retried, dead, deferred: listener asked for a later attempt).
+# HELP outbox_dispatch_total Finished delivery attempts by path (hot, cold) and result (success, failure: will be retried, dead, deferred: listener asked for a later attempt, fallback: failed for good and handled by the fallback).
 # TYPE outbox_dispatch_total counter
 outbox_dispatch_total{listener="",path="cold",result="dead"} 1
 outbox_dispatch_total{listener="mailer",path="hot",result="success"} 2

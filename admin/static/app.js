@@ -175,6 +175,13 @@
       li.dataset.status = name;
       ul.append(li);
     }
+    if ((o.counts.FALLBACK || 0) > 0) { // events a listener's fallback handled
+      const f = el('li', null, 'chip status-fallback');
+      f.dataset.status = 'FALLBACK';
+      f.title = 'Events whose listener failed for good and whose fallback handled them';
+      f.append(el('span', 'FALLBACK', 'label'), el('span', o.counts.FALLBACK, 'value'));
+      ul.append(f);
+    }
     const li = el('li', null, 'chip');
     li.append(el('span', 'oldest pending', 'label'),
       el('span', o.oldest_pending_age_seconds == null ? '—' : duration(o.oldest_pending_age_seconds), 'value'));

@@ -117,7 +117,7 @@ func (s *MemoryStore) Insert(ctx context.Context, _ outbox.Executor, p outbox.In
 	until := s.dbNow().Add(p.ClaimTTL)
 	open := map[string]bool{} // keys with an event that is not DONE
 	for _, r := range s.rows {
-		if r.ev.OrderKey != "" && r.ev.Status != outbox.StatusDone {
+		if r.ev.OrderKey != "" && holdsKey(r.ev.Status) {
 			open[r.ev.OrderKey] = true
 		}
 	}
@@ -272,9 +272,22 @@ func (s *MemoryStore) RenewClaim(ctx context.Context, p outbox.RenewClaimParams)
 }
 
 // fenced reports whether an outcome update with token must leave the row alone: it is
-// DONE or WAITING, or token is set and the row is not claimed by it.
+// DONE, WAITING or FALLBACK, or token is set and the row is not claimed by it.
 func fenced(r *memRow, token string) bool {
-	return r.ev.Status == outbox.StatusDone || r.ev.Status == outbox.StatusWaiting || (token != "" && r.ev.LockedBy != token)
+	return r.ev.Status == outbox.StatusDone || r.ev.Status == outbox.StatusWaiting || r.ev.Status >= outbox.StatusFallback ||
+		(token != "" && r.ev.LockedBy != token)
+}
+
+// holdsKey reports whether a row of status holds its order key: it is not DONE nor
+// another handled outcome (FALLBACK and above).
+func holdsKey(st outbox.Status) bool { return st != outbox.StatusDone && st < outbox.StatusFallback }
+
+// countAttempt records a failed attempt: attempts, and the first one's time.
+func (s *MemoryStore) countAttempt(e *outbox.Event) {
+	e.Attempts++
+	if e.FirstAttemptAt.IsZero() {
+		e.FirstAttemptAt = s.dbNow()
+	}
 }
 
 // clearClaim ends the row's claim, as every outcome does.
@@ -328,7 +341,7 @@ func (s *MemoryStore) Reschedule(ctx context.Context, p outbox.RescheduleParams)
 	r.ev.Status, r.ev.AvailableAt = p.Status, canonical(p.AvailableAt)
 	clearClaim(&r.ev)
 	if p.CountAttempt {
-		r.ev.Attempts++
+		s.countAttempt(&r.ev)
 	}
 	if p.LastError != "" {
 		r.ev.LastError = truncateLastError(p.LastError)
@@ -348,9 +361,12 @@ func (s *MemoryStore) MarkDead(ctx context.Context, p outbox.MarkDeadParams) (in
 		return 0, nil
 	}
 	r.ev.Status, r.ev.LastError, r.ev.DoneAt = outbox.StatusDead, truncateLastError(p.Reason), canonical(p.DeadAt)
+	if p.Fallback {
+		r.ev.Status = outbox.StatusFallback
+	}
 	clearClaim(&r.ev)
 	if p.CountAttempt {
-		r.ev.Attempts++
+		s.countAttempt(&r.ev)
 	}
 	return 1, nil
 }
@@ -455,6 +471,7 @@ func (s *MemoryStore) Replay(ctx context.Context, p outbox.ReplayParams) (int64,
 	}
 	for _, r := range rows {
 		r.ev.Status, r.ev.Attempts, r.ev.LastError, r.ev.AvailableAt, r.ev.DoneAt = outbox.StatusNew, 0, "", now, time.Time{}
+		r.ev.FirstAttemptAt = time.Time{}
 		if r.ev.OrderKey != "" {
 			r.ev.Status = outbox.StatusWaiting // Promote moves it on when its key lets it
 		}
@@ -496,7 +513,8 @@ func (s *MemoryStore) Purge(ctx context.Context, p outbox.PurgeParams) (int64, e
 	defer s.mu.Unlock()
 	var rows []*memRow
 	for _, r := range s.rows {
-		if (r.ev.Status == outbox.StatusDone || r.ev.Status == outbox.StatusDead) && finishedAt(&r.ev).Before(before) {
+		if (r.ev.Status == outbox.StatusDone || r.ev.Status == outbox.StatusDead || r.ev.Status >= outbox.StatusFallback) &&
+			finishedAt(&r.ev).Before(before) {
 			rows = append(rows, r)
 		}
 	}
@@ -511,7 +529,7 @@ func (s *MemoryStore) Purge(ctx context.Context, p outbox.PurgeParams) (int64, e
 		// Keys not written since the cutoff, with nothing left that is not DONE.
 		open := map[string]bool{}
 		for _, r := range s.rows {
-			if r.ev.OrderKey != "" && r.ev.Status != outbox.StatusDone {
+			if r.ev.OrderKey != "" && holdsKey(r.ev.Status) {
 				open[r.ev.OrderKey] = true
 			}
 		}

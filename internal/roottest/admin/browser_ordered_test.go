@@ -16,12 +16,21 @@ import (
 
 // TestBrowserOrderedDeadEvent: in headless Chromium, a DEAD ordered event that holds its
 // key shows its order key in its details, the overview shows the WAITING events and
-// the blocked key, and deleting the event (with the confirmation) frees the key: its
+// the blocked key (and a FALLBACK event, its own chip), and deleting the event (with the confirmation) frees the key: its
 // next event is promoted, and the blocked-keys chip drops to 0.
 func TestBrowserOrderedDeadEvent(t *testing.T) {
 	t.Parallel()
 	execPath := chromium(t)
-	store, ob, _ := deadOrderedKey(t)
+	store, ob, created := deadOrderedKey(t)
+	// And an event a listener's fallback handled: the overview shows a FALLBACK chip.
+	handled := outbox.Event{ID: "f0", Type: "Shipped", AggregateType: "Order", Payload: []byte(`{}`), CreatedAt: created, AvailableAt: created}
+	if _, err := store.Insert(t.Context(), nil, outbox.InsertParams{Events: []outbox.Event{handled}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.MarkDead(t.Context(), outbox.MarkDeadParams{ID: "f0", DeadAt: time.Now(), Reason: "carrier refused",
+		CountAttempt: true, Fallback: true}); err != nil {
+		t.Fatal(err)
+	}
 	h, err := outboxadmin.New(ob.Dead(), outboxadmin.Options{Authorize: outboxadmin.AllowAll(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +48,7 @@ func TestBrowserOrderedDeadEvent(t *testing.T) {
 	err = chromedp.Do(bctx,
 		chromedp.Navigate(srv.URL+"/outbox/admin/"),
 		chromedp.WaitVisible(row),
-		chromedp.Poll[chromedp.Void](chip("WAITING")+` === "2" && `+chip("blocked-keys")+` === "1"`,
+		chromedp.Poll[chromedp.Void](chip("WAITING")+` === "2" && `+chip("blocked-keys")+` === "1" && `+chip("FALLBACK")+` === "1"`,
 			chromedp.WithPollingTimeout(30*time.Second)),
 		chromedp.Click(row+chromedp.CSS(` button[data-action="details"]`)),
 		chromedp.WaitVisible(chromedp.ID("detail")),

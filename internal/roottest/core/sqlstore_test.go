@@ -559,7 +559,7 @@ func TestQueriesUseIndexes(t *testing.T) {
 			}
 			type check struct{ use, avoid string }
 			cases := map[string]check{
-				`SELECT event_id FROM ` + b.quoted() + ` WHERE ` + st + ` IN (1, 3) AND COALESCE(done_at, created_at) < ` + t0 +
+				`SELECT event_id FROM ` + b.quoted() + ` WHERE (` + st + ` IN (1, 3) OR ` + st + ` >= 5) AND COALESCE(done_at, created_at) < ` + t0 +
 					` ORDER BY COALESCE(done_at, created_at), event_id LIMIT 10`: {"finished_idx", "pending_idx"},
 				`SELECT event_id FROM ` + b.quoted() + ` WHERE ` + st + ` = 3 AND (created_at, event_id) > (` + t0 + `, 'x')` +
 					` ORDER BY created_at, event_id LIMIT 10`: {"dead_idx", "pending_idx"},
@@ -589,9 +589,9 @@ func TestQueriesUseIndexes(t *testing.T) {
 			}
 			heads := func(keys, limit string) string {
 				sub := `SELECT w.event_id FROM ` + b.quoted() + ` w WHERE ` + keys +
-					` AND w.status <> 1 AND w.status = 4 AND w.order_seq = (SELECT MIN(m.order_seq) FROM ` + b.quoted() +
-					` m WHERE m.order_key = w.order_key AND m.status <> 1 AND m.status = 4) AND NOT EXISTS (SELECT 1 FROM ` + b.quoted() +
-					` a WHERE a.order_key = w.order_key AND a.status <> 1 AND a.status IN (0, 2, 3)` + probe + `) LIMIT ` + limit
+					` AND w.status <> 1 AND w.status < 5 AND w.status = 4 AND w.order_seq = (SELECT MIN(m.order_seq) FROM ` + b.quoted() +
+					` m WHERE m.order_key = w.order_key AND m.status <> 1 AND m.status < 5 AND m.status = 4) AND NOT EXISTS (SELECT 1 FROM ` + b.quoted() +
+					` a WHERE a.order_key = w.order_key AND a.status <> 1 AND a.status < 5 AND a.status IN (0, 2, 3)` + probe + `) LIMIT ` + limit
 				if b.d == outbox.Postgres {
 					return `WITH h AS MATERIALIZED (SELECT event_id FROM ` + b.quoted() + ` WHERE event_id IN (` + sub +
 						`) AND status = 4 ORDER BY event_id FOR UPDATE) UPDATE ` + b.quoted() + ` AS t SET status = 0 FROM h` +
@@ -611,24 +611,24 @@ func TestQueriesUseIndexes(t *testing.T) {
 			cases[heads(`w.order_key IS NOT NULL`, "1000")] = check{"order_idx", sweepAvoid}
 			kt := strings.TrimSuffix(b.quoted(), `"`) + `_key"`
 			cases[`DELETE FROM `+kt+` WHERE order_key IN (SELECT k.order_key FROM `+kt+` k WHERE k.updated_at < `+t0+
-				` AND NOT EXISTS (SELECT 1 FROM `+b.quoted()+` e WHERE e.order_key = k.order_key AND e.status <> 1`+probe+`) ORDER BY k.updated_at LIMIT 10)`+
+				` AND NOT EXISTS (SELECT 1 FROM `+b.quoted()+` e WHERE e.order_key = k.order_key AND e.status <> 1 AND e.status < 5`+probe+`) ORDER BY k.updated_at LIMIT 10)`+
 				` AND updated_at < `+t0] = check{"order_idx", sortStep + "|Anti Join"}
 			// The writer learns whether a key has an event that is not DONE from the
 			// order index: on PostgreSQL inside the event INSERT, on SQLite by a read.
 			if b.d == outbox.Postgres {
 				cases[`INSERT INTO `+b.quoted()+` (event_id, event_type, aggregate_type, payload, status, attempts, available_at, created_at, order_key, order_seq)`+
-					` VALUES ('x', 'T', 'A', '{}', CASE WHEN EXISTS (SELECT 1 FROM `+b.quoted()+` WHERE order_key = 'A' AND status <> 1) THEN 4 ELSE 0 END, 0, `+
+					` VALUES ('x', 'T', 'A', '{}', CASE WHEN EXISTS (SELECT 1 FROM `+b.quoted()+` WHERE order_key = 'A' AND status <> 1 AND status < 5) THEN 4 ELSE 0 END, 0, `+
 					t0+`, `+t0+`, 'A', 1)`] = check{"order_idx", scan}
 			} else {
-				cases[`SELECT DISTINCT order_key FROM `+b.quoted()+` WHERE order_key IN ('A', 'B') AND status <> 1`] =
+				cases[`SELECT DISTINCT order_key FROM `+b.quoted()+` WHERE order_key IN ('A', 'B') AND status <> 1 AND status < 5`] =
 					check{"order_idx", "SCAN " + strings.Trim(b.quoted(), `"`)}
 			}
 			if b.d == outbox.SQLite {
 				cases[`UPDATE `+b.quoted()+` SET status = 0 WHERE event_id IN (SELECT event_id FROM `+b.quoted()+
 					` WHERE +status = 3 ORDER BY created_at, event_id LIMIT 10) AND +status = 3`] = check{"dead_idx", "pending_idx"}
 				cases[`DELETE FROM `+b.quoted()+` WHERE event_id IN (SELECT event_id FROM `+b.quoted()+
-					` WHERE +status IN (1, 3) AND COALESCE(done_at, created_at) < `+t0+` ORDER BY COALESCE(done_at, created_at), event_id LIMIT 10)`+
-					` AND +status IN (1, 3) AND COALESCE(done_at, created_at) < `+t0] = check{"finished_idx", "pending_idx"}
+					` WHERE (+status IN (1, 3) OR +status >= 5) AND COALESCE(done_at, created_at) < `+t0+` ORDER BY COALESCE(done_at, created_at), event_id LIMIT 10)`+
+					` AND (+status IN (1, 3) OR +status >= 5) AND COALESCE(done_at, created_at) < `+t0] = check{"finished_idx", "pending_idx"}
 			}
 			for q, c := range cases {
 				rows, err := conn.QueryContext(ctx, explain+q)

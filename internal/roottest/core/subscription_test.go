@@ -205,3 +205,86 @@ func TestSubscribeTimeoutInMultiNode(t *testing.T) {
 		t.Errorf("SingleNode, no timeout: %v", err)
 	}
 }
+
+// TestFallbackOnDatabases: on every database, a fallback that succeeds makes its event
+// FALLBACK with the listener's last error, after the attempts its subscription allows,
+// and the ordered event behind it on its key is delivered next (FALLBACK releases the
+// key, while DEAD would hold it); the failure context carries the first attempt's
+// time as the table recorded it. A fallback that fails leaves the event DEAD.
+func TestFallbackOnDatabases(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		a := setupOutbox(t, b, outbox.Config{PollInterval: 20 * time.Millisecond})
+		var (
+			mu        sync.Mutex
+			failures  []outbox.Failure
+			delivered []string
+		)
+		fallback := func(_ context.Context, f outbox.Failure) error {
+			mu.Lock()
+			failures = append(failures, f)
+			mu.Unlock()
+			if f.Event.AggregateID == "unlucky" {
+				return errors.New("dead letter topic down")
+			}
+			return nil
+		}
+		if err := a.ob.Subscribe(outbox.Subscription{Name: "shipper", AggregateType: "Order", EventType: "Ship",
+			MaxAttempts: 2, Retry: outbox.FixedBackoff{Wait: 10 * time.Millisecond}, Fallback: fallback,
+			Listener: outbox.ListenerFunc(func(_ context.Context, e *outbox.Event) error {
+				if strings.HasPrefix(e.AggregateID, "poison") || e.AggregateID == "unlucky" {
+					return errors.New("carrier refused")
+				}
+				mu.Lock()
+				delivered = append(delivered, e.AggregateID)
+				mu.Unlock()
+				return nil
+			})}); err != nil {
+			t.Fatal(err)
+		}
+		a.start(t)
+		ctx := context.Background()
+		var ids []string
+		for i, agg := range []string{"poison", "after-poison", "unlucky"} {
+			id, err := a.placeOrder(ctx, fmt.Sprint("o", i), outbox.Envelope{Type: "Ship", AggregateType: "Order",
+				AggregateID: agg, OrderKey: map[bool]string{true: "K"}[i < 2], Payload: 1}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+		eventually(t, "the poisoned event handled by the fallback", func() bool { return a.event(t, ids[0]).Status == outbox.StatusFallback })
+		eventually(t, "the next event of its key delivered", func() bool { return a.event(t, ids[1]).Status == outbox.StatusDone })
+		eventually(t, "the event whose fallback fails to go DEAD", func() bool { return a.event(t, ids[2]).Status == outbox.StatusDead })
+
+		poisoned, unlucky := a.event(t, ids[0]), a.event(t, ids[2])
+		if poisoned.Attempts != 2 || poisoned.LastError != "carrier refused" || poisoned.FirstAttemptAt.IsZero() || poisoned.DoneAt.IsZero() {
+			t.Errorf("FALLBACK row: attempts %d, last error %q, first attempt %v, done at %v",
+				poisoned.Attempts, poisoned.LastError, poisoned.FirstAttemptAt, poisoned.DoneAt)
+		}
+		if unlucky.Attempts != 2 || unlucky.LastError != "carrier refused; fallback failed: dead letter topic down" {
+			t.Errorf("DEAD row: attempts %d, last error %q", unlucky.Attempts, unlucky.LastError)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(failures) != 2 {
+			t.Fatalf("fallback ran %d times, want twice", len(failures))
+		}
+		for _, f := range failures {
+			if f.Event.ID == ids[0] && (f.Attempts != 2 || f.Listener != "shipper" || f.Err == nil ||
+				!f.FirstAttemptAt.Equal(poisoned.FirstAttemptAt) || f.LastAttemptAt.Before(f.FirstAttemptAt.Add(-time.Second))) {
+				t.Errorf("failure of the poisoned event: %+v (row's first attempt %v)", f, poisoned.FirstAttemptAt)
+			}
+		}
+		if len(delivered) != 1 || delivered[0] != "after-poison" {
+			t.Errorf("delivered %v, want after-poison only", delivered)
+		}
+		st, err := a.ob.Dead().Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Counts[outbox.StatusFallback] != 1 || st.Counts[outbox.StatusDead] != 1 {
+			t.Errorf("stats %v, want one FALLBACK and one DEAD", st.Counts)
+		}
+	})
+}

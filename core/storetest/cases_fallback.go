@@ -1,0 +1,84 @@
+package storetest
+
+import (
+	"time"
+
+	outbox "github.com/outboxkit/outbox/core"
+)
+
+// testFallback: MarkDead with Fallback makes the row FALLBACK, a final state no outcome
+// changes, that is neither pending nor DEAD, and that Purge deletes like DONE and DEAD.
+// The first counted failure sets FirstAttemptAt, later ones keep it, and a replay clears
+// it.
+func testFallback(x *fixture) {
+	x.insert(ev("f1", base), ev("f2", base), ev("old", at(-30*24*time.Hour)))
+	if e := x.get("f1"); !e.FirstAttemptAt.IsZero() {
+		x.Fatalf("FirstAttemptAt %v before any failure", e.FirstAttemptAt)
+	}
+	x.retry("f1", at(time.Minute))
+	first := x.get("f1").FirstAttemptAt
+	if first.IsZero() {
+		x.Fatal("FirstAttemptAt not set by the first counted failure")
+	}
+	x.retry("f1", at(2*time.Minute))
+	n, err := x.store().MarkDead(x.ctx, outbox.MarkDeadParams{ID: "f1", DeadAt: at(3 * time.Minute), Reason: "handled: broker down",
+		CountAttempt: true, Fallback: true})
+	x.changed("MarkDead with Fallback", n, err, 1)
+	e := x.wantStatus("f1", outbox.StatusFallback)
+	if e.Attempts != 3 || e.LastError != "handled: broker down" || !e.DoneAt.Equal(at(3*time.Minute)) || !e.FirstAttemptAt.Equal(first) {
+		x.Fatalf("f1: attempts %d, last error %q, done at %v, first attempt %v (want %v)",
+			e.Attempts, e.LastError, e.DoneAt, e.FirstAttemptAt, first)
+	}
+	// Final: no outcome changes it.
+	x.changed("MarkDone of FALLBACK", x.markDone(at(time.Hour), "f1"), nil, 0)
+	n, err = x.store().Reschedule(x.ctx, outbox.RescheduleParams{ID: "f1", Status: outbox.StatusRetry, AvailableAt: at(time.Hour), CountAttempt: true})
+	x.changed("Reschedule of FALLBACK", n, err, 0)
+	n, err = x.store().MarkDead(x.ctx, outbox.MarkDeadParams{ID: "f1", DeadAt: at(time.Hour), Reason: "x"})
+	x.changed("MarkDead of FALLBACK", n, err, 0)
+	x.wantStatus("f1", outbox.StatusFallback)
+	if b := x.pending(at(24*time.Hour), 0, 10); len(b.Events) != 2 {
+		x.Fatalf("pending %v, want f2 and old only", ids(b.Events))
+	}
+	if dead := x.listDead(outbox.ListDeadParams{Limit: 10}); len(dead) != 0 {
+		x.Fatalf("DEAD rows %v, want none: FALLBACK is not DEAD", ids(dead))
+	}
+	n, err = x.dead().Replay(x.ctx, outbox.ReplayParams{IDs: []string{"f1"}, Now: at(time.Hour)})
+	x.changed("Replay of FALLBACK", n, err, 0)
+
+	// A replay clears FirstAttemptAt with the attempts.
+	x.markDead("f2", "poison")
+	if x.get("f2").FirstAttemptAt.IsZero() {
+		x.Fatal("f2: FirstAttemptAt not set by MarkDead counting an attempt")
+	}
+	n, err = x.dead().Replay(x.ctx, outbox.ReplayParams{IDs: []string{"f2"}, Now: at(time.Hour)})
+	x.changed("Replay", n, err, 1)
+	if e := x.wantStatus("f2", outbox.StatusNew); !e.FirstAttemptAt.IsZero() || e.Attempts != 0 {
+		x.Fatalf("f2 after replay: attempts %d, first attempt %v", e.Attempts, e.FirstAttemptAt)
+	}
+
+	// Purged once past retention, as DONE and DEAD rows are.
+	n, err = x.store().MarkDead(x.ctx, outbox.MarkDeadParams{ID: "old", DeadAt: at(-29 * 24 * time.Hour), Reason: "handled", Fallback: true})
+	x.changed("MarkDead old with Fallback", n, err, 1)
+	n, err = x.store().Purge(x.ctx, outbox.PurgeParams{Before: at(-7 * 24 * time.Hour), Limit: 10})
+	x.changed("Purge", n, err, 1)
+	x.notFound("old")
+	x.wantStatus("f1", outbox.StatusFallback)
+}
+
+// testFallbackReleasesKey: a FALLBACK event lets its order key move on as DONE does,
+// also when DEAD events block their keys.
+func testFallbackReleasesKey(x *fixture) {
+	x.orders()
+	x.insert(ordered("k1", "K", base), ordered("k2", "K", base))
+	x.promote(outbox.PromoteParams{Keys: []string{"K"}, DeadBlocks: true}, ifWait(x.headsWait("k1"), 1))
+	x.wantStatus("k1", outbox.StatusNew)
+	n, err := x.store().MarkDead(x.ctx, outbox.MarkDeadParams{ID: "k1", DeadAt: base, Reason: "handled", CountAttempt: true, Fallback: true})
+	x.changed("MarkDead k1 with Fallback", n, err, 1)
+	x.promote(outbox.PromoteParams{Keys: []string{"K"}, DeadBlocks: true}, 1)
+	x.wantStatus("k2", outbox.StatusNew)
+	// A new event of the key is not held by the FALLBACK one either.
+	x.changed("MarkDone k2", x.markDone(at(time.Minute), "k2"), nil, 1)
+	x.insert(ordered("k3", "K", at(time.Minute)))
+	x.promote(outbox.PromoteParams{Keys: []string{"K"}, DeadBlocks: true}, ifWait(x.headsWait("k3"), 1))
+	x.wantStatus("k3", outbox.StatusNew)
+}
