@@ -67,6 +67,7 @@ var (
 		headInInsert:      true,
 		perRowProbe:       " OFFSET 0",
 		skipExisting:      " ON CONFLICT (event_id) DO NOTHING",
+		skipLocked:        true,
 	}
 
 	mysqlDialect = &dialect{
@@ -146,6 +147,9 @@ type dialect struct {
 	// INSERT (payloads, headers and the other columns): MySQL rejects a statement larger
 	// than max_allowed_packet. A single row larger than the bound still goes alone.
 	maxStatementBytes int
+	// skipLocked: the purge's subquery locks its rows FOR UPDATE SKIP LOCKED (PostgreSQL),
+	// so that purgers never wait for each other.
+	skipLocked bool
 	// orderedDML writes bounded updates and deletes as "UPDATE/DELETE … ORDER BY … LIMIT ?"
 	// (MySQL) instead of "… WHERE event_id IN (SELECT event_id … ORDER BY … LIMIT ?)".
 	orderedDML bool

@@ -575,37 +575,118 @@ func (d *dialect) replayQueries(t tableName, p ReplayParams) ([]query, error) {
 // concerned. The migrations index this exact expression.
 const finishedAt = "COALESCE(done_at, created_at)"
 
-// purgeQuery builds one batch of [Store.Purge].
+// purgeQuery builds one batch of [Store.Purge]. On PostgreSQL the batch's rows are
+// locked with SKIP LOCKED, so that two purgers (MultiNode) never wait for each other:
+// each deletes rows the other has not locked. MySQL purges in a transaction instead
+// (purgeLockQuery); SQLite has one writer at a time.
 func (d *dialect) purgeQuery(t tableName, p PurgeParams) (query, error) {
 	if err := p.Validate(); err != nil {
 		return query{}, err
 	}
-	before, err := d.time(p.Before)
+	before, dead, upTo, err := d.purgeCutoffs(p)
 	if err != nil {
-		return query{}, fmt.Errorf("Before: %w", err)
+		return query{}, err
 	}
 	b := d.newBuilder()
-	where := func() {
-		if col := d.finishedColumn; col != "" {
-			// NULL unless the row is finished, so no status test is needed.
-			b.w(" WHERE ", col, " < ", b.arg(before), " ORDER BY ", col, ", event_id LIMIT ", b.arg(int64(p.Limit)))
-			return
-		}
-		b.w(" WHERE (", d.finishedStatus(), ") AND ", finishedAt, " < ", b.arg(before),
-			" ORDER BY ", finishedAt, ", event_id LIMIT ", b.arg(int64(p.Limit)))
-	}
 	if d.orderedDML {
 		b.w("DELETE FROM ", d.qualified(t))
-		where()
+		b.purgeWhere(before, dead, upTo, p.Limit)
 		return b.query(), nil
 	}
 	// The outer conditions repeat the subquery's: PostgreSQL does not re-run the
 	// subquery on a row that a concurrent transaction changed (a replay) while the
 	// DELETE waited for it, but it re-checks these on the row's new version.
 	b.w("DELETE FROM ", d.qualified(t), " WHERE event_id IN (SELECT event_id FROM ", d.qualified(t))
-	where()
-	b.w(") AND (", d.finishedStatus(), ") AND ", finishedAt, " < ", b.arg(before))
+	b.purgeWhere(before, dead, upTo, p.Limit)
+	if d.skipLocked {
+		b.w(" FOR UPDATE SKIP LOCKED")
+	}
+	b.w(") AND (", d.finishedStatus(), ") AND ", finishedAt, " < ", b.arg(upTo))
+	b.purgeByStatus(finishedAt, before, dead)
 	return b.query(), nil
+}
+
+// purgeLockQuery builds the first statement of a purge in a transaction (MySQL): a
+// locking read of a batch of finished rows, walking the finished index, that skips the
+// rows another transaction holds (another purger's batch, a replay).
+func (d *dialect) purgeLockQuery(t tableName, p PurgeParams) (query, error) {
+	if err := p.Validate(); err != nil {
+		return query{}, err
+	}
+	before, dead, upTo, err := d.purgeCutoffs(p)
+	if err != nil {
+		return query{}, err
+	}
+	b := d.newBuilder()
+	b.w("SELECT event_id FROM ", d.qualified(t), " FORCE INDEX (", d.quote(t.indexName(finishedIndexSuffix)), ")")
+	b.purgeWhere(before, dead, upTo, p.Limit)
+	b.w(" FOR UPDATE SKIP LOCKED")
+	return b.query(), nil
+}
+
+// purgeDeleteQueries builds the second statement of a purge in a transaction: each
+// locked row deleted by primary key equality, one statement a row. (An IN list lets
+// InnoDB scan a small table instead, and a DELETE waits for every row it scans that
+// another transaction holds, skipped or not.)
+func (d *dialect) purgeDeleteQueries(t tableName, ids []string) []query {
+	qs := make([]query, 0, len(ids))
+	for _, id := range ids {
+		b := d.newBuilder()
+		b.w("DELETE FROM ", d.qualified(t), " WHERE event_id = ", b.arg(id))
+		qs = append(qs, b.query())
+	}
+	return qs
+}
+
+// purgeCutoffs returns the purge's cutoffs as arguments: DONE rows', DEAD and FALLBACK
+// rows' (the same unless p.DeadBefore is set) and the later of the two, which bounds
+// the index range.
+func (d *dialect) purgeCutoffs(p PurgeParams) (before, dead, upTo any, err error) {
+	deadBefore := p.DeadBefore
+	if deadBefore.IsZero() {
+		deadBefore = p.Before
+	}
+	if before, err = d.time(p.Before); err != nil {
+		return nil, nil, nil, fmt.Errorf("Before: %w", err)
+	}
+	if dead, err = d.time(deadBefore); err != nil {
+		return nil, nil, nil, fmt.Errorf("DeadBefore: %w", err)
+	}
+	upTo = before
+	if deadBefore.After(p.Before) {
+		upTo = dead
+	}
+	if deadBefore.Equal(p.Before) {
+		dead = nil // one cutoff: no condition per status
+	}
+	return before, dead, upTo, nil
+}
+
+// purgeWhere writes the purge's WHERE, ORDER BY and LIMIT: the finished rows up to upTo
+// in the finished index's order and, with two cutoffs (dead not nil), each row against
+// its status's.
+func (b *builder) purgeWhere(before, dead, upTo any, limit int) {
+	d := b.d
+	if col := d.finishedColumn; col != "" {
+		// NULL unless the row is finished, so no status test is needed.
+		b.w(" WHERE ", col, " < ", b.arg(upTo))
+		b.purgeByStatus(col, before, dead)
+		b.w(" ORDER BY ", col, ", event_id LIMIT ", b.arg(int64(limit)))
+		return
+	}
+	b.w(" WHERE (", d.finishedStatus(), ") AND ", finishedAt, " < ", b.arg(upTo))
+	b.purgeByStatus(finishedAt, before, dead)
+	b.w(" ORDER BY ", finishedAt, ", event_id LIMIT ", b.arg(int64(limit)))
+}
+
+// purgeByStatus writes, when dead is set, the condition that holds DONE rows to before
+// and the others to dead; at is the finish time's expression.
+func (b *builder) purgeByStatus(at string, before, dead any) {
+	if dead == nil {
+		return
+	}
+	st := b.d.hintedStatus()
+	b.w(" AND (", st, " = 1 AND ", at, " < ", b.arg(before), " OR ", st, " <> 1 AND ", at, " < ", b.arg(dead), ")")
 }
 
 // statsQuery builds [StatsStore.Stats]: per status, the row count and the oldest created_at.

@@ -66,8 +66,9 @@ func TestCoreImportsOnlyStandardLibrary(t *testing.T) {
 // TypedCodec, PayloadError, Config.Codec) 98, DispatchInfo.Listener 1, the batch seam
 // (BatchListener, BatchItem, Subscription.BatchSize, DefaultBatchSize) 30, fallbacks
 // (Subscription.Fallback, Failure, StatusFallback, OutcomeFallback, Event.FirstAttemptAt,
-// MarkDeadParams.Fallback) 28.
-const maxDocLines = 1549
+// MarkDeadParams.Fallback) 28, purge retention per outcome (Config.PurgeDeadRetention,
+// PurgeParams.DeadBefore) 8.
+const maxDocLines = 1557
 
 func TestPublicDocSize(t *testing.T) {
 	t.Parallel()

@@ -139,11 +139,16 @@ type Config struct {
 	// claims never use it. Defaults to time.Now.
 	Now func() time.Time
 
-	// PurgeInterval is the time between purges of old DONE and DEAD rows; -1 disables
-	// purging. Defaults to DefaultPurgeInterval.
+	// PurgeInterval is the time between purges of old DONE, DEAD and FALLBACK rows; -1
+	// disables purging. Defaults to DefaultPurgeInterval. Purges on several nodes skip
+	// each other's rows instead of waiting for them.
 	PurgeInterval time.Duration
-	// PurgeRetention is how long DONE and DEAD rows are kept. Defaults to DefaultRetention.
+	// PurgeRetention is how long finished rows are kept, from when they finished.
+	// Defaults to DefaultRetention.
 	PurgeRetention time.Duration
+	// PurgeDeadRetention, when set, is how long DEAD and FALLBACK rows are kept instead
+	// (DONE rows keep PurgeRetention): longer, say, to investigate failures.
+	PurgeDeadRetention time.Duration
 	// PurgeBatchSize bounds the rows one purge statement deletes. Defaults to DefaultPurgeBatchSize.
 	PurgeBatchSize int
 
@@ -323,11 +328,12 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 	o.dead.afterReplay = o.replayed
 	if cfg.PurgeInterval != -1 {
 		pg, err := newPurger(store, purgerConfig{
-			Interval:     cfg.PurgeInterval,
-			Retention:    cfg.PurgeRetention,
-			BatchSize:    cfg.PurgeBatchSize,
-			QueryTimeout: cfg.QueryTimeout,
-			Logger:       logger,
+			Interval:      cfg.PurgeInterval,
+			Retention:     cfg.PurgeRetention,
+			DeadRetention: cfg.PurgeDeadRetention,
+			BatchSize:     cfg.PurgeBatchSize,
+			QueryTimeout:  cfg.QueryTimeout,
+			Logger:        logger,
 		})
 		if err != nil {
 			return nil, err

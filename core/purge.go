@@ -16,9 +16,11 @@ type purgerConfig struct {
 	// Interval is the time between two runs; the first runs at Start. Defaults to
 	// DefaultPurgeInterval.
 	Interval time.Duration
-	// Retention is how long finished rows are kept: DONE rows from done_at, DEAD rows
-	// from created_at. Defaults to DefaultRetention.
+	// Retention is how long finished rows are kept, from done_at (created_at where it
+	// is NULL). Defaults to DefaultRetention.
 	Retention time.Duration
+	// DeadRetention, when positive, is the retention of DEAD and FALLBACK rows instead.
+	DeadRetention time.Duration
 	// BatchSize bounds the rows deleted by one statement. Defaults to
 	// DefaultPurgeBatchSize.
 	BatchSize int
@@ -49,6 +51,8 @@ func (c purgerConfig) validate() error {
 		return &ConfigError{Field: "Interval", Reason: fmt.Sprintf("must be positive, got %s", c.Interval)}
 	case c.Retention < 0:
 		return &ConfigError{Field: "Retention", Reason: fmt.Sprintf("must be positive, got %s", c.Retention)}
+	case c.DeadRetention < 0:
+		return &ConfigError{Field: "PurgeDeadRetention", Reason: fmt.Sprintf("must be positive, got %s", c.DeadRetention)}
 	case c.BatchSize < 1:
 		return &ConfigError{Field: "BatchSize", Reason: fmt.Sprintf("must be positive, got %d", c.BatchSize)}
 	case c.QueryTimeout < 0 && c.QueryTimeout != -1:
@@ -140,17 +144,21 @@ func (p *purger) loop(r startstop.Run) {
 	}
 }
 
-// RunOnce deletes DONE and DEAD rows older than the retention, batch after batch, until
+// RunOnce deletes finished rows older than their retention, batch after batch, until
 // a batch deletes fewer than BatchSize rows. It returns how many rows it deleted and,
 // when a statement fails, the store's error wrapped.
 func (p *purger) RunOnce(ctx context.Context) (int64, error) { return p.run(ctx, nil) }
 
 // run is RunOnce that also stops between batches when stop is closed.
 func (p *purger) run(ctx context.Context, stop <-chan struct{}) (int64, error) {
-	before := p.cfg.Now().Add(-p.cfg.Retention)
+	now := p.cfg.Now()
+	params := PurgeParams{Before: now.Add(-p.cfg.Retention), Limit: p.cfg.BatchSize}
+	if p.cfg.DeadRetention > 0 {
+		params.DeadBefore = now.Add(-p.cfg.DeadRetention)
+	}
 	var total int64
 	for {
-		n, err := p.purgeBatch(ctx, PurgeParams{Before: before, Limit: p.cfg.BatchSize})
+		n, err := p.purgeBatch(ctx, params)
 		total += n
 		if err != nil {
 			return total, err

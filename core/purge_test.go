@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -29,6 +30,7 @@ func TestNewPurgerValidates(t *testing.T) {
 		{name: "nil store", wantField: "Store"},
 		{name: "negative interval", store: store, cfg: outbox.PurgerConfig{Interval: -1}, wantField: "Interval"},
 		{name: "negative retention", store: store, cfg: outbox.PurgerConfig{Retention: -time.Hour}, wantField: "Retention"},
+		{name: "negative dead retention", store: store, cfg: outbox.PurgerConfig{DeadRetention: -time.Hour}, wantField: "PurgeDeadRetention"},
 		{name: "negative batch size", store: store, cfg: outbox.PurgerConfig{BatchSize: -5}, wantField: "BatchSize"},
 		{name: "query timeout below -1", store: store, cfg: outbox.PurgerConfig{QueryTimeout: -2}, wantField: "QueryTimeout"},
 	}
@@ -285,4 +287,28 @@ func TestPurgerStartStopStress(t *testing.T) {
 	if err := p.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestPurgerDeadRetention: with a DeadRetention, DEAD and FALLBACK rows are kept for it
+// while DONE rows keep Retention.
+func TestPurgerDeadRetention(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		week := 7 * 24 * time.Hour
+		b := setupPurger(t, outbox.PurgerConfig{Retention: week, DeadRetention: 4 * week})
+		b.put("old-done", 3, outbox.StatusDone, week+time.Second)
+		b.put("old-dead", 2, outbox.StatusDead, week+time.Second)
+		b.put("old-fallback", 2, outbox.StatusFallback, week+time.Second)
+		b.put("ancient-dead", 4, outbox.StatusDead, 4*week+time.Second)
+		b.put("ancient-fallback", 1, outbox.StatusFallback, 4*week+time.Second)
+		n, err := b.p.RunOnce(t.Context())
+		if err != nil || n != 8 {
+			t.Fatalf("RunOnce = %d, %v; want the 3 old DONE and the 5 ancient DEAD and FALLBACK rows", n, err)
+		}
+		for _, e := range b.store.Events() {
+			if !strings.HasPrefix(e.ID, "old-dead") && !strings.HasPrefix(e.ID, "old-fallback") {
+				t.Errorf("%s (%s) was kept", e.ID, e.Status)
+			}
+		}
+	})
 }

@@ -285,6 +285,9 @@ type ReplayParams struct {
 type PurgeParams struct {
 	// Before is the cutoff: rows finished before it are deleted.
 	Before time.Time
+	// DeadBefore, unless zero, is the cutoff of DEAD and FALLBACK rows instead of Before
+	// (DONE rows keep Before).
+	DeadBefore time.Time
 	// Limit bounds the batch. Must be positive.
 	Limit int
 }

@@ -508,13 +508,17 @@ func (s *MemoryStore) Purge(ctx context.Context, p outbox.PurgeParams) (int64, e
 	if err := check(ctx, p.Validate()); err != nil {
 		return 0, err
 	}
-	before := canonical(p.Before)
+	before, deadBefore := canonical(p.Before), canonical(p.Before)
+	if !p.DeadBefore.IsZero() {
+		deadBefore = canonical(p.DeadBefore)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var rows []*memRow
 	for _, r := range s.rows {
-		if (r.ev.Status == outbox.StatusDone || r.ev.Status == outbox.StatusDead || r.ev.Status >= outbox.StatusFallback) &&
-			finishedAt(&r.ev).Before(before) {
+		switch st := r.ev.Status; {
+		case st == outbox.StatusDone && finishedAt(&r.ev).Before(before),
+			(st == outbox.StatusDead || st >= outbox.StatusFallback) && finishedAt(&r.ev).Before(deadBefore):
 			rows = append(rows, r)
 		}
 	}

@@ -287,3 +287,44 @@ func testStats(x *fixture) {
 	}
 	x.wantTime("OldestPending", st.OldestPending, at(30*time.Second+123*time.Microsecond))
 }
+
+// testPurgeByOutcome: with DeadBefore, DONE rows are held to Before and DEAD and
+// FALLBACK rows to DeadBefore, whichever is later.
+func testPurgeByOutcome(x *fixture) {
+	week := 7 * 24 * time.Hour
+	x.insert(ev("done-2w", at(-3*week)), ev("dead-2w", at(-3*week)), ev("fb-2w", at(-3*week)),
+		ev("done-5w", at(-6*week)), ev("dead-5w", at(-6*week)), ev("fb-5w", at(-6*week)))
+	for _, w := range []struct {
+		suffix string
+		age    time.Duration
+	}{{"2w", 2 * week}, {"5w", 5 * week}} {
+		x.markDone(at(-w.age), "done-"+w.suffix)
+		x.markDeadAt("dead-"+w.suffix, "x", at(-w.age))
+		n, err := x.store().MarkDead(x.ctx, outbox.MarkDeadParams{ID: "fb-" + w.suffix, DeadAt: at(-w.age), Reason: "handled", Fallback: true})
+		x.changed("MarkDead with Fallback", n, err, 1)
+	}
+	purge := func(before, deadBefore time.Time) int64 {
+		x.Helper()
+		n, err := x.store().Purge(x.ctx, outbox.PurgeParams{Before: before, DeadBefore: deadBefore, Limit: 10})
+		if err != nil {
+			x.Fatalf("Purge: %v", err)
+		}
+		return n
+	}
+	// DONE after a week, DEAD and FALLBACK after four: the DONE rows and the old failures.
+	if n := purge(at(-week), at(-4*week)); n != 4 {
+		x.Fatalf("Purge deleted %d, want 4 (both DONE rows, dead-5w, fb-5w)", n)
+	}
+	for _, id := range []string{"done-2w", "done-5w", "dead-5w", "fb-5w"} {
+		x.notFound(id)
+	}
+	x.wantStatus("dead-2w", outbox.StatusDead)
+	x.wantStatus("fb-2w", outbox.StatusFallback)
+	// A shorter dead retention than the DONE one works too.
+	x.insert(ev("done-3d", at(-week)))
+	x.markDone(at(-3*24*time.Hour), "done-3d")
+	if n := purge(at(-4*week), at(-week)); n != 2 {
+		x.Fatalf("second Purge deleted %d, want dead-2w and fb-2w", n)
+	}
+	x.wantStatus("done-3d", outbox.StatusDone)
+}

@@ -113,6 +113,7 @@ func Run(t *testing.T, f Features, newHarness func(t *testing.T) Harness) {
 		{name: "ReplayByFilter", fn: testReplayByFilter},
 		{name: "DeleteDead", fn: testDeleteDead},
 		{name: "Purge", fn: testPurge},
+		{name: "PurgeByOutcome", fn: testPurgeByOutcome},
 		{name: "Stats", fn: testStats},
 		{name: "BadParams", fn: testBadParams},
 		{name: "CanceledContext", fn: testCanceledContext},

@@ -1,0 +1,124 @@
+package outbox_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	outbox "github.com/outboxkit/outbox/core"
+)
+
+// TestPurgeSkipsLockedRows: on PostgreSQL and MariaDB, a purge never waits for the rows
+// or order keys another node's purge holds: it deletes the rest and leaves those for a
+// later run, which deletes them once they are free. A purge that waited would run into
+// its context's deadline and fail. (The other purge's locks are taken here by the same
+// locking reads, SKIP LOCKED, which the store runs.)
+func TestPurgeSkipsLockedRows(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		if b.dialect == outbox.SQLite {
+			t.Skip("SQLite has one writer at a time: no two purges run at once")
+		}
+		c := newClaimTable(t, b)
+		ctx := t.Context()
+		now := time.Now()
+		var events []outbox.Event
+		for i := range 10 {
+			e := outbox.Event{ID: fmt.Sprintf("p%02d", i), Type: "T", AggregateType: "A", Payload: json.RawMessage(`{}`),
+				CreatedAt: now.Add(-time.Hour), AvailableAt: now.Add(-time.Hour)}
+			if i < 2 {
+				e.OrderKey = fmt.Sprint("K", i) // p00 on K0, p01 on K1
+			}
+			events = append(events, e)
+		}
+		if _, err := c.store.Insert(ctx, c.db, outbox.InsertParams{Events: events}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.store.Promote(ctx, outbox.PromoteParams{Limit: 10}); err != nil {
+			t.Fatal(err)
+		}
+		ids := make([]string, len(events))
+		for i, e := range events {
+			ids[i] = e.ID
+		}
+		if n, err := c.store.MarkDone(ctx, outbox.MarkDoneParams{IDs: ids, DoneAt: now.Add(-time.Minute)}); err != nil || n != 10 {
+			t.Fatalf("MarkDone = %d, %v", n, err)
+		}
+
+		// Another node's purge holds the first batch of one row and one key row: its
+		// locking reads, in a READ COMMITTED transaction as the store runs them.
+		tx, err := c.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		table, keys := quoteTable(b.dialect, c.table), quoteTable(b.dialect, c.table+"_key")
+		cutoff := now.Add(time.Hour).UTC()
+		lockRow := "SELECT event_id FROM " + table + " WHERE (status IN (1, 3) OR status >= 5) AND COALESCE(done_at, created_at) < $1" +
+			" ORDER BY COALESCE(done_at, created_at), event_id LIMIT 1 FOR UPDATE SKIP LOCKED"
+		lockKey := "SELECT order_key FROM " + keys + " WHERE updated_at < $1 ORDER BY updated_at LIMIT 1 FOR UPDATE SKIP LOCKED"
+		if b.dialect == outbox.MySQL {
+			lockRow = "SELECT event_id FROM " + table + " FORCE INDEX (`" + outbox.DefaultTable + "_finished_idx`) WHERE finished_at < ?" +
+				" ORDER BY finished_at, event_id LIMIT 1 FOR UPDATE SKIP LOCKED"
+			lockKey = strings.Replace(lockKey, "$1", "?", 1)
+		}
+		var lockedID, lockedKey string
+		if err := tx.QueryRowContext(ctx, lockRow, cutoff).Scan(&lockedID); err != nil {
+			t.Fatalf("lock a row: %v", err)
+		}
+		if err := tx.QueryRowContext(ctx, lockKey, cutoff).Scan(&lockedKey); err != nil {
+			t.Fatalf("lock a key: %v", err)
+		}
+
+		purge := func() int64 {
+			t.Helper()
+			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			n, err := c.store.Purge(pctx, outbox.PurgeParams{Before: now.Add(time.Hour), Limit: 100})
+			if err != nil {
+				t.Fatalf("Purge: %v (it waited for a locked row?)", err)
+			}
+			return n
+		}
+		if n := purge(); n != 9 {
+			t.Fatalf("Purge deleted %d rows, want the 9 that are not locked", n)
+		}
+		if _, err := c.store.Get(ctx, lockedID); err != nil {
+			t.Fatalf("the locked row %s: %v", lockedID, err)
+		}
+		keyRows := func() []string {
+			t.Helper()
+			rows, err := c.db.QueryContext(ctx, "SELECT order_key FROM "+keys+" ORDER BY order_key")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			var ks []string
+			for rows.Next() {
+				var k string
+				if err := rows.Scan(&k); err != nil {
+					t.Fatal(err)
+				}
+				ks = append(ks, k)
+			}
+			return ks
+		}
+		if ks := keyRows(); len(ks) != 1 || ks[0] != lockedKey {
+			t.Fatalf("key rows %v, want the locked key %s only", ks, lockedKey)
+		}
+
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		if n := purge(); n != 1 {
+			t.Fatalf("second Purge deleted %d rows, want %s", n, lockedID)
+		}
+		if ks := keyRows(); len(ks) != 0 {
+			t.Fatalf("key rows %v after the lock ended, want none", ks)
+		}
+	})
+}
