@@ -308,7 +308,7 @@ func (d *dialect) markDoneQueries(t tableName, p MarkDoneParams) ([]query, error
 		for start := 0; start < len(p.IDs); start += size {
 			end := min(start+size, len(p.IDs))
 			b := d.newBuilder()
-			b.w("UPDATE ", d.qualified(t), " SET status = 1, done_at = ", b.arg(doneAt), clearClaim, " WHERE ")
+			b.markDone(t, p.Delete, doneAt)
 			b.matchIDTokens(p.IDs[start:end], p.Tokens[start:end]).fence("")
 			qs = append(qs, b.query())
 		}
@@ -316,11 +316,21 @@ func (d *dialect) markDoneQueries(t tableName, p MarkDoneParams) ([]query, error
 	}
 	for _, ids := range d.chunkIDs(p.IDs) {
 		b := d.newBuilder()
-		b.w("UPDATE ", d.qualified(t), " SET status = 1, done_at = ", b.arg(doneAt), clearClaim, " WHERE ")
+		b.markDone(t, p.Delete, doneAt)
 		b.matchIDs(ids).fence(p.Token)
 		qs = append(qs, b.query())
 	}
 	return qs, nil
+}
+
+// markDone writes the start of a DONE outcome up to its WHERE: the update that marks
+// the rows DONE, or with del their delete.
+func (b *builder) markDone(t tableName, del bool, doneAt any) {
+	if del {
+		b.w("DELETE FROM ", b.d.qualified(t), " WHERE ")
+		return
+	}
+	b.w("UPDATE ", b.d.qualified(t), " SET status = 1, done_at = ", b.arg(doneAt), clearClaim, " WHERE ")
 }
 
 // releaseClaimsQueries builds the updates that clear the claims of the NEW and RETRY

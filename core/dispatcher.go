@@ -51,6 +51,8 @@ type dispatcherConfig struct {
 	// every outcome before it returns. 0 writes a batch as soon as the previous one is
 	// written. Defaults to 0.
 	DoneBatchWindow time.Duration
+	// DeleteDone deletes the rows of delivered events instead of marking them DONE.
+	DeleteDone bool
 	// OnStuck is called when an attempt is declared stuck; see stuck.go.
 	OnStuck func(e Event, running time.Duration)
 	// Interceptors wrap every delivery attempt; see [Interceptor]. Defaults to none.

@@ -147,7 +147,7 @@ func (d *dispatcher) writeDoneGroup(runCtx context.Context, group []doneAck, cla
 	}
 	ctx, cancel := d.statusContext(runCtx)
 	now := d.cfg.Now()
-	n, err := d.store.MarkDone(ctx, MarkDoneParams{IDs: ids, Tokens: tokens, DoneAt: now})
+	n, err := d.store.MarkDone(ctx, MarkDoneParams{IDs: ids, Tokens: tokens, DoneAt: now, Delete: d.cfg.DeleteDone})
 	unresponsive := errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded)
 	cancel()
 	if err != nil {

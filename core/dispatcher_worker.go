@@ -402,7 +402,7 @@ func (d *dispatcher) writeOutcome(runCtx context.Context, e *Event, dec decision
 	switch dec.kind {
 	case outcomeDone:
 		op = "mark done"
-		n, err = d.store.MarkDone(ctx, MarkDoneParams{IDs: []string{e.ID}, DoneAt: now, Token: token})
+		n, err = d.store.MarkDone(ctx, MarkDoneParams{IDs: []string{e.ID}, DoneAt: now, Token: token, Delete: d.cfg.DeleteDone})
 	case outcomeDeferred:
 		op = "defer"
 		n, err = d.store.Reschedule(ctx, RescheduleParams{ID: e.ID, Status: StatusNew, AvailableAt: dec.at, Token: token})

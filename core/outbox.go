@@ -146,6 +146,11 @@ type Config struct {
 	// PurgeRetention is how long finished rows are kept, from when they finished.
 	// Defaults to DefaultRetention.
 	PurgeRetention time.Duration
+	// DeleteDone deletes an event's row when its delivery succeeds instead of keeping it
+	// DONE until the purge: the table holds only pending and failed events. An event ID
+	// is then free to be written again once its event is delivered (writes are
+	// idempotent only while the row exists).
+	DeleteDone bool
 	// PurgeDeadRetention, when set, is how long DEAD and FALLBACK rows are kept instead
 	// (DONE rows keep PurgeRetention): longer, say, to investigate failures.
 	PurgeDeadRetention time.Duration
@@ -243,6 +248,7 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 			ListenerTimeout: cfg.ListenerTimeout,
 			StatusTimeout:   cfg.StatusTimeout,
 			DoneBatchWindow: cfg.DoneBatchWindow,
+			DeleteDone:      cfg.DeleteDone,
 			Interceptors:    cfg.Interceptors,
 			OnStuck:         cfg.OnStuck,
 			Logger:          logger,

@@ -154,6 +154,9 @@ type MarkDoneParams struct {
 	// Tokens, when set, fences each row by its own claim: IDs[i] changes only while
 	// its locked_by equals Tokens[i] (one non-empty token per ID, Token empty).
 	Tokens []string
+	// Delete deletes the rows instead of marking them DONE ([Config.DeleteDone]), with
+	// the same fences; DoneAt is then unused.
+	Delete bool
 }
 
 // RescheduleParams are the inputs of [Store.Reschedule].

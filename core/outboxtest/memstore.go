@@ -309,8 +309,7 @@ func (s *MemoryStore) MarkDone(ctx context.Context, p outbox.MarkDoneParams) (in
 			if !ok || fenced(r, p.Tokens[i]) {
 				continue
 			}
-			r.ev.Status, r.ev.DoneAt = outbox.StatusDone, doneAt
-			clearClaim(&r.ev)
+			s.markDone(r, doneAt, p.Delete)
 			n++
 		}
 		return n, nil
@@ -320,11 +319,20 @@ func (s *MemoryStore) MarkDone(ctx context.Context, p outbox.MarkDoneParams) (in
 		if !ok || fenced(r, p.Token) {
 			continue
 		}
-		r.ev.Status, r.ev.DoneAt = outbox.StatusDone, doneAt
-		clearClaim(&r.ev)
+		s.markDone(r, doneAt, p.Delete)
 		n++
 	}
 	return n, nil
+}
+
+// markDone marks r DONE, or deletes it.
+func (s *MemoryStore) markDone(r *memRow, doneAt time.Time, del bool) {
+	if del {
+		delete(s.rows, r.ev.ID)
+		return
+	}
+	r.ev.Status, r.ev.DoneAt = outbox.StatusDone, doneAt
+	clearClaim(&r.ev)
 }
 
 // Reschedule implements [outbox.Store.Reschedule].

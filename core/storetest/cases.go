@@ -541,3 +541,27 @@ func testOddIDs(x *fixture) {
 		x.wantStatus(id, want)
 	}
 }
+
+// testMarkDoneDelete: MarkDone with Delete deletes the rows, behind the same fences as
+// the update: not a WAITING or FALLBACK row, nor a row claimed by another token.
+func testMarkDoneDelete(x *fixture) {
+	x.insert(ev("a", base), ev("b", base), evAt("c", ago(time.Hour), ago(time.Hour)), ev("f", base))
+	n, err := x.store().MarkDead(x.ctx, outbox.MarkDeadParams{ID: "f", DeadAt: base, Reason: "handled", Fallback: true})
+	x.changed("MarkDead f with Fallback", n, err, 1)
+	n, err = x.store().MarkDone(x.ctx, outbox.MarkDoneParams{IDs: []string{"a", "b", "f", "missing"}, DoneAt: at(time.Minute), Delete: true})
+	x.changed("MarkDone with Delete", n, err, 2)
+	x.notFound("a")
+	x.notFound("b")
+	x.wantStatus("f", outbox.StatusFallback)
+	// Fenced by claim: another token's claim keeps the row.
+	if _, ok := x.h.Store.(outbox.ClaimStore); ok {
+		b := x.claim("n1/t", time.Hour, 0, 10)
+		x.wantIDs("claimed", b.Events, "c")
+		n, err = x.store().MarkDone(x.ctx, outbox.MarkDoneParams{IDs: []string{"c"}, Tokens: []string{"n2/other"}, DoneAt: at(time.Minute), Delete: true})
+		x.changed("MarkDone with Delete and another token", n, err, 0)
+		x.wantStatus("c", outbox.StatusNew)
+		n, err = x.store().MarkDone(x.ctx, outbox.MarkDoneParams{IDs: []string{"c"}, Tokens: []string{"n1/t"}, DoneAt: at(time.Minute), Delete: true})
+		x.changed("MarkDone with Delete and its token", n, err, 1)
+		x.notFound("c")
+	}
+}

@@ -99,6 +99,7 @@ func Run(t *testing.T, f Features, newHarness func(t *testing.T) Harness) {
 		{name: "GetNotFound", fn: testGetNotFound},
 		{name: "MarkDone", fn: testMarkDone},
 		{name: "DoneIsFenced", fn: testDoneIsFenced},
+		{name: "MarkDoneDelete", fn: testMarkDoneDelete},
 		{name: "Reschedule", fn: testReschedule},
 		{name: "MarkDead", fn: testMarkDead},
 		{name: "Fallback", fn: testFallback},

@@ -288,3 +288,83 @@ func TestFallbackOnDatabases(t *testing.T) {
 		}
 	})
 }
+
+// TestDeleteDoneOnDatabases: with Config.DeleteDone, on every database, a delivered
+// event's row is deleted (a batch through the hot path, an event that failed once, and
+// an ordered key's events, delivered in order); the failing events' rows stay until
+// they succeed. An ID is free again once its event is gone: writing it again is a new
+// event.
+func TestDeleteDoneOnDatabases(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		a := setupOutbox(t, b, outbox.Config{DeleteDone: true, PollInterval: 20 * time.Millisecond,
+			Retry: outbox.FixedBackoff{Wait: 20 * time.Millisecond}})
+		var (
+			mu     sync.Mutex
+			seen   []string
+			failed = map[string]bool{}
+		)
+		if err := a.ob.Register("Order", "Placed", outbox.ListenerFunc(func(_ context.Context, e *outbox.Event) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if e.AggregateID == "flaky" && !failed[e.ID] {
+				failed[e.ID] = true
+				return errors.New("try again")
+			}
+			seen = append(seen, e.AggregateID)
+			return nil
+		})); err != nil {
+			t.Fatal(err)
+		}
+		a.start(t)
+		ctx := context.Background()
+		write := func(i int, env outbox.Envelope) string {
+			t.Helper()
+			env.Type, env.AggregateType, env.Payload = "Placed", "Order", i
+			id, err := a.placeOrder(ctx, fmt.Sprint("o", i), env, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return id
+		}
+		var ids []string
+		for i := range 20 {
+			env := outbox.Envelope{AggregateID: fmt.Sprint("plain-", i)}
+			switch {
+			case i == 3:
+				env.AggregateID = "flaky"
+			case i >= 10:
+				env.AggregateID, env.OrderKey = fmt.Sprint("k-", i), "K"
+			}
+			ids = append(ids, write(i, env))
+		}
+		eventually(t, "every row deleted", func() bool { return a.count(t, a.table) == 0 })
+		mu.Lock()
+		var ordered []string
+		for _, s := range seen {
+			if strings.HasPrefix(s, "k-") {
+				ordered = append(ordered, s)
+			}
+		}
+		n := len(seen)
+		mu.Unlock()
+		if n != 20 {
+			t.Errorf("%d deliveries, want 20", n)
+		}
+		for i, s := range ordered {
+			if want := fmt.Sprint("k-", i+10); s != want {
+				t.Fatalf("ordered deliveries %v, want k-10 … k-19 in order", ordered)
+			}
+		}
+		// The ID of a delivered (deleted) event can be written again: a new event.
+		again := write(99, outbox.Envelope{ID: ids[0], AggregateID: "again"})
+		if again != ids[0] {
+			t.Fatalf("write returned %s, want %s", again, ids[0])
+		}
+		eventually(t, "the rewritten event delivered", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(seen) == 21 && seen[20] == "again"
+		})
+	})
+}
