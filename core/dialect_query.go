@@ -302,6 +302,20 @@ func (d *dialect) markDoneQueries(t tableName, p MarkDoneParams) ([]query, error
 		return nil, fmt.Errorf("DoneAt: %w", err)
 	}
 	var qs []query
+	if p.Delete && d.claimInTx {
+		// MySQL: one DELETE by primary key equality a row (see purgeDeleteQueries: an
+		// IN list would wait for the business transactions inserting newer events).
+		for i, id := range p.IDs {
+			b := d.newBuilder()
+			b.w("DELETE FROM ", d.qualified(t), " WHERE event_id = ", b.arg(id))
+			token := p.Token
+			if p.Tokens != nil {
+				token = p.Tokens[i]
+			}
+			qs = append(qs, b.fence(token).query())
+		}
+		return qs, nil
+	}
 	if p.Tokens != nil {
 		// Two arguments per row, besides done_at (PostgreSQL binds two arrays).
 		size := min(d.maxIDs, (d.maxBindParams-1)/2)
@@ -635,9 +649,10 @@ func (d *dialect) purgeLockQuery(t tableName, p PurgeParams) (query, error) {
 }
 
 // purgeDeleteQueries builds the second statement of a purge in a transaction: each
-// locked row deleted by primary key equality, one statement a row. (An IN list lets
-// InnoDB scan a small table instead, and a DELETE waits for every row it scans that
-// another transaction holds, skipped or not.)
+// locked row deleted by primary key equality, one statement a row. A DELETE with an
+// IN list reads past its last key (and may scan a small table), and waits for any row
+// it reads that another transaction holds: another purge's, or a business
+// transaction's uncommitted insert of a newer event.
 func (d *dialect) purgeDeleteQueries(t tableName, ids []string) []query {
 	qs := make([]query, 0, len(ids))
 	for _, id := range ids {

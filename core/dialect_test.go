@@ -82,6 +82,18 @@ func goldenCases() []goldenCase {
 			myArgs:  []any{goldenT0U, "a", `b"\`},
 		},
 		{
+			name: "mark done deleting",
+			build: func(d *dialect) ([]query, error) {
+				return d.markDoneQueries(t, MarkDoneParams{IDs: []string{"a", "b"}, Tokens: []string{"n/1", "n/2"}, DoneAt: goldenT0, Delete: true})
+			},
+			pg:     []string{`DELETE FROM "outbox_event" WHERE (event_id, locked_by) IN (SELECT * FROM unnest(CAST($1 AS TEXT[]), CAST($2 AS TEXT[]))) AND status IN (0, 2, 3)`},
+			sqlite: []string{`DELETE FROM "outbox_event" WHERE (event_id, locked_by) IN ((?, ?), (?, ?)) AND status IN (0, 2, 3)`},
+			// One statement a row: an IN list would wait for uncommitted newer rows.
+			mysql: []string{"DELETE FROM `outbox_event` WHERE event_id = ? AND status IN (0, 2, 3) AND locked_by = ?",
+				"DELETE FROM `outbox_event` WHERE event_id = ? AND status IN (0, 2, 3) AND locked_by = ?"},
+			myArgs: []any{"a", "n/1"},
+		},
+		{
 			name: "reschedule retry counting",
 			build: func(d *dialect) ([]query, error) {
 				return one2(d.rescheduleQuery(t, RescheduleParams{ID: "a", Status: StatusRetry, AvailableAt: goldenT0, CountAttempt: true, LastError: "boom"}))

@@ -519,7 +519,7 @@ func (s *sqlStore) MarkDone(ctx context.Context, p MarkDoneParams) (int64, error
 	// gap deadlocks. Such statements run through execRange (READ COMMITTED on MySQL);
 	// a single ID is an exact unique lookup and runs on its own.
 	run := s.exec1
-	if len(p.IDs) > 1 {
+	if len(p.IDs) > 1 && len(qs) < len(p.IDs) { // not one statement per row (MySQL's deletes)
 		run = s.execRange
 	}
 	n, err := s.execEach(ctx, qs, run)

@@ -122,3 +122,49 @@ func TestPurgeSkipsLockedRows(t *testing.T) {
 		}
 	})
 }
+
+// TestDoneWritesDoNotWaitForWriters: recording DONE outcomes (marking or, with
+// DeleteDone, deleting a batch of rows) never waits for a business transaction that
+// has inserted a newer event and not committed yet. On MariaDB a DELETE with an IN list
+// would: it reads the row after its last key, the uncommitted one.
+func TestDoneWritesDoNotWaitForWriters(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		if b.dialect == outbox.SQLite {
+			t.Skip("SQLite's writer holds the database until it commits: every writer waits for it")
+		}
+		for _, del := range []bool{false, true} {
+			c := newClaimTable(t, b)
+			ctx := t.Context()
+			created := time.Now().Add(-time.Hour)
+			var events []outbox.Event
+			var ids []string
+			for i := 1; i <= 9; i++ {
+				id := fmt.Sprint("d", i)
+				ids = append(ids, id)
+				events = append(events, outbox.Event{ID: id, Type: "T", AggregateType: "A", Payload: json.RawMessage(`{}`),
+					CreatedAt: created, AvailableAt: created})
+			}
+			if _, err := c.store.Insert(ctx, c.db, outbox.InsertParams{Events: events}); err != nil {
+				t.Fatal(err)
+			}
+			tx, err := c.db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			newer := outbox.Event{ID: "d99", Type: "T", AggregateType: "A", Payload: json.RawMessage(`{}`), CreatedAt: created, AvailableAt: created}
+			if _, err := c.store.Insert(ctx, tx, outbox.InsertParams{Events: []outbox.Event{newer}}); err != nil {
+				t.Fatal(err)
+			}
+			dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			n, err := c.store.MarkDone(dctx, outbox.MarkDoneParams{IDs: ids, DoneAt: time.Now(), Delete: del})
+			cancel()
+			if err != nil || n != 9 {
+				t.Errorf("MarkDone (delete %v) = %d, %v; want 9 rows without waiting for the open insert", del, n, err)
+			}
+			if err := tx.Rollback(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
