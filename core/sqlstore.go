@@ -142,6 +142,42 @@ func (s *sqlStore) execRange(ctx context.Context, q query) (int64, error) {
 	}
 }
 
+// execAllReadCommitted runs qs in one READ COMMITTED transaction (one commit for a
+// batch of single-row statements) and returns the rows they changed; a lock conflict
+// rolls it back and it is retried, as execRange is.
+func (s *sqlStore) execAllReadCommitted(ctx context.Context, qs []query) (int64, error) {
+	for attempt := 1; ; attempt++ {
+		n, err := s.execAllOnce(ctx, qs)
+		if err == nil || attempt == claimAttempts || !isLockConflict(err) || ctx.Err() != nil {
+			return n, err
+		}
+		if serr := sleepCtx(ctx, time.Duration(attempt)*10*time.Millisecond); serr != nil {
+			return 0, errors.Join(err, serr)
+		}
+	}
+}
+
+func (s *sqlStore) execAllOnce(ctx context.Context, qs []query) (n int64, err error) {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	tx, err := s.beginReadCommitted(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for _, q := range qs {
+		res, qerr := tx.ExecContext(ctx, q.SQL, q.Args...)
+		var k int64
+		if qerr == nil {
+			k, qerr = res.RowsAffected()
+		}
+		if qerr != nil {
+			return 0, errors.Join(qerr, ignoreDone(tx.Rollback()))
+		}
+		n += k
+	}
+	return n, tx.Commit()
+}
+
 // execReadCommitted runs q alone in a READ COMMITTED transaction.
 func (s *sqlStore) execReadCommitted(ctx context.Context, q query) (n int64, err error) {
 	ctx, cancel := s.withTimeout(ctx)
@@ -519,10 +555,16 @@ func (s *sqlStore) MarkDone(ctx context.Context, p MarkDoneParams) (int64, error
 	// gap deadlocks. Such statements run through execRange (READ COMMITTED on MySQL);
 	// a single ID is an exact unique lookup and runs on its own.
 	run := s.exec1
-	if len(p.IDs) > 1 && len(qs) < len(p.IDs) { // not one statement per row (MySQL's deletes)
+	if len(p.IDs) > 1 {
 		run = s.execRange
 	}
-	n, err := s.execEach(ctx, qs, run)
+	var n int64
+	if p.Delete && s.d.claimInTx && len(qs) > 1 {
+		// MySQL's deletes, one statement a row: one transaction, one commit.
+		n, err = s.execAllReadCommitted(ctx, qs)
+	} else {
+		n, err = s.execEach(ctx, qs, run)
+	}
 	if err != nil {
 		return n, fmt.Errorf("mark done: %w", err)
 	}

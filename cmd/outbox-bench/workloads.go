@@ -137,6 +137,9 @@ func runWorkload(ctx context.Context, o options, t *target, w string, r int) (sa
 		return runWrites(ctx, o, t, o.w2Tx, o.w2Events, false, 0)
 	case "w1":
 		return runWrites(ctx, o, t, o.w1Tx, 1, true, 0)
+	case "w1d":
+		o.deleteDone = true
+		return runWrites(ctx, o, t, o.w1Tx, 1, true, 0)
 	case "w1o":
 		return runWrites(ctx, o, t, o.w1Tx, 1, true, orderKeys)
 	case "w1n", "w1k", "w1n1", "w1k1":
@@ -266,6 +269,7 @@ func (o options) config(t *target, mode outbox.Mode, m outbox.Metrics) outbox.Co
 		PollBatchSize:   o.pollBatch,
 		DoneBatchWindow: o.doneWindow,
 		PurgeInterval:   -1,
+		DeleteDone:      o.deleteDone,
 		Logger:          o.logger(),
 		Metrics:         m,
 	}
@@ -420,7 +424,11 @@ func runWritesTo(ctx context.Context, o options, t *target, txs, perTx int, disp
 	written := time.Since(start)
 	s := sample{events: n, txs: txs, writeSeconds: written.Seconds(), seconds: written.Seconds()}
 	if dispatch {
-		if err := waitDone(ctx, t, m, n); err != nil {
+		wait := waitDone
+		if o.deleteDone {
+			wait = waitDeleted
+		}
+		if err := wait(ctx, t, m, n); err != nil {
 			return sample{}, err
 		}
 		s.seconds = time.Since(start).Seconds()
@@ -496,6 +504,31 @@ func waitDone(ctx context.Context, t *target, m *benchMetrics, n int) error {
 		return fmt.Errorf("waiting for deliveries: %d of %d done: %w", m.done.Load(), n, ctx.Err())
 	}
 	return waitDoneRows(ctx, t, int64(n), time.Millisecond)
+}
+
+// waitDeleted is waitDone for Config.DeleteDone: the deliveries, then no row left but
+// the DONE history rows.
+func waitDeleted(ctx context.Context, t *target, m *benchMetrics, n int) error {
+	select {
+	case <-m.all:
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for deliveries: %d of %d done: %w", m.done.Load(), n, ctx.Err())
+	}
+	for {
+		var left int64
+		err := t.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+t.quoteIdent(t.outboxTable())+" WHERE status <> 1").Scan(&left)
+		if err != nil {
+			return fmt.Errorf("count rows left: %w", err)
+		}
+		if left == 0 {
+			return nil
+		}
+		select {
+		case <-time.After(time.Millisecond):
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the rows to be deleted: %d left: %w", left, ctx.Err())
+		}
+	}
 }
 
 func stopOutbox(ob *outbox.Outbox) {
