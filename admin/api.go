@@ -67,7 +67,7 @@ type typeCount struct {
 }
 
 type overviewResponse struct {
-	// Counts has a key per status name: NEW, RETRY, DEAD, DONE, WAITING, FALLBACK.
+	// Counts has a key per status name: NEW, RETRY, DEAD, DONE, WAITING, FALLBACK, DISCARDED.
 	Counts                  map[string]int64 `json:"counts"`
 	OldestPendingAt         *time.Time       `json:"oldest_pending_at"`
 	OldestPendingAgeSeconds *float64         `json:"oldest_pending_age_seconds"`
@@ -103,7 +103,7 @@ func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp := overviewResponse{Counts: map[string]int64{}}
-	for _, st := range []outbox.Status{outbox.StatusNew, outbox.StatusRetry, outbox.StatusDead, outbox.StatusDone, outbox.StatusWaiting, outbox.StatusFallback} {
+	for _, st := range []outbox.Status{outbox.StatusNew, outbox.StatusRetry, outbox.StatusDead, outbox.StatusDone, outbox.StatusWaiting, outbox.StatusFallback, outbox.StatusDiscarded} {
 		resp.Counts[st.String()] = 0
 	}
 	for st, n := range s.Counts {

@@ -157,6 +157,35 @@ func (d *DeadEvents) Delete(ctx context.Context, id string) error {
 	return fmt.Errorf("outbox: delete event %s (status %s): %w", id, e.Status, ErrNotDead)
 }
 
+// Discard makes one event DISCARDED: it is never delivered (again), and its row is kept
+// until the purge, as DEAD rows are. It takes an event that is DEAD or pending (NEW,
+// RETRY, WAITING); an ordered event's key moves on at once. A pending event that a
+// dispatcher is delivering right now may still be delivered once, and its outcome is
+// then not recorded. The error wraps ErrNotFound, or ErrFinished when the event is
+// DONE, FALLBACK or DISCARDED already.
+func (d *DeadEvents) Discard(ctx context.Context, id string) error {
+	if id == "" {
+		return fmt.Errorf("%w: empty event ID", ErrInvalidArgument)
+	}
+	ds, ok := d.store.(DiscardStore)
+	if !ok {
+		return fmt.Errorf("outbox: discard: %T does not implement DiscardStore: %w", d.store, errors.ErrUnsupported)
+	}
+	n, err := ds.Discard(ctx, []string{id}, d.now())
+	if err != nil {
+		return fmt.Errorf("outbox: discard event %s: %w", id, err)
+	}
+	if n > 0 {
+		d.replayed() // its key's next event is promoted by the next sweep, at once
+		return nil
+	}
+	e, err := d.store.Get(ctx, id)
+	if err != nil {
+		return fmt.Errorf("outbox: discard event %s: %w", id, err)
+	}
+	return fmt.Errorf("outbox: discard event %s (status %s): %w", id, e.Status, ErrFinished)
+}
+
 // ReplayAll replays every DEAD event matching f in batches of batchSize (0 means
 // DefaultReplayBatchSize), at most as many as were DEAD when it started, and returns
 // how many it replayed (so far, with the error, when one stops it).

@@ -562,6 +562,30 @@ func (d *dialect) deleteDeadQueries(t tableName, ids []string) []query {
 	return qs
 }
 
+// discardQueries builds [DiscardStore.Discard]: one update per chunk of ids, of the
+// rows not finished yet.
+func (d *dialect) discardQueries(t tableName, ids []string, at time.Time) ([]query, error) {
+	for _, id := range ids {
+		if !possibleID(id) {
+			return nil, invalidParams("discard", "ID %q is empty, longer than %d bytes, or not valid text", id, MaxIDLen)
+		}
+	}
+	if at.IsZero() {
+		return nil, invalidParams("discard", "the time is zero")
+	}
+	atArg, err := d.time(at)
+	if err != nil {
+		return nil, err
+	}
+	var qs []query
+	for _, chunk := range d.chunkIDs(ids) {
+		b := d.newBuilder()
+		b.w("UPDATE ", d.qualified(t), " SET status = 6, done_at = ", b.arg(atArg), clearClaim, " WHERE ")
+		qs = append(qs, b.matchIDs(chunk).w(" AND status IN (0, 2, 3, 4)").query())
+	}
+	return qs, nil
+}
+
 // replayQueries builds [DeadStore.Replay]: one update per chunk of p.IDs, or one bounded
 // update of the oldest DEAD rows matching the filter.
 func (d *dialect) replayQueries(t tableName, p ReplayParams) ([]query, error) {

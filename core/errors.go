@@ -17,6 +17,9 @@ var (
 	ErrNotFound = errors.New("outbox: event not found")
 	// ErrNotDead is returned by a replay of an event that exists but is not DEAD.
 	ErrNotDead = errors.New("outbox: event is not dead")
+	// ErrFinished is returned by a discard of an event that is DONE, FALLBACK or
+	// DISCARDED already.
+	ErrFinished = errors.New("outbox: event is finished")
 	// ErrDuplicateListener is returned when a listener is already registered for the same
 	// (aggregate type, event type).
 	ErrDuplicateListener = errors.New("outbox: listener already registered")

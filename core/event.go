@@ -23,10 +23,13 @@ const (
 	// handled the event; terminal, purged like DONE and DEAD, and it lets its order key
 	// move on like DONE.
 	StatusFallback Status = 5
+	// StatusDiscarded: an operator discarded the event ([DeadEvents.Discard]); final,
+	// never delivered, kept until the purge (as DEAD rows are) and releasing its order key.
+	StatusDiscarded Status = 6
 )
 
-// String returns the status name: "NEW", "DONE", "RETRY", "DEAD", "WAITING" or
-// "FALLBACK".
+// String returns the status name: "NEW", "DONE", "RETRY", "DEAD", "WAITING",
+// "FALLBACK" or "DISCARDED".
 func (s Status) String() string {
 	switch s {
 	case StatusNew:
@@ -41,6 +44,8 @@ func (s Status) String() string {
 		return "WAITING"
 	case StatusFallback:
 		return "FALLBACK"
+	case StatusDiscarded:
+		return "DISCARDED"
 	default:
 		return "UNKNOWN"
 	}

@@ -898,6 +898,19 @@ func (s *sqlStore) DeleteDead(ctx context.Context, ids []string) (int64, error) 
 	return n, nil
 }
 
+// Discard implements [DiscardStore.Discard].
+func (s *sqlStore) Discard(ctx context.Context, ids []string, at time.Time) (int64, error) {
+	qs, err := s.d.discardQueries(s.table, ids, at)
+	if err != nil {
+		return 0, fmt.Errorf("discard: %w", err)
+	}
+	n, err := s.execEach(ctx, qs, s.execRange)
+	if err != nil {
+		return n, fmt.Errorf("discard: %w", err)
+	}
+	return n, nil
+}
+
 // Purge implements [Store.Purge] with one DELETE (on MySQL in a READ COMMITTED
 // transaction, so that it takes no gap locks that would make INSERTs wait). A batch
 // that deletes fewer than p.Limit rows then deletes, in batches of p.Limit, the rows of

@@ -111,6 +111,15 @@ type DeadStore interface {
 	DeleteDead(ctx context.Context, ids []string) (int64, error)
 }
 
+// DiscardStore is implemented by a [Store] that can discard events, for
+// [DeadEvents.Discard]. Without it Discard returns an error matching
+// errors.ErrUnsupported.
+type DiscardStore interface {
+	// Discard makes the rows among ids that are NEW, RETRY, DEAD or WAITING DISCARDED,
+	// finished at at, their claims cleared, and returns how many it changed.
+	Discard(ctx context.Context, ids []string, at time.Time) (int64, error)
+}
+
 // StatsStore is implemented by a [Store] that can count rows per status, for [DeadEvents.Stats] and
 // the metrics that read it. Without it Stats returns an error matching
 // errors.ErrUnsupported.

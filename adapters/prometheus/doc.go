@@ -59,7 +59,7 @@
 //
 // # Metrics read at scrape time
 //
-//	outbox_events{status}                 gauge      rows per status: new, retry, done, dead, waiting, fallback
+//	outbox_events{status}                 gauge      rows per status: new, retry, done, dead, waiting, fallback, discarded
 //	outbox_oldest_pending_age_seconds     gauge      now minus created_at of the oldest NEW or RETRY row; 0 when none
 //	outbox_dead_events                    gauge      DEAD rows (equals outbox_events{status="dead"}, for simple alerts)
 //	outbox_stats_up                       gauge      1 if the last read succeeded, else 0

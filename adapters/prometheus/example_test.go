@@ -95,6 +95,7 @@ func Example() {
 	// Output:
 	// outbox_dispatch_total{outbox="orders",path="hot",result="success"} 1
 	// outbox_events{outbox="orders",status="dead"} 0
+	// outbox_events{outbox="orders",status="discarded"} 0
 	// outbox_events{outbox="orders",status="done"} 1
 	// outbox_events{outbox="orders",status="fallback"} 0
 	// outbox_events{outbox="orders",status="new"} 0

@@ -83,6 +83,7 @@ var statuses = [...]struct {
 	{outbox.StatusDead, "dead"},
 	{outbox.StatusWaiting, "waiting"},
 	{outbox.StatusFallback, "fallback"},
+	{outbox.StatusDiscarded, "discarded"},
 }
 
 // StatsCollector is a prometheus.Collector that reads the outbox table's statistics when
@@ -157,7 +158,7 @@ func NewStatsCollector(src StatsSource, opts StatsOptions) (*StatsCollector, err
 		src:  src,
 		opts: opts,
 		events: desc("events",
-			"Rows in the outbox table by status (new, retry, done, dead, waiting, fallback), read at scrape time.", labelStatus),
+			"Rows in the outbox table by status (new, retry, done, dead, waiting, fallback, discarded), read at scrape time.", labelStatus),
 		age: desc("oldest_pending_age_seconds",
 			"Age of the oldest NEW or RETRY event (now minus its created_at, delayed and deferred events included), read at scrape time; 0 when none is pending."),
 		dead: desc("dead_events",

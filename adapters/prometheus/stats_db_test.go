@@ -95,9 +95,10 @@ func TestStatsCollectorOnDatabases(t *testing.T) {
 
 		// An empty table.
 		err := testutil.CollectAndCompare(sc, strings.NewReader(`
-# HELP outbox_events Rows in the outbox table by status (new, retry, done, dead, waiting, fallback), read at scrape time.
+# HELP outbox_events Rows in the outbox table by status (new, retry, done, dead, waiting, fallback, discarded), read at scrape time.
 # TYPE outbox_events gauge
 outbox_events{outbox="orders",status="dead"} 0
+outbox_events{outbox="orders",status="discarded"} 0
 outbox_events{outbox="orders",status="done"} 0
 outbox_events{outbox="orders",status="fallback"} 0
 outbox_events{outbox="orders",status="new"} 0
@@ -122,9 +123,10 @@ outbox_oldest_pending_age_seconds{outbox="orders"} 0
 # HELP outbox_dead_events DEAD events in the outbox table, read at scrape time; they wait for a replay.
 # TYPE outbox_dead_events gauge
 outbox_dead_events{outbox="orders"} 2
-# HELP outbox_events Rows in the outbox table by status (new, retry, done, dead, waiting, fallback), read at scrape time.
+# HELP outbox_events Rows in the outbox table by status (new, retry, done, dead, waiting, fallback, discarded), read at scrape time.
 # TYPE outbox_events gauge
 outbox_events{outbox="orders",status="dead"} 2
+outbox_events{outbox="orders",status="discarded"} 0
 outbox_events{outbox="orders",status="done"} 1
 outbox_events{outbox="orders",status="fallback"} 0
 outbox_events{outbox="orders",status="new"} 2

@@ -175,9 +175,10 @@ outbox_blocked_keys{outbox="orders"} 2
 # HELP outbox_dead_events DEAD events in the outbox table, read at scrape time; they wait for a replay.
 # TYPE outbox_dead_events gauge
 outbox_dead_events{outbox="orders"} 2
-# HELP outbox_events Rows in the outbox table by status (new, retry, done, dead, waiting, fallback), read at scrape time.
+# HELP outbox_events Rows in the outbox table by status (new, retry, done, dead, waiting, fallback, discarded), read at scrape time.
 # TYPE outbox_events gauge
 outbox_events{outbox="orders",status="dead"} 2
+outbox_events{outbox="orders",status="discarded"} 0
 outbox_events{outbox="orders",status="done"} 5
 outbox_events{outbox="orders",status="fallback"} 0
 outbox_events{outbox="orders",status="new"} 3
@@ -211,9 +212,10 @@ func TestStatsCollectorEmptyTable(t *testing.T) {
 		src := sourceFunc(func(context.Context) (outbox.Stats, error) { return outbox.Stats{}, nil })
 		sc, _, _ := newStats(t, src, StatsOptions{})
 		err := testutil.CollectAndCompare(sc, strings.NewReader(`
-# HELP outbox_events Rows in the outbox table by status (new, retry, done, dead, waiting, fallback), read at scrape time.
+# HELP outbox_events Rows in the outbox table by status (new, retry, done, dead, waiting, fallback, discarded), read at scrape time.
 # TYPE outbox_events gauge
 outbox_events{status="dead"} 0
+outbox_events{status="discarded"} 0
 outbox_events{status="done"} 0
 outbox_events{status="fallback"} 0
 outbox_events{status="new"} 0

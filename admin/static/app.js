@@ -175,11 +175,14 @@
       li.dataset.status = name;
       ul.append(li);
     }
-    if ((o.counts.FALLBACK || 0) > 0) { // events a listener's fallback handled
-      const f = el('li', null, 'chip status-fallback');
-      f.dataset.status = 'FALLBACK';
-      f.title = 'Events whose listener failed for good and whose fallback handled them';
-      f.append(el('span', 'FALLBACK', 'label'), el('span', o.counts.FALLBACK, 'value'));
+    // Final states besides DONE and DEAD, when the table has any.
+    for (const [name, title] of [['FALLBACK', 'Events whose listener failed for good and whose fallback handled them'],
+      ['DISCARDED', 'Events an operator discarded: never delivered, kept until the purge']]) {
+      if ((o.counts[name] || 0) === 0) continue;
+      const f = el('li', null, 'chip status-' + name.toLowerCase());
+      f.dataset.status = name;
+      f.title = title;
+      f.append(el('span', name, 'label'), el('span', o.counts[name], 'value'));
       ul.append(f);
     }
     const li = el('li', null, 'chip');

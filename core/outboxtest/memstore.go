@@ -488,6 +488,37 @@ func (s *MemoryStore) Replay(ctx context.Context, p outbox.ReplayParams) (int64,
 	return int64(len(rows)), nil
 }
 
+// Discard implements [outbox.DiscardStore.Discard].
+func (s *MemoryStore) Discard(ctx context.Context, ids []string, at time.Time) (int64, error) {
+	for _, id := range ids {
+		if id == "" {
+			return 0, fmt.Errorf("discard: %w: empty event ID", outbox.ErrInvalidArgument)
+		}
+	}
+	if at.IsZero() {
+		return 0, fmt.Errorf("discard: %w: the time is zero", outbox.ErrInvalidArgument)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, id := range uniq(ids) {
+		r, ok := s.rows[id]
+		if !ok {
+			continue
+		}
+		switch r.ev.Status {
+		case outbox.StatusNew, outbox.StatusRetry, outbox.StatusDead, outbox.StatusWaiting:
+			r.ev.Status, r.ev.DoneAt = outbox.StatusDiscarded, canonical(at)
+			clearClaim(&r.ev)
+			n++
+		}
+	}
+	return n, nil
+}
+
 // DeleteDead implements [outbox.DeadStore.DeleteDead].
 func (s *MemoryStore) DeleteDead(ctx context.Context, ids []string) (int64, error) {
 	for _, id := range ids {

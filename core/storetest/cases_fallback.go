@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
@@ -81,4 +82,58 @@ func testFallbackReleasesKey(x *fixture) {
 	x.insert(ordered("k3", "K", at(time.Minute)))
 	x.promote(outbox.PromoteParams{Keys: []string{"K"}, DeadBlocks: true}, ifWait(x.headsWait("k3"), 1))
 	x.wantStatus("k3", outbox.StatusNew)
+}
+
+// testDiscard: Discard makes NEW, RETRY, DEAD and WAITING rows DISCARDED, a final state
+// no outcome changes, that is neither pending nor DEAD, that Purge deletes with the DEAD
+// rows, and that lets an ordered key move on.
+func testDiscard(x *fixture) {
+	ds, ok := x.h.Store.(outbox.DiscardStore)
+	if !ok {
+		x.Skipf("%T does not implement outbox.DiscardStore", x.h.Store)
+	}
+	x.insert(ev("n", base), ev("r", base), ev("d", base), ev("done", base), ev("f", base))
+	x.retry("r", at(time.Minute))
+	x.markDead("d", "poison")
+	x.markDone(at(time.Minute), "done")
+	n, err := x.store().MarkDead(x.ctx, outbox.MarkDeadParams{ID: "f", DeadAt: base, Reason: "handled", Fallback: true})
+	x.changed("MarkDead f with Fallback", n, err, 1)
+	n, err = ds.Discard(x.ctx, []string{"n", "r", "d", "done", "f", "missing"}, at(2*time.Minute))
+	x.changed("Discard", n, err, 3)
+	for _, id := range []string{"n", "r", "d"} {
+		if e := x.wantStatus(id, outbox.StatusDiscarded); !e.DoneAt.Equal(at(2*time.Minute)) || e.LockedBy != "" {
+			x.Fatalf("%s: done at %v, locked by %q", id, e.DoneAt, e.LockedBy)
+		}
+	}
+	x.wantStatus("done", outbox.StatusDone)
+	x.wantStatus("f", outbox.StatusFallback)
+	if b := x.pending(at(24*time.Hour), 0, 10); len(b.Events) != 0 {
+		x.Fatalf("pending %v after the discard", ids(b.Events))
+	}
+	if dead := x.listDead(outbox.ListDeadParams{Limit: 10}); len(dead) != 0 {
+		x.Fatalf("DEAD rows %v, want none", ids(dead))
+	}
+	x.changed("MarkDone of DISCARDED", x.markDone(at(time.Hour), "n"), nil, 0)
+	n, err = x.dead().Replay(x.ctx, outbox.ReplayParams{IDs: []string{"d"}, Now: at(time.Hour)})
+	x.changed("Replay of DISCARDED", n, err, 0)
+	n, err = ds.Discard(x.ctx, []string{"n"}, at(3*time.Minute))
+	x.changed("second Discard", n, err, 0)
+	// Purged with the DEAD rows' cutoff.
+	n, err = x.store().Purge(x.ctx, outbox.PurgeParams{Before: at(time.Minute), DeadBefore: at(time.Hour), Limit: 10})
+	x.changed("Purge", n, err, 4) // n, r, d and f; "done" finished at the DONE cutoff
+	x.wantStatus("done", outbox.StatusDone)
+	if _, err := ds.Discard(x.ctx, []string{""}, base); !errors.Is(err, outbox.ErrInvalidArgument) {
+		x.Fatalf("Discard of an empty ID: %v", err)
+	}
+
+	// An ordered key moves on past a discarded event.
+	if _, ok := x.h.Store.(outbox.OrderStore); !ok {
+		return
+	}
+	x.insert(ordered("k1", "K", base), ordered("k2", "K", base))
+	x.promote(outbox.PromoteParams{Keys: []string{"K"}, DeadBlocks: true}, ifWait(x.headsWait("k1"), 1))
+	n, err = ds.Discard(x.ctx, []string{"k1"}, base)
+	x.changed("Discard k1", n, err, 1)
+	x.promote(outbox.PromoteParams{Keys: []string{"K"}, DeadBlocks: true}, 1)
+	x.wantStatus("k2", outbox.StatusNew)
 }

@@ -103,6 +103,7 @@ func Run(t *testing.T, f Features, newHarness func(t *testing.T) Harness) {
 		{name: "Reschedule", fn: testReschedule},
 		{name: "MarkDead", fn: testMarkDead},
 		{name: "Fallback", fn: testFallback},
+		{name: "Discard", fn: testDiscard},
 		{name: "LastErrorTruncated", fn: testLastErrorTruncated},
 		{name: "PendingDueAndOrder", fn: testPendingDueAndOrder},
 		{name: "PendingLimit", fn: testPendingLimit},

@@ -341,7 +341,7 @@ func testEscaping(t *testing.T, e *readEnv) {
 func testOverview(t *testing.T, e *readEnv) {
 	var o overviewBody
 	e.c.get(t, "api/overview").decode(t, http.StatusOK, &o)
-	want := map[string]int64{"NEW": 1, "RETRY": 0, "DEAD": nDead, "DONE": 0, "WAITING": 0, "FALLBACK": 0}
+	want := map[string]int64{"NEW": 1, "RETRY": 0, "DEAD": nDead, "DONE": 0, "WAITING": 0, "FALLBACK": 0, "DISCARDED": 0}
 	if fmt.Sprint(o.Counts) != fmt.Sprint(want) {
 		t.Errorf("counts = %v, want %v", o.Counts, want)
 	}

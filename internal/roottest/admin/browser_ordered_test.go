@@ -16,7 +16,7 @@ import (
 
 // TestBrowserOrderedDeadEvent: in headless Chromium, a DEAD ordered event that holds its
 // key shows its order key in its details, the overview shows the WAITING events and
-// the blocked key (and a FALLBACK event, its own chip), and deleting the event (with the confirmation) frees the key: its
+// the blocked key (and FALLBACK and DISCARDED events, a chip each), and deleting the event (with the confirmation) frees the key: its
 // next event is promoted, and the blocked-keys chip drops to 0.
 func TestBrowserOrderedDeadEvent(t *testing.T) {
 	t.Parallel()
@@ -29,6 +29,15 @@ func TestBrowserOrderedDeadEvent(t *testing.T) {
 	}
 	if _, err := store.MarkDead(t.Context(), outbox.MarkDeadParams{ID: "f0", DeadAt: time.Now(), Reason: "carrier refused",
 		CountAttempt: true, Fallback: true}); err != nil {
+		t.Fatal(err)
+	}
+	// And a discarded one: a DISCARDED chip.
+	dropped := handled
+	dropped.ID = "x0"
+	if _, err := store.Insert(t.Context(), nil, outbox.InsertParams{Events: []outbox.Event{dropped}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ob.Dead().Discard(t.Context(), "x0"); err != nil {
 		t.Fatal(err)
 	}
 	h, err := outboxadmin.New(ob.Dead(), outboxadmin.Options{Authorize: outboxadmin.AllowAll(), Logger: slog.New(slog.DiscardHandler)})
@@ -48,7 +57,7 @@ func TestBrowserOrderedDeadEvent(t *testing.T) {
 	err = chromedp.Do(bctx,
 		chromedp.Navigate(srv.URL+"/outbox/admin/"),
 		chromedp.WaitVisible(row),
-		chromedp.Poll[chromedp.Void](chip("WAITING")+` === "2" && `+chip("blocked-keys")+` === "1" && `+chip("FALLBACK")+` === "1"`,
+		chromedp.Poll[chromedp.Void](chip("WAITING")+` === "2" && `+chip("blocked-keys")+` === "1" && `+chip("FALLBACK")+` === "1" && `+chip("DISCARDED")+` === "1"`,
 			chromedp.WithPollingTimeout(30*time.Second)),
 		chromedp.Click(row+chromedp.CSS(` button[data-action="details"]`)),
 		chromedp.WaitVisible(chromedp.ID("detail")),

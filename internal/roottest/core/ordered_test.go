@@ -431,3 +431,59 @@ func TestOrderedDeletedDeadEventFreesItsKey(t *testing.T) {
 		}
 	})
 }
+
+// TestOrderedDiscardedEventFreesItsKey: discarding the DEAD head of a key keeps its row,
+// DISCARDED, and the key's later events are delivered at once; discarding a WAITING
+// event skips it too. A finished event cannot be discarded.
+func TestOrderedDiscardedEventFreesItsKey(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		a, c := startOrdered(t, b, outbox.Config{PollInterval: 20 * time.Millisecond},
+			func(e *outbox.Event, attempt int) error {
+				if e.OrderSeq == 1 {
+					return fmt.Errorf("bad payload: %w", outbox.ErrUnrecoverable)
+				}
+				return nil
+			})
+		var ids []string
+		for i := range 4 {
+			env := outbox.Envelope{Type: "Changed", AggregateType: "Account", OrderKey: "k", Payload: i}
+			id, err := a.placeOrder(context.Background(), fmt.Sprint("o", i), env, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+		eventually(t, "the head DEAD", func() bool { return a.event(t, ids[0]).Status == outbox.StatusDead })
+		ctx := context.Background()
+		if err := a.ob.Dead().Discard(ctx, ids[2]); err != nil { // WAITING behind the head
+			t.Fatal(err)
+		}
+		if err := a.ob.Dead().Discard(ctx, "missing"); !errors.Is(err, outbox.ErrNotFound) {
+			t.Fatalf("Discard of a missing event: %v, want ErrNotFound", err)
+		}
+		if err := a.ob.Dead().Discard(ctx, ids[0]); err != nil {
+			t.Fatal(err)
+		}
+		if e := a.event(t, ids[0]); e.Status != outbox.StatusDiscarded || e.DoneAt.IsZero() {
+			t.Fatalf("the discarded head: %s, done at %v; want DISCARDED, kept", e.Status, e.DoneAt)
+		}
+		eventually(t, "the key's other events delivered", func() bool { return c.count() == 2 })
+		c.mu.Lock()
+		got := fmt.Sprint(c.delivered["k"])
+		c.mu.Unlock()
+		if got != "[2 4]" {
+			t.Fatalf("delivered %s, want [2 4] (the discarded events never)", got)
+		}
+		eventually(t, "stats to count 2 DISCARDED and 2 DONE", func() bool {
+			st, err := a.ob.Dead().Stats(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st.Counts[outbox.StatusDiscarded] == 2 && st.Counts[outbox.StatusDone] == 2
+		})
+		if err := a.ob.Dead().Discard(ctx, ids[1]); !errors.Is(err, outbox.ErrFinished) {
+			t.Fatalf("Discard of a DONE event: %v, want ErrFinished", err)
+		}
+	})
+}
