@@ -26,7 +26,7 @@ const (
 
 // DeadEvents is what the handler needs from the dead-event manager.
 // [*outbox.DeadEvents] (from [outbox.Outbox.Dead]) implements it; tests can pass a fake.
-// Errors wrapping [outbox.ErrNotFound], [outbox.ErrNotDead] and
+// Errors wrapping [outbox.ErrNotFound], [outbox.ErrNotDead] or [outbox.ErrFinished], and
 // [outbox.ErrInvalidArgument] become 404, 409 and 400; any other error is a 500.
 type DeadEvents interface {
 	// List returns a page of DEAD events, oldest first; see [outbox.DeadEvents.List].
@@ -41,6 +41,9 @@ type DeadEvents interface {
 	ReplayAll(ctx context.Context, f outbox.DeadFilter, batchSize int) (int64, error)
 	// Delete deletes one DEAD event for good; see [outbox.DeadEvents.Delete].
 	Delete(ctx context.Context, id string) error
+	// Discard makes one event DISCARDED, kept but never delivered; see
+	// [outbox.DeadEvents.Discard].
+	Discard(ctx context.Context, id string) error
 	// Stats counts events per status and finds the oldest pending one.
 	Stats(ctx context.Context) (outbox.Stats, error)
 }
@@ -135,6 +138,7 @@ const (
 	patReplay    = "POST /api/dead-events/{id}/replay"
 	patReplayAll = "POST /api/dead-events/replay"
 	patDelete    = "POST /api/dead-events/{id}/delete"
+	patDiscard   = "POST /api/dead-events/{id}/discard"
 	// patReplayAllGET keeps GET /api/dead-events/replay from matching patGet with the
 	// ID "replay": it answers 405.
 	patReplayAllGET = "GET /api/dead-events/replay"
@@ -151,6 +155,7 @@ func (h *handler) routes() {
 	h.mux.HandleFunc(patReplay, h.replay)
 	h.mux.HandleFunc(patReplayAll, h.replayAll)
 	h.mux.HandleFunc(patDelete, h.delete)
+	h.mux.HandleFunc(patDiscard, h.discard)
 	h.mux.HandleFunc(patReplayAllGET, func(w http.ResponseWriter, r *http.Request) {
 		methodNotAllowed(w, r, []string{http.MethodPost})
 	})

@@ -235,6 +235,17 @@ func (h *handler) delete(w http.ResponseWriter, r *http.Request) {
 		func(id string) any { return deleteResponse{Deleted: 1, ID: id} })
 }
 
+// discardResponse is the body of a successful POST /api/dead-events/{id}/discard.
+type discardResponse struct {
+	Discarded int64  `json:"discarded"`
+	ID        string `json:"id"`
+}
+
+func (h *handler) discard(w http.ResponseWriter, r *http.Request) {
+	h.onDead(w, r, "discard event", "outboxadmin: discarded event", h.dead.Discard,
+		func(id string) any { return discardResponse{Discarded: 1, ID: id} })
+}
+
 // onDead runs act on the DEAD event the path names, after checking the ID and the
 // empty JSON body: on success it writes the audit line and answers ok(id); an error
 // is answered by fail (404, 409, 400 or 500).

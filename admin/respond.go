@@ -71,6 +71,8 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, op string, err er
 		writeError(w, http.StatusNotFound, "not_found", "no event has this ID", "")
 	case errors.Is(err, outbox.ErrNotDead):
 		writeError(w, http.StatusConflict, "not_dead", "the event is not DEAD; only DEAD events can be replayed", "")
+	case errors.Is(err, outbox.ErrFinished):
+		writeError(w, http.StatusConflict, "finished", "the event is finished (DONE, FALLBACK or DISCARDED) and cannot be discarded", "")
 	case errors.Is(err, outbox.ErrInvalidArgument):
 		// The parsers check everything the core checks, so this is unexpected; the
 		// core's message may name internals, so it is logged, not sent.

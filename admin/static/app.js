@@ -252,10 +252,13 @@
     const replay = el('button', 'Replay…', 'danger');
     replay.type = 'button';
     replay.dataset.action = 'replay';
+    const discard = el('button', 'Discard…', 'danger');
+    discard.type = 'button';
+    discard.dataset.action = 'discard';
     const del = el('button', 'Delete…', 'danger');
     del.type = 'button';
     del.dataset.action = 'delete';
-    actions.append(details, replay, del);
+    actions.append(details, replay, discard, del);
     tr.append(created, cellText(e.event_type, 'mono'), agg, el('td', e.attempts, 'num'), err, actions);
     if (e.id === state.selected) tr.classList.add('selected');
     return tr;
@@ -320,6 +323,8 @@
     $('detail-payload').textContent = JSON.stringify(e.payload, null, 2);
     $('detail-replay').dataset.id = e.id;
     $('detail-replay').disabled = e.status !== 'DEAD';
+    $('detail-discard').dataset.id = e.id;
+    $('detail-discard').disabled = e.status !== 'DEAD';
     $('detail-delete').dataset.id = e.id;
     $('detail-delete').disabled = e.status !== 'DEAD';
     $('detail').hidden = false;
@@ -366,6 +371,12 @@
     const ok = await ask('Replay this event?', 'Event ' + id + ' goes back to NEW with its attempts reset, ' +
       'and the poller delivers it again. Replay it only after the cause of its failure is fixed.', 'Replay');
     if (ok) await actOn(id, '/replay', 'Replayed ' + id + ': it is NEW again and will be delivered shortly.');
+  }
+
+  async function discardOne(id) {
+    const ok = await ask('Discard this event?', 'Event ' + id + ' becomes DISCARDED: it is never delivered, and its ' +
+      'row is kept until the purge. If it is ordered, the later events of its order key move on without it.', 'Discard');
+    if (ok) await actOn(id, '/discard', 'Discarded ' + id + '.');
   }
 
   async function deleteOne(id) {
@@ -432,10 +443,12 @@
     const id = b.closest('tr').dataset.id;
     if (b.dataset.action === 'details') showDetail(id).catch(report);
     else if (b.dataset.action === 'replay') replayOne(id);
+    else if (b.dataset.action === 'discard') discardOne(id);
     else if (b.dataset.action === 'delete') deleteOne(id);
   });
   $('detail-close').addEventListener('click', closeDetail);
   $('detail-replay').addEventListener('click', () => replayOne($('detail-replay').dataset.id));
+  $('detail-discard').addEventListener('click', () => discardOne($('detail-discard').dataset.id));
   $('detail-delete').addEventListener('click', () => deleteOne($('detail-delete').dataset.id));
   $('more').addEventListener('click', () => loadEvents(false).catch(report));
   $('replay-all').addEventListener('click', replayAll);

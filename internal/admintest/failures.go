@@ -42,6 +42,7 @@ func (f failingDead) Count(context.Context, outbox.DeadFilter) (int64, error) { 
 func (f failingDead) Get(context.Context, string) (outbox.Event, error)       { return outbox.Event{}, f.err }
 func (f failingDead) Replay(context.Context, string) error                    { return f.err }
 func (f failingDead) Delete(context.Context, string) error                    { return f.err }
+func (f failingDead) Discard(context.Context, string) error                   { return f.err }
 func (f failingDead) ReplayAll(context.Context, outbox.DeadFilter, int) (int64, error) {
 	return 0, f.err
 }

@@ -27,6 +27,7 @@ func runReplay(t *testing.T, mount Mount, backend string) {
 		{"AllMatching", testReplayAll},
 		{"Concurrent", testReplayConcurrent},
 		{"Delete", testDelete},
+		{"Discard", testDiscard},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -111,6 +112,43 @@ func testDelete(t *testing.T, mount Mount, backend string) {
 	e.c.post(t, "api/dead-events/no%00such/delete", "{}").wantError(t, http.StatusBadRequest, "invalid_parameter")
 	if e.logs.find("INFO", "deleted dead event", a) == "" {
 		t.Error("the delete left no audit log line")
+	}
+}
+
+// testDiscard: discarding a DEAD event keeps it, DISCARDED, never delivered and off the
+// dead list, refuses a finished event, and is audited.
+func testDiscard(t *testing.T, mount Mount, backend string) {
+	e := setup(t, mount, FixtureOptions{Backend: backend}, nil)
+	ids := e.fx.SeedDead(t, Seed{}, Seed{})
+	a, b := ids[0], ids[1]
+	e.fx.Fix()
+	var r struct {
+		Discarded int64  `json:"discarded"`
+		ID        string `json:"id"`
+	}
+	e.c.post(t, "api/dead-events/"+a+"/discard", "{}").decode(t, http.StatusOK, &r)
+	if r.Discarded != 1 || r.ID != a {
+		t.Fatalf("discard = %+v, want 1 and %s", r, a)
+	}
+	var ev eventBody
+	e.c.get(t, "api/dead-events/"+a).decode(t, http.StatusOK, &ev)
+	if ev.Status != "DISCARDED" {
+		t.Errorf("discarded event = %+v, want DISCARDED", ev)
+	}
+	var page listBody
+	e.c.get(t, "api/dead-events").decode(t, http.StatusOK, &page)
+	if len(page.Events) != 1 || page.Events[0].ID != b {
+		t.Fatalf("list after discard = %+v, want only %s", page.Events, b)
+	}
+	e.fx.Poll(t)
+	if n := e.fx.Deliveries(a); n != 0 {
+		t.Errorf("%d deliveries of the discarded event, want 0", n)
+	}
+	e.c.post(t, "api/dead-events/"+a+"/discard", "{}").wantError(t, http.StatusConflict, "finished")
+	e.c.post(t, "api/dead-events/"+outbox.NewID()+"/discard", "{}").wantError(t, http.StatusNotFound, "not_found")
+	e.c.post(t, "api/dead-events/no%00such/discard", "{}").wantError(t, http.StatusBadRequest, "invalid_parameter")
+	if e.logs.find("INFO", "discarded event", a) == "" {
+		t.Error("the discard left no audit log line")
 	}
 }
 

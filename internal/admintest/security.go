@@ -50,6 +50,7 @@ func routesFor(id string) [][3]string {
 		{http.MethodPost, "api/dead-events/" + id + "/replay", "{}"},
 		{http.MethodPost, "api/dead-events/replay", "{}"},
 		{http.MethodPost, "api/dead-events/" + id + "/delete", "{}"},
+		{http.MethodPost, "api/dead-events/" + id + "/discard", "{}"},
 		{http.MethodGet, "api/no-such-route", ""},
 	}
 }

@@ -89,3 +89,39 @@ func TestBrowserOrderedDeadEvent(t *testing.T) {
 	}
 	screenshot(bctx, t, "admin-ordered-after-delete.png")
 }
+
+// TestBrowserDiscard: in headless Chromium, discarding a DEAD event (with the
+// confirmation) takes it off the list, keeps it DISCARDED, and lets its key move on.
+func TestBrowserDiscard(t *testing.T) {
+	t.Parallel()
+	execPath := chromium(t)
+	store, ob, _ := deadOrderedKey(t)
+	h, err := outboxadmin.New(ob.Dead(), outboxadmin.Options{Authorize: outboxadmin.AllowAll(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	bctx := newBrowser(t, execPath)
+	chip := `document.querySelector('#overview li[data-status="DISCARDED"] .value')?.textContent`
+	row := chromedp.CSS(`#rows tr[data-id="e0"]`)
+	err = chromedp.Do(bctx,
+		chromedp.Navigate(srv.URL+"/"),
+		chromedp.WaitVisible(row),
+		chromedp.Click(row+chromedp.CSS(` button[data-action="discard"]`)),
+		chromedp.WaitVisible(chromedp.ID("confirm-ok")),
+		chromedp.Click(chromedp.ID("confirm-ok")),
+		chromedp.WaitNotPresent(row),
+		chromedp.Poll[chromedp.Void](chip+` === "1"`, chromedp.WithPollingTimeout(30*time.Second)),
+	)
+	if err != nil {
+		t.Fatalf("discard the event: %v", err)
+	}
+	screenshot(bctx, t, "admin-discarded.png")
+	if e, ok := store.Event("e0"); !ok || e.Status != outbox.StatusDiscarded {
+		t.Fatalf("e0 after the discard = %+v, want DISCARDED", e)
+	}
+	if e, ok := store.Event("e1"); !ok || e.Status != outbox.StatusNew {
+		t.Fatalf("e1 after the discard = %+v, want NEW (its key moved on)", e)
+	}
+}
