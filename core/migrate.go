@@ -99,6 +99,42 @@ func MigrateTable(ctx context.Context, db *sql.DB, d Dialect, table string) (err
 	return nil
 }
 
+// SchemaVersion reports the schema version of the outbox table with the given name for
+// d: have is 0 when the table does not exist, else 1 plus the later versions of
+// [Migrations] it has; latest is the version this release ships. [MigrateTable] brings
+// have to latest; [Outbox.Start] refuses a table below it.
+func SchemaVersion(ctx context.Context, db *sql.DB, d Dialect, table string) (have, latest int, err error) {
+	if db == nil {
+		return 0, 0, &ConfigError{Field: "DB", Reason: "nil *sql.DB"}
+	}
+	if d == nil {
+		return 0, 0, &ConfigError{Field: "Dialect", Reason: "nil"}
+	}
+	t, err := parseTableName(table)
+	if err != nil {
+		return 0, 0, err
+	}
+	dd := d.builder()
+	later := dd.ddl(dd, t).later
+	latest = 1 + len(later)
+	exists, err := hasColumn(ctx, db, dd, t, "event_id")
+	if err != nil || !exists {
+		return 0, latest, err
+	}
+	have = 1
+	for _, m := range later {
+		has, err := hasColumn(ctx, db, dd, t, m.column)
+		if err != nil {
+			return 0, latest, err
+		}
+		if !has {
+			break
+		}
+		have++
+	}
+	return have, latest, nil
+}
+
 // applyLater runs the statements of one later version: in one transaction where DDL is
 // transactional (PostgreSQL, SQLite), else one by one (MySQL, whose versions add the
 // column they are detected by in their last statement, after idempotent ones).

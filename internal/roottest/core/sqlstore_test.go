@@ -785,3 +785,42 @@ func sqlStore(db *sql.DB, d outbox.Dialect, cfg outbox.SQLStoreConfig) (sqlTestS
 	}
 	return s.(sqlTestStore), nil
 }
+
+// TestSchemaVersion: 0 before the table exists, the latest version after Migrate, and on
+// a version 1 table, 1 until MigrateTable upgrades it.
+func TestSchemaVersion(t *testing.T) {
+	t.Parallel()
+	for _, s := range rawDatabases {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			db := s.open(t)
+			table := testdb.IsolatedTable(t, db, s.d.Name())
+			have, latest, err := outbox.SchemaVersion(ctx, db, s.d, table)
+			if err != nil || have != 0 || latest < 3 {
+				t.Fatalf("before the table: %d of %d, %v", have, latest, err)
+			}
+			v1, err := fs.ReadFile(outbox.Migrations(s.d), "0001_create_outbox_event.up.sql")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, stmt := range strings.Split(strings.ReplaceAll(string(v1), quoteTable(s.d, outbox.DefaultTable), quoteTable(s.d, table)), ";") {
+				if strings.TrimSpace(stripComments(stmt)) == "" {
+					continue
+				}
+				if _, err := db.ExecContext(ctx, stmt); err != nil {
+					t.Fatalf("version 1 DDL: %v", err)
+				}
+			}
+			if have, _, err := outbox.SchemaVersion(ctx, db, s.d, table); err != nil || have != 1 {
+				t.Fatalf("a version 1 table: %d, %v", have, err)
+			}
+			if err := outbox.MigrateTable(ctx, db, s.d, table); err != nil {
+				t.Fatal(err)
+			}
+			if have, l, err := outbox.SchemaVersion(ctx, db, s.d, table); err != nil || have != latest || l != latest {
+				t.Fatalf("after MigrateTable: %d of %d, %v; want %d", have, l, err, latest)
+			}
+		})
+	}
+}

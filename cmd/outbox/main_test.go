@@ -1,0 +1,259 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/internal/testdb"
+)
+
+// binary is the outbox command built for the tests, which run it as a user would.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "outbox-cli-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "outbox")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	defer os.RemoveAll(dir)
+	testdb.VerifyTestMain(m)
+}
+
+// target is one database the command runs against.
+type target struct {
+	kind, dsn, table string
+	db               *sql.DB
+	dialect          outbox.Dialect
+}
+
+// forEachDatabase runs fn against a fresh outbox table on SQLite, PostgreSQL and MariaDB.
+func forEachDatabase(t *testing.T, fn func(t *testing.T, tg target)) {
+	for _, kind := range []string{"sqlite", "postgres", "mysql"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			tg := target{kind: kind, table: outbox.DefaultTable}
+			switch kind {
+			case "sqlite":
+				tg.dsn, tg.dialect = filepath.Join(t.TempDir(), "outbox.db"), outbox.SQLite
+				db, err := sql.Open("sqlite", outbox.SQLiteDSN(tg.dsn))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { db.Close() })
+				tg.db = db
+			case "postgres":
+				tg.dsn, tg.dialect, tg.db = testdb.PostgresDSN(t), outbox.Postgres, testdb.NewPostgresDB(t)
+				tg.table = testdb.IsolatedTable(t, tg.db, kind)
+			case "mysql":
+				tg.dsn, tg.dialect, tg.db = testdb.MySQLDSN(t), outbox.MySQL, testdb.NewMySQLDB(t)
+				tg.table = testdb.IsolatedTable(t, tg.db, kind)
+			}
+			fn(t, tg)
+		})
+	}
+}
+
+// outboxCmd runs the command with the target's flags and args, and returns its output
+// and exit status.
+func (tg target) outboxCmd(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	full := append([]string{"-db", tg.kind, "-dsn", tg.dsn, "-table", tg.table}, args...)
+	cmd := exec.CommandContext(ctx, binary, full...)
+	cmd.Env = append(os.Environ(), "OUTBOX_DB=", "OUTBOX_DSN=")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	code = 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run %v: %v", args, err)
+	}
+	return out.String(), errOut.String(), code
+}
+
+// ok runs the command and fails the test unless it exits 0.
+func (tg target) ok(t *testing.T, args ...string) string {
+	t.Helper()
+	out, errOut, code := tg.outboxCmd(t, args...)
+	if code != 0 {
+		t.Fatalf("outbox %v: exit %d\n%s%s", args, code, out, errOut)
+	}
+	return out
+}
+
+// TestCommand runs the binary through an operator's session on each database: migrate
+// and its status, stats, listing and showing DEAD events, paging, replay, discard and
+// delete, in tables and in JSON.
+func TestCommand(t *testing.T) {
+	t.Parallel()
+	forEachDatabase(t, func(t *testing.T, tg target) {
+		if out := tg.ok(t, "migrate", "-status"); !strings.Contains(out, "schema version 0 of") || !strings.Contains(out, "no table") {
+			t.Fatalf("migrate -status before migrating: %q", out)
+		}
+		if out := tg.ok(t, "migrate"); !strings.Contains(out, "up to date") {
+			t.Fatalf("migrate: %q", out)
+		}
+		var mig struct {
+			Version, Latest int
+			UpToDate        bool `json:"up_to_date"`
+		}
+		decode(t, tg.ok(t, "-json", "migrate", "-status"), &mig)
+		if !mig.UpToDate || mig.Version != mig.Latest || mig.Latest < 3 {
+			t.Fatalf("migrate -status -json: %+v", mig)
+		}
+
+		// Three DEAD events, one pending, one DONE, written through the store.
+		store, err := outbox.NewSQLStore(tg.db, tg.dialect, outbox.SQLStoreConfig{Table: tg.table})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := t.Context()
+		created := time.Now().Add(-time.Hour).UTC().Truncate(time.Microsecond)
+		var events []outbox.Event
+		for i, typ := range []string{"Shipped", "Shipped", "Billed", "Shipped", "Shipped"} {
+			events = append(events, outbox.Event{ID: fmt.Sprint("e", i), Type: typ, AggregateType: "Order", AggregateID: fmt.Sprint(i),
+				Payload: json.RawMessage(`{"n":` + fmt.Sprint(i) + `}`), CreatedAt: created.Add(time.Duration(i) * time.Second), AvailableAt: created})
+		}
+		if _, err := store.Insert(ctx, tg.db, outbox.InsertParams{Events: events}); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{"e0", "e1", "e2"} {
+			if _, err := store.MarkDead(ctx, outbox.MarkDeadParams{ID: id, DeadAt: time.Now(), Reason: "carrier\nrefused " + id, CountAttempt: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := store.MarkDone(ctx, outbox.MarkDoneParams{IDs: []string{"e4"}, DoneAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+
+		if out := tg.ok(t, "stats"); !regexpLine(out, "DEAD", "3") || !regexpLine(out, "NEW", "1") || !regexpLine(out, "DONE", "1") {
+			t.Fatalf("stats:\n%s", out)
+		}
+		var st struct{ Counts map[string]int64 }
+		decode(t, tg.ok(t, "-json", "stats"), &st)
+		if st.Counts["DEAD"] != 3 || st.Counts["NEW"] != 1 || st.Counts["DISCARDED"] != 0 {
+			t.Fatalf("stats -json: %+v", st)
+		}
+
+		out := tg.ok(t, "events", "list")
+		if !strings.Contains(out, "e0") || !strings.Contains(out, "carrier refused e0") || strings.Contains(out, "e3") {
+			t.Fatalf("events list:\n%s", out)
+		}
+		var page struct {
+			Events []outbox.Event
+			Next   string
+		}
+		decode(t, tg.ok(t, "-json", "events", "list", "-type", "Shipped", "-limit", "1"), &page)
+		if len(page.Events) != 1 || page.Events[0].ID != "e0" || page.Next == "" {
+			t.Fatalf("first page: %+v", page)
+		}
+		decode(t, tg.ok(t, "-json", "events", "list", "-type", "Shipped", "-limit", "1", "-after", page.Next), &page)
+		if len(page.Events) != 1 || page.Events[0].ID != "e1" {
+			t.Fatalf("second page: %+v", page)
+		}
+
+		if out := tg.ok(t, "events", "show", "e2"); !regexpLine(out, "status", "DEAD") || !strings.Contains(strings.ReplaceAll(out, " ", ""), `{"n":2}`) ||
+			!strings.Contains(out, "first failed attempt") {
+			t.Fatalf("events show:\n%s", out)
+		}
+
+		if out := tg.ok(t, "replay", "e0"); !strings.Contains(out, "replayed e0") {
+			t.Fatalf("replay: %q", out)
+		}
+		if out, errOut, code := tg.outboxCmd(t, "discard", "e1", "e4"); code != 1 || !strings.Contains(out, "discarded e1") ||
+			!strings.Contains(out, "FAILED e4") || !strings.Contains(errOut, "1 of 2 events failed") || !strings.Contains(errOut, "discarded event e1") {
+			t.Fatalf("discard of a DEAD and a DONE event: exit %d\n%s%s", code, out, errOut)
+		}
+		tg.ok(t, "delete", "e2")
+		for id, want := range map[string]outbox.Status{"e0": outbox.StatusNew, "e1": outbox.StatusDiscarded} {
+			if e, err := store.Get(ctx, id); err != nil || e.Status != want {
+				t.Errorf("%s: %+v, %v; want %s", id, e.Status, err, want)
+			}
+		}
+		if _, err := store.Get(ctx, "e2"); err == nil {
+			t.Error("e2 is still there after delete")
+		}
+		var results []struct {
+			ID    string
+			OK    bool
+			Error string
+		}
+		out, _, code := tg.outboxCmd(t, "-json", "replay", "missing")
+		decode(t, out, &results)
+		if code != 1 || len(results) != 1 || results[0].OK || !strings.Contains(results[0].Error, "not found") {
+			t.Fatalf("replay of a missing event: exit %d, %+v", code, results)
+		}
+	})
+}
+
+// TestBadInput: usage errors exit 2 with a message, a database that cannot be reached
+// exits 1 and says so.
+func TestBadInput(t *testing.T) {
+	t.Parallel()
+	sqlite := target{kind: "sqlite", dsn: filepath.Join(t.TempDir(), "x.db"), table: outbox.DefaultTable}
+	for _, tc := range []struct {
+		name string
+		tg   target
+		args []string
+		code int
+		msg  string
+	}{
+		{"no command", sqlite, nil, 2, "no command"},
+		{"unknown command", sqlite, []string{"frobnicate"}, 2, `unknown command "frobnicate"`},
+		{"unknown kind", target{kind: "oracle", dsn: "x", table: outbox.DefaultTable}, []string{"stats"}, 2, `unknown database kind "oracle"`},
+		{"no DSN", target{kind: "sqlite", table: outbox.DefaultTable}, []string{"stats"}, 2, "no DSN"},
+		{"bad table", target{kind: "sqlite", dsn: sqlite.dsn, table: "a.b.c"}, []string{"migrate"}, 2, "Table"},
+		{"show without ID", sqlite, []string{"events", "show"}, 2, "one event ID"},
+		{"replay without ID", sqlite, []string{"replay"}, 2, "one or more event IDs"},
+		{"bad cursor", sqlite, []string{"events", "list", "-after", "nope!"}, 2, "not a cursor"},
+		{"bad limit", sqlite, []string{"events", "list", "-limit", "0"}, 2, "-limit"},
+		{"unreachable postgres", target{kind: "postgres", dsn: "postgres://nobody@127.0.0.1:1/x?sslmode=disable&connect_timeout=2",
+			table: outbox.DefaultTable}, []string{"stats"}, 1, "cannot reach the postgres database"},
+		{"unreachable mysql", target{kind: "mysql", dsn: "nobody:x@tcp(127.0.0.1:1)/x?timeout=2s", table: outbox.DefaultTable},
+			[]string{"stats"}, 1, "cannot reach the mysql database"},
+		{"no table", sqlite, []string{"stats"}, 1, "outbox_event"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errOut, code := tc.tg.outboxCmd(t, tc.args...)
+			if code != tc.code || !strings.Contains(errOut, tc.msg) {
+				t.Errorf("exit %d, stderr %q (stdout %q); want exit %d and %q", code, errOut, out, tc.code, tc.msg)
+			}
+		})
+	}
+}
+
+func decode(t *testing.T, s string, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(s), v); err != nil {
+		t.Fatalf("decode %q: %v", s, err)
+	}
+}
+
+// regexpLine reports whether out has a line whose fields are key then value.
+func regexpLine(out, key, value string) bool {
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == key && f[len(f)-1] == value {
+			return true
+		}
+	}
+	return false
+}
