@@ -628,9 +628,6 @@ const finishedAt = "COALESCE(done_at, created_at)"
 // each deletes rows the other has not locked. MySQL purges in a transaction instead
 // (purgeLockQuery); SQLite has one writer at a time.
 func (d *dialect) purgeQuery(t tableName, p PurgeParams) (query, error) {
-	if err := p.Validate(); err != nil {
-		return query{}, err
-	}
 	before, dead, upTo, err := d.purgeCutoffs(p)
 	if err != nil {
 		return query{}, err
@@ -658,9 +655,6 @@ func (d *dialect) purgeQuery(t tableName, p PurgeParams) (query, error) {
 // locking read of a batch of finished rows, walking the finished index, that skips the
 // rows another transaction holds (another purger's batch, a replay).
 func (d *dialect) purgeLockQuery(t tableName, p PurgeParams) (query, error) {
-	if err := p.Validate(); err != nil {
-		return query{}, err
-	}
 	before, dead, upTo, err := d.purgeCutoffs(p)
 	if err != nil {
 		return query{}, err
@@ -687,10 +681,13 @@ func (d *dialect) purgeDeleteQueries(t tableName, ids []string) []query {
 	return qs
 }
 
-// purgeCutoffs returns the purge's cutoffs as arguments: DONE rows', DEAD and FALLBACK
-// rows' (the same unless p.DeadBefore is set) and the later of the two, which bounds
-// the index range.
+// purgeCutoffs validates p and returns the purge's cutoffs as arguments: DONE rows',
+// the other finished rows' (the same unless p.DeadBefore is set) and the later of the
+// two, which bounds the index range.
 func (d *dialect) purgeCutoffs(p PurgeParams) (before, dead, upTo any, err error) {
+	if err := p.Validate(); err != nil {
+		return nil, nil, nil, err
+	}
 	deadBefore := p.DeadBefore
 	if deadBefore.IsZero() {
 		deadBefore = p.Before

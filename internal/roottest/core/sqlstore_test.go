@@ -371,19 +371,7 @@ func TestMigrateUpgradesAVersionOneTableWithRows(t *testing.T) {
 			ctx := t.Context()
 			db := s.open(t)
 			table := testdb.IsolatedTable(t, db, s.d.Name())
-			v1, err := fs.ReadFile(outbox.Migrations(s.d), "0001_create_outbox_event.up.sql")
-			if err != nil {
-				t.Fatal(err)
-			}
-			q := quoteTable(s.d, outbox.DefaultTable)
-			for _, stmt := range strings.Split(strings.ReplaceAll(string(v1), q, quoteTable(s.d, table)), ";") {
-				if strings.TrimSpace(stripComments(stmt)) == "" {
-					continue
-				}
-				if _, err := db.ExecContext(ctx, stmt); err != nil {
-					t.Fatalf("version 1 DDL: %v", err)
-				}
-			}
+			createVersionOne(t, db, s.d, table)
 			store, err := sqlStore(db, s.d, outbox.SQLStoreConfig{Table: table})
 			if err != nil {
 				t.Fatal(err)
@@ -786,6 +774,23 @@ func sqlStore(db *sql.DB, d outbox.Dialect, cfg outbox.SQLStoreConfig) (sqlTestS
 	return s.(sqlTestStore), nil
 }
 
+// createVersionOne creates table as the shipped version 1 file does.
+func createVersionOne(t *testing.T, db *sql.DB, d outbox.Dialect, table string) {
+	t.Helper()
+	v1, err := fs.ReadFile(outbox.Migrations(d), "0001_create_outbox_event.up.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range strings.Split(strings.ReplaceAll(string(v1), quoteTable(d, outbox.DefaultTable), quoteTable(d, table)), ";") {
+		if strings.TrimSpace(stripComments(stmt)) == "" {
+			continue
+		}
+		if _, err := db.ExecContext(t.Context(), stmt); err != nil {
+			t.Fatalf("version 1 DDL: %v", err)
+		}
+	}
+}
+
 // TestSchemaVersion: 0 before the table exists, the latest version after Migrate, and on
 // a version 1 table, 1 until MigrateTable upgrades it.
 func TestSchemaVersion(t *testing.T) {
@@ -800,18 +805,7 @@ func TestSchemaVersion(t *testing.T) {
 			if err != nil || have != 0 || latest < 3 {
 				t.Fatalf("before the table: %d of %d, %v", have, latest, err)
 			}
-			v1, err := fs.ReadFile(outbox.Migrations(s.d), "0001_create_outbox_event.up.sql")
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, stmt := range strings.Split(strings.ReplaceAll(string(v1), quoteTable(s.d, outbox.DefaultTable), quoteTable(s.d, table)), ";") {
-				if strings.TrimSpace(stripComments(stmt)) == "" {
-					continue
-				}
-				if _, err := db.ExecContext(ctx, stmt); err != nil {
-					t.Fatalf("version 1 DDL: %v", err)
-				}
-			}
+			createVersionOne(t, db, s.d, table)
 			if have, _, err := outbox.SchemaVersion(ctx, db, s.d, table); err != nil || have != 1 {
 				t.Fatalf("a version 1 table: %d, %v", have, err)
 			}
