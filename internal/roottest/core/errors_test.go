@@ -61,6 +61,13 @@ func TestEveryExportedErrorIsReturned(t *testing.T) {
 			ob := newOutbox(t, store, outbox.Config{Mode: outbox.WriterOnly})
 			return ob.Dead().Replay(t.Context(), "e1")
 		},
+		"ErrFinished": func(t *testing.T) error {
+			store := outboxtest.NewMemoryStore()
+			store.Put(outbox.Event{ID: "e1", Type: "T", AggregateType: outbox.GlobalAggregateType, Payload: json.RawMessage(`1`),
+				Status: outbox.StatusDone, CreatedAt: time.Now(), AvailableAt: time.Now()})
+			ob := newOutbox(t, store, outbox.Config{Mode: outbox.WriterOnly})
+			return ob.Dead().Discard(t.Context(), "e1")
+		},
 		"ErrDuplicateListener": func(t *testing.T) error {
 			ob := newOutbox(t, outboxtest.NewMemoryStore(), outbox.Config{})
 			l := outbox.ListenerFunc(func(context.Context, *outbox.Event) error { return nil })
@@ -130,8 +137,9 @@ func TestEveryExportedErrorIsReturned(t *testing.T) {
 	}
 	sentinels := map[string]error{
 		"ErrNoTransaction": outbox.ErrNoTransaction, "ErrTxDone": outbox.ErrTxDone, "ErrStopped": outbox.ErrStopped,
-		"ErrNotFound": outbox.ErrNotFound, "ErrNotDead": outbox.ErrNotDead, "ErrDuplicateListener": outbox.ErrDuplicateListener,
-		"ErrUnrecoverable": outbox.ErrUnrecoverable, "ErrUnroutable": outbox.ErrUnroutable,
+		"ErrNotFound": outbox.ErrNotFound, "ErrNotDead": outbox.ErrNotDead, "ErrFinished": outbox.ErrFinished,
+		"ErrDuplicateListener": outbox.ErrDuplicateListener,
+		"ErrUnrecoverable":     outbox.ErrUnrecoverable, "ErrUnroutable": outbox.ErrUnroutable,
 		"ErrInvalidEnvelope": outbox.ErrInvalidEnvelope, "ErrInvalidConfig": outbox.ErrInvalidConfig,
 		"ErrInvalidArgument": outbox.ErrInvalidArgument, "ErrEmptyType": outbox.ErrEmptyType,
 		"ErrFieldTooLong": outbox.ErrFieldTooLong, "ErrPayloadRequired": outbox.ErrPayloadRequired,
