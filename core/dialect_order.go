@@ -246,30 +246,6 @@ func (d *dialect) purgeKeysQuery(t tableName, before any, limit int) query {
 	return b.query()
 }
 
-// purgeKeysLockQuery builds the first statement of a key purge in a transaction
-// (MySQL): a locking read of idle keys, skipping those another transaction holds (a
-// writer's, another purger's). While a key row is locked no event of the key can be
-// written, so the keys it returns stay idle until they are deleted.
-func (d *dialect) purgeKeysLockQuery(t tableName, before any, limit int) query {
-	kt, table, col := d.qualified(keyTable(t)), d.qualified(t), d.orderColumn()
-	b := d.newBuilder()
-	b.w("SELECT order_key FROM ", kt, " WHERE updated_at < ", b.arg(before), " AND NOT EXISTS (SELECT 1 FROM ", table, " e WHERE e.", col, " = ",
-		kt, ".order_key) ORDER BY updated_at LIMIT ", b.arg(int64(limit)), " FOR UPDATE SKIP LOCKED")
-	return b.query()
-}
-
-// purgeKeysDeleteQueries deletes the key rows purgeKeysLockQuery locked, one statement
-// a key (see purgeDeleteQueries).
-func (d *dialect) purgeKeysDeleteQueries(t tableName, keys []string) []query {
-	qs := make([]query, 0, len(keys))
-	for _, k := range keys {
-		b := d.newBuilder()
-		b.w("DELETE FROM ", d.qualified(keyTable(t)), " WHERE order_key = ", b.arg(k))
-		qs = append(qs, b.query())
-	}
-	return qs
-}
-
 // orderSeqs assigns each ordered event of events its OrderSeq, in place, from the
 // counters after the increment (top) of its key: a key's events in insert order take
 // the numbers up to top.

@@ -303,8 +303,10 @@ func (d *dialect) markDoneQueries(t tableName, p MarkDoneParams) ([]query, error
 	}
 	var qs []query
 	if p.Delete && d.claimInTx {
-		// MySQL: one DELETE by primary key equality a row (see purgeDeleteQueries: an
-		// IN list would wait for the business transactions inserting newer events).
+		// MySQL: one DELETE by primary key equality a row. A DELETE with an IN list
+		// reads the index record after its last key (and may scan a small table), and
+		// waits for any row it reads that another transaction holds: a business
+		// transaction's uncommitted insert of a newer event, for one.
 		for i, id := range p.IDs {
 			b := d.newBuilder()
 			b.w("DELETE FROM ", d.qualified(t), " WHERE event_id = ", b.arg(id))
@@ -625,8 +627,8 @@ const finishedAt = "COALESCE(done_at, created_at)"
 
 // purgeQuery builds one batch of [Store.Purge]. On PostgreSQL the batch's rows are
 // locked with SKIP LOCKED, so that two purgers (MultiNode) never wait for each other:
-// each deletes rows the other has not locked. MySQL purges in a transaction instead
-// (purgeLockQuery); SQLite has one writer at a time.
+// each deletes rows the other has not locked. MySQL's one DELETE … ORDER BY … LIMIT
+// waits for rows another transaction holds; SQLite has one writer at a time.
 func (d *dialect) purgeQuery(t tableName, p PurgeParams) (query, error) {
 	before, dead, upTo, err := d.purgeCutoffs(p)
 	if err != nil {
@@ -649,36 +651,6 @@ func (d *dialect) purgeQuery(t tableName, p PurgeParams) (query, error) {
 	b.w(") AND (", d.finishedStatus(), ") AND ", finishedAt, " < ", b.arg(upTo))
 	b.purgeByStatus(finishedAt, before, dead)
 	return b.query(), nil
-}
-
-// purgeLockQuery builds the first statement of a purge in a transaction (MySQL): a
-// locking read of a batch of finished rows, walking the finished index, that skips the
-// rows another transaction holds (another purger's batch, a replay).
-func (d *dialect) purgeLockQuery(t tableName, p PurgeParams) (query, error) {
-	before, dead, upTo, err := d.purgeCutoffs(p)
-	if err != nil {
-		return query{}, err
-	}
-	b := d.newBuilder()
-	b.w("SELECT event_id FROM ", d.qualified(t), " FORCE INDEX (", d.quote(t.indexName(finishedIndexSuffix)), ")")
-	b.purgeWhere(before, dead, upTo, p.Limit)
-	b.w(" FOR UPDATE SKIP LOCKED")
-	return b.query(), nil
-}
-
-// purgeDeleteQueries builds the second statement of a purge in a transaction: each
-// locked row deleted by primary key equality, one statement a row. A DELETE with an
-// IN list reads past its last key (and may scan a small table), and waits for any row
-// it reads that another transaction holds: another purge's, or a business
-// transaction's uncommitted insert of a newer event.
-func (d *dialect) purgeDeleteQueries(t tableName, ids []string) []query {
-	qs := make([]query, 0, len(ids))
-	for _, id := range ids {
-		b := d.newBuilder()
-		b.w("DELETE FROM ", d.qualified(t), " WHERE event_id = ", b.arg(id))
-		qs = append(qs, b.query())
-	}
-	return qs
 }
 
 // purgeCutoffs validates p and returns the purge's cutoffs as arguments: DONE rows',

@@ -386,19 +386,6 @@ func goldenCases() []goldenCase {
 			myArgs: []any{goldenT0U, goldenT0U, goldenT0U.Add(-time.Hour), int64(500)},
 		},
 		{
-			name: "purge lock (MySQL)",
-			build: func(d *dialect) ([]query, error) {
-				if d.name != "mysql" {
-					return []query{{SQL: "-"}}, nil
-				}
-				return one2(d.purgeLockQuery(t, PurgeParams{Before: goldenT0, Limit: 500}))
-			},
-			pg:     []string{"-"},
-			sqlite: []string{"-"},
-			mysql:  []string{"SELECT event_id FROM `outbox_event` FORCE INDEX (`outbox_event_finished_idx`) WHERE finished_at < ? ORDER BY finished_at, event_id LIMIT ? FOR UPDATE SKIP LOCKED"},
-			myArgs: []any{goldenT0U, int64(500)},
-		},
-		{
 			name:   "stats",
 			build:  func(d *dialect) ([]query, error) { return one(d.statsQuery(t)) },
 			pg:     []string{`SELECT status, COUNT(*), MIN(created_at) FROM "outbox_event" GROUP BY status`},

@@ -139,9 +139,9 @@ type Config struct {
 	// claims never use it. Defaults to time.Now.
 	Now func() time.Time
 
-	// PurgeInterval is the time between purges of old DONE, DEAD and FALLBACK rows; -1
-	// disables purging. Defaults to DefaultPurgeInterval. Purges on several nodes skip
-	// each other's rows instead of waiting for them.
+	// PurgeInterval is the time between purges of old finished rows; -1 disables
+	// purging. Defaults to DefaultPurgeInterval. On PostgreSQL, purges on several nodes
+	// skip each other's rows instead of waiting for them.
 	PurgeInterval time.Duration
 	// PurgeRetention is how long finished rows are kept, from when they finished.
 	// Defaults to DefaultRetention.

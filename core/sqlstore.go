@@ -917,36 +917,13 @@ func (s *sqlStore) Discard(ctx context.Context, ids []string, at time.Time) (int
 // the key table whose keys have nothing left that is not DONE and were not written
 // since p.Before.
 func (s *sqlStore) Purge(ctx context.Context, p PurgeParams) (int64, error) {
-	var (
-		n   int64
-		err error
-	)
-	if s.d.claimInTx { // MySQL: a locking read that skips locked rows, then a delete by key
-		q, qerr := s.d.purgeLockQuery(s.table, p)
-		if qerr != nil {
-			return 0, fmt.Errorf("purge: %w", qerr)
-		}
-		del := func(ids []string) []query { return s.d.purgeDeleteQueries(s.table, ids) }
-		for attempt := 1; ; attempt++ { // a deadlock with a replay is retried, as claims are
-			n, err = s.purgeTx(ctx, q, del)
-			if err == nil || attempt == claimAttempts || !isLockConflict(err) || ctx.Err() != nil {
-				break
-			}
-			if err = sleepCtx(ctx, time.Duration(attempt)*10*time.Millisecond); err != nil {
-				break
-			}
-		}
-		if err != nil {
-			return 0, fmt.Errorf("purge: %w", err)
-		}
-	} else {
-		q, qerr := s.d.purgeQuery(s.table, p)
-		if qerr != nil {
-			return 0, fmt.Errorf("purge: %w", qerr)
-		}
-		if n, err = s.execRange(ctx, q); err != nil {
-			return 0, fmt.Errorf("purge: %w", err)
-		}
+	q, err := s.d.purgeQuery(s.table, p)
+	if err != nil {
+		return 0, fmt.Errorf("purge: %w", err)
+	}
+	n, err := s.execRange(ctx, q)
+	if err != nil {
+		return 0, fmt.Errorf("purge: %w", err)
 	}
 	if n < int64(p.Limit) {
 		// The events are purged up to the cutoff: the key rows left with nothing to
@@ -954,13 +931,7 @@ func (s *sqlStore) Purge(ctx context.Context, p PurgeParams) (int64, error) {
 		before, _ := s.d.time(p.Before)
 		q := s.d.purgeKeysQuery(s.table, before, p.Limit)
 		for {
-			var k int64
-			if s.d.claimInTx { // MySQL: skip the keys another transaction holds
-				k, err = s.purgeTx(ctx, s.d.purgeKeysLockQuery(s.table, before, p.Limit),
-					func(keys []string) []query { return s.d.purgeKeysDeleteQueries(s.table, keys) })
-			} else {
-				k, err = s.execRange(ctx, q)
-			}
+			k, err := s.execRange(ctx, q)
 			if err != nil {
 				return n, fmt.Errorf("purge order keys: %w", err)
 			}
@@ -970,56 +941,6 @@ func (s *sqlStore) Purge(ctx context.Context, p PurgeParams) (int64, error) {
 		}
 	}
 	return n, nil
-}
-
-// purgeTx runs one purge batch on MySQL in a READ COMMITTED transaction: lock locks the
-// batch's rows, skipping those another transaction holds, and returns their primary
-// keys, which del's statements delete. It returns how many rows it deleted.
-func (s *sqlStore) purgeTx(ctx context.Context, lock query, del func([]string) []query) (n int64, err error) {
-	ctx, cancel := s.withTimeout(ctx)
-	defer cancel()
-	tx, err := s.beginReadCommitted(ctx)
-	if err != nil {
-		return 0, err
-	}
-	defer func() {
-		if err != nil {
-			err = errors.Join(err, ignoreDone(tx.Rollback()))
-		}
-	}()
-	rows, err := tx.QueryContext(ctx, lock.SQL, lock.Args...)
-	if err != nil {
-		return 0, err
-	}
-	var ids []string
-	for rows.Next() {
-		var id any
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return 0, err
-		}
-		text, err := textValue(id)
-		if err != nil {
-			rows.Close()
-			return 0, err
-		}
-		ids = append(ids, text)
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return 0, err
-	}
-	for _, q := range del(ids) {
-		res, err := tx.ExecContext(ctx, q.SQL, q.Args...)
-		if err != nil {
-			return 0, err
-		}
-		k, err := res.RowsAffected()
-		if err != nil {
-			return 0, err
-		}
-		n += k
-	}
-	return n, tx.Commit()
 }
 
 // CheckConnection verifies that the store's connection pool is configured the way its
