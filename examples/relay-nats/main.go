@@ -160,13 +160,20 @@ func run(ctx context.Context) error {
 		msg.Headers().Get("outbox-event-type"), msg.Subject(), p.OrderID, p.TotalCents,
 		msg.Headers().Get("Nats-Msg-Id"), remote.TraceID())
 
-	// The consumer's parent is the outbox's delivery span, a child of the request's.
-	for _, s := range spans.GetSpans() {
-		if s.SpanContext.SpanID() == remote.SpanID() {
-			fmt.Printf("its parent span: %q, child of %s\n", s.Name, spanName(spans, s.Parent.SpanID()))
+	// The consumer's parent is the outbox's delivery span, a child of the request's. The
+	// delivery span ends when the relay has the PubAck, which can be after the consumer
+	// got the message: wait for it to be recorded.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		for _, s := range spans.GetSpans() {
+			if s.SpanContext.SpanID() == remote.SpanID() {
+				fmt.Printf("its parent span: %q, child of %s\n", s.Name, spanName(spans, s.Parent.SpanID()))
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the delivery span %s was not recorded", remote.SpanID())
 		}
 	}
-	return nil
 }
 
 // spanName returns the name of the recorded span id.

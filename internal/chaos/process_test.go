@@ -133,7 +133,12 @@ func TestProcessFaults(t *testing.T) {
 				c := newCluster(t, cfg)
 				c.sleep(Duration(t, shortFaultPhase), false)
 				rep := c.finish("ordered/listener-failures", false, drainLimit)
-				if rep.Dead == 0 {
+				// One event in twenty fails for good (a quarter of the keys, one ID in
+				// five): with fewer than 150 events none may have been chosen (about 4 %
+				// of runs with 63), so the check needs enough events to mean something.
+				if rep.Dead == 0 && rep.Committed < 150 {
+					t.Logf("no event ended DEAD, with %d events committed: not asserted (one in twenty fails for good)", rep.Committed)
+				} else if rep.Dead == 0 {
 					t.Errorf("no event ended DEAD: the permanent failures never happened")
 				}
 			})
