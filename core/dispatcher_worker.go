@@ -28,9 +28,9 @@ func (d *dispatcher) work(r startstop.Run, acks chan<- doneAck) {
 		if !ok {
 			return
 		}
-		rt, _ := d.reg.lookup(it.ev.AggregateType, it.ev.Type)
+		rt, _ := d.reg.lookup(it.ev.AggregateType, it.ev.Type) // nil: unroutable
 		if rt == nil || rt.batch == nil || r.Ctx.Err() != nil {
-			d.deliver(r.Ctx, it, acks)
+			d.deliver(r.Ctx, it, rt, acks)
 			continue
 		}
 		// A batch: the events of the same subscription queued behind this one, taken
@@ -62,7 +62,7 @@ func (d *dispatcher) deliverBatch(runCtx context.Context, rt *route, items []dis
 		it.join = &batchSlot{call: call, i: i}
 		wg.Go(func() {
 			defer it.join.leave() // unless it joined: then a no-op
-			d.deliver(runCtx, it, acks)
+			d.deliver(runCtx, it, rt, acks)
 		})
 	}
 	wg.Wait()
@@ -104,15 +104,16 @@ type decision struct {
 	listener     string // the listener's name; "" when unroutable
 }
 
-// deliver runs one attempt and writes its outcome; a DONE outcome goes to acks, whose
-// recorder writes it in a batch and settles the event (see recordDone).
-func (d *dispatcher) deliver(runCtx context.Context, it dispatchItem, acks chan<- doneAck) {
+// deliver runs one attempt with rt's listener (nil: the event is unroutable) and writes
+// its outcome; a DONE outcome goes to acks, whose recorder writes it in a batch and
+// settles the event (see recordDone).
+func (d *dispatcher) deliver(runCtx context.Context, it dispatchItem, rt *route, acks chan<- doneAck) {
 	e := it.ev
 	if runCtx.Err() != nil { // hard stop: leave the row pending
 		d.q.release(e.ID, d.cfg.Now(), false, time.Time{})
 		return
 	}
-	rt, routed := d.reg.lookup(e.AggregateType, e.Type)
+	routed := rt != nil
 	if left, short := d.claimTooShort(e, rt); short && !d.renewClaim(runCtx, &e, left, it.path) {
 		// The claim could expire while the listener runs, and another node deliver the
 		// event too: leave it to whoever claims it next (possibly this node).
