@@ -112,7 +112,7 @@ func postgresDDL(d *dialect, t tableName) migration {
 				" (" + finishedAt + ", event_id) WHERE " + d.hintedStatus() + " IN (1, 3)"},
 		},
 		down:  []ddlStatement{{"Drops the table and its indexes.", "DROP TABLE IF EXISTS " + table}},
-		later: []laterMigration{orderingMigration(d, t), fallbackMigration(d, t)},
+		later: []laterMigration{orderingMigration(d, t), fallbackMigration(d, t), listenerMigration(d, t)},
 	}
 }
 
@@ -156,7 +156,7 @@ func sqliteDDL(d *dialect, t tableName) migration {
 				" (" + finishedAt + ", event_id) WHERE " + d.hintedStatus() + " IN (1, 3)"},
 		},
 		down:  []ddlStatement{{"Drops the table and its indexes.", "DROP TABLE IF EXISTS " + table}},
-		later: []laterMigration{orderingMigration(d, t), fallbackMigration(d, t)},
+		later: []laterMigration{orderingMigration(d, t), fallbackMigration(d, t), listenerMigration(d, t)},
 	}
 }
 
@@ -295,6 +295,22 @@ func fallbackMigration(d *dialect, t tableName) laterMigration {
 	return m
 }
 
+// listenerMigration is version 4 on PostgreSQL and SQLite, 5 on MySQL: the listener
+// column, the subscription a fan-out delivery is for or whose delivery failed for good
+// (docs/listeners.md). A nullable column without a default: no table rewrite.
+func listenerMigration(d *dialect, t tableName) laterMigration {
+	table := d.qualified(t)
+	return laterMigration{
+		name:   "listener",
+		column: "listener",
+		up: []ddlStatement{{"Fan-out (docs/listeners.md): an event with several listeners is split into one row\n" +
+			"per listener, whose listener column names it; a row whose listener failed for good\n" +
+			"(DEAD, FALLBACK) names that listener, so that dead events are listed and replayed\n" +
+			"per listener.", "ALTER TABLE " + table + " ADD COLUMN listener VARCHAR(255) NULL"}},
+		down: []ddlStatement{{"Drops the listener column.", "ALTER TABLE " + table + " DROP COLUMN listener"}},
+	}
+}
+
 // mysqlComment explains what the MySQL table does differently.
 const mysqlComment = "\nTimes are DATETIME(6) in UTC: connect with parseTime=true&loc=UTC.\n" +
 	"event_id is VARBINARY so that IDs compare byte by byte, and the other text columns use\n" +
@@ -377,6 +393,6 @@ func mysqlDDL(d *dialect, t tableName) migration {
 					", DROP COLUMN " + d.orderOpenColumn + ", DROP COLUMN order_seq, DROP COLUMN order_key"},
 				{"", "DROP TABLE IF EXISTS " + d.qualified(keyTable(t))},
 			},
-		}, fallbackMigration(d, t)},
+		}, fallbackMigration(d, t), listenerMigration(d, t)},
 	}
 }

@@ -56,7 +56,7 @@ func (b *builder) query() query {
 // expects.
 const selectColumns = "event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, " +
 	"status, attempts, last_error, available_at, created_at, done_at, locked_by, locked_until, order_key, order_seq, " +
-	"first_attempt_at"
+	"first_attempt_at, listener"
 
 // insertParamsPerRow is the number of arguments one inserted row binds; a claimed batch
 // binds two more per row (the token and the claim TTL).
@@ -82,10 +82,11 @@ func (d *dialect) insertQueriesHeads(t tableName, p InsertParams, now time.Time,
 		return nil, err
 	}
 	events := p.Events
-	claims, ordered := false, false
+	claims, ordered, listeners := false, false, false
 	for i := range events {
 		claims = claims || events[i].LockedBy != ""
 		ordered = ordered || events[i].OrderKey != ""
+		listeners = listeners || events[i].Listener != ""
 	}
 	columns := "event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at"
 	rowArgs := insertParamsPerRow
@@ -96,6 +97,10 @@ func (d *dialect) insertQueriesHeads(t tableName, p InsertParams, now time.Time,
 	if ordered {
 		columns += ", order_key, order_seq"
 		rowArgs += 2
+	}
+	if listeners {
+		columns += ", listener"
+		rowArgs++
 	}
 	var qs []query
 	var b *builder
@@ -165,6 +170,9 @@ func (d *dialect) insertQueriesHeads(t tableName, p InsertParams, now time.Time,
 		case ordered:
 			b.w(", NULL, NULL")
 		}
+		if listeners {
+			b.w(", ", b.arg(nullString(e.Listener)))
+		}
 		b.w(")")
 		size += rowSize
 	}
@@ -185,7 +193,7 @@ func (b *builder) openKeyCase(t tableName, key, open string, closed func() strin
 // insertRowSize approximates the bytes one row's arguments take on the wire: its text
 // columns plus 32 bytes for the two times.
 func insertRowSize(e Event, headers any) int {
-	n := len(e.OrderKey) + len(e.ID) + len(e.Type) + len(e.AggregateType) + len(e.AggregateID) + len(e.TenantID) + len(e.Payload) + 32
+	n := len(e.OrderKey) + len(e.Listener) + len(e.ID) + len(e.Type) + len(e.AggregateType) + len(e.AggregateID) + len(e.TenantID) + len(e.Payload) + 32
 	if h, ok := headers.(string); ok {
 		n += len(h)
 	}
@@ -403,6 +411,9 @@ func (d *dialect) markDeadQuery(t tableName, p MarkDeadParams) (query, error) {
 	if p.CountAttempt {
 		b.w(", attempts = attempts + 1", firstAttempt(d))
 	}
+	if p.Listener != "" {
+		b.w(", listener = ", b.arg(p.Listener))
+	}
 	b.w(clearClaim, " WHERE event_id = ", b.arg(p.ID)).fence(p.Token)
 	return b.query(), nil
 }
@@ -515,6 +526,9 @@ func (b *builder) deadWhere(f DeadFilter, hinted bool) *builder {
 	}
 	if f.AggregateType != "" {
 		b.w(" AND aggregate_type = ", b.arg(f.AggregateType))
+	}
+	if f.Listener != "" {
+		b.w(" AND listener = ", b.arg(f.Listener))
 	}
 	return b
 }

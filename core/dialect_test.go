@@ -45,7 +45,7 @@ func one2(q query, err error) ([]query, error) {
 
 var goldenTable = tableName{name: DefaultTable}
 
-const sel = "SELECT event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, last_error, available_at, created_at, done_at, locked_by, locked_until, order_key, order_seq, first_attempt_at FROM "
+const sel = "SELECT event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, last_error, available_at, created_at, done_at, locked_by, locked_until, order_key, order_seq, first_attempt_at, listener FROM "
 
 func goldenCases() []goldenCase {
 	t := goldenTable
@@ -204,7 +204,7 @@ func goldenCases() []goldenCase {
 				`ORDER BY available_at, created_at, event_id LIMIT $2 FOR UPDATE SKIP LOCKED) ` +
 				`UPDATE "outbox_event" AS t SET locked_by = $3, locked_until = statement_timestamp() + CAST($4 AS BIGINT) * INTERVAL '1 microsecond' ` +
 				`FROM claimed WHERE t.event_id = claimed.event_id RETURNING t.event_id, t.event_type, t.aggregate_type, t.aggregate_id, t.tenant_id, t.payload, ` +
-				`t.headers, t.status, t.attempts, t.last_error, t.available_at, t.created_at, t.done_at, claimed.locked_by, t.locked_until, t.order_key, t.order_seq, t.first_attempt_at`},
+				`t.headers, t.status, t.attempts, t.last_error, t.available_at, t.created_at, t.done_at, claimed.locked_by, t.locked_until, t.order_key, t.order_seq, t.first_attempt_at, t.listener`},
 			sqlite: []string{`UPDATE "outbox_event" SET locked_by = ?, locked_until = strftime('%Y-%m-%dT%H:%M:%f000Z', 'now', ?) WHERE event_id IN (` +
 				`SELECT event_id FROM "outbox_event" WHERE status IN (0, 2) AND available_at <= strftime('%Y-%m-%dT%H:%M:%f000Z', 'now') ` +
 				`AND created_at <= strftime('%Y-%m-%dT%H:%M:%f000Z', 'now', ?) AND (locked_until IS NULL OR locked_until < strftime('%Y-%m-%dT%H:%M:%f000Z', 'now')) ` +

@@ -194,6 +194,9 @@ type dispatcher struct {
 	// orders moves a key on once one of its ordered events is finished; nil when the
 	// store keeps no order.
 	orders *orderer
+	// hot is the hot path's writer hook, which fan-out deliveries take too; nil without
+	// one.
+	hot *hotPath
 }
 
 // NewDispatcher returns a stopped Dispatcher that delivers events from store to the
@@ -372,6 +375,7 @@ func (d *dispatcher) hotPath() *hotPath {
 	if d.claims != nil {
 		h.returnClaims = d.returnClaims
 	}
+	d.hot = h
 	return h
 }
 

@@ -28,7 +28,11 @@ func (d *dispatcher) work(r startstop.Run, acks chan<- doneAck) {
 		if !ok {
 			return
 		}
-		rt, _ := d.reg.lookup(it.ev.AggregateType, it.ev.Type) // nil: unroutable
+		rt, fan := d.reg.resolve(&it.ev) // both nil: unroutable
+		if fan != nil {
+			d.fanOut(r.Ctx, it, fan)
+			continue
+		}
 		if rt == nil || rt.batch == nil || r.Ctx.Err() != nil {
 			d.deliver(r.Ctx, it, rt, acks)
 			continue
@@ -41,7 +45,7 @@ func (d *dispatcher) work(r startstop.Run, acks chan<- doneAck) {
 			if !ok {
 				break
 			}
-			if nrt, _ := d.reg.lookup(next.ev.AggregateType, next.ev.Type); nrt != rt {
+			if nrt, _ := d.reg.resolve(&next.ev); nrt != rt {
 				carry, carried = next, true
 				break
 			}
@@ -130,6 +134,9 @@ func (d *dispatcher) deliver(runCtx context.Context, it dispatchItem, rt *route,
 	var dec decision
 	if !routed {
 		err := fmt.Errorf("%w: aggregate type %q, event type %q", ErrUnroutable, e.AggregateType, e.Type)
+		if e.Listener != "" {
+			err = fmt.Errorf("%w: no listener named %q (aggregate type %q, event type %q)", ErrUnroutable, e.Listener, e.AggregateType, e.Type)
+		}
 		dec = decision{kind: outcomeDead, reason: err.Error(), err: err}
 	} else {
 		le := e // the listener's copy; e keeps the queued state
@@ -419,7 +426,7 @@ func (d *dispatcher) writeOutcome(runCtx context.Context, e *Event, dec decision
 		}
 		n, err = d.store.MarkDead(ctx, MarkDeadParams{
 			ID: e.ID, DeadAt: now, Reason: dec.reason, CountAttempt: dec.countAttempt, Token: token,
-			Fallback: dec.kind == outcomeFallback,
+			Fallback: dec.kind == outcomeFallback, Listener: dec.listener,
 		})
 	}
 	returned := d.cfg.Now()

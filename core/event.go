@@ -93,6 +93,11 @@ type Event struct {
 	// LockedUntil is when the claim expires: the database's value from a store, this
 	// node's conservative estimate (comparable with time.Now) in the copy a listener gets.
 	LockedUntil time.Time
+	// Listener names the subscription this row is for, or "". A fan-out delivery (one
+	// row per listener of an event that has several, docs/listeners.md) has it from its
+	// insert and goes to that listener alone; any other row gets it when its listener
+	// fails for good (DEAD or FALLBACK), so that a replay re-runs that listener only.
+	Listener string
 }
 
 // Envelope is what business code writes: an event before it is stored. Only Type and

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -106,14 +107,26 @@ func Defer(d time.Duration) Result { return Result{kind: resultDefer, delay: max
 // Dead moves the event to DEAD at once with reason as its last error.
 func Dead(reason string) Result { return Result{kind: resultDead, reason: reason} }
 
+// AnyType in a [Subscription]'s AggregateType or EventType matches every aggregate
+// type or event type: a catch-all route, for example a broker relay that takes every
+// event ({AggregateType: AnyType, EventType: AnyType}).
+const AnyType = "*"
+
 // Subscription is one listener with its route and, optionally, its own delivery
 // policy; the zero value of each policy field means the [Config] setting.
 // [Outbox.Register] is Subscribe with the route and the listener only.
+//
+// An event goes to every subscription whose route matches it (fan-out): when that is
+// more than one, the dispatcher splits it into one delivery per listener, each with its
+// own attempts, retries, DEAD state and replay (docs/listeners.md).
 type Subscription struct {
-	// Name names the listener in logs. Defaults to "AggregateType/EventType". Unique.
+	// Name names the listener in logs, metrics, fan-out deliveries and dead events.
+	// Defaults to "AggregateType/EventType". Unique, at most MaxListenerLen bytes; keep
+	// it stable across releases, since stored deliveries name their listener by it.
 	Name string
 	// AggregateType and EventType are the route: the events of EventType (required) on
-	// AggregateType ("" means GlobalAggregateType). One listener per route.
+	// AggregateType ("" means GlobalAggregateType); AnyType in either matches every
+	// value. Several subscriptions may share a route (a second one needs a Name).
 	AggregateType string
 	EventType     string
 	// Listener handles the events. Required.
@@ -154,6 +167,7 @@ type Failure struct {
 // route is a subscription as the dispatcher uses it.
 type route struct {
 	name        string
+	seq         int // registration order: a fan-out's deliveries follow it
 	listener    Listener
 	retry       RetryPolicy // nil: the dispatcher's
 	maxAttempts int         // 0: the dispatcher's
@@ -164,19 +178,20 @@ type route struct {
 	fallback    func(context.Context, Failure) error
 }
 
-// registry maps (aggregate type, event type) to exactly one listener. It is safe for
-// concurrent use; listeners may be registered while the dispatcher runs.
+// registry maps routes to their subscriptions. It is safe for concurrent use; listeners
+// may be registered while the dispatcher runs.
 type registry struct {
 	mu     sync.RWMutex
-	routes map[routeKey]*route
-	names  map[string]bool
+	routes map[routeKey][]*route // in registration order
+	names  map[string]*route
+	wild   bool // some route has AnyType
 }
 
 type routeKey struct{ aggregateType, eventType string }
 
 // newRegistry returns an empty registry.
 func newRegistry() *registry {
-	return &registry{routes: map[routeKey]*route{}, names: map[string]bool{}}
+	return &registry{routes: map[routeKey][]*route{}, names: map[string]*route{}}
 }
 
 // Register routes events of eventType on aggregateType to l with the default policy.
@@ -184,9 +199,9 @@ func (r *registry) Register(aggregateType, eventType string, l Listener) error {
 	return r.Subscribe(Subscription{AggregateType: aggregateType, EventType: eventType, Listener: l})
 }
 
-// Subscribe adds s. It returns an error wrapping ErrDuplicateListener when its route or
-// name is taken, and a [ConfigError] for an empty event type, a nil listener or an
-// invalid policy field.
+// Subscribe adds s. It returns an error wrapping ErrDuplicateListener when its name is
+// taken, and a [ConfigError] for an empty event type, a nil listener or an invalid
+// policy field.
 func (r *registry) Subscribe(s Subscription) error {
 	if s.EventType == "" {
 		return &ConfigError{Field: "Listener", Reason: "event type is empty"}
@@ -205,41 +220,89 @@ func (r *registry) Subscribe(s Subscription) error {
 		return &ConfigError{Field: "Subscription.Timeout", Reason: fmt.Sprintf("listener %s: must be positive or -1, got %s", name, s.Timeout)}
 	case s.BatchSize < 0:
 		return &ConfigError{Field: "Subscription.BatchSize", Reason: fmt.Sprintf("listener %s: must not be negative, got %d", name, s.BatchSize)}
-	case !validText(name):
-		return &ConfigError{Field: "Subscription.Name", Reason: fmt.Sprintf("%q is not valid text", name)}
+	case !validText(name) || len(name) > MaxListenerLen:
+		return &ConfigError{Field: "Subscription.Name", Reason: fmt.Sprintf("%q is not valid text or longer than MaxListenerLen (%d)", name, MaxListenerLen)}
 	}
 	k := routeKey{s.AggregateType, s.EventType}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.routes == nil {
-		r.routes, r.names = map[routeKey]*route{}, map[string]bool{}
+		r.routes, r.names = map[routeKey][]*route{}, map[string]*route{}
 	}
-	if _, ok := r.routes[k]; ok {
-		return fmt.Errorf("%w: aggregate type %q, event type %q", ErrDuplicateListener, s.AggregateType, s.EventType)
-	}
-	if r.names[name] {
+	if _, ok := r.names[name]; ok {
+		if s.Name == "" {
+			return fmt.Errorf("%w: aggregate type %q, event type %q (a second listener of a route needs a Name)",
+				ErrDuplicateListener, s.AggregateType, s.EventType)
+		}
 		return fmt.Errorf("%w: name %q", ErrDuplicateListener, name)
 	}
-	rt := &route{name: name, listener: s.Listener, retry: s.Retry, maxAttempts: s.MaxAttempts,
+	rt := &route{name: name, seq: len(r.names), listener: s.Listener, retry: s.Retry, maxAttempts: s.MaxAttempts,
 		timeout: s.Timeout, retryable: s.Retryable, fallback: s.Fallback}
 	if bl, ok := s.Listener.(BatchListener); ok {
 		rt.batch, rt.batchSize = bl, cmp.Or(s.BatchSize, DefaultBatchSize)
 	}
-	r.routes[k] = rt
-	r.names[name] = true
+	r.routes[k] = append(r.routes[k], rt)
+	r.names[name] = rt
+	r.wild = r.wild || k.aggregateType == AnyType || k.eventType == AnyType
 	return nil
 }
 
-// lookup returns the route of the events of eventType on aggregateType, or false when
-// there is none.
-func (r *registry) lookup(aggregateType, eventType string) (*route, bool) {
-	if aggregateType == "" {
-		aggregateType = GlobalAggregateType
-	}
+// resolve returns where e goes: the subscription its Listener names (a fan-out
+// delivery, or an event whose listener failed for good and was replayed), else the one
+// subscription whose route matches it. When several match, rt is nil and fan lists them
+// in registration order: the event is to be split (dispatcher.fanOut). Both nil: the
+// event is unroutable.
+func (r *registry) resolve(e *Event) (rt *route, fan []*route) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	rt, ok := r.routes[routeKey{aggregateType, eventType}]
-	return rt, ok
+	if e.Listener != "" {
+		return r.names[e.Listener], nil
+	}
+	agg := cmp.Or(e.AggregateType, GlobalAggregateType)
+	exact := r.routes[routeKey{agg, e.Type}]
+	if !r.wild {
+		if len(exact) == 1 {
+			return exact[0], nil
+		}
+		if len(exact) == 0 {
+			return nil, nil
+		}
+		return nil, exact
+	}
+	keys := [...]routeKey{{agg, e.Type}, {agg, AnyType}, {AnyType, e.Type}, {AnyType, AnyType}}
+	n := 0
+	for i, k := range keys {
+		if i > 0 && k == keys[i-1] { // the event's own type or aggregate type is "*"
+			continue
+		}
+		for _, x := range r.routes[k] {
+			n++
+			rt = x
+		}
+	}
+	if n <= 1 {
+		return rt, nil
+	}
+	fan = make([]*route, 0, n)
+	for i, k := range keys {
+		if i > 0 && k == keys[i-1] {
+			continue
+		}
+		fan = append(fan, r.routes[k]...)
+	}
+	slices.SortFunc(fan, func(a, b *route) int { return a.seq - b.seq })
+	fan = slices.CompactFunc(fan, func(a, b *route) bool { return a == b })
+	if len(fan) == 1 { // an event whose own aggregate type is "*" matched a route twice
+		return fan[0], nil
+	}
+	return nil, fan
+}
+
+// lookup returns the one subscription of the route, or false when it has none or
+// several.
+func (r *registry) lookup(aggregateType, eventType string) (*route, bool) {
+	rt, _ := r.resolve(&Event{AggregateType: aggregateType, Type: eventType})
+	return rt, rt != nil
 }
 
 // Lookup returns the listener for the route, or false when there is none.

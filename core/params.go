@@ -38,6 +38,9 @@ func (p InsertParams) Validate() error {
 		if k := p.Events[i].OrderKey; len(k) > MaxOrderKeyLen || k != "" && !validText(k) {
 			return invalidParams("insert", "event %d: OrderKey is longer than MaxOrderKeyLen (%d) or not valid text", i, MaxOrderKeyLen)
 		}
+		if l := p.Events[i].Listener; len(l) > MaxListenerLen || l != "" && !validText(l) {
+			return invalidParams("insert", "event %d: Listener is longer than MaxListenerLen (%d) or not valid text", i, MaxListenerLen)
+		}
 		if tok := p.Events[i].LockedBy; tok != "" {
 			if err := validToken("insert", tok); err != nil {
 				return err
@@ -160,7 +163,30 @@ func (p MarkDeadParams) Validate() error {
 	if p.DeadAt.IsZero() {
 		return invalidParams("mark dead", "DeadAt is zero")
 	}
+	if len(p.Listener) > MaxListenerLen || !validText(p.Listener) {
+		return invalidParams("mark dead", "Listener is longer than MaxListenerLen (%d) or not valid text", MaxListenerLen)
+	}
 	return validToken("mark dead", p.Token)
+}
+
+// Validate reports whether p can be passed to [FanOutStore.FanOut] (see the fields); the
+// error matches [ErrInvalidArgument].
+func (p FanOutParams) Validate() error {
+	if err := (MarkDoneParams{IDs: []string{p.ID}, Token: p.Token, DoneAt: p.DoneAt}).Validate(); err != nil {
+		return err
+	}
+	if len(p.Deliveries) == 0 {
+		return invalidParams("fan out", "no deliveries")
+	}
+	for i := range p.Deliveries {
+		if p.Deliveries[i].Listener == "" {
+			return invalidParams("fan out", "delivery %d has no Listener", i)
+		}
+		if p.Deliveries[i].ID == p.ID {
+			return invalidParams("fan out", "delivery %d has the event's own ID", i)
+		}
+	}
+	return InsertParams{Events: p.Deliveries, ClaimTTL: p.ClaimTTL}.Validate()
 }
 
 // Validate reports whether p can be passed to [Store.Pending] (see the fields); the error
@@ -184,7 +210,7 @@ func (f DeadFilter) Validate() error {
 	for _, c := range [...]struct {
 		name, value string
 		limit       int
-	}{{"EventType", f.EventType, MaxTypeLen}, {"AggregateType", f.AggregateType, MaxAggregateTypeLen}} {
+	}{{"EventType", f.EventType, MaxTypeLen}, {"AggregateType", f.AggregateType, MaxAggregateTypeLen}, {"Listener", f.Listener, MaxListenerLen}} {
 		if len(c.value) > c.limit {
 			return invalidParams("dead filter", "%s is %d bytes, limit %d", c.name, len(c.value), c.limit)
 		}

@@ -10,7 +10,7 @@ import (
 
 // rawRow holds one row of selectColumns as the driver returned it. Scanning into `any`
 // never fails, so a corrupt value is found while decoding, row by row.
-type rawRow [18]any
+type rawRow [19]any
 
 // lockedByColumn is locked_by's index in selectColumns and a rawRow.
 const lockedByColumn = 13
@@ -64,6 +64,7 @@ func (r *rawRow) decode(d *dialect, mode decodeMode) (Event, error) {
 	text(9, "last_error", &e.LastError, true)
 	text(13, "locked_by", &e.LockedBy, true)
 	text(15, "order_key", &e.OrderKey, true)
+	text(18, "listener", &e.Listener, true)
 	if err != nil {
 		return Event{}, err
 	}

@@ -571,6 +571,73 @@ func (s *sqlStore) MarkDone(ctx context.Context, p MarkDoneParams) (int64, error
 	return n, nil
 }
 
+// FanOut implements [FanOutStore.FanOut]: the event's outcome statement first, so that
+// a second split of the same event waits for the first's row lock and then changes
+// nothing, then the deliveries' INSERT, in one transaction (READ COMMITTED on MySQL),
+// under QueryTimeout. A lock conflict rolls it back and it is retried, as claims are.
+func (s *sqlStore) FanOut(ctx context.Context, p FanOutParams) (FanOutResult, error) {
+	if err := p.Validate(); err != nil {
+		return FanOutResult{}, fmt.Errorf("fan out: %w", err)
+	}
+	qs, err := s.d.markDoneQueries(s.table, MarkDoneParams{IDs: []string{p.ID}, Token: p.Token, DoneAt: p.DoneAt, Delete: p.Delete})
+	if err != nil {
+		return FanOutResult{}, fmt.Errorf("fan out: %w", err)
+	}
+	for attempt := 1; ; attempt++ {
+		res, err := s.fanOutOnce(ctx, qs[0], p)
+		if err == nil || attempt == claimAttempts || !isLockConflict(err) || ctx.Err() != nil {
+			if err != nil {
+				return FanOutResult{}, fmt.Errorf("fan out %s: %w", p.ID, err)
+			}
+			return res, nil
+		}
+		if serr := sleepCtx(ctx, time.Duration(attempt)*10*time.Millisecond); serr != nil {
+			return FanOutResult{}, fmt.Errorf("fan out %s: %w", p.ID, errors.Join(err, serr))
+		}
+	}
+}
+
+// fanOutOnce runs one FanOut transaction.
+func (s *sqlStore) fanOutOnce(ctx context.Context, mark query, p FanOutParams) (res FanOutResult, err error) {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	var tx interface {
+		Executor
+		Commit() error
+		Rollback() error
+	}
+	if s.d.claimInTx {
+		tx, err = s.beginReadCommitted(ctx)
+	} else {
+		tx, err = s.db.BeginTx(ctx, nil)
+	}
+	if err != nil {
+		return FanOutResult{}, err
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			err = errors.Join(err, ignoreDone(tx.Rollback()))
+		}
+	}()
+	r, err := tx.ExecContext(ctx, mark.SQL, mark.Args...)
+	if err != nil {
+		return FanOutResult{}, err
+	}
+	if n, err := r.RowsAffected(); err != nil || n == 0 {
+		return FanOutResult{}, err // fenced out, or finished already: nothing written
+	}
+	ir, err := s.Insert(ctx, tx, InsertParams{Events: p.Deliveries, ClaimTTL: p.ClaimTTL})
+	if err != nil {
+		return FanOutResult{}, err
+	}
+	if err := tx.Commit(); err != nil {
+		return FanOutResult{}, err
+	}
+	committed = true
+	return FanOutResult{Done: true, Existing: ir.Existing}, nil
+}
+
 // releaseClaims implements claimReleaser (see dispatcher.releaseClaims).
 func (s *sqlStore) releaseClaims(ctx context.Context, ids, tokens []string) (int64, error) {
 	if len(ids) != len(tokens) {

@@ -120,6 +120,43 @@ type DiscardStore interface {
 	Discard(ctx context.Context, ids []string, at time.Time) (int64, error)
 }
 
+// FanOutStore is implemented by a [Store] that can split an event into one delivery
+// row per listener (fan-out, docs/listeners.md). Without it an event with several
+// listeners is DEAD with an error matching errors.ErrUnsupported.
+type FanOutStore interface {
+	// FanOut marks p.ID DONE (or deletes it, p.Delete), fenced as MarkDone, and inserts
+	// p.Deliveries as Insert does (rows whose ID exists are skipped and reported), in one
+	// transaction: either the event changed and every delivery is a row, or, when the
+	// fence kept the event, nothing changed (Done false).
+	FanOut(ctx context.Context, p FanOutParams) (FanOutResult, error)
+}
+
+// FanOutParams are the inputs of [FanOutStore.FanOut].
+type FanOutParams struct {
+	// ID is the event being split.
+	ID string
+	// Token, when set, fences the event by claim; see [MarkDoneParams.Token].
+	Token string
+	// DoneAt is stored as the event's done_at.
+	DoneAt time.Time
+	// Delete deletes the event instead of marking it DONE ([Config.DeleteDone]).
+	Delete bool
+	// Deliveries are the rows to insert, one per listener, each with Listener set;
+	// inserted as by [Store.Insert] (ordered ones numbered in their keys, those with
+	// LockedBy claimed for ClaimTTL).
+	Deliveries []Event
+	ClaimTTL   time.Duration
+}
+
+// FanOutResult is what [FanOutStore.FanOut] did.
+type FanOutResult struct {
+	// Done reports that the event changed and the deliveries were inserted.
+	Done bool
+	// Existing are the deliveries that were rows already (an earlier split that was
+	// interrupted before its outcome was known), in order.
+	Existing []string
+}
+
 // StatsStore is implemented by a [Store] that can count rows per status, for [DeadEvents.Stats] and
 // the metrics that read it. Without it Stats returns an error matching
 // errors.ErrUnsupported.
@@ -198,6 +235,9 @@ type MarkDeadParams struct {
 	// Fallback makes the row FALLBACK instead of DEAD: the listener's fallback handled
 	// the event ([Subscription.Fallback]).
 	Fallback bool
+	// Listener, when set, is stored as the row's listener: the subscription that failed
+	// (a replay then re-runs it alone). At most MaxListenerLen bytes.
+	Listener string
 }
 
 // PendingParams are the inputs of [Store.Pending].
@@ -261,6 +301,7 @@ func (e RowError) Unwrap() error { return e.Err }
 type DeadFilter struct {
 	EventType     string
 	AggregateType string
+	Listener      string // the subscription whose delivery failed (Event.Listener)
 }
 
 // Cursor is a keyset position in the (created_at, event_id) order.

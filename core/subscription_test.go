@@ -31,7 +31,8 @@ func TestSubscribeRejects(t *testing.T) {
 		{"Timeout -2ns", outbox.Subscription{EventType: "T", Listener: l, Timeout: -2}, "Subscription.Timeout"},
 		{"BatchSize -1", outbox.Subscription{EventType: "T", Listener: l, BatchSize: -1}, "Subscription.BatchSize"},
 		{"name not text", outbox.Subscription{Name: "a\x00b", EventType: "T", Listener: l}, "Subscription.Name"},
-		{"route taken", outbox.Subscription{Name: "other", AggregateType: "A", EventType: "T", Listener: l}, ""},
+		{"name too long", outbox.Subscription{Name: strings.Repeat("n", outbox.MaxListenerLen+1), EventType: "T", Listener: l}, "Subscription.Name"},
+		{"route taken, default name taken", outbox.Subscription{AggregateType: "A", EventType: "W", Listener: l}, "-"},
 		{"name taken", outbox.Subscription{Name: "taken", AggregateType: "B", EventType: "T", Listener: l}, ""},
 		{"default name taken", outbox.Subscription{Name: "A/U", EventType: "V", Listener: l}, "-"},
 	}
@@ -43,8 +44,19 @@ func TestSubscribeRejects(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", tt.name, err)
 			}
-			if err := reg.Subscribe(outbox.Subscription{AggregateType: "A", EventType: "U", Listener: l}); !errors.Is(err, outbox.ErrDuplicateListener) {
-				t.Errorf("%s: default name A/U after a listener named A/U: %v, want ErrDuplicateListener", tt.name, err)
+			// The same route again: fan-out, but only under another name.
+			s := tt.s
+			s.Name = ""
+			if s.AggregateType == "" {
+				s.EventType = "U" // the default name A/U is taken
+				s.AggregateType = "A"
+			}
+			if err := reg.Subscribe(s); !errors.Is(err, outbox.ErrDuplicateListener) {
+				t.Errorf("%s: default name taken: %v, want ErrDuplicateListener", tt.name, err)
+			}
+			s.Name = tt.name + " again"
+			if err := reg.Subscribe(s); err != nil {
+				t.Errorf("%s: a second listener of the route, named: %v", tt.name, err)
 			}
 		case tt.field == "":
 			if !errors.Is(err, outbox.ErrDuplicateListener) {

@@ -80,23 +80,32 @@ func (s *MemoryStore) dbNow() time.Time { return canonical(s.clock()) }
 // InsertResult.Existing. It returns an error, and inserts nothing, when the params are
 // invalid, an event has no ID or an ID is used twice.
 func (s *MemoryStore) Insert(ctx context.Context, _ outbox.Executor, p outbox.InsertParams) (outbox.InsertResult, error) {
-	var res outbox.InsertResult
 	if err := check(ctx, p.Validate()); err != nil {
-		return res, err
+		return outbox.InsertResult{}, err
 	}
-	events := p.Events
+	rows, err := newRows(p.Events)
+	if err != nil {
+		return outbox.InsertResult{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.insertLocked(p.Events, rows, p.ClaimTTL), nil
+}
+
+// newRows makes the rows of an insert of events.
+func newRows(events []outbox.Event) ([]*memRow, error) {
 	now := time.Now()
 	rows := make([]*memRow, len(events))
 	seen := make(map[string]struct{}, len(events))
 	for i, e := range events {
 		if e.ID == "" {
-			return res, fmt.Errorf("%w: insert: event %d has no ID", outbox.ErrInvalidArgument, i)
+			return nil, fmt.Errorf("%w: insert: event %d has no ID", outbox.ErrInvalidArgument, i)
 		}
 		if _, dup := seen[e.ID]; dup {
-			return res, fmt.Errorf("insert: event ID %q is used twice", e.ID)
+			return nil, fmt.Errorf("insert: event ID %q is used twice", e.ID)
 		}
 		seen[e.ID] = struct{}{}
-		e.Status, e.Attempts, e.LastError, e.DoneAt = outbox.StatusNew, 0, "", time.Time{}
+		e.Status, e.Attempts, e.LastError, e.DoneAt, e.FirstAttemptAt = outbox.StatusNew, 0, "", time.Time{}, time.Time{}
 		if e.CreatedAt.IsZero() {
 			e.CreatedAt = now
 		}
@@ -105,8 +114,13 @@ func (s *MemoryStore) Insert(ctx context.Context, _ outbox.Executor, p outbox.In
 		}
 		rows[i] = &memRow{ev: normalize(e)}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	return rows, nil
+}
+
+// insertLocked stores rows, made from events by newRows; the caller holds mu.
+func (s *MemoryStore) insertLocked(events []outbox.Event, rows []*memRow, claimTTL time.Duration) outbox.InsertResult {
+	var res outbox.InsertResult
+	now := time.Now()
 	existed := map[int]bool{}
 	for i, r := range rows {
 		if _, ok := s.rows[r.ev.ID]; ok {
@@ -114,7 +128,7 @@ func (s *MemoryStore) Insert(ctx context.Context, _ outbox.Executor, p outbox.In
 			res.Existing = append(res.Existing, r.ev.ID)
 		}
 	}
-	until := s.dbNow().Add(p.ClaimTTL)
+	until := s.dbNow().Add(claimTTL)
 	open := map[string]bool{} // keys with an event that is not DONE
 	for _, r := range s.rows {
 		if r.ev.OrderKey != "" && holdsKey(r.ev.Status) {
@@ -151,7 +165,29 @@ func (s *MemoryStore) Insert(ctx context.Context, _ outbox.Executor, p outbox.In
 		}
 		s.rows[r.ev.ID] = r
 	}
-	return res, nil
+	return res
+}
+
+// FanOut implements [outbox.FanOutStore.FanOut]: under the store's lock, the event is
+// marked DONE (or deleted) as MarkDone would, and the deliveries inserted as Insert
+// would, or, when the fence keeps the event, nothing changes.
+func (s *MemoryStore) FanOut(ctx context.Context, p outbox.FanOutParams) (outbox.FanOutResult, error) {
+	if err := check(ctx, p.Validate()); err != nil {
+		return outbox.FanOutResult{}, err
+	}
+	rows, err := newRows(p.Deliveries)
+	if err != nil {
+		return outbox.FanOutResult{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.rows[p.ID]
+	if !ok || fenced(r, p.Token) {
+		return outbox.FanOutResult{}, nil
+	}
+	s.markDone(r, canonical(p.DoneAt), p.Delete)
+	res := s.insertLocked(p.Deliveries, rows, p.ClaimTTL)
+	return outbox.FanOutResult{Done: true, Existing: res.Existing}, nil
 }
 
 // Promote implements [outbox.OrderStore.Promote].
@@ -369,6 +405,9 @@ func (s *MemoryStore) MarkDead(ctx context.Context, p outbox.MarkDeadParams) (in
 		return 0, nil
 	}
 	r.ev.Status, r.ev.LastError, r.ev.DoneAt = outbox.StatusDead, truncateLastError(p.Reason), canonical(p.DeadAt)
+	if p.Listener != "" {
+		r.ev.Listener = p.Listener
+	}
 	if p.Fallback {
 		r.ev.Status = outbox.StatusFallback
 	}
@@ -707,7 +746,8 @@ func check(ctx context.Context, err error) error {
 func matchDead(e *outbox.Event, f outbox.DeadFilter) bool {
 	return e.Status == outbox.StatusDead &&
 		(f.EventType == "" || e.Type == f.EventType) &&
-		(f.AggregateType == "" || e.AggregateType == f.AggregateType)
+		(f.AggregateType == "" || e.AggregateType == f.AggregateType) &&
+		(f.Listener == "" || e.Listener == f.Listener)
 }
 
 func keyAfter(e *outbox.Event, c outbox.Cursor) bool {

@@ -104,6 +104,8 @@ func Run(t *testing.T, f Features, newHarness func(t *testing.T) Harness) {
 		{name: "MarkDead", fn: testMarkDead},
 		{name: "Fallback", fn: testFallback},
 		{name: "Discard", fn: testDiscard},
+		{name: "FanOut", fn: testFanOut},
+		{name: "FanOutOrdered", fn: testFanOutOrdered},
 		{name: "LastErrorTruncated", fn: testLastErrorTruncated},
 		{name: "PendingDueAndOrder", fn: testPendingDueAndOrder},
 		{name: "PendingLimit", fn: testPendingLimit},

@@ -1,0 +1,2 @@
+-- Drops the listener column.
+ALTER TABLE "outbox_event" DROP COLUMN listener;

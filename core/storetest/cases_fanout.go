@@ -1,0 +1,122 @@
+package storetest
+
+import (
+	"time"
+
+	outbox "github.com/outboxkit/outbox/core"
+)
+
+// fanOut returns the store as an outbox.FanOutStore, or skips the test.
+func (x *fixture) fanOut() outbox.FanOutStore {
+	fs, ok := x.h.Store.(outbox.FanOutStore)
+	if !ok {
+		x.Skipf("%T does not implement outbox.FanOutStore", x.h.Store)
+	}
+	return fs
+}
+
+// delivery returns the delivery of event e to listener, as the dispatcher makes it.
+func delivery(e outbox.Event, listener string) outbox.Event {
+	e.ID, e.Listener = outbox.DeliveryID(e.ID, listener), listener
+	return e
+}
+
+// testFanOut: FanOut marks the event DONE and inserts its deliveries, with their
+// listener, as one change; a second split of the same event changes nothing; a split
+// fenced out by a claim changes nothing either; deliveries that exist are skipped and
+// reported. MarkDead stores the failing listener, and the dead filters and replay
+// select by it.
+func testFanOut(x *fixture) {
+	fs := x.fanOut()
+	e := ev("e1", base)
+	x.insert(e)
+	p := outbox.FanOutParams{ID: "e1", DoneAt: at(time.Second), Deliveries: []outbox.Event{delivery(e, "broker"), delivery(e, "mail")}}
+	res, err := fs.FanOut(x.ctx, p)
+	if err != nil || !res.Done || len(res.Existing) != 0 {
+		x.Fatalf("FanOut = %+v, %v; want done, nothing existing", res, err)
+	}
+	stored := x.wantStatus("e1", outbox.StatusDone)
+	for _, name := range []string{"broker", "mail"} {
+		d := x.wantStatus(outbox.DeliveryID("e1", name), outbox.StatusNew)
+		if d.Listener != name || d.Type != e.Type || string(d.Payload) != string(stored.Payload) {
+			x.Fatalf("delivery for %s: %+v", name, d)
+		}
+	}
+	// Again: the event is DONE, nothing changes.
+	p.Deliveries = []outbox.Event{delivery(e, "broker"), delivery(e, "mail"), delivery(e, "late")}
+	if res, err := fs.FanOut(x.ctx, p); err != nil || res.Done {
+		x.Fatalf("second FanOut = %+v, %v; want nothing done", res, err)
+	}
+	x.notFound(outbox.DeliveryID("e1", "late"))
+
+	// A delivery that exists is skipped and reported, the others inserted.
+	e2 := ev("e2", base)
+	x.insert(e2, delivery(e2, "broker"))
+	res, err = fs.FanOut(x.ctx, outbox.FanOutParams{ID: "e2", DoneAt: at(time.Second),
+		Deliveries: []outbox.Event{delivery(e2, "broker"), delivery(e2, "mail")}})
+	if err != nil || !res.Done || len(res.Existing) != 1 || res.Existing[0] != outbox.DeliveryID("e2", "broker") {
+		x.Fatalf("FanOut with one delivery stored = %+v, %v", res, err)
+	}
+	x.wantStatus(outbox.DeliveryID("e2", "mail"), outbox.StatusNew)
+
+	// A claim fences the split.
+	if _, ok := x.h.Store.(outbox.ClaimStore); ok {
+		e3 := ev("e3", base)
+		e3.LockedBy = "node-a/1"
+		if _, err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: []outbox.Event{e3}, ClaimTTL: time.Hour}); err != nil {
+			x.Fatal(err)
+		}
+		res, err := fs.FanOut(x.ctx, outbox.FanOutParams{ID: "e3", Token: "node-b/1", DoneAt: at(time.Second),
+			Deliveries: []outbox.Event{delivery(e3, "broker")}, ClaimTTL: time.Hour})
+		if err != nil || res.Done {
+			x.Fatalf("FanOut under another claim = %+v, %v; want nothing done", res, err)
+		}
+		x.wantStatus("e3", outbox.StatusNew)
+		x.notFound(outbox.DeliveryID("e3", "broker"))
+		res, err = fs.FanOut(x.ctx, outbox.FanOutParams{ID: "e3", Token: "node-a/1", DoneAt: at(time.Second),
+			Deliveries: []outbox.Event{delivery(e3, "broker")}, ClaimTTL: time.Hour})
+		if err != nil || !res.Done {
+			x.Fatalf("FanOut under its claim = %+v, %v", res, err)
+		}
+	}
+
+	// The failing listener is stored by MarkDead; dead events are selected by it.
+	mail := outbox.DeliveryID("e1", "mail")
+	n, err := x.store().MarkDead(x.ctx, outbox.MarkDeadParams{ID: mail, DeadAt: at(time.Minute), Reason: "smtp down", CountAttempt: true, Listener: "mail"})
+	x.changed("MarkDead of a delivery", n, err, 1)
+	x.insert(ev("plain", base))
+	n, err = x.store().MarkDead(x.ctx, outbox.MarkDeadParams{ID: "plain", DeadAt: at(time.Minute), Reason: "bad", Listener: "orders"})
+	x.changed("MarkDead naming its listener", n, err, 1)
+	if got := x.get("plain"); got.Listener != "orders" {
+		x.Fatalf("plain: listener %q after MarkDead, want orders", got.Listener)
+	}
+	x.wantIDs("dead of mail", x.listDead(outbox.ListDeadParams{DeadFilter: outbox.DeadFilter{Listener: "mail"}, Limit: 10}), mail)
+	if c, err := x.dead().CountDead(x.ctx, outbox.DeadFilter{Listener: "orders"}); err != nil || c != 1 {
+		x.Fatalf("CountDead of orders = %d, %v; want 1", c, err)
+	}
+	n, err = x.dead().Replay(x.ctx, outbox.ReplayParams{DeadFilter: outbox.DeadFilter{Listener: "mail"}, Limit: 10, Now: at(time.Hour)})
+	x.changed("Replay of mail", n, err, 1)
+	if got := x.wantStatus(mail, outbox.StatusNew); got.Listener != "mail" {
+		x.Fatalf("replayed delivery lost its listener: %q", got.Listener)
+	}
+	x.wantStatus("plain", outbox.StatusDead)
+}
+
+// testFanOutOrdered: the deliveries of an ordered event are numbered in their own keys.
+func testFanOutOrdered(x *fixture) {
+	x.orders()
+	fs := x.fanOut()
+	e := ordered("o1", "K", base)
+	x.insert(e)
+	x.promote(outbox.PromoteParams{Keys: []string{"K"}, DeadBlocks: true}, ifWait(x.headsWait("o1"), 1))
+	a := delivery(e, "a")
+	a.OrderKey = "K/a"
+	res, err := fs.FanOut(x.ctx, outbox.FanOutParams{ID: "o1", DoneAt: at(time.Second), Deliveries: []outbox.Event{a}})
+	if err != nil || !res.Done {
+		x.Fatalf("FanOut = %+v, %v", res, err)
+	}
+	got := x.get(a.ID)
+	if got.OrderKey != "K/a" || got.OrderSeq == 0 || got.Status != outbox.StatusNew && got.Status != outbox.StatusWaiting {
+		x.Fatalf("ordered delivery: key %q seq %d status %s", got.OrderKey, got.OrderSeq, got.Status)
+	}
+}
