@@ -36,7 +36,7 @@ const (
 	MaxAggregateIDLen   = 128
 	MaxTenantIDLen      = 64
 	MaxOrderKeyLen      = 255
-	MaxListenerLen      = 255 // Subscription.Name, Event.Listener
+	MaxListenerLen      = 255  // Subscription.Name, Event.Listener
 	MaxClaimTokenLen    = 128  // Event.LockedBy, ClaimParams.Token
 	MaxLastErrorLen     = 4000 // Event.LastError
 )

@@ -194,8 +194,7 @@ type dispatcher struct {
 	// orders moves a key on once one of its ordered events is finished; nil when the
 	// store keeps no order.
 	orders *orderer
-	// hot is the hot path's writer hook, which fan-out deliveries take too; nil without
-	// one.
+	// hot is the hot path's writer hook (see hotPath), which fan-out deliveries take too.
 	hot *hotPath
 }
 
@@ -228,6 +227,10 @@ func newDispatcher(store Store, reg *registry, cfg dispatcherConfig) (*dispatche
 		q:      newQueues(cfg.HotQueueSize, cfg.ColdQueueSize, cfg.Workers, cfg.Metrics, cfg.Now),
 	}
 	d.returns.wake = make(chan struct{}, 1)
+	d.hot = &hotPath{q: d.q, claims: cfg.ClaimTTL > 0, now: cfg.Now, metrics: cfg.Metrics, log: d.log}
+	if claims != nil {
+		d.hot.returnClaims = d.returnClaims
+	}
 	return d, nil
 }
 
@@ -370,14 +373,7 @@ type claimReleaser interface {
 }
 
 // hotPath returns the writer hook that feeds this dispatcher's hot queue.
-func (d *dispatcher) hotPath() *hotPath {
-	h := &hotPath{q: d.q, claims: d.cfg.ClaimTTL > 0, now: d.cfg.Now, metrics: d.cfg.Metrics, log: d.log}
-	if d.claims != nil {
-		h.returnClaims = d.returnClaims
-	}
-	d.hot = h
-	return h
-}
+func (d *dispatcher) hotPath() *hotPath { return d.hot }
 
 // claimStoreOf returns store's claims when claimTTL asks for them, or a [*ConfigError]
 // when the store cannot claim.

@@ -30,7 +30,22 @@ func (d *dispatcher) work(r startstop.Run, acks chan<- doneAck) {
 		}
 		rt, fan := d.reg.resolve(&it.ev) // both nil: unroutable
 		if fan != nil {
-			d.fanOut(r.Ctx, it, fan)
+			// Events to split: those queued behind this one too, taken without
+			// waiting, split in one transaction; the first other one is delivered next.
+			items := []fanOutItem{{it, fan}}
+			for len(items) < maxFanOutBatch && r.Ctx.Err() == nil {
+				next, ok := d.q.tryNext(turn)
+				if !ok {
+					break
+				}
+				if _, nfan := d.reg.resolve(&next.ev); nfan == nil {
+					carry, carried = next, true
+					break
+				} else {
+					items = append(items, fanOutItem{next, nfan})
+				}
+			}
+			d.fanOut(r.Ctx, items)
 			continue
 		}
 		if rt == nil || rt.batch == nil || r.Ctx.Err() != nil {
@@ -384,6 +399,12 @@ func (d *dispatcher) retryable(rt *route, err error) (ok bool) {
 func (d *dispatcher) finishOutcome(runCtx context.Context, e *Event, dec decision) bool {
 	now, written := d.writeOutcome(runCtx, e, dec)
 	d.q.release(e.ID, now, written, e.AvailableAt)
+	if written && (dec.kind == outcomeRetry || dec.kind == outcomeDeferred) {
+		// The poller reads it when it falls due, not at its next tick; told after the
+		// release, or a poll at a due time very near would find it still in flight and
+		// skip it.
+		d.q.noteDue(dec.at)
+	}
 	if written && d.orders != nil && e.OrderKey != "" &&
 		(dec.kind == outcomeDone || dec.kind == outcomeFallback || dec.kind == outcomeDead && !d.orders.deadBlocks) {
 		pctx, pcancel := d.statusContext(runCtx) // the key's next event, now that this one is finished
@@ -430,9 +451,6 @@ func (d *dispatcher) writeOutcome(runCtx context.Context, e *Event, dec decision
 		})
 	}
 	returned := d.cfg.Now()
-	if err == nil && n > 0 && (dec.kind == outcomeRetry || dec.kind == outcomeDeferred) {
-		d.q.noteDue(dec.at) // the poller reads it then, not at its next tick
-	}
 	if err != nil {
 		d.log.LogAttrs(runCtx, slog.LevelError, "status update failed; event left for the poller",
 			slog.String("event_id", e.ID), slog.String("op", op), slog.String("error", fmt.Errorf("%s: %w", op, err).Error()))

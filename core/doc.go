@@ -34,8 +34,8 @@
 // queue, a crash, retries, replays) and feeds a second queue (the cold path). It polls
 // every PollInterval, backing off to PollMaxInterval while it finds nothing, and at once
 // when the hot path drops events, a retry this process scheduled falls due, a replay, or
-// a [Notifier] wakes it. Workers take two hot events for every cold one, run the [Listener] registered
-// for the event's (aggregate type, event type) under ListenerTimeout, and write the
+// a [Notifier] wakes it. Workers take two hot events for every cold one, run the [Listener] subscribed
+// to the event's (aggregate type, event type) under ListenerTimeout, and write the
 // outcome (see [Listener] for the table): DONE, back to NEW (deferred), RETRY with
 // backoff ([RetryPolicy]) or DEAD. An event is queued at most once until its outcome is
 // written, and after that a copy read before the outcome (by a poll still enqueueing, or
@@ -45,6 +45,11 @@
 // undelivered in the table. Delivery is at least once: listeners deduplicate by
 // [Event.ID]. Old DONE and DEAD rows are purged, and [DeadEvents] lists and replays DEAD
 // ones.
+//
+// An event whose route matches several subscriptions (fan-out; [AnyType] routes match
+// every type) is split when a worker takes it: one transaction makes it DONE and inserts
+// one delivery row per subscription ([DeliveryID], [Event.Listener]), and each delivery
+// then has its own attempts, retries, DEAD state and replay (docs/listeners.md).
 //
 // # Several nodes
 //

@@ -20,8 +20,8 @@ var (
 	// ErrFinished is returned by a discard of an event that is DONE, FALLBACK or
 	// DISCARDED already.
 	ErrFinished = errors.New("outbox: event is finished")
-	// ErrDuplicateListener is returned when a listener is already registered for the same
-	// (aggregate type, event type).
+	// ErrDuplicateListener is returned when a listener is already registered under the
+	// same name (by default "AggregateType/EventType").
 	ErrDuplicateListener = errors.New("outbox: listener already registered")
 	// ErrUnrecoverable marks a listener error that must not be retried: an error that wraps
 	// it moves the event to DEAD at once.

@@ -73,83 +73,123 @@ func cutText(s string, n int) string {
 	return s[:n]
 }
 
-// fanOut splits it's event into one delivery per subscription of fan (see above), then
-// hands the deliveries that are due to the hot path.
-func (d *dispatcher) fanOut(runCtx context.Context, it dispatchItem, fan []*route) {
-	e := it.ev
-	if runCtx.Err() != nil { // hard stop: leave the row pending
-		d.q.release(e.ID, d.cfg.Now(), false, time.Time{})
+// maxFanOutBatch bounds the events one split transaction takes.
+const maxFanOutBatch = 100
+
+// fanOutItem is an event to split and the subscriptions it goes to.
+type fanOutItem struct {
+	it  dispatchItem
+	fan []*route
+}
+
+// fanOut splits items' events into one delivery per subscription (see above), in one
+// transaction, then hands the deliveries that are due to the hot path.
+func (d *dispatcher) fanOut(runCtx context.Context, items []fanOutItem) {
+	now := d.cfg.Now()
+	if runCtx.Err() != nil { // hard stop: leave the rows pending
+		for _, x := range items {
+			d.q.release(x.it.ev.ID, now, false, time.Time{})
+		}
 		return
 	}
 	fs, ok := d.store.(FanOutStore)
 	if !ok {
-		err := fmt.Errorf("%w: event %s has %d listeners and %T cannot split it (FanOutStore)",
-			errors.ErrUnsupported, e.ID, len(fan), d.store)
-		dec := decision{kind: outcomeDead, reason: err.Error(), err: err}
-		d.finishOutcome(runCtx, &e, dec)
-		d.settled(runCtx, &e, it.path, dec, 0, 0)
-		return
-	}
-	if left, short := d.claimTooShort(e, nil); short && !d.renewClaim(runCtx, &e, left, it.path) {
-		d.q.release(e.ID, d.cfg.Now(), false, time.Time{})
+		for _, x := range items {
+			e := x.it.ev
+			err := fmt.Errorf("%w: event %s has %d listeners and %T cannot split it (FanOutStore)",
+				errors.ErrUnsupported, e.ID, len(x.fan), d.store)
+			dec := decision{kind: outcomeDead, reason: err.Error(), err: err}
+			d.finishOutcome(runCtx, &e, dec)
+			d.settled(runCtx, &e, x.it.path, dec, 0, 0)
+		}
 		return
 	}
 	start := d.cfg.Now()
-	deliveries := make([]Event, len(fan))
-	for i, rt := range fan {
-		c := e
-		c.ID, c.Listener = DeliveryID(e.ID, rt.name), rt.name
-		c.Status, c.Attempts, c.LastError, c.DoneAt, c.FirstAttemptAt, c.OrderSeq = StatusNew, 0, "", time.Time{}, time.Time{}, 0
-		c.LockedUntil = time.Time{}
-		if e.OrderKey != "" {
-			c.OrderKey = deliveryKey(e.OrderKey, rt.name)
+	p := FanOutParams{DoneAt: start, Delete: d.cfg.DeleteDone, ClaimTTL: d.cfg.ClaimTTL}
+	byID := make(map[string]*Event, len(items))
+	for _, x := range items {
+		e := x.it.ev
+		if left, short := d.claimTooShort(e, nil); short && !d.renewClaim(runCtx, &e, left, x.it.path) {
+			d.q.release(e.ID, d.cfg.Now(), false, time.Time{})
+			continue
 		}
-		if e.LockedBy != "" {
-			c.LockedUntil = start.Add(d.cfg.ClaimTTL) // the database starts the claim later: conservative
+		fe := FanOutEvent{ID: e.ID, Token: e.LockedBy, Deliveries: make([]Event, len(x.fan))}
+		for i, rt := range x.fan {
+			c := e
+			c.ID, c.Listener = DeliveryID(e.ID, rt.name), rt.name
+			c.Status, c.Attempts, c.LastError, c.DoneAt, c.FirstAttemptAt, c.OrderSeq = StatusNew, 0, "", time.Time{}, time.Time{}, 0
+			c.LockedUntil = time.Time{}
+			if e.OrderKey != "" {
+				c.OrderKey = deliveryKey(e.OrderKey, rt.name)
+			}
+			if e.LockedBy != "" {
+				c.LockedUntil = start.Add(d.cfg.ClaimTTL) // the database starts the claim later: conservative
+			}
+			fe.Deliveries[i] = c
 		}
-		deliveries[i] = c
+		byID[e.ID] = &x.it.ev
+		p.Events = append(p.Events, fe)
+	}
+	if len(p.Events) == 0 {
+		return
 	}
 	// Until the deliveries are handed over, a copy a poll reads and a worker finishes
 	// first leaves a tombstone that refuses the hot copy (see queues.beginRead).
 	_, endRead := d.q.beginRead()
 	defer endRead()
 	ctx, cancel := d.statusContext(runCtx)
-	res, err := fs.FanOut(ctx, FanOutParams{
-		ID: e.ID, Token: e.LockedBy, DoneAt: start, Delete: d.cfg.DeleteDone,
-		Deliveries: deliveries, ClaimTTL: d.cfg.ClaimTTL,
-	})
+	res, err := fs.FanOut(ctx, p)
 	cancel()
-	now := d.cfg.Now()
-	switch {
-	case err != nil:
-		d.log.LogAttrs(runCtx, slog.LevelError, "fan-out failed; event left for the poller",
-			slog.String("event_id", e.ID), slog.Int("listeners", len(fan)), slog.String("error", err.Error()))
-		d.q.release(e.ID, now, false, time.Time{})
-		return
-	case !res.Done && e.LockedBy != "":
-		d.log.LogAttrs(runCtx, slog.LevelWarn, "fan-out changed nothing: the claim was lost "+
-			"(it expired and another node claimed the event) or the event was already finished",
-			slog.String("event_id", e.ID), slog.String("claim", e.LockedBy))
-		d.cfg.Metrics.Claims(ClaimLost, 1)
-		d.q.release(e.ID, now, false, time.Time{})
-		return
-	case !res.Done:
-		d.log.LogAttrs(runCtx, slog.LevelWarn, "fan-out changed nothing; the event was already finished",
-			slog.String("event_id", e.ID))
-		d.q.release(e.ID, now, true, e.AvailableAt)
+	now = d.cfg.Now()
+	if err != nil {
+		d.log.LogAttrs(runCtx, slog.LevelError, "fan-out failed; events left for the poller",
+			slog.Int("events", len(p.Events)), slog.String("error", err.Error()))
+		for _, fe := range p.Events {
+			d.q.release(fe.ID, now, false, time.Time{})
+		}
 		return
 	}
-	d.q.release(e.ID, now, true, e.AvailableAt)
-	d.log.LogAttrs(runCtx, slog.LevelDebug, "event split into one delivery per listener",
-		slog.String("event_id", e.ID), slog.Int("listeners", len(fan)), slog.Int("existing", len(res.Existing)))
+	split := make(map[string]bool, len(res.Split))
+	for _, id := range res.Split {
+		split[id] = true
+	}
+	var keys []string
+	var deliveries []Event
+	for _, fe := range p.Events {
+		e := byID[fe.ID]
+		switch {
+		case split[fe.ID]:
+			d.q.release(fe.ID, now, true, e.AvailableAt)
+			if e.OrderKey != "" {
+				keys = append(keys, e.OrderKey)
+			}
+			deliveries = append(deliveries, fe.Deliveries...)
+		case fe.Token != "":
+			d.log.LogAttrs(runCtx, slog.LevelWarn, "fan-out changed nothing: the claim was lost "+
+				"(it expired and another node claimed the event) or the event was already finished",
+				slog.String("event_id", fe.ID), slog.String("claim", fe.Token))
+			d.cfg.Metrics.Claims(ClaimLost, 1)
+			d.q.release(fe.ID, now, false, time.Time{})
+		default:
+			d.log.LogAttrs(runCtx, slog.LevelWarn, "fan-out changed nothing; the event was already finished",
+				slog.String("event_id", fe.ID))
+			d.q.release(fe.ID, now, true, e.AvailableAt)
+		}
+	}
+	d.log.LogAttrs(runCtx, slog.LevelDebug, "events split into one delivery per listener",
+		slog.Int("events", len(res.Split)), slog.Int("deliveries", len(deliveries)), slog.Int("existing", len(res.Existing)))
 	pctx, pcancel := d.statusContext(runCtx)
 	defer pcancel()
-	if e.OrderKey != "" && d.orders != nil {
-		d.orders.promote(pctx, []string{e.OrderKey}) // the event's next one, now that it is split
+	if len(keys) > 0 && d.orders != nil {
+		d.orders.promote(pctx, keys) // the events' next ones, now that these are split
 	}
 	if len(res.Existing) > 0 {
 		// Split before: those deliveries may be delivered, or claimed by another node.
-		deliveries = slices.DeleteFunc(deliveries, func(c Event) bool { return slices.Contains(res.Existing, c.ID) })
+		existing := make(map[string]bool, len(res.Existing))
+		for _, id := range res.Existing {
+			existing[id] = true
+		}
+		deliveries = slices.DeleteFunc(deliveries, func(c Event) bool { return existing[c.ID] })
 	}
 	d.handOver(pctx, deliveries)
 }
@@ -162,7 +202,7 @@ func (d *dispatcher) handOver(ctx context.Context, deliveries []Event) {
 	if len(deliveries) == 0 {
 		return
 	}
-	if d.hot == nil || !d.q.hotEnabled() {
+	if !d.q.hotEnabled() {
 		if keys := eventKeys(deliveries); keys != nil && d.orders != nil {
 			d.orders.promote(ctx, keys)
 		}

@@ -3,6 +3,8 @@ package outbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -178,6 +180,43 @@ func TestFanOutSkipsExistingDeliveries(t *testing.T) {
 		synctest.Wait()
 		if a.total() != 0 || c.of(outbox.DeliveryID("e1", "c")) != 1 {
 			t.Errorf("a ran %d times (want 0: its delivery was done), c %d (want 1)", a.total(), c.total())
+		}
+	})
+}
+
+// TestFanOutSplitsQueuedEventsTogether: events to split that are queued behind one are
+// split with it, in one store call, and an event of a single listener queued among them
+// is delivered as it is.
+func TestFanOutSplitsQueuedEventsTogether(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		b := setupDispatcher(t, outbox.DispatcherConfig{Workers: 1})
+		g := newGate()
+		b.listen(t, "Block", g)
+		a, c, single := newDeliveries(nil), newDeliveries(nil), newDeliveries(nil)
+		for _, s := range []outbox.Subscription{
+			{Name: "a", EventType: "Thing", Listener: a}, {Name: "c", EventType: "Thing", Listener: c},
+			{Name: "single", EventType: "Single", Listener: single},
+		} {
+			if err := b.reg.Subscribe(s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b.write(t, newEvent("block", "Block"))
+		synctest.Wait() // the only worker waits in the gate
+		var events []outbox.Event
+		for i := range 5 {
+			events = append(events, newEvent(fmt.Sprint("e", i), "Thing"))
+		}
+		events = append(events, newEvent("s", "Single"), newEvent("e5", "Thing"))
+		b.write(t, events...)
+		g.open()
+		synctest.Wait()
+		if got := b.store.fanOutCalls(); !slices.Equal(got, []int{5, 1}) {
+			t.Errorf("FanOut calls took %v events, want [5 1]: the five queued together, then the one after the single", got)
+		}
+		if a.total() != 6 || c.total() != 6 || single.of("s") != 1 {
+			t.Errorf("calls: a %d, c %d, single %d; want 6, 6, 1", a.total(), c.total(), single.total())
 		}
 	})
 }

@@ -444,15 +444,17 @@ func (o *Outbox) replayed() {
 }
 
 // Register routes events of eventType on aggregateType ("" for GlobalAggregateType) to
-// l. It returns an error wrapping ErrDuplicateListener when the route is taken. Listeners
-// may be registered before or after Start.
+// l, under the name "aggregateType/eventType". It returns an error wrapping
+// ErrDuplicateListener when that name is taken (a second listener of a route needs
+// [Outbox.Subscribe] and a Name). Listeners may be registered before or after Start.
 func (o *Outbox) Register(aggregateType, eventType string, l Listener) error {
 	return o.Subscribe(Subscription{AggregateType: aggregateType, EventType: eventType, Listener: l})
 }
 
 // Subscribe is [Outbox.Register] with a name and a delivery policy of the listener's
-// own. It returns an error wrapping ErrDuplicateListener when the route or the name is
-// taken, and a [*ConfigError] for a bad field.
+// own. Several subscriptions of one route fan its events out (see [Subscription]). It
+// returns an error wrapping ErrDuplicateListener when the name is taken, and a
+// [*ConfigError] for a bad field.
 func (o *Outbox) Subscribe(s Subscription) error {
 	if o.attemptBound > 0 && (s.Timeout == -1 || s.Timeout >= o.attemptBound) {
 		return &ConfigError{Field: "Subscription.Timeout", Reason: fmt.Sprintf(

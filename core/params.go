@@ -172,21 +172,38 @@ func (p MarkDeadParams) Validate() error {
 // Validate reports whether p can be passed to [FanOutStore.FanOut] (see the fields); the
 // error matches [ErrInvalidArgument].
 func (p FanOutParams) Validate() error {
-	if err := (MarkDoneParams{IDs: []string{p.ID}, Token: p.Token, DoneAt: p.DoneAt}).Validate(); err != nil {
-		return err
+	if len(p.Events) == 0 {
+		return invalidParams("fan out", "no events")
 	}
-	if len(p.Deliveries) == 0 {
-		return invalidParams("fan out", "no deliveries")
+	if p.DoneAt.IsZero() {
+		return invalidParams("fan out", "DoneAt is zero")
 	}
-	for i := range p.Deliveries {
-		if p.Deliveries[i].Listener == "" {
-			return invalidParams("fan out", "delivery %d has no Listener", i)
+	seen := make(map[string]bool, len(p.Events))
+	var all []Event
+	for i, e := range p.Events {
+		if !possibleID(e.ID) || seen[e.ID] {
+			return invalidParams("fan out", "event %d: ID %q is empty, not valid text or used twice", i, e.ID)
 		}
-		if p.Deliveries[i].ID == p.ID {
-			return invalidParams("fan out", "delivery %d has the event's own ID", i)
+		seen[e.ID] = true
+		if err := validToken("fan out", e.Token); err != nil {
+			return err
+		}
+		if len(e.Deliveries) == 0 {
+			return invalidParams("fan out", "event %s has no deliveries", e.ID)
+		}
+		for j := range e.Deliveries {
+			if e.Deliveries[j].Listener == "" {
+				return invalidParams("fan out", "event %s: delivery %d has no Listener", e.ID, j)
+			}
+		}
+		all = append(all, e.Deliveries...)
+	}
+	for i := range all {
+		if seen[all[i].ID] {
+			return invalidParams("fan out", "delivery %s has the ID of an event being split", all[i].ID)
 		}
 	}
-	return InsertParams{Events: p.Deliveries, ClaimTTL: p.ClaimTTL}.Validate()
+	return InsertParams{Events: all, ClaimTTL: p.ClaimTTL}.Validate()
 }
 
 // Validate reports whether p can be passed to [Store.Pending] (see the fields); the error

@@ -571,34 +571,40 @@ func (s *sqlStore) MarkDone(ctx context.Context, p MarkDoneParams) (int64, error
 	return n, nil
 }
 
-// FanOut implements [FanOutStore.FanOut]: the event's outcome statement first, so that
-// a second split of the same event waits for the first's row lock and then changes
-// nothing, then the deliveries' INSERT, in one transaction (READ COMMITTED on MySQL),
-// under QueryTimeout. A lock conflict rolls it back and it is retried, as claims are.
+// FanOut implements [FanOutStore.FanOut]: one transaction (READ COMMITTED on MySQL),
+// under QueryTimeout, that runs each event's outcome statement first, in ID order, so
+// that a concurrent split of the same event waits for the row lock and then changes
+// nothing, then one INSERT of the deliveries of the events that changed. A lock conflict
+// rolls it back and it is retried, as claims are.
 func (s *sqlStore) FanOut(ctx context.Context, p FanOutParams) (FanOutResult, error) {
 	if err := p.Validate(); err != nil {
 		return FanOutResult{}, fmt.Errorf("fan out: %w", err)
 	}
-	qs, err := s.d.markDoneQueries(s.table, MarkDoneParams{IDs: []string{p.ID}, Token: p.Token, DoneAt: p.DoneAt, Delete: p.Delete})
-	if err != nil {
-		return FanOutResult{}, fmt.Errorf("fan out: %w", err)
+	events := slices.SortedFunc(slices.Values(p.Events), func(a, b FanOutEvent) int { return strings.Compare(a.ID, b.ID) })
+	marks := make([]query, len(events))
+	for i, e := range events {
+		qs, err := s.d.markDoneQueries(s.table, MarkDoneParams{IDs: []string{e.ID}, Token: e.Token, DoneAt: p.DoneAt, Delete: p.Delete})
+		if err != nil {
+			return FanOutResult{}, fmt.Errorf("fan out: %w", err)
+		}
+		marks[i] = qs[0]
 	}
 	for attempt := 1; ; attempt++ {
-		res, err := s.fanOutOnce(ctx, qs[0], p)
+		res, err := s.fanOutOnce(ctx, events, marks, p)
 		if err == nil || attempt == claimAttempts || !isLockConflict(err) || ctx.Err() != nil {
 			if err != nil {
-				return FanOutResult{}, fmt.Errorf("fan out %s: %w", p.ID, err)
+				return FanOutResult{}, fmt.Errorf("fan out: %w", err)
 			}
 			return res, nil
 		}
 		if serr := sleepCtx(ctx, time.Duration(attempt)*10*time.Millisecond); serr != nil {
-			return FanOutResult{}, fmt.Errorf("fan out %s: %w", p.ID, errors.Join(err, serr))
+			return FanOutResult{}, fmt.Errorf("fan out: %w", errors.Join(err, serr))
 		}
 	}
 }
 
-// fanOutOnce runs one FanOut transaction.
-func (s *sqlStore) fanOutOnce(ctx context.Context, mark query, p FanOutParams) (res FanOutResult, err error) {
+// fanOutOnce runs one FanOut transaction; marks[i] is events[i]'s outcome statement.
+func (s *sqlStore) fanOutOnce(ctx context.Context, events []FanOutEvent, marks []query, p FanOutParams) (res FanOutResult, err error) {
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	var tx interface {
@@ -620,22 +626,52 @@ func (s *sqlStore) fanOutOnce(ctx context.Context, mark query, p FanOutParams) (
 			err = errors.Join(err, ignoreDone(tx.Rollback()))
 		}
 	}()
-	r, err := tx.ExecContext(ctx, mark.SQL, mark.Args...)
+	var deliveries []Event
+	var split []string
+	for i, q := range marks {
+		r, err := tx.ExecContext(ctx, q.SQL, q.Args...)
+		if err != nil {
+			return FanOutResult{}, err
+		}
+		n, err := r.RowsAffected()
+		if err != nil {
+			return FanOutResult{}, err
+		}
+		if n > 0 { // else fenced out, or finished already: its deliveries are not inserted
+			split = append(split, events[i].ID)
+			deliveries = append(deliveries, events[i].Deliveries...)
+		}
+	}
+	if len(split) == 0 {
+		return FanOutResult{}, nil
+	}
+	ir, err := s.Insert(ctx, tx, InsertParams{Events: deliveries, ClaimTTL: p.ClaimTTL})
 	if err != nil {
 		return FanOutResult{}, err
 	}
-	if n, err := r.RowsAffected(); err != nil || n == 0 {
-		return FanOutResult{}, err // fenced out, or finished already: nothing written
-	}
-	ir, err := s.Insert(ctx, tx, InsertParams{Events: p.Deliveries, ClaimTTL: p.ClaimTTL})
-	if err != nil {
-		return FanOutResult{}, err
-	}
+	// Insert numbered the ordered deliveries of this copy: give the caller's the result.
+	copyInserted(events, deliveries)
 	if err := tx.Commit(); err != nil {
 		return FanOutResult{}, err
 	}
 	committed = true
-	return FanOutResult{Done: true, Existing: ir.Existing}, nil
+	return FanOutResult{Split: split, Existing: ir.Existing}, nil
+}
+
+// copyInserted copies the Status and OrderSeq that Insert set on deliveries back to the
+// deliveries of events with the same IDs.
+func copyInserted(events []FanOutEvent, deliveries []Event) {
+	byID := make(map[string]*Event, len(deliveries))
+	for i := range deliveries {
+		byID[deliveries[i].ID] = &deliveries[i]
+	}
+	for _, e := range events {
+		for j := range e.Deliveries {
+			if d, ok := byID[e.Deliveries[j].ID]; ok {
+				e.Deliveries[j].Status, e.Deliveries[j].OrderSeq = d.Status, d.OrderSeq
+			}
+		}
+	}
 }
 
 // releaseClaims implements claimReleaser (see dispatcher.releaseClaims).

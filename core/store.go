@@ -120,40 +120,49 @@ type DiscardStore interface {
 	Discard(ctx context.Context, ids []string, at time.Time) (int64, error)
 }
 
-// FanOutStore is implemented by a [Store] that can split an event into one delivery
-// row per listener (fan-out, docs/listeners.md). Without it an event with several
-// listeners is DEAD with an error matching errors.ErrUnsupported.
+// FanOutStore is implemented by a [Store] that can split events into one delivery row
+// per listener (fan-out, docs/listeners.md). Without it an event with several listeners
+// is DEAD with an error matching errors.ErrUnsupported.
 type FanOutStore interface {
-	// FanOut marks p.ID DONE (or deletes it, p.Delete), fenced as MarkDone, and inserts
-	// p.Deliveries as Insert does (rows whose ID exists are skipped and reported), in one
-	// transaction: either the event changed and every delivery is a row, or, when the
-	// fence kept the event, nothing changed (Done false).
+	// FanOut splits p.Events in one transaction: each event is marked DONE (or deleted,
+	// p.Delete), fenced by its own Token as MarkDone is, and the deliveries of the events
+	// that changed are inserted as Insert inserts events (rows whose ID exists are skipped
+	// and reported). An event the fence keeps is left alone and its deliveries are not
+	// inserted; either the whole split is written or nothing.
 	FanOut(ctx context.Context, p FanOutParams) (FanOutResult, error)
 }
 
 // FanOutParams are the inputs of [FanOutStore.FanOut].
 type FanOutParams struct {
+	// Events are the events to split, no ID twice.
+	Events []FanOutEvent
+	// DoneAt is stored as the events' done_at.
+	DoneAt time.Time
+	// Delete deletes the events instead of marking them DONE ([Config.DeleteDone]).
+	Delete bool
+	// ClaimTTL is how long the deliveries with LockedBy set stay claimed, counted from
+	// the database's current time; see [InsertParams.ClaimTTL].
+	ClaimTTL time.Duration
+}
+
+// FanOutEvent is one event of a [FanOutParams].
+type FanOutEvent struct {
 	// ID is the event being split.
 	ID string
 	// Token, when set, fences the event by claim; see [MarkDoneParams.Token].
 	Token string
-	// DoneAt is stored as the event's done_at.
-	DoneAt time.Time
-	// Delete deletes the event instead of marking it DONE ([Config.DeleteDone]).
-	Delete bool
-	// Deliveries are the rows to insert, one per listener, each with Listener set;
-	// inserted as by [Store.Insert] (ordered ones numbered in their keys, those with
-	// LockedBy claimed for ClaimTTL).
+	// Deliveries are its rows to insert, one per listener, each with Listener set (and
+	// an ID of its own, [DeliveryID]); ordered ones are numbered in their keys, those with
+	// LockedBy claimed for ClaimTTL.
 	Deliveries []Event
-	ClaimTTL   time.Duration
 }
 
 // FanOutResult is what [FanOutStore.FanOut] did.
 type FanOutResult struct {
-	// Done reports that the event changed and the deliveries were inserted.
-	Done bool
-	// Existing are the deliveries that were rows already (an earlier split that was
-	// interrupted before its outcome was known), in order.
+	// Split are the IDs of the events that changed, whose deliveries are rows now.
+	Split []string
+	// Existing are the deliveries that were rows already (an earlier split interrupted
+	// before its outcome was known), in order.
 	Existing []string
 }
 

@@ -168,26 +168,33 @@ func (s *MemoryStore) insertLocked(events []outbox.Event, rows []*memRow, claimT
 	return res
 }
 
-// FanOut implements [outbox.FanOutStore.FanOut]: under the store's lock, the event is
-// marked DONE (or deleted) as MarkDone would, and the deliveries inserted as Insert
-// would, or, when the fence keeps the event, nothing changes.
+// FanOut implements [outbox.FanOutStore.FanOut]: under the store's lock, each event is
+// marked DONE (or deleted) as MarkDone would, and the deliveries of those that changed
+// are inserted as Insert would.
 func (s *MemoryStore) FanOut(ctx context.Context, p outbox.FanOutParams) (outbox.FanOutResult, error) {
 	if err := check(ctx, p.Validate()); err != nil {
 		return outbox.FanOutResult{}, err
 	}
-	rows, err := newRows(p.Deliveries)
-	if err != nil {
-		return outbox.FanOutResult{}, err
+	rows := make([][]*memRow, len(p.Events))
+	for i, e := range p.Events {
+		var err error
+		if rows[i], err = newRows(e.Deliveries); err != nil {
+			return outbox.FanOutResult{}, err
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.rows[p.ID]
-	if !ok || fenced(r, p.Token) {
-		return outbox.FanOutResult{}, nil
+	var res outbox.FanOutResult
+	for i, e := range p.Events {
+		r, ok := s.rows[e.ID]
+		if !ok || fenced(r, e.Token) {
+			continue
+		}
+		s.markDone(r, canonical(p.DoneAt), p.Delete)
+		res.Split = append(res.Split, e.ID)
+		res.Existing = append(res.Existing, s.insertLocked(e.Deliveries, rows[i], p.ClaimTTL).Existing...)
 	}
-	s.markDone(r, canonical(p.DoneAt), p.Delete)
-	res := s.insertLocked(p.Deliveries, rows, p.ClaimTTL)
-	return outbox.FanOutResult{Done: true, Existing: res.Existing}, nil
+	return res, nil
 }
 
 // Promote implements [outbox.OrderStore.Promote].

@@ -21,19 +21,30 @@ func delivery(e outbox.Event, listener string) outbox.Event {
 	return e
 }
 
-// testFanOut: FanOut marks the event DONE and inserts its deliveries, with their
-// listener, as one change; a second split of the same event changes nothing; a split
-// fenced out by a claim changes nothing either; deliveries that exist are skipped and
-// reported. MarkDead stores the failing listener, and the dead filters and replay
-// select by it.
+// split returns the FanOutEvent of e to listeners, with token.
+func split(e outbox.Event, token string, listeners ...string) outbox.FanOutEvent {
+	fe := outbox.FanOutEvent{ID: e.ID, Token: token}
+	for _, l := range listeners {
+		d := delivery(e, l)
+		d.LockedBy = token
+		fe.Deliveries = append(fe.Deliveries, d)
+	}
+	return fe
+}
+
+// testFanOut: FanOut marks each event DONE and inserts its deliveries, with their
+// listener, as one change; a second split of the same event changes nothing; an event
+// fenced out by a claim keeps its row and gets no deliveries while the others of the
+// same call are split; deliveries that exist are skipped and reported. MarkDead stores
+// the failing listener, and the dead filters and replay select by it.
 func testFanOut(x *fixture) {
 	fs := x.fanOut()
 	e := ev("e1", base)
 	x.insert(e)
-	p := outbox.FanOutParams{ID: "e1", DoneAt: at(time.Second), Deliveries: []outbox.Event{delivery(e, "broker"), delivery(e, "mail")}}
+	p := outbox.FanOutParams{DoneAt: at(time.Second), Events: []outbox.FanOutEvent{split(e, "", "broker", "mail")}}
 	res, err := fs.FanOut(x.ctx, p)
-	if err != nil || !res.Done || len(res.Existing) != 0 {
-		x.Fatalf("FanOut = %+v, %v; want done, nothing existing", res, err)
+	if err != nil || len(res.Split) != 1 || res.Split[0] != "e1" || len(res.Existing) != 0 {
+		x.Fatalf("FanOut = %+v, %v; want e1 split, nothing existing", res, err)
 	}
 	stored := x.wantStatus("e1", outbox.StatusDone)
 	for _, name := range []string{"broker", "mail"} {
@@ -43,40 +54,38 @@ func testFanOut(x *fixture) {
 		}
 	}
 	// Again: the event is DONE, nothing changes.
-	p.Deliveries = []outbox.Event{delivery(e, "broker"), delivery(e, "mail"), delivery(e, "late")}
-	if res, err := fs.FanOut(x.ctx, p); err != nil || res.Done {
-		x.Fatalf("second FanOut = %+v, %v; want nothing done", res, err)
+	p.Events = []outbox.FanOutEvent{split(e, "", "broker", "mail", "late")}
+	if res, err := fs.FanOut(x.ctx, p); err != nil || len(res.Split) != 0 {
+		x.Fatalf("second FanOut = %+v, %v; want nothing split", res, err)
 	}
 	x.notFound(outbox.DeliveryID("e1", "late"))
 
 	// A delivery that exists is skipped and reported, the others inserted.
 	e2 := ev("e2", base)
 	x.insert(e2, delivery(e2, "broker"))
-	res, err = fs.FanOut(x.ctx, outbox.FanOutParams{ID: "e2", DoneAt: at(time.Second),
-		Deliveries: []outbox.Event{delivery(e2, "broker"), delivery(e2, "mail")}})
-	if err != nil || !res.Done || len(res.Existing) != 1 || res.Existing[0] != outbox.DeliveryID("e2", "broker") {
+	res, err = fs.FanOut(x.ctx, outbox.FanOutParams{DoneAt: at(time.Second), Events: []outbox.FanOutEvent{split(e2, "", "broker", "mail")}})
+	if err != nil || len(res.Split) != 1 || len(res.Existing) != 1 || res.Existing[0] != outbox.DeliveryID("e2", "broker") {
 		x.Fatalf("FanOut with one delivery stored = %+v, %v", res, err)
 	}
 	x.wantStatus(outbox.DeliveryID("e2", "mail"), outbox.StatusNew)
 
-	// A claim fences the split.
+	// A claim fences its event alone.
 	if _, ok := x.h.Store.(outbox.ClaimStore); ok {
-		e3 := ev("e3", base)
-		e3.LockedBy = "node-a/1"
-		if _, err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: []outbox.Event{e3}, ClaimTTL: time.Hour}); err != nil {
+		e3, e4 := ev("e3", base), ev("e4", base)
+		e3.LockedBy, e4.LockedBy = "node-a/1", "node-a/1"
+		if _, err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: []outbox.Event{e3, e4}, ClaimTTL: time.Hour}); err != nil {
 			x.Fatal(err)
 		}
-		res, err := fs.FanOut(x.ctx, outbox.FanOutParams{ID: "e3", Token: "node-b/1", DoneAt: at(time.Second),
-			Deliveries: []outbox.Event{delivery(e3, "broker")}, ClaimTTL: time.Hour})
-		if err != nil || res.Done {
-			x.Fatalf("FanOut under another claim = %+v, %v; want nothing done", res, err)
+		res, err := fs.FanOut(x.ctx, outbox.FanOutParams{DoneAt: at(time.Second), ClaimTTL: time.Hour,
+			Events: []outbox.FanOutEvent{split(e3, "node-b/1", "broker"), split(e4, "node-a/1", "broker", "mail")}})
+		if err != nil || len(res.Split) != 1 || res.Split[0] != "e4" {
+			x.Fatalf("FanOut of e3 under another claim and e4 under its own = %+v, %v; want e4 split alone", res, err)
 		}
 		x.wantStatus("e3", outbox.StatusNew)
 		x.notFound(outbox.DeliveryID("e3", "broker"))
-		res, err = fs.FanOut(x.ctx, outbox.FanOutParams{ID: "e3", Token: "node-a/1", DoneAt: at(time.Second),
-			Deliveries: []outbox.Event{delivery(e3, "broker")}, ClaimTTL: time.Hour})
-		if err != nil || !res.Done {
-			x.Fatalf("FanOut under its claim = %+v, %v", res, err)
+		x.wantStatus("e4", outbox.StatusDone)
+		if d := x.get(outbox.DeliveryID("e4", "mail")); d.LockedBy != "node-a/1" || d.LockedUntil.IsZero() {
+			x.Fatalf("e4's delivery is not claimed: %q until %v", d.LockedBy, d.LockedUntil)
 		}
 	}
 
@@ -111,9 +120,13 @@ func testFanOutOrdered(x *fixture) {
 	x.promote(outbox.PromoteParams{Keys: []string{"K"}, DeadBlocks: true}, ifWait(x.headsWait("o1"), 1))
 	a := delivery(e, "a")
 	a.OrderKey = "K/a"
-	res, err := fs.FanOut(x.ctx, outbox.FanOutParams{ID: "o1", DoneAt: at(time.Second), Deliveries: []outbox.Event{a}})
-	if err != nil || !res.Done {
+	fe := outbox.FanOutEvent{ID: "o1", Deliveries: []outbox.Event{a}}
+	res, err := fs.FanOut(x.ctx, outbox.FanOutParams{DoneAt: at(time.Second), Events: []outbox.FanOutEvent{fe}})
+	if err != nil || len(res.Split) != 1 {
 		x.Fatalf("FanOut = %+v, %v", res, err)
+	}
+	if fe.Deliveries[0].OrderSeq == 0 {
+		x.Fatal("FanOut did not report the ordered delivery's OrderSeq")
 	}
 	got := x.get(a.ID)
 	if got.OrderKey != "K/a" || got.OrderSeq == 0 || got.Status != outbox.StatusNew && got.Status != outbox.StatusWaiting {

@@ -55,7 +55,14 @@ const (
 	// EnvFailures "1": the listener fails, by order key (see failingListener), with
 	// MaxAttempts 3 and DeadKeySkips, so that a key moves past its DEAD events.
 	EnvFailures = "OUTBOX_CHAOS_FAILURES"
+	// EnvFanOut > 1: that many listeners subscribe to the events (fan-out), named
+	// FanOutListener(i); the last one fails the first attempt of every delivery, so that
+	// an event's deliveries are in different states when a node dies.
+	EnvFanOut = "OUTBOX_CHAOS_FANOUT"
 )
+
+// FanOutListener is the name of fan-out listener i (EnvFanOut).
+func FanOutListener(i int) string { return "fan-" + strconv.Itoa(i) }
 
 // RoleNode is the node program's role.
 const RoleNode = "node"
@@ -187,7 +194,23 @@ func runNode() error {
 	if failures {
 		l = rec.Wrap(outbox.ListenerFunc(failingListener))
 	}
-	if err := ob.Register(AggregateType, EventType, crash.wrap(l)); err != nil {
+	if fan := envInt(EnvFanOut, 0); fan > 1 {
+		for i := range fan {
+			fl := l
+			if i == fan-1 {
+				fl = rec.Wrap(outbox.ListenerFunc(func(_ context.Context, e *outbox.Event) error {
+					if e.Attempts == 0 {
+						return errors.New("first attempt of the last fan-out listener fails")
+					}
+					return nil
+				}))
+			}
+			if err := ob.Subscribe(outbox.Subscription{Name: FanOutListener(i), AggregateType: AggregateType,
+				EventType: EventType, Listener: crash.wrap(fl)}); err != nil {
+				return err
+			}
+		}
+	} else if err := ob.Register(AggregateType, EventType, crash.wrap(l)); err != nil {
 		return err
 	}
 	// Start retries: the database may be restarting when the node starts.

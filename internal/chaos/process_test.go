@@ -142,6 +142,24 @@ func TestProcessFaults(t *testing.T) {
 					t.Errorf("no event ended DEAD: the permanent failures never happened")
 				}
 			})
+			// Fan-out: three listeners take every event, the last failing each delivery's
+			// first attempt, while nodes are killed: every delivery is delivered, none
+			// lost, none run again after its success was recorded beyond the
+			// at-least-once window the gate allows.
+			t.Run("fan-out/kill-random", func(t *testing.T) {
+				cfg := openTarget(t, db)
+				cfg.seed, cfg.nodes, cfg.writers, cfg.timing, cfg.fanOut = Seed(t), nodesFor(db), 2, "fault", 3
+				c := newCluster(t, cfg)
+				end := time.Now().Add(Duration(t, shortFaultPhase))
+				for time.Now().Before(end) {
+					c.sleep(between(c, 300*time.Millisecond, 1500*time.Millisecond), false)
+					slot := c.rng.IntN(cfg.nodes)
+					c.kill(slot)
+					c.sleep(between(c, 0, 500*time.Millisecond), false)
+					c.start(slot)
+				}
+				c.finish("fan-out/kill-random", false, drainLimit)
+			})
 			if db == "sqlite" {
 				return // one SingleNode process: no node joins or leaves
 			}
