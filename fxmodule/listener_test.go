@@ -160,3 +160,71 @@ func TestListenerPolicyFromGraph(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestFanOutFromGraph: two Listeners of one route, named, and a catch-all, given
+// through the value group, each get the event (fan-out), and the failing one's delivery
+// ends DEAD under its name while the others are DONE.
+func TestFanOutFromGraph(t *testing.T) {
+	t.Parallel()
+	db := backends[0].open(t)
+	if err := outbox.Migrate(t.Context(), db, outbox.SQLite); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 3)
+	listen := func(name, agg, typ string, fail bool) func() outboxfx.Listener {
+		return func() outboxfx.Listener {
+			return outboxfx.Listener{Name: name, AggregateType: agg, EventType: typ, MaxAttempts: 1,
+				Listener: outbox.ListenerFunc(func(_ context.Context, e *outbox.Event) error {
+					got <- e.Listener
+					if fail {
+						return errors.New("smtp down")
+					}
+					return nil
+				})}
+		}
+	}
+	var ob *outbox.Outbox
+	app := fxtest.New(t,
+		fx.Supply(outboxfx.Config{Dialect: outbox.SQLite, Logger: quietLogger()}),
+		outboxfx.Module,
+		fx.Provide(func() *sql.DB { return db }),
+		fx.Provide(outboxfx.AsListener(listen("read-model", "Order", "OrderPlaced", false))),
+		fx.Provide(outboxfx.AsListener(listen("mailer", "Order", "OrderPlaced", true))),
+		fx.Provide(outboxfx.AsListener(listen("relay", outbox.AnyType, outbox.AnyType, false))),
+		fx.Populate(&ob),
+	)
+	app.RequireStart()
+	defer app.RequireStop()
+	var id string
+	err := outbox.RunInTx(context.Background(), db, func(ctx context.Context, tx *outbox.Tx) error {
+		var err error
+		id, err = ob.Writer().Write(ctx, tx, outbox.Envelope{Type: "OrderPlaced", AggregateType: "Order", Payload: 1})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for range 3 {
+		select {
+		case name := <-got:
+			seen[name] = true
+		case <-time.After(30 * time.Second):
+			t.Fatalf("listeners that got the event: %v, want three", seen)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		e, err := ob.Store().Get(context.Background(), outbox.DeliveryID(id, "mailer"))
+		if err == nil && e.Status == outbox.StatusDead && e.Listener == "mailer" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the mailer's delivery: %+v, %v; want DEAD", e, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n, err := ob.Dead().Count(context.Background(), outbox.DeadFilter{Listener: "read-model"}); err != nil || n != 0 {
+		t.Fatalf("dead deliveries of the read model: %d, %v", n, err)
+	}
+}
