@@ -3,7 +3,10 @@ package outbox
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"database/sql/driver"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -1024,6 +1027,16 @@ func (s *sqlStore) Purge(ctx context.Context, p PurgeParams) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("purge: %w", err)
 	}
+	if s.d.claimInTx { // MySQL: one purge of the table at a time
+		release, ok, err := s.purgeLock(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("purge: %w", err)
+		}
+		if !ok {
+			return 0, nil // another node purges the table now
+		}
+		defer release()
+	}
 	n, err := s.execRange(ctx, q)
 	if err != nil {
 		return 0, fmt.Errorf("purge: %w", err)
@@ -1044,6 +1057,38 @@ func (s *sqlStore) Purge(ctx context.Context, p PurgeParams) (int64, error) {
 		}
 	}
 	return n, nil
+}
+
+// purgeLock takes, on MySQL/MariaDB, the table's purge lock: a named lock (GET_LOCK,
+// without waiting) held by a connection of its own while the purge runs, so that several
+// nodes' purges never wait for each other's row locks: a purge that finds the lock taken
+// deletes nothing and reports ok false; the node purges again at its next interval. A
+// purge lock is released when its holder's connection ends, so a node that dies holding
+// it does not keep it.
+func (s *sqlStore) purgeLock(ctx context.Context) (release func(), ok bool, err error) {
+	lctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	conn, err := s.db.Conn(lctx)
+	if err != nil {
+		return nil, false, err
+	}
+	sum := sha256.Sum256([]byte(s.d.qualified(s.table)))
+	name := "outbox_purge_" + hex.EncodeToString(sum[:16]) // MySQL limits lock names to 64 characters
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(lctx, "SELECT GET_LOCK(?, 0)", name).Scan(&got); err != nil {
+		return nil, false, errors.Join(err, conn.Close())
+	}
+	if !got.Valid || got.Int64 != 1 {
+		return nil, false, conn.Close()
+	}
+	return func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if _, err := conn.ExecContext(rctx, "DO RELEASE_LOCK(?)", name); err != nil {
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn }) // drop it: the lock ends with the session
+		}
+		_ = conn.Close()
+	}, true, nil
 }
 
 // CheckConnection verifies that the store's connection pool is configured the way its

@@ -15,8 +15,8 @@ import (
 // keys another node's purge holds: it deletes the rest and leaves those for a later run,
 // which deletes them once they are free. A purge that waited would run into its
 // context's deadline and fail. (The other purge's locks are taken here by the same
-// locking reads, SKIP LOCKED, which the store runs.) MariaDB's purge is one DELETE that
-// waits for them (docs/operations.md); SQLite has one writer at a time.
+// locking reads, SKIP LOCKED, which the store runs.) On MariaDB one purge runs at a
+// time instead (TestPurgesDoNotWaitForEachOther); SQLite has one writer at a time.
 func TestPurgeSkipsLockedRows(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b backend) {
