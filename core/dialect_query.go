@@ -347,6 +347,57 @@ func (d *dialect) markDoneQueries(t tableName, p MarkDoneParams) ([]query, error
 	return qs, nil
 }
 
+// fanOutMarkQueries builds the outcome statements of a split ([FanOutStore.FanOut]) of
+// the events ids, each fenced by its own tokens[i] ("" for none), and reports the events
+// they changed: on PostgreSQL and SQLite each statement returns its rows' IDs
+// (RETURNING); on MySQL, which has no UPDATE … RETURNING, each is preceded by a locking
+// read of the rows it will change (lock; nil elsewhere), in the same transaction.
+func (d *dialect) fanOutMarkQueries(t tableName, ids, tokens []string, doneAt time.Time, del bool) (marks, locks []query, err error) {
+	var plain, claimed, claimTokens []string
+	for i, id := range ids {
+		if tokens[i] == "" {
+			plain = append(plain, id)
+		} else {
+			claimed, claimTokens = append(claimed, id), append(claimTokens, tokens[i])
+		}
+	}
+	var groups []MarkDoneParams
+	if len(plain) > 0 {
+		groups = append(groups, MarkDoneParams{IDs: plain, DoneAt: doneAt, Delete: del})
+	}
+	if len(claimed) > 0 {
+		groups = append(groups, MarkDoneParams{IDs: claimed, Tokens: claimTokens, DoneAt: doneAt, Delete: del})
+	}
+	for _, g := range groups {
+		qs, err := d.markDoneQueries(t, g)
+		if err != nil {
+			return nil, nil, err
+		}
+		if d.name != "mysql" {
+			for i := range qs {
+				qs[i].SQL += " RETURNING event_id"
+			}
+			marks = append(marks, qs...)
+			continue
+		}
+		marks = append(marks, qs...)
+		if g.Tokens != nil {
+			size := min(d.maxIDs, (d.maxBindParams-1)/2)
+			for start := 0; start < len(g.IDs); start += size {
+				end := min(start+size, len(g.IDs))
+				b := d.newBuilder().w("SELECT event_id FROM ", d.qualified(t), " WHERE ")
+				locks = append(locks, b.matchIDTokens(g.IDs[start:end], g.Tokens[start:end]).fence("").w(" FOR UPDATE").query())
+			}
+			continue
+		}
+		for _, chunk := range d.chunkIDs(g.IDs) {
+			b := d.newBuilder().w("SELECT event_id FROM ", d.qualified(t), " WHERE ")
+			locks = append(locks, b.matchIDs(chunk).fence("").w(" FOR UPDATE").query())
+		}
+	}
+	return marks, locks, nil
+}
+
 // markDone writes the start of a DONE outcome up to its WHERE: the update that marks
 // the rows DONE, or with del their delete.
 func (b *builder) markDone(t tableName, del bool, doneAt any) {

@@ -30,11 +30,13 @@ func (d *dispatcher) work(r startstop.Run, acks chan<- doneAck) {
 		}
 		rt, fan := d.reg.resolve(&it.ev) // both nil: unroutable
 		if fan != nil {
-			// Events to split: those queued behind this one too, taken without
-			// waiting, split in one transaction; the first other one is delivered next.
+			// Events to split: those queued behind this one in its queue too, taken
+			// without waiting, split in one transaction; the first other one is
+			// delivered next. (The other queue holds, under a backlog, the deliveries
+			// of earlier splits.)
 			items := []fanOutItem{{it, fan}}
 			for len(items) < maxFanOutBatch && r.Ctx.Err() == nil {
-				next, ok := d.q.tryNext(turn)
+				next, ok := d.q.tryNextFrom(it.path)
 				if !ok {
 					break
 				}

@@ -257,6 +257,25 @@ func (q *queues) tryNext(turn uint) (dispatchItem, bool) {
 	return dispatchItem{}, false
 }
 
+// tryNextFrom returns the next event of path's queue without waiting, or false when it
+// is empty.
+func (q *queues) tryNextFrom(path Path) (dispatchItem, bool) {
+	ch := q.hot
+	if path == PathCold {
+		ch = q.cold
+	}
+	select {
+	case it := <-ch:
+		if it.path == PathCold {
+			q.tookCold()
+		}
+		q.reportDepths()
+		return it, true
+	default:
+		return dispatchItem{}, false
+	}
+}
+
 func (q *queues) take(r startstop.Run, turn uint) (dispatchItem, bool) {
 	first, second := q.hot, q.cold
 	if turn%3 == 2 {

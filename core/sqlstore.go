@@ -575,25 +575,26 @@ func (s *sqlStore) MarkDone(ctx context.Context, p MarkDoneParams) (int64, error
 }
 
 // FanOut implements [FanOutStore.FanOut]: one transaction (READ COMMITTED on MySQL),
-// under QueryTimeout, that runs each event's outcome statement first, in ID order, so
-// that a concurrent split of the same event waits for the row lock and then changes
-// nothing, then one INSERT of the deliveries of the events that changed. A lock conflict
+// under QueryTimeout, that marks the events DONE with a statement per chunk, which
+// reports the rows it changed (see dialect.fanOutMarkQueries), so that a concurrent
+// split of the same event waits for the row lock and then changes nothing, then inserts
+// the deliveries of the events that changed with Insert's statements. A lock conflict
 // rolls it back and it is retried, as claims are.
 func (s *sqlStore) FanOut(ctx context.Context, p FanOutParams) (FanOutResult, error) {
 	if err := p.Validate(); err != nil {
 		return FanOutResult{}, fmt.Errorf("fan out: %w", err)
 	}
 	events := slices.SortedFunc(slices.Values(p.Events), func(a, b FanOutEvent) int { return strings.Compare(a.ID, b.ID) })
-	marks := make([]query, len(events))
+	ids, tokens := make([]string, len(events)), make([]string, len(events))
 	for i, e := range events {
-		qs, err := s.d.markDoneQueries(s.table, MarkDoneParams{IDs: []string{e.ID}, Token: e.Token, DoneAt: p.DoneAt, Delete: p.Delete})
-		if err != nil {
-			return FanOutResult{}, fmt.Errorf("fan out: %w", err)
-		}
-		marks[i] = qs[0]
+		ids[i], tokens[i] = e.ID, e.Token
+	}
+	marks, locks, err := s.d.fanOutMarkQueries(s.table, ids, tokens, p.DoneAt, p.Delete)
+	if err != nil {
+		return FanOutResult{}, fmt.Errorf("fan out: %w", err)
 	}
 	for attempt := 1; ; attempt++ {
-		res, err := s.fanOutOnce(ctx, events, marks, p)
+		res, err := s.fanOutOnce(ctx, events, marks, locks, p)
 		if err == nil || attempt == claimAttempts || !isLockConflict(err) || ctx.Err() != nil {
 			if err != nil {
 				return FanOutResult{}, fmt.Errorf("fan out: %w", err)
@@ -606,8 +607,8 @@ func (s *sqlStore) FanOut(ctx context.Context, p FanOutParams) (FanOutResult, er
 	}
 }
 
-// fanOutOnce runs one FanOut transaction; marks[i] is events[i]'s outcome statement.
-func (s *sqlStore) fanOutOnce(ctx context.Context, events []FanOutEvent, marks []query, p FanOutParams) (res FanOutResult, err error) {
+// fanOutOnce runs one FanOut transaction.
+func (s *sqlStore) fanOutOnce(ctx context.Context, events []FanOutEvent, marks, locks []query, p FanOutParams) (res FanOutResult, err error) {
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	var tx interface {
@@ -629,20 +630,46 @@ func (s *sqlStore) fanOutOnce(ctx context.Context, events []FanOutEvent, marks [
 			err = errors.Join(err, ignoreDone(tx.Rollback()))
 		}
 	}()
+	changed := map[string]bool{}
+	readIDs := func(q query) error {
+		rows, err := tx.QueryContext(ctx, q.SQL, q.Args...)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			changed[id] = true
+		}
+		return errors.Join(rows.Err(), rows.Close())
+	}
+	if locks != nil { // MySQL: lock the rows the updates will change, then change them
+		for _, q := range locks {
+			if err := readIDs(q); err != nil {
+				return FanOutResult{}, err
+			}
+		}
+		for _, q := range marks {
+			if _, err := tx.ExecContext(ctx, q.SQL, q.Args...); err != nil {
+				return FanOutResult{}, err
+			}
+		}
+	} else {
+		for _, q := range marks {
+			if err := readIDs(q); err != nil {
+				return FanOutResult{}, err
+			}
+		}
+	}
 	var deliveries []Event
 	var split []string
-	for i, q := range marks {
-		r, err := tx.ExecContext(ctx, q.SQL, q.Args...)
-		if err != nil {
-			return FanOutResult{}, err
-		}
-		n, err := r.RowsAffected()
-		if err != nil {
-			return FanOutResult{}, err
-		}
-		if n > 0 { // else fenced out, or finished already: its deliveries are not inserted
-			split = append(split, events[i].ID)
-			deliveries = append(deliveries, events[i].Deliveries...)
+	for _, e := range events {
+		if changed[e.ID] { // else fenced out, or finished already: its deliveries are not inserted
+			split = append(split, e.ID)
+			deliveries = append(deliveries, e.Deliveries...)
 		}
 	}
 	if len(split) == 0 {
