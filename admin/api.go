@@ -26,6 +26,7 @@ type eventSummary struct {
 	AggregateType string     `json:"aggregate_type"`
 	AggregateID   string     `json:"aggregate_id"`
 	TenantID      string     `json:"tenant_id"`
+	Listener      string     `json:"listener"` // its fan-out subscription, or the listener that failed for good; "" if none
 	Status        string     `json:"status"`
 	Attempts      int        `json:"attempts"`
 	LastError     string     `json:"last_error"`
@@ -53,10 +54,11 @@ type listResponse struct {
 }
 
 type countResponse struct {
-	Count  int64       `json:"count"`
-	ByType []typeCount `json:"by_type,omitempty"`
-	// Partial is set when by=type stopped after maxTypeScan events: the per-type
-	// counts then cover only the oldest ones, while Count is exact.
+	Count      int64           `json:"count"`
+	ByType     []typeCount     `json:"by_type,omitempty"`
+	ByListener []listenerCount `json:"by_listener,omitempty"`
+	// Partial is set when by stopped after maxTypeScan events: the per-type and
+	// per-listener counts then cover only the oldest ones, while Count is exact.
 	Partial bool `json:"partial,omitempty"`
 }
 
@@ -64,6 +66,13 @@ type typeCount struct {
 	AggregateType string `json:"aggregate_type"`
 	EventType     string `json:"event_type"`
 	Count         int64  `json:"count"`
+}
+
+// listenerCount counts the DEAD events of one listener; Listener is "" for the events
+// that name none (dead before the listener was recorded, or unroutable).
+type listenerCount struct {
+	Listener string `json:"listener"`
+	Count    int64  `json:"count"`
 }
 
 type overviewResponse struct {
@@ -86,9 +95,10 @@ type replayResponse struct {
 type replayAllRequest struct {
 	EventType     string `json:"event_type"`
 	AggregateType string `json:"aggregate_type"`
+	Listener      string `json:"listener"`
 }
 
-// maxTypeScan bounds how many DEAD events GET /api/dead-events/count?by=type reads:
+// maxTypeScan bounds how many DEAD events GET /api/dead-events/count?by=... reads:
 // the store has no grouped count, so the handler counts pages of events itself.
 const maxTypeScan = 10_000
 
@@ -144,7 +154,7 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) count(w http.ResponseWriter, r *http.Request) {
-	f, byType, err := parseCountQuery(r.URL.RawQuery)
+	f, by, err := parseCountQuery(r.URL.RawQuery)
 	if err != nil {
 		writeParamError(w, err)
 		return
@@ -155,49 +165,62 @@ func (h *handler) count(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp := countResponse{Count: n}
-	if byType {
-		if resp.ByType, resp.Partial, err = h.countByType(r, f); err != nil {
-			h.fail(w, r, "count dead events by type", err)
+	if by.any() {
+		if err = h.countGroups(r, f, by, &resp); err != nil {
+			h.fail(w, r, "count dead events by type or listener", err)
 			return
 		}
 	}
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// countByType reads the DEAD events matching f page by page, at most maxTypeScan of
-// them, and counts them per (aggregate type, event type), largest count first.
-func (h *handler) countByType(r *http.Request, f outbox.DeadFilter) ([]typeCount, bool, error) {
+// countGroups reads the DEAD events matching f page by page, at most maxTypeScan of
+// them, and counts them per (aggregate type, event type) into resp.ByType and per
+// listener into resp.ByListener, as by asks, largest count first.
+func (h *handler) countGroups(r *http.Request, f outbox.DeadFilter, by countBy, resp *countResponse) error {
 	type key struct{ agg, typ string }
-	counts := map[key]int64{}
+	types := map[key]int64{}
+	listeners := map[string]int64{}
 	q := outbox.DeadQuery{DeadFilter: f, Limit: MaxLimit}
 	scanned := 0
-	partial := false
 	for {
 		page, err := h.dead.List(r.Context(), q)
 		if err != nil {
-			return nil, false, err
+			return err
 		}
 		for _, e := range page.Events {
-			counts[key{e.AggregateType, e.Type}]++
+			types[key{e.AggregateType, e.Type}]++
+			listeners[e.Listener]++
 		}
 		scanned += len(page.Events)
 		if page.Next.IsZero() {
 			break
 		}
 		if scanned >= maxTypeScan {
-			partial = true
+			resp.Partial = true
 			break
 		}
 		q.After = page.Next
 	}
-	out := make([]typeCount, 0, len(counts))
-	for k, n := range counts {
-		out = append(out, typeCount{AggregateType: k.agg, EventType: k.typ, Count: n})
+	if by.types {
+		resp.ByType = make([]typeCount, 0, len(types))
+		for k, n := range types {
+			resp.ByType = append(resp.ByType, typeCount{AggregateType: k.agg, EventType: k.typ, Count: n})
+		}
+		slices.SortFunc(resp.ByType, func(a, b typeCount) int {
+			return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.AggregateType, b.AggregateType), cmp.Compare(a.EventType, b.EventType))
+		})
 	}
-	slices.SortFunc(out, func(a, b typeCount) int {
-		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.AggregateType, b.AggregateType), cmp.Compare(a.EventType, b.EventType))
-	})
-	return out, partial, nil
+	if by.listeners {
+		resp.ByListener = make([]listenerCount, 0, len(listeners))
+		for l, n := range listeners {
+			resp.ByListener = append(resp.ByListener, listenerCount{Listener: l, Count: n})
+		}
+		slices.SortFunc(resp.ByListener, func(a, b listenerCount) int {
+			return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Listener, b.Listener))
+		})
+	}
+	return nil
 }
 
 // get returns one event whatever its status, so that a replayed event can be followed.
@@ -273,7 +296,7 @@ func (h *handler) replayAll(w http.ResponseWriter, r *http.Request) {
 	if !h.readBody(w, r, &body) {
 		return
 	}
-	f := outbox.DeadFilter{EventType: body.EventType, AggregateType: body.AggregateType}
+	f := outbox.DeadFilter{EventType: body.EventType, AggregateType: body.AggregateType, Listener: body.Listener}
 	if err := validFilter(f); err != nil {
 		writeParamError(w, err)
 		return
@@ -282,7 +305,7 @@ func (h *handler) replayAll(w http.ResponseWriter, r *http.Request) {
 	if n > 0 {
 		h.logger.InfoContext(r.Context(), "outboxadmin: replayed dead events", slog.Int64("count", n),
 			slog.String("event_type", f.EventType), slog.String("aggregate_type", f.AggregateType),
-			slog.String("remote_addr", r.RemoteAddr))
+			slog.String("listener", f.Listener), slog.String("remote_addr", r.RemoteAddr))
 	}
 	if err != nil {
 		h.fail(w, r, "replay dead events", err)
@@ -341,7 +364,7 @@ func bodyErrorMessage(err error) string {
 	case errors.As(err, &typeErr) && typeErr.Field != "":
 		return "field " + printable(typeErr.Field) + " has the wrong type"
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return "the body has an " + printable(strings.TrimPrefix(err.Error(), "json: ")) + "; accepted: event_type, aggregate_type"
+		return "the body has an " + printable(strings.TrimPrefix(err.Error(), "json: ")) + "; accepted: event_type, aggregate_type, listener"
 	default:
 		return "the body is not valid JSON"
 	}
@@ -365,7 +388,7 @@ func (h *handler) render(e outbox.Event) eventDetail {
 	d := eventDetail{
 		eventSummary: eventSummary{
 			ID: e.ID, EventType: e.Type, AggregateType: e.AggregateType, AggregateID: e.AggregateID,
-			TenantID: e.TenantID, Status: e.Status.String(), Attempts: e.Attempts, LastError: e.LastError,
+			TenantID: e.TenantID, Listener: e.Listener, Status: e.Status.String(), Attempts: e.Attempts, LastError: e.LastError,
 			CreatedAt: e.CreatedAt.UTC(), AvailableAt: e.AvailableAt.UTC(), OrderKey: e.OrderKey, OrderSeq: e.OrderSeq,
 		},
 		Headers: e.Headers,

@@ -25,13 +25,20 @@
 //
 //	GET  /                              the HTML page (and GET /app.js, GET /app.css)
 //	GET  /api/overview                  counts per status, oldest pending age
-//	GET  /api/dead-events               list: event_type, aggregate_type, limit, after
-//	GET  /api/dead-events/count         count: event_type, aggregate_type, by=type
+//	GET  /api/dead-events               list: event_type, aggregate_type, listener, limit, after
+//	GET  /api/dead-events/count         count: event_type, aggregate_type, listener,
+//	                                    by=type, by=listener or by=type,listener
 //	GET  /api/dead-events/{id}          one event with last_error, attempts, headers, payload
 //	POST /api/dead-events/{id}/replay   replay one DEAD event; body {}
 //	POST /api/dead-events/{id}/delete   delete one DEAD event for good (never delivered;
 //	                                    its order key moves on); body {}
 //	POST /api/dead-events/replay        replay every DEAD event matching the body's filter
+//	                                    {"event_type", "aggregate_type", "listener"}
+//
+// The listener filter matches an event's listener column: the subscription a fan-out
+// delivery is for, or the listener whose delivery failed for good, so that the dead
+// deliveries of one listener can be listed, counted and replayed on their own. Every
+// event in a response carries it as "listener" ("" when none).
 //
 // A list returns at most limit events (default [DefaultLimit]; values above [MaxLimit]
 // are clamped to it; anything that is not a positive decimal integer is a 400) and a

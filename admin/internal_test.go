@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -55,13 +56,78 @@ func TestParseListQuery(t *testing.T) {
 		t.Errorf("empty query = %+v, %v", q, err)
 	}
 	after := outbox.Cursor{CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), ID: "01J"}
-	q, err = parseListQuery("event_type=A&aggregate_type=B&limit=7&after=" + encodeCursor(after))
-	if err != nil || q.EventType != "A" || q.AggregateType != "B" || q.Limit != 7 || q.After != after {
+	q, err = parseListQuery("event_type=A&aggregate_type=B&listener=billing&limit=7&after=" + encodeCursor(after))
+	if err != nil || q.EventType != "A" || q.AggregateType != "B" || q.Listener != "billing" || q.Limit != 7 || q.After != after {
 		t.Errorf("full query = %+v, %v", q, err)
 	}
-	q, err = parseListQuery("event_type=&limit=&after=")
-	if err != nil || q.Limit != DefaultLimit || q.EventType != "" {
+	q, err = parseListQuery("event_type=&listener=&limit=&after=")
+	if err != nil || q.Limit != DefaultLimit || q.EventType != "" || q.Listener != "" {
 		t.Errorf("empty values = %+v, %v", q, err)
+	}
+	q, err = parseListQuery("listener=" + strings.Repeat("é", outbox.MaxListenerLen/2))
+	if err != nil || q.Listener != strings.Repeat("é", outbox.MaxListenerLen/2) {
+		t.Errorf("listener of %d bytes = %+v, %v", outbox.MaxListenerLen/2*2, q, err)
+	}
+}
+
+// TestFilterErrors: each filter is checked on its own and its error names it; the
+// listener is held to outbox.MaxListenerLen.
+func TestFilterErrors(t *testing.T) {
+	t.Parallel()
+	cases := map[string]string{
+		"event_type=" + strings.Repeat("a", outbox.MaxTypeLen+1):              "event_type",
+		"aggregate_type=" + strings.Repeat("a", outbox.MaxAggregateTypeLen+1): "aggregate_type",
+		"listener=" + strings.Repeat("a", outbox.MaxListenerLen+1):            "listener",
+		"listener=a%00b":          "listener",
+		"listener=%ff":            "listener",
+		"listener=a&listener=b":   "listener",
+		"listener=a&eventType=OK": "eventType",
+	}
+	for raw, param := range cases {
+		for _, parse := range []func(string) error{
+			func(raw string) error { _, err := parseListQuery(raw); return err },
+			func(raw string) error { _, _, err := parseCountQuery(raw); return err },
+		} {
+			var pe *paramError
+			if err := parse(raw); !errors.As(err, &pe) || pe.param != param {
+				t.Errorf("%.40s: %v; want an error naming %s", raw, err, param)
+			}
+		}
+	}
+	var pe *paramError
+	err := validFilter(outbox.DeadFilter{Listener: strings.Repeat("l", outbox.MaxListenerLen+1)})
+	if !errors.As(err, &pe) || pe.param != "listener" || !strings.Contains(pe.msg, strconv.Itoa(outbox.MaxListenerLen)) {
+		t.Errorf("long listener: %v; want a listener error that gives the limit", err)
+	}
+	if _, err := parseListQuery("unknown=1"); err == nil || !strings.Contains(err.Error(), "accepted: event_type, aggregate_type, listener, limit, after") {
+		t.Errorf("unknown parameter: %v; want the accepted ones, listener included", err)
+	}
+}
+
+func TestParseCountQuery(t *testing.T) {
+	t.Parallel()
+	ok := map[string]countBy{
+		"":                      {},
+		"by=type":               {types: true},
+		"by=listener":           {listeners: true},
+		"by=type,listener":      {types: true, listeners: true},
+		"by=listener,type":      {types: true, listeners: true},
+		"by=listener&listener=": {listeners: true},
+	}
+	for raw, want := range ok {
+		if _, by, err := parseCountQuery(raw); err != nil || by != want {
+			t.Errorf("parseCountQuery(%q) = %+v, %v; want %+v", raw, by, err, want)
+		}
+	}
+	f, by, err := parseCountQuery("by=listener&event_type=E&aggregate_type=A&listener=mail")
+	if err != nil || !by.listeners || by.types || f != (outbox.DeadFilter{EventType: "E", AggregateType: "A", Listener: "mail"}) {
+		t.Errorf("full count query = %+v, %+v, %v", f, by, err)
+	}
+	for _, raw := range []string{"by=status", "by=type,type", "by=listener,", "by=,type", "by=Type", "by=type,listener,type", "by=type&by=listener"} {
+		var pe *paramError
+		if _, _, err := parseCountQuery(raw); !errors.As(err, &pe) || pe.param != "by" {
+			t.Errorf("parseCountQuery(%q) = %v; want a by error", raw, err)
+		}
 	}
 }
 
@@ -70,6 +136,7 @@ func TestParseListQuery(t *testing.T) {
 // *paramError (a 400), and never panics. Its seeds are in testdata/fuzz.
 func FuzzParseListQuery(f *testing.F) {
 	f.Add("limit=50&event_type=OrderPlaced&aggregate_type=Order")
+	f.Add("listener=billing&event_type=OrderPlaced")
 	f.Add("limit=99999999999999999999")
 	f.Add("after=" + encodeCursor(outbox.Cursor{CreatedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), ID: "x"}))
 	f.Fuzz(func(t *testing.T, raw string) {

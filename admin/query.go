@@ -18,6 +18,7 @@ import (
 const (
 	paramEventType     = "event_type"
 	paramAggregateType = "aggregate_type"
+	paramListener      = "listener"
 	paramLimit         = "limit"
 	paramAfter         = "after"
 	paramBy            = "by"
@@ -82,10 +83,10 @@ func printable(s string) string {
 	return s
 }
 
-// parseFilter reads event_type and aggregate_type; empty or absent means any. Each
-// must be text a row can hold, as checked by [outbox.DeadFilter.Validate].
+// parseFilter reads event_type, aggregate_type and listener; empty or absent means any.
+// Each must be text a row can hold, as checked by [outbox.DeadFilter.Validate].
 func parseFilter(v url.Values) (outbox.DeadFilter, error) {
-	f := outbox.DeadFilter{EventType: v.Get(paramEventType), AggregateType: v.Get(paramAggregateType)}
+	f := outbox.DeadFilter{EventType: v.Get(paramEventType), AggregateType: v.Get(paramAggregateType), Listener: v.Get(paramListener)}
 	return f, validFilter(f)
 }
 
@@ -97,13 +98,16 @@ func validFilter(f outbox.DeadFilter) error {
 	if (outbox.DeadFilter{AggregateType: f.AggregateType}).Validate() != nil {
 		return badParam(paramAggregateType, "must be valid UTF-8 without NUL, at most %d bytes", outbox.MaxAggregateTypeLen)
 	}
+	if (outbox.DeadFilter{Listener: f.Listener}).Validate() != nil {
+		return badParam(paramListener, "must be valid UTF-8 without NUL, at most %d bytes", outbox.MaxListenerLen)
+	}
 	return nil
 }
 
 // parseListQuery turns the query string of GET /api/dead-events into a DeadQuery with
 // a limit in 1..MaxLimit. It returns a *paramError for anything it does not accept.
 func parseListQuery(raw string) (outbox.DeadQuery, error) {
-	v, err := parseQuery(raw, paramEventType, paramAggregateType, paramLimit, paramAfter)
+	v, err := parseQuery(raw, paramEventType, paramAggregateType, paramListener, paramLimit, paramAfter)
 	if err != nil {
 		return outbox.DeadQuery{}, err
 	}
@@ -146,21 +150,38 @@ func parseLimit(s string) (int, error) {
 	return min(n, MaxLimit), nil
 }
 
+// Groupings of GET /api/dead-events/count: the by parameter is one of them or both,
+// separated by a comma ("type,listener").
+const (
+	byType     = "type"
+	byListener = "listener"
+)
+
+// countBy is what the by parameter asks for.
+type countBy struct{ types, listeners bool }
+
+func (b countBy) any() bool { return b.types || b.listeners }
+
 // parseCountQuery parses the query string of GET /api/dead-events/count.
-func parseCountQuery(raw string) (f outbox.DeadFilter, byType bool, err error) {
-	v, err := parseQuery(raw, paramEventType, paramAggregateType, paramBy)
+func parseCountQuery(raw string) (f outbox.DeadFilter, by countBy, err error) {
+	v, err := parseQuery(raw, paramEventType, paramAggregateType, paramListener, paramBy)
 	if err != nil {
-		return outbox.DeadFilter{}, false, err
+		return outbox.DeadFilter{}, countBy{}, err
 	}
-	switch v.Get(paramBy) {
-	case "":
-	case "type":
-		byType = true
-	default:
-		return outbox.DeadFilter{}, false, badParam(paramBy, `must be "type" or absent`)
+	if s := v.Get(paramBy); s != "" {
+		for _, g := range strings.Split(s, ",") {
+			switch {
+			case g == byType && !by.types:
+				by.types = true
+			case g == byListener && !by.listeners:
+				by.listeners = true
+			default:
+				return outbox.DeadFilter{}, countBy{}, badParam(paramBy, `must be "type", "listener", "type,listener" or absent`)
+			}
+		}
 	}
 	f, err = parseFilter(v)
-	return f, byType, err
+	return f, by, err
 }
 
 // validID checks an event ID from a path before it reaches the store.

@@ -26,7 +26,7 @@
     history.replaceState(null, '', location.pathname + location.search);
   })();
 
-  const state = { filter: { event_type: '', aggregate_type: '' }, next: '', selected: '', loading: 0 };
+  const state = { filter: { event_type: '', aggregate_type: '', listener: '' }, next: '', selected: '', loading: 0 };
 
   class APIError extends Error {
     constructor(status, body) {
@@ -102,6 +102,7 @@
     const parts = [];
     if (f.event_type) parts.push('event type "' + f.event_type + '"');
     if (f.aggregate_type) parts.push('aggregate type "' + f.aggregate_type + '"');
+    if (f.listener) parts.push('listener "' + f.listener + '"');
     return parts.length ? ' with ' + parts.join(' and ') : '';
   }
 
@@ -206,7 +207,7 @@
   }
 
   async function loadCount() {
-    const c = await api('api/dead-events/count' + query({ ...state.filter, by: 'type' }));
+    const c = await api('api/dead-events/count' + query({ ...state.filter, by: 'type,listener' }));
     const n = c.count;
     $('match-count').textContent = n === 1 ? '1 dead event' + filterText(state.filter)
       : n + ' dead events' + filterText(state.filter);
@@ -219,12 +220,37 @@
       b.type = 'button';
       b.title = 'Show only these';
       b.append(el('span', t.aggregate_type + ' / ' + t.event_type, 'label'), el('span', t.count, 'value'));
-      b.addEventListener('click', () => setFilter({ event_type: t.event_type, aggregate_type: t.aggregate_type }));
+      b.addEventListener('click', () => setFilter({ ...state.filter, event_type: t.event_type, aggregate_type: t.aggregate_type }));
       const li = el('li');
       li.append(b);
       ul.append(li);
     }
     if (c.partial) ul.append(el('li', 'counted the oldest 10,000 only', 'note'));
+    // The listeners whose deliveries died: a fan-out delivery, or an event whose listener
+    // failed for good, names its listener; older events may name none.
+    const ls = $('listeners');
+    ls.replaceChildren();
+    const byListener = c.by_listener || [];
+    if (byListener.some((l) => l.listener)) {
+      for (const l of byListener) {
+        let b;
+        if (l.listener) {
+          b = el('button', null, 'chip');
+          b.type = 'button';
+          b.title = 'Show only the dead events of this listener';
+          b.addEventListener('click', () => setFilter({ ...state.filter, listener: l.listener }));
+        } else {
+          b = el('span', null, 'chip');
+          b.title = 'Dead events that name no listener';
+        }
+        b.dataset.listener = l.listener;
+        b.append(el('span', l.listener ? 'listener ' + l.listener : 'no listener', 'label'), el('span', l.count, 'value'));
+        const li = el('li');
+        li.append(b);
+        ls.append(li);
+      }
+    }
+    ls.hidden = ls.children.length === 0;
   }
 
   // cellText is a cell whose text stays on one line (cut with an ellipsis past its
@@ -243,6 +269,7 @@
     const created = el('td', ago(e.created_at));
     created.title = e.created_at;
     const agg = cellText(e.aggregate_type + (e.aggregate_id ? ' ' + e.aggregate_id : ''));
+    const listener = cellText(e.listener || '—', 'mono c-listener');
     const err = el('td', e.last_error, 'last-error');
     err.title = e.last_error;
     const actions = el('td', null, 'actions');
@@ -259,7 +286,7 @@
     del.type = 'button';
     del.dataset.action = 'delete';
     actions.append(details, replay, discard, del);
-    tr.append(created, cellText(e.event_type, 'mono'), agg, el('td', e.attempts, 'num'), err, actions);
+    tr.append(created, cellText(e.event_type, 'mono'), agg, listener, el('td', e.attempts, 'num'), err, actions);
     if (e.id === state.selected) tr.classList.add('selected');
     return tr;
   }
@@ -294,9 +321,10 @@
   }
 
   function setFilter(f) {
-    state.filter = { event_type: f.event_type || '', aggregate_type: f.aggregate_type || '' };
+    state.filter = { event_type: f.event_type || '', aggregate_type: f.aggregate_type || '', listener: f.listener || '' };
     $('f-event-type').value = state.filter.event_type;
     $('f-aggregate-type').value = state.filter.aggregate_type;
+    $('f-listener').value = state.filter.listener;
     refresh();
   }
 
@@ -309,6 +337,7 @@
     const fields = [
       ['ID', e.id], ['Status', e.status], ['Event type', e.event_type],
       ['Aggregate', e.aggregate_type + (e.aggregate_id ? ' ' + e.aggregate_id : '')],
+      ['Listener', e.listener || '—'],
       ['Tenant', e.tenant_id || '—'], ['Attempts', e.attempts], ['Created', e.created_at],
       ['Dead since', e.status === 'DEAD' && e.done_at ? e.done_at : '—'],
     ];
@@ -457,7 +486,11 @@
   $('clear-filters').addEventListener('click', () => setFilter({}));
   $('filters').addEventListener('submit', (ev) => {
     ev.preventDefault();
-    setFilter({ event_type: $('f-event-type').value.trim(), aggregate_type: $('f-aggregate-type').value.trim() });
+    setFilter({
+      event_type: $('f-event-type').value.trim(),
+      aggregate_type: $('f-aggregate-type').value.trim(),
+      listener: $('f-listener').value.trim(),
+    });
   });
   $('login-form').addEventListener('submit', (ev) => {
     ev.preventDefault();

@@ -6,7 +6,7 @@
 //
 //	outbox [flags] migrate [-status]
 //	outbox [flags] stats
-//	outbox [flags] events list [-type T] [-aggregate A] [-limit N] [-after CURSOR]
+//	outbox [flags] events list [-type T] [-aggregate A] [-listener L] [-limit N] [-after CURSOR]
 //	outbox [flags] events show ID
 //	outbox [flags] replay ID...
 //	outbox [flags] discard ID...
@@ -24,8 +24,10 @@
 //	-timeout D                  bound on the whole command (default 30s)
 //
 // events list lists DEAD events, oldest first, with the admin page's filters and keyset
-// cursor. The exit status is 0 on success, 1 when an operation failed (a database that
-// cannot be reached, an unknown event, an event in the wrong state) and 2 on bad usage.
+// cursor; -listener keeps the events of one listener: the subscription a fan-out
+// delivery is for, or the listener whose delivery failed for good. The exit status is 0
+// on success, 1 when an operation failed (a database that cannot be reached, an unknown
+// event, an event in the wrong state) and 2 on bad usage.
 // Every mutation is logged on standard error with the event ID.
 package main
 
@@ -304,6 +306,7 @@ func (c *cli) list(ctx context.Context, args []string) error {
 	var q outbox.DeadQuery
 	fs.StringVar(&q.EventType, "type", "", "only events of this type")
 	fs.StringVar(&q.AggregateType, "aggregate", "", "only events of this aggregate type")
+	fs.StringVar(&q.Listener, "listener", "", "only events of this listener (a fan-out delivery's subscription, or the listener that failed for good)")
 	fs.IntVar(&q.Limit, "limit", outbox.DefaultDeadPageSize, fmt.Sprintf("events per page (at most %d)", outbox.MaxDeadPageSize))
 	after := fs.String("after", "", "the cursor a previous page printed")
 	if err := fs.Parse(args); err != nil {
@@ -341,13 +344,17 @@ func (c *cli) list(ctx context.Context, args []string) error {
 		return c.writeJSON(map[string]any{"events": page.Events, "next": next})
 	}
 	w := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ID\tCREATED\tTYPE\tAGGREGATE\tATTEMPTS\tLAST ERROR")
+	fmt.Fprintln(w, "ID\tCREATED\tTYPE\tAGGREGATE\tLISTENER\tATTEMPTS\tLAST ERROR")
 	for _, e := range page.Events {
 		agg := e.AggregateType
 		if e.AggregateID != "" {
 			agg += " " + e.AggregateID
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\n", e.ID, e.CreatedAt.UTC().Format(time.RFC3339), e.Type, agg, e.Attempts, oneLine(e.LastError, 80))
+		listener := e.Listener
+		if listener == "" {
+			listener = "-"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", e.ID, e.CreatedAt.UTC().Format(time.RFC3339), e.Type, agg, listener, e.Attempts, oneLine(e.LastError, 80))
 	}
 	if err := w.Flush(); err != nil {
 		return err
@@ -386,6 +393,7 @@ func (c *cli) show(ctx context.Context, id string) error {
 	row("status", e.Status.String())
 	row("type", e.Type)
 	row("aggregate", strings.TrimSpace(e.AggregateType+" "+e.AggregateID))
+	row("listener", e.Listener)
 	row("tenant", e.TenantID)
 	row("attempts", fmt.Sprint(e.Attempts))
 	row("last error", oneLine(e.LastError, 0))

@@ -121,7 +121,8 @@ func TestCommand(t *testing.T) {
 			t.Fatalf("migrate -status -json: %+v", mig)
 		}
 
-		// Three DEAD events, one pending, one DONE, written through the store.
+		// Three DEAD events, one pending, one DONE, written through the store; two of the
+		// DEAD ones name the listener that failed (a fan-out delivery's subscription).
 		store, err := outbox.NewSQLStore(tg.db, tg.dialect, outbox.SQLStoreConfig{Table: tg.table})
 		if err != nil {
 			t.Fatal(err)
@@ -136,8 +137,9 @@ func TestCommand(t *testing.T) {
 		if _, err := store.Insert(ctx, tg.db, outbox.InsertParams{Events: events}); err != nil {
 			t.Fatal(err)
 		}
-		for _, id := range []string{"e0", "e1", "e2"} {
-			if _, err := store.MarkDead(ctx, outbox.MarkDeadParams{ID: id, DeadAt: time.Now(), Reason: "carrier\nrefused " + id, CountAttempt: true}); err != nil {
+		for id, listener := range map[string]string{"e0": "mail", "e1": "billing", "e2": ""} {
+			if _, err := store.MarkDead(ctx, outbox.MarkDeadParams{ID: id, DeadAt: time.Now(), Reason: "carrier\nrefused " + id,
+				CountAttempt: true, Listener: listener}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -158,6 +160,17 @@ func TestCommand(t *testing.T) {
 		if !strings.Contains(out, "e0") || !strings.Contains(out, "carrier refused e0") || strings.Contains(out, "e3") {
 			t.Fatalf("events list:\n%s", out)
 		}
+		listeners := map[string]string{}
+		for _, l := range strings.Split(out, "\n") {
+			if f := strings.Fields(l); len(f) > 5 && f[0] == "ID" {
+				listeners[f[0]] = f[4] // ID, CREATED, TYPE, AGGREGATE, LISTENER
+			} else if len(f) > 5 {
+				listeners[f[0]] = f[5] // the aggregate is its type and ID
+			}
+		}
+		if want := map[string]string{"ID": "LISTENER", "e0": "mail", "e1": "billing", "e2": "-"}; fmt.Sprint(listeners) != fmt.Sprint(want) {
+			t.Fatalf("events list: listener column %v, want %v\n%s", listeners, want, out)
+		}
 		var page struct {
 			Events []outbox.Event
 			Next   string
@@ -170,10 +183,41 @@ func TestCommand(t *testing.T) {
 		if len(page.Events) != 1 || page.Events[0].ID != "e1" {
 			t.Fatalf("second page: %+v", page)
 		}
+		for _, c := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"-listener", "mail"}, "e0 mail"},
+			{[]string{"-listener", "billing", "-type", "Shipped", "-aggregate", "Order"}, "e1 billing"},
+			{[]string{"-listener", "billing", "-type", "Billed"}, ""},
+			{[]string{"-listener", "nobody"}, ""},
+			{[]string{"-listener", ""}, "e0 mail e1 billing e2 "},
+		} {
+			page.Events, page.Next = nil, ""
+			decode(t, tg.ok(t, append([]string{"-json", "events", "list"}, c.args...)...), &page)
+			got := ""
+			for _, e := range page.Events {
+				got += e.ID + " " + e.Listener + " "
+			}
+			if strings.TrimSpace(got) != strings.TrimSpace(c.want) || page.Next != "" {
+				t.Errorf("events list %v: %q (next %q), want %q", c.args, got, page.Next, c.want)
+			}
+		}
+		if out := tg.ok(t, "events", "list", "-listener", "mail"); !strings.Contains(out, "e0") || strings.Contains(out, "e1") {
+			t.Errorf("events list -listener mail:\n%s", out)
+		}
 
 		if out := tg.ok(t, "events", "show", "e2"); !regexpLine(out, "status", "DEAD") || !strings.Contains(strings.ReplaceAll(out, " ", ""), `{"n":2}`) ||
-			!strings.Contains(out, "first failed attempt") {
+			!strings.Contains(out, "first failed attempt") || strings.Contains("\n"+out, "\nlistener") {
 			t.Fatalf("events show:\n%s", out)
+		}
+		if out := tg.ok(t, "events", "show", "e0"); !regexpLine(out, "listener", "mail") {
+			t.Fatalf("events show of a delivery that names its listener:\n%s", out)
+		}
+		var shown outbox.Event
+		decode(t, tg.ok(t, "-json", "events", "show", "e1"), &shown)
+		if shown.ID != "e1" || shown.Listener != "billing" {
+			t.Fatalf("events show -json: %+v", shown)
 		}
 
 		if out := tg.ok(t, "replay", "e0"); !strings.Contains(out, "replayed e0") {
@@ -226,6 +270,7 @@ func TestBadInput(t *testing.T) {
 		{"replay without ID", sqlite, []string{"replay"}, 2, "one or more event IDs"},
 		{"bad cursor", sqlite, []string{"events", "list", "-after", "nope!"}, 2, "not a cursor"},
 		{"bad limit", sqlite, []string{"events", "list", "-limit", "0"}, 2, "-limit"},
+		{"long listener", sqlite, []string{"events", "list", "-listener", strings.Repeat("l", outbox.MaxListenerLen+1)}, 2, "Listener is 256 bytes"},
 		{"unreachable postgres", target{kind: "postgres", dsn: "postgres://nobody@127.0.0.1:1/x?sslmode=disable&connect_timeout=2",
 			table: outbox.DefaultTable}, []string{"stats"}, 1, "cannot reach the postgres database"},
 		{"unreachable mysql", target{kind: "mysql", dsn: "nobody:x@tcp(127.0.0.1:1)/x?timeout=2s", table: outbox.DefaultTable},

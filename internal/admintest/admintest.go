@@ -72,6 +72,10 @@ func Run(t *testing.T, mount Mount) {
 		t.Parallel()
 		runRead(t, mount)
 	})
+	t.Run("Listeners", func(t *testing.T) {
+		t.Parallel()
+		runListeners(t, mount)
+	})
 	t.Run("Failures", func(t *testing.T) {
 		t.Parallel()
 		runFailures(t, mount)

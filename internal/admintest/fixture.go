@@ -27,11 +27,29 @@ const (
 	DefaultReason = "payment service unavailable"
 )
 
+// The fan-out route: an event of TypeOrderCancelled on AggregateOrder goes to two named
+// listeners, ListenerBilling and ListenerMail, as one delivery row each (its own ID,
+// outbox.DeliveryID, and the listener's name in its listener column), each of which dies
+// and is replayed on its own. Write such events with [Fixture.SeedDeadFanOut].
+const (
+	TypeOrderCancelled = "OrderCancelled"
+	ListenerBilling    = "billing"
+	ListenerMail       = "mail"
+)
+
 var routes = [...][2]string{
 	{AggregateOrder, TypeOrderPlaced},
 	{AggregateOrder, TypeOrderShipped},
 	{AggregatePayment, TypePaymentTaken},
 }
+
+// fanOutListeners are the subscriptions of the fan-out route, in registration order.
+var fanOutListeners = [...]string{ListenerBilling, ListenerMail}
+
+// RouteListener is the name of the only listener of a route of the fixture other than
+// the fan-out one, which a DEAD event of the route names as its listener: outbox's
+// default, "aggregateType/eventType".
+func RouteListener(aggregateType, eventType string) string { return aggregateType + "/" + eventType }
 
 // FixtureOptions configures [NewFixture].
 type FixtureOptions struct {
@@ -92,6 +110,13 @@ func NewFixture(t *testing.T, o FixtureOptions) *Fixture {
 			t.Fatalf("register: %v", err)
 		}
 	}
+	for _, name := range fanOutListeners {
+		err := ob.Subscribe(outbox.Subscription{Name: name, AggregateType: AggregateOrder, EventType: TypeOrderCancelled,
+			Listener: outbox.ResultListenerFunc(f.handle)})
+		if err != nil {
+			t.Fatalf("subscribe %s: %v", name, err)
+		}
+	}
 	if err := ob.Start(ctx); err != nil {
 		t.Fatalf("start outbox: %v", err)
 	}
@@ -135,7 +160,7 @@ func (f *Fixture) Deliveries(id string) int {
 // Seed describes an event to write. The zero value is an OrderPlaced event of an Order.
 type Seed struct {
 	// AggregateType and Type must be one of the fixture's routes. Default to
-	// AggregateOrder and TypeOrderPlaced.
+	// AggregateOrder and TypeOrderPlaced (TypeOrderCancelled for SeedDeadFanOut).
 	AggregateType, Type string
 	AggregateID         string
 	// Reason becomes last_error when the event dies. Defaults to DefaultReason.
@@ -169,6 +194,9 @@ func (f *Fixture) Write(t *testing.T, seeds ...Seed) []string {
 		}
 		if s.Reason != "" {
 			f.reasons[ids[i]] = s.Reason
+			for _, name := range fanOutListeners {
+				f.reasons[outbox.DeliveryID(ids[i], name)] = s.Reason
+			}
 		}
 	}
 	f.mu.Unlock()
@@ -189,6 +217,33 @@ func (f *Fixture) SeedDead(t *testing.T, seeds ...Seed) []string {
 	ids := f.Write(t, seeds...)
 	f.WaitStatus(t, outbox.StatusDead, ids...)
 	return ids
+}
+
+// SeedDeadFanOut writes events of the fan-out route (a seed's Type and AggregateType
+// default to TypeOrderCancelled and AggregateOrder, and must stay so) and waits until
+// each is split and every delivery is DEAD. It returns the IDs of the deliveries per
+// listener (ListenerBilling, ListenerMail), in the order of the seeds, which is their
+// order in a list filtered by listener. Call it before [Fixture.Fix].
+func (f *Fixture) SeedDeadFanOut(t *testing.T, seeds ...Seed) map[string][]string {
+	t.Helper()
+	for i := range seeds {
+		seeds[i].Type = cmp.Or(seeds[i].Type, TypeOrderCancelled)
+		if seeds[i].Type != TypeOrderCancelled || cmp.Or(seeds[i].AggregateType, AggregateOrder) != AggregateOrder {
+			t.Fatalf("admintest: SeedDeadFanOut of %s/%s, not the fan-out route", seeds[i].AggregateType, seeds[i].Type)
+		}
+	}
+	ids := f.Write(t, seeds...)
+	f.WaitStatus(t, outbox.StatusDone, ids...)
+	deliveries := map[string][]string{}
+	var all []string
+	for _, name := range fanOutListeners {
+		for _, id := range ids {
+			deliveries[name] = append(deliveries[name], outbox.DeliveryID(id, name))
+		}
+		all = append(all, deliveries[name]...)
+	}
+	f.WaitStatus(t, outbox.StatusDead, all...)
+	return deliveries
 }
 
 // Poll runs the poller once: it hands replayed (NEW) events to the dispatcher.

@@ -26,6 +26,7 @@ type (
 		EventType     string            `json:"event_type"`
 		AggregateType string            `json:"aggregate_type"`
 		AggregateID   string            `json:"aggregate_id"`
+		Listener      *string           `json:"listener"` // nil when absent
 		Status        string            `json:"status"`
 		Attempts      int               `json:"attempts"`
 		LastError     string            `json:"last_error"`
@@ -41,7 +42,12 @@ type (
 			EventType     string `json:"event_type"`
 			Count         int64  `json:"count"`
 		} `json:"by_type"`
-		Partial bool `json:"partial"`
+		ByListener []listenerCount `json:"by_listener"`
+		Partial    bool            `json:"partial"`
+	}
+	listenerCount struct {
+		Listener string `json:"listener"`
+		Count    int64  `json:"count"`
 	}
 	overviewBody struct {
 		Counts                  map[string]int64 `json:"counts"`
@@ -130,6 +136,10 @@ func testListDefault(t *testing.T, e *readEnv) {
 			ev.AggregateType != AggregateOrder || ev.CreatedAt.IsZero() || ev.DoneAt == nil {
 			t.Fatalf("event %d = %+v", i, ev)
 		}
+		// The listener that failed for good: the route's only one, under its default name.
+		if want := RouteListener(AggregateOrder, TypeOrderPlaced); ev.Listener == nil || *ev.Listener != want {
+			t.Fatalf("event %d: listener %v, want %q", i, ev.Listener, want)
+		}
 	}
 	// A list leaves out headers and payloads, which can be large.
 	if strings.Contains(string(res.body), `"payload"`) || strings.Contains(string(res.body), `"headers"`) {
@@ -181,6 +191,11 @@ func testListFilters(t *testing.T, e *readEnv) {
 		{"event_type=" + TypeOrderShipped + "&aggregate_type=" + AggregatePayment, nil},
 		{"event_type=NoSuchType", nil},
 		{"event_type=&aggregate_type=" + AggregatePayment, e.payment},
+		{"listener=" + url.QueryEscape(RouteListener(AggregateOrder, TypeOrderShipped)), e.shipped},
+		{"listener=" + url.QueryEscape(RouteListener(AggregatePayment, TypePaymentTaken)) + "&aggregate_type=" + AggregatePayment, e.payment},
+		{"listener=" + url.QueryEscape(RouteListener(AggregatePayment, TypePaymentTaken)) + "&aggregate_type=" + AggregateOrder, nil},
+		{"listener=" + ListenerBilling, nil},
+		{"listener=&event_type=" + TypeOrderShipped, e.shipped},
 	}
 	for _, c := range cases {
 		var page listBody
@@ -231,6 +246,9 @@ func testBadParameters(t *testing.T, e *readEnv) {
 		{"api/dead-events?event_type=%ff%fe", "event_type"},
 		{"api/dead-events?event_type=" + long, "event_type"},
 		{"api/dead-events?aggregate_type=" + strings.Repeat("b", outbox.MaxAggregateTypeLen+1), "aggregate_type"},
+		{"api/dead-events?listener=" + strings.Repeat("l", outbox.MaxListenerLen+1), "listener"},
+		{"api/dead-events?listener=a%00b", "listener"},
+		{"api/dead-events?listener=a&listener=b", "listener"},
 		{"api/dead-events?after=garbage!", "after"},
 		{"api/dead-events?after=" + cursor("2026-01-01T00:00:00Z"), "after"},
 		{"api/dead-events?after=" + cursor("10000-01-01T00:00:00Z|x"), "after"},
@@ -244,6 +262,10 @@ func testBadParameters(t *testing.T, e *readEnv) {
 		{"api/dead-events/count?by=status", "by"},
 		{"api/dead-events/count?limit=5", "limit"},
 		{"api/dead-events/count?event_type=%00", "event_type"},
+		{"api/dead-events/count?listener=%ff", "listener"},
+		{"api/dead-events/count?listener=" + strings.Repeat("l", outbox.MaxListenerLen+1), "listener"},
+		{"api/dead-events/count?by=listeners", "by"},
+		{"api/dead-events/count?by=type,type", "by"},
 		{"api/overview?verbose=1", "verbose"},
 		{"api/dead-events/" + e.dead[0] + "?expand=1", "expand"},
 	}
@@ -279,8 +301,43 @@ func testCount(t *testing.T, e *readEnv) {
 		t.Errorf("count?by=type = %s, want %s", got, want)
 	}
 	e.c.get(t, "api/dead-events/count?by=type&aggregate_type="+AggregatePayment).decode(t, http.StatusOK, &c)
-	if c.Count != nPayment || len(c.ByType) != 1 || c.ByType[0].Count != nPayment {
+	if c.Count != nPayment || len(c.ByType) != 1 || c.ByType[0].Count != nPayment || c.ByListener != nil {
 		t.Errorf("count?by=type&aggregate_type=Payment = %+v", c)
+	}
+
+	// Per listener: each route's only listener, under its default name.
+	byListener := fmt.Sprint([]listenerCount{
+		{RouteListener(AggregateOrder, TypeOrderPlaced), nPlaced},
+		{RouteListener(AggregateOrder, TypeOrderShipped), nShipped},
+		{RouteListener(AggregatePayment, TypePaymentTaken), nPayment},
+	})
+	c = countBody{}
+	e.c.get(t, "api/dead-events/count?by=listener").decode(t, http.StatusOK, &c)
+	if c.Count != nDead || c.ByType != nil || fmt.Sprint(c.ByListener) != byListener || c.Partial {
+		t.Errorf("count?by=listener = %+v, want by_listener %s", c, byListener)
+	}
+	c = countBody{}
+	e.c.get(t, "api/dead-events/count?by=type,listener").decode(t, http.StatusOK, &c)
+	if c.Count != nDead || len(c.ByType) != 3 || fmt.Sprint(c.ByListener) != byListener {
+		t.Errorf("count?by=type,listener = %+v", c)
+	}
+	shipped := RouteListener(AggregateOrder, TypeOrderShipped)
+	c = countBody{}
+	e.c.get(t, "api/dead-events/count?by=listener&listener="+url.QueryEscape(shipped)).decode(t, http.StatusOK, &c)
+	if c.Count != nShipped || len(c.ByListener) != 1 || c.ByListener[0] != (listenerCount{shipped, nShipped}) {
+		t.Errorf("count?by=listener&listener=%s = %+v", shipped, c)
+	}
+	for q, want := range map[string]int64{
+		"?listener=" + url.QueryEscape(shipped):                                        nShipped,
+		"?listener=" + url.QueryEscape(shipped) + "&event_type=" + TypeOrderPlaced:     0,
+		"?listener=" + ListenerMail:                                                    0,
+		"?listener=" + url.QueryEscape(RouteListener(AggregateOrder, TypeOrderPlaced)): nPlaced,
+	} {
+		c = countBody{}
+		e.c.get(t, "api/dead-events/count"+q).decode(t, http.StatusOK, &c)
+		if c.Count != want {
+			t.Errorf("count%s = %d, want %d", q, c.Count, want)
+		}
 	}
 }
 
@@ -291,6 +348,9 @@ func testGet(t *testing.T, e *readEnv) {
 		ev.AggregateType != AggregatePayment || ev.AggregateID != "pay-"+hostile || ev.DoneAt == nil {
 		t.Errorf("get = %+v", ev)
 	}
+	if want := RouteListener(AggregatePayment, TypePaymentTaken); ev.Listener == nil || *ev.Listener != want {
+		t.Errorf("get: listener %v, want %q", ev.Listener, want)
+	}
 	if ev.Headers["trace"] != "<b>"+hostile+"</b>" {
 		t.Errorf("headers = %v", ev.Headers)
 	}
@@ -299,9 +359,10 @@ func testGet(t *testing.T, e *readEnv) {
 	}
 	// Attempts is reported (0 here: the listener returned Dead at once); an event of
 	// any status can be read, so a replayed one can be followed.
+	ev = eventBody{}
 	e.c.get(t, "api/dead-events/"+e.pending).decode(t, http.StatusOK, &ev)
-	if ev.Status != "NEW" || ev.DoneAt != nil || ev.Headers == nil {
-		t.Errorf("get pending = %+v", ev)
+	if ev.Status != "NEW" || ev.DoneAt != nil || ev.Headers == nil || ev.Listener == nil || *ev.Listener != "" {
+		t.Errorf("get pending = %+v, want NEW, no listener (\"\")", ev)
 	}
 }
 

@@ -25,6 +25,7 @@ func runReplay(t *testing.T, mount Mount, backend string) {
 		{"One", testReplayOne},
 		{"NotDead", testReplayNotDead},
 		{"AllMatching", testReplayAll},
+		{"ByListener", testReplayByListener},
 		{"Concurrent", testReplayConcurrent},
 		{"Delete", testDelete},
 		{"Discard", testDiscard},
@@ -210,6 +211,66 @@ func testReplayAll(t *testing.T, mount Mount, backend string) {
 	for _, id := range all {
 		if n := e.fx.Deliveries(id); n != 1 {
 			t.Errorf("%s: %d deliveries, want 1", id, n)
+		}
+	}
+}
+
+// testReplayByListener: a replay with a listener filter moves back to NEW the DEAD
+// deliveries of that listener only, each delivered once more to it alone; the other
+// listener's stay DEAD, and the replay is audited with its filter.
+func testReplayByListener(t *testing.T, mount Mount, backend string) {
+	e := setup(t, mount, FixtureOptions{Backend: backend}, func(o *outboxadmin.Options) { o.ReplayBatchSize = 2 })
+	fan := e.fx.SeedDeadFanOut(t, Seed{}, Seed{}, Seed{})
+	placed := e.fx.SeedDead(t, Seed{})
+	billing, mail := fan[ListenerBilling], fan[ListenerMail]
+	e.fx.Fix()
+
+	steps := []struct {
+		body    string
+		want    int64
+		replays []string
+	}{
+		{`{"listener":"NoSuchListener"}`, 0, nil},
+		{`{"listener":"` + ListenerMail + `","event_type":"` + TypeOrderPlaced + `"}`, 0, nil},
+		{`{"listener":"` + ListenerMail + `","event_type":"` + TypeOrderCancelled + `","aggregate_type":"` + AggregateOrder + `"}`, 3, mail},
+		{`{"listener":"` + ListenerMail + `"}`, 0, nil},
+	}
+	for _, s := range steps {
+		var r replayBody
+		e.c.post(t, "api/dead-events/replay", s.body).decode(t, http.StatusOK, &r)
+		if r.Replayed != s.want {
+			t.Fatalf("replay %s = %d, want %d", s.body, r.Replayed, s.want)
+		}
+		for _, id := range s.replays {
+			if got := e.fx.Status(t, id); got != outbox.StatusNew && got != outbox.StatusDone {
+				t.Fatalf("after replay %s: %s is %s, want NEW (or DONE)", s.body, id, got)
+			}
+		}
+	}
+	if e.logs.find("INFO", "replayed dead events", "listener="+ListenerMail) == "" {
+		t.Error("the replay by listener left no audit line naming the listener")
+	}
+	var c countBody
+	e.c.get(t, "api/dead-events/count?by=listener").decode(t, http.StatusOK, &c)
+	if c.Count != 4 || len(c.ByListener) != 2 || c.ByListener[0] != (listenerCount{ListenerBilling, 3}) ||
+		c.ByListener[1] != (listenerCount{RouteListener(AggregateOrder, TypeOrderPlaced), 1}) {
+		t.Fatalf("count after the replay of mail = %+v, want billing's 3 and the placed one", c)
+	}
+	e.fx.Poll(t)
+	e.fx.WaitStatus(t, outbox.StatusDone, mail...)
+	for _, id := range mail {
+		if n := e.fx.Deliveries(id); n != 1 {
+			t.Errorf("mail delivery %s: %d deliveries, want 1", id, n)
+		}
+		var ev eventBody
+		e.c.get(t, "api/dead-events/"+id).decode(t, http.StatusOK, &ev)
+		if ev.Status != "DONE" || ev.Listener == nil || *ev.Listener != ListenerMail {
+			t.Errorf("replayed mail delivery = %+v, want DONE, still for mail", ev)
+		}
+	}
+	for _, id := range append(slices.Clone(billing), placed...) {
+		if n, s := e.fx.Deliveries(id), e.fx.Status(t, id); n != 0 || s != outbox.StatusDead {
+			t.Errorf("%s: %d deliveries, status %s; want 0, DEAD", id, n, s)
 		}
 	}
 }

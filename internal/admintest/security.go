@@ -293,6 +293,10 @@ func testBadBodies(t *testing.T, mount Mount) {
 		{path: "api/dead-events/replay", body: `{"event_type":"a\u0000"}`, status: 400, code: "invalid_parameter", param: "event_type"},
 		{path: "api/dead-events/replay", body: `{"event_type":"` + long + `"}`, status: 400, code: "invalid_parameter", param: "event_type"},
 		{path: "api/dead-events/replay", body: `{"aggregate_type":"` + long + `"}`, status: 400, code: "invalid_parameter", param: "aggregate_type"},
+		{path: "api/dead-events/replay", body: `{"listener":"` + strings.Repeat("l", outbox.MaxListenerLen+1) + `"}`, status: 400, code: "invalid_parameter", param: "listener"},
+		{path: "api/dead-events/replay", body: `{"listener":"a\u0000"}`, status: 400, code: "invalid_parameter", param: "listener"},
+		{path: "api/dead-events/replay", body: `{"listener":1}`, status: 400, code: "invalid_body"},
+		{path: "api/dead-events/replay?listener=mail", body: `{}`, status: 400, code: "invalid_parameter", param: "listener"},
 		{path: "api/dead-events/replay?event_type=OrderPlaced", body: `{}`, status: 400, code: "invalid_parameter", param: "event_type"},
 		{path: "api/dead-events/replay", body: `{"event_type":"` + strings.Repeat("x", outboxadmin.MaxBodyBytes) + `"}`, status: 413, code: "body_too_large"},
 		{path: "api/dead-events/" + id + "/replay", body: `{"force":true}`, status: 400, code: "invalid_body"},
@@ -308,6 +312,11 @@ func testBadBodies(t *testing.T, mount Mount) {
 		if got.Param != c.param {
 			t.Errorf("POST /%s %.40q: param = %q, want %q", c.path, c.body, got.Param, c.param)
 		}
+	}
+	// An unknown field is named, with the accepted ones.
+	if got := e.c.post(t, "api/dead-events/replay", `{"listeners":"mail"}`).wantError(t, 400, "invalid_body"); !strings.Contains(got.Message, "listeners") ||
+		!strings.Contains(got.Message, "accepted: event_type, aggregate_type, listener") {
+		t.Errorf("unknown body field: message %q, want the field and the accepted ones", got.Message)
 	}
 	e.fx.Poll(t)
 	if got := e.fx.Status(t, id); got != outbox.StatusDead {

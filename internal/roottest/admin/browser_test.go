@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -402,5 +403,130 @@ func TestBrowserStates(t *testing.T) {
 	}
 	if visible := run(ctx, t, chromedp.Evaluate[bool](`!document.getElementById('status').hidden`)); visible {
 		t.Error("the status panel stays visible over the sign-in form")
+	}
+}
+
+// TestBrowserListener drives the page over fan-out deliveries: the table shows each dead
+// event's listener, the per-listener chips count them, the listener filter narrows the
+// list, and "Replay all matching" replays the dead deliveries of that listener only.
+func TestBrowserListener(t *testing.T) {
+	t.Parallel()
+	execPath := chromium(t)
+	fx := admintest.NewFixture(t, admintest.FixtureOptions{PollInterval: 50 * time.Millisecond})
+	fan := fx.SeedDeadFanOut(t, admintest.Seed{AggregateID: "order-7"}, admintest.Seed{AggregateID: "order-8", Reason: "smtp down"})
+	billing, mail := fan[admintest.ListenerBilling], fan[admintest.ListenerMail]
+	plain := fx.SeedDead(t, admintest.Seed{AggregateID: "order-9"})[0]
+	fx.Fix()
+
+	h, err := outboxadmin.New(fx.Outbox.Dead(), outboxadmin.Options{Authorize: outboxadmin.AllowAll(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/outbox/admin/", http.StripPrefix("/outbox/admin", h))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	ctx := newBrowser(t, execPath)
+
+	row := func(id string) chromedp.CSS { return chromedp.CSS(`#rows tr[data-id="` + id + `"]`) }
+	listenerCell := func(id string) string {
+		return run(ctx, t, chromedp.TextContent(row(id)+chromedp.CSS(" td:nth-child(4)")))
+	}
+	chip := func(listener string) string {
+		return `document.querySelector('#listeners [data-listener="` + listener + `"] .value')?.textContent`
+	}
+	err = chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/outbox/admin/"),
+		chromedp.WaitVisible(row(billing[0])),
+		chromedp.WaitVisible(row(plain)),
+		chromedp.Poll[chromedp.Void](chip(admintest.ListenerBilling)+` === "2" && `+chip(admintest.ListenerMail)+` === "2"`,
+			chromedp.WithPollingTimeout(30*time.Second)),
+	)
+	if err != nil {
+		t.Fatalf("load the page: %v", err)
+	}
+	if head := run(ctx, t, chromedp.TextContent(chromedp.CSS(`thead th:nth-child(4)`))); head != "Listener" {
+		t.Errorf("fourth column is %q, want Listener", head)
+	}
+	for id, want := range map[string]string{billing[0]: admintest.ListenerBilling, mail[1]: admintest.ListenerMail,
+		plain: admintest.RouteListener(admintest.AggregateOrder, admintest.TypeOrderPlaced)} {
+		if got := listenerCell(id); got != want {
+			t.Errorf("listener cell of %s = %q, want %q", id, got, want)
+		}
+	}
+	err = chromedp.Do(ctx,
+		chromedp.Click(row(mail[1])+chromedp.CSS(` button[data-action="details"]`)),
+		chromedp.WaitVisible(chromedp.ID("detail")),
+	)
+	if err != nil {
+		t.Fatalf("open the details: %v", err)
+	}
+	if fields := run(ctx, t, chromedp.TextContent(chromedp.ID("detail-fields"))); !strings.Contains(fields, "Listener"+admintest.ListenerMail) {
+		t.Errorf("details say %q, want the listener", fields)
+	}
+	screenshot(ctx, t, "admin-listeners.png")
+
+	// Filter by listener: only mail's deliveries stay.
+	err = chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.ID("f-listener"), admintest.ListenerMail),
+		chromedp.Click(chromedp.CSS(`#filters button[type="submit"]`)),
+		chromedp.WaitNotPresent(row(billing[0])),
+		chromedp.WaitNotPresent(row(plain)),
+		chromedp.WaitVisible(row(mail[0])),
+		chromedp.Poll[chromedp.Void](`document.getElementById('match-count').textContent.startsWith("2 dead events")`,
+			chromedp.WithPollingTimeout(30*time.Second)),
+	)
+	if err != nil {
+		t.Fatalf("filter by listener: %v", err)
+	}
+	if n := run(ctx, t, chromedp.Evaluate[int](`document.querySelectorAll('#rows tr').length`)); n != 2 {
+		t.Errorf("%d rows under the mail filter, want 2", n)
+	}
+	if text := run(ctx, t, chromedp.TextContent(chromedp.ID("match-count"))); !strings.Contains(text, `listener "mail"`) {
+		t.Errorf("the count says %q, want the listener filter", text)
+	}
+
+	// Replay all matching: mail's deliveries only.
+	err = chromedp.Do(ctx,
+		chromedp.Click(chromedp.ID("replay-all")),
+		chromedp.WaitVisible(chromedp.ID("confirm-ok")),
+	)
+	if err != nil {
+		t.Fatalf("ask to replay all matching: %v", err)
+	}
+	if text := run(ctx, t, chromedp.TextContent(chromedp.ID("confirm-text"))); !strings.Contains(text, `listener "mail"`) {
+		t.Errorf("the confirmation says %q, want the listener filter", text)
+	}
+	screenshot(ctx, t, "admin-replay-listener.png")
+	err = chromedp.Do(ctx,
+		chromedp.Click(chromedp.ID("confirm-ok")),
+		chromedp.WaitNotPresent(row(mail[0])),
+		chromedp.WaitVisible(chromedp.ID("toast")),
+	)
+	if err != nil {
+		t.Fatalf("confirm the replay: %v", err)
+	}
+	fx.WaitStatus(t, outbox.StatusDone, mail...)
+	for _, id := range mail {
+		if n := fx.Deliveries(id); n != 1 {
+			t.Errorf("mail delivery %s: %d deliveries, want 1", id, n)
+		}
+	}
+	for _, id := range append(slices.Clone(billing), plain) {
+		if got, n := fx.Status(t, id), fx.Deliveries(id); got != outbox.StatusDead || n != 0 {
+			t.Errorf("%s after the replay of mail: %s, %d deliveries; want DEAD, 0", id, got, n)
+		}
+	}
+	// Clear the filters: the others are still there.
+	err = chromedp.Do(ctx,
+		chromedp.Click(chromedp.ID("clear-filters")),
+		chromedp.WaitVisible(row(billing[1])),
+		chromedp.WaitVisible(row(plain)),
+	)
+	if err != nil {
+		t.Fatalf("clear the filters: %v", err)
+	}
+	if v := run(ctx, t, chromedp.Evaluate[string](`document.getElementById('f-listener').value`)); v != "" {
+		t.Errorf("listener filter after Clear = %q", v)
 	}
 }
