@@ -36,7 +36,8 @@ type childW4Params struct {
 	Timeout      time.Duration `json:"timeout"`
 	CPUProfile   string        `json:"cpu_profile"`
 	Verbose      bool          `json:"verbose"`
-	Relay        string        `json:"relay"` // "": the no-op listener; else a relay workload of relayListener
+	Listeners    int           `json:"listeners"` // > 1: that many subscriptions, every event split
+	Relay        string        `json:"relay"`     // "": the no-op listener; else a relay workload of relayListener
 }
 
 // childW4Result is what the child prints on stdout, as one JSON line.
@@ -66,11 +67,15 @@ func runDrain(ctx context.Context, o options, t *target, r int, relay string) (s
 	p := childW4Params{
 		Kind: t.kind, DSN: t.dsn, Schema: t.schema, Rows: n, Pool: t.pool, Workers: o.workers,
 		ColdQueue: o.coldQueue, PollInterval: o.pollInterval, PollBatch: o.pollBatch, DoneWindow: o.doneWindow,
-		Timeout: o.timeout, Verbose: o.verbose, Relay: relay,
+		Timeout: o.timeout, Verbose: o.verbose, Relay: relay, Listeners: o.listeners,
 	}
 	if o.cpuProfile != "" {
 		var err error
-		if p.CPUProfile, err = profilePath(o.cpuProfile, t, "w4"+strings.TrimPrefix(relay, "w1"), r, ""); err != nil {
+		name := "w4" + strings.TrimPrefix(relay, "w1")
+		if o.listeners > 1 {
+			name += "f" + strconv.Itoa(o.listeners)
+		}
+		if p.CPUProfile, err = profilePath(o.cpuProfile, t, name, r, ""); err != nil {
 			return sample{}, err
 		}
 	}
@@ -190,7 +195,13 @@ func childW4(args []string, res *childW4Result) error {
 
 	o := options{workers: p.Workers, hotQueue: -1, coldQueue: p.ColdQueue, pollInterval: p.PollInterval,
 		pollBatch: p.PollBatch, doneWindow: p.DoneWindow, verbose: p.Verbose}
-	m := newBenchMetrics(p.Rows)
+	if p.Listeners > 1 {
+		// The rows are read by the poller; the deliveries their splits insert go to the
+		// hot queue, as they do with the default Config.
+		o.hotQueue = 0
+	}
+	k := max(p.Listeners, 1)
+	m := newBenchMetrics(p.Rows * k)
 	ob, err := outbox.New(db, o.config(t, outbox.SingleNode, m))
 	if err != nil {
 		return err
@@ -207,7 +218,7 @@ func childW4(args []string, res *childW4Result) error {
 			l = outbox.ListenerFunc(relay.Handle)
 		}
 	}
-	if err := ob.Register(aggregateType, eventType, l); err != nil {
+	if err := subscribe(ob, l, k); err != nil {
 		return err
 	}
 	if p.CPUProfile != "" {
@@ -221,7 +232,7 @@ func childW4(args []string, res *childW4Result) error {
 	if err := ob.Start(ctx); err != nil {
 		return err
 	}
-	err = waitDone(ctx, t, m, p.Rows)
+	err = waitDone(ctx, t, m, p.Rows, k)
 	res.Seconds = time.Since(start).Seconds()
 	stopOutbox(ob)
 	res.PeakRSSKiB = procStatusKiB("VmHWM")

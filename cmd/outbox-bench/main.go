@@ -21,6 +21,9 @@
 //	     plain Listener, so the dispatcher makes no batches); not run by default
 //	w1d  w1 with Config.DeleteDone: delivered rows are deleted instead of marked DONE;
 //	     ratio to w1; not run by default
+//	w1f3, w4f3  w1 and w4 with three listeners on the route: every event is split into
+//	     three deliveries (fan-out), done when all are DONE; ratio to w1 and w4; not run
+//	     by default
 //	w4n, w4k, w4n1, w4k1  w4's backlog relayed to NATS or Kafka as in w1n and w1k
 //	     (w4n1, w4k1: one event per relay call); ratio to w4; not run by default
 //	w2   8 producers, 200 transactions x 100 events each; same end condition; also the
@@ -81,6 +84,7 @@ import (
 // options are the command-line settings.
 type options struct {
 	deleteDone bool // Config.DeleteDone (workload w1d)
+	listeners  int  // subscriptions of the route; > 1 fans every event out (w1f3, w4f3)
 	dbs        []string
 	workloads  []string
 	repeat     int
@@ -128,7 +132,7 @@ type options struct {
 // allWorkloads is every workload in the order they run; defaultWorkloads leaves out the
 // long sustain run, which runs only when named.
 var (
-	allWorkloads     = []string{"a", "b", "b2", "w1", "w1o", "w1n", "w1k", "w1n1", "w1k1", "w1d", "w1m", "w2", "w3", "w3o", "w4", "w4n", "w4k", "w4n1", "w4k1", "w5", "w6", "w6m", "sustain"}
+	allWorkloads     = []string{"a", "b", "b2", "w1", "w1o", "w1n", "w1k", "w1n1", "w1k1", "w1d", "w1f3", "w1m", "w2", "w3", "w3o", "w4", "w4n", "w4k", "w4n1", "w4k1", "w4f3", "w5", "w6", "w6m", "sustain"}
 	defaultWorkloads = []string{"a", "b", "b2", "w1", "w1o", "w1n", "w1k", "w1m", "w2", "w3", "w3o", "w4", "w5"}
 	allDurabilities  = []string{"fast", "durable"}
 )

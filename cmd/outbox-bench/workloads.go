@@ -142,6 +142,12 @@ func runWorkload(ctx context.Context, o options, t *target, w string, r int) (sa
 		return runWrites(ctx, o, t, o.w1Tx, 1, true, 0)
 	case "w1o":
 		return runWrites(ctx, o, t, o.w1Tx, 1, true, orderKeys)
+	case "w1f3":
+		o.listeners = 3
+		return runWrites(ctx, o, t, o.w1Tx, 1, true, 0)
+	case "w4f3":
+		o.listeners = 3
+		return runDrain(ctx, o, t, r, "")
 	case "w1n", "w1k", "w1n1", "w1k1":
 		relay, stop, err := relayListener(ctx, strings.TrimSuffix(w, "1"))
 		if err != nil {
@@ -178,7 +184,7 @@ func runWorkload(ctx context.Context, o options, t *target, w string, r int) (sa
 
 // inChild marks the workloads that run in child processes, which take their own CPU
 // profiles.
-var inChild = map[string]bool{"w4": true, "w4n": true, "w4k": true, "w4n1": true, "w4k1": true, "w1m": true, "w6": true, "w6m": true, "sustain": true}
+var inChild = map[string]bool{"w4": true, "w4f3": true, "w4n": true, "w4k": true, "w4n1": true, "w4k1": true, "w1m": true, "w6": true, "w6m": true, "sustain": true}
 
 func startProfile(dir string, t *target, w string, r int) (func(), error) {
 	path, err := profilePath(dir, t, w, r, "")
@@ -365,7 +371,8 @@ func runWritesTo(ctx context.Context, o options, t *target, txs, perTx int, disp
 	if dispatch && perTx > 1 {
 		probe = newLatencyProbe(txs, perTx)
 	}
-	m := newBenchMetrics(n)
+	k := max(o.listeners, 1)
+	m := newBenchMetrics(n * k)
 	ob, err := outbox.New(t.db, o.config(t, mode, m))
 	if err != nil {
 		return sample{}, err
@@ -379,7 +386,7 @@ func runWritesTo(ctx context.Context, o options, t *target, txs, perTx int, disp
 	if relay != nil {
 		listener = relay
 	}
-	if err := ob.Register(aggregateType, eventType, listener); err != nil {
+	if err := subscribe(ob, listener, k); err != nil {
 		return sample{}, err
 	}
 	if err := ob.Start(ctx); err != nil {
@@ -428,7 +435,7 @@ func runWritesTo(ctx context.Context, o options, t *target, txs, perTx int, disp
 		if o.deleteDone {
 			wait = waitDeleted
 		}
-		if err := wait(ctx, t, m, n); err != nil {
+		if err := wait(ctx, t, m, n, k); err != nil {
 			return sample{}, err
 		}
 		s.seconds = time.Since(start).Seconds()
@@ -497,18 +504,37 @@ func summarize(lats []time.Duration, early int) *latency {
 
 // waitDone waits until the metrics saw n successful deliveries, then until the table
 // holds n DONE rows (a delivery whose DONE update failed is redelivered by the poller).
-func waitDone(ctx context.Context, t *target, m *benchMetrics, n int) error {
+func waitDone(ctx context.Context, t *target, m *benchMetrics, n, k int) error {
 	select {
 	case <-m.all:
 	case <-ctx.Done():
-		return fmt.Errorf("waiting for deliveries: %d of %d done: %w", m.done.Load(), n, ctx.Err())
+		return fmt.Errorf("waiting for deliveries: %d of %d done: %w", m.done.Load(), n*k, ctx.Err())
 	}
-	return waitDoneRows(ctx, t, int64(n), time.Millisecond)
+	rows := int64(n)
+	if k > 1 { // each event split: its row and k deliveries
+		rows = int64(n * (k + 1))
+	}
+	return waitDoneRows(ctx, t, rows, time.Millisecond)
+}
+
+// subscribe registers l for the benchmark's route, k times under k names when k > 1:
+// every event is then split into k deliveries (fan-out).
+func subscribe(ob *outbox.Outbox, l outbox.Listener, k int) error {
+	if k <= 1 {
+		return ob.Register(aggregateType, eventType, l)
+	}
+	for i := range k {
+		if err := ob.Subscribe(outbox.Subscription{Name: "listener-" + strconv.Itoa(i), AggregateType: aggregateType,
+			EventType: eventType, Listener: l}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // waitDeleted is waitDone for Config.DeleteDone: the deliveries, then no row left but
 // the DONE history rows.
-func waitDeleted(ctx context.Context, t *target, m *benchMetrics, n int) error {
+func waitDeleted(ctx context.Context, t *target, m *benchMetrics, n, _ int) error {
 	select {
 	case <-m.all:
 	case <-ctx.Done():
@@ -632,7 +658,7 @@ func runPaced(ctx context.Context, o options, t *target, cross bool, keys int) (
 		}
 		committed[i] = int64(time.Since(base)) + 1
 	}
-	if err := waitDone(ctx, t, m, n); err != nil {
+	if err := waitDone(ctx, t, m, n, 1); err != nil {
 		return sample{}, err
 	}
 	s := sample{events: n, txs: n, seconds: time.Since(start).Seconds()}
