@@ -47,7 +47,7 @@ type clusterConfig struct {
 	// fanOut > 1: that many listeners take every event (EnvFanOut), and the checker
 	// expects each committed event delivered once to each (fanOutRecords).
 	fanOut  int
-	initial int  // node slots started at creation; the others are parked (default: all)
+	initial int // node slots started at creation; the others are parked (default: all)
 }
 
 type cluster struct {
