@@ -239,22 +239,14 @@ func (q *queues) next(r startstop.Run, turn uint) (dispatchItem, bool) {
 // tryNext returns the next queued event without waiting, hot queue first (cold first
 // on the turns next favours it), or false when both queues are empty.
 func (q *queues) tryNext(turn uint) (dispatchItem, bool) {
-	first, second := q.hot, q.cold
+	first, second := PathHot, PathCold
 	if turn%3 == 2 {
 		first, second = second, first
 	}
-	for _, ch := range []chan dispatchItem{first, second} {
-		select {
-		case it := <-ch:
-			if it.path == PathCold {
-				q.tookCold()
-			}
-			q.reportDepths()
-			return it, true
-		default:
-		}
+	if it, ok := q.tryNextFrom(first); ok {
+		return it, true
 	}
-	return dispatchItem{}, false
+	return q.tryNextFrom(second)
 }
 
 // tryNextFrom returns the next event of path's queue without waiting, or false when it
