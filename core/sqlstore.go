@@ -1054,17 +1054,19 @@ func (s *sqlStore) Purge(ctx context.Context, p PurgeParams) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("purge: %w", err)
 	}
+	run := s.execRange
 	if s.d.claimInTx { // MySQL: one purge of the table at a time
-		release, ok, err := s.purgeLock(ctx)
+		conn, ok, err := s.purgeLock(ctx)
 		if err != nil {
 			return 0, fmt.Errorf("purge: %w", err)
 		}
 		if !ok {
 			return 0, nil // another node purges the table now
 		}
-		defer release()
+		defer s.releasePurgeLock(ctx, conn)
+		run = func(ctx context.Context, q query) (int64, error) { return s.execRangeOn(ctx, conn, q) }
 	}
-	n, err := s.execRange(ctx, q)
+	n, err := run(ctx, q)
 	if err != nil {
 		return 0, fmt.Errorf("purge: %w", err)
 	}
@@ -1074,7 +1076,7 @@ func (s *sqlStore) Purge(ctx context.Context, p PurgeParams) (int64, error) {
 		before, _ := s.d.time(p.Before)
 		q := s.d.purgeKeysQuery(s.table, before, p.Limit)
 		for {
-			k, err := s.execRange(ctx, q)
+			k, err := run(ctx, q)
 			if err != nil {
 				return n, fmt.Errorf("purge order keys: %w", err)
 			}
@@ -1086,36 +1088,72 @@ func (s *sqlStore) Purge(ctx context.Context, p PurgeParams) (int64, error) {
 	return n, nil
 }
 
+// purgeLockName is the name of the table's purge lock on MySQL (at most 64 characters).
+func (s *sqlStore) purgeLockName() string {
+	sum := sha256.Sum256([]byte(s.d.qualified(s.table)))
+	return "outbox_purge_" + hex.EncodeToString(sum[:16])
+}
+
 // purgeLock takes, on MySQL/MariaDB, the table's purge lock: a named lock (GET_LOCK,
-// without waiting) held by a connection of its own while the purge runs, so that several
-// nodes' purges never wait for each other's row locks: a purge that finds the lock taken
-// deletes nothing and reports ok false; the node purges again at its next interval. A
-// purge lock is released when its holder's connection ends, so a node that dies holding
-// it does not keep it.
-func (s *sqlStore) purgeLock(ctx context.Context) (release func(), ok bool, err error) {
+// without waiting) on a connection that then runs the purge's statements, so that
+// several nodes' purges never wait for each other's row locks, and a purge holds one
+// connection of the pool, as elsewhere. A purge that finds the lock taken deletes
+// nothing (ok false); the node purges again at its next interval. A named lock ends
+// with its connection, so a node that dies holding it does not keep it.
+func (s *sqlStore) purgeLock(ctx context.Context) (conn *sql.Conn, ok bool, err error) {
 	lctx, cancel := s.withTimeout(ctx)
 	defer cancel()
-	conn, err := s.db.Conn(lctx)
-	if err != nil {
+	if conn, err = s.db.Conn(lctx); err != nil {
 		return nil, false, err
 	}
-	sum := sha256.Sum256([]byte(s.d.qualified(s.table)))
-	name := "outbox_purge_" + hex.EncodeToString(sum[:16]) // MySQL limits lock names to 64 characters
 	var got sql.NullInt64
-	if err := conn.QueryRowContext(lctx, "SELECT GET_LOCK(?, 0)", name).Scan(&got); err != nil {
+	if err := conn.QueryRowContext(lctx, "SELECT GET_LOCK(?, 0)", s.purgeLockName()).Scan(&got); err != nil {
 		return nil, false, errors.Join(err, conn.Close())
 	}
 	if !got.Valid || got.Int64 != 1 {
 		return nil, false, conn.Close()
 	}
-	return func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if _, err := conn.ExecContext(rctx, "DO RELEASE_LOCK(?)", name); err != nil {
-			_ = conn.Raw(func(any) error { return driver.ErrBadConn }) // drop it: the lock ends with the session
+	return conn, true, nil
+}
+
+// releasePurgeLock releases the purge lock conn holds and returns conn to the pool, or
+// discards it (which ends the lock) when the release fails.
+func (s *sqlStore) releasePurgeLock(ctx context.Context, conn *sql.Conn) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, err := conn.ExecContext(rctx, "DO RELEASE_LOCK(?)", s.purgeLockName()); err != nil {
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn }) // makes database/sql close it
+	}
+	_ = conn.Close()
+}
+
+// execRangeOn is execRange on conn (MySQL): q runs alone, READ COMMITTED, retried after
+// a lock conflict as execRange does.
+func (s *sqlStore) execRangeOn(ctx context.Context, conn *sql.Conn, q query) (int64, error) {
+	for attempt := 1; ; attempt++ {
+		n, err := s.execReadCommittedOn(ctx, conn, q)
+		if err == nil || attempt == claimAttempts || !isLockConflict(err) || ctx.Err() != nil {
+			return n, err
 		}
-		_ = conn.Close()
-	}, true, nil
+		if serr := sleepCtx(ctx, time.Duration(attempt)*10*time.Millisecond); serr != nil {
+			return 0, errors.Join(err, serr)
+		}
+	}
+}
+
+// execReadCommittedOn runs q on conn as a transaction of its own (autocommit) at READ
+// COMMITTED, under QueryTimeout.
+func (s *sqlStore) execReadCommittedOn(ctx context.Context, conn *sql.Conn, q query) (int64, error) {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	if _, err := conn.ExecContext(ctx, "SET TRANSACTION ISOLATION LEVEL READ COMMITTED"); err != nil {
+		return 0, err
+	}
+	res, err := conn.ExecContext(ctx, q.SQL, q.Args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }
 
 // CheckConnection verifies that the store's connection pool is configured the way its

@@ -188,6 +188,7 @@ type faultStore struct {
 	pendingAfter  []string // the cursor's ID of each Pending call
 	purgeCalls    int
 	markDeadCalls int
+	fanOuts       []int // the events of each FanOut call
 }
 
 func newFaultStore() *faultStore { return &faultStore{MemoryStore: outboxtest.NewMemoryStore()} }
@@ -224,6 +225,19 @@ func (s *faultStore) MarkDead(ctx context.Context, p outbox.MarkDeadParams) (int
 	s.markDeadCalls++
 	s.mu.Unlock()
 	return s.MemoryStore.MarkDead(ctx, p)
+}
+
+func (s *faultStore) FanOut(ctx context.Context, p outbox.FanOutParams) (outbox.FanOutResult, error) {
+	s.mu.Lock()
+	s.fanOuts = append(s.fanOuts, len(p.Events))
+	s.mu.Unlock()
+	return s.MemoryStore.FanOut(ctx, p)
+}
+
+func (s *faultStore) fanOutCalls() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.fanOuts)
 }
 
 func (s *faultStore) Purge(ctx context.Context, p outbox.PurgeParams) (int64, error) {
