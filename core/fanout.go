@@ -34,20 +34,9 @@ import (
 // most MaxIDLen bytes.
 func DeliveryID(id, listener string) string {
 	sum := sha256.Sum256([]byte(id + "\x00" + listener))
-	var b [16]byte
-	// 80 bits of the hash in Crockford base32, as IDs are.
-	var acc uint64
-	bits, n := 0, 0
-	for _, c := range sum[:10] {
-		acc = acc<<8 | uint64(c)
-		bits += 8
-		for bits >= 5 {
-			bits -= 5
-			b[n] = crockford[(acc>>bits)&31]
-			n++
-		}
-	}
-	return cutText(id, MaxIDLen-1-len(b)) + "." + string(b[:])
+	// The last 16 characters of a ULID encoding carry the last 80 bits of its 16 bytes.
+	hash := encodeULID([16]byte(sum[:16]))[10:]
+	return cutText(id, MaxIDLen-1-len(hash)) + "." + hash
 }
 
 // deliveryKey is the order key of an ordered event's delivery to listener: the event's

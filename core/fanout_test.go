@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/outboxtest"
 )
 
 // TestFanOutIndependentOutcomes: an event with three listeners is split into three
@@ -236,4 +237,49 @@ func TestDeliveryID(t *testing.T) {
 	if len(got) > outbox.MaxIDLen || !utf8.ValidString(got) || got == outbox.DeliveryID(long+"x", "mail") {
 		t.Errorf("DeliveryID of a %d-byte ID: %q (%d bytes)", len(long), got, len(got))
 	}
+}
+
+// TestFanOutWithoutFanOutStore: with a store that cannot split, an event with several
+// listeners is DEAD with an error matching errors.ErrUnsupported, and no listener runs;
+// an event with one listener is delivered as usual.
+func TestFanOutWithoutFanOutStore(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		mem := outboxtest.NewMemoryStore()
+		store := struct{ outbox.Store }{mem} // Store's methods only: no FanOut
+		reg := outbox.NewRegistry()
+		a, c, single := newDeliveries(nil), newDeliveries(nil), newDeliveries(nil)
+		for _, s := range []outbox.Subscription{
+			{Name: "a", EventType: "Thing", Listener: a}, {Name: "c", EventType: "Thing", Listener: c},
+			{Name: "single", EventType: "Single", Listener: single},
+		} {
+			if err := reg.Subscribe(s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		d, err := outbox.NewDispatcher(store, reg, outbox.DispatcherConfig{Logger: discardLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		defer d.Stop(context.Background())
+		events := []outbox.Event{newEvent("e1", "Thing"), newEvent("s1", "Single")}
+		if _, err := mem.Insert(t.Context(), nil, outbox.InsertParams{Events: events}); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.WriterHook().AfterCommit(t.Context(), events); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		got, _ := mem.Event("e1")
+		if got.Status != outbox.StatusDead || !strings.Contains(got.LastError, errors.ErrUnsupported.Error()) ||
+			!strings.Contains(got.LastError, "FanOutStore") {
+			t.Errorf("e1: %s %q; want DEAD naming FanOutStore and ErrUnsupported", got.Status, got.LastError)
+		}
+		if a.total() != 0 || c.total() != 0 || single.of("s1") != 1 {
+			t.Errorf("calls: a %d, c %d, single %d; want 0, 0, 1", a.total(), c.total(), single.total())
+		}
+	})
 }
