@@ -520,8 +520,13 @@ func TestMultiNodeWritersVsClaimers(t *testing.T) {
 		if _, err := c.db.Exec(`CREATE TABLE ` + orders + ` (id VARCHAR(64) PRIMARY KEY, note VARCHAR(64))`); err != nil {
 			t.Fatal(err)
 		}
-		c.db.SetMaxOpenConns(40)
-		timing := outbox.Config{ClaimTTL: 20 * time.Second, ListenerTimeout: 3 * time.Second, StatusTimeout: 5 * time.Second,
+		// 16 writers and 4 nodes share one pool here. Generous timeouts: under -race
+		// beside the rest of the suite on a 2-core CI machine a status update has been
+		// seen to wait more than 5 s (for the pool and the loaded server), which the
+		// dispatcher survives (the events are left for the poller) but logs as an error,
+		// and this test fails on any error.
+		c.db.SetMaxOpenConns(80)
+		timing := outbox.Config{ClaimTTL: 40 * time.Second, ListenerTimeout: 3 * time.Second, StatusTimeout: 20 * time.Second,
 			SkipRecent: -1, PollInterval: 20 * time.Millisecond, PollBatchSize: 50}
 		var mu sync.Mutex
 		delivered := map[string]int{}
