@@ -17,7 +17,10 @@ const (
 	DefaultReplayBatchSize = 100
 )
 
-// DeadEvents inspects and replays DEAD events. It is safe for concurrent use.
+// DeadEvents inspects the events of every status and changes them: replay, discard,
+// delete. Every change it makes is recorded in the audit trail when the store keeps one
+// ([AuditStore]), with the actor of the context ([WithActor]). It is safe for concurrent
+// use.
 type DeadEvents struct {
 	store       Store
 	now         func() time.Time
@@ -123,7 +126,7 @@ func (d *DeadEvents) Replay(ctx context.Context, id string) error {
 	}
 	if n > 0 {
 		d.replayed()
-		return nil
+		return d.audit(ctx, AuditReplay, id, n)
 	}
 	e, err := d.store.Get(ctx, id)
 	if err != nil {
@@ -148,7 +151,7 @@ func (d *DeadEvents) Delete(ctx context.Context, id string) error {
 	}
 	if n > 0 {
 		d.replayed() // its key's next event is promoted by the next sweep, at once
-		return nil
+		return d.audit(ctx, AuditDelete, id, n)
 	}
 	e, err := d.store.Get(ctx, id)
 	if err != nil {
@@ -177,7 +180,7 @@ func (d *DeadEvents) Discard(ctx context.Context, id string) error {
 	}
 	if n > 0 {
 		d.replayed() // its key's next event is promoted by the next sweep, at once
-		return nil
+		return d.audit(ctx, AuditDiscard, id, n)
 	}
 	e, err := d.store.Get(ctx, id)
 	if err != nil {
@@ -209,7 +212,11 @@ func (d *DeadEvents) ReplayAll(ctx context.Context, f DeadFilter, batchSize int)
 		limit := int(min(int64(batchSize), budget-total))
 		n, err := ds.Replay(ctx, ReplayParams{DeadFilter: f, Limit: limit, Now: d.now()})
 		if err != nil {
-			return total, fmt.Errorf("outbox: replay dead events: %w", err)
+			err = fmt.Errorf("outbox: replay dead events: %w", err)
+			if total > 0 {
+				err = errors.Join(err, d.audit(ctx, AuditReplayAll, filterTarget(f), total))
+			}
+			return total, err
 		}
 		total += n
 		if n > 0 {
@@ -219,7 +226,7 @@ func (d *DeadEvents) ReplayAll(ctx context.Context, f DeadFilter, batchSize int)
 			break
 		}
 	}
-	return total, nil
+	return total, d.audit(ctx, AuditReplayAll, filterTarget(f), total)
 }
 
 func (d *DeadEvents) replayed() {

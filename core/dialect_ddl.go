@@ -18,10 +18,12 @@ type migration struct {
 }
 
 // laterMigration is one version after the first. [MigrateTable] applies it when the
-// table lacks column.
+// table lacks column, or, for a version that adds no column, the index named by the
+// suffix index.
 type laterMigration struct {
 	name     string // the file name after the version number
 	column   string
+	index    string // an index suffix, detected instead of column when set
 	up, down []ddlStatement
 }
 
@@ -112,7 +114,7 @@ func postgresDDL(d *dialect, t tableName) migration {
 				" (" + finishedAt + ", event_id) WHERE " + d.hintedStatus() + " IN (1, 3)"},
 		},
 		down:  []ddlStatement{{"Drops the table and its indexes.", "DROP TABLE IF EXISTS " + table}},
-		later: []laterMigration{orderingMigration(d, t), fallbackMigration(d, t), listenerMigration(d, t)},
+		later: []laterMigration{orderingMigration(d, t), fallbackMigration(d, t), listenerMigration(d, t), adminMigration(d, t)},
 	}
 }
 
@@ -156,7 +158,7 @@ func sqliteDDL(d *dialect, t tableName) migration {
 				" (" + finishedAt + ", event_id) WHERE " + d.hintedStatus() + " IN (1, 3)"},
 		},
 		down:  []ddlStatement{{"Drops the table and its indexes.", "DROP TABLE IF EXISTS " + table}},
-		later: []laterMigration{orderingMigration(d, t), fallbackMigration(d, t), listenerMigration(d, t)},
+		later: []laterMigration{orderingMigration(d, t), fallbackMigration(d, t), listenerMigration(d, t), adminMigration(d, t)},
 	}
 }
 
@@ -393,6 +395,6 @@ func mysqlDDL(d *dialect, t tableName) migration {
 					", DROP COLUMN " + d.orderOpenColumn + ", DROP COLUMN order_seq, DROP COLUMN order_key"},
 				{"", "DROP TABLE IF EXISTS " + d.qualified(keyTable(t))},
 			},
-		}, fallbackMigration(d, t), listenerMigration(d, t)},
+		}, fallbackMigration(d, t), listenerMigration(d, t), adminMigration(d, t)},
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 )
 
 // migrationFiles holds the DDL of the default table, one directory per dialect in
@@ -85,7 +86,7 @@ func MigrateTable(ctx context.Context, db *sql.DB, d Dialect, table string) (err
 		return fmt.Errorf("migrate %s: commit: %w", t, err)
 	}
 	for _, m := range dd.ddl(dd, t).later {
-		has, err := hasColumn(ctx, db, dd, t, m.column)
+		has, err := m.applied(ctx, db, dd, t)
 		if err != nil {
 			return fmt.Errorf("migrate %s: %s: %w", t, m.name, err)
 		}
@@ -123,7 +124,7 @@ func SchemaVersion(ctx context.Context, db *sql.DB, d Dialect, table string) (ha
 	}
 	have = 1
 	for _, m := range later {
-		has, err := hasColumn(ctx, db, dd, t, m.column)
+		has, err := m.applied(ctx, db, dd, t)
 		if err != nil {
 			return 0, latest, err
 		}
@@ -141,7 +142,7 @@ func SchemaVersion(ctx context.Context, db *sql.DB, d Dialect, table string) (ha
 func applyLater(ctx context.Context, db *sql.DB, d *dialect, m laterMigration) (err error) {
 	if !d.transactionalDDL {
 		for _, s := range m.up {
-			if _, err := db.ExecContext(ctx, s.sql); err != nil {
+			if _, err := db.ExecContext(ctx, s.sql); err != nil && !isDuplicateIndex(err) {
 				return err
 			}
 		}
@@ -162,6 +163,41 @@ func applyLater(ctx context.Context, db *sql.DB, d *dialect, m laterMigration) (
 		}
 	}
 	return tx.Commit()
+}
+
+// applied reports whether the table already has version m: its column, or its index.
+func (m laterMigration) applied(ctx context.Context, db *sql.DB, d *dialect, t tableName) (bool, error) {
+	if m.index != "" {
+		return hasIndex(ctx, db, d, t, t.indexName(m.index))
+	}
+	return hasColumn(ctx, db, d, t, m.column)
+}
+
+// isDuplicateIndex reports MySQL's error 1061 (duplicate key name): an ADD INDEX of a
+// migration that stopped after it and runs again (MySQL has no ADD INDEX IF NOT
+// EXISTS), which finds the index made.
+func isDuplicateIndex(err error) bool { return strings.Contains(err.Error(), "Error 1061") }
+
+// hasIndex reports whether table t has the named index.
+func hasIndex(ctx context.Context, db *sql.DB, d *dialect, t tableName, index string) (bool, error) {
+	var schema any // NULL: the connection's current schema (database)
+	if t.schema != "" {
+		schema = t.schema
+	}
+	var q string
+	switch d {
+	case sqliteDialect:
+		q = "SELECT COUNT(*) FROM pragma_index_list(?2, COALESCE(?1, 'main')) WHERE name = ?3"
+	case postgresDialect:
+		q = "SELECT COUNT(*) FROM pg_indexes WHERE schemaname = COALESCE($1, current_schema()) AND tablename = $2 AND indexname = $3"
+	default:
+		q = "SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ? AND INDEX_NAME = ?"
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, q, schema, t.name, index).Scan(&n); err != nil {
+		return false, fmt.Errorf("look for index %s: %w", index, err)
+	}
+	return n > 0, nil
 }
 
 // hasColumn reports whether table t has the named column.

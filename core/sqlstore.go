@@ -1192,13 +1192,17 @@ func (s *sqlStore) checkTable(ctx context.Context) error {
 		return err // no table yet: the first query will say so
 	}
 	for _, m := range later {
-		has, err := hasColumn(ctx, s.db, s.d, s.table, m.column)
+		has, err := m.applied(ctx, s.db, s.d, s.table)
 		if err != nil {
 			return err
 		}
 		if !has {
-			return &ConfigError{Field: "Table", Reason: fmt.Sprintf("%s has no column %s: run outbox.MigrateTable, "+
-				"or the migration %s from outbox.Migrations, to upgrade it", s.table, m.column, m.name)}
+			what := "column " + m.column
+			if m.index != "" {
+				what = "index " + s.table.indexName(m.index)
+			}
+			return &ConfigError{Field: "Table", Reason: fmt.Sprintf("%s has no %s: run outbox.MigrateTable, "+
+				"or the migration %s from outbox.Migrations, to upgrade it", s.table, what, m.name)}
 		}
 	}
 	return nil

@@ -33,6 +33,7 @@ type MemoryStore struct {
 	rows  map[string]*memRow
 	keys  map[string]*memKey // the key table of ordered events
 	clock func() time.Time   // guarded by mu
+	audit []outbox.AuditEntry
 }
 
 // memKey is one key's counter, as the SQL stores' key table holds it.

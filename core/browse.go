@@ -1,0 +1,299 @@
+package outbox
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// MaxScanRows bounds the rows one page of [DeadEvents.Events] reads when it filters on a
+// column that its index does not hold (event type, aggregate type, listener, error
+// text): a page stops after that many rows of the index, full or not, and its Next
+// cursor continues the scan. A list can never lock up the table, whatever it searches.
+const MaxScanRows = 10000
+
+// MaxErrorSearchLen bounds [EventFilter.ErrorContains].
+const MaxErrorSearchLen = 256
+
+// EventFilter narrows the lists of [DeadEvents.Events]. Empty fields match every event.
+type EventFilter struct {
+	EventType     string
+	AggregateType string
+	// AggregateID selects one aggregate's events, through the aggregate index.
+	AggregateID string
+	// Listener matches Event.Listener (a fan-out delivery's subscription, or the listener
+	// that failed for good).
+	Listener string
+	// ErrorContains matches events whose last error contains it, ignoring case (ASCII
+	// case on SQLite and MySQL's binary collation). At most MaxErrorSearchLen bytes.
+	ErrorContains string
+	// From (inclusive) and To (exclusive) bound the list's time (see [EventQuery]); a
+	// zero time leaves that side open.
+	From, To time.Time
+}
+
+// EventQuery selects one page of the events of one status, for the admin's lists.
+//
+// A list is in the order of its time: when the event finished for DONE, FALLBACK and
+// DISCARDED, when it was created for the other statuses, and when it was created for
+// every status when AggregateID is set. Each list reads an index in that order (see
+// docs/operations.md): pages are keyset pages, as fast on the millionth row as on the
+// first.
+type EventQuery struct {
+	Status Status
+	EventFilter
+	// Newest lists the newest first; the default is oldest first.
+	Newest bool
+	// After continues from the Next cursor of the previous page; zero starts at the
+	// beginning.
+	After Cursor
+	// Limit is the page size, 1 to MaxDeadPageSize. Defaults to DefaultDeadPageSize.
+	Limit int
+}
+
+// EventPage is one page of [DeadEvents.Events].
+type EventPage struct {
+	Events []Event
+	// Next is the cursor of the following page; zero when this page is the last.
+	Next Cursor
+	// Partial is set when the page stopped after MaxScanRows rows of its index with fewer
+	// events than the limit: Next continues the search from where it stopped.
+	Partial bool
+}
+
+// TypeCount is the number of events of one status and event type.
+type TypeCount struct {
+	Status    Status
+	EventType string
+	Count     int64
+}
+
+// ListEventsParams are the inputs of [EventStore.ListEvents].
+type ListEventsParams struct {
+	Status Status
+	EventFilter
+	Newest bool
+	// After is the position of the last event of the previous page, in the list's
+	// order; zero starts at the beginning.
+	After Cursor
+	// Limit bounds the page. Must be positive.
+	Limit int
+	// ScanLimit bounds the rows of the index read when a filter is not part of it. Must
+	// be positive.
+	ScanLimit int
+}
+
+// Validate reports whether p can be passed to [EventStore.ListEvents]; the error matches
+// [ErrInvalidArgument].
+func (p ListEventsParams) Validate() error {
+	if p.Status > StatusDiscarded {
+		return invalidParams("list events", "unknown status %d", p.Status)
+	}
+	if err := p.EventFilter.Validate(); err != nil {
+		return err
+	}
+	if p.Limit <= 0 || p.ScanLimit <= 0 {
+		return invalidParams("list events", "Limit and ScanLimit must be positive, got %d and %d", p.Limit, p.ScanLimit)
+	}
+	return nil
+}
+
+// Validate reports whether f can be used; the error matches [ErrInvalidArgument].
+func (f EventFilter) Validate() error {
+	for _, c := range [...]struct {
+		name, value string
+		limit       int
+	}{
+		{"EventType", f.EventType, MaxTypeLen}, {"AggregateType", f.AggregateType, MaxAggregateTypeLen},
+		{"AggregateID", f.AggregateID, MaxAggregateIDLen}, {"Listener", f.Listener, MaxListenerLen},
+		{"ErrorContains", f.ErrorContains, MaxErrorSearchLen},
+	} {
+		if len(c.value) > c.limit {
+			return invalidParams("event filter", "%s is %d bytes, limit %d", c.name, len(c.value), c.limit)
+		}
+		if !validText(c.value) {
+			return invalidParams("event filter", "%s is not valid UTF-8 or contains NUL", c.name)
+		}
+	}
+	if !f.From.IsZero() && !f.To.IsZero() && !f.From.Before(f.To) {
+		return invalidParams("event filter", "From %s is not before To %s", f.From.Format(time.RFC3339Nano), f.To.Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// scanned reports whether f filters on a column outside the list's index, so that a
+// page must bound the rows it reads.
+func (f EventFilter) scanned() bool {
+	return f.EventType != "" || f.AggregateType != "" || f.Listener != "" || f.ErrorContains != ""
+}
+
+// finishedList reports whether the list of st is in finish-time order.
+func finishedList(st Status, f EventFilter) bool {
+	return f.AggregateID == "" && (st == StatusDone || st == StatusFallback || st == StatusDiscarded)
+}
+
+// ListTime is the time event e has in the list of q's status and filter: the key of
+// that list's order, which a Cursor holds.
+func ListTime(e Event, st Status, f EventFilter) time.Time {
+	if finishedList(st, f) && !e.DoneAt.IsZero() {
+		return e.DoneAt
+	}
+	return e.CreatedAt
+}
+
+// EventStore is implemented by a [Store] that lists events of every status, for
+// [DeadEvents.Events] and [DeadEvents.CountByType]. Without it they return an error
+// matching errors.ErrUnsupported.
+type EventStore interface {
+	// ListEvents returns at most p.Limit events of p.Status that match the filter, in the
+	// list's order (see [EventQuery]), after p.After. When a filter is outside the
+	// list's index and p.ScanLimit rows were read before p.Limit matched, stop is the
+	// position of the last row read (the next page starts after it); else it is zero.
+	ListEvents(ctx context.Context, p ListEventsParams) (events []Event, stop Cursor, err error)
+	// CountByType counts the events per status and event type.
+	CountByType(ctx context.Context) ([]TypeCount, error)
+}
+
+// Events returns a page of the events of q.Status that match the filter: the admin's
+// lists of pending, retrying, dead and recently finished events. An invalid query
+// returns an error wrapping ErrInvalidArgument.
+func (d *DeadEvents) Events(ctx context.Context, q EventQuery) (EventPage, error) {
+	limit := cmp.Or(q.Limit, DefaultDeadPageSize)
+	if limit < 0 || limit > MaxDeadPageSize {
+		return EventPage{}, fmt.Errorf("%w: limit %d is outside 1..%d", ErrInvalidArgument, q.Limit, MaxDeadPageSize)
+	}
+	es, ok := d.store.(EventStore)
+	if !ok {
+		return EventPage{}, fmt.Errorf("outbox: store %T does not implement EventStore: %w", d.store, errors.ErrUnsupported)
+	}
+	p := ListEventsParams{Status: q.Status, EventFilter: q.EventFilter, Newest: q.Newest, After: q.After,
+		Limit: limit + 1, ScanLimit: MaxScanRows}
+	if err := p.Validate(); err != nil {
+		return EventPage{}, err
+	}
+	events, stop, err := es.ListEvents(ctx, p)
+	if err != nil {
+		return EventPage{}, fmt.Errorf("outbox: list events: %w", err)
+	}
+	page := EventPage{Events: events}
+	switch {
+	case len(events) > limit:
+		page.Events = events[:limit]
+		last := page.Events[limit-1]
+		page.Next = Cursor{CreatedAt: ListTime(last, q.Status, q.EventFilter), ID: last.ID}
+	case !stop.IsZero():
+		page.Next, page.Partial = stop, true
+	}
+	return page, nil
+}
+
+// CountByType counts the events per status and event type (the admin's overview). It
+// reads every row, as Stats does; keep the table small with purging.
+func (d *DeadEvents) CountByType(ctx context.Context) ([]TypeCount, error) {
+	es, ok := d.store.(EventStore)
+	if !ok {
+		return nil, fmt.Errorf("outbox: store %T does not implement EventStore: %w", d.store, errors.ErrUnsupported)
+	}
+	counts, err := es.CountByType(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: count by type: %w", err)
+	}
+	return counts, nil
+}
+
+// MaxBulkIDs bounds the IDs of one bulk action ([DeadEvents.ReplayEvents],
+// [DeadEvents.DiscardEvents], [DeadEvents.DeleteEvents]).
+const MaxBulkIDs = MaxDeadPageSize
+
+// checkBulk validates the IDs of a bulk action.
+func checkBulk(action string, ids []string) error {
+	if len(ids) == 0 || len(ids) > MaxBulkIDs {
+		return fmt.Errorf("%w: %s: %d IDs, want 1 to %d", ErrInvalidArgument, action, len(ids), MaxBulkIDs)
+	}
+	for _, id := range ids {
+		if !possibleID(id) {
+			return fmt.Errorf("%w: %s: ID %q is empty, longer than %d bytes, or not valid text", ErrInvalidArgument, action, id, MaxIDLen)
+		}
+	}
+	return nil
+}
+
+// ReplayEvents replays the DEAD events among ids (as Replay does one) and returns how
+// many it replayed; the others are left alone. It is recorded in the audit trail.
+func (d *DeadEvents) ReplayEvents(ctx context.Context, ids []string) (int64, error) {
+	if err := checkBulk("replay", ids); err != nil {
+		return 0, err
+	}
+	ds, err := d.deadStore()
+	if err != nil {
+		return 0, err
+	}
+	n, err := ds.Replay(ctx, ReplayParams{IDs: ids, Now: d.now()})
+	if err != nil {
+		return 0, fmt.Errorf("outbox: replay events: %w", err)
+	}
+	if n > 0 {
+		d.replayed()
+	}
+	return n, d.audit(ctx, AuditReplay, idsTarget(ids), n)
+}
+
+// DiscardEvents discards the events among ids that are DEAD or pending (as Discard does
+// one) and returns how many it discarded. It is recorded in the audit trail.
+func (d *DeadEvents) DiscardEvents(ctx context.Context, ids []string) (int64, error) {
+	if err := checkBulk("discard", ids); err != nil {
+		return 0, err
+	}
+	ds, ok := d.store.(DiscardStore)
+	if !ok {
+		return 0, fmt.Errorf("outbox: discard: %T does not implement DiscardStore: %w", d.store, errors.ErrUnsupported)
+	}
+	n, err := ds.Discard(ctx, ids, d.now())
+	if err != nil {
+		return 0, fmt.Errorf("outbox: discard events: %w", err)
+	}
+	if n > 0 {
+		d.replayed()
+	}
+	return n, d.audit(ctx, AuditDiscard, idsTarget(ids), n)
+}
+
+// DeleteEvents deletes the DEAD events among ids for good (as Delete does one) and
+// returns how many it deleted. It is recorded in the audit trail.
+func (d *DeadEvents) DeleteEvents(ctx context.Context, ids []string) (int64, error) {
+	if err := checkBulk("delete", ids); err != nil {
+		return 0, err
+	}
+	ds, err := d.deadStore()
+	if err != nil {
+		return 0, err
+	}
+	n, err := ds.DeleteDead(ctx, ids)
+	if err != nil {
+		return 0, fmt.Errorf("outbox: delete events: %w", err)
+	}
+	if n > 0 {
+		d.replayed()
+	}
+	return n, d.audit(ctx, AuditDelete, idsTarget(ids), n)
+}
+
+// idsTarget is the audit target of an action on ids: the IDs, comma-separated.
+func idsTarget(ids []string) string { return strings.Join(ids, ",") }
+
+// filterTarget is the audit target of an action on a filter.
+func filterTarget(f DeadFilter) string {
+	var parts []string
+	for _, kv := range [...][2]string{{"event_type", f.EventType}, {"aggregate_type", f.AggregateType}, {"listener", f.Listener}} {
+		if kv[1] != "" {
+			parts = append(parts, kv[0]+"="+kv[1])
+		}
+	}
+	if len(parts) == 0 {
+		return "all dead events"
+	}
+	return strings.Join(parts, " ")
+}

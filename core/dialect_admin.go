@@ -1,0 +1,285 @@
+package outbox
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// The admin migration: version 5 on PostgreSQL and SQLite, 6 on MySQL. It adds what the
+// admin's lists (docs/operations.md) and its audit trail need: an index that finds an
+// aggregate's events, one for the RETRY and WAITING lists where the other indexes do not
+// serve them, and the audit table.
+
+const (
+	aggregateIndexSuffix = "_aggregate_idx"
+	stateIndexSuffix     = "_state_idx"
+	auditTableSuffix     = "_audit"
+)
+
+// auditTable is the audit trail's table beside t: <table>_audit.
+func auditTable(t tableName) tableName {
+	return tableName{schema: t.schema, name: t.indexName(auditTableSuffix)}
+}
+
+const (
+	aggregateIndexComment = "Aggregate: the admin's lists of one aggregate's events (aggregate_id, then\n" +
+		"creation order) read this index, whatever their status."
+	stateIndexComment = "State: the admin's RETRY and WAITING lists walk these rows in (created_at,\n" +
+		"event_id) keyset order. Partial, so NEW and finished rows are not in it."
+	auditTableComment = "Audit trail: one row per change made through DeadEvents (the admin page and API,\n" +
+		"the command-line tool): who, when, what and how many rows it changed. audit_id is a\n" +
+		"ULID, so it sorts by time. Rows are kept until deleted by hand."
+)
+
+// adminMigration is the admin version: the aggregate and state indexes and the audit
+// table (MySQL: the aggregate index only, its status index serves every list). It is
+// detected by the aggregate index, which MySQL adds last, so that a migration stopped
+// half-way runs again.
+func adminMigration(d *dialect, t tableName) laterMigration {
+	table, at := d.qualified(t), d.qualified(auditTable(t))
+	timeType := "TIMESTAMPTZ"
+	switch d.name {
+	case "sqlite":
+		timeType = "TEXT"
+	case "mysql":
+		timeType = "DATETIME(6)"
+	}
+	idType, suffix := "VARCHAR(64)  ", ""
+	if d.name == "mysql" {
+		idType, suffix = "VARBINARY(64)", " ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin"
+	}
+	audit := ddlStatement{auditTableComment, "CREATE TABLE IF NOT EXISTS " + at + " (\n" +
+		"    audit_id " + idType + " NOT NULL PRIMARY KEY,\n" +
+		"    at       " + fmt.Sprintf("%-12s", timeType) + " NOT NULL,\n" +
+		"    actor    VARCHAR(255) NOT NULL,\n" +
+		"    action   VARCHAR(32)  NOT NULL,\n" +
+		"    target   TEXT         NOT NULL,\n" +
+		"    affected BIGINT       NOT NULL\n" +
+		")" + suffix}
+	m := laterMigration{name: "admin", index: aggregateIndexSuffix}
+	if d.name == "mysql" {
+		m.up = []ddlStatement{audit, {aggregateIndexComment + "\nThe index comes last: it is what marks the version as applied.",
+			"ALTER TABLE " + table + " ADD INDEX " + d.quote(t.indexName(aggregateIndexSuffix)) + " (aggregate_id, created_at, event_id)"}}
+		m.down = []ddlStatement{{"Drops the aggregate index and the audit table.",
+			"ALTER TABLE " + table + " DROP INDEX " + d.quote(t.indexName(aggregateIndexSuffix))},
+			{"", "DROP TABLE IF EXISTS " + at}}
+		return m
+	}
+	// PostgreSQL creates an index in its table's schema and rejects a qualified index
+	// name; SQLite qualifies the index name with the schema and wants a bare table name.
+	name := func(suffix string) string { return d.quote(t.indexName(suffix)) }
+	qualifiedName := func(suffix string) string {
+		if t.schema != "" {
+			return d.quote(t.schema) + "." + name(suffix)
+		}
+		return name(suffix)
+	}
+	create, on := name, table
+	if d.name == "sqlite" {
+		create, on = qualifiedName, d.quote(t.name)
+	}
+	m.up = []ddlStatement{
+		{stateIndexComment, "CREATE INDEX IF NOT EXISTS " + create(stateIndexSuffix) + " ON " + on +
+			" (status, created_at, event_id) WHERE status IN (2, 4)"},
+		audit,
+		{aggregateIndexComment, "CREATE INDEX IF NOT EXISTS " + create(aggregateIndexSuffix) + " ON " + on +
+			" (aggregate_id, created_at, event_id) WHERE aggregate_id IS NOT NULL"},
+	}
+	m.down = []ddlStatement{
+		{"Drops the audit table and the aggregate and state indexes.", "DROP TABLE IF EXISTS " + at},
+		{"", "DROP INDEX IF EXISTS " + qualifiedName(aggregateIndexSuffix)},
+		{"", "DROP INDEX IF EXISTS " + qualifiedName(stateIndexSuffix)},
+	}
+	return m
+}
+
+// listPlan is how one list of [EventStore.ListEvents] reads its index: the index's
+// condition (pred), the key that orders it (timeCol, then event_id), MySQL's index hint,
+// and the conditions the index does not hold (extra), which bound the scan.
+type listPlan struct {
+	force   string
+	timeCol string
+	pred    func(b *builder)
+	extra   func(b *builder)
+	window  bool // extra is not empty: the page bounds the rows it reads
+}
+
+// listPlan picks the index of the list p selects.
+func (d *dialect) listPlan(t tableName, p ListEventsParams) listPlan {
+	st := fmt.Sprint(int(p.Status))
+	mysql := d.name == "mysql"
+	force := func(suffix string) string {
+		if !mysql {
+			return ""
+		}
+		return " FORCE INDEX (" + d.quote(t.indexName(suffix)) + ")"
+	}
+	var pl listPlan
+	var extraStatus string
+	switch {
+	case p.AggregateID != "":
+		pl = listPlan{force: force(aggregateIndexSuffix), timeCol: "created_at",
+			pred: func(b *builder) { b.w("aggregate_id = ", b.arg(p.AggregateID)) }}
+		extraStatus = d.hintedStatus() + " = " + st
+	case finishedList(p.Status, p.EventFilter):
+		pl.force, pl.timeCol = force(finishedIndexSuffix), finishedAt
+		if mysql {
+			pl.timeCol = d.finishedColumn
+			pl.pred = func(b *builder) { b.w(d.finishedColumn, " IS NOT NULL") }
+		} else {
+			pl.pred = func(b *builder) { b.w("(", d.finishedStatus(), ")") }
+		}
+		extraStatus = d.hintedStatus() + " = " + st
+	case mysql:
+		// The status index (dead_idx: status, created_at, event_id) serves them all.
+		pl = listPlan{force: force(deadIndexSuffix), timeCol: "created_at",
+			pred: func(b *builder) { b.w("status = ", st) }}
+	case p.Status == StatusDead:
+		pl = listPlan{timeCol: "created_at", pred: func(b *builder) { b.w(d.hintedStatus(), " = 3") }}
+	case p.Status == StatusNew:
+		pl = listPlan{timeCol: "created_at", pred: func(b *builder) { b.w("status IN (0, 2)") }}
+		extraStatus = d.hintedStatus() + " = 0"
+	default: // RETRY, WAITING: the state index
+		pl = listPlan{timeCol: "created_at", pred: func(b *builder) { b.w("status IN (2, 4) AND status = ", st) }}
+	}
+	f := p.EventFilter
+	pl.window = extraStatus != "" || f.scanned()
+	pl.extra = func(b *builder) {
+		if extraStatus != "" {
+			b.w(" AND ", extraStatus)
+		}
+		if f.EventType != "" {
+			b.w(" AND event_type = ", b.arg(f.EventType))
+		}
+		if f.AggregateType != "" {
+			b.w(" AND aggregate_type = ", b.arg(f.AggregateType))
+		}
+		if f.Listener != "" {
+			b.w(" AND listener = ", b.arg(f.Listener))
+		}
+		if f.ErrorContains != "" {
+			b.w(" AND LOWER(last_error) LIKE ", b.arg("%"+likeEscape(strings.ToLower(f.ErrorContains))+"%"), " ESCAPE '!'")
+		}
+	}
+	return pl
+}
+
+// likeEscape escapes the LIKE wildcards of s with '!'.
+func likeEscape(s string) string {
+	return strings.NewReplacer("!", "!!", "%", "!%", "_", "!_").Replace(s)
+}
+
+// keyset restricts a scan in (col, event_id) order to the rows on one side of (at, id):
+// op is >, <, >= or <=.
+func (b *builder) keyset(col, op string, at any, id string) {
+	if b.d.expandKeyset {
+		strict := op[:1]
+		b.w(" AND (", col, " ", strict, " ", b.arg(at), " OR (", col, " = ", b.arg(at), " AND event_id ", op, " ", b.arg(id), "))")
+		return
+	}
+	b.w(" AND (", col, ", event_id) ", op, " (", b.arg(at), ", ", b.arg(id), ")")
+}
+
+// listRange writes the conditions on the list's index key: after the cursor, within
+// From and To, and, when bound is set, up to the window's last row.
+func (d *dialect) listRange(b *builder, pl listPlan, p ListEventsParams, bound *Cursor) error {
+	after, upTo := ">", "<="
+	if p.Newest {
+		after, upTo = "<", ">="
+	}
+	if !p.After.IsZero() {
+		at, err := d.time(p.After.CreatedAt)
+		if err != nil {
+			return fmt.Errorf("After: %w", err)
+		}
+		b.keyset(pl.timeCol, after, at, p.After.ID)
+	}
+	for _, r := range [...]struct {
+		t  time.Time
+		op string
+	}{{p.From, " >= "}, {p.To, " < "}} {
+		if r.t.IsZero() {
+			continue
+		}
+		at, err := d.time(r.t)
+		if err != nil {
+			return fmt.Errorf("From/To: %w", err)
+		}
+		b.w(" AND ", pl.timeCol, r.op, b.arg(at))
+	}
+	if bound != nil {
+		at, err := d.time(bound.CreatedAt)
+		if err != nil {
+			return err
+		}
+		b.keyset(pl.timeCol, upTo, at, bound.ID)
+	}
+	return nil
+}
+
+// listOrder writes the list's ORDER BY.
+func listOrder(b *builder, pl listPlan, newest bool) {
+	if newest {
+		b.w(" ORDER BY ", pl.timeCol, " DESC, event_id DESC")
+		return
+	}
+	b.w(" ORDER BY ", pl.timeCol, ", event_id")
+}
+
+// listWindowQuery builds the read of the last row of the scan window of a list page: the
+// ScanLimit-th row of the index after the cursor (an index-only read).
+func (d *dialect) listWindowQuery(t tableName, pl listPlan, p ListEventsParams) (query, error) {
+	b := d.newBuilder()
+	b.w("SELECT ", pl.timeCol, ", event_id FROM ", d.qualified(t), pl.force, " WHERE ")
+	pl.pred(b)
+	if err := d.listRange(b, pl, p, nil); err != nil {
+		return query{}, err
+	}
+	listOrder(b, pl, p.Newest)
+	b.w(" LIMIT 1 OFFSET ", b.arg(int64(p.ScanLimit-1)))
+	return b.query(), nil
+}
+
+// listPageQuery builds a list page: the rows of the index after the cursor (and up to
+// bound) that match every filter.
+func (d *dialect) listPageQuery(t tableName, pl listPlan, p ListEventsParams, bound *Cursor) (query, error) {
+	b := d.newBuilder()
+	b.w("SELECT ", selectColumns, " FROM ", d.qualified(t), pl.force, " WHERE ")
+	pl.pred(b)
+	if err := d.listRange(b, pl, p, bound); err != nil {
+		return query{}, err
+	}
+	pl.extra(b)
+	listOrder(b, pl, p.Newest)
+	b.w(" LIMIT ", b.arg(int64(p.Limit)))
+	return b.query(), nil
+}
+
+// countByTypeQuery builds [EventStore.CountByType].
+func (d *dialect) countByTypeQuery(t tableName) query {
+	return query{SQL: "SELECT status, event_type, COUNT(*) FROM " + d.qualified(t) + " GROUP BY status, event_type ORDER BY status, event_type"}
+}
+
+// recordAuditQuery builds [AuditStore.RecordAudit].
+func (d *dialect) recordAuditQuery(t tableName, e AuditEntry) (query, error) {
+	at, err := d.time(e.At)
+	if err != nil {
+		return query{}, err
+	}
+	b := d.newBuilder()
+	b.w("INSERT INTO ", d.qualified(auditTable(t)), " (audit_id, at, actor, action, target, affected) VALUES (",
+		b.arg(e.ID), ", ", b.arg(at), ", ", b.arg(e.Actor), ", ", b.arg(e.Action), ", ", b.arg(e.Target), ", ", b.arg(e.Count), ")")
+	return b.query(), nil
+}
+
+// listAuditQuery builds [AuditStore.ListAudit].
+func (d *dialect) listAuditQuery(t tableName, p ListAuditParams) query {
+	b := d.newBuilder()
+	b.w("SELECT audit_id, at, actor, action, target, affected FROM ", d.qualified(auditTable(t)))
+	if p.Before != "" {
+		b.w(" WHERE audit_id < ", b.arg(p.Before))
+	}
+	b.w(" ORDER BY audit_id DESC LIMIT ", b.arg(int64(p.Limit)))
+	return b.query()
+}

@@ -1,0 +1,136 @@
+package outboxtest
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	outbox "github.com/outboxkit/outbox/core"
+)
+
+var (
+	_ outbox.EventStore = (*MemoryStore)(nil)
+	_ outbox.AuditStore = (*MemoryStore)(nil)
+)
+
+// ListEvents implements [outbox.EventStore.ListEvents]. Its "index" of a list is the
+// events of the status (or of the aggregate, with AggregateID), in the list's order;
+// the scan window counts them.
+func (s *MemoryStore) ListEvents(ctx context.Context, p outbox.ListEventsParams) ([]outbox.Event, outbox.Cursor, error) {
+	if err := check(ctx, p.Validate()); err != nil {
+		return nil, outbox.Cursor{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := func(e *outbox.Event) time.Time { return outbox.ListTime(*e, p.Status, p.EventFilter) }
+	compare := func(e *outbox.Event, at time.Time, id string) int {
+		return cmp.Or(key(e).Compare(canonical(at)), strings.Compare(e.ID, id))
+	}
+	var index []*outbox.Event
+	for _, r := range s.rows {
+		e := &r.ev
+		inIndex := e.Status == p.Status
+		if p.AggregateID != "" {
+			inIndex = e.AggregateID == p.AggregateID
+		}
+		if !inIndex {
+			continue
+		}
+		if !p.After.IsZero() {
+			if c := compare(e, p.After.CreatedAt, p.After.ID); (c <= 0 && !p.Newest) || (c >= 0 && p.Newest) {
+				continue
+			}
+		}
+		if (!p.From.IsZero() && key(e).Before(canonical(p.From))) || (!p.To.IsZero() && !key(e).Before(canonical(p.To))) {
+			continue
+		}
+		index = append(index, e)
+	}
+	slices.SortFunc(index, func(a, b *outbox.Event) int {
+		c := cmp.Or(key(a).Compare(key(b)), strings.Compare(a.ID, b.ID))
+		if p.Newest {
+			return -c
+		}
+		return c
+	})
+	f := p.EventFilter
+	scanned := f.EventType != "" || f.AggregateType != "" || f.Listener != "" || f.ErrorContains != "" || p.AggregateID != ""
+	var stop outbox.Cursor
+	if scanned && len(index) > p.ScanLimit {
+		last := index[p.ScanLimit-1]
+		index, stop = index[:p.ScanLimit], outbox.Cursor{CreatedAt: key(last), ID: last.ID}
+	}
+	var out []outbox.Event
+	for _, e := range index {
+		if len(out) == p.Limit {
+			return out, outbox.Cursor{}, nil
+		}
+		if e.Status == p.Status && (f.EventType == "" || e.Type == f.EventType) &&
+			(f.AggregateType == "" || e.AggregateType == f.AggregateType) &&
+			(f.Listener == "" || e.Listener == f.Listener) &&
+			(f.ErrorContains == "" || strings.Contains(strings.ToLower(e.LastError), strings.ToLower(f.ErrorContains))) {
+			out = append(out, clone(*e))
+		}
+	}
+	if len(out) >= p.Limit {
+		stop = outbox.Cursor{}
+	}
+	return out, stop, nil
+}
+
+// CountByType implements [outbox.EventStore.CountByType].
+func (s *MemoryStore) CountByType(ctx context.Context) ([]outbox.TypeCount, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	type k struct {
+		st outbox.Status
+		t  string
+	}
+	n := map[k]int64{}
+	for _, r := range s.rows {
+		n[k{r.ev.Status, r.ev.Type}]++
+	}
+	out := make([]outbox.TypeCount, 0, len(n))
+	for key, c := range n {
+		out = append(out, outbox.TypeCount{Status: key.st, EventType: key.t, Count: c})
+	}
+	slices.SortFunc(out, func(a, b outbox.TypeCount) int {
+		return cmp.Or(cmp.Compare(a.Status, b.Status), strings.Compare(a.EventType, b.EventType))
+	})
+	return out, nil
+}
+
+// RecordAudit implements [outbox.AuditStore.RecordAudit].
+func (s *MemoryStore) RecordAudit(ctx context.Context, e outbox.AuditEntry) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e.At = canonical(e.At)
+	s.audit = append(s.audit, e)
+	return nil
+}
+
+// ListAudit implements [outbox.AuditStore.ListAudit].
+func (s *MemoryStore) ListAudit(ctx context.Context, p outbox.ListAuditParams) ([]outbox.AuditEntry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	all := slices.Clone(s.audit)
+	slices.SortFunc(all, func(a, b outbox.AuditEntry) int { return strings.Compare(b.ID, a.ID) })
+	var out []outbox.AuditEntry
+	for _, e := range all {
+		if (p.Before == "" || e.ID < p.Before) && len(out) < p.Limit {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
