@@ -1,0 +1,217 @@
+package storetest
+
+import (
+	"errors"
+	"time"
+
+	outbox "github.com/outboxkit/outbox/core"
+)
+
+// events returns the store as an outbox.EventStore, or skips the test.
+func (x *fixture) events() outbox.EventStore {
+	es, ok := x.h.Store.(outbox.EventStore)
+	if !ok {
+		x.Skipf("%T does not implement outbox.EventStore", x.h.Store)
+	}
+	return es
+}
+
+func (x *fixture) listEvents(p outbox.ListEventsParams) ([]outbox.Event, outbox.Cursor) {
+	x.Helper()
+	if p.Limit == 0 {
+		p.Limit = 100
+	}
+	if p.ScanLimit == 0 {
+		p.ScanLimit = outbox.MaxScanRows
+	}
+	got, stop, err := x.events().ListEvents(x.ctx, p)
+	if err != nil {
+		x.Fatalf("ListEvents(%+v): %v", p, err)
+	}
+	return got, stop
+}
+
+// eventSet inserts rows of every status the lists show.
+func (x *fixture) eventSet() {
+	mk := func(id, typ, agg string, created time.Time) outbox.Event {
+		e := ev(id, created)
+		e.Type, e.AggregateType, e.AggregateID = typ, agg, "a-"+agg
+		return e
+	}
+	l := mk("n-listener", "X", "A", at(4*time.Second))
+	l.Listener = "mail"
+	x.insert(
+		mk("n-2", "X", "A", at(2*time.Second)), mk("n-1", "Y", "B", at(time.Second)), l,
+		mk("r-1", "X", "A", at(0)),
+		mk("d-1", "X", "A", at(time.Second)), mk("d-2", "Y", "B", at(2*time.Second)),
+		mk("done-1", "X", "A", at(0)), mk("done-2", "X", "B", at(time.Second)),
+		mk("disc-1", "X", "A", at(3*time.Second)),
+	)
+	x.retry("r-1", at(time.Hour))
+	x.markDead("d-1", "Timeout talking to the broker")
+	x.markDead("d-2", "bad request 100%_sure")
+	// done-1 was created first and finished last: the DONE list is in finish order.
+	x.markDone(at(time.Minute), "done-1")
+	x.markDone(at(30*time.Second), "done-2")
+	if ds, ok := x.h.Store.(outbox.DiscardStore); ok {
+		n, err := ds.Discard(x.ctx, []string{"disc-1"}, at(10*time.Second))
+		x.changed("Discard", n, err, 1)
+	}
+}
+
+// testListEvents: each status's list holds its rows in its order (creation, or finish
+// for DONE), newest first when asked; every filter narrows it; keyset pages follow on.
+func testListEvents(x *fixture) {
+	x.events()
+	x.eventSet()
+	list := func(p outbox.ListEventsParams) []outbox.Event { x.Helper(); e, _ := x.listEvents(p); return e }
+	x.wantIDs("NEW", list(outbox.ListEventsParams{Status: outbox.StatusNew}), "n-1", "n-2", "n-listener")
+	x.wantIDs("NEW newest", list(outbox.ListEventsParams{Status: outbox.StatusNew, Newest: true}), "n-listener", "n-2", "n-1")
+	x.wantIDs("RETRY", list(outbox.ListEventsParams{Status: outbox.StatusRetry}), "r-1")
+	x.wantIDs("DEAD", list(outbox.ListEventsParams{Status: outbox.StatusDead}), "d-1", "d-2")
+	x.wantIDs("DONE", list(outbox.ListEventsParams{Status: outbox.StatusDone}), "done-2", "done-1")
+	x.wantIDs("DONE newest", list(outbox.ListEventsParams{Status: outbox.StatusDone, Newest: true}), "done-1", "done-2")
+	if _, ok := x.h.Store.(outbox.DiscardStore); ok {
+		x.wantIDs("DISCARDED", list(outbox.ListEventsParams{Status: outbox.StatusDiscarded}), "disc-1")
+	}
+	x.wantIDs("FALLBACK", list(outbox.ListEventsParams{Status: outbox.StatusFallback}))
+
+	f := func(st outbox.Status, f outbox.EventFilter) []outbox.Event {
+		x.Helper()
+		return list(outbox.ListEventsParams{Status: st, EventFilter: f})
+	}
+	x.wantIDs("type", f(outbox.StatusNew, outbox.EventFilter{EventType: "X"}), "n-2", "n-listener")
+	x.wantIDs("aggregate type", f(outbox.StatusNew, outbox.EventFilter{AggregateType: "B"}), "n-1")
+	x.wantIDs("aggregate ID", f(outbox.StatusNew, outbox.EventFilter{AggregateID: "a-A"}), "n-2", "n-listener")
+	x.wantIDs("aggregate ID, DONE (creation order)", f(outbox.StatusDone, outbox.EventFilter{AggregateID: "a-A"}), "done-1")
+	x.wantIDs("aggregate ID and type", f(outbox.StatusDead, outbox.EventFilter{AggregateID: "a-B", EventType: "Y"}), "d-2")
+	x.wantIDs("listener", f(outbox.StatusNew, outbox.EventFilter{Listener: "mail"}), "n-listener")
+	x.wantIDs("error, any case", f(outbox.StatusDead, outbox.EventFilter{ErrorContains: "TIMEOUT"}), "d-1")
+	x.wantIDs("error, wildcards are text", f(outbox.StatusDead, outbox.EventFilter{ErrorContains: "100%_s"}), "d-2")
+	x.wantIDs("error, no match", f(outbox.StatusDead, outbox.EventFilter{ErrorContains: "%"}), "d-2")
+	x.wantIDs("error, _ is not a wildcard", f(outbox.StatusDead, outbox.EventFilter{ErrorContains: "T_meout"}))
+	x.wantIDs("from", f(outbox.StatusNew, outbox.EventFilter{From: at(2 * time.Second)}), "n-2", "n-listener")
+	x.wantIDs("to", f(outbox.StatusNew, outbox.EventFilter{To: at(2 * time.Second)}), "n-1")
+	x.wantIDs("from-to on finish time", f(outbox.StatusDone, outbox.EventFilter{From: at(time.Minute - time.Second), To: at(2 * time.Minute)}), "done-1")
+
+	// Keyset pages of one, forwards and backwards.
+	for _, newest := range []bool{false, true} {
+		var got []outbox.Event
+		p := outbox.ListEventsParams{Status: outbox.StatusNew, Newest: newest, Limit: 1}
+		for range 5 {
+			page, _ := x.listEvents(p)
+			if len(page) == 0 {
+				break
+			}
+			got = append(got, page...)
+			last := page[len(page)-1]
+			p.After = outbox.Cursor{CreatedAt: outbox.ListTime(last, p.Status, p.EventFilter), ID: last.ID}
+		}
+		want := []string{"n-1", "n-2", "n-listener"}
+		if newest {
+			want = []string{"n-listener", "n-2", "n-1"}
+		}
+		x.wantIDs("pages", got, want...)
+	}
+	p := outbox.ListEventsParams{Status: outbox.StatusDone, Limit: 1}
+	page, _ := x.listEvents(p)
+	p.After = outbox.Cursor{CreatedAt: outbox.ListTime(page[0], p.Status, p.EventFilter), ID: page[0].ID}
+	x.wantIDs("DONE second page", list(p), "done-1")
+}
+
+// testListEventsScanLimit: a filter outside the index reads at most ScanLimit rows: a
+// page that found too few says where it stopped, and the next page goes on from there.
+func testListEventsScanLimit(x *fixture) {
+	x.events()
+	var events []outbox.Event
+	for i := range 5 {
+		e := ev(string(rune('a'+i)), at(time.Duration(i)*time.Second))
+		e.Type = "Common"
+		if i == 3 {
+			e.Type = "Rare"
+		}
+		events = append(events, e)
+	}
+	x.insert(events...)
+	p := outbox.ListEventsParams{Status: outbox.StatusNew, EventFilter: outbox.EventFilter{EventType: "Rare"}, ScanLimit: 2}
+	var found []outbox.Event
+	stops := 0
+	for range 10 {
+		page, stop := x.listEvents(p)
+		found = append(found, page...)
+		if stop.IsZero() {
+			break
+		}
+		stops++
+		if len(page) > 0 {
+			p.After = outbox.Cursor{CreatedAt: outbox.ListTime(page[len(page)-1], p.Status, p.EventFilter), ID: page[len(page)-1].ID}
+		}
+		p.After = stop
+	}
+	x.wantIDs("rare, found across windows", found, "d")
+	if stops == 0 {
+		x.Fatal("a scan of 5 rows, 2 at a time, never stopped at its limit")
+	}
+	// Without a filter outside the index the page is never cut.
+	if page, stop := x.listEvents(outbox.ListEventsParams{Status: outbox.StatusNew, Limit: 10, ScanLimit: 2}); len(page) < 5 && stop.IsZero() {
+		x.Fatalf("unfiltered list: %d events and no stop", len(page))
+	}
+	// Bad parameters.
+	for _, bad := range []outbox.ListEventsParams{
+		{Status: 9, Limit: 1, ScanLimit: 1},
+		{Status: outbox.StatusNew, Limit: 0, ScanLimit: 1},
+		{Status: outbox.StatusNew, Limit: 1, ScanLimit: 1, EventFilter: outbox.EventFilter{From: at(time.Second), To: at(0)}},
+	} {
+		if _, _, err := x.events().ListEvents(x.ctx, bad); !errors.Is(err, outbox.ErrInvalidArgument) {
+			x.Fatalf("ListEvents(%+v) = %v, want ErrInvalidArgument", bad, err)
+		}
+	}
+}
+
+// testCountByType counts per status and type.
+func testCountByType(x *fixture) {
+	es := x.events()
+	x.eventSet()
+	counts, err := es.CountByType(x.ctx)
+	if err != nil {
+		x.Fatal(err)
+	}
+	got := map[outbox.Status]map[string]int64{}
+	for _, c := range counts {
+		if got[c.Status] == nil {
+			got[c.Status] = map[string]int64{}
+		}
+		got[c.Status][c.EventType] = c.Count
+	}
+	if got[outbox.StatusNew]["X"] != 2 || got[outbox.StatusNew]["Y"] != 1 || got[outbox.StatusDone]["X"] != 2 ||
+		got[outbox.StatusDead]["Y"] != 1 || got[outbox.StatusRetry]["X"] != 1 {
+		x.Fatalf("CountByType = %v", got)
+	}
+}
+
+// testAudit: entries come back newest first (by ID), with every field, in pages.
+func testAudit(x *fixture) {
+	as, ok := x.h.Store.(outbox.AuditStore)
+	if !ok {
+		x.Skipf("%T does not implement outbox.AuditStore", x.h.Store)
+	}
+	for i, id := range []string{"01A", "01B", "01C"} {
+		e := outbox.AuditEntry{ID: id, At: at(time.Duration(i) * time.Second), Actor: "alice", Action: outbox.AuditReplay,
+			Target: "e1,e2", Count: int64(i)}
+		if err := as.RecordAudit(x.ctx, e); err != nil {
+			x.Fatal(err)
+		}
+	}
+	got, err := as.ListAudit(x.ctx, outbox.ListAuditParams{Limit: 2})
+	if err != nil || len(got) != 2 || got[0].ID != "01C" || got[1].ID != "01B" {
+		x.Fatalf("ListAudit = %+v, %v", got, err)
+	}
+	if e := got[0]; e.Actor != "alice" || e.Action != outbox.AuditReplay || e.Target != "e1,e2" || e.Count != 2 {
+		x.Fatalf("entry = %+v", e)
+	}
+	x.wantTime("At", got[0].At, at(2*time.Second))
+	got, err = as.ListAudit(x.ctx, outbox.ListAuditParams{Before: "01B", Limit: 5})
+	if err != nil || len(got) != 1 || got[0].ID != "01A" {
+		x.Fatalf("ListAudit before 01B = %+v, %v", got, err)
+	}
+}
