@@ -1,0 +1,133 @@
+package outbox
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// ListQueryCase is one statement of the admin's lists as a dialect builds it, with the
+// index its plan must use: core/testdata/list_queries.json holds them, and the plan
+// test on the three databases (internal/roottest/core) EXPLAINs each one.
+type listQueryCase struct {
+	Dialect string    `json:"dialect"`
+	Name    string    `json:"name"`
+	SQL     string    `json:"sql"`
+	Args    []listArg `json:"args"`
+	Use     string    `json:"use"` // the index suffixes the plan may name, separated by |
+}
+
+// listArg is one argument: a string, an integer or a time (Go's time.Time on
+// PostgreSQL and MySQL; SQLite's are text already).
+type listArg struct {
+	S *string    `json:"s,omitempty"`
+	I *int64     `json:"i,omitempty"`
+	T *time.Time `json:"t,omitempty"`
+}
+
+// listQueryCases builds every list statement of every dialect for a table of 1 M rows
+// whose created times run from t0 (see the plan test).
+func listQueryCases(t *testing.T) []listQueryCase {
+	tn, err := parseTableName("outbox_event")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
+	mid := Cursor{CreatedAt: t0.Add(500000 * time.Millisecond), ID: "e-0500000"}
+	type spec struct {
+		name string
+		p    ListEventsParams
+		// index (suffix) on PostgreSQL and SQLite, and on MySQL
+		use, useMySQL string
+	}
+	specs := []spec{
+		{"new", ListEventsParams{Status: StatusNew}, pendingIndexSuffix, deadIndexSuffix},
+		{"new after", ListEventsParams{Status: StatusNew, After: mid}, pendingIndexSuffix, deadIndexSuffix},
+		// PostgreSQL may walk the pending index (NEW and RETRY rows) in order instead,
+		// filtering status = 2, when its statistics say RETRY rows are common there.
+		{"retry", ListEventsParams{Status: StatusRetry}, stateIndexSuffix + "|" + pendingIndexSuffix, deadIndexSuffix},
+		{"waiting newest", ListEventsParams{Status: StatusWaiting, Newest: true}, stateIndexSuffix, deadIndexSuffix},
+		{"dead type", ListEventsParams{Status: StatusDead, EventFilter: EventFilter{EventType: "T3"}}, deadIndexSuffix, deadIndexSuffix},
+		{"dead error", ListEventsParams{Status: StatusDead, After: mid, EventFilter: EventFilter{ErrorContains: "timeout"}}, deadIndexSuffix, deadIndexSuffix},
+		{"dead time range", ListEventsParams{Status: StatusDead, EventFilter: EventFilter{From: mid.CreatedAt, To: mid.CreatedAt.Add(time.Hour)}}, deadIndexSuffix, deadIndexSuffix},
+		{"done newest", ListEventsParams{Status: StatusDone, Newest: true}, finishedIndexSuffix, finishedIndexSuffix},
+		{"done time range, type", ListEventsParams{Status: StatusDone, EventFilter: EventFilter{EventType: "T1", From: mid.CreatedAt}}, finishedIndexSuffix, finishedIndexSuffix},
+		{"discarded", ListEventsParams{Status: StatusDiscarded}, finishedIndexSuffix, finishedIndexSuffix},
+		{"aggregate", ListEventsParams{Status: StatusDone, EventFilter: EventFilter{AggregateID: "agg-42"}}, aggregateIndexSuffix, aggregateIndexSuffix},
+		{"aggregate, aggregate type", ListEventsParams{Status: StatusNew, EventFilter: EventFilter{AggregateID: "agg-42", AggregateType: "Thing"}}, aggregateIndexSuffix, aggregateIndexSuffix},
+	}
+	var out []listQueryCase
+	for _, d := range []*dialect{postgresDialect, mysqlDialect, sqliteDialect} {
+		for _, s := range specs {
+			p := s.p
+			p.Limit, p.ScanLimit = 51, MaxScanRows
+			use := s.use
+			if d == mysqlDialect {
+				use = s.useMySQL
+			}
+			pl := d.listPlan(tn, p)
+			add := func(kind string, q query, err error) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				c := listQueryCase{Dialect: d.name, Name: s.name + " " + kind, SQL: q.SQL, Use: use}
+				for _, a := range q.Args {
+					switch v := a.(type) {
+					case string:
+						c.Args = append(c.Args, listArg{S: &v})
+					case int64:
+						c.Args = append(c.Args, listArg{I: &v})
+					case time.Time:
+						c.Args = append(c.Args, listArg{T: &v})
+					default:
+						t.Fatalf("%s: argument %T", c.Name, a)
+					}
+				}
+				out = append(out, c)
+			}
+			if pl.window {
+				q, err := d.listWindowQuery(tn, pl, p)
+				add("(window)", q, err)
+			}
+			bound := &Cursor{CreatedAt: t0.Add(900000 * time.Millisecond), ID: "e-0900000"}
+			if p.Newest {
+				bound = &Cursor{CreatedAt: t0.Add(100000 * time.Millisecond), ID: "e-0100000"}
+			}
+			if !pl.window {
+				bound = nil
+			}
+			q, err := d.listPageQuery(tn, pl, p, bound)
+			add("(page)", q, err)
+		}
+	}
+	return out
+}
+
+// TestListQueriesGolden pins the list statements in core/testdata/list_queries.json,
+// which the plan test EXPLAINs on each database (OUTBOX_UPDATE_MIGRATIONS=1 rewrites it).
+func TestListQueriesGolden(t *testing.T) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(listQueryCases(t)); err != nil {
+		t.Fatal(err)
+	}
+	got := buf.Bytes()
+	path := filepath.Join("testdata", "list_queries.json")
+	if os.Getenv("OUTBOX_UPDATE_MIGRATIONS") == "1" {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s differs from the statements the dialects build: run OUTBOX_UPDATE_MIGRATIONS=1 go test -run TestListQueriesGolden ./core/", path)
+	}
+}
