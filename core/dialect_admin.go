@@ -11,6 +11,18 @@ import (
 // aggregate's events, one for the RETRY and WAITING lists where the other indexes do not
 // serve them, and the audit table.
 
+// stateIndexCondition is the state index's condition; the lists that use it write it.
+// On PostgreSQL "created_at IS NOT NULL" (always true) keeps the planner from using the
+// index for any query that does not write it: the order sweep's "status = 4" would
+// imply "status IN (2, 4)". SQLite drops such a term from a query (the column is NOT
+// NULL), and its order queries write +status, which no index matches.
+func (d *dialect) stateIndexCondition() string {
+	if d.name == "sqlite" {
+		return "status IN (2, 4)"
+	}
+	return "status IN (2, 4) AND created_at IS NOT NULL"
+}
+
 const (
 	aggregateIndexSuffix = "_aggregate_idx"
 	stateIndexSuffix     = "_state_idx"
@@ -79,9 +91,14 @@ func adminMigration(d *dialect, t tableName) laterMigration {
 	if d.name == "sqlite" {
 		create, on = qualifiedName, d.quote(t.name)
 	}
+	stateComment := stateIndexComment
+	if d.name == "postgres" {
+		stateComment += "\ncreated_at IS NOT NULL is always true: it keeps the planner from using the index\n" +
+			"for queries that do not write it, such as the order sweep's status = 4."
+	}
 	m.up = []ddlStatement{
-		{stateIndexComment, "CREATE INDEX IF NOT EXISTS " + create(stateIndexSuffix) + " ON " + on +
-			" (status, created_at, event_id) WHERE status IN (2, 4)"},
+		{stateComment, "CREATE INDEX IF NOT EXISTS " + create(stateIndexSuffix) + " ON " + on +
+			" (status, created_at, event_id) WHERE " + d.stateIndexCondition()},
 		audit,
 		{aggregateIndexComment, "CREATE INDEX IF NOT EXISTS " + create(aggregateIndexSuffix) + " ON " + on +
 			" (aggregate_id, created_at, event_id) WHERE aggregate_id IS NOT NULL"},
@@ -141,7 +158,7 @@ func (d *dialect) listPlan(t tableName, p ListEventsParams) listPlan {
 		pl = listPlan{timeCol: "created_at", pred: func(b *builder) { b.w("status IN (0, 2)") }}
 		extraStatus = d.hintedStatus() + " = 0"
 	default: // RETRY, WAITING: the state index
-		pl = listPlan{timeCol: "created_at", pred: func(b *builder) { b.w("status IN (2, 4) AND status = ", st) }}
+		pl = listPlan{timeCol: "created_at", pred: func(b *builder) { b.w(d.stateIndexCondition(), " AND status = ", st) }}
 	}
 	f := p.EventFilter
 	pl.window = extraStatus != "" || f.scanned()

@@ -3,7 +3,7 @@
 -- ULID, so it sorts by time. Rows are kept until deleted by hand.
 CREATE TABLE IF NOT EXISTS `outbox_event_audit` (
     audit_id VARBINARY(64) NOT NULL PRIMARY KEY,
-    at       DATETIME(6) NOT NULL,
+    at       DATETIME(6)  NOT NULL,
     actor    VARCHAR(255) NOT NULL,
     action   VARCHAR(32)  NOT NULL,
     target   TEXT         NOT NULL,

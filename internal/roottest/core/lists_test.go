@@ -27,13 +27,14 @@ type listCase struct {
 	Use string `json:"use"`
 }
 
-// listRows is the table size of TestEventListsUseIndexes: a million rows in CI and the
-// long tier, 100,000 otherwise.
+// listRows is the table size of TestEventListsUseIndexes: a million rows (about ten
+// seconds to write on each database), 100,000 with -short, where PostgreSQL may well
+// sort the few thousand rows of a status instead of walking its index.
 func listRows() int {
-	if os.Getenv("CI") == "true" || longTier() {
-		return 1_000_000
+	if testing.Short() {
+		return 100_000
 	}
-	return 100_000
+	return 1_000_000
 }
 
 // fillSQL returns the statement that fills the outbox table of b with n rows: created a
@@ -132,6 +133,9 @@ func TestEventListsUseIndexes(t *testing.T) {
 					t.Errorf("%s: the plan does not use %s:\n%s\n%s", c.Name, c.Use, q, plan)
 				}
 				for _, bad := range avoidInPlan(b.d) {
+					if testing.Short() && bad != "Seq Scan" && b.d == outbox.Postgres {
+						continue
+					}
 					// One aggregate's rows, found by the index, may be sorted: there are few.
 					if strings.HasPrefix(c.Name, "aggregate") && (bad == "Sort" || bad == "Bitmap" || bad == "TEMP B-TREE") {
 						continue

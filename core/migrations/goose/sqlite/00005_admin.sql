@@ -7,8 +7,8 @@ CREATE INDEX IF NOT EXISTS "outbox_event_state_idx" ON "outbox_event" (status, c
 -- the command-line tool): who, when, what and how many rows it changed. audit_id is a
 -- ULID, so it sorts by time. Rows are kept until deleted by hand.
 CREATE TABLE IF NOT EXISTS "outbox_event_audit" (
-    audit_id VARCHAR(64)  NOT NULL PRIMARY KEY,
-    at       TEXT NOT NULL,
+    audit_id VARCHAR(64)   NOT NULL PRIMARY KEY,
+    at       TEXT         NOT NULL,
     actor    VARCHAR(255) NOT NULL,
     action   VARCHAR(32)  NOT NULL,
     target   TEXT         NOT NULL,
