@@ -15,10 +15,10 @@ const (
 	AuditDiscard   = "discard"    // events discarded
 )
 
-// Bounds of an audit entry's text: longer values are cut (the target ends with "…").
+// Bounds of an audit entry's text: longer values are cut, ending with "…".
 const (
-	MaxActorLen       = 255
-	MaxAuditTargetLen = 4000
+	maxActorLen       = 255
+	maxAuditTargetLen = 4000
 )
 
 // AuditEntry is one row of the audit trail: a change made through [DeadEvents].
@@ -72,8 +72,8 @@ func WithActor(ctx context.Context, actor string) context.Context {
 	return context.WithValue(ctx, actorKey{}, actor)
 }
 
-// ActorFrom returns the actor [WithActor] put in ctx, or "".
-func ActorFrom(ctx context.Context) string {
+// actorFrom returns the actor WithActor put in ctx, or "".
+func actorFrom(ctx context.Context) string {
 	a, _ := ctx.Value(actorKey{}).(string)
 	return a
 }
@@ -114,8 +114,8 @@ func (d *DeadEvents) audit(ctx context.Context, action, target string, n int64) 
 		return nil
 	}
 	at := d.now()
-	e := AuditEntry{ID: defaultIDs.next(at), At: at, Actor: cut(ActorFrom(ctx), MaxActorLen), Action: action,
-		Target: cut(target, MaxAuditTargetLen), Count: n}
+	e := AuditEntry{ID: defaultIDs.next(at), At: at, Actor: cut(actorFrom(ctx), maxActorLen), Action: action,
+		Target: cut(target, maxAuditTargetLen), Count: n}
 	if e.Actor == "" {
 		e.Actor = "unknown"
 	}
