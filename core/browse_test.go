@@ -1,0 +1,126 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/outboxtest"
+)
+
+// deadOver returns the DeadEvents of a WriterOnly outbox over store.
+func deadOver(t *testing.T, store outbox.Store) *outbox.DeadEvents {
+	t.Helper()
+	ob, err := outbox.New(nil, outbox.Config{Store: store, Mode: outbox.WriterOnly, Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ob.Dead()
+}
+
+// putEvents stores events of status st with the given IDs.
+func putEvents(store *outboxtest.MemoryStore, st outbox.Status, ids ...string) {
+	t0 := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i, id := range ids {
+		e := outbox.Event{ID: id, Type: "T", AggregateType: "A", Payload: []byte(`{}`), Status: st,
+			CreatedAt: t0.Add(time.Duration(i) * time.Second), AvailableAt: t0, LastError: "boom"}
+		if st == outbox.StatusDead {
+			e.DoneAt = t0.Add(time.Hour)
+		}
+		store.Put(e)
+	}
+}
+
+// TestEveryChangeIsAudited: each change of DeadEvents leaves one audit entry with the
+// actor of its context, the action, the target and how many events it changed; a
+// change that fails leaves none.
+func TestEveryChangeIsAudited(t *testing.T) {
+	store := outboxtest.NewMemoryStore()
+	dead := deadOver(t, store)
+	putEvents(store, outbox.StatusDead, "d1", "d2", "d3", "d4", "d5")
+	putEvents(store, outbox.StatusNew, "n1")
+	ctx := outbox.WithActor(t.Context(), "alice")
+	if err := dead.Replay(ctx, "d1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := dead.Replay(ctx, "n1"); !errors.Is(err, outbox.ErrNotDead) {
+		t.Fatalf("replay of a NEW event = %v", err)
+	}
+	if n, err := dead.ReplayEvents(ctx, []string{"d2", "d3", "n1", "missing"}); err != nil || n != 2 {
+		t.Fatalf("ReplayEvents = %d, %v; want 2", n, err)
+	}
+	if n, err := dead.DiscardEvents(t.Context(), []string{"d4", "n1"}); err != nil || n != 2 {
+		t.Fatalf("DiscardEvents = %d, %v; want 2", n, err)
+	}
+	if n, err := dead.DeleteEvents(ctx, []string{"d5"}); err != nil || n != 1 {
+		t.Fatalf("DeleteEvents = %d, %v; want 1", n, err)
+	}
+	if n, err := dead.ReplayAll(ctx, outbox.DeadFilter{EventType: "T"}, 0); err != nil || n != 0 {
+		t.Fatalf("ReplayAll = %d, %v; want 0", n, err)
+	}
+	for _, bad := range [][]string{nil, {""}, make([]string, outbox.MaxBulkIDs+1)} {
+		if _, err := dead.ReplayEvents(ctx, bad); !errors.Is(err, outbox.ErrInvalidArgument) {
+			t.Fatalf("ReplayEvents(%d IDs) = %v, want ErrInvalidArgument", len(bad), err)
+		}
+	}
+	page, err := dead.Audit(t.Context(), outbox.AuditQuery{Limit: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range page.Entries {
+		got = append(got, fmt.Sprint(e.Actor, " ", e.Action, " ", e.Target, " ", e.Count))
+	}
+	want := []string{"alice replay-all event_type=T 0", "alice delete d5 1", "unknown discard d4,n1 2"}
+	if strings.Join(got, "|") != strings.Join(want, "|") || page.Next == "" {
+		t.Fatalf("audit page 1 = %q (next %q), want %q", got, page.Next, want)
+	}
+	page, err = dead.Audit(t.Context(), outbox.AuditQuery{Before: page.Next})
+	if err != nil || len(page.Entries) != 2 || page.Next != "" ||
+		page.Entries[0].Target != "d2,d3,n1,missing" || page.Entries[0].Count != 2 || page.Entries[1].Target != "d1" {
+		t.Fatalf("audit page 2 = %+v, %v", page, err)
+	}
+}
+
+// TestEventsPages: Events clamps its limit, turns the store's answer into pages with a
+// cursor, and marks a page cut by the scan bound partial.
+func TestEventsPages(t *testing.T) {
+	store := outboxtest.NewMemoryStore()
+	dead := deadOver(t, store)
+	putEvents(store, outbox.StatusNew, "a", "b", "c")
+	page, err := dead.Events(t.Context(), outbox.EventQuery{Status: outbox.StatusNew, Limit: 2})
+	if err != nil || len(page.Events) != 2 || page.Next.ID != "b" || page.Partial {
+		t.Fatalf("page 1 = %+v, %v", page, err)
+	}
+	page, err = dead.Events(t.Context(), outbox.EventQuery{Status: outbox.StatusNew, Limit: 2, After: page.Next})
+	if err != nil || len(page.Events) != 1 || page.Events[0].ID != "c" || !page.Next.IsZero() {
+		t.Fatalf("page 2 = %+v, %v", page, err)
+	}
+	for _, q := range []outbox.EventQuery{{Limit: -1}, {Limit: outbox.MaxDeadPageSize + 1}, {Status: 42},
+		{EventFilter: outbox.EventFilter{ErrorContains: strings.Repeat("x", outbox.MaxErrorSearchLen+1)}}} {
+		if _, err := dead.Events(t.Context(), q); !errors.Is(err, outbox.ErrInvalidArgument) {
+			t.Fatalf("Events(%+v) = %v, want ErrInvalidArgument", q, err)
+		}
+	}
+	// A store that stops at its scan bound: the page is partial and goes on from there.
+	stop := outbox.Cursor{CreatedAt: time.Unix(5, 0), ID: "x"}
+	dead = deadOver(t, stoppingStore{store, stop})
+	page, err = dead.Events(t.Context(), outbox.EventQuery{Status: outbox.StatusNew, EventFilter: outbox.EventFilter{EventType: "T"}})
+	if err != nil || !page.Partial || page.Next != stop {
+		t.Fatalf("page cut by the scan bound = %+v, %v", page, err)
+	}
+}
+
+// stoppingStore answers every list with no event and a stop cursor.
+type stoppingStore struct {
+	*outboxtest.MemoryStore
+	stop outbox.Cursor
+}
+
+func (s stoppingStore) ListEvents(context.Context, outbox.ListEventsParams) ([]outbox.Event, outbox.Cursor, error) {
+	return nil, s.stop, nil
+}
