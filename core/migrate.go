@@ -20,8 +20,9 @@ var migrationFiles embed.FS
 
 // Migrations returns the migration files of the default outbox table for d, in
 // golang-migrate layout: 0001_create_outbox_event.up.sql and .down.sql, then one pair per
-// later version (PostgreSQL and SQLite: 0002_ordering, 0003_fallback; MySQL:
-// 0002_poll_index, 0003_ordering, 0004_fallback). Use them with golang-migrate's iofs source, or
+// later version (PostgreSQL and SQLite: 0002_ordering, 0003_fallback, 0004_listener,
+// 0005_admin; MySQL: 0002_poll_index, 0003_ordering, 0004_fallback, 0005_listener,
+// 0006_admin). Use them with golang-migrate's iofs source, or
 // copy them into your own migrations. It returns nil for a nil dialect.
 func Migrations(d Dialect) fs.FS {
 	return subFS("migrations", d)
