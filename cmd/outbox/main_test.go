@@ -53,13 +53,7 @@ func forEachDatabase(t *testing.T, fn func(t *testing.T, tg target)) {
 			tg := target{kind: kind, table: outbox.DefaultTable}
 			switch kind {
 			case "sqlite":
-				tg.dsn, tg.dialect = filepath.Join(t.TempDir(), "outbox.db"), outbox.SQLite
-				db, err := sql.Open("sqlite", outbox.SQLiteDSN(tg.dsn))
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { db.Close() })
-				tg.db = db
+				tg = sqliteTarget(t)
 			case "postgres":
 				tg.dsn, tg.dialect, tg.db = testdb.PostgresDSN(t), outbox.Postgres, testdb.NewPostgresDB(t)
 				tg.table = testdb.IsolatedTable(t, tg.db, kind)
@@ -70,6 +64,18 @@ func forEachDatabase(t *testing.T, fn func(t *testing.T, tg target)) {
 			fn(t, tg)
 		})
 	}
+}
+
+// sqliteTarget returns a target on a new SQLite file.
+func sqliteTarget(t *testing.T) target {
+	tg := target{kind: "sqlite", table: outbox.DefaultTable, dsn: filepath.Join(t.TempDir(), "outbox.db"), dialect: outbox.SQLite}
+	db, err := sql.Open("sqlite", outbox.SQLiteDSN(tg.dsn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	tg.db = db
+	return tg
 }
 
 // outboxCmd runs the command with the target's flags and args, and returns its output
@@ -279,8 +285,9 @@ type changeJSON struct {
 	Error     string `json:"error"`
 }
 
-// TestBadInput: usage errors exit 2 with a message, a database that cannot be reached
-// exits 1 and says so.
+// TestBadInput: usage errors exit 2 with a message (bad flags with the subcommand's
+// usage), a database that cannot be reached or a table without the audit trail exits 1
+// and says so.
 func TestBadInput(t *testing.T) {
 	t.Parallel()
 	sqlite := target{kind: "sqlite", dsn: filepath.Join(t.TempDir(), "x.db"), table: outbox.DefaultTable}
@@ -299,18 +306,39 @@ func TestBadInput(t *testing.T) {
 		{"show without ID", sqlite, []string{"events", "show"}, 2, "one event ID"},
 		{"replay without ID", sqlite, []string{"replay"}, 2, "one or more event IDs"},
 		{"bad cursor", sqlite, []string{"events", "list", "-after", "nope!"}, 2, "not a cursor"},
-		{"bad limit", sqlite, []string{"events", "list", "-limit", "0"}, 2, "-limit"},
+		{"bad limit", sqlite, []string{"events", "list", "-limit", "0"}, 2, "-limit must be between 1 and 500"},
 		{"long listener", sqlite, []string{"events", "list", "-listener", strings.Repeat("l", outbox.MaxListenerLen+1)}, 2, "Listener is 256 bytes"},
 		{"unreachable postgres", target{kind: "postgres", dsn: "postgres://nobody@127.0.0.1:1/x?sslmode=disable&connect_timeout=2",
 			table: outbox.DefaultTable}, []string{"stats"}, 1, "cannot reach the postgres database"},
 		{"unreachable mysql", target{kind: "mysql", dsn: "nobody:x@tcp(127.0.0.1:1)/x?timeout=2s", table: outbox.DefaultTable},
 			[]string{"stats"}, 1, "cannot reach the mysql database"},
 		{"no table", sqlite, []string{"stats"}, 1, "outbox_event"},
+		{"bad timeout", sqlite, []string{"-timeout", "0s", "stats"}, 2, "-timeout must be positive"},
+		{"bad status", sqlite, []string{"events", "list", "-status", "pending"}, 2,
+			`invalid value "pending" for flag -status: want new, retry, waiting, dead, done, fallback or discarded`},
+		{"bad time", sqlite, []string{"events", "list", "-from", "yesterday"}, 2, `invalid value "yesterday" for flag -from: want an RFC 3339 time`},
+		{"from after to", sqlite, []string{"events", "list", "-from", "2026-01-02T00:00:00Z", "-to", "2026-01-01T00:00:00Z"}, 2, "is not before To"},
+		{"unknown list flag", sqlite, []string{"events", "list", "-state", "dead"}, 2, "flag provided but not defined: -state"},
+		{"list argument", sqlite, []string{"events", "list", "dead"}, 2, "takes flags only"},
+		{"long error search", sqlite, []string{"events", "list", "-error", strings.Repeat("e", outbox.MaxErrorSearchLen+1)}, 2, "ErrorContains is 257 bytes"},
+		{"unknown replay flag", sqlite, []string{"replay", "-force", "e1"}, 2, "flag provided but not defined: -force"},
+		{"unknown discard flag", sqlite, []string{"discard", "-all"}, 2, "flag provided but not defined: -all"},
+		{"yes without all", sqlite, []string{"replay", "-yes", "e1"}, 2, "go with -all"},
+		{"filter without all", sqlite, []string{"replay", "-type", "A", "e1"}, 2, "go with -all"},
+		{"all with IDs", sqlite, []string{"replay", "-all", "e1"}, 2, "not event IDs"},
+		{"long ID", sqlite, []string{"delete", strings.Repeat("i", outbox.MaxIDLen+1)}, 2, "longer than 64 bytes"},
+		{"long filter", sqlite, []string{"replay", "-all", "-type", strings.Repeat("t", outbox.MaxTypeLen+1)}, 2, "EventType is"},
+		{"change without table", sqlite, []string{"replay", "e1"}, 1, "there is no table outbox_event: run outbox migrate"},
+		{"audit bad limit", sqlite, []string{"audit", "-limit", "501"}, 2, "-limit must be between 1 and 500"},
+		{"audit argument", sqlite, []string{"audit", "x"}, 2, "audit takes flags only"},
+		{"audit unknown flag", sqlite, []string{"audit", "-after", "x"}, 2, "flag provided but not defined: -after"},
+		{"unreachable audit", target{kind: "postgres", dsn: "postgres://nobody@127.0.0.1:1/x?sslmode=disable&connect_timeout=2",
+			table: outbox.DefaultTable}, []string{"audit"}, 1, "cannot reach the postgres database"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, errOut, code := tc.tg.outboxCmd(t, tc.args...)
-			if code != tc.code || !strings.Contains(errOut, tc.msg) {
-				t.Errorf("exit %d, stderr %q (stdout %q); want exit %d and %q", code, errOut, out, tc.code, tc.msg)
+			if code != tc.code || !strings.Contains(errOut, tc.msg) || strings.Count(errOut, tc.msg) != 1 || out != "" {
+				t.Errorf("exit %d, stderr %q (stdout %q); want exit %d and %q once", code, errOut, out, tc.code, tc.msg)
 			}
 		})
 	}
