@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -106,7 +107,7 @@ func (c *cli) change(ctx context.Context, cmd string, args []string) error {
 			res.Changed = 1
 		}
 	} else {
-		for chunk := range slicesChunk(ids, outbox.MaxBulkIDs) {
+		for chunk := range slices.Chunk(ids, outbox.MaxBulkIDs) {
 			n, cerr := act.bulk(ctx, chunk)
 			res.Changed += n
 			if cerr != nil {
@@ -132,19 +133,6 @@ func (c *cli) change(ctx context.Context, cmd string, args []string) error {
 		fmt.Fprintf(c.out, "%s %d of %d events\n", act.past, res.Changed, res.Requested)
 	}
 	return asUsage(err)
-}
-
-// slicesChunk yields s in chunks of at most n.
-func slicesChunk(s []string, n int) func(func([]string) bool) {
-	return func(yield func([]string) bool) {
-		for len(s) > 0 {
-			k := min(n, len(s))
-			if !yield(s[:k:k]) {
-				return
-			}
-			s = s[k:]
-		}
-	}
 }
 
 // replayAll replays the DEAD events that match f, once confirmed: by yes, or by a "y"

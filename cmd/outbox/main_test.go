@@ -274,15 +274,17 @@ func TestCommand(t *testing.T) {
 
 // changeJSON is the JSON of replay, discard and delete.
 type changeJSON struct {
-	Action    string `json:"action"`
-	Filter    *struct {
-		EventType     string `json:"event_type"`
-		AggregateType string `json:"aggregate_type"`
-		Listener      string `json:"listener"`
-	} `json:"filter"`
-	Requested int64  `json:"requested"`
-	Changed   int64  `json:"changed"`
-	Error     string `json:"error"`
+	Action    string      `json:"action"`
+	Filter    *filterJSON `json:"filter"` // replay -all
+	Requested int64       `json:"requested"`
+	Changed   int64       `json:"changed"`
+	Error     string      `json:"error"`
+}
+
+type filterJSON struct {
+	EventType     string `json:"event_type"`
+	AggregateType string `json:"aggregate_type"`
+	Listener      string `json:"listener"`
 }
 
 // TestBadInput: usage errors exit 2 with a message (bad flags with the subcommand's
