@@ -71,11 +71,23 @@ func (f timeFlag) Set(v string) error {
 	if err != nil {
 		return errors.New("want an RFC 3339 time such as 2006-01-02T15:04:05Z")
 	}
-	if t.IsZero() {
-		return errors.New("want a time after year 1")
+	if !storable(t) {
+		return fmt.Errorf("want a time in the years %d to %d", minYear, maxYear)
 	}
 	*f.t = t.UTC()
 	return nil
+}
+
+// The years every dialect stores (MySQL's DATETIME range), as the admin API's cursors.
+const (
+	minYear = 1000
+	maxYear = 9999
+)
+
+// storable reports whether every database can compare t with its times.
+func storable(t time.Time) bool {
+	y := t.UTC().Year()
+	return y >= minYear && y <= maxYear
 }
 
 func (c *cli) list(ctx context.Context, args []string) error {
@@ -260,6 +272,9 @@ func decodeCursor(s string) (outbox.Cursor, error) {
 	t, err := time.Parse(time.RFC3339Nano, ts)
 	if err != nil {
 		return outbox.Cursor{}, err
+	}
+	if !storable(t) {
+		return outbox.Cursor{}, errors.New("time out of range")
 	}
 	return outbox.Cursor{CreatedAt: t.UTC(), ID: id}, nil
 }

@@ -319,6 +319,8 @@ func TestBadInput(t *testing.T) {
 		{"bad status", sqlite, []string{"events", "list", "-status", "pending"}, 2,
 			`invalid value "pending" for flag -status: want new, retry, waiting, dead, done, fallback or discarded`},
 		{"bad time", sqlite, []string{"events", "list", "-from", "yesterday"}, 2, `invalid value "yesterday" for flag -from: want an RFC 3339 time`},
+		{"time out of range", sqlite, []string{"events", "list", "-to", "0999-12-31T23:59:59Z"}, 2, "want a time in the years 1000 to 9999"},
+		{"cursor out of range", sqlite, []string{"events", "list", "-after", "MDUwMC0wMS0wMVQwMDowMDowMFp8ZTE"}, 2, "not a cursor"},
 		{"from after to", sqlite, []string{"events", "list", "-from", "2026-01-02T00:00:00Z", "-to", "2026-01-01T00:00:00Z"}, 2, "is not before To"},
 		{"unknown list flag", sqlite, []string{"events", "list", "-state", "dead"}, 2, "flag provided but not defined: -state"},
 		{"list argument", sqlite, []string{"events", "list", "dead"}, 2, "takes flags only"},
