@@ -118,6 +118,11 @@ func (f EventFilter) Validate() error {
 			return invalidParams("event filter", "%s is not valid UTF-8 or contains NUL", c.name)
 		}
 	}
+	for _, t := range [...]time.Time{f.From, f.To} {
+		if y := t.UTC().Year(); !t.IsZero() && (y < 1000 || y > 9999) {
+			return invalidParams("event filter", "time %s is outside the years 1000 to 9999 that every database holds", t.Format(time.RFC3339Nano))
+		}
+	}
 	if !f.From.IsZero() && !f.To.IsZero() && !f.From.Before(f.To) {
 		return invalidParams("event filter", "From %s is not before To %s", f.From.Format(time.RFC3339Nano), f.To.Format(time.RFC3339Nano))
 	}
@@ -208,23 +213,31 @@ func (d *DeadEvents) CountByType(ctx context.Context) ([]TypeCount, error) {
 // [DeadEvents.DiscardEvents], [DeadEvents.DeleteEvents]).
 const MaxBulkIDs = MaxDeadPageSize
 
-// checkBulk validates the IDs of a bulk action.
-func checkBulk(action string, ids []string) error {
+// checkBulk validates the IDs of a bulk action and returns them without repeats, in
+// their first order.
+func checkBulk(action string, ids []string) ([]string, error) {
 	if len(ids) == 0 || len(ids) > MaxBulkIDs {
-		return fmt.Errorf("%w: %s: %d IDs, want 1 to %d", ErrInvalidArgument, action, len(ids), MaxBulkIDs)
+		return nil, fmt.Errorf("%w: %s: %d IDs, want 1 to %d", ErrInvalidArgument, action, len(ids), MaxBulkIDs)
 	}
+	seen := make(map[string]bool, len(ids))
+	out := make([]string, 0, len(ids))
 	for _, id := range ids {
 		if !possibleID(id) {
-			return fmt.Errorf("%w: %s: ID %q is empty, longer than %d bytes, or not valid text", ErrInvalidArgument, action, id, MaxIDLen)
+			return nil, fmt.Errorf("%w: %s: ID %q is empty, longer than %d bytes, or not valid text", ErrInvalidArgument, action, id, MaxIDLen)
+		}
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
 		}
 	}
-	return nil
+	return out, nil
 }
 
-// ReplayEvents replays the DEAD events among ids (as Replay does one) and returns how
-// many it replayed; the others are left alone. It is recorded in the audit trail.
+// ReplayEvents replays the DEAD events among ids (as Replay does one; others are left
+// alone) and returns how many. It is audited, also when it changed nothing.
 func (d *DeadEvents) ReplayEvents(ctx context.Context, ids []string) (int64, error) {
-	if err := checkBulk("replay", ids); err != nil {
+	ids, err := checkBulk("replay", ids)
+	if err != nil {
 		return 0, err
 	}
 	ds, err := d.deadStore()
@@ -244,7 +257,8 @@ func (d *DeadEvents) ReplayEvents(ctx context.Context, ids []string) (int64, err
 // DiscardEvents discards the events among ids that are DEAD or pending (as Discard does
 // one) and returns how many it discarded. It is recorded in the audit trail.
 func (d *DeadEvents) DiscardEvents(ctx context.Context, ids []string) (int64, error) {
-	if err := checkBulk("discard", ids); err != nil {
+	ids, err := checkBulk("discard", ids)
+	if err != nil {
 		return 0, err
 	}
 	ds, ok := d.store.(DiscardStore)
@@ -264,7 +278,8 @@ func (d *DeadEvents) DiscardEvents(ctx context.Context, ids []string) (int64, er
 // DeleteEvents deletes the DEAD events among ids for good (as Delete does one) and
 // returns how many it deleted. It is recorded in the audit trail.
 func (d *DeadEvents) DeleteEvents(ctx context.Context, ids []string) (int64, error) {
-	if err := checkBulk("delete", ids); err != nil {
+	ids, err := checkBulk("delete", ids)
+	if err != nil {
 		return 0, err
 	}
 	ds, err := d.deadStore()

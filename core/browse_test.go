@@ -50,7 +50,7 @@ func TestEveryChangeIsAudited(t *testing.T) {
 	if err := dead.Replay(ctx, "n1"); !errors.Is(err, outbox.ErrNotDead) {
 		t.Fatalf("replay of a NEW event = %v", err)
 	}
-	if n, err := dead.ReplayEvents(ctx, []string{"d2", "d3", "n1", "missing"}); err != nil || n != 2 {
+	if n, err := dead.ReplayEvents(ctx, []string{"d2", "d3", "n1", "missing", "d2"}); err != nil || n != 2 {
 		t.Fatalf("ReplayEvents = %d, %v; want 2", n, err)
 	}
 	if n, err := dead.DiscardEvents(t.Context(), []string{"d4", "n1"}); err != nil || n != 2 {
@@ -101,7 +101,9 @@ func TestEventsPages(t *testing.T) {
 		t.Fatalf("page 2 = %+v, %v", page, err)
 	}
 	for _, q := range []outbox.EventQuery{{Limit: -1}, {Limit: outbox.MaxDeadPageSize + 1}, {Status: 42},
-		{EventFilter: outbox.EventFilter{ErrorContains: strings.Repeat("x", outbox.MaxErrorSearchLen+1)}}} {
+		{EventFilter: outbox.EventFilter{ErrorContains: strings.Repeat("x", outbox.MaxErrorSearchLen+1)}},
+		{EventFilter: outbox.EventFilter{From: time.Date(999, 1, 1, 0, 0, 0, 0, time.UTC)}},
+		{EventFilter: outbox.EventFilter{To: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}}} {
 		if _, err := dead.Events(t.Context(), q); !errors.Is(err, outbox.ErrInvalidArgument) {
 			t.Fatalf("Events(%+v) = %v, want ErrInvalidArgument", q, err)
 		}
