@@ -484,16 +484,28 @@ func TestCustomSchemaQualifiedTable(t *testing.T) {
 				names = append(names, n)
 			}
 			got := strings.Join(names, ",")
-			want := "Order_Events_claim_idx,Order_Events_dead_idx,Order_Events_finished_idx,Order_Events_order_idx,Order_Events_pending_idx"
+			want := "Order_Events_aggregate_idx,Order_Events_claim_idx,Order_Events_dead_idx,Order_Events_finished_idx," +
+				"Order_Events_order_idx,Order_Events_pending_idx,Order_Events_state_idx"
 			switch s.name {
 			case "postgres":
-				// The key table's indexes are in the schema too.
-				want = "Order_Events_claim_idx,Order_Events_dead_idx,Order_Events_finished_idx,Order_Events_key_pkey," +
-					"Order_Events_key_updated_idx,Order_Events_order_idx,Order_Events_pending_idx,Order_Events_pkey"
+				// The key and audit tables' indexes are in the schema too.
+				want = "Order_Events_aggregate_idx,Order_Events_audit_pkey,Order_Events_claim_idx,Order_Events_dead_idx," +
+					"Order_Events_finished_idx,Order_Events_key_pkey,Order_Events_key_updated_idx,Order_Events_order_idx," +
+					"Order_Events_pending_idx,Order_Events_pkey,Order_Events_state_idx"
 			case "mysql":
 				// The pending index serves the claim (see the MySQL DDL), the poll index
-				// the poller's scan (migration 0002).
-				want = strings.TrimPrefix(want, "Order_Events_claim_idx,") + ",Order_Events_poll_idx,PRIMARY"
+				// the poller's scan (migration 0002), the status index (dead_idx) the
+				// RETRY and WAITING lists.
+				want = "Order_Events_aggregate_idx,Order_Events_dead_idx,Order_Events_finished_idx,Order_Events_order_idx," +
+					"Order_Events_pending_idx,Order_Events_poll_idx,PRIMARY"
+			}
+			// The audit trail lives beside the qualified table.
+			as := b.store.(outbox.AuditStore)
+			if err := as.RecordAudit(ctx, outbox.AuditEntry{ID: "01A", At: t0, Actor: "a", Action: outbox.AuditReplay, Target: "x", Count: 1}); err != nil {
+				t.Fatalf("RecordAudit: %v", err)
+			}
+			if got, err := as.ListAudit(ctx, outbox.ListAuditParams{Limit: 5}); err != nil || len(got) != 1 || got[0].ID != "01A" {
+				t.Fatalf("ListAudit = %+v, %v", got, err)
 			}
 			// Ordered events use the key table beside the qualified table.
 			o := testEvent("o", t0)
