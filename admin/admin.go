@@ -24,10 +24,12 @@ const (
 	MaxBodyBytes = 64 << 10
 )
 
-// DeadEvents is what the handler needs from the dead-event manager.
+// DeadEvents is what the handler needs from the event manager.
 // [*outbox.DeadEvents] (from [outbox.Outbox.Dead]) implements it; tests can pass a fake.
 // Errors wrapping [outbox.ErrNotFound], [outbox.ErrNotDead] or [outbox.ErrFinished], and
-// [outbox.ErrInvalidArgument] become 404, 409 and 400; any other error is a 500.
+// [outbox.ErrInvalidArgument] become 404, 409 and 400; one wrapping
+// [errors.ErrUnsupported] (a store without lists of every status or an audit trail) is
+// a 501; any other error is a 500.
 type DeadEvents interface {
 	// List returns a page of DEAD events, oldest first; see [outbox.DeadEvents.List].
 	List(ctx context.Context, q outbox.DeadQuery) (outbox.DeadPage, error)
@@ -46,6 +48,18 @@ type DeadEvents interface {
 	Discard(ctx context.Context, id string) error
 	// Stats counts events per status and finds the oldest pending one.
 	Stats(ctx context.Context) (outbox.Stats, error)
+	// Events returns a page of the events of one status; see [outbox.DeadEvents.Events].
+	Events(ctx context.Context, q outbox.EventQuery) (outbox.EventPage, error)
+	// CountByType counts the events per status and event type.
+	CountByType(ctx context.Context) ([]outbox.TypeCount, error)
+	// ReplayEvents replays the DEAD events among ids and returns how many.
+	ReplayEvents(ctx context.Context, ids []string) (int64, error)
+	// DiscardEvents discards the DEAD or pending events among ids and returns how many.
+	DiscardEvents(ctx context.Context, ids []string) (int64, error)
+	// DeleteEvents deletes the DEAD events among ids for good and returns how many.
+	DeleteEvents(ctx context.Context, ids []string) (int64, error)
+	// Audit returns a page of the audit trail, newest first; see [outbox.DeadEvents.Audit].
+	Audit(ctx context.Context, q outbox.AuditQuery) (outbox.AuditPage, error)
 }
 
 var _ DeadEvents = (*outbox.DeadEvents)(nil)
@@ -70,7 +84,14 @@ type Options struct {
 	// behind a proxy that rewrites Host. Each must be scheme://host[:port]. Defaults to
 	// none: only same-origin and non-browser requests may mutate.
 	TrustedOrigins []string
-	// Logger receives an audit line per replay, the warning of [AllowAll] and the real
+	// Actor names who makes a change, for the audit trail ([outbox.WithActor]) and the
+	// audit log line: it is called once per POST request that passed Authorize, for
+	// example to return the user of a session or the name a proxy put in a header. An
+	// empty result, like a nil Actor, falls back to the default. Defaults to
+	// "admin <remote address>" (the client's IP address and port as the server sees
+	// them: a proxy's address when one is in front).
+	Actor func(r *http.Request) string
+	// Logger receives an audit line per change, the warning of [AllowAll] and the real
 	// errors behind 500 responses. Defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -95,6 +116,7 @@ func New(dead DeadEvents, opts Options) (http.Handler, error) {
 		dead:   dead,
 		auth:   opts.Authorize,
 		redact: opts.Redact,
+		actor:  opts.Actor,
 		batch:  cmp.Or(opts.ReplayBatchSize, outbox.DefaultReplayBatchSize),
 		logger: logger,
 		mux:    http.NewServeMux(),
@@ -120,10 +142,25 @@ type handler struct {
 	dead   DeadEvents
 	auth   Authorizer
 	redact func(*outbox.Event)
+	actor  func(*http.Request) string
 	batch  int
 	logger *slog.Logger
 	mux    *http.ServeMux
 	cop    *http.CrossOriginProtection
+}
+
+// actorContext returns r's context naming the actor of the change r makes
+// ([outbox.WithActor]), and that actor: [Options.Actor]'s answer, or "admin <remote
+// address>".
+func (h *handler) actorContext(r *http.Request) (context.Context, string) {
+	actor := ""
+	if h.actor != nil {
+		actor = strings.TrimSpace(h.actor(r))
+	}
+	if actor == "" {
+		actor = "admin " + r.RemoteAddr
+	}
+	return outbox.WithActor(r.Context(), actor), actor
 }
 
 // Route patterns. The page's patterns are public once an authorizer is set.
@@ -139,10 +176,27 @@ const (
 	patReplayAll = "POST /api/dead-events/replay"
 	patDelete    = "POST /api/dead-events/{id}/delete"
 	patDiscard   = "POST /api/dead-events/{id}/discard"
-	// patReplayAllGET keeps GET /api/dead-events/replay from matching patGet with the
-	// ID "replay": it answers 405.
-	patReplayAllGET = "GET /api/dead-events/replay"
+	patEvents    = "GET /api/events"
+	patEvent     = "GET /api/events/{id}"
+	patBulkRepl  = "POST /api/events/replay"
+	patBulkDisc  = "POST /api/events/discard"
+	patBulkDel   = "POST /api/events/delete"
+	patAudit     = "GET /api/audit"
 )
+
+// postOnly are the paths of POST routes that a GET pattern with an {id} would match
+// ("GET /api/events/replay" is not the event "replay"): a GET there answers 405.
+var postOnly = [...]string{"/api/dead-events/replay", "/api/events/replay", "/api/events/discard", "/api/events/delete"}
+
+// isPostOnlyGET reports whether pattern is one of the GET patterns of postOnly.
+func isPostOnlyGET(pattern string) bool {
+	for _, p := range postOnly {
+		if pattern == "GET "+p {
+			return true
+		}
+	}
+	return false
+}
 
 func (h *handler) routes() {
 	h.mux.HandleFunc(patPage, servePage)
@@ -156,9 +210,17 @@ func (h *handler) routes() {
 	h.mux.HandleFunc(patReplayAll, h.replayAll)
 	h.mux.HandleFunc(patDelete, h.delete)
 	h.mux.HandleFunc(patDiscard, h.discard)
-	h.mux.HandleFunc(patReplayAllGET, func(w http.ResponseWriter, r *http.Request) {
-		methodNotAllowed(w, r, []string{http.MethodPost})
-	})
+	h.mux.HandleFunc(patEvents, h.events)
+	h.mux.HandleFunc(patEvent, h.get)
+	h.mux.HandleFunc(patBulkRepl, h.bulk(bulkReplay))
+	h.mux.HandleFunc(patBulkDisc, h.bulk(bulkDiscard))
+	h.mux.HandleFunc(patBulkDel, h.bulk(bulkDelete))
+	h.mux.HandleFunc(patAudit, h.audit)
+	for _, p := range postOnly {
+		h.mux.HandleFunc("GET "+p, func(w http.ResponseWriter, r *http.Request) {
+			methodNotAllowed(w, r, []string{http.MethodPost})
+		})
+	}
 }
 
 func isPublic(pattern string) bool {
@@ -212,7 +274,7 @@ func (h *handler) noRoute(w http.ResponseWriter, r *http.Request) {
 	for _, m := range [...]string{http.MethodGet, http.MethodPost} {
 		probe := r.WithContext(r.Context())
 		probe.Method = m
-		if _, pattern := h.mux.Handler(probe); pattern != "" && pattern != patReplayAllGET {
+		if _, pattern := h.mux.Handler(probe); pattern != "" && !isPostOnlyGET(pattern) {
 			allow = append(allow, m)
 			if m == http.MethodGet {
 				allow = append(allow, http.MethodHead)

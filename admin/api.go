@@ -32,7 +32,7 @@ type eventSummary struct {
 	LastError     string     `json:"last_error"`
 	CreatedAt     time.Time  `json:"created_at"`
 	AvailableAt   time.Time  `json:"available_at"`
-	DoneAt        *time.Time `json:"done_at"` // when it became DONE or DEAD; null while pending
+	DoneAt        *time.Time `json:"done_at"` // when it became DONE, DEAD, FALLBACK or DISCARDED; null while pending
 	// OrderKey is an ordered event's key: a DEAD event with one holds the key's later
 	// events under outbox.DeadKeyWaits until it is replayed. OrderSeq is its place.
 	OrderKey string `json:"order_key,omitempty"`
@@ -42,8 +42,14 @@ type eventSummary struct {
 // eventDetail is one event with everything the handler may show.
 type eventDetail struct {
 	eventSummary
-	Headers map[string]string `json:"headers"`
-	Payload json.RawMessage   `json:"payload"`
+	// FirstAttemptAt is when its first failed attempt was recorded; null if none failed.
+	FirstAttemptAt *time.Time `json:"first_attempt_at"`
+	// LockedBy and LockedUntil are its claim in MultiNode mode: the claiming node's
+	// token and when the claim expires; "" and null when it is not claimed.
+	LockedBy    string            `json:"locked_by"`
+	LockedUntil *time.Time        `json:"locked_until"`
+	Headers     map[string]string `json:"headers"`
+	Payload     json.RawMessage   `json:"payload"`
 }
 
 type listResponse struct {
@@ -84,6 +90,16 @@ type overviewResponse struct {
 	// DEAD event; OldestBlockedAt is when the oldest such event was created.
 	BlockedKeys     int64      `json:"blocked_keys"`
 	OldestBlockedAt *time.Time `json:"oldest_blocked_at"`
+	// ByType counts the events per status and event type, by event type then status;
+	// null when the store cannot count them (errors.ErrUnsupported).
+	ByType []statusTypeCount `json:"by_type"`
+}
+
+// statusTypeCount is the number of events of one status and event type.
+type statusTypeCount struct {
+	Status    string `json:"status"`
+	EventType string `json:"event_type"`
+	Count     int64  `json:"count"`
 }
 
 type replayResponse struct {
@@ -128,6 +144,22 @@ func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
 	if !s.OldestBlocked.IsZero() {
 		at := s.OldestBlocked.UTC()
 		resp.OldestBlockedAt = &at
+	}
+	counts, err := h.dead.CountByType(r.Context())
+	switch {
+	case errors.Is(err, errors.ErrUnsupported):
+		// A store without lists of every status: the rest of the overview still holds.
+	case err != nil:
+		h.fail(w, r, "count by type", err)
+		return
+	default:
+		slices.SortFunc(counts, func(a, b outbox.TypeCount) int {
+			return cmp.Or(cmp.Compare(a.EventType, b.EventType), cmp.Compare(a.Status, b.Status))
+		})
+		resp.ByType = make([]statusTypeCount, 0, len(counts))
+		for _, c := range counts {
+			resp.ByType = append(resp.ByType, statusTypeCount{Status: c.Status.String(), EventType: c.EventType, Count: c.Count})
+		}
 	}
 	writeJSON(w, http.StatusOK, resp)
 }
@@ -283,17 +315,19 @@ func (h *handler) onDead(w http.ResponseWriter, r *http.Request, what, audit str
 	if !h.readBody(w, r, &body) {
 		return
 	}
-	if err := act(r.Context(), id); err != nil {
+	ctx, actor := h.actorContext(r)
+	if err := act(ctx, id); err != nil {
 		h.fail(w, r, what, err)
 		return
 	}
-	h.logger.InfoContext(r.Context(), audit, slog.String("event_id", id), slog.String("remote_addr", r.RemoteAddr))
+	h.logger.InfoContext(ctx, audit, slog.String("event_id", id), slog.String("actor", actor),
+		slog.String("remote_addr", r.RemoteAddr))
 	writeJSON(w, http.StatusOK, ok(id))
 }
 
 func (h *handler) replayAll(w http.ResponseWriter, r *http.Request) {
 	var body replayAllRequest
-	if !h.readBody(w, r, &body) {
+	if !h.readBody(w, r, &body, "event_type", "aggregate_type", "listener") {
 		return
 	}
 	f := outbox.DeadFilter{EventType: body.EventType, AggregateType: body.AggregateType, Listener: body.Listener}
@@ -301,11 +335,12 @@ func (h *handler) replayAll(w http.ResponseWriter, r *http.Request) {
 		writeParamError(w, err)
 		return
 	}
-	n, err := h.dead.ReplayAll(r.Context(), f, h.batch)
+	ctx, actor := h.actorContext(r)
+	n, err := h.dead.ReplayAll(ctx, f, h.batch)
 	if n > 0 {
-		h.logger.InfoContext(r.Context(), "outboxadmin: replayed dead events", slog.Int64("count", n),
+		h.logger.InfoContext(ctx, "outboxadmin: replayed dead events", slog.Int64("count", n),
 			slog.String("event_type", f.EventType), slog.String("aggregate_type", f.AggregateType),
-			slog.String("listener", f.Listener), slog.String("remote_addr", r.RemoteAddr))
+			slog.String("listener", f.Listener), slog.String("actor", actor), slog.String("remote_addr", r.RemoteAddr))
 	}
 	if err != nil {
 		h.fail(w, r, "replay dead events", err)
@@ -318,8 +353,9 @@ func (h *handler) replayAll(w http.ResponseWriter, r *http.Request) {
 // writes the error response and returns false when the request has a query string
 // (parameters of a mutation go in the body, and one that was ignored could widen a
 // replay), is not application/json (415), is larger than MaxBodyBytes (413), or is not
-// one JSON object with only known fields (400).
-func (h *handler) readBody(w http.ResponseWriter, r *http.Request, dst any) bool {
+// one JSON object with only known fields (400). accepted names dst's fields, for the
+// message about an unknown one.
+func (h *handler) readBody(w http.ResponseWriter, r *http.Request, dst any, accepted ...string) bool {
 	if _, err := parseQuery(r.URL.RawQuery); err != nil {
 		writeParamError(w, err)
 		return false
@@ -347,7 +383,7 @@ func (h *handler) readBody(w http.ResponseWriter, r *http.Request, dst any) bool
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_body", bodyErrorMessage(err), "")
+		writeError(w, http.StatusBadRequest, "invalid_body", bodyErrorMessage(err, accepted), "")
 		return false
 	}
 	if _, err := dec.Token(); err != io.EOF {
@@ -357,14 +393,19 @@ func (h *handler) readBody(w http.ResponseWriter, r *http.Request, dst any) bool
 	return true
 }
 
-// bodyErrorMessage describes a decoding error without echoing the body.
-func bodyErrorMessage(err error) string {
+// bodyErrorMessage describes a decoding error without echoing the body; accepted are
+// the fields the body may have.
+func bodyErrorMessage(err error, accepted []string) string {
 	var typeErr *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &typeErr) && typeErr.Field != "":
 		return "field " + printable(typeErr.Field) + " has the wrong type"
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return "the body has an " + printable(strings.TrimPrefix(err.Error(), "json: ")) + "; accepted: event_type, aggregate_type, listener"
+		msg := "the body has an " + printable(strings.TrimPrefix(err.Error(), "json: "))
+		if len(accepted) == 0 {
+			return msg + "; it must be {}"
+		}
+		return msg + "; accepted: " + strings.Join(accepted, ", ")
 	default:
 		return "the body is not valid JSON"
 	}
@@ -394,10 +435,9 @@ func (h *handler) render(e outbox.Event) eventDetail {
 		Headers: e.Headers,
 		Payload: e.Payload,
 	}
-	if !e.DoneAt.IsZero() {
-		done := e.DoneAt.UTC()
-		d.DoneAt = &done
-	}
+	d.DoneAt = optionalTime(e.DoneAt)
+	d.FirstAttemptAt = optionalTime(e.FirstAttemptAt)
+	d.LockedBy, d.LockedUntil = e.LockedBy, optionalTime(e.LockedUntil)
 	if d.Headers == nil {
 		d.Headers = map[string]string{}
 	}
@@ -407,4 +447,13 @@ func (h *handler) render(e outbox.Event) eventDetail {
 		d.Payload = s
 	}
 	return d
+}
+
+// optionalTime is t in UTC, or nil for the zero time (null in JSON).
+func optionalTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
 }

@@ -1,7 +1,9 @@
-// Package outboxadmin serves the dead-event admin of an outbox over HTTP: a JSON API that
-// lists, counts, shows and replays DEAD events, and a small HTML page on top of it, for
-// the on-call engineer who has to see which events died, why, and replay them after the
-// fix without writing SQL.
+// Package outboxadmin serves the event admin of an outbox over HTTP: a JSON API that
+// lists the events of every status (pending, retrying, waiting, dead, done, fallback,
+// discarded) with filters, shows one event, replays, discards and deletes events one by
+// one or in bulk, and lists the audit trail of those changes, and a small HTML page on
+// top of it, for the on-call engineer who has to see which events are stuck or died,
+// why, and replay them after the fix without writing SQL.
 //
 // Import path: github.com/outboxkit/outbox/admin (package outboxadmin). It imports only
 // the standard library and the core package.
@@ -24,12 +26,25 @@
 // Relative to the mount point:
 //
 //	GET  /                              the HTML page (and GET /app.js, GET /app.css)
-//	GET  /api/overview                  counts per status, oldest pending age
-//	GET  /api/dead-events               list: event_type, aggregate_type, listener, limit, after
+//	GET  /api/overview                  counts per status, per status and event type
+//	                                    (by_type), oldest pending age, blocked keys
+//	GET  /api/events                    list of one status: status (required: new, retry,
+//	                                    waiting, dead, done, fallback or discarded),
+//	                                    event_type, aggregate_type, aggregate_id, listener,
+//	                                    error, from, to, newest, limit, after
+//	GET  /api/events/{id}               one event of any status, with payload, headers,
+//	                                    attempts, last error, every timestamp, its claim
+//	POST /api/events/replay             replay the DEAD events among {"ids": [...]}
+//	POST /api/events/discard            discard the DEAD or pending events among the ids
+//	POST /api/events/delete             delete the DEAD events among the ids for good
+//	GET  /api/audit                     the audit trail, newest first: limit, before
+//	GET  /api/dead-events               list of DEAD events: event_type, aggregate_type,
+//	                                    listener, limit, after
 //	GET  /api/dead-events/count         count: event_type, aggregate_type, listener,
 //	                                    by=type, by=listener or by=type,listener
-//	GET  /api/dead-events/{id}          one event with last_error, attempts, headers, payload
+//	GET  /api/dead-events/{id}          one event, as GET /api/events/{id}
 //	POST /api/dead-events/{id}/replay   replay one DEAD event; body {}
+//	POST /api/dead-events/{id}/discard  discard one DEAD or pending event; body {}
 //	POST /api/dead-events/{id}/delete   delete one DEAD event for good (never delivered;
 //	                                    its order key moves on); body {}
 //	POST /api/dead-events/replay        replay every DEAD event matching the body's filter
@@ -45,16 +60,45 @@
 // "next" cursor, an opaque string to pass as after for the following page. Unknown or
 // repeated query parameters are a 400, so a misspelled filter is never ignored.
 //
+// GET /api/events answers {"events": [...], "next": "", "partial": false,
+// "scan_limit": 10000, "limit": 50}. Its list is in the order of its time, oldest first
+// or, with newest=1, newest first: the finish time for done, fallback and discarded,
+// the creation time for the other statuses, and the creation time for every status
+// with aggregate_id. from (inclusive) and to (exclusive) bound that time, as RFC 3339
+// ("2026-05-01T12:00:00Z", an offset allowed). error matches the events whose last
+// error contains it, in any case. A filter its index does not hold (event type,
+// aggregate type, listener, error) is checked on the rows read, and a page reads at
+// most scan_limit ([outbox.MaxScanRows]) rows: when it stops there with fewer events
+// than the limit, partial is true and next continues the search where it stopped.
+//
+// A bulk action takes 1 to [outbox.MaxBulkIDs] IDs, acts on those in the right state
+// (an unknown ID, or one in another state, is left alone) and answers {"count": n,
+// "requested": m}: how many events it changed, of how many distinct IDs.
+//
+// GET /api/audit answers {"entries": [{"id", "at", "actor", "action", "target",
+// "count"}], "next": ""}: action is replay, replay-all, discard or delete, target the
+// event IDs (comma-separated) or the filter of a replay-all, count how many events the
+// change touched. Pass next as before for older entries.
+//
+// # Audit
+//
+// Every change (the single-event, bulk and filter routes) runs under
+// [outbox.WithActor] with the actor [Options.Actor] names, "admin <remote address>" by
+// default, so that the audit trail of [outbox.DeadEvents] records who made it; the
+// handler also logs an Info line per change with the actor, the IDs or filter and the
+// count to [Options.Logger].
+//
 // Every response is JSON with Content-Type application/json; charset=utf-8 except the
 // page and its two static files, and every response carries X-Content-Type-Options:
 // nosniff, Cache-Control: no-store and a Content-Security-Policy. Errors have the shape
 //
 //	{"error": {"code": "not_found", "message": "no event has this ID"}}
 //
-// with "param" naming the offending query parameter for a 400. Replaying or deleting an
-// event that is not DEAD is a 409, an unknown ID a 404, a bad parameter or body a 400; a failure of the
-// store is a 500 whose body says nothing about it (the error is logged to
-// [Options.Logger]).
+// with "param" naming the offending query parameter or body field for a 400. Replaying
+// or deleting an event that is not DEAD is a 409, an unknown ID a 404, a bad parameter
+// or body a 400; a store that cannot list every status or keep the audit trail answers
+// those routes with 501; a failure of the store is a 500 whose body says nothing about
+// it (the error is logged to [Options.Logger]).
 //
 // # Security
 //

@@ -173,6 +173,91 @@ func FuzzParseListQuery(f *testing.F) {
 	})
 }
 
+func TestParseEventsQuery(t *testing.T) {
+	t.Parallel()
+	q, err := parseEventsQuery("status=retry")
+	if err != nil || q.Status != outbox.StatusRetry || q.Limit != DefaultLimit || q.Newest || q.EventFilter != (outbox.EventFilter{}) {
+		t.Errorf("status only = %+v, %v", q, err)
+	}
+	after := outbox.Cursor{CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), ID: "01J"}
+	q, err = parseEventsQuery("status=done&event_type=E&aggregate_type=A&aggregate_id=a-1&listener=mail&error=Time%25out" +
+		"&from=2026-01-01T00:00:00.5%2B01:00&to=2026-01-02T00:00:00Z&newest=true&limit=600&after=" + encodeCursor(after))
+	want := outbox.EventQuery{Status: outbox.StatusDone, Newest: true, Limit: MaxLimit, After: after, EventFilter: outbox.EventFilter{
+		EventType: "E", AggregateType: "A", AggregateID: "a-1", Listener: "mail", ErrorContains: "Time%out",
+		From: time.Date(2025, 12, 31, 23, 0, 0, 5e8, time.UTC), To: time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC),
+	}}
+	if err != nil || q != want {
+		t.Errorf("full query = %+v, %v; want %+v", q, err, want)
+	}
+	for name, st := range statuses {
+		if q, err := parseEventsQuery("status=" + name); err != nil || q.Status != st || strings.ToLower(st.String()) != name {
+			t.Errorf("status=%s = %+v, %v", name, q.Status, err)
+		}
+	}
+	for raw, param := range map[string]string{
+		"":                                    "status",
+		"status=Dead":                         "status",
+		"status=dead&from=x":                  "from",
+		"status=dead&to=2026-13-01T00:00:00Z": "to",
+		"status=dead&newest=on":               "newest",
+		"status=dead&error=%00":               "error",
+		"status=dead&aggregate_id=%ff":        "aggregate_id",
+		"status=dead&limit=0":                 "limit",
+		"status=dead&after=x":                 "after",
+		"status=dead&before=x":                "before",
+	} {
+		var pe *paramError
+		if _, err := parseEventsQuery(raw); !errors.As(err, &pe) || pe.param != param {
+			t.Errorf("parseEventsQuery(%q) = %v; want an error naming %s", raw, err, param)
+		}
+	}
+}
+
+func TestCheckIDs(t *testing.T) {
+	t.Parallel()
+	if got, err := checkIDs([]string{"b", "a", "b", "c", "a"}); err != nil || strings.Join(got, ",") != "b,a,c" {
+		t.Errorf("checkIDs = %v, %v; want b,a,c", got, err)
+	}
+	many := make([]string, outbox.MaxBulkIDs+1)
+	for i := range many {
+		many[i] = "x"
+	}
+	if got, err := checkIDs(many[:outbox.MaxBulkIDs]); err != nil || len(got) != 1 {
+		t.Errorf("500 repeats of one ID = %v, %v", got, err)
+	}
+	for _, ids := range [][]string{nil, {}, many, {"a", ""}, {"a\x00"}, {strings.Repeat("i", outbox.MaxIDLen+1)}, {"\xff"}} {
+		var pe *paramError
+		if _, err := checkIDs(ids); !errors.As(err, &pe) || pe.param != "ids" {
+			t.Errorf("checkIDs(%.3q) = %v; want an ids error", ids, err)
+		}
+	}
+}
+
+// FuzzParseEventsQuery checks that any query string either parses into a query the
+// core accepts or fails with a *paramError (a 400), and never panics.
+func FuzzParseEventsQuery(f *testing.F) {
+	f.Add("status=dead&limit=50&event_type=OrderPlaced&aggregate_type=Order")
+	f.Add("status=done&newest=1&from=2026-01-01T00:00:00Z&to=2026-02-01T00:00:00Z")
+	f.Add("status=new&aggregate_id=order-1&error=timeout&listener=mail")
+	f.Add("status=retry&from=2026-01-01T00:00:00%2B14:00&to=2025-12-31T11:00:00-12:00")
+	f.Fuzz(func(t *testing.T, raw string) {
+		q, err := parseEventsQuery(raw)
+		fuzztally.Record(err != nil)
+		if err != nil {
+			var pe *paramError
+			if !errors.As(err, &pe) || pe.param == "" || pe.msg == "" || !utf8.ValidString(pe.Error()) {
+				t.Fatalf("parseEventsQuery(%q) = %v, want a *paramError", raw, err)
+			}
+			return
+		}
+		p := outbox.ListEventsParams{Status: q.Status, EventFilter: q.EventFilter, Newest: q.Newest, After: q.After,
+			Limit: q.Limit, ScanLimit: outbox.MaxScanRows}
+		if err := p.Validate(); err != nil || q.Limit < 1 || q.Limit > MaxLimit {
+			t.Fatalf("parseEventsQuery(%q) = %+v, which the core rejects: %v", raw, q, err)
+		}
+	})
+}
+
 // TestPaths covers what a mount cannot send through a real client: a path that is not
 // canonical (ServeMux would redirect to it without the mount prefix) and the empty
 // path StripPrefix leaves for the bare prefix.

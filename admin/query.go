@@ -22,6 +22,13 @@ const (
 	paramLimit         = "limit"
 	paramAfter         = "after"
 	paramBy            = "by"
+	paramStatus        = "status"
+	paramAggregateID   = "aggregate_id"
+	paramErrorText     = "error"
+	paramFrom          = "from"
+	paramTo            = "to"
+	paramNewest        = "newest"
+	paramBefore        = "before"
 )
 
 // paramError reports a bad query parameter, path value or body field: a 400 naming it.
@@ -234,4 +241,124 @@ func decodeCursor(s string) (outbox.Cursor, error) {
 		return outbox.Cursor{}, bad
 	}
 	return outbox.Cursor{CreatedAt: t, ID: id}, nil
+}
+
+// statuses are the values of the status parameter of GET /api/events.
+var statuses = map[string]outbox.Status{
+	"new": outbox.StatusNew, "retry": outbox.StatusRetry, "waiting": outbox.StatusWaiting, "dead": outbox.StatusDead,
+	"done": outbox.StatusDone, "fallback": outbox.StatusFallback, "discarded": outbox.StatusDiscarded,
+}
+
+const statusNames = "new, retry, waiting, dead, done, fallback or discarded"
+
+// parseEventsQuery turns the query string of GET /api/events into an EventQuery with a
+// limit in 1..MaxLimit. status is required; the filters, newest, limit and after are
+// optional. It returns a *paramError for anything it does not accept.
+func parseEventsQuery(raw string) (outbox.EventQuery, error) {
+	v, err := parseQuery(raw, paramStatus, paramEventType, paramAggregateType, paramAggregateID, paramListener,
+		paramErrorText, paramFrom, paramTo, paramNewest, paramLimit, paramAfter)
+	if err != nil {
+		return outbox.EventQuery{}, err
+	}
+	q := outbox.EventQuery{Limit: DefaultLimit}
+	st, ok := statuses[v.Get(paramStatus)]
+	if !ok {
+		return outbox.EventQuery{}, badParam(paramStatus, "must be %s", statusNames)
+	}
+	q.Status = st
+	df, err := parseFilter(v)
+	if err != nil {
+		return outbox.EventQuery{}, err
+	}
+	q.EventFilter = outbox.EventFilter{EventType: df.EventType, AggregateType: df.AggregateType, Listener: df.Listener,
+		AggregateID: v.Get(paramAggregateID), ErrorContains: v.Get(paramErrorText)}
+	if (outbox.EventFilter{AggregateID: q.AggregateID}).Validate() != nil {
+		return outbox.EventQuery{}, badParam(paramAggregateID, "must be valid UTF-8 without NUL, at most %d bytes", outbox.MaxAggregateIDLen)
+	}
+	if (outbox.EventFilter{ErrorContains: q.ErrorContains}).Validate() != nil {
+		return outbox.EventQuery{}, badParam(paramErrorText, "must be valid UTF-8 without NUL, at most %d bytes", outbox.MaxErrorSearchLen)
+	}
+	if q.From, err = parseTime(paramFrom, v.Get(paramFrom)); err != nil {
+		return outbox.EventQuery{}, err
+	}
+	if q.To, err = parseTime(paramTo, v.Get(paramTo)); err != nil {
+		return outbox.EventQuery{}, err
+	}
+	if !q.From.IsZero() && !q.To.IsZero() && !q.From.Before(q.To) {
+		return outbox.EventQuery{}, badParam(paramTo, "must be later than from")
+	}
+	switch v.Get(paramNewest) {
+	case "", "0", "false":
+	case "1", "true":
+		q.Newest = true
+	default:
+		return outbox.EventQuery{}, badParam(paramNewest, "must be 1, true, 0, false or absent")
+	}
+	if s := v.Get(paramLimit); s != "" {
+		if q.Limit, err = parseLimit(s); err != nil {
+			return outbox.EventQuery{}, err
+		}
+	}
+	if s := v.Get(paramAfter); s != "" {
+		if q.After, err = decodeCursor(s); err != nil {
+			return outbox.EventQuery{}, err
+		}
+	}
+	return q, nil
+}
+
+// parseTime parses an RFC 3339 time ("2026-05-01T12:00:00Z", fractional seconds and an
+// offset allowed) in the years every database stores; "" is the zero time.
+func parseTime(param, s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, badParam(param, "must be an RFC 3339 time such as 2026-05-01T12:00:00Z")
+	}
+	t = t.UTC()
+	if y := t.Year(); y < minCursorYear || y > maxCursorYear {
+		return time.Time{}, badParam(param, "must be in the years %d to %d", minCursorYear, maxCursorYear)
+	}
+	return t, nil
+}
+
+// parseAuditQuery parses the query string of GET /api/audit: limit and before (the next
+// of the previous page).
+func parseAuditQuery(raw string) (outbox.AuditQuery, error) {
+	v, err := parseQuery(raw, paramLimit, paramBefore)
+	if err != nil {
+		return outbox.AuditQuery{}, err
+	}
+	q := outbox.AuditQuery{Limit: DefaultLimit, Before: v.Get(paramBefore)}
+	if s := v.Get(paramLimit); s != "" {
+		if q.Limit, err = parseLimit(s); err != nil {
+			return outbox.AuditQuery{}, err
+		}
+	}
+	if q.Before != "" && validID(q.Before) != nil {
+		return outbox.AuditQuery{}, badParam(paramBefore, "is not a next value returned by this API")
+	}
+	return q, nil
+}
+
+// checkIDs validates the IDs of a bulk request and returns them without repeats, in
+// their first order.
+func checkIDs(ids []string) ([]string, error) {
+	if len(ids) == 0 || len(ids) > outbox.MaxBulkIDs {
+		return nil, badParam("ids", "must hold 1 to %d event IDs", outbox.MaxBulkIDs)
+	}
+	seen := make(map[string]bool, len(ids))
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if validID(id) != nil {
+			return nil, badParam("ids", "each must be 1 to %d bytes of valid UTF-8 without NUL", outbox.MaxIDLen)
+		}
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out, nil
 }

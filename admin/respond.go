@@ -73,6 +73,10 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, op string, err er
 		writeError(w, http.StatusConflict, "not_dead", "the event is not DEAD; only DEAD events can be replayed", "")
 	case errors.Is(err, outbox.ErrFinished):
 		writeError(w, http.StatusConflict, "finished", "the event is finished (DONE, FALLBACK or DISCARDED) and cannot be discarded", "")
+	case errors.Is(err, errors.ErrUnsupported):
+		// A Store without lists of every status or an audit trail (a custom one).
+		h.logger.WarnContext(r.Context(), "outboxadmin: "+op+": unsupported by the store", slog.Any("error", err))
+		writeError(w, http.StatusNotImplemented, "unsupported", "the outbox's store does not support this", "")
 	case errors.Is(err, outbox.ErrInvalidArgument):
 		// The parsers check everything the core checks, so this is unexpected; the
 		// core's message may name internals, so it is logged, not sent.

@@ -1,8 +1,8 @@
 // Package admintest is the conformance suite of the admin handler
 // (github.com/outboxkit/outbox/admin, package outboxadmin) as mounted on a router: every
-// route, status code, limit, auth and cross-origin case, through real HTTP, over DEAD
-// events made by a real [outbox.Outbox] on SQLite, and the replay paths on PostgreSQL
-// too. The tests of admin/ run it on an [net/http.ServeMux]; the gin and echo packages run
+// route, status code, limit, auth and cross-origin case, through real HTTP, over events
+// made by a real [outbox.Outbox] on SQLite, and the replay paths, the lists of every
+// status, the bulk actions and the audit trail on PostgreSQL (and MySQL/MariaDB) too. The tests of admin/ run it on an [net/http.ServeMux]; the gin and echo packages run
 // it on their routers.
 //
 // Import path: github.com/outboxkit/outbox/internal/admintest (package admintest). Only
@@ -84,6 +84,20 @@ func Run(t *testing.T, mount Mount) {
 		t.Run("Replay/"+backend, func(t *testing.T) {
 			t.Parallel()
 			runReplay(t, mount, backend)
+		})
+	}
+	for _, backend := range []string{"sqlite", "postgres", "mysql"} {
+		t.Run("Events/"+backend, func(t *testing.T) {
+			t.Parallel()
+			runEvents(t, mount, backend)
+		})
+		t.Run("Bulk/"+backend, func(t *testing.T) {
+			t.Parallel()
+			runBulk(t, mount, backend)
+		})
+		t.Run("PartialPage/"+backend, func(t *testing.T) {
+			t.Parallel()
+			runPartial(t, mount, backend)
 		})
 	}
 }

@@ -21,6 +21,7 @@ func runFailures(t *testing.T, mount Mount) {
 	}{
 		{"StoreErrorsAreGeneric500s", testStoreErrors},
 		{"TypedErrors", testTypedErrors},
+		{"Unsupported", testUnsupported},
 		{"Redact", testRedact},
 		{"RedactPanics", testRedactPanics},
 	}
@@ -47,6 +48,16 @@ func (f failingDead) ReplayAll(context.Context, outbox.DeadFilter, int) (int64, 
 	return 0, f.err
 }
 func (f failingDead) Stats(context.Context) (outbox.Stats, error) { return outbox.Stats{}, f.err }
+func (f failingDead) Events(context.Context, outbox.EventQuery) (outbox.EventPage, error) {
+	return outbox.EventPage{}, f.err
+}
+func (f failingDead) CountByType(context.Context) ([]outbox.TypeCount, error) { return nil, f.err }
+func (f failingDead) ReplayEvents(context.Context, []string) (int64, error)   { return 0, f.err }
+func (f failingDead) DiscardEvents(context.Context, []string) (int64, error)  { return 0, f.err }
+func (f failingDead) DeleteEvents(context.Context, []string) (int64, error)   { return 0, f.err }
+func (f failingDead) Audit(context.Context, outbox.AuditQuery) (outbox.AuditPage, error) {
+	return outbox.AuditPage{}, f.err
+}
 
 // apiRoutes lists one request per API route: method, path, body.
 func apiRoutes() [][3]string {
@@ -101,6 +112,38 @@ func testTypedErrors(t *testing.T, mount Mount) {
 				t.Errorf("%s /%s: the core's message leaks: %s", r[0], r[1], res.body)
 			}
 		}
+	}
+}
+
+// noTypeCounts is a dead-event manager whose store cannot count per type.
+type noTypeCounts struct{ outboxadmin.DeadEvents }
+
+func (noTypeCounts) CountByType(context.Context) ([]outbox.TypeCount, error) {
+	return nil, fmt.Errorf("outbox: store does not implement EventStore: %w", errors.ErrUnsupported)
+}
+
+// testUnsupported: a store without lists of every status or an audit trail gets 501
+// from their routes, and an overview without by_type.
+func testUnsupported(t *testing.T, mount Mount) {
+	e := mountHandler(t, mount, nil, failingDead{err: fmt.Errorf("outbox: store X does not implement EventStore: %w", errors.ErrUnsupported)}, nil)
+	for _, r := range [][3]string{
+		{http.MethodGet, "api/events?status=dead", ""},
+		{http.MethodGet, "api/audit", ""},
+		{http.MethodPost, "api/events/replay", `{"ids":["a"]}`},
+	} {
+		res := e.c.do(t, e.c.request(t, r[0], r[1], r[2]))
+		if res.wantError(t, http.StatusNotImplemented, "unsupported"); strings.Contains(string(res.body), "store X") {
+			t.Errorf("%s /%s: the core's message leaks: %s", r[0], r[1], res.body)
+		}
+	}
+	fx := NewFixture(t, FixtureOptions{})
+	fx.SeedDead(t, Seed{})
+	e = mountHandler(t, mount, fx, noTypeCounts{fx.Outbox.Dead()}, nil)
+	res := e.c.get(t, "api/overview")
+	var o fullOverviewBody
+	res.decode(t, http.StatusOK, &o)
+	if o.Counts["DEAD"] != 1 || o.ByType != nil || !strings.Contains(string(res.body), `"by_type":null`) {
+		t.Errorf("overview without counts per type: %s", res.body)
 	}
 }
 

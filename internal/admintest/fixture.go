@@ -53,7 +53,7 @@ func RouteListener(aggregateType, eventType string) string { return aggregateTyp
 
 // FixtureOptions configures [NewFixture].
 type FixtureOptions struct {
-	// Backend is "sqlite" or "postgres". Defaults to "sqlite".
+	// Backend is "sqlite", "postgres" or "mysql" (MySQL or MariaDB). Defaults to "sqlite".
 	Backend string
 	// PollInterval is the Outbox's poll interval: replayed events are delivered by the
 	// poller only. Defaults to an hour, so tests call [Fixture.Poll].
@@ -70,11 +70,12 @@ type Fixture struct {
 	mu         sync.Mutex
 	fixed      bool
 	reasons    map[string]string
+	retries    map[string]bool // events that fail with a retry, not DEAD, until Fix
 	deliveries map[string]int
 }
 
 // NewFixture migrates a fresh outbox table on the backend, starts an Outbox with one
-// worker and stops it when the test ends. PostgreSQL follows the rule of
+// worker and stops it when the test ends. PostgreSQL and MySQL follow the rule of
 // [testdb.PostgresDSN]: skipped when unavailable, a failure under CI.
 func NewFixture(t *testing.T, o FixtureOptions) *Fixture {
 	t.Helper()
@@ -85,6 +86,8 @@ func NewFixture(t *testing.T, o FixtureOptions) *Fixture {
 		db, dialect = testdb.NewSQLiteDB(t), outbox.SQLite
 	case "postgres":
 		db, dialect = testdb.NewPostgresDB(t), outbox.Postgres
+	case "mysql":
+		db, dialect = testdb.NewMySQLDB(t), outbox.MySQL
 	default:
 		t.Fatalf("admintest: unknown backend %q", o.Backend)
 	}
@@ -93,7 +96,7 @@ func NewFixture(t *testing.T, o FixtureOptions) *Fixture {
 	if err := outbox.MigrateTable(ctx, db, dialect, table); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
-	f := &Fixture{DB: db, reasons: map[string]string{}, deliveries: map[string]int{}}
+	f := &Fixture{DB: db, reasons: map[string]string{}, retries: map[string]bool{}, deliveries: map[string]int{}}
 	ob, err := outbox.New(db, outbox.Config{
 		Dialect:      dialect,
 		Table:        table,
@@ -131,12 +134,17 @@ func NewFixture(t *testing.T, o FixtureOptions) *Fixture {
 	return f
 }
 
-// handle is the listener: DEAD with the seed's reason until Fix, then a delivery.
+// handle is the listener: DEAD with the seed's reason until Fix (or a failure retried
+// in an hour, for a Seed with Retry), then a delivery.
 func (f *Fixture) handle(_ context.Context, e *outbox.Event) (outbox.Result, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.fixed {
-		return outbox.Dead(cmp.Or(f.reasons[e.ID], DefaultReason)), nil
+		reason := cmp.Or(f.reasons[e.ID], DefaultReason)
+		if f.retries[e.ID] {
+			return outbox.Result{}, outbox.RetryAfter(errors.New(reason), time.Hour)
+		}
+		return outbox.Dead(reason), nil
 	}
 	f.deliveries[e.ID]++
 	return outbox.Done(), nil
@@ -172,6 +180,12 @@ type Seed struct {
 	OccurredAt time.Time
 	// AvailableAt delays delivery; with a time in the future the event stays NEW.
 	AvailableAt time.Time
+	// OrderKey orders the event ([outbox.Envelope.OrderKey]): while an earlier event of
+	// its key is pending or DEAD, it is WAITING.
+	OrderKey string
+	// Retry makes the listener fail it with Reason and a retry in an hour, until Fix:
+	// it is RETRY rather than DEAD. See [Fixture.SeedRetry].
+	Retry bool
 }
 
 // Write writes the seeds in one transaction and returns their IDs, without waiting for
@@ -190,7 +204,10 @@ func (f *Fixture) Write(t *testing.T, seeds ...Seed) []string {
 		envs[i] = outbox.Envelope{
 			ID: ids[i], Type: cmp.Or(s.Type, TypeOrderPlaced), AggregateType: cmp.Or(s.AggregateType, AggregateOrder),
 			AggregateID: s.AggregateID, Headers: s.Headers, Payload: payload,
-			OccurredAt: s.OccurredAt, AvailableAt: s.AvailableAt,
+			OccurredAt: s.OccurredAt, AvailableAt: s.AvailableAt, OrderKey: s.OrderKey,
+		}
+		if s.Retry {
+			f.retries[ids[i]] = true
 		}
 		if s.Reason != "" {
 			f.reasons[ids[i]] = s.Reason
@@ -216,6 +233,19 @@ func (f *Fixture) SeedDead(t *testing.T, seeds ...Seed) []string {
 	t.Helper()
 	ids := f.Write(t, seeds...)
 	f.WaitStatus(t, outbox.StatusDead, ids...)
+	return ids
+}
+
+// SeedRetry writes the seeds with Retry set and waits until every one of them is RETRY,
+// due again in an hour, after one failed attempt with its Reason. Call it before
+// [Fixture.Fix].
+func (f *Fixture) SeedRetry(t *testing.T, seeds ...Seed) []string {
+	t.Helper()
+	for i := range seeds {
+		seeds[i].Retry = true
+	}
+	ids := f.Write(t, seeds...)
+	f.WaitStatus(t, outbox.StatusRetry, ids...)
 	return ids
 }
 

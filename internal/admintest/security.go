@@ -51,6 +51,12 @@ func routesFor(id string) [][3]string {
 		{http.MethodPost, "api/dead-events/replay", "{}"},
 		{http.MethodPost, "api/dead-events/" + id + "/delete", "{}"},
 		{http.MethodPost, "api/dead-events/" + id + "/discard", "{}"},
+		{http.MethodGet, "api/events?status=dead", ""},
+		{http.MethodGet, "api/events/" + id, ""},
+		{http.MethodPost, "api/events/replay", `{"ids":["` + id + `"]}`},
+		{http.MethodPost, "api/events/discard", `{"ids":["` + id + `"]}`},
+		{http.MethodPost, "api/events/delete", `{"ids":["` + id + `"]}`},
+		{http.MethodGet, "api/audit", ""},
 		{http.MethodGet, "api/no-such-route", ""},
 	}
 }
@@ -154,8 +160,12 @@ func testCrossSite(t *testing.T, mount Mount) {
 		{"Sec-Fetch-Site": "cross-site", "Origin": origin}, // the browser's word wins
 	}
 	for _, hdr := range attacks {
-		for _, path := range []string{"api/dead-events/" + id + "/replay", "api/dead-events/replay"} {
-			req := e.c.request(t, http.MethodPost, path, "{}")
+		for _, r := range [][2]string{
+			{"api/dead-events/" + id + "/replay", "{}"}, {"api/dead-events/replay", "{}"},
+			{"api/events/replay", `{"ids":["` + id + `"]}`}, {"api/events/discard", `{"ids":["` + id + `"]}`},
+			{"api/events/delete", `{"ids":["` + id + `"]}`},
+		} {
+			req := e.c.request(t, http.MethodPost, r[0], r[1])
 			for k, v := range hdr {
 				req.Header.Set(k, v)
 			}
@@ -209,6 +219,15 @@ func testMethods(t *testing.T, mount Mount) {
 		{http.MethodPost, "api/overview", "GET, HEAD"},
 		{http.MethodOptions, "api/overview", "GET, HEAD"},
 		{http.MethodPost, "", "GET, HEAD"},
+		{http.MethodGet, "api/events/replay", "POST"},
+		{http.MethodHead, "api/events/discard", "POST"},
+		{http.MethodGet, "api/events/delete", "POST"},
+		{http.MethodPut, "api/events/replay", "POST"},
+		{http.MethodDelete, "api/events/delete", "POST"},
+		{http.MethodPost, "api/events", "GET, HEAD"},
+		{http.MethodPost, "api/events/" + id, "GET, HEAD"},
+		{http.MethodDelete, "api/events/" + id, "GET, HEAD"},
+		{http.MethodPost, "api/audit", "GET, HEAD"},
 	}
 	for _, c := range cases {
 		body := ""
@@ -247,7 +266,7 @@ func testMediaType(t *testing.T, mount Mount) {
 		{"application/json, text/plain", "{}"},
 	}
 	for _, c := range cases {
-		for _, path := range []string{"api/dead-events/" + ids[0] + "/replay", "api/dead-events/replay"} {
+		for _, path := range []string{"api/dead-events/" + ids[0] + "/replay", "api/dead-events/replay", "api/events/replay", "api/events/delete"} {
 			req := e.c.request(t, http.MethodPost, path, c.body)
 			req.Header.Del("Content-Type")
 			if c.contentType != "" {

@@ -36,6 +36,13 @@ func FuzzAdminRequest(f *testing.F) {
 	f.Add(uint8(1), "/api/dead-events/replay", "a=1", "text/plain", []byte(`{}`))
 	f.Add(uint8(1), "/api/dead-events/replay", "", "application/json", []byte("{\"event_type\":\"\xff\"}"))
 	f.Add(uint8(2), "/api/overview", "", "", []byte(nil))
+	f.Add(uint8(0), "/api/events", "status=dead&error=x%25_&from=2026-01-01T00:00:00Z&newest=1&limit=2", "", []byte(nil))
+	f.Add(uint8(0), "/api/events", "status=done&aggregate_id=a&to=2026-01-03T00:00:00%2B01:00", "", []byte(nil))
+	f.Add(uint8(0), "/api/events/e2", "", "", []byte(nil))
+	f.Add(uint8(1), "/api/events/replay", "", "application/json", []byte(`{"ids":["e1","e1","zz"]}`))
+	f.Add(uint8(1), "/api/events/discard", "", "application/json", []byte(`{"ids":[]}`))
+	f.Add(uint8(1), "/api/events/delete", "", "application/json", []byte(`{"ids":["e3"],"x":1}`))
+	f.Add(uint8(0), "/api/audit", "limit=1&before=01J", "", []byte(nil))
 	f.Fuzz(func(t *testing.T, method uint8, path, rawQuery, contentType string, body []byte) {
 		store := outboxtest.NewMemoryStore()
 		ctx := context.Background()
