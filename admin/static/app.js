@@ -1,7 +1,7 @@
-// Outbox dead-event admin. Plain browser JavaScript, no dependencies, no build step.
+// Outbox event admin. Plain browser JavaScript, no dependencies, no build step.
 //
-// Every stored string (IDs, types, errors, headers, payloads) is inserted with
-// textContent or as an attribute value, never as HTML. The API is called with URLs
+// Every stored string (IDs, types, errors, headers, payloads, audit entries) is inserted
+// with textContent or as an attribute value, never as HTML. The API is called with URLs
 // relative to this page, so the admin works under any mount prefix.
 'use strict';
 
@@ -26,7 +26,45 @@
     history.replaceState(null, '', location.pathname + location.search);
   })();
 
-  const state = { filter: { event_type: '', aggregate_type: '', listener: '' }, next: '', selected: '', loading: 0 };
+  // The lists, one per status: the API's name, the stored status, what the page calls
+  // them, whether they are in the order they finished (newest first by default), and
+  // the changes their events allow.
+  const LISTS = {
+    new: { status: 'NEW', noun: 'pending', finished: false, actions: ['discard'] },
+    retry: { status: 'RETRY', noun: 'retrying', finished: false, actions: ['discard'] },
+    waiting: { status: 'WAITING', noun: 'waiting', finished: false, actions: ['discard'] },
+    dead: { status: 'DEAD', noun: 'dead', finished: false, actions: ['replay', 'discard', 'delete'] },
+    done: { status: 'DONE', noun: 'done', finished: true, actions: [] },
+    fallback: { status: 'FALLBACK', noun: 'fallback', finished: true, actions: [] },
+    discarded: { status: 'DISCARDED', noun: 'discarded', finished: true, actions: [] },
+  };
+  const STATUS_ORDER = ['NEW', 'RETRY', 'WAITING', 'DEAD', 'DONE', 'FALLBACK', 'DISCARDED'];
+  const VIEW_OF_STATUS = Object.fromEntries(Object.entries(LISTS).map(([v, l]) => [l.status, v]));
+  const FILTER_KEYS = ['event_type', 'aggregate_type', 'aggregate_id', 'listener', 'error', 'from', 'to'];
+  const FILTER_INPUTS = {
+    event_type: 'f-event-type', aggregate_type: 'f-aggregate-type', aggregate_id: 'f-aggregate-id',
+    listener: 'f-listener', error: 'f-error', from: 'f-from', to: 'f-to',
+  };
+
+  const state = {
+    view: 'dead',
+    // Filter values as typed; from and to are datetime-local values (local time).
+    filter: emptyFilter(),
+    newest: false,
+    pages: [''], // the after value of each page visited so far
+    page: 0,
+    next: '',
+    picked: new Set(), // IDs ticked on this page
+    selected: '', // the event shown in the details
+    overview: null,
+    auditNext: '',
+    seq: 0, // the latest list request; older answers are dropped
+    countSeq: 0, // the latest dead-event count request, likewise
+  };
+
+  function emptyFilter() {
+    return Object.fromEntries(FILTER_KEYS.map((k) => [k, '']));
+  }
 
   class APIError extends Error {
     constructor(status, body) {
@@ -86,9 +124,16 @@
     return e;
   }
 
+  function button(text, cls, action) {
+    const b = el('button', text, cls);
+    b.type = 'button';
+    if (action) b.dataset.action = action;
+    return b;
+  }
+
   function ago(iso) {
-    const s = Math.max(0, (Date.now() - Date.parse(iso)) / 1000);
-    return duration(s) + ' ago';
+    const s = (Date.now() - Date.parse(iso)) / 1000;
+    return s < 0 ? 'in ' + duration(-s) : duration(s) + ' ago';
   }
 
   function duration(s) {
@@ -98,12 +143,47 @@
     return Math.round(s / 86400) + 'd';
   }
 
+  // when shows a timestamp in local time with its distance from now; null is '—'.
+  function when(iso) {
+    if (!iso) return '—';
+    const d = new Date(iso);
+    const pad = (n) => String(n).padStart(2, '0');
+    return d.getFullYear() + '-' + pad(d.getMonth() + 1) + '-' + pad(d.getDate()) + ' ' +
+      pad(d.getHours()) + ':' + pad(d.getMinutes()) + ':' + pad(d.getSeconds()) + ' (' + ago(iso) + ')';
+  }
+
+  // num writes a count with thousands separators.
+  function num(n) {
+    return Number(n || 0).toLocaleString('en-US');
+  }
+
+  function plural(n, word) {
+    return num(n) + ' ' + word + (n === 1 ? '' : 's');
+  }
+
+  // isoOf turns a datetime-local value (local time) into RFC 3339 UTC; '' stays ''.
+  function isoOf(local) {
+    if (!local) return '';
+    const d = new Date(local);
+    return isNaN(d) ? '' : d.toISOString();
+  }
+
   function filterText(f) {
     const parts = [];
     if (f.event_type) parts.push('event type "' + f.event_type + '"');
     if (f.aggregate_type) parts.push('aggregate type "' + f.aggregate_type + '"');
+    if (f.aggregate_id) parts.push('aggregate ID "' + f.aggregate_id + '"');
     if (f.listener) parts.push('listener "' + f.listener + '"');
+    if (f.error) parts.push('an error containing "' + f.error + '"');
+    if (f.from) parts.push('from ' + f.from.replace('T', ' '));
+    if (f.to) parts.push('before ' + f.to.replace('T', ' '));
     return parts.length ? ' with ' + parts.join(' and ') : '';
+  }
+
+  // deadFilterOnly reports whether the filter holds only what the dead-event count and
+  // replay-all routes take: event type, aggregate type and listener.
+  function deadFilterOnly(f) {
+    return !f.aggregate_id && !f.error && !f.from && !f.to;
   }
 
   let toastTimer = 0;
@@ -166,8 +246,11 @@
     $('sign-out').hidden = !token;
   }
 
+  // ---- overview: the chips in the bar, the tabs' counts, the per-type table ----
+
   async function loadOverview() {
     const o = await api('api/overview');
+    state.overview = o;
     const ul = $('overview');
     ul.replaceChildren();
     for (const name of ['DEAD', 'RETRY', 'NEW', 'DONE']) {
@@ -204,20 +287,115 @@
       b.append(el('span', 'blocked keys', 'label'), el('span', o.blocked_keys, 'value'));
       ul.append(w, b);
     }
+    for (const [view, l] of Object.entries(LISTS)) {
+      $('tab-' + view).querySelector('.n').textContent = num(o.counts[l.status]);
+    }
+    renderTypeTable(o);
+    if (state.view in LISTS && state.view !== 'dead') renderListSummary();
   }
 
-  async function loadCount() {
-    const c = await api('api/dead-events/count' + query({ ...state.filter, by: 'type,listener' }));
+  // renderTypeTable shows the counts per event type (rows) and status (columns); a
+  // count opens that list filtered by the type.
+  function renderTypeTable(o) {
+    const byType = new Map();
+    for (const c of o.by_type || []) {
+      if (!byType.has(c.event_type)) byType.set(c.event_type, {});
+      byType.get(c.event_type)[c.status] = c.count;
+    }
+    const head = $('type-head');
+    head.replaceChildren(el('th', 'Event type'));
+    for (const s of STATUS_ORDER) head.append(el('th', s, 'num'));
+    head.append(el('th', 'All', 'num'));
+    const tbody = $('type-rows');
+    tbody.replaceChildren();
+    for (const [type, counts] of byType) {
+      const tr = el('tr');
+      tr.dataset.eventType = type;
+      tr.append(cellText(type, 'mono'));
+      let all = 0;
+      for (const s of STATUS_ORDER) {
+        const n = counts[s] || 0;
+        all += n;
+        const td = el('td', null, 'num');
+        td.dataset.status = s;
+        if (n > 0) {
+          const b = button(num(n), 'link');
+          b.title = 'List the ' + s + ' events of type ' + type;
+          b.addEventListener('click', () => openList(VIEW_OF_STATUS[s], { ...emptyFilter(), event_type: type }));
+          td.append(b);
+        } else {
+          td.append(el('span', '·', 'zero'));
+        }
+        tr.append(td);
+      }
+      tr.append(el('td', num(all), 'num total'));
+      tbody.append(tr);
+    }
+    $('types-empty').hidden = byType.size > 0;
+    $('type-table').hidden = byType.size === 0;
+    const parts = [];
+    parts.push('Oldest pending event: ' + (o.oldest_pending_at ? when(o.oldest_pending_at) : 'none') + '.');
+    parts.push(o.blocked_keys === 0 ? 'No order key is blocked.'
+      : (o.blocked_keys === 1 ? '1 order key is' : num(o.blocked_keys) + ' order keys are') + ' blocked by a RETRY or DEAD event' +
+        (o.oldest_blocked_at ? ', the oldest since ' + when(o.oldest_blocked_at) : '') + '.');
+    if (o.by_type == null) parts.push('This store cannot count events per type.');
+    $('types-summary').textContent = parts.join(' ');
+  }
+
+  // ---- the lists ----
+
+  // renderListSummary says how many events the list's status has in all, with the
+  // per-type chips of that status (a click filters by the type). The dead list has
+  // its own, with exact counts per filter (loadDeadCount).
+  function renderListSummary() {
+    const l = LISTS[state.view];
+    const o = state.overview;
+    if (!o) return;
+    const total = o.counts[l.status] || 0;
+    const f = filterText(state.filter);
+    $('match-count').textContent = plural(total, l.noun + ' event') + ' in all' +
+      (f ? '; listing those' + f : '');
+    $('replay-all').hidden = true;
+    const ul = $('types');
+    ul.replaceChildren();
+    for (const c of (o.by_type || []).filter((c) => c.status === l.status).sort((a, b) => b.count - a.count)) {
+      const b = button(null, 'chip');
+      b.title = 'Show only these';
+      b.append(el('span', c.event_type, 'label'), el('span', num(c.count), 'value'));
+      b.addEventListener('click', () => setFilter({ ...state.filter, event_type: c.event_type }));
+      const li = el('li');
+      li.append(b);
+      ul.append(li);
+    }
+    $('listeners').hidden = true;
+  }
+
+  // loadDeadCount shows the number of DEAD events matching the filter and their counts
+  // per type and listener, and enables "Replay all matching" (which takes the same
+  // filter). Filters it does not take (aggregate ID, error, time) leave the count out.
+  async function loadDeadCount() {
+    const f = state.filter;
+    const df = { event_type: f.event_type, aggregate_type: f.aggregate_type, listener: f.listener };
+    const seq = ++state.countSeq;
+    const c = await api('api/dead-events/count' + query({ ...df, by: 'type,listener' }));
+    if (seq !== state.countSeq || state.view !== 'dead') return;
     const n = c.count;
-    $('match-count').textContent = n === 1 ? '1 dead event' + filterText(state.filter)
-      : n + ' dead events' + filterText(state.filter);
-    $('replay-all').disabled = n === 0;
+    $('replay-all').hidden = false;
+    if (deadFilterOnly(f)) {
+      $('match-count').textContent = n === 1 ? '1 dead event' + filterText(f) : n + ' dead events' + filterText(f);
+      $('replay-all').disabled = n === 0;
+      $('replay-all').title = '';
+    } else {
+      $('match-count').textContent = 'Dead events' + filterText(f) + ' (' + n + ' match the type and listener filters)';
+      $('replay-all').disabled = true;
+      $('replay-all').title = 'Replay all matching takes the event type, aggregate type and listener filters only: ' +
+        'select the events and replay them instead.';
+    }
     $('replay-all').dataset.count = String(n);
     const ul = $('types');
     ul.replaceChildren();
     for (const t of c.by_type || []) {
-      const b = el('button', null, 'chip');
-      b.type = 'button';
+      const b = button(null, 'chip');
       b.title = 'Show only these';
       b.append(el('span', t.aggregate_type + ' / ' + t.event_type, 'label'), el('span', t.count, 'value'));
       b.addEventListener('click', () => setFilter({ ...state.filter, event_type: t.event_type, aggregate_type: t.aggregate_type }));
@@ -235,8 +413,7 @@
       for (const l of byListener) {
         let b;
         if (l.listener) {
-          b = el('button', null, 'chip');
-          b.type = 'button';
+          b = button(null, 'chip');
           b.title = 'Show only the dead events of this listener';
           b.addEventListener('click', () => setFilter({ ...state.filter, listener: l.listener }));
         } else {
@@ -263,53 +440,103 @@
     return td;
   }
 
+  // listTime is the time the list is ordered by: when the event finished for a list of
+  // finished events, else when it was created (and for any list of one aggregate).
+  function listTime(e) {
+    return LISTS[state.view].finished && !state.filter.aggregate_id && e.done_at ? e.done_at : e.created_at;
+  }
+
   function row(e) {
+    const l = LISTS[state.view];
     const tr = el('tr');
     tr.dataset.id = e.id;
-    const created = el('td', ago(e.created_at));
-    created.title = e.created_at;
+    const pick = el('td', null, 'c-pick');
+    if (l.actions.length) {
+      const box = el('input');
+      box.type = 'checkbox';
+      box.className = 'pick';
+      box.setAttribute('aria-label', 'Select event ' + e.id);
+      box.checked = state.picked.has(e.id);
+      pick.append(box);
+    }
+    const t = listTime(e);
+    const time = el('td', ago(t));
+    time.title = t;
     const agg = cellText(e.aggregate_type + (e.aggregate_id ? ' ' + e.aggregate_id : ''));
     const listener = cellText(e.listener || '—', 'mono c-listener');
     const err = el('td', e.last_error, 'last-error');
     err.title = e.last_error;
     const actions = el('td', null, 'actions');
-    const details = el('button', 'Details');
-    details.type = 'button';
-    details.dataset.action = 'details';
-    const replay = el('button', 'Replay…', 'danger');
-    replay.type = 'button';
-    replay.dataset.action = 'replay';
-    const discard = el('button', 'Discard…', 'danger');
-    discard.type = 'button';
-    discard.dataset.action = 'discard';
-    const del = el('button', 'Delete…', 'danger');
-    del.type = 'button';
-    del.dataset.action = 'delete';
-    actions.append(details, replay, discard, del);
-    tr.append(created, cellText(e.event_type, 'mono'), agg, listener, el('td', e.attempts, 'num'), err, actions);
+    actions.append(button('Details', '', 'details'));
+    if (e.status === 'DEAD') actions.append(button('Replay…', 'danger', 'replay'));
+    if (['DEAD', 'NEW', 'RETRY', 'WAITING'].includes(e.status)) actions.append(button('Discard…', 'danger', 'discard'));
+    if (e.status === 'DEAD') actions.append(button('Delete…', 'danger', 'delete'));
+    tr.append(pick, time, cellText(e.event_type, 'mono'), agg, listener, el('td', e.attempts, 'num'), err, actions);
     if (e.id === state.selected) tr.classList.add('selected');
+    if (state.picked.has(e.id)) tr.classList.add('picked');
     return tr;
   }
 
-  async function loadEvents(reset) {
-    const params = { ...state.filter, after: reset ? '' : state.next };
-    const page = await api('api/dead-events' + query(params));
+  // loadEvents shows the current page of the current list.
+  async function loadEvents() {
+    const seq = ++state.seq;
+    const view = state.view;
+    const f = state.filter;
+    const params = {
+      status: view, event_type: f.event_type, aggregate_type: f.aggregate_type, aggregate_id: f.aggregate_id,
+      listener: f.listener, error: f.error, from: isoOf(f.from), to: isoOf(f.to),
+      newest: state.newest ? '1' : '', after: state.pages[state.page],
+    };
+    const page = await api('api/events' + query(params));
+    if (seq !== state.seq) return; // a later request owns the list
+    state.picked.clear();
     const tbody = $('rows');
-    if (reset) tbody.replaceChildren();
-    for (const e of page.events) tbody.append(row(e));
+    tbody.replaceChildren(...page.events.map(row));
     state.next = page.next || '';
-    $('more').hidden = !state.next;
-    $('empty').hidden = tbody.children.length > 0;
+    const l = LISTS[view];
+    $('empty').hidden = page.events.length > 0 || page.partial;
+    $('empty').textContent = 'No ' + l.noun + ' events match' + (state.page > 0 ? ' on this page.' : '.') +
+      (view === 'dead' && state.page === 0 && !filterText(f) ? ' Nothing to replay.' : '');
+    $('partial').hidden = !page.partial;
+    $('partial-text').textContent = page.partial
+      ? 'This page searched ' + num(page.scan_limit) + ' rows and found ' +
+        plural(page.events.length, 'matching event') + ' (fewer than a page). Searching stops there so that it ' +
+        'never holds up the table; continue to search the next ' + num(page.scan_limit) + ' rows.'
+      : '';
+    $('next-page').disabled = !state.next;
+    $('prev-page').disabled = state.page === 0;
+    $('first-page').disabled = state.page === 0;
+    $('page-info').textContent = 'Page ' + (state.page + 1) + (page.partial ? ' (partial)' : '') +
+      (state.newest ? ', newest first' : ', oldest first');
+    renderPicked();
   }
 
-  // refresh reloads everything. Until the first load returns, the page shows a loading
-  // state; a failure shows an error that says what to do, with a Retry button.
+  function renderPicked() {
+    const l = LISTS[state.view];
+    const n = state.picked.size;
+    const boxes = [...$('rows').querySelectorAll('input.pick')];
+    $('select-page').disabled = boxes.length === 0;
+    $('select-page').checked = boxes.length > 0 && boxes.every((b) => b.checked);
+    $('select-page').indeterminate = n > 0 && !$('select-page').checked;
+    $('picked-count').textContent = l.actions.length === 0 ? LISTS[state.view].status + ' events are final: nothing to change'
+      : n === 0 ? 'Select events to change several at once' : plural(n, 'event') + ' selected';
+    for (const a of ['replay', 'discard', 'delete']) {
+      const b = $('bulk-' + a);
+      b.hidden = !l.actions.includes(a);
+      b.disabled = n === 0;
+      b.textContent = { replay: 'Replay', discard: 'Discard', delete: 'Delete' }[a] + (n ? ' ' + n : '') + ' selected…';
+    }
+  }
+
+  // refresh reloads the overview and the current view. Until the first load returns,
+  // the page shows a loading state; a failure shows an error that says what to do,
+  // with a Retry button.
   async function refresh() {
-    if ($('app').hidden && $('login').hidden) showStatus('Loading dead events…', false);
+    if ($('app').hidden && $('login').hidden) showStatus('Loading events…', false);
     $('refresh').disabled = true;
     $('app').setAttribute('aria-busy', 'true');
     try {
-      await Promise.all([loadOverview(), loadCount(), loadEvents(true)]);
+      await Promise.all([loadOverview(), loadView()]);
       hideStatus();
       showApp();
     } catch (err) {
@@ -320,42 +547,108 @@
     }
   }
 
-  function setFilter(f) {
-    state.filter = { event_type: f.event_type || '', aggregate_type: f.aggregate_type || '', listener: f.listener || '' };
-    $('f-event-type').value = state.filter.event_type;
-    $('f-aggregate-type').value = state.filter.aggregate_type;
-    $('f-listener').value = state.filter.listener;
+  async function loadView() {
+    if (state.view === 'audit') return loadAudit(true);
+    if (state.view === 'types') return undefined; // drawn by loadOverview
+    const loads = [loadEvents()];
+    if (state.view === 'dead') loads.push(loadDeadCount());
+    await Promise.all(loads);
+    if (state.view !== 'dead') renderListSummary();
+    return undefined;
+  }
+
+  // showView switches the tabs and panels to view, without loading anything.
+  function showView(view) {
+    state.view = view;
+    for (const b of $('tabs').querySelectorAll('[data-view]')) {
+      const on = b.dataset.view === view;
+      b.classList.toggle('active', on);
+      b.setAttribute('aria-selected', on ? 'true' : 'false');
+    }
+    $('view-events').hidden = !(view in LISTS);
+    $('view-types').hidden = view !== 'types';
+    $('view-audit').hidden = view !== 'audit';
+    if (view in LISTS) {
+      const finished = LISTS[view].finished;
+      $('time-head').textContent = finished ? 'Finished' : 'Created';
+      $('f-time-label').textContent = finished ? 'Finished' : 'Created';
+      $('bulk').hidden = false;
+    }
+  }
+
+  // openList shows the list of view from its first page, with filter when given;
+  // finished events come newest first by default.
+  function openList(view, filter) {
+    if (filter) writeFilter(filter);
+    state.newest = LISTS[view].finished;
+    $('f-newest').checked = state.newest;
+    state.pages = [''];
+    state.page = 0;
+    closeDetail();
+    showView(view);
     refresh();
   }
 
+  function writeFilter(f) {
+    state.filter = { ...emptyFilter(), ...f };
+    for (const k of FILTER_KEYS) $(FILTER_INPUTS[k]).value = state.filter[k];
+  }
+
+  function setFilter(f) {
+    writeFilter(f);
+    state.pages = [''];
+    state.page = 0;
+    refresh();
+  }
+
+  function readFilter() {
+    const f = {};
+    for (const k of FILTER_KEYS) f[k] = $(FILTER_INPUTS[k]).value.trim();
+    return f;
+  }
+
+  function goPage(page) {
+    state.page = page;
+    state.pages.length = page + 1;
+    loadEvents().catch(report);
+  }
+
+  // ---- details ----
+
   async function showDetail(id) {
-    const e = await api(eventPath(id));
+    const e = await api('api/events/' + encodeURIComponent(id));
     state.selected = id;
     for (const tr of $('rows').children) tr.classList.toggle('selected', tr.dataset.id === id);
     const dl = $('detail-fields');
     dl.replaceChildren();
+    const finishedLabel = { DEAD: 'Dead since', DONE: 'Delivered', FALLBACK: 'Handled by fallback', DISCARDED: 'Discarded' };
     const fields = [
       ['ID', e.id], ['Status', e.status], ['Event type', e.event_type],
       ['Aggregate', e.aggregate_type + (e.aggregate_id ? ' ' + e.aggregate_id : '')],
       ['Listener', e.listener || '—'],
-      ['Tenant', e.tenant_id || '—'], ['Attempts', e.attempts], ['Created', e.created_at],
-      ['Dead since', e.status === 'DEAD' && e.done_at ? e.done_at : '—'],
+      ['Tenant', e.tenant_id || '—'], ['Attempts', e.attempts], ['Created', when(e.created_at)],
+      ['Due', ['NEW', 'RETRY'].includes(e.status) ? when(e.available_at) : '—'],
+      ['First failure', when(e.first_attempt_at)],
+      [finishedLabel[e.status] || 'Finished', when(e.done_at)],
+      ['Claimed by', e.locked_by ? e.locked_by + (e.locked_until ? ' until ' + when(e.locked_until) : '') : '—'],
     ];
     if (e.order_key) {
       // An ordered event: under DeadKeyWaits its key's later events wait for it.
       fields.push(['Order key', e.order_key + ' (#' + e.order_seq + ')']);
       if (e.status === 'DEAD') fields.push(['Its key', 'later events of this key wait until it is replayed or deleted (DeadKeyWaits)']);
+      if (e.status === 'WAITING') fields.push(['Its key', 'it waits for the earlier events of its key']);
     }
     for (const [k, v] of fields) dl.append(el('dt', k), el('dd', v));
     $('detail-error').textContent = e.last_error || '—';
+    $('detail-error').classList.toggle('error-text', !!e.last_error);
     $('detail-headers').textContent = Object.keys(e.headers || {}).length ? JSON.stringify(e.headers, null, 2) : '—';
     $('detail-payload').textContent = JSON.stringify(e.payload, null, 2);
-    $('detail-replay').dataset.id = e.id;
-    $('detail-replay').disabled = e.status !== 'DEAD';
-    $('detail-discard').dataset.id = e.id;
-    $('detail-discard').disabled = e.status !== 'DEAD';
-    $('detail-delete').dataset.id = e.id;
-    $('detail-delete').disabled = e.status !== 'DEAD';
+    const pending = ['DEAD', 'NEW', 'RETRY', 'WAITING'].includes(e.status);
+    for (const [b, on] of [['detail-replay', e.status === 'DEAD'], ['detail-discard', pending], ['detail-delete', e.status === 'DEAD']]) {
+      $(b).dataset.id = e.id;
+      $(b).disabled = !on;
+      $(b).hidden = !on;
+    }
     $('detail').hidden = false;
   }
 
@@ -392,9 +685,13 @@
 
   function removeRow(id) {
     for (const tr of [...$('rows').children]) if (tr.dataset.id === id) tr.remove();
+    state.picked.delete(id);
     $('empty').hidden = $('rows').children.length > 0;
     if (state.selected === id) closeDetail();
+    renderPicked();
   }
+
+  // ---- changes ----
 
   async function replayOne(id) {
     const ok = await ask('Replay this event?', 'Event ' + id + ' goes back to NEW with its attempts reset, ' +
@@ -414,8 +711,8 @@
     if (ok) await actOn(id, '/delete', 'Deleted ' + id + '.');
   }
 
-  // actOn posts a confirmed action on one DEAD event, takes its row off the list (also
-  // when it is not DEAD any more, or gone) and refreshes the counts.
+  // actOn posts a confirmed action on one event, takes its row off the list (also when
+  // it is not in a state for it any more, or gone) and refreshes the counts.
   async function actOn(id, path, done) {
     try {
       await api(eventPath(id) + path, 'POST', {});
@@ -424,23 +721,65 @@
     } catch (err) {
       if (err instanceof APIError && (err.status === 409 || err.status === 404)) {
         removeRow(id);
-        toast(err.status === 409 ? 'Event ' + id + ' is not DEAD any more.' : 'Event ' + id + ' no longer exists.', 'bad');
+        toast(err.status === 409 ? 'Event ' + id + ' is not ' + (err.code === 'finished' ? 'pending or DEAD' : 'DEAD') +
+          ' any more.' : 'Event ' + id + ' no longer exists.', 'bad');
       } else {
         report(err);
         return;
       }
     }
     try {
-      await Promise.all([loadOverview(), loadCount()]);
+      await Promise.all([loadOverview(), state.view === 'dead' ? loadDeadCount() : null]);
     } catch (err) {
       report(err);
     }
   }
 
+  // BULK describes the bulk actions: the confirmation and the result.
+  const BULK = {
+    replay: {
+      verb: 'Replay', past: 'Replayed',
+      text: (n) => 'The ' + plural(n, 'selected DEAD event') + ' go back to NEW with their attempts reset, and the ' +
+        'poller delivers them again. Replay them only after the cause of their failure is fixed.',
+    },
+    discard: {
+      verb: 'Discard', past: 'Discarded',
+      text: (n) => 'The ' + plural(n, 'selected event') + ' become DISCARDED: never delivered, kept until the purge. ' +
+        'The later events of their order keys move on without them.',
+    },
+    delete: {
+      verb: 'Delete', past: 'Deleted',
+      text: (n) => 'The ' + plural(n, 'selected DEAD event') + ' are deleted from the table and never delivered. ' +
+        'The later events of their order keys move on without them. This cannot be undone.',
+    },
+  };
+
+  // bulk asks for confirmation, then changes the selected events of the page at once,
+  // says how many changed, and reloads the page and the counts.
+  async function bulk(action) {
+    const ids = [...state.picked];
+    if (ids.length === 0) return;
+    const b = BULK[action];
+    const ok = await ask(b.verb + ' ' + plural(ids.length, 'event') + '?', b.text(ids.length), b.verb + ' ' + ids.length);
+    if (!ok) return;
+    try {
+      const r = await api('api/events/' + action, 'POST', { ids });
+      const skipped = r.requested - r.count;
+      toast(b.past + ' ' + r.count + ' of ' + plural(r.requested, 'selected event') + '.' +
+        (skipped ? ' ' + skipped + (skipped === 1 ? ' was' : ' were') + ' not in a state for it any more.' : ''), skipped ? 'bad' : 'ok');
+      if (ids.includes(state.selected)) closeDetail();
+    } catch (err) {
+      report(err);
+    }
+    refresh();
+  }
+
   async function replayAll() {
     let n;
+    const f = state.filter;
+    const df = { event_type: f.event_type, aggregate_type: f.aggregate_type, listener: f.listener };
     try {
-      n = (await api('api/dead-events/count' + query(state.filter))).count;
+      n = (await api('api/dead-events/count' + query(df))).count;
     } catch (err) {
       report(err);
       return;
@@ -450,23 +789,63 @@
       return;
     }
     const ok = await ask('Replay ' + n + ' dead event' + (n === 1 ? '' : 's') + '?',
-      'Every DEAD event' + filterText(state.filter) + ' goes back to NEW with its attempts reset, ' +
+      'Every DEAD event' + filterText(df) + ' goes back to NEW with its attempts reset, ' +
       'and the poller delivers them again. Replay them only after the cause of their failure is fixed.',
       'Replay ' + n);
     if (!ok) return;
     try {
-      const r = await api('api/dead-events/replay', 'POST', state.filter);
+      const r = await api('api/dead-events/replay', 'POST', df);
       toast('Replayed ' + r.replayed + ' event' + (r.replayed === 1 ? '' : 's') + '.');
       closeDetail();
     } catch (err) {
       report(err);
     }
-    refresh();
+    setFilter(state.filter);
+  }
+
+  // ---- audit ----
+
+  async function loadAudit(reset) {
+    const page = await api('api/audit' + query({ before: reset ? '' : state.auditNext }));
+    const tbody = $('audit-rows');
+    if (reset) tbody.replaceChildren();
+    for (const a of page.entries) {
+      const tr = el('tr');
+      tr.dataset.id = a.id;
+      const at = el('td', when(a.at));
+      at.title = a.at;
+      tr.append(at, cellText(a.actor, 'actor'), el('td', a.action, 'action action-' + a.action),
+        el('td', a.count, 'num'), cellText(a.target, 'mono target'));
+      tbody.append(tr);
+    }
+    state.auditNext = page.next || '';
+    $('audit-more').hidden = !state.auditNext;
+    $('audit-empty').hidden = tbody.children.length > 0;
   }
 
   // ---- wiring ----
 
+  $('tabs').addEventListener('click', (ev) => {
+    const b = ev.target.closest('[data-view]');
+    if (!b) return;
+    const view = b.dataset.view;
+    if (view in LISTS) {
+      openList(view);
+      return;
+    }
+    showView(view);
+    refresh();
+  });
   $('rows').addEventListener('click', (ev) => {
+    const box = ev.target.closest('input.pick');
+    if (box) {
+      const tr = box.closest('tr');
+      if (box.checked) state.picked.add(tr.dataset.id);
+      else state.picked.delete(tr.dataset.id);
+      tr.classList.toggle('picked', box.checked);
+      renderPicked();
+      return;
+    }
     const b = ev.target.closest('button[data-action]');
     if (!b) return;
     const id = b.closest('tr').dataset.id;
@@ -475,22 +854,43 @@
     else if (b.dataset.action === 'discard') discardOne(id);
     else if (b.dataset.action === 'delete') deleteOne(id);
   });
+  $('select-page').addEventListener('change', () => {
+    const on = $('select-page').checked;
+    for (const box of $('rows').querySelectorAll('input.pick')) {
+      box.checked = on;
+      const tr = box.closest('tr');
+      tr.classList.toggle('picked', on);
+      if (on) state.picked.add(tr.dataset.id);
+      else state.picked.delete(tr.dataset.id);
+    }
+    renderPicked();
+  });
+  for (const a of ['replay', 'discard', 'delete']) $('bulk-' + a).addEventListener('click', () => bulk(a));
   $('detail-close').addEventListener('click', closeDetail);
   $('detail-replay').addEventListener('click', () => replayOne($('detail-replay').dataset.id));
   $('detail-discard').addEventListener('click', () => discardOne($('detail-discard').dataset.id));
   $('detail-delete').addEventListener('click', () => deleteOne($('detail-delete').dataset.id));
-  $('more').addEventListener('click', () => loadEvents(false).catch(report));
+  $('next-page').addEventListener('click', () => {
+    if (!state.next) return;
+    state.pages.push(state.next);
+    goPage(state.page + 1);
+  });
+  $('partial-continue').addEventListener('click', () => $('next-page').click());
+  $('prev-page').addEventListener('click', () => goPage(Math.max(0, state.page - 1)));
+  $('first-page').addEventListener('click', () => goPage(0));
+  $('audit-more').addEventListener('click', () => loadAudit(false).catch(report));
   $('replay-all').addEventListener('click', replayAll);
   $('refresh').addEventListener('click', refresh);
   $('status-retry').addEventListener('click', refresh);
-  $('clear-filters').addEventListener('click', () => setFilter({}));
+  $('clear-filters').addEventListener('click', () => {
+    state.newest = state.view in LISTS && LISTS[state.view].finished;
+    $('f-newest').checked = state.newest;
+    setFilter({});
+  });
   $('filters').addEventListener('submit', (ev) => {
     ev.preventDefault();
-    setFilter({
-      event_type: $('f-event-type').value.trim(),
-      aggregate_type: $('f-aggregate-type').value.trim(),
-      listener: $('f-listener').value.trim(),
-    });
+    state.newest = $('f-newest').checked;
+    setFilter(readFilter());
   });
   $('login-form').addEventListener('submit', (ev) => {
     ev.preventDefault();
@@ -505,5 +905,6 @@
     showLogin('');
   });
 
+  showView(state.view);
   refresh();
 })();

@@ -348,7 +348,7 @@ func TestBrowserStates(t *testing.T) {
 
 	// No cell of the type and aggregate columns has its text on more than one line: the
 	// line boxes of each text node all start at the same height.
-	lines := run(ctx, t, chromedp.Evaluate[int](`Math.max(...[...document.querySelectorAll('#rows td:nth-child(2), #rows td:nth-child(3)')].map((td) => {
+	lines := run(ctx, t, chromedp.Evaluate[int](`Math.max(...[...document.querySelectorAll('#rows td:nth-child(3), #rows td:nth-child(4)')].map((td) => {
 		const walk = document.createTreeWalker(td, NodeFilter.SHOW_TEXT);
 		let most = 0;
 		for (let n = walk.nextNode(); n; n = walk.nextNode()) {
@@ -361,7 +361,7 @@ func TestBrowserStates(t *testing.T) {
 	if lines != 1 {
 		t.Errorf("a type or aggregate cell spans %d lines, want 1 (never wrapped mid-word)", lines)
 	}
-	if title := run(ctx, t, chromedp.Evaluate[string](`[...document.querySelectorAll('#rows td:nth-child(3) span')].map((s) => s.title).join('|')`)); !strings.Contains(title, longID) {
+	if title := run(ctx, t, chromedp.Evaluate[string](`[...document.querySelectorAll('#rows td:nth-child(4) span')].map((s) => s.title).join('|')`)); !strings.Contains(title, longID) {
 		t.Errorf("aggregate cells' tooltips %q, want the full aggregate ID", title)
 	}
 	screenshot(ctx, t, "admin-long-cells.png")
@@ -430,7 +430,7 @@ func TestBrowserListener(t *testing.T) {
 
 	row := func(id string) chromedp.CSS { return chromedp.CSS(`#rows tr[data-id="` + id + `"]`) }
 	listenerCell := func(id string) string {
-		return run(ctx, t, chromedp.TextContent(row(id)+chromedp.CSS(" td:nth-child(4)")))
+		return run(ctx, t, chromedp.TextContent(row(id)+chromedp.CSS(" td:nth-child(5)")))
 	}
 	chip := func(listener string) string {
 		return `document.querySelector('#listeners [data-listener="` + listener + `"] .value')?.textContent`
@@ -445,8 +445,8 @@ func TestBrowserListener(t *testing.T) {
 	if err != nil {
 		t.Fatalf("load the page: %v", err)
 	}
-	if head := run(ctx, t, chromedp.TextContent(chromedp.CSS(`thead th:nth-child(4)`))); head != "Listener" {
-		t.Errorf("fourth column is %q, want Listener", head)
+	if head := run(ctx, t, chromedp.TextContent(chromedp.CSS(`#view-events thead th:nth-child(5)`))); head != "Listener" {
+		t.Errorf("fifth column is %q, want Listener", head)
 	}
 	for id, want := range map[string]string{billing[0]: admintest.ListenerBilling, mail[1]: admintest.ListenerMail,
 		plain: admintest.RouteListener(admintest.AggregateOrder, admintest.TypeOrderPlaced)} {
