@@ -3,6 +3,7 @@ package outboxadmin_test
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -90,4 +91,49 @@ func Example_authorizerFunc() {
 	fmt.Print(rec.Code, " ", rec.Body.String())
 	// Output:
 	// 200 {"replayed":0}
+}
+
+// Example_actor names who makes each change: here the user an authenticating proxy put
+// in a header. Every replay, discard and delete through the admin is recorded in the
+// audit trail under that name, and GET api/audit lists it.
+func Example_actor() {
+	ob, cleanup := openExampleOutbox()
+	defer cleanup()
+
+	admin, err := outboxadmin.New(ob.Dead(), outboxadmin.Options{
+		Authorize: outboxadmin.AuthorizerFunc(func(r *http.Request) bool { return r.Header.Get("X-Auth-Role") == "ops" }),
+		Actor:     func(r *http.Request) string { return r.Header.Get("X-Auth-User") },
+	})
+	if err != nil {
+		panic(err)
+	}
+	serve := func(method, path, body string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(method, path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Auth-Role", "ops")
+		req.Header.Set("X-Auth-User", "alice@example.com")
+		rec := httptest.NewRecorder()
+		admin.ServeHTTP(rec, req)
+		return rec
+	}
+	// A bulk replay of two events that are not DEAD (here: that do not exist) changes
+	// nothing, and is recorded all the same.
+	rec := serve(http.MethodPost, "/api/events/replay", `{"ids":["01JZ0000000000000000000000","01JZ0000000000000000000001"]}`)
+	fmt.Print(rec.Code, " ", rec.Body.String())
+
+	var trail struct {
+		Entries []struct {
+			Actor, Action, Target string
+			Count                 int64
+		}
+	}
+	if err := json.Unmarshal(serve(http.MethodGet, "/api/audit", "").Body.Bytes(), &trail); err != nil {
+		panic(err)
+	}
+	for _, e := range trail.Entries {
+		fmt.Println(e.Actor, e.Action, e.Count, e.Target)
+	}
+	// Output:
+	// 200 {"count":0,"requested":2}
+	// alice@example.com replay 0 01JZ0000000000000000000000,01JZ0000000000000000000001
 }
