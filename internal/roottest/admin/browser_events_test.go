@@ -67,7 +67,7 @@ func TestBrowserEventLists(t *testing.T) {
 	mux.Handle("/ops/outbox/", http.StripPrefix("/ops/outbox", h))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
-	ctx := newBrowser(t, execPath)
+	ctx := newBrowserFor(t, execPath, 3*time.Minute)
 
 	row := func(id string) chromedp.CSS { return chromedp.CSS(`#rows tr[data-id="` + id + `"]`) }
 	rowIDs := func() string {
@@ -219,6 +219,43 @@ func TestBrowserEventLists(t *testing.T) {
 		t.Errorf("first audit row = %q, want %s, replay, 2 and the two IDs", cells, actor)
 	}
 	screenshot(ctx, t, "admin-events-audit.png")
+
+	// Pending: "select page" ticks both, and a bulk discard (cancelled once) makes them
+	// DISCARDED.
+	err = chromedp.Do(ctx,
+		chromedp.Click(chromedp.ID("tab-new")),
+		chromedp.WaitVisible(row(pending[1])),
+		chromedp.Click(chromedp.ID("select-page")),
+		waitText(`document.getElementById('picked-count').textContent === "2 events selected"`),
+		chromedp.Click(chromedp.ID("bulk-discard")),
+		chromedp.WaitVisible(chromedp.ID("confirm-cancel")),
+		chromedp.Click(chromedp.ID("confirm-cancel")),
+		chromedp.WaitNotVisible(chromedp.ID("confirm")),
+	)
+	if err != nil {
+		t.Fatalf("select the page of pending events, ask to discard them and cancel: %v", err)
+	}
+	for _, id := range pending {
+		if got := fx.Status(t, id); got != outbox.StatusNew {
+			t.Fatalf("%s after a cancelled discard: %s, want NEW", id, got)
+		}
+	}
+	err = chromedp.Do(ctx,
+		chromedp.Click(chromedp.ID("bulk-discard")),
+		chromedp.WaitVisible(chromedp.ID("confirm-ok")),
+		chromedp.Click(chromedp.ID("confirm-ok")),
+		chromedp.WaitNotPresent(row(pending[0])),
+		chromedp.WaitNotPresent(row(pending[1])),
+		waitText(`document.querySelector('#tab-discarded .n').textContent === "2"`),
+	)
+	if err != nil {
+		t.Fatalf("discard the page of pending events: %v", err)
+	}
+	for _, id := range pending {
+		if got := fx.Status(t, id); got != outbox.StatusDiscarded {
+			t.Errorf("%s after the bulk discard: %s, want DISCARDED", id, got)
+		}
+	}
 
 	// By type: the counts per event type and status.
 	err = chromedp.Do(ctx,

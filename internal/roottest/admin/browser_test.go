@@ -220,6 +220,13 @@ func TestBrowserReplay(t *testing.T) {
 // seconds; the test's cleanup closes the browser and waits for it.
 func newBrowser(t *testing.T, execPath string) context.Context {
 	t.Helper()
+	return newBrowserFor(t, execPath, 90*time.Second)
+}
+
+// newBrowserFor is newBrowser with a context that ends after d: a long walk through
+// the page on a shared database server needs more than 90 seconds under load.
+func newBrowserFor(t *testing.T, execPath string, d time.Duration) context.Context {
+	t.Helper()
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
 		chromedp.ExecPath(execPath),
 		chromedp.Flag("headless", true),
@@ -234,7 +241,7 @@ func newBrowser(t *testing.T, execPath string) context.Context {
 		chromedp.WindowSize(1440, 1100),
 	)
 	browserCtx, cancelBrowser := chromedp.NewContext(allocCtx)
-	ctx, cancel := context.WithTimeout(browserCtx, 90*time.Second)
+	ctx, cancel := context.WithTimeout(browserCtx, d)
 	// Cleanups run last in, first out: the deadline goes, then the browser is closed
 	// gracefully, then cancelAlloc kills it if it still runs and waits for it and for
 	// the allocator's goroutines, so goleak sees none of them.
