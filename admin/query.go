@@ -243,11 +243,20 @@ func decodeCursor(s string) (outbox.Cursor, error) {
 	return outbox.Cursor{CreatedAt: t, ID: id}, nil
 }
 
-// statuses are the values of the status parameter of GET /api/events.
-var statuses = map[string]outbox.Status{
-	"new": outbox.StatusNew, "retry": outbox.StatusRetry, "waiting": outbox.StatusWaiting, "dead": outbox.StatusDead,
-	"done": outbox.StatusDone, "fallback": outbox.StatusFallback, "discarded": outbox.StatusDiscarded,
+// parseStatus returns the status a value of the status parameter of GET /api/events
+// names: new, retry, waiting, dead, done, fallback or discarded.
+func parseStatus(s string) (outbox.Status, bool) {
+	for _, st := range listStatuses {
+		if s == strings.ToLower(st.String()) {
+			return st, true
+		}
+	}
+	return 0, false
 }
+
+// listStatuses are the statuses GET /api/events lists.
+var listStatuses = [...]outbox.Status{outbox.StatusNew, outbox.StatusRetry, outbox.StatusWaiting, outbox.StatusDead,
+	outbox.StatusDone, outbox.StatusFallback, outbox.StatusDiscarded}
 
 const statusNames = "new, retry, waiting, dead, done, fallback or discarded"
 
@@ -261,7 +270,7 @@ func parseEventsQuery(raw string) (outbox.EventQuery, error) {
 		return outbox.EventQuery{}, err
 	}
 	q := outbox.EventQuery{Limit: DefaultLimit}
-	st, ok := statuses[v.Get(paramStatus)]
+	st, ok := parseStatus(v.Get(paramStatus))
 	if !ok {
 		return outbox.EventQuery{}, badParam(paramStatus, "must be %s", statusNames)
 	}
