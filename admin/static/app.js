@@ -650,11 +650,13 @@
       $(b).hidden = !on;
     }
     $('detail').hidden = false;
+    $('detail').parentElement.classList.add('with-detail');
   }
 
   function closeDetail() {
     state.selected = '';
     $('detail').hidden = true;
+    $('detail').parentElement.classList.remove('with-detail');
     for (const tr of $('rows').children) tr.classList.remove('selected');
   }
 
