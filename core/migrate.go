@@ -181,44 +181,40 @@ func isDuplicateIndex(err error) bool { return strings.Contains(err.Error(), "Er
 
 // hasIndex reports whether table t has the named index.
 func hasIndex(ctx context.Context, db *sql.DB, d *dialect, t tableName, index string) (bool, error) {
-	var schema any // NULL: the connection's current schema (database)
-	if t.schema != "" {
-		schema = t.schema
-	}
-	var q string
-	switch d {
-	case sqliteDialect:
-		q = "SELECT COUNT(*) FROM pragma_index_list(?2, COALESCE(?1, 'main')) WHERE name = ?3"
-	case postgresDialect:
-		q = "SELECT COUNT(*) FROM pg_indexes WHERE schemaname = COALESCE($1, current_schema()) AND tablename = $2 AND indexname = $3"
-	default:
-		q = "SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ? AND INDEX_NAME = ?"
-	}
-	var n int
-	if err := db.QueryRowContext(ctx, q, schema, t.name, index).Scan(&n); err != nil {
-		return false, fmt.Errorf("look for index %s: %w", index, err)
-	}
-	return n > 0, nil
+	return inCatalog(ctx, db, d, t, "index", index, [3]string{
+		"SELECT COUNT(*) FROM pragma_index_list(?2, COALESCE(?1, 'main')) WHERE name = ?3",
+		"SELECT COUNT(*) FROM pg_indexes WHERE schemaname = COALESCE($1, current_schema()) AND tablename = $2 AND indexname = $3",
+		"SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ? AND INDEX_NAME = ?",
+	})
 }
 
 // hasColumn reports whether table t has the named column.
 func hasColumn(ctx context.Context, db *sql.DB, d *dialect, t tableName, column string) (bool, error) {
-	var schema any // NULL: the connection's current schema (database)
+	return inCatalog(ctx, db, d, t, "column", column, [3]string{
+		"SELECT COUNT(*) FROM pragma_table_info(?2, COALESCE(?1, 'main')) WHERE name = ?3",
+		"SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = COALESCE($1, current_schema()) AND table_name = $2 AND column_name = $3",
+		"SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ? AND COLUMN_NAME = ?",
+	})
+}
+
+// inCatalog runs the catalog query of d (SQLite, PostgreSQL, MySQL in that order in qs),
+// which takes the schema (NULL: the connection's current one), the table and the name,
+// and reports whether it counted a row.
+func inCatalog(ctx context.Context, db *sql.DB, d *dialect, t tableName, kind, name string, qs [3]string) (bool, error) {
+	var schema any
 	if t.schema != "" {
 		schema = t.schema
 	}
-	var q string
+	q := qs[2]
 	switch d {
 	case sqliteDialect:
-		q = "SELECT COUNT(*) FROM pragma_table_info(?2, COALESCE(?1, 'main')) WHERE name = ?3"
+		q = qs[0]
 	case postgresDialect:
-		q = "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = COALESCE($1, current_schema()) AND table_name = $2 AND column_name = $3"
-	default:
-		q = "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ? AND COLUMN_NAME = ?"
+		q = qs[1]
 	}
 	var n int
-	if err := db.QueryRowContext(ctx, q, schema, t.name, column).Scan(&n); err != nil {
-		return false, fmt.Errorf("look for column %s: %w", column, err)
+	if err := db.QueryRowContext(ctx, q, schema, t.name, name).Scan(&n); err != nil {
+		return false, fmt.Errorf("look for %s %s: %w", kind, name, err)
 	}
 	return n > 0, nil
 }
