@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -125,16 +126,12 @@ func (d *DeadEvents) audit(ctx context.Context, action, target string, n int64) 
 	return nil
 }
 
-// cut shortens s to at most limit bytes on a rune boundary, ending it with "…" when cut.
+// cut makes s storable in the audit table: valid UTF-8 without NUL bytes (an actor may
+// come from a request header), at most limit bytes, ending with "…" when cut.
 func cut(s string, limit int) string {
+	s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 	if len(s) <= limit {
 		return s
 	}
-	i := limit - len("…")
-	for i > 0 && !utf8RuneStart(s[i]) {
-		i--
-	}
-	return s[:i] + "…"
+	return cutText(s, limit-len("…")) + "…"
 }
-
-func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }

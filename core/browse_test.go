@@ -56,7 +56,7 @@ func TestEveryChangeIsAudited(t *testing.T) {
 	if n, err := dead.DiscardEvents(t.Context(), []string{"d4", "n1"}); err != nil || n != 2 {
 		t.Fatalf("DiscardEvents = %d, %v; want 2", n, err)
 	}
-	if n, err := dead.DeleteEvents(ctx, []string{"d5"}); err != nil || n != 1 {
+	if n, err := dead.DeleteEvents(outbox.WithActor(t.Context(), "bad\xff\x00actor"), []string{"d5"}); err != nil || n != 1 {
 		t.Fatalf("DeleteEvents = %d, %v; want 1", n, err)
 	}
 	if n, err := dead.ReplayAll(ctx, outbox.DeadFilter{EventType: "T"}, 0); err != nil || n != 0 {
@@ -75,7 +75,7 @@ func TestEveryChangeIsAudited(t *testing.T) {
 	for _, e := range page.Entries {
 		got = append(got, fmt.Sprint(e.Actor, " ", e.Action, " ", e.Target, " ", e.Count))
 	}
-	want := []string{"alice replay-all event_type=T 0", "alice delete d5 1", "unknown discard d4,n1 2"}
+	want := []string{"alice replay-all event_type=T 0", "bad\uFFFD\uFFFDactor delete d5 1", "unknown discard d4,n1 2"}
 	if strings.Join(got, "|") != strings.Join(want, "|") || page.Next == "" {
 		t.Fatalf("audit page 1 = %q (next %q), want %q", got, page.Next, want)
 	}
