@@ -126,3 +126,24 @@ type stoppingStore struct {
 func (s stoppingStore) ListEvents(context.Context, outbox.ListEventsParams) ([]outbox.Event, outbox.Cursor, error) {
 	return nil, s.stop, nil
 }
+
+// TestAuditFailureIsReported: a change whose audit entry cannot be written is made, and
+// the call says that the trail lacks it.
+func TestAuditFailureIsReported(t *testing.T) {
+	store := failingAudit{outboxtest.NewMemoryStore()}
+	putEvents(store.MemoryStore, outbox.StatusDead, "d1")
+	err := deadOver(t, store).Replay(t.Context(), "d1")
+	if err == nil || !strings.Contains(err.Error(), "not recorded in the audit trail") || !errors.Is(err, errAuditDown) {
+		t.Fatalf("Replay with the audit trail down = %v", err)
+	}
+	if e, _ := store.Get(t.Context(), "d1"); e.Status != outbox.StatusNew {
+		t.Fatalf("d1 is %s, want NEW: the replay is made", e.Status)
+	}
+}
+
+var errAuditDown = errors.New("audit table unreachable")
+
+// failingAudit is a memory store whose audit writes fail.
+type failingAudit struct{ *outboxtest.MemoryStore }
+
+func (failingAudit) RecordAudit(context.Context, outbox.AuditEntry) error { return errAuditDown }
