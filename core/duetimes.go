@@ -42,12 +42,15 @@ func (d *dueTimes) min() (time.Time, bool) {
 	return time.Unix(0, d.h[0]), true
 }
 
-// popUntil forgets the times up to now.
-func (d *dueTimes) popUntil(now time.Time) {
+// popUntil forgets the times up to now and reports whether it forgot any.
+func (d *dueTimes) popUntil(now time.Time) bool {
 	n := now.UnixNano()
+	popped := false
 	for len(d.h) > 0 && d.h[0] <= n {
 		delete(d.seen, heap.Pop(&d.h).(int64))
+		popped = true
 	}
+	return popped
 }
 
 type dueHeap []int64

@@ -231,7 +231,13 @@ func (p *poller) loop(r startstop.Run) {
 				skip = -1 // the promoted events are committed, however young
 			}
 		}
-		p.q.dueReached(p.cfg.Now())
+		// A cycle that starts once a remembered due time has passed reads those events,
+		// however young, whatever started it (a tick or a drained queue can win the
+		// select over the due timer, and the first cycle of a start runs at once): the
+		// times are forgotten here, so no later wake-up would come for them.
+		if p.q.dueReached(p.cfg.Now()) {
+			catchUp, skip = true, -1
+		}
 		n, more, err := p.poll(r.Ctx, skip)
 		if err != nil && !errors.Is(err, context.Canceled) {
 			p.log.LogAttrs(r.Ctx, slog.LevelError, "poll failed", slog.String("error", err.Error()))

@@ -415,12 +415,12 @@ func (q *queues) nextDue() (time.Time, bool) {
 	return q.due.min()
 }
 
-// dueReached forgets the due times up to now: a poll cycle that starts now reads those
-// events.
-func (q *queues) dueReached(now time.Time) {
+// dueReached forgets the due times up to now and reports whether there were any: a
+// poll cycle that starts now must read those events.
+func (q *queues) dueReached(now time.Time) bool {
 	q.mu.Lock()
-	q.due.popUntil(now)
-	q.mu.Unlock()
+	defer q.mu.Unlock()
+	return q.due.popUntil(now)
 }
 
 // dueChanged is signalled when a due time earlier than every other is remembered.

@@ -166,6 +166,39 @@ func TestPollerWakesWhenARetryFallsDue(t *testing.T) {
 	})
 }
 
+// A cycle that starts after a retry fell due reads it, however young, whatever started
+// the cycle. Here the retry falls due before the poller starts, so the first cycle of
+// the start (not the due timer) is the one that must read it; before the fix that
+// cycle forgot the due time and skipped the young row, and nothing read it until the
+// next tick (up to PollMaxInterval later).
+func TestPollerReadsARetryThatFellDueBeforeTheCycle(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		b := setupDispatcher(t, outbox.DispatcherConfig{Retry: outbox.FixedBackoff{Wait: 100 * time.Millisecond}})
+		var calls atomic.Int32
+		b.listen(t, "Thing", outbox.ListenerFunc(func(ctx context.Context, e *outbox.Event) error {
+			if calls.Add(1) == 1 {
+				return errors.New("transient")
+			}
+			return nil
+		}))
+		b.write(t, newEvent("e1", "Thing")) // the hot path fails it: a retry due in 100 ms
+		synctest.Wait()
+		if got := b.row(t, "e1").Status; got != outbox.StatusRetry {
+			t.Fatalf("status after the first attempt %v, want RETRY", got)
+		}
+		time.Sleep(200 * time.Millisecond) // due now, still younger than SkipRecent
+		startPoller(t, b, outbox.PollerConfig{Interval: time.Hour, SkipRecent: time.Hour})
+		synctest.Wait()
+		if n := calls.Load(); n != 2 {
+			t.Fatalf("%d attempts, want 2: the poller's first cycle, after the due time, must read the retry", n)
+		}
+		if got := b.row(t, "e1").Status; got != outbox.StatusDone {
+			t.Fatalf("status %v, want DONE", got)
+		}
+	})
+}
+
 // bus is an in-process Notifier: every Notify wakes every Listen.
 type bus struct {
 	mu        sync.Mutex
