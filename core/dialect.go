@@ -93,6 +93,7 @@ var (
 		orderOpenColumn:  "order_open_key",
 		ddl:              mysqlDDL,
 		checkConn:        checkMySQLConn,
+		cachedStatements: 16,
 	}
 
 	sqliteDialect = &dialect{
@@ -116,6 +117,7 @@ var (
 		upsertTargetBare:  true,
 		transactionalDDL:  true,
 		headInTx:          true,
+		cachedStatements:  128,
 	}
 )
 
@@ -216,8 +218,9 @@ type dialect struct {
 	// first event of each key is NEW, with an EXISTS per row, instead of a read before
 	// it: one statement fewer in the writer's transaction, with the same snapshot
 	// argument (the INSERT is a statement after the key lock). The INSERT returns the
-	// statuses (PostgreSQL; on SQLite, where every statement is prepared anew, the
-	// larger INSERT cost what the read it saves did).
+	// statuses, with skipExisting's RETURNING (PostgreSQL; on SQLite that would need
+	// 3.35, and when it was measured, before statements were kept prepared, the larger
+	// INSERT cost what the read it saves did).
 	headInInsert bool
 	// perRowProbe ends the correlated [NOT] EXISTS subqueries of ordering (promote,
 	// blocked keys, key purge) so that each runs per outer row as a probe of the order
@@ -227,6 +230,13 @@ type dialect struct {
 	// ms per promote of one key, in a profile of W6m on a table in service. An OFFSET
 	// keeps PostgreSQL from pulling an EXISTS up into a join.
 	perRowProbe string
+	// cachedStatements is how many prepared statements the store keeps across calls
+	// (see stmtCache); 0 keeps none. modernc.org/sqlite parses every statement it is
+	// not given prepared; go-sql-driver/mysql prepares it on the server and closes it
+	// after one use (a round trip more), and each kept statement is one per connection
+	// on the server, counted against max_prepared_stmt_count, hence few. PostgreSQL's
+	// pgx keeps its own statement cache.
+	cachedStatements int
 	// skipExisting ends the event INSERT so that a row whose event_id exists is skipped
 	// instead of failing the statement, and the INSERT returns the rows it wrote
 	// (PostgreSQL, where a failed statement aborts the caller's whole transaction).

@@ -40,6 +40,7 @@ type sqlStore struct {
 	d       *dialect
 	table   tableName
 	timeout time.Duration
+	stmts   *stmtCache // nil when d.cachedStatements is 0; see on
 }
 
 var (
@@ -73,7 +74,11 @@ func NewSQLStore(db *sql.DB, d Dialect, cfg SQLStoreConfig) (Store, error) {
 	if cfg.QueryTimeout < 0 && cfg.QueryTimeout != -1 {
 		return nil, &ConfigError{Field: "QueryTimeout", Reason: fmt.Sprintf("%s is negative; use -1 to disable", cfg.QueryTimeout)}
 	}
-	return &sqlStore{db: db, d: d.builder(), table: t, timeout: cfg.QueryTimeout}, nil
+	s := &sqlStore{db: db, d: d.builder(), table: t, timeout: cfg.QueryTimeout}
+	if n := s.d.cachedStatements; n > 0 {
+		s.stmts = newStmtCache(db, n)
+	}
+	return s, nil
 }
 
 // withTimeout bounds one statement by the configured QueryTimeout.
@@ -104,7 +109,7 @@ func (s *sqlStore) exec1(ctx context.Context, q query) (int64, error) {
 func (s *sqlStore) exec1Once(ctx context.Context, q query) (int64, error) {
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
-	res, err := s.db.ExecContext(ctx, q.SQL, q.Args...)
+	res, err := s.on(s.db).ExecContext(ctx, q.SQL, q.Args...)
 	if err != nil {
 		return 0, err
 	}
@@ -221,6 +226,7 @@ func (s *sqlStore) Insert(ctx context.Context, exec Executor, p InsertParams) (I
 	if err := p.Validate(); err != nil {
 		return InsertResult{}, fmt.Errorf("insert events: %w", err)
 	}
+	exec = s.on(exec)
 	var heads, candidates map[string]bool
 	if keys := orderKeys(p.Events); len(keys) > 0 {
 		if err := s.lockKeys(ctx, exec, p.Events, keys); err != nil {
@@ -750,7 +756,7 @@ func (s *sqlStore) Pending(ctx context.Context, p PendingParams) (PendingBatch, 
 	}
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
-	rows, err := s.db.QueryContext(ctx, q.SQL, q.Args...)
+	rows, err := s.on(s.db).QueryContext(ctx, q.SQL, q.Args...)
 	if err != nil {
 		return PendingBatch{}, fmt.Errorf("pending: %w", err)
 	}
@@ -794,7 +800,7 @@ func (s *sqlStore) Claim(ctx context.Context, p ClaimParams) (PendingBatch, erro
 	}
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
-	rows, err := s.db.QueryContext(ctx, q.SQL, q.Args...)
+	rows, err := s.on(s.db).QueryContext(ctx, q.SQL, q.Args...)
 	if err != nil {
 		return PendingBatch{}, fmt.Errorf("claim: %w", err)
 	}

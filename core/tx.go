@@ -13,6 +13,7 @@ import (
 // (from [BeginTx] or [RunInTx]): through it, committed events take the hot path.
 type Tx struct {
 	tx *sql.Tx
+	db *sql.DB // the DB it was begun on: a store on the same DB may run prepared statements in it
 	cb adapterkit.Callbacks
 }
 
@@ -30,7 +31,7 @@ func BeginTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions) (*Tx, error) 
 	if err != nil {
 		return nil, fmt.Errorf("begin: %w", err)
 	}
-	return &Tx{tx: tx}, nil
+	return &Tx{tx: tx, db: db}, nil
 }
 
 // RunInTx runs fn in a transaction on db: it commits when fn returns nil and rolls back
