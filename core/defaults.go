@@ -12,6 +12,7 @@ const (
 	DefaultRetryMax        = 60 * time.Second       // ExponentialBackoff's cap, before jitter
 	DefaultListenerTimeout = 30 * time.Second       // one delivery attempt
 	DefaultStatusTimeout   = 10 * time.Second       // one statement recording an outcome
+	DefaultDoneBatchWindow = 2 * time.Millisecond   // DONE outcomes wait for more to share one statement
 	DefaultPollInterval    = 5 * time.Second        // between two poll cycles
 	DefaultPollMaxInterval = 30 * time.Second       // between two cycles of an idle poller
 	DefaultPollBatchSize   = 100                    // rows one poll query reads

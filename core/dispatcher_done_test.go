@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/adapterkit"
 	"github.com/outboxkit/outbox/core/outboxtest"
 )
 
@@ -478,5 +480,59 @@ func TestDispatcherDoneBatchWindowValidation(t *testing.T) {
 	var ce *outbox.ConfigError
 	if !errors.As(err, &ce) || ce.Field != "DoneBatchWindow" {
 		t.Fatalf("NewDispatcher error = %v, want a ConfigError on DoneBatchWindow", err)
+	}
+}
+
+// Config.DoneBatchWindow: by default a delivered event's DONE waits DefaultDoneBatchWindow
+// for more outcomes to share its statement; -1 writes it at once; below -1 is refused.
+func TestConfigDoneBatchWindow(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		window time.Duration
+		wait   time.Duration // until DONE
+	}{
+		{"default", 0, outbox.DefaultDoneBatchWindow},
+		{"none", -1, 0},
+		{"5ms", 5 * time.Millisecond, 5 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				store := outboxtest.NewMemoryStore()
+				l := &outboxtest.RecordingListener{}
+				ob := startOutbox(t, outbox.Config{Store: store, PollInterval: time.Hour, DoneBatchWindow: tc.window},
+					map[string]outbox.Listener{"Thing": l})
+				var tx adapterkit.Callbacks
+				id, err := ob.Writer().Write(t.Context(), adapterkit.Join(nil, &tx), outbox.Envelope{Type: "Thing", Payload: json.RawMessage(`{}`)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				start := time.Now()
+				tx.Committed()
+				synctest.Wait()
+				for {
+					e, err := store.Get(t.Context(), id)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if e.Status == outbox.StatusDone {
+						break
+					}
+					time.Sleep(time.Millisecond)
+					synctest.Wait()
+				}
+				if got := time.Since(start); got != tc.wait {
+					t.Fatalf("DONE %v after the delivery, want %v", got, tc.wait)
+				}
+				if n := len(l.IDs()); n != 1 {
+					t.Fatalf("%d deliveries", n)
+				}
+			})
+		})
+	}
+	_, err := outbox.New(nil, outbox.Config{Store: outboxtest.NewMemoryStore(), DoneBatchWindow: -2})
+	if ce := (*outbox.ConfigError)(nil); !errors.As(err, &ce) || ce.Field != "DoneBatchWindow" {
+		t.Fatalf("DoneBatchWindow -2: %v, want a *ConfigError on DoneBatchWindow", err)
 	}
 }

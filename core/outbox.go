@@ -94,7 +94,9 @@ type Config struct {
 	// (not allowed in MultiNode mode). Defaults to DefaultStatusTimeout.
 	StatusTimeout time.Duration
 	// DoneBatchWindow is how long DONE outcomes wait for more to share their statement
-	// (listeners are not delayed). Defaults to 0: a batch is written once the last is.
+	// (listeners are not delayed; a delivered event shows DONE up to that much later).
+	// Defaults to DefaultDoneBatchWindow; -1 writes a batch as soon as the last is
+	// written.
 	DoneBatchWindow time.Duration
 	// Interceptors run around every delivery: Before in order, After in reverse.
 	Interceptors []Interceptor
@@ -247,7 +249,7 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 			Retry:           cfg.Retry,
 			ListenerTimeout: cfg.ListenerTimeout,
 			StatusTimeout:   cfg.StatusTimeout,
-			DoneBatchWindow: cfg.DoneBatchWindow,
+			DoneBatchWindow: doneWindow(cfg.DoneBatchWindow),
 			DeleteDone:      cfg.DeleteDone,
 			Interceptors:    cfg.Interceptors,
 			OnStuck:         cfg.OnStuck,
@@ -397,6 +399,9 @@ func (c Config) validate(db *sql.DB) error {
 	}
 	if c.PurgeInterval < -1 {
 		return &ConfigError{Field: "PurgeInterval", Reason: "must be positive, 0 for the default or -1 to disable"}
+	}
+	if c.DoneBatchWindow < -1 {
+		return &ConfigError{Field: "DoneBatchWindow", Reason: fmt.Sprintf("must be positive, 0 for the default or -1 for none, got %s", c.DoneBatchWindow)}
 	}
 	return nil
 }
@@ -581,4 +586,15 @@ func stopAll(ctx context.Context, started []service) error {
 		}
 	}
 	return first
+}
+
+// doneWindow is Config.DoneBatchWindow as the dispatcher takes it.
+func doneWindow(w time.Duration) time.Duration {
+	switch w {
+	case 0:
+		return DefaultDoneBatchWindow
+	case -1:
+		return 0
+	}
+	return w
 }

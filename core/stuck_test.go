@@ -194,6 +194,8 @@ func TestStuckAttemptsAreBoundedByWorkers(t *testing.T) {
 		}
 		close(b.release)
 		synctest.Wait()
+		time.Sleep(outbox.DefaultDoneBatchWindow) // the DONE outcomes' batch
+		synctest.Wait()
 		if n := b.healthy.Load(); n != 5 {
 			t.Fatalf("%d of 5 healthy events delivered after the stuck listeners returned", n)
 		}

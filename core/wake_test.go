@@ -305,6 +305,8 @@ func TestNotifierWakesDispatchersOfOtherProcesses(t *testing.T) {
 			t.Fatal(err)
 		}
 		synctest.Wait()
+		time.Sleep(outbox.DefaultDoneBatchWindow) // the DONE outcome's batch
+		synctest.Wait()
 		if e, _ := store.Get(t.Context(), poison); e.Status != outbox.StatusDone || l.Count() != 3 {
 			t.Fatalf("after the replay: %s, %d deliveries; want DONE, 3", e.Status, l.Count())
 		}

@@ -60,6 +60,8 @@ func TestRunLoopsOutliveStartTimeout(t *testing.T) {
 		}
 		tx.Committed()
 		synctest.Wait()
+		time.Sleep(outbox.DefaultDoneBatchWindow) // the DONE outcome's batch
+		synctest.Wait()
 		requireMemStatus(t, store, outbox.StatusDone, hot)
 
 		// The poller: a transaction without hooks leaves the event to it.

@@ -228,7 +228,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.coldQueue, "cold-queue", 0, "cold queue size (0: library default)")
 	fs.DurationVar(&o.pollInterval, "poll-interval", 0, "poller interval (0: library default)")
 	fs.IntVar(&o.pollBatch, "poll-batch", 0, "poller batch size (0: library default)")
-	fs.DurationVar(&o.doneWindow, "done-window", 0, "Config.DoneBatchWindow (0: library default, no window)")
+	fs.DurationVar(&o.doneWindow, "done-window", 0, "Config.DoneBatchWindow (0: library default, 2ms; -1: no window)")
 	fs.IntVar(&o.maxConns, "max-conns", -1, "connection pool size, open = idle (0: database/sql defaults; -1: 1 on SQLite, producers+workers+4 elsewhere)")
 	fs.StringVar(&o.postgresDSN, "postgres-dsn", "", "PostgreSQL DSN (pgx); empty starts a throwaway server with scripts/testdb.sh")
 	fs.StringVar(&o.mysqlDSN, "mysql-dsn", "", "MariaDB/MySQL DSN (go-sql-driver, with parseTime=true&loc=UTC); empty starts a throwaway server")
