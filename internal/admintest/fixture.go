@@ -318,11 +318,11 @@ func (f *Fixture) WaitStatus(t *testing.T, want outbox.Status, ids ...string) {
 	}
 }
 
-// Eventually waits for cond, failing the test after 30 s. It waits for work on a real
+// Eventually waits for cond, failing the test after 60 s. It waits for work on a real
 // database; it is not a timing assertion.
 func Eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

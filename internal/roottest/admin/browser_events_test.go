@@ -67,7 +67,7 @@ func TestBrowserEventLists(t *testing.T) {
 	mux.Handle("/ops/outbox/", http.StripPrefix("/ops/outbox", h))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
-	ctx := newBrowserFor(t, execPath, 3*time.Minute)
+	ctx := newBrowser(t, execPath)
 
 	row := func(id string) chromedp.CSS { return chromedp.CSS(`#rows tr[data-id="` + id + `"]`) }
 	rowIDs := func() string {
@@ -75,7 +75,7 @@ func TestBrowserEventLists(t *testing.T) {
 	}
 	text := func(sel string) string { return run(ctx, t, chromedp.TextContent(chromedp.CSS(sel))) }
 	waitText := func(js string) chromedp.Action[chromedp.Void] {
-		return chromedp.Poll[chromedp.Void](js, chromedp.WithPollingTimeout(30*time.Second))
+		return chromedp.Poll[chromedp.Void](js, chromedp.WithPollingTimeout(60*time.Second))
 	}
 
 	// The dead list is the first one shown; the tabs count every status.

@@ -58,7 +58,7 @@ func TestBrowserOrderedDeadEvent(t *testing.T) {
 		chromedp.Navigate(srv.URL+"/outbox/admin/"),
 		chromedp.WaitVisible(row),
 		chromedp.Poll[chromedp.Void](chip("WAITING")+` === "2" && `+chip("blocked-keys")+` === "1" && `+chip("FALLBACK")+` === "1" && `+chip("DISCARDED")+` === "1"`,
-			chromedp.WithPollingTimeout(30*time.Second)),
+			chromedp.WithPollingTimeout(60*time.Second)),
 		chromedp.Click(row+chromedp.CSS(` button[data-action="details"]`)),
 		chromedp.WaitVisible(chromedp.ID("detail")),
 	)
@@ -76,7 +76,7 @@ func TestBrowserOrderedDeadEvent(t *testing.T) {
 		chromedp.Click(chromedp.ID("confirm-ok")),
 		chromedp.WaitNotPresent(row),
 		chromedp.Poll[chromedp.Void](chip("WAITING")+` === "1" && `+chip("blocked-keys")+` === "0"`,
-			chromedp.WithPollingTimeout(30*time.Second)),
+			chromedp.WithPollingTimeout(60*time.Second)),
 	)
 	if err != nil {
 		t.Fatalf("delete the event: %v", err)
@@ -112,7 +112,7 @@ func TestBrowserDiscard(t *testing.T) {
 		chromedp.WaitVisible(chromedp.ID("confirm-ok")),
 		chromedp.Click(chromedp.ID("confirm-ok")),
 		chromedp.WaitNotPresent(row),
-		chromedp.Poll[chromedp.Void](chip+` === "1"`, chromedp.WithPollingTimeout(30*time.Second)),
+		chromedp.Poll[chromedp.Void](chip+` === "1"`, chromedp.WithPollingTimeout(60*time.Second)),
 	)
 	if err != nil {
 		t.Fatalf("discard the event: %v", err)
