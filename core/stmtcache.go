@@ -80,7 +80,9 @@ func (c *stmtCache) get(ctx context.Context, text string, nargs int, canPrepare 
 	}
 	texts := make([]string, 0, len(c.wanted)+1)
 	for w := range c.wanted {
-		texts = append(texts, w)
+		if w != text { // text itself is prepared below, once: put counts the caller's use once
+			texts = append(texts, w)
+		}
 	}
 	clear(c.wanted)
 	c.mu.Unlock()
