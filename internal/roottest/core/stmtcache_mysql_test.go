@@ -4,10 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"fmt"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -114,34 +112,7 @@ func TestMySQLReusesPreparedStatements(t *testing.T) {
 		t.Fatalf("3 unprepared queries with an argument prepared %d statements, want 3", got)
 	}
 
-	write := func(i int) {
-		t.Helper()
-		err := outbox.RunInTx(ctx, db, func(ctx context.Context, tx *outbox.Tx) error {
-			if err := insertOne(ctx, store, tx, fmt.Sprintf("plain-%03d", i), ""); err != nil {
-				return err
-			}
-			return insertOne(ctx, store, tx, fmt.Sprintf("ordered-%03d", i), fmt.Sprintf("k%d", i%3))
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	poll := func() {
-		t.Helper()
-		if _, err := store.Pending(ctx, outbox.PendingParams{Now: time.Now(), Limit: 10}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i := range 4 {
-		write(i)
-		poll()
-	}
-	before = counter.n.Load()
-	for i := 4; i < 24; i++ {
-		write(i)
-		poll()
-	}
-	if got := counter.n.Load() - before; got != 0 {
+	if got := preparedWhenWarm(t, db, store, counter.n.Load); got != 0 {
 		t.Fatalf("20 writes and polls prepared %d statements on the server, want none (the statements prepared once)", got)
 	}
 }

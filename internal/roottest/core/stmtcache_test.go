@@ -80,14 +80,13 @@ func insertOne(ctx context.Context, store outbox.Store, tx outbox.Executor, id, 
 	return err
 }
 
-// On SQLite the store keeps its statements prepared: once a call outside a transaction
-// has prepared what a writer's transaction ran, further writes in a [outbox.Tx] begun on
-// the store's DB, and the store's own calls, parse nothing.
-func TestSQLiteReusesPreparedStatements(t *testing.T) {
-	t.Parallel()
+// preparedWhenWarm writes events (one plain, one ordered on one of three keys) in an
+// [outbox.Tx] begun on db and polls, four rounds to warm the store's statements, then 20
+// more, and returns how many statements prepared counts during those 20.
+func preparedWhenWarm(t *testing.T, db *sql.DB, store outbox.Store, prepared func() int64) int64 {
+	t.Helper()
 	ctx := t.Context()
-	db, store, counter := countedSQLite(t)
-	write := func(i int) {
+	round := func(i int) {
 		t.Helper()
 		err := outbox.RunInTx(ctx, db, func(ctx context.Context, tx *outbox.Tx) error {
 			if err := insertOne(ctx, store, tx, fmt.Sprintf("plain-%03d", i), ""); err != nil {
@@ -98,26 +97,30 @@ func TestSQLiteReusesPreparedStatements(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	poll := func() {
-		t.Helper()
 		if _, err := store.Pending(ctx, outbox.PendingParams{Now: time.Now(), Limit: 10}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// The first writes run unprepared and leave their statements to prepare, and the
 	// polls prepare them and their own: the first event of each key is inserted NEW
-	// (writes 0 to 2), the others WAITING (3), two texts.
+	// on PostgreSQL and SQLite (writes 0 to 2), the others WAITING (3), two texts.
 	for i := range 4 {
-		write(i)
-		poll()
+		round(i)
 	}
-	before := counter.n.Load()
+	before := prepared()
 	for i := 4; i < 24; i++ {
-		write(i)
-		poll()
+		round(i)
 	}
-	if got := counter.n.Load() - before; got != 0 {
+	return prepared() - before
+}
+
+// On SQLite the store keeps its statements prepared: once a call outside a transaction
+// has prepared what a writer's transaction ran, further writes in a [outbox.Tx] begun on
+// the store's DB, and the store's own calls, parse nothing.
+func TestSQLiteReusesPreparedStatements(t *testing.T) {
+	t.Parallel()
+	db, store, counter := countedSQLite(t)
+	if got := preparedWhenWarm(t, db, store, counter.n.Load); got != 0 {
 		t.Fatalf("20 writes and polls prepared %d statements, want none (the statements prepared once)", got)
 	}
 }
