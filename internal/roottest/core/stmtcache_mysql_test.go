@@ -82,6 +82,7 @@ func TestMySQLReusesPreparedStatements(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.InterpolateParams = false // the documented DSN, whatever the test DSN sets
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
 		t.Fatal(err)
