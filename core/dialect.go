@@ -91,6 +91,7 @@ var (
 		claimInTx:        true,
 		readCommittedDML: true,
 		orderOpenColumn:  "order_open_key",
+		headBySnapshot:   true,
 		ddl:              mysqlDDL,
 		checkConn:        checkMySQLConn,
 		cachedStatements: 16,
@@ -212,8 +213,15 @@ type dialect struct {
 	// key before the lock was granted: PostgreSQL (a statement's snapshot under READ
 	// COMMITTED; under REPEATABLE READ the upsert of a key that changed since the
 	// snapshot fails), SQLite (one writer at a time). Not MySQL, whose REPEATABLE READ
-	// snapshot may predate the lock.
+	// snapshot may predate the lock (see headBySnapshot).
 	headInTx bool
+	// headBySnapshot lets Insert insert the first event of an idle key NEW where
+	// headInTx is not safe (MySQL): a consistent read before the key lock
+	// (snapshotKeysQuery) reads each key's row and whether the key has events that are
+	// not DONE, and the upsert that takes the lock reports whether the row is still the
+	// version that read saw (lockKeysQueries). If it is, the read saw every commit of
+	// the key, so a key it saw idle is idle; if not, the key's events wait for a promote.
+	headBySnapshot bool
 	// headInInsert, with headInTx, lets the event INSERT itself decide whether the
 	// first event of each key is NEW, with an EXISTS per row, instead of a read before
 	// it: one statement fewer in the writer's transaction, with the same snapshot

@@ -77,19 +77,56 @@ func orderKeys(events []Event) []keyCount {
 	return keys
 }
 
+// keySnapshot is what snapshotKeysQuery read of one key before its lock (MySQL).
+type keySnapshot struct {
+	seq, at int64 // the key row's last_seq and updated_at, in microseconds since snapshotEpoch
+	open    bool  // the key had an event that is not DONE
+}
+
+// snapshotEpoch is the origin of keySnapshot.at: the key row's updated_at travels as an
+// integer, so that the upsert compares it exactly.
+const snapshotEpoch = "'2000-01-01 00:00:00'"
+
+// snapshotKeysQuery builds the consistent read of keys (dialect.headBySnapshot): for
+// each key that has a row in the key table, (order_key, last_seq, updated_at as
+// microseconds since snapshotEpoch, whether the key has an event that is not DONE). It
+// is a plain SELECT, which locks nothing under READ COMMITTED and REPEATABLE READ.
+func (d *dialect) snapshotKeysQuery(t tableName, keys []keyCount) query {
+	b := d.newBuilder()
+	b.w("SELECT k.order_key, k.last_seq, TIMESTAMPDIFF(MICROSECOND, ", snapshotEpoch, ", k.updated_at), EXISTS (SELECT 1 FROM ", d.qualified(t),
+		" e FORCE INDEX (", d.quote(t.indexName(orderIndexSuffix)), ") WHERE e.", d.orderColumn(), " = k.order_key) FROM ",
+		d.qualified(keyTable(t)), " k WHERE k.order_key IN (")
+	for i, k := range keys {
+		if i > 0 {
+			b.w(", ")
+		}
+		b.w(b.arg(k.key))
+	}
+	b.w(")")
+	return b.query()
+}
+
 // lockKeysQueries builds the upserts that lock keys and advance their counters by their
 // counts. With returning, each statement returns (order_key, last_seq) for its keys,
 // the counter after the increment; without (MySQL), each statement is one key, and its
-// result's LastInsertId is the counter after an update, or 0 after an insert (the
-// counter is then the count).
-func (d *dialect) lockKeysQueries(t tableName, keys []keyCount) []query {
+// result's LastInsertId is 0 after an insert (the counter is then the count), else
+// twice the counter after the update, plus 1 when the row was, before the update, the
+// version snap (what snapshotKeysQuery read of the key) holds.
+func (d *dialect) lockKeysQueries(t tableName, keys []keyCount, snap map[string]keySnapshot) []query {
 	kt := d.qualified(keyTable(t))
 	if !d.lockKeysReturning {
 		qs := make([]query, len(keys))
 		for i, k := range keys {
+			var seq, at any // NULL: the key had no row, which the <=> tests never match
+			if s, ok := snap[k.key]; ok {
+				seq, at = s.seq, s.at
+			}
 			b := d.newBuilder()
+			// The assignments run left to right (or all on the old values, under
+			// MariaDB's SIMULTANEOUS_ASSIGNMENT): the test reads the old updated_at.
 			b.w("INSERT INTO ", kt, " (order_key, last_seq, updated_at) VALUES (", b.arg(k.key), ", ", b.arg(k.n), ", ", d.dbNow,
-				") ON DUPLICATE KEY UPDATE last_seq = LAST_INSERT_ID(last_seq + VALUES(last_seq)), updated_at = VALUES(updated_at)")
+				") ON DUPLICATE KEY UPDATE last_seq = LAST_INSERT_ID((last_seq + VALUES(last_seq)) * 2 + (last_seq <=> ", b.arg(seq),
+				" AND TIMESTAMPDIFF(MICROSECOND, ", snapshotEpoch, ", updated_at) <=> ", b.arg(at), ")) DIV 2, updated_at = VALUES(updated_at)")
 			qs[i] = b.query()
 		}
 		return qs

@@ -8,7 +8,8 @@ import (
 	"time"
 )
 
-// The statements of ordered delivery, as each dialect builds them: the key upserts of
+// The statements of ordered delivery, as each dialect builds them: on MySQL the read of
+// keys A and B before their lock, the key upserts of
 // an insert of keys A (2 events) and B (1), Promote of keys A and B with DEAD blocking,
 // Promote of any key (on MySQL the reads of the heads), the update by ID of two heads
 // with a claim (MySQL's second statement), the purge of the key table, and an insert
@@ -17,7 +18,11 @@ import (
 func orderGoldenQueries(dd *dialect) []query {
 	tb := tableName{name: DefaultTable}
 	var out []query
-	out = append(out, dd.lockKeysQueries(tb, []keyCount{{"A", 2}, {"B", 1}})...)
+	keys := []keyCount{{"A", 2}, {"B", 1}}
+	if dd.headBySnapshot {
+		out = append(out, dd.snapshotKeysQuery(tb, keys))
+	}
+	out = append(out, dd.lockKeysQueries(tb, keys, map[string]keySnapshot{"A": {seq: 5, at: 7}})...)
 	q, _ := dd.promoteQuery(tb, PromoteParams{Keys: []string{"A", "B"}, DeadBlocks: true})
 	out = append(out, q)
 	q, _ = dd.promoteQuery(tb, PromoteParams{Limit: 100})
@@ -70,8 +75,9 @@ func TestOrderGoldenSQL(t *testing.T) {
 			"INSERT INTO \"outbox_event\" (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at, order_key, order_seq) VALUES ($1, $2, $3, $4, $5, $6, $7, 4, 0, $8, $9, $10, $11), ($12, $13, $14, $15, $16, $17, $18, 0, 0, $19, $20, NULL, NULL) ON CONFLICT (event_id) DO NOTHING RETURNING event_id, status",
 		},
 		"mysql": {
-			"INSERT INTO `outbox_event_key` (order_key, last_seq, updated_at) VALUES (?, ?, UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE last_seq = LAST_INSERT_ID(last_seq + VALUES(last_seq)), updated_at = VALUES(updated_at)",
-			"INSERT INTO `outbox_event_key` (order_key, last_seq, updated_at) VALUES (?, ?, UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE last_seq = LAST_INSERT_ID(last_seq + VALUES(last_seq)), updated_at = VALUES(updated_at)",
+			"SELECT k.order_key, k.last_seq, TIMESTAMPDIFF(MICROSECOND, '2000-01-01 00:00:00', k.updated_at), EXISTS (SELECT 1 FROM `outbox_event` e FORCE INDEX (`outbox_event_order_idx`) WHERE e.order_open_key = k.order_key) FROM `outbox_event_key` k WHERE k.order_key IN (?, ?)",
+			"INSERT INTO `outbox_event_key` (order_key, last_seq, updated_at) VALUES (?, ?, UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE last_seq = LAST_INSERT_ID((last_seq + VALUES(last_seq)) * 2 + (last_seq <=> ? AND TIMESTAMPDIFF(MICROSECOND, '2000-01-01 00:00:00', updated_at) <=> ?)) DIV 2, updated_at = VALUES(updated_at)",
+			"INSERT INTO `outbox_event_key` (order_key, last_seq, updated_at) VALUES (?, ?, UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE last_seq = LAST_INSERT_ID((last_seq + VALUES(last_seq)) * 2 + (last_seq <=> ? AND TIMESTAMPDIFF(MICROSECOND, '2000-01-01 00:00:00', updated_at) <=> ?)) DIV 2, updated_at = VALUES(updated_at)",
 			"SELECT w.event_id FROM `outbox_event` w WHERE w.order_open_key IN (?, ?) AND w.status = 4 AND w.order_seq = (SELECT MIN(m.order_seq) FROM `outbox_event` m FORCE INDEX (`outbox_event_order_idx`) WHERE m.order_open_key = w.order_open_key AND m.status = 4) AND NOT EXISTS (SELECT 1 FROM `outbox_event` a FORCE INDEX (`outbox_event_order_idx`) WHERE a.order_open_key = w.order_open_key AND a.status IN (0, 2, 3)) LIMIT ?",
 			"SELECT w.event_id FROM `outbox_event` w WHERE w.order_open_key IS NOT NULL AND w.status = 4 AND w.order_seq = (SELECT MIN(m.order_seq) FROM `outbox_event` m FORCE INDEX (`outbox_event_order_idx`) WHERE m.order_open_key = w.order_open_key AND m.status = 4) AND NOT EXISTS (SELECT 1 FROM `outbox_event` a FORCE INDEX (`outbox_event_order_idx`) WHERE a.order_open_key = w.order_open_key AND a.status IN (0, 2)) LIMIT ?",
 			"UPDATE `outbox_event` SET status = 0, locked_by = ?, locked_until = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND WHERE event_id IN (?, ?) AND status = 4",

@@ -229,7 +229,15 @@ func (s *sqlStore) Insert(ctx context.Context, exec Executor, p InsertParams) (I
 	exec = s.on(exec)
 	var heads, candidates map[string]bool
 	if keys := orderKeys(p.Events); len(keys) > 0 {
-		if err := s.lockKeys(ctx, exec, p.Events, keys); err != nil {
+		var snap map[string]keySnapshot
+		if s.d.headBySnapshot {
+			var err error
+			if snap, err = s.snapshotKeys(ctx, exec, keys); err != nil {
+				return InsertResult{}, fmt.Errorf("insert events: read order keys: %w", err)
+			}
+		}
+		idle, err := s.lockKeys(ctx, exec, p.Events, keys, snap)
+		if err != nil {
 			return InsertResult{}, fmt.Errorf("insert events: lock order keys: %w", err)
 		}
 		if s.d.headInInsert {
@@ -240,8 +248,7 @@ func (s *sqlStore) Insert(ctx context.Context, exec Executor, p InsertParams) (I
 				}
 			}
 		} else {
-			var err error
-			if heads, err = s.heads(ctx, exec, p.Events, keys); err != nil {
+			if heads, err = s.heads(ctx, exec, p.Events, keys, idle); err != nil {
 				return InsertResult{}, fmt.Errorf("insert events: read order keys: %w", err)
 			}
 		}
@@ -390,56 +397,103 @@ func insertReturning(ctx context.Context, exec Executor, q query) (map[string]St
 	return written, errors.Join(rows.Err(), rows.Close())
 }
 
+// snapshotKeys runs snapshotKeysQuery through exec (dialect.headBySnapshot) and
+// returns what it read of each key that has a row.
+func (s *sqlStore) snapshotKeys(ctx context.Context, exec Executor, keys []keyCount) (map[string]keySnapshot, error) {
+	snap := make(map[string]keySnapshot, len(keys))
+	for start := 0; start < len(keys); start += s.d.maxIDs {
+		q := s.d.snapshotKeysQuery(s.table, keys[start:min(start+s.d.maxIDs, len(keys))])
+		rows, err := exec.QueryContext(ctx, q.SQL, q.Args...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var k string
+			var v keySnapshot
+			if err := rows.Scan(&k, &v.seq, &v.at, &v.open); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			snap[k] = v
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return nil, err
+		}
+	}
+	return snap, nil
+}
+
 // lockKeys advances the counters of keys in the key table through exec, which locks
-// their rows until exec's transaction ends, and sets the events' OrderSeq.
-func (s *sqlStore) lockKeys(ctx context.Context, exec Executor, events []Event, keys []keyCount) error {
+// their rows until exec's transaction ends, and sets the events' OrderSeq. Without
+// returning (MySQL) it also returns the keys known to have no event that is not DONE:
+// keys whose row the upsert inserted (a key row outlives its events, see
+// purgeKeysQuery), and keys whose row was still the version snap holds and that snap
+// saw idle (dialect.headBySnapshot).
+func (s *sqlStore) lockKeys(ctx context.Context, exec Executor, events []Event, keys []keyCount, snap map[string]keySnapshot) (map[string]bool, error) {
 	top := make(map[string]int64, len(keys))
-	qs := s.d.lockKeysQueries(s.table, keys)
+	qs := s.d.lockKeysQueries(s.table, keys, snap)
 	if !s.d.lockKeysReturning {
+		idle := make(map[string]bool, len(keys))
 		for i, q := range qs {
 			res, err := exec.ExecContext(ctx, q.SQL, q.Args...)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			id, err := res.LastInsertId()
 			if err != nil {
-				return err
+				return nil, err
 			}
-			top[keys[i].key] = cmp.Or(id, keys[i].n) // 0: the row was inserted
+			k := keys[i]
+			if id == 0 { // the row was inserted
+				top[k.key], idle[k.key] = k.n, true
+				continue
+			}
+			top[k.key] = id >> 1
+			if id&1 == 1 && !snap[k.key].open {
+				idle[k.key] = true
+			}
 		}
-		return orderSeqs(events, keys, top)
+		return idle, orderSeqs(events, keys, top)
 	}
 	for _, q := range qs {
 		rows, err := exec.QueryContext(ctx, q.SQL, q.Args...)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for rows.Next() {
 			var key string
 			var last int64
 			if err := rows.Scan(&key, &last); err != nil {
 				rows.Close()
-				return err
+				return nil, err
 			}
 			top[key] = last
 		}
 		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return orderSeqs(events, keys, top)
+	return nil, orderSeqs(events, keys, top)
 }
 
-// heads returns the IDs of the ordered events to insert NEW: on a dialect with
-// headInTx, the first event of each key that has no event left that is not DONE. It
-// sets every ordered event's Status to what it is inserted as.
-func (s *sqlStore) heads(ctx context.Context, exec Executor, events []Event, keys []keyCount) (map[string]bool, error) {
+// heads returns the IDs of the ordered events to insert NEW: the first event of each
+// key that has no event left that is not DONE, as far as the dialect can tell. With
+// headBySnapshot those keys are idle (from lockKeys); with headInTx a read finds them.
+// It sets every ordered event's Status to what it is inserted as.
+func (s *sqlStore) heads(ctx context.Context, exec Executor, events []Event, keys []keyCount, idle map[string]bool) (map[string]bool, error) {
 	open := map[string]bool{}
-	if !s.d.headInTx {
+	switch {
+	case s.d.headBySnapshot:
+		for _, k := range keys {
+			if !idle[k.key] {
+				open[k.key] = true
+			}
+		}
+	case !s.d.headInTx:
 		for _, k := range keys {
 			open[k.key] = true
 		}
-	} else {
+	default:
 		for start := 0; start < len(keys); start += s.d.maxIDs {
 			q := s.d.openKeysQuery(s.table, keys[start:min(start+s.d.maxIDs, len(keys))])
 			rows, err := exec.QueryContext(ctx, q.SQL, q.Args...)

@@ -34,7 +34,7 @@ func (x *fixture) promote(p outbox.PromoteParams, want int64) {
 
 // headsWait reports whether the store inserted the ordered event id, the first of a key
 // with nothing before it, WAITING (it then needs a Promote) rather than NEW: both are
-// allowed (MySQL waits; PostgreSQL, SQLite and the memory store do not).
+// allowed (none of this module's stores waits).
 func (x *fixture) headsWait(id string) bool {
 	x.Helper()
 	switch e := x.get(id); e.Status {

@@ -63,7 +63,7 @@ type Features struct {
 	// stays 0), as on SQLite.
 	NoTakeOverCount bool
 	// HeadsWait: the store inserts the first event of a key with nothing before it
-	// WAITING, for a Promote after commit to make NEW (as on MySQL), instead of NEW.
+	// WAITING, for a Promote after commit to make NEW, instead of NEW.
 	HeadsWait bool
 }
 

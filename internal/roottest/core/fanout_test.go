@@ -64,6 +64,17 @@ func TestFanOutThreeListeners(t *testing.T) {
 			c, err := dead.Count(ctx, outbox.DeadFilter{Listener: "mail"})
 			return err == nil && c == n && broker.total() == n && readModel.total() == n
 		})
+		// A listener's return comes before its DONE is written (the recorder batches).
+		eventually(t, "every successful delivery recorded", func() bool {
+			for _, id := range ids {
+				for _, name := range []string{"broker", "read-model"} {
+					if a.event(t, outbox.DeliveryID(id, name)).Status != outbox.StatusDone {
+						return false
+					}
+				}
+			}
+			return true
+		})
 		for _, id := range ids {
 			if e := a.event(t, id); e.Status != outbox.StatusDone {
 				t.Errorf("event %s is %s, want DONE once split", id, e.Status)

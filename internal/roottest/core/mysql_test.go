@@ -288,18 +288,22 @@ func TestMySQLQueriesUseIndexes(t *testing.T) {
 			t.Errorf("%s\nplan %v, want key %s (range scan %v) without a sort", q, plan, c.key, c.rangeScan)
 		}
 	}
-	// Promote (with keys, and the sweep) reads every key's head and blocker through
-	// order_idx, then updates the heads by primary key: no table scan anywhere.
+	// Promote (with keys, and the sweep) reads every key's head and blocker through order_idx,
+	// then updates the heads by primary key; a writer probes its keys there: no table scan.
 	heads := func(keys, limit string) string {
 		return `SELECT w.event_id FROM ` + b.quoted() + ` w WHERE ` + keys +
 			` AND w.status = 4 AND w.order_seq = (SELECT MIN(m.order_seq) FROM ` + b.quoted() +
 			" m FORCE INDEX (`outbox_event_order_idx`) WHERE m.order_open_key = w.order_open_key AND m.status = 4) AND NOT EXISTS (SELECT 1 FROM " + b.quoted() +
 			" a FORCE INDEX (`outbox_event_order_idx`) WHERE a.order_open_key = w.order_open_key AND a.status IN (0, 2, 3)) LIMIT " + limit
 	}
+	keyTable := strings.TrimSuffix(b.quoted(), "`") + "_key`"
 	for _, q := range []string{heads(`w.order_open_key IN ('K1', 'K2')`, "2"), heads(`w.order_open_key IS NOT NULL`, "1000"),
+		// A writer's read of its keys before it locks them.
+		"SELECT k.order_key, k.last_seq, TIMESTAMPDIFF(MICROSECOND, '2000-01-01 00:00:00', k.updated_at), EXISTS (SELECT 1 FROM " + b.quoted() +
+			" e FORCE INDEX (`outbox_event_order_idx`) WHERE e.order_open_key = k.order_key) FROM " + keyTable + " k WHERE k.order_key IN ('K1', 'K2')",
 		`UPDATE ` + b.quoted() + ` SET status = 0 WHERE event_id IN ('e-00001', 'e-00002') AND status = 4`,
-		"DELETE FROM " + strings.TrimSuffix(b.quoted(), "`") + "_key` WHERE updated_at < " + t0 + " AND NOT EXISTS (SELECT 1 FROM " +
-			b.quoted() + " e WHERE e.order_open_key = " + strings.TrimSuffix(b.quoted(), "`") + "_key`.order_key) ORDER BY updated_at LIMIT 10"} {
+		"DELETE FROM " + keyTable + " WHERE updated_at < " + t0 + " AND NOT EXISTS (SELECT 1 FROM " +
+			b.quoted() + " e WHERE e.order_open_key = " + keyTable + ".order_key) ORDER BY updated_at LIMIT 10"} {
 		plan := mysqlPlan(t, b.db, q)
 		for _, row := range plan {
 			switch row["table"] {

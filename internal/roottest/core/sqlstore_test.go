@@ -93,7 +93,7 @@ func TestSQLStoreConformance(t *testing.T) {
 	for _, s := range setups {
 		t.Run(s.name, func(t *testing.T) {
 			t.Parallel()
-			storetest.Run(t, storetest.Features{NoTakeOverCount: s.name == "sqlite", HeadsWait: s.name == "mysql"}, func(t *testing.T) storetest.Harness {
+			storetest.Run(t, storetest.Features{NoTakeOverCount: s.name == "sqlite"}, func(t *testing.T) storetest.Harness {
 				b := s.setup(t)
 				return storetest.Harness{Store: b.store, DB: b.db}
 			})
