@@ -6,7 +6,8 @@ import (
 )
 
 // Ordered events (docs/ordering.md). An ordered row carries order_key and order_seq and
-// is inserted WAITING (status 4). The key table, one row per key, holds the key's
+// is inserted WAITING (status 4), or NEW when it is the first event of a key that has
+// nothing else left that is not DONE (dialect.headInTx, headBySnapshot). The key table, one row per key, holds the key's
 // counter: Insert takes the next numbers from it with an upsert, which also locks the
 // key's row until the inserting transaction ends, so that transactions writing one key
 // commit one after the other and numbers follow commit order. Promote makes a key's

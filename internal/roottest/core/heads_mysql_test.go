@@ -49,6 +49,9 @@ func TestMySQLHeadsFollowTheSnapshot(t *testing.T) {
 		before, while []step // before the snapshot; after it, before the snapshot's transaction writes "last"
 		want          outbox.Status
 		seq           int64
+		// serializable runs the transaction under SERIALIZABLE, where InnoDB makes the
+		// read before the lock a locking read (and the test reads nothing before it).
+		serializable bool
 	}{
 		{name: "new key", want: outbox.StatusNew, seq: 1},
 		{name: "idle key", before: []step{insert("e1"), done("e1")}, want: outbox.StatusNew, seq: 2},
@@ -64,6 +67,8 @@ func TestMySQLHeadsFollowTheSnapshot(t *testing.T) {
 			while: []step{purge, insert("e2")}, want: outbox.StatusWaiting, seq: 2},
 		{name: "key purged after the snapshot", before: []step{insert("e1"), done("e1")}, while: []step{purge},
 			want: outbox.StatusNew, seq: 1},
+		{name: "serializable idle key", before: []step{insert("e1"), done("e1")}, want: outbox.StatusNew, seq: 2, serializable: true},
+		{name: "serializable open key", before: []step{insert("e1")}, want: outbox.StatusWaiting, seq: 2, serializable: true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -73,14 +78,20 @@ func TestMySQLHeadsFollowTheSnapshot(t *testing.T) {
 			for _, s := range c.before {
 				s(t, b, nil)
 			}
-			tx, err := b.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead})
+			level := sql.LevelRepeatableRead
+			if c.serializable {
+				level = sql.LevelSerializable
+			}
+			tx, err := b.db.BeginTx(ctx, &sql.TxOptions{Isolation: level})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer func() { _ = tx.Rollback() }()
-			var n int // the transaction's first consistent read fixes its snapshot
-			if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+b.quoted()).Scan(&n); err != nil {
-				t.Fatal(err)
+			if !c.serializable {
+				var n int // the transaction's first consistent read fixes its snapshot
+				if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+b.quoted()).Scan(&n); err != nil {
+					t.Fatal(err)
+				}
 			}
 			for _, s := range c.while {
 				s(t, b, tx)
