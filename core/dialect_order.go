@@ -7,13 +7,14 @@ import (
 
 // Ordered events (docs/ordering.md). An ordered row carries order_key and order_seq and
 // is inserted WAITING (status 4), or NEW when it is the first event of a key that has
-// nothing else left that is not DONE (dialect.headInTx, headBySnapshot). The key table, one row per key, holds the key's
-// counter: Insert takes the next numbers from it with an upsert, which also locks the
-// key's row until the inserting transaction ends, so that transactions writing one key
-// commit one after the other and numbers follow commit order. Promote makes a key's
-// lowest WAITING row NEW when nothing of the key is NEW or RETRY (or DEAD, when DEAD
-// blocks). The order index holds the rows of a key that are not DONE, in order_seq
-// order: Promote reads a key's head and blocker from it.
+// nothing else left that is not DONE (dialect.headInTx, headBySnapshot). The key
+// table, one row per key, holds the key's counter: Insert takes the next numbers from
+// it with an upsert, which also locks the key's row until the inserting transaction
+// ends, so that transactions writing one key commit one after the other and numbers
+// follow commit order. Promote makes a key's lowest WAITING row NEW when nothing of the
+// key is NEW or RETRY (or DEAD, when DEAD blocks). The order index holds the rows of a
+// key that are not DONE, in order_seq order: Promote reads a key's head and blocker
+// from it.
 
 // The suffixes of the order index and the key table.
 const (
