@@ -65,6 +65,7 @@ var (
 		lockKeysReturning: true,
 		headInTx:          true,
 		headInInsert:      true,
+		headByVersion:     true,
 		perRowProbe:       " OFFSET 0",
 		skipExisting:      " ON CONFLICT (event_id) DO NOTHING",
 		skipLocked:        true,
@@ -230,6 +231,13 @@ type dialect struct {
 	// 3.35, and when it was measured, before statements were kept prepared, the larger
 	// INSERT cost what the read it saves did).
 	headInInsert bool
+	// headByVersion, with headInInsert, writes a transaction's ordered events in one
+	// statement (insertByVersionQuery): the key upsert and the event INSERT of
+	// headInInsert, joined in a data-modifying WITH. One statement has one snapshot,
+	// taken before the upsert waits for a key's lock, so the upsert advances only rows
+	// still at the snapshot's version (the argument of headBySnapshot), and the events
+	// of the other keys are written by the two statements of headInInsert (PostgreSQL).
+	headByVersion bool
 	// perRowProbe ends the correlated [NOT] EXISTS subqueries of ordering (promote,
 	// blocked keys, key purge) so that each runs per outer row as a probe of the order
 	// index by key. PostgreSQL otherwise turns them into (anti-)joins, and on a table

@@ -3,6 +3,8 @@ package outbox
 import (
 	"fmt"
 	"slices"
+	"strings"
+	"time"
 )
 
 // Ordered events (docs/ordering.md). An ordered row carries order_key and order_seq and
@@ -156,6 +158,83 @@ func (d *dialect) lockKeysQueries(t tableName, keys []keyCount, snap map[string]
 		qs = append(qs, b.query())
 	}
 	return qs
+}
+
+// insertByVersionQuery builds the one statement that writes p.Events, all ordered,
+// whose keys are keys (dialect.headByVersion). A data-modifying WITH upserts the key
+// rows as lockKeysQueries does, except that an existing row is advanced only while it
+// is still the version the statement's snapshot holds (its last_seq and updated_at,
+// read by a subquery in that snapshot); then the INSERT writes the events of the keys
+// the upsert returned, numbered below their key's counter, the first event of each key
+// NEW unless the snapshot holds an event of the key that is not DONE.
+//
+// That is safe for the same reason as headBySnapshot: every write of a key advances its
+// row under the row's lock, so a row still at the snapshot's version when the upsert
+// holds its lock had no write committed since the snapshot, and the snapshot holds
+// every event of the key. A row that changed (or appeared) since then is locked but not
+// advanced, and its events are not inserted: the statement returns none of them, and
+// Insert writes them with the two statements of lockKeys and the event INSERT, which
+// run after the lock. The statement returns event_id, status and order_seq of the rows
+// it inserted, and skips rows whose ID exists (skipExisting). It reports false, and
+// builds nothing, when the events do not fit one statement.
+func (d *dialect) insertByVersionQuery(t tableName, p InsertParams, keys []keyCount, now time.Time) (query, bool, error) {
+	if err := p.Validate(); err != nil {
+		return query{}, false, err
+	}
+	claims, listeners := false, false
+	for i := range p.Events {
+		claims = claims || p.Events[i].LockedBy != ""
+		listeners = listeners || p.Events[i].Listener != ""
+	}
+	columns, _ := insertColumns(claims, true, listeners)
+	kt := d.qualified(keyTable(t))
+	b := d.newBuilder()
+	b.w("WITH ks AS (INSERT INTO ", kt, " AS k (order_key, last_seq, updated_at) VALUES ")
+	left := make(map[string]int64, len(keys)) // events of each key still to number
+	for i, k := range keys {
+		if i > 0 {
+			b.w(", ")
+		}
+		b.w("(", b.arg(k.key), ", ", b.arg(k.n), ", ", d.dbNow, ")")
+		left[k.key] = k.n
+	}
+	b.w(" ON CONFLICT (order_key) DO UPDATE SET last_seq = k.last_seq + excluded.last_seq, updated_at = excluded.updated_at",
+		" WHERE (k.last_seq, k.updated_at) = (SELECT s.last_seq, s.updated_at FROM ", kt, " s WHERE s.order_key = excluded.order_key)",
+		" RETURNING order_key, last_seq) INSERT INTO ", d.qualified(t), " (", columns, ") SELECT ")
+	for i, c := range strings.Split(columns, ", ") {
+		if i > 0 {
+			b.w(", ")
+		}
+		if c == "order_seq" {
+			b.w("ks.last_seq - v.order_seq") // v.order_seq: how far below the counter
+		} else {
+			b.w("v.", c)
+		}
+	}
+	b.w(" FROM (VALUES ")
+	first := make(map[string]bool, len(keys))
+	for i, e := range p.Events {
+		if e.ID == "" || e.OrderKey == "" {
+			return query{}, false, invalidParams("insert", "event %d has no ID or no order key", i)
+		}
+		r, err := d.encodeRow(e, now)
+		if err != nil {
+			return query{}, false, err
+		}
+		if i > 0 {
+			b.w(", ")
+		}
+		left[e.OrderKey]--
+		r.claims, r.ordered, r.listeners, r.typed = claims, true, listeners, true
+		r.decide, r.seq = !first[e.OrderKey], left[e.OrderKey]
+		first[e.OrderKey] = true
+		b.insertRow(t, e, p.ClaimTTL, r)
+	}
+	b.w(") AS v (", columns, ") JOIN ks ON ks.order_key = v.order_key", d.skipExisting, " RETURNING event_id, status, order_seq")
+	if len(b.args) > d.maxBindParams {
+		return query{}, false, nil
+	}
+	return query{SQL: b.sb.String(), Args: b.args}, true, nil
 }
 
 // promoteQuery builds [OrderStore.Promote]: one update of the heads of the keys p.Keys

@@ -13,7 +13,8 @@ import (
 // an insert of keys A (2 events) and B (1), Promote of keys A and B with DEAD blocking,
 // Promote of any key (on MySQL the reads of the heads), the update by ID of two heads
 // with a claim (MySQL's second statement), the purge of the key table, and an insert
-// of one ordered and one unordered event. The plans are asserted against real databases in
+// of one ordered and one unordered event; on PostgreSQL then the one-statement write of
+// two events of key A (the second with a claim) and one of key B. The plans are asserted against real databases in
 // TestQueriesUseIndexes and TestMySQLQueriesUseIndexes.
 func orderGoldenQueries(dd *dialect) []query {
 	tb := tableName{name: DefaultTable}
@@ -33,7 +34,19 @@ func orderGoldenQueries(dd *dialect) []query {
 		{ID: "a", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: time.Unix(0, 0), OrderKey: "K", OrderSeq: 7},
 		{ID: "b", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: time.Unix(0, 0)},
 	}}, time.Time{})
-	return append(out, qs...)
+	out = append(out, qs...)
+	if dd.headByVersion {
+		q, fits, err := dd.insertByVersionQuery(tb, InsertParams{ClaimTTL: time.Second, Events: []Event{
+			{ID: "a", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: time.Unix(0, 0), OrderKey: "A"},
+			{ID: "b", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: time.Unix(0, 0), OrderKey: "B", LockedBy: "n/1"},
+			{ID: "c", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: time.Unix(0, 0), OrderKey: "A"},
+		}}, keys, time.Time{})
+		if err != nil || !fits {
+			panic(fmt.Sprintf("insertByVersionQuery: %v, fits %v", err, fits))
+		}
+		out = append(out, q)
+	}
+	return out
 }
 
 // TestHeadInInsertSQL: on PostgreSQL the INSERT decides whether the first event of a key
@@ -73,6 +86,7 @@ func TestOrderGoldenSQL(t *testing.T) {
 			"UPDATE \"outbox_event\" SET status = 0, locked_by = $1, locked_until = statement_timestamp() + CAST($2 AS BIGINT) * INTERVAL '1 microsecond' WHERE event_id = ANY(CAST($3 AS TEXT[])) AND status = 4",
 			"DELETE FROM \"outbox_event_key\" WHERE order_key IN (SELECT k.order_key FROM \"outbox_event_key\" k WHERE k.updated_at < $1 AND NOT EXISTS (SELECT 1 FROM \"outbox_event\" e WHERE e.order_key = k.order_key AND e.status <> 1 AND e.status < 5 OFFSET 0) ORDER BY k.updated_at LIMIT $2 FOR UPDATE OF k SKIP LOCKED) AND updated_at < $3",
 			"INSERT INTO \"outbox_event\" (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at, order_key, order_seq) VALUES ($1, $2, $3, $4, $5, $6, $7, 4, 0, $8, $9, $10, $11), ($12, $13, $14, $15, $16, $17, $18, 0, 0, $19, $20, NULL, NULL) ON CONFLICT (event_id) DO NOTHING RETURNING event_id, status",
+			"WITH ks AS (INSERT INTO \"outbox_event_key\" AS k (order_key, last_seq, updated_at) VALUES ($1, $2, statement_timestamp()), ($3, $4, statement_timestamp()) ON CONFLICT (order_key) DO UPDATE SET last_seq = k.last_seq + excluded.last_seq, updated_at = excluded.updated_at WHERE (k.last_seq, k.updated_at) = (SELECT s.last_seq, s.updated_at FROM \"outbox_event_key\" s WHERE s.order_key = excluded.order_key) RETURNING order_key, last_seq) INSERT INTO \"outbox_event\" (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at, locked_by, locked_until, order_key, order_seq) SELECT v.event_id, v.event_type, v.aggregate_type, v.aggregate_id, v.tenant_id, v.payload, v.headers, v.status, v.attempts, v.available_at, v.created_at, v.locked_by, v.locked_until, v.order_key, ks.last_seq - v.order_seq FROM (VALUES (CAST($5 AS TEXT), CAST($6 AS TEXT), CAST($7 AS TEXT), CAST($8 AS TEXT), CAST($9 AS TEXT), CAST($10 AS JSONB), CAST($11 AS JSONB), CASE WHEN EXISTS (SELECT 1 FROM \"outbox_event\" WHERE order_key = $12 AND status <> 1 AND status < 5) THEN 4 ELSE 0 END, 0, CAST($13 AS TIMESTAMPTZ), CAST($14 AS TIMESTAMPTZ), CAST(NULL AS TEXT), CAST(NULL AS TIMESTAMPTZ), CAST($15 AS TEXT), CAST($16 AS BIGINT)), (CAST($17 AS TEXT), CAST($18 AS TEXT), CAST($19 AS TEXT), CAST($20 AS TEXT), CAST($21 AS TEXT), CAST($22 AS JSONB), CAST($23 AS JSONB), CASE WHEN EXISTS (SELECT 1 FROM \"outbox_event\" WHERE order_key = $24 AND status <> 1 AND status < 5) THEN 4 ELSE 0 END, 0, CAST($25 AS TIMESTAMPTZ), CAST($26 AS TIMESTAMPTZ), CASE WHEN EXISTS (SELECT 1 FROM \"outbox_event\" WHERE order_key = $27 AND status <> 1 AND status < 5) THEN NULL ELSE $28 END, CASE WHEN EXISTS (SELECT 1 FROM \"outbox_event\" WHERE order_key = $29 AND status <> 1 AND status < 5) THEN NULL ELSE statement_timestamp() + CAST($30 AS BIGINT) * INTERVAL '1 microsecond' END, CAST($31 AS TEXT), CAST($32 AS BIGINT)), (CAST($33 AS TEXT), CAST($34 AS TEXT), CAST($35 AS TEXT), CAST($36 AS TEXT), CAST($37 AS TEXT), CAST($38 AS JSONB), CAST($39 AS JSONB), 4, 0, CAST($40 AS TIMESTAMPTZ), CAST($41 AS TIMESTAMPTZ), CAST(NULL AS TEXT), CAST(NULL AS TIMESTAMPTZ), CAST($42 AS TEXT), CAST($43 AS BIGINT))) AS v (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at, locked_by, locked_until, order_key, order_seq) JOIN ks ON ks.order_key = v.order_key ON CONFLICT (event_id) DO NOTHING RETURNING event_id, status, order_seq",
 		},
 		"mysql": {
 			"SELECT k.order_key, k.last_seq, TIMESTAMPDIFF(MICROSECOND, '2000-01-01 00:00:00', k.updated_at), EXISTS (SELECT 1 FROM `outbox_event` e FORCE INDEX (`outbox_event_order_idx`) WHERE e.order_open_key = k.order_key) FROM `outbox_event_key` k WHERE k.order_key IN (?, ?)",

@@ -88,6 +88,46 @@ func (d *dialect) insertQueriesHeads(t tableName, p InsertParams, now time.Time,
 		ordered = ordered || events[i].OrderKey != ""
 		listeners = listeners || events[i].Listener != ""
 	}
+	columns, rowArgs := insertColumns(claims, ordered, listeners)
+	var qs []query
+	var b *builder
+	size, first := 0, 0
+	for i, e := range events {
+		if e.ID == "" {
+			return nil, invalidParams("insert", "event %d has no ID", i)
+		}
+		r, err := d.encodeRow(e, now)
+		if err != nil {
+			return nil, err
+		}
+		rowSize := insertRowSize(e, r.headers)
+		if b != nil && (len(b.args)+rowArgs > d.maxBindParams || d.maxStatementBytes > 0 && size+rowSize > d.maxStatementBytes) {
+			qs = append(qs, b.query())
+			qs[len(qs)-1].first, qs[len(qs)-1].n = first, i-first
+			b = nil
+		}
+		if b == nil {
+			b = d.newBuilder().w("INSERT INTO ", d.qualified(t), " (", columns, ") VALUES ")
+			b.returnsStatus = d.skipExisting != ""
+			size, first = 0, i
+		} else {
+			b.w(", ")
+		}
+		r.claims, r.ordered, r.listeners = claims, ordered, listeners
+		r.head, r.decide, r.seq = heads[e.ID], e.OrderKey != "" && candidates[e.ID], e.OrderSeq
+		b.insertRow(t, e, p.ClaimTTL, r)
+		size += rowSize
+	}
+	if b != nil {
+		qs = append(qs, b.query())
+		qs[len(qs)-1].first, qs[len(qs)-1].n = first, len(events)-first
+	}
+	return qs, nil
+}
+
+// insertColumns returns the column list of an event INSERT, with the optional columns
+// it writes, and how many arguments a row binds at least.
+func insertColumns(claims, ordered, listeners bool) (string, int) {
 	columns := "event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at"
 	rowArgs := insertParamsPerRow
 	if claims {
@@ -102,85 +142,88 @@ func (d *dialect) insertQueriesHeads(t tableName, p InsertParams, now time.Time,
 		columns += ", listener"
 		rowArgs++
 	}
-	var qs []query
-	var b *builder
-	size, first := 0, 0
-	for i, e := range events {
-		if e.ID == "" {
-			return nil, invalidParams("insert", "event %d has no ID", i)
-		}
-		headers, err := encodeHeaders(e.Headers)
-		if err != nil {
-			return nil, fmt.Errorf("event %s: %w", e.ID, err)
-		}
-		if e.CreatedAt.IsZero() {
-			e.CreatedAt = now
-		}
-		if e.AvailableAt.IsZero() {
-			e.AvailableAt = e.CreatedAt
-		}
-		availableAt, err := d.time(e.AvailableAt)
-		if err != nil {
-			return nil, fmt.Errorf("event %s: AvailableAt: %w", e.ID, err)
-		}
-		createdAt, err := d.time(e.CreatedAt)
-		if err != nil {
-			return nil, fmt.Errorf("event %s: CreatedAt: %w", e.ID, err)
-		}
-		rowSize := insertRowSize(e, headers)
-		if b != nil && (len(b.args)+rowArgs > d.maxBindParams || d.maxStatementBytes > 0 && size+rowSize > d.maxStatementBytes) {
-			qs = append(qs, b.query())
-			qs[len(qs)-1].first, qs[len(qs)-1].n = first, i-first
-			b = nil
-		}
-		if b == nil {
-			b = d.newBuilder().w("INSERT INTO ", d.qualified(t), " (", columns, ") VALUES ")
-			b.returnsStatus = d.skipExisting != ""
-			size, first = 0, i
-		} else {
-			b.w(", ")
-		}
-		status, decide := ", 0, 0, ", e.OrderKey != "" && candidates[e.ID]
-		if e.OrderKey != "" && !heads[e.ID] && !decide {
-			status = ", 4, 0, " // WAITING until promoted
-			e.LockedBy = ""     // and never claimed
-		}
-		b.w("(", b.arg(e.ID), ", ", b.arg(e.Type), ", ", b.arg(e.AggregateType), ", ",
-			b.arg(nullString(e.AggregateID)), ", ", b.arg(nullString(e.TenantID)), ", ",
-			b.arg(string(e.Payload)), ", ", b.arg(headers))
-		if decide {
-			// One uncorrelated EXISTS per column (an init plan each, an index probe).
-			b.w(", ").openKeyCase(t, e.OrderKey, "4", func() string { return "0" }).w(", 0, ")
-		} else {
-			b.w(status)
-		}
-		b.w(b.arg(availableAt), ", ", b.arg(createdAt))
-		switch {
-		case e.LockedBy != "" && decide:
-			b.w(", ").openKeyCase(t, e.OrderKey, "NULL", func() string { return b.arg(e.LockedBy) })
-			b.w(", ").openKeyCase(t, e.OrderKey, "NULL", func() string { return d.dbTimeOffset(b, p.ClaimTTL) })
-		case e.LockedBy != "":
-			b.w(", ", b.arg(e.LockedBy), ", ", d.dbTimeOffset(b, p.ClaimTTL))
-		case claims:
-			b.w(", NULL, NULL")
-		}
-		switch {
-		case e.OrderKey != "":
-			b.w(", ", b.arg(e.OrderKey), ", ", b.arg(e.OrderSeq))
-		case ordered:
-			b.w(", NULL, NULL")
-		}
-		if listeners {
-			b.w(", ", b.arg(nullString(e.Listener)))
-		}
-		b.w(")")
-		size += rowSize
+	return columns, rowArgs
+}
+
+// insertRow is how builder.insertRow writes one row of an INSERT's VALUES.
+type insertRow struct {
+	claims, ordered, listeners bool // the statement writes the claim, order, listener columns
+	// head: the ordered event is NEW (and claimed when it has LockedBy); decide: it is
+	// NEW (and claimed) only if its key has no event that is not DONE when the statement
+	// starts, else WAITING; else an ordered event is WAITING and unclaimed.
+	head, decide bool
+	// typed casts every value to its column's PostgreSQL type, for a VALUES list that a
+	// SELECT reads (dialect.headByVersion), where a bare parameter or NULL would be text.
+	typed bool
+	// The encoded values of the columns that are not the event's own fields.
+	headers, availableAt, createdAt, seq any
+}
+
+// encodeRow encodes e's headers and times for insertRow, a zero CreatedAt as now and a
+// zero AvailableAt as CreatedAt.
+func (d *dialect) encodeRow(e Event, now time.Time) (insertRow, error) {
+	var r insertRow
+	var err error
+	if r.headers, err = encodeHeaders(e.Headers); err != nil {
+		return r, fmt.Errorf("event %s: %w", e.ID, err)
 	}
-	if b != nil {
-		qs = append(qs, b.query())
-		qs[len(qs)-1].first, qs[len(qs)-1].n = first, len(events)-first
+	if e.CreatedAt.IsZero() {
+		e.CreatedAt = now
 	}
-	return qs, nil
+	if e.AvailableAt.IsZero() {
+		e.AvailableAt = e.CreatedAt
+	}
+	if r.availableAt, err = d.time(e.AvailableAt); err != nil {
+		return r, fmt.Errorf("event %s: AvailableAt: %w", e.ID, err)
+	}
+	if r.createdAt, err = d.time(e.CreatedAt); err != nil {
+		return r, fmt.Errorf("event %s: CreatedAt: %w", e.ID, err)
+	}
+	return r, nil
+}
+
+// insertRow writes the values of e as one row, in insertQueriesHeads' column order.
+func (b *builder) insertRow(t tableName, e Event, claimTTL time.Duration, r insertRow) {
+	cast := func(v, typ string) string {
+		if r.typed {
+			return "CAST(" + v + " AS " + typ + ")"
+		}
+		return v
+	}
+	status := ", 0, 0, "
+	if e.OrderKey != "" && !r.head && !r.decide {
+		status = ", 4, 0, " // WAITING until promoted
+		e.LockedBy = ""     // and never claimed
+	}
+	b.w("(", cast(b.arg(e.ID), "TEXT"), ", ", cast(b.arg(e.Type), "TEXT"), ", ", cast(b.arg(e.AggregateType), "TEXT"), ", ",
+		cast(b.arg(nullString(e.AggregateID)), "TEXT"), ", ", cast(b.arg(nullString(e.TenantID)), "TEXT"), ", ",
+		cast(b.arg(string(e.Payload)), "JSONB"), ", ", cast(b.arg(r.headers), "JSONB"))
+	if r.decide {
+		// One uncorrelated EXISTS per column (an init plan each, an index probe).
+		b.w(", ").openKeyCase(t, e.OrderKey, "4", func() string { return "0" }).w(", 0, ")
+	} else {
+		b.w(status)
+	}
+	b.w(cast(b.arg(r.availableAt), "TIMESTAMPTZ"), ", ", cast(b.arg(r.createdAt), "TIMESTAMPTZ"))
+	switch {
+	case e.LockedBy != "" && r.decide:
+		b.w(", ").openKeyCase(t, e.OrderKey, "NULL", func() string { return b.arg(e.LockedBy) })
+		b.w(", ").openKeyCase(t, e.OrderKey, "NULL", func() string { return b.d.dbTimeOffset(b, claimTTL) })
+	case e.LockedBy != "":
+		b.w(", ", b.arg(e.LockedBy), ", ", b.d.dbTimeOffset(b, claimTTL))
+	case r.claims:
+		b.w(", ", cast("NULL", "TEXT"), ", ", cast("NULL", "TIMESTAMPTZ"))
+	}
+	switch {
+	case e.OrderKey != "":
+		b.w(", ", cast(b.arg(e.OrderKey), "TEXT"), ", ", cast(b.arg(r.seq), "BIGINT"))
+	case r.ordered:
+		b.w(", NULL, NULL")
+	}
+	if r.listeners {
+		b.w(", ", cast(b.arg(nullString(e.Listener)), "TEXT"))
+	}
+	b.w(")")
 }
 
 // openKeyCase writes a CASE that is open when key has an event that is not DONE, else

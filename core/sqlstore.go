@@ -207,8 +207,11 @@ func (s *sqlStore) execReadCommitted(ctx context.Context, q query) (n int64, err
 // Insert implements [Store.Insert]. It runs on exec under ctx, without QueryTimeout, so
 // that it is part of the caller's transaction. New rows are NEW with no attempts,
 // whatever the events' Status and Attempts say, except ordered events (OrderKey set),
-// which are WAITING and numbered by an upsert of their keys' rows in the key table
-// first (see [OrderStore]); a zero CreatedAt becomes the current
+// which are numbered by an upsert of their keys' rows in the key table (see
+// [OrderStore]) and inserted WAITING, but for the first of a key that has no event left
+// that is not DONE, inserted NEW (docs/ordering.md); Insert sets their Status and
+// OrderSeq. On PostgreSQL a write whose events are all ordered is one statement
+// (dialect.headByVersion). A zero CreatedAt becomes the current
 // time and a zero AvailableAt becomes CreatedAt. Events with LockedBy set are inserted
 // claimed until the database's current time at the INSERT statement plus p.ClaimTTL
 // (on PostgreSQL statement_timestamp(), not the start of the caller's transaction).
@@ -227,8 +230,88 @@ func (s *sqlStore) Insert(ctx context.Context, exec Executor, p InsertParams) (I
 		return InsertResult{}, fmt.Errorf("insert events: %w", err)
 	}
 	exec = s.on(exec)
+	keys := orderKeys(p.Events)
+	if s.d.headByVersion && len(keys) > 0 && !slices.ContainsFunc(p.Events, func(e Event) bool { return e.OrderKey == "" }) {
+		return s.insertByVersion(ctx, exec, p, keys)
+	}
+	return s.insert(ctx, exec, p, keys)
+}
+
+// insertByVersion is Insert of events that are all ordered, with insertByVersionQuery,
+// and with insert for the events that statement left to it.
+func (s *sqlStore) insertByVersion(ctx context.Context, exec Executor, p InsertParams, keys []keyCount) (InsertResult, error) {
+	q, fits, err := s.d.insertByVersionQuery(s.table, p, keys, time.Now())
+	if err != nil {
+		return InsertResult{}, fmt.Errorf("insert events: %w", err)
+	}
+	if !fits {
+		return s.insert(ctx, exec, p, keys)
+	}
+	type row struct {
+		status Status
+		seq    int64
+	}
+	written := make(map[string]row, len(p.Events))
+	rows, err := exec.QueryContext(ctx, q.SQL, q.Args...)
+	if err != nil {
+		return InsertResult{}, fmt.Errorf("insert events: %w", err)
+	}
+	for rows.Next() {
+		var id string
+		var r row
+		if err := rows.Scan(&id, &r.status, &r.seq); err != nil {
+			rows.Close()
+			return InsertResult{}, fmt.Errorf("insert events: %w", err)
+		}
+		written[id] = r
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return InsertResult{}, fmt.Errorf("insert events: %w", err)
+	}
+	advanced := make(map[string]bool, len(keys)) // keys the statement wrote events of
+	for i := range p.Events {
+		e := &p.Events[i]
+		if r, ok := written[e.ID]; ok {
+			e.Status, e.OrderSeq = r.status, r.seq
+			advanced[e.OrderKey] = true
+		}
+	}
+	var rest InsertParams // the events of keys that changed since the snapshot
+	var at []int          // their indexes in p.Events
+	for i, e := range p.Events {
+		if _, ok := written[e.ID]; !ok && !advanced[e.OrderKey] {
+			rest.Events, at = append(rest.Events, e), append(at, i)
+		}
+	}
+	var existing map[string]bool
+	if len(rest.Events) > 0 {
+		// A key all of whose events exist lands here too: insert skips them again.
+		rest.ClaimTTL = p.ClaimTTL
+		res, err := s.insert(ctx, exec, rest, orderKeys(rest.Events))
+		if err != nil {
+			return InsertResult{}, err
+		}
+		for j, i := range at {
+			p.Events[i].Status, p.Events[i].OrderSeq = rest.Events[j].Status, rest.Events[j].OrderSeq
+		}
+		for _, id := range res.Existing {
+			existing = addID(existing, id)
+		}
+	}
+	var res InsertResult
+	for _, e := range p.Events {
+		if _, ok := written[e.ID]; !ok && (advanced[e.OrderKey] || existing[e.ID]) {
+			res.Existing = append(res.Existing, e.ID)
+		}
+	}
+	return res, nil
+}
+
+// insert is Insert with the key upsert (and on MySQL the read before it) as statements
+// of their own before the event INSERT.
+func (s *sqlStore) insert(ctx context.Context, exec Executor, p InsertParams, keys []keyCount) (InsertResult, error) {
 	var heads, candidates map[string]bool
-	if keys := orderKeys(p.Events); len(keys) > 0 {
+	if len(keys) > 0 {
 		var snap map[string]keySnapshot
 		if s.d.headBySnapshot {
 			var err error
@@ -401,26 +484,38 @@ func insertReturning(ctx context.Context, exec Executor, q query) (map[string]St
 // returns what it read of each key that has a row.
 func (s *sqlStore) snapshotKeys(ctx context.Context, exec Executor, keys []keyCount) (map[string]keySnapshot, error) {
 	snap := make(map[string]keySnapshot, len(keys))
+	err := s.queryKeys(ctx, exec, keys, s.d.snapshotKeysQuery, func(rows *sql.Rows) error {
+		var k string
+		var v keySnapshot
+		if err := rows.Scan(&k, &v.seq, &v.at, &v.open); err != nil {
+			return err
+		}
+		snap[k] = v
+		return nil
+	})
+	return snap, err
+}
+
+// queryKeys runs the read build makes of keys through exec, in chunks of the dialect's
+// maxIDs, and calls scan for every row.
+func (s *sqlStore) queryKeys(ctx context.Context, exec Executor, keys []keyCount, build func(tableName, []keyCount) query, scan func(*sql.Rows) error) error {
 	for start := 0; start < len(keys); start += s.d.maxIDs {
-		q := s.d.snapshotKeysQuery(s.table, keys[start:min(start+s.d.maxIDs, len(keys))])
+		q := build(s.table, keys[start:min(start+s.d.maxIDs, len(keys))])
 		rows, err := exec.QueryContext(ctx, q.SQL, q.Args...)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for rows.Next() {
-			var k string
-			var v keySnapshot
-			if err := rows.Scan(&k, &v.seq, &v.at, &v.open); err != nil {
+			if err := scan(rows); err != nil {
 				rows.Close()
-				return nil, err
+				return err
 			}
-			snap[k] = v
 		}
 		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return snap, nil
+	return nil
 }
 
 // lockKeys advances the counters of keys in the key table through exec, which locks
@@ -494,23 +589,14 @@ func (s *sqlStore) heads(ctx context.Context, exec Executor, events []Event, key
 			open[k.key] = true
 		}
 	default:
-		for start := 0; start < len(keys); start += s.d.maxIDs {
-			q := s.d.openKeysQuery(s.table, keys[start:min(start+s.d.maxIDs, len(keys))])
-			rows, err := exec.QueryContext(ctx, q.SQL, q.Args...)
-			if err != nil {
-				return nil, err
-			}
-			for rows.Next() {
-				var k string
-				if err := rows.Scan(&k); err != nil {
-					rows.Close()
-					return nil, err
-				}
-				open[k] = true
-			}
-			if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-				return nil, err
-			}
+		err := s.queryKeys(ctx, exec, keys, s.d.openKeysQuery, func(rows *sql.Rows) error {
+			var k string
+			err := rows.Scan(&k)
+			open[k] = true
+			return err
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	return markHeads(events, open), nil

@@ -619,6 +619,16 @@ func TestQueriesUseIndexes(t *testing.T) {
 				cases[`INSERT INTO `+b.quoted()+` (event_id, event_type, aggregate_type, payload, status, attempts, available_at, created_at, order_key, order_seq)`+
 					` VALUES ('x', 'T', 'A', '{}', CASE WHEN EXISTS (SELECT 1 FROM `+b.quoted()+` WHERE order_key = 'A' AND status <> 1 AND status < 5) THEN 4 ELSE 0 END, 0, `+
 					t0+`, `+t0+`, 'A', 1)`] = check{"order_idx", scan}
+				// The one statement of an ordered write: the key upsert's version check
+				// probes the key table's primary key, the event's status the order index.
+				cases[`WITH ks AS (INSERT INTO `+kt+` AS k (order_key, last_seq, updated_at) VALUES ('A', 1, statement_timestamp())`+
+					` ON CONFLICT (order_key) DO UPDATE SET last_seq = k.last_seq + excluded.last_seq, updated_at = excluded.updated_at`+
+					` WHERE (k.last_seq, k.updated_at) = (SELECT s.last_seq, s.updated_at FROM `+kt+` s WHERE s.order_key = excluded.order_key)`+
+					` RETURNING order_key, last_seq) INSERT INTO `+b.quoted()+` (event_id, event_type, aggregate_type, payload, status, attempts, available_at, created_at, order_key, order_seq)`+
+					` SELECT v.event_id, v.event_type, v.aggregate_type, v.payload, v.status, v.attempts, v.available_at, v.created_at, v.order_key, ks.last_seq - v.order_seq`+
+					` FROM (VALUES ('x', 'T', 'A', CAST('{}' AS JSONB), CASE WHEN EXISTS (SELECT 1 FROM `+b.quoted()+` WHERE order_key = 'A' AND status <> 1 AND status < 5) THEN 4 ELSE 0 END, 0, `+
+					`CAST(`+t0+` AS TIMESTAMPTZ), CAST(`+t0+` AS TIMESTAMPTZ), 'A', CAST(0 AS BIGINT))) AS v (event_id, event_type, aggregate_type, payload, status, attempts, available_at, created_at, order_key, order_seq)`+
+					` JOIN ks ON ks.order_key = v.order_key ON CONFLICT (event_id) DO NOTHING RETURNING event_id, status, order_seq`] = check{"order_idx", scan}
 			} else {
 				cases[`SELECT DISTINCT order_key FROM `+b.quoted()+` WHERE order_key IN ('A', 'B') AND status <> 1 AND status < 5`] =
 					check{"order_idx", "SCAN " + strings.Trim(b.quoted(), `"`)}
