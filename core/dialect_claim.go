@@ -64,19 +64,51 @@ func (d *dialect) claimQuery(t tableName, p ClaimParams) (query, error) {
 	return b.query(), nil
 }
 
-// claimLockQuery builds the first statement of a claim in a transaction (MySQL): a
-// locking read of the rows to claim, walking the pending index (FORCE INDEX, so that
-// the optimizer never prefers a table scan and a sort, which would lock every due row),
-// skipping rows other transactions hold. Besides the event columns it reads the claim's
-// expiry, the database's current time plus p.TTL, which the update then writes.
-func (d *dialect) claimLockQuery(t tableName, p ClaimParams) (query, error) {
+// claimReadQuery builds the first statement of a claim in a transaction (MySQL): a
+// plain read of the IDs of the rows to claim, in claim order, walking the pending index
+// (FORCE INDEX, so that the optimizer never prefers a table scan and a sort). It locks
+// nothing and sees only committed rows. A locking read of the index instead would meet
+// the rows that open business transactions are inserting, and checking whether such a
+// row is locked turns the inserting transaction's implicit lock on it into an explicit
+// one, which InnoDB passes on as gap locks, the transaction being REPEATABLE READ, as
+// the index changes around the row; DONE updates that insert into those gaps then
+// wait until the business transaction ends (docs/databases.md,
+// TestClaimTakesNoLockOfAnOpenWriter).
+func (d *dialect) claimReadQuery(t tableName, p ClaimParams, limit int, after *claimCursor) (query, error) {
+	if err := p.Validate(); err != nil {
+		return query{}, err
+	}
+	col := d.dueColumn
+	b := d.newBuilder()
+	b.w("SELECT event_id, ", col, ", created_at FROM ", d.qualified(t), " FORCE INDEX (", d.quote(t.indexName(pendingIndexSuffix)), ")")
+	b.claimWhere(p)
+	if after != nil {
+		b.w(" AND (", col, " > ", b.arg(after.due), " OR ", col, " = ", b.arg(after.due), " AND (created_at > ", b.arg(after.created),
+			" OR created_at = ", b.arg(after.created), " AND event_id > ", b.arg(after.id), "))")
+	}
+	b.w(d.claimOrder(), " LIMIT ", b.arg(int64(limit)))
+	return b.query(), nil
+}
+
+// claimCursor is where a claim's read of the pending index stopped: the last row's
+// due time, created_at and ID, as the database returned them.
+type claimCursor struct {
+	due, created any
+	id           string
+}
+
+// claimLockQuery builds the second statement of a claim in a transaction: a locking
+// read, by primary key, of the rows among ids (read by claimReadQuery) that still match
+// the claim predicate, skipping rows other transactions hold. Besides the event columns
+// it reads the claim's expiry, the database's current time plus p.TTL, which the update
+// then writes.
+func (d *dialect) claimLockQuery(t tableName, p ClaimParams, ids []string) (query, error) {
 	if err := p.Validate(); err != nil {
 		return query{}, err
 	}
 	b := d.newBuilder()
-	b.w("SELECT ", selectColumns, ", ", d.dbTimeOffset(b, p.TTL), " FROM ", d.qualified(t),
-		" FORCE INDEX (", d.quote(t.indexName(pendingIndexSuffix)), ")")
-	b.claimWhere(p).w(d.claimOrder(), " LIMIT ", b.arg(int64(p.Limit)), " FOR UPDATE SKIP LOCKED")
+	b.w("SELECT ", selectColumns, ", ", d.dbTimeOffset(b, p.TTL), " FROM ", d.qualified(t), " FORCE INDEX (PRIMARY)")
+	b.claimWhere(p).w(" AND ").matchIDs(ids).w(d.claimOrder(), " FOR UPDATE SKIP LOCKED")
 	return b.query(), nil
 }
 

@@ -191,11 +191,19 @@ func goldenCases() []goldenCase {
 			build: func(d *dialect) ([]query, error) {
 				p := ClaimParams{Token: "n1/01J", TTL: 30 * time.Second, SkipRecent: time.Second, Limit: 10}
 				if d.claimInTx {
-					lock, err := d.claimLockQuery(t, p)
+					read, err := d.claimReadQuery(t, p, p.Limit, nil)
 					if err != nil {
 						return nil, err
 					}
-					return append([]query{lock}, d.claimUpdateQueries(t, p.Token, goldenT0U, []string{"a", "b"})...), nil
+					next, err := d.claimReadQuery(t, p, 3, &claimCursor{due: goldenT0U, created: goldenT0U, id: "b"})
+					if err != nil {
+						return nil, err
+					}
+					lock, err := d.claimLockQuery(t, p, []string{"a", "b"})
+					if err != nil {
+						return nil, err
+					}
+					return append([]query{read, next, lock}, d.claimUpdateQueries(t, p.Token, goldenT0U, []string{"a", "b"})...), nil
 				}
 				return one2(d.claimQuery(t, p))
 			},
@@ -210,14 +218,20 @@ func goldenCases() []goldenCase {
 				`AND created_at <= strftime('%Y-%m-%dT%H:%M:%f000Z', 'now', ?) AND (locked_until IS NULL OR locked_until < strftime('%Y-%m-%dT%H:%M:%f000Z', 'now')) ` +
 				`ORDER BY available_at, created_at, event_id LIMIT ?) RETURNING ` + selectColumns},
 			mysql: []string{
-				"SELECT " + selectColumns + ", UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND FROM `outbox_event` FORCE INDEX (`outbox_event_pending_idx`) " +
+				"SELECT event_id, due_at, created_at FROM `outbox_event` FORCE INDEX (`outbox_event_pending_idx`) " +
 					"WHERE due_at <= UTC_TIMESTAMP(6) AND created_at <= UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND AND (locked_until IS NULL OR locked_until < UTC_TIMESTAMP(6)) " +
-					"ORDER BY due_at, created_at, event_id LIMIT ? FOR UPDATE SKIP LOCKED",
+					"ORDER BY due_at, created_at, event_id LIMIT ?",
+				"SELECT event_id, due_at, created_at FROM `outbox_event` FORCE INDEX (`outbox_event_pending_idx`) " +
+					"WHERE due_at <= UTC_TIMESTAMP(6) AND created_at <= UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND AND (locked_until IS NULL OR locked_until < UTC_TIMESTAMP(6)) " +
+					"AND (due_at > ? OR due_at = ? AND (created_at > ? OR created_at = ? AND event_id > ?)) ORDER BY due_at, created_at, event_id LIMIT ?",
+				"SELECT " + selectColumns + ", UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND FROM `outbox_event` FORCE INDEX (PRIMARY) " +
+					"WHERE due_at <= UTC_TIMESTAMP(6) AND created_at <= UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND AND (locked_until IS NULL OR locked_until < UTC_TIMESTAMP(6)) " +
+					"AND event_id IN (?, ?) ORDER BY due_at, created_at, event_id FOR UPDATE SKIP LOCKED",
 				"UPDATE `outbox_event` SET locked_by = ?, locked_until = ? WHERE event_id IN (?, ?)",
 			},
 			pgArgs:  []any{int64(-1000000), int64(10), "n1/01J", int64(30000000)},
 			sqlArgs: []any{"n1/01J", "+30.000000 seconds", "-1.000000 seconds", int64(10)},
-			myArgs:  []any{int64(30000000), int64(-1000000), int64(10)},
+			myArgs:  []any{int64(-1000000), int64(10)},
 		},
 		{
 			name: "renew claim",
@@ -684,7 +698,10 @@ func TestBuildersRejectBadParams(t *testing.T) {
 	for name, p := range claimCases {
 		cases[name] = func(d *dialect) error {
 			if d.claimInTx {
-				_, err := d.claimLockQuery(goldenTable, p)
+				if _, err := d.claimLockQuery(goldenTable, p, []string{"a"}); !errors.Is(err, ErrInvalidArgument) {
+					return fmt.Errorf("claimLockQuery: %w", err)
+				}
+				_, err := d.claimReadQuery(goldenTable, p, 10, nil)
 				return err
 			}
 			_, err := d.claimQuery(goldenTable, p)

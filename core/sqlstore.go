@@ -910,19 +910,20 @@ func (s *sqlStore) Pending(ctx context.Context, p PendingParams) (PendingBatch, 
 
 // Claim implements [ClaimStore.Claim]. On PostgreSQL and SQLite it is one auto-committed
 // UPDATE … RETURNING statement. On MySQL/MariaDB it is one short READ COMMITTED
-// transaction: a SELECT … FOR UPDATE SKIP LOCKED that walks the pending index and locks
-// just the rows it returns, then an UPDATE of those rows by primary key; READ COMMITTED
-// takes no gap locks, so concurrent INSERTs into the table never wait for a claim. A
+// transaction: a plain read of the due rows' IDs that walks the pending index, a SELECT
+// … FOR UPDATE SKIP LOCKED of those rows by primary key that locks just the rows it
+// returns, then an UPDATE of those rows by primary key (see claimReadQuery); READ
+// COMMITTED takes no gap locks, so concurrent INSERTs into the table never wait for a
+// claim, and the locking read never meets a row that an open transaction inserted. A
 // claim that fails with a deadlock (1213) or a lock wait timeout (1205) is retried a few
 // times with a short backoff.
 func (s *sqlStore) Claim(ctx context.Context, p ClaimParams) (PendingBatch, error) {
 	if s.d.claimInTx {
-		q, err := s.d.claimLockQuery(s.table, p)
-		if err != nil {
+		if err := p.Validate(); err != nil {
 			return PendingBatch{}, fmt.Errorf("claim: %w", err)
 		}
 		for attempt := 1; ; attempt++ {
-			b, err := s.claimTx(ctx, p.Token, q)
+			b, err := s.claimTx(ctx, p)
 			if err == nil {
 				return b, nil
 			}
@@ -984,8 +985,17 @@ func (b *PendingBatch) countTakeOver(prev, token string) {
 // execRange, that meets a lock conflict.
 const claimAttempts = 4
 
-// claimTx runs one claim transaction on MySQL; see sqlStore.Claim.
-func (s *sqlStore) claimTx(ctx context.Context, token string, lock query) (b PendingBatch, err error) {
+// claimReadRounds bounds the rounds of a MySQL claim: each reads the next due rows
+// after the last round's and locks those it can.
+const claimReadRounds = 4
+
+// claimTx runs one claim transaction on MySQL; see sqlStore.Claim. Each round reads the
+// IDs of the next due rows (claimReadQuery), after the previous round's last one, and
+// locks those that nobody holds (claimLockQuery); a round that locked fewer rows than
+// it read (another claim holds them) is followed by another, so that concurrent claims
+// take the rows after one another's, as a locking walk of the index would.
+func (s *sqlStore) claimTx(ctx context.Context, p ClaimParams) (b PendingBatch, err error) {
+	token := p.Token
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	tx, err := s.beginReadCommitted(ctx)
@@ -997,32 +1007,67 @@ func (s *sqlStore) claimTx(ctx context.Context, token string, lock query) (b Pen
 			err = errors.Join(err, ignoreDone(tx.Rollback()))
 		}
 	}()
-	rows, err := tx.QueryContext(ctx, lock.SQL, lock.Args...)
-	if err != nil {
-		return PendingBatch{}, err
-	}
 	var (
 		ids   []string
 		until any
+		after *claimCursor
 	)
-	for rows.Next() {
-		var r rawRow
-		if err := r.scan(rows, &until); err != nil {
-			rows.Close()
+	for round := 0; round < claimReadRounds && len(ids) < p.Limit; round++ {
+		want := p.Limit - len(ids)
+		read, err := s.d.claimReadQuery(s.table, p, want, after)
+		if err != nil {
 			return PendingBatch{}, err
 		}
-		ids = append(ids, r.id())
-		prev, _ := textValue(r[lockedByColumn])
-		b.countTakeOver(prev, token)
-		e, err := r.decode(s.d, strict)
+		var candidates []string
+		rows, err := tx.QueryContext(ctx, read.SQL, read.Args...)
 		if err != nil {
-			b.Undecodable = append(b.Undecodable, RowError{EventID: r.id(), Err: err})
-			continue
+			return PendingBatch{}, err
 		}
-		b.Events = append(b.Events, e)
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return PendingBatch{}, err
+		for rows.Next() {
+			var c claimCursor
+			if err := rows.Scan(&c.id, &c.due, &c.created); err != nil {
+				rows.Close()
+				return PendingBatch{}, err
+			}
+			candidates, after = append(candidates, c.id), &c
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return PendingBatch{}, err
+		}
+		if len(candidates) == 0 {
+			break
+		}
+		lock, err := s.d.claimLockQuery(s.table, p, candidates)
+		if err != nil {
+			return PendingBatch{}, err
+		}
+		if rows, err = tx.QueryContext(ctx, lock.SQL, lock.Args...); err != nil {
+			return PendingBatch{}, err
+		}
+		locked := 0
+		for rows.Next() {
+			var r rawRow
+			if err := r.scan(rows, &until); err != nil {
+				rows.Close()
+				return PendingBatch{}, err
+			}
+			ids = append(ids, r.id())
+			locked++
+			prev, _ := textValue(r[lockedByColumn])
+			b.countTakeOver(prev, token)
+			e, err := r.decode(s.d, strict)
+			if err != nil {
+				b.Undecodable = append(b.Undecodable, RowError{EventID: r.id(), Err: err})
+				continue
+			}
+			b.Events = append(b.Events, e)
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return PendingBatch{}, err
+		}
+		if len(candidates) < want || locked == len(candidates) {
+			break // no due row after these, or none of them was held
+		}
 	}
 	if len(ids) == 0 {
 		return PendingBatch{}, tx.Commit()
