@@ -676,7 +676,12 @@
       };
       const onOK = () => done(true);
       const onCancel = () => done(false);
-      const onClose = () => done(false);
+      // A dialog fires "close" in a task queued by close(): the close of the dialog
+      // before this one can arrive after this one opened. Only a close that left the
+      // dialog closed (Escape) answers this one.
+      const onClose = () => {
+        if (!d.open) done(false);
+      };
       $('confirm-ok').addEventListener('click', onOK);
       $('confirm-cancel').addEventListener('click', onCancel);
       d.addEventListener('close', onClose);
