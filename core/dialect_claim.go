@@ -107,7 +107,7 @@ func (d *dialect) claimLockQuery(t tableName, p ClaimParams, ids []string) (quer
 		return query{}, err
 	}
 	b := d.newBuilder()
-	b.w("SELECT ", selectColumns, ", ", d.dbTimeOffset(b, p.TTL), " FROM ", d.qualified(t), " FORCE INDEX (PRIMARY)")
+	b.w("SELECT ", selectColumns, ", ", d.dbTimeOffset(b, p.TTL), " FROM ", d.byID(t))
 	b.claimWhere(p).w(" AND ").matchIDs(ids).w(d.claimOrder(), " FOR UPDATE SKIP LOCKED")
 	return b.query(), nil
 }
@@ -118,7 +118,7 @@ func (d *dialect) claimUpdateQueries(t tableName, token string, until any, ids [
 	var qs []query
 	for _, chunk := range d.chunkIDs(ids) {
 		b := d.newBuilder()
-		b.w("UPDATE ", d.qualified(t), " SET locked_by = ", b.arg(token), ", locked_until = ", b.arg(until), " WHERE ")
+		b.w("UPDATE ", d.byID(t), " SET locked_by = ", b.arg(token), ", locked_until = ", b.arg(until), " WHERE ")
 		qs = append(qs, b.matchIDs(chunk).query())
 	}
 	return qs

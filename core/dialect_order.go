@@ -330,7 +330,7 @@ func (d *dialect) promoteIDsQueries(t tableName, ids []string, p PromoteParams) 
 	var qs []query
 	for _, chunk := range d.chunkIDs(ids) {
 		b := d.newBuilder()
-		b.w("UPDATE ", d.qualified(t), " SET status = 0")
+		b.w("UPDATE ", d.byID(t), " SET status = 0")
 		if p.Token != "" {
 			b.w(", locked_by = ", b.arg(p.Token), ", locked_until = ", d.dbTimeOffset(b, p.TTL))
 		}

@@ -428,13 +428,13 @@ func (d *dialect) fanOutMarkQueries(t tableName, ids, tokens []string, doneAt ti
 			size := min(d.maxIDs, (d.maxBindParams-1)/2)
 			for start := 0; start < len(g.IDs); start += size {
 				end := min(start+size, len(g.IDs))
-				b := d.newBuilder().w("SELECT event_id FROM ", d.qualified(t), " WHERE ")
+				b := d.newBuilder().w("SELECT event_id FROM ", d.byID(t), " WHERE ")
 				locks = append(locks, b.matchIDTokens(g.IDs[start:end], g.Tokens[start:end]).fence("").w(" FOR UPDATE").query())
 			}
 			continue
 		}
 		for _, chunk := range d.chunkIDs(g.IDs) {
-			b := d.newBuilder().w("SELECT event_id FROM ", d.qualified(t), " WHERE ")
+			b := d.newBuilder().w("SELECT event_id FROM ", d.byID(t), " WHERE ")
 			locks = append(locks, b.matchIDs(chunk).fence("").w(" FOR UPDATE").query())
 		}
 	}
@@ -448,7 +448,7 @@ func (b *builder) markDone(t tableName, del bool, doneAt any) {
 		b.w("DELETE FROM ", b.d.qualified(t), " WHERE ")
 		return
 	}
-	b.w("UPDATE ", b.d.qualified(t), " SET status = 1, done_at = ", b.arg(doneAt), clearClaim, " WHERE ")
+	b.w("UPDATE ", b.d.byID(t), " SET status = 1, done_at = ", b.arg(doneAt), clearClaim, " WHERE ")
 }
 
 // releaseClaimsQueries builds the updates that clear the claims of the NEW and RETRY
@@ -459,7 +459,7 @@ func (d *dialect) releaseClaimsQueries(t tableName, ids, tokens []string) []quer
 	for start := 0; start < len(ids); start += size {
 		end := min(start+size, len(ids))
 		b := d.newBuilder()
-		b.w("UPDATE ", d.qualified(t), " SET locked_by = NULL, locked_until = NULL WHERE ")
+		b.w("UPDATE ", d.byID(t), " SET locked_by = NULL, locked_until = NULL WHERE ")
 		b.matchIDTokens(ids[start:end], tokens[start:end]).w(" AND status IN (0, 2)")
 		qs = append(qs, b.query())
 	}
@@ -590,12 +590,15 @@ func (b *builder) keysetAfter(col string, after any, id string) {
 
 // existingQuery reads which of ids are rows of the table. On MySQL it is a locking
 // read: it sees the newest committed rows, which a REPEATABLE READ snapshot taken
-// before they committed would not.
+// before they committed would not. It is ordered by event_id there because MariaDB,
+// even with the primary key forced, scanned the whole key of a small table for this
+// read of the key's column alone, and checked the rows of open transactions on the way;
+// with the order it reads ranges.
 func (d *dialect) existingQuery(t tableName, ids []string) query {
 	b := d.newBuilder()
-	b.w("SELECT event_id FROM ", d.qualified(t), " WHERE ").matchIDs(ids)
+	b.w("SELECT event_id FROM ", d.byID(t), " WHERE ").matchIDs(ids)
 	if d.name == "mysql" {
-		b.w(" LOCK IN SHARE MODE")
+		b.w(" ORDER BY event_id LOCK IN SHARE MODE")
 	}
 	return b.query()
 }
@@ -655,8 +658,8 @@ func (d *dialect) countDeadQuery(t tableName, f DeadFilter) query {
 
 // replaySet is the assignment list of a replay; its one argument is available_at. An
 // ordered event goes back to WAITING: Promote makes it NEW when its key lets it.
-func (b *builder) replaySet(t tableName, now any) *builder {
-	return b.w("UPDATE ", b.d.qualified(t),
+func (b *builder) replaySet(table string, now any) *builder {
+	return b.w("UPDATE ", table,
 		" SET status = CASE WHEN order_key IS NULL THEN 0 ELSE 4 END, attempts = 0, last_error = NULL, done_at = NULL, "+
 			"first_attempt_at = NULL, available_at = ", b.arg(now), clearClaim)
 }
@@ -667,6 +670,10 @@ func (d *dialect) deleteDeadQueries(t tableName, ids []string) []query {
 	var qs []query
 	for _, chunk := range d.chunkIDs(ids) {
 		b := d.newBuilder().w("DELETE FROM ", d.qualified(t), " WHERE ")
+		if d.byIDHint != "" {
+			// A single-table DELETE takes no index hint; the multi-table form does.
+			b = d.newBuilder().w("DELETE ", d.qualified(t), " FROM ", d.byID(t), " WHERE ")
+		}
 		qs = append(qs, b.matchIDs(chunk).w(" AND ", d.hintedStatus(), " = 3").query())
 	}
 	return qs
@@ -690,7 +697,7 @@ func (d *dialect) discardQueries(t tableName, ids []string, at time.Time) ([]que
 	var qs []query
 	for _, chunk := range d.chunkIDs(ids) {
 		b := d.newBuilder()
-		b.w("UPDATE ", d.qualified(t), " SET status = 6, done_at = ", b.arg(atArg), clearClaim, " WHERE ")
+		b.w("UPDATE ", d.byID(t), " SET status = 6, done_at = ", b.arg(atArg), clearClaim, " WHERE ")
 		qs = append(qs, b.matchIDs(chunk).w(" AND status IN (0, 2, 3, 4)").query())
 	}
 	return qs, nil
@@ -709,13 +716,13 @@ func (d *dialect) replayQueries(t tableName, p ReplayParams) ([]query, error) {
 	if len(p.IDs) > 0 {
 		var qs []query
 		for _, ids := range d.chunkIDs(p.IDs) {
-			b := d.newBuilder().replaySet(t, now).w(" WHERE ")
+			b := d.newBuilder().replaySet(d.byID(t), now).w(" WHERE ")
 			b.matchIDs(ids).w(" AND ", d.hintedStatus(), " = 3")
 			qs = append(qs, b.query())
 		}
 		return qs, nil
 	}
-	b := d.newBuilder().replaySet(t, now)
+	b := d.newBuilder().replaySet(d.qualified(t), now)
 	if d.orderedDML {
 		b.deadWhere(p.DeadFilter, true).w(" ORDER BY created_at, event_id LIMIT ", b.arg(int64(p.Limit)))
 		return []query{b.query()}, nil

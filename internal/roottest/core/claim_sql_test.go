@@ -145,67 +145,16 @@ func TestClaimLocksBlockNoWriter(t *testing.T) {
 // the business transaction ended (seconds, in TestInprocLateCommit's MultiNode run,
 // with the events redelivered). The claim reads the due rows' IDs with a plain read and
 // locks them by primary key. A control runs a locking walk of the pending index, which
-// the claim was before, and sees the writer's locks grow.
+// the claim was before, and sees the writer's locks grow. The table is small: on a
+// table of 20 rows MariaDB scanned it for the claim's UPDATE of ten IDs, and met the
+// open row, until the statement forced the primary key.
 func TestClaimTakesNoLockOfAnOpenWriter(t *testing.T) {
 	t.Parallel()
 	i := slices.IndexFunc(backends, func(b backend) bool { return b.dialect == outbox.MySQL })
 	c := newClaimTable(t, backends[i])
 	ctx := t.Context()
-	// Enough rows that the optimizer looks up the claimed rows by primary key, as on a
-	// table in service: on a table of a few rows, MariaDB prefers scanning all of them,
-	// and a locking scan meets the open row too.
-	ids := c.seed(t, "row-", 1000)
-	first, err := c.store.Get(ctx, ids[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := c.db.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	tx, err := conn.BeginTx(ctx, nil) // the server's default, REPEATABLE READ
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	var thread int64
-	if err := tx.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&thread); err != nil {
-		t.Fatal(err)
-	}
-	// Due before every seeded row: a walk of the pending index meets it first.
-	open := outbox.Event{ID: "open-1", Type: "Ping", AggregateType: "Thing", Payload: json.RawMessage(`{}`),
-		CreatedAt: first.CreatedAt.Add(-time.Minute), AvailableAt: first.AvailableAt.Add(-time.Minute)}
-	if _, err := c.store.Insert(ctx, tx, outbox.InsertParams{Events: []outbox.Event{open}}); err != nil {
-		t.Fatal(err)
-	}
-	// The open transaction's lock structs and row locks, from the InnoDB monitor
-	// (information_schema.INNODB_TRX is a cache refreshed at most every 0.1 s).
-	counts := regexp.MustCompile(`(\d+) lock struct\(s\), heap size \d+, (\d+) row lock\(s\)`)
-	var entry string // the monitor's last entry of the open transaction
-	locks := func() (structs, rows int64) {
-		t.Helper()
-		var typ, name, status string
-		if err := c.db.QueryRowContext(ctx, "SHOW ENGINE INNODB STATUS").Scan(&typ, &name, &status); err != nil {
-			t.Fatal(err)
-		}
-		for _, trx := range strings.Split(status, "---TRANSACTION ") {
-			if !strings.Contains(trx, fmt.Sprintf(" thread id %d,", thread)) { // "MariaDB thread id …" or "MySQL thread id …"
-				continue
-			}
-			entry = trx
-			m := counts.FindStringSubmatch(trx)
-			if m == nil {
-				t.Fatalf("no lock counts in the monitor's entry of the open transaction:\n%s", trx)
-			}
-			structs, _ = strconv.ParseInt(m[1], 10, 64)
-			rows, _ = strconv.ParseInt(m[2], 10, 64)
-			return structs, rows
-		}
-		t.Fatalf("the open transaction (thread %d) is not in the InnoDB monitor:\n%s", thread, status)
-		return 0, 0
-	}
-	structs, rows := locks()
+	ids := c.seed(t, "row-", 20)
+	w := openWriter(t, c, ids[0])
 	batch, err := c.store.Claim(ctx, outbox.ClaimParams{Token: "n1/1", TTL: time.Hour, Limit: 10})
 	if err != nil {
 		t.Fatal(err)
@@ -217,9 +166,7 @@ func TestClaimTakesNoLockOfAnOpenWriter(t *testing.T) {
 	if strings.Join(got, ",") != strings.Join(ids[:10], ",") {
 		t.Fatalf("claimed %v, want the first 10 seeded rows", got)
 	}
-	if s, r := locks(); s != structs || r != rows {
-		t.Fatalf("after the claim the open transaction holds %d lock structs, %d row locks; before, %d and %d:\n%s", s, r, structs, rows, entry)
-	}
+	w.unchanged(t, "the claim")
 	// Control: a locking walk of the pending index makes InnoDB lock the open row.
 	walk, err := c.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
@@ -235,10 +182,207 @@ func TestClaimTakesNoLockOfAnOpenWriter(t *testing.T) {
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if s, r := locks(); s == structs && r == rows {
+	if s, r := w.locks(t); s == w.structs && r == w.rows {
 		t.Fatalf("control: a locking walk of the pending index left the open transaction at %d lock structs, %d row locks", s, r)
 	} else {
-		t.Logf("control: a locking walk of the pending index took the open transaction from %d lock structs, %d row locks to %d and %d", structs, rows, s, r)
+		t.Logf("control: a locking walk of the pending index took the open transaction from %d lock structs, %d row locks to %d and %d", w.structs, w.rows, s, r)
+	}
+}
+
+// TestByIDStatementsTakeNoLockOfAnOpenWriter (MariaDB): the statements that find rows by
+// a list of IDs and lock or change them look the IDs up by primary key at any table
+// size. On a table of 20 rows MariaDB estimated a scan cheaper than ten lookups, and a
+// locking scan, even under READ COMMITTED, meets the row an open business transaction
+// inserted and turns its writer's implicit lock into an explicit one (see
+// TestClaimTakesNoLockOfAnOpenWriter): the DONE update of several IDs, the release of
+// claims, the fan-out's marks, the read of existing IDs on a duplicate insert, promote,
+// replay, discard and delete of dead events.
+func TestByIDStatementsTakeNoLockOfAnOpenWriter(t *testing.T) {
+	t.Parallel()
+	i := slices.IndexFunc(backends, func(b backend) bool { return b.dialect == outbox.MySQL })
+	ctx := t.Context()
+	at := time.Now()
+	ping := func(id string) outbox.Event {
+		return outbox.Event{ID: id, Type: "Ping", AggregateType: "Thing", Payload: json.RawMessage(`{}`)}
+	}
+	markDead := func(c *claimTable, ids []string) error {
+		for _, id := range ids {
+			if _, err := c.store.MarkDead(ctx, outbox.MarkDeadParams{ID: id, DeadAt: at, Reason: "x"}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	// Each step runs on a table of its own of 20 due rows, on the first ten; prepare
+	// runs before the writer opens.
+	steps := []struct {
+		name    string
+		prepare func(c *claimTable, ids []string) error
+		run     func(c *claimTable, ids []string) (int64, error)
+	}{
+		{"MarkDone", nil, func(c *claimTable, ids []string) (int64, error) {
+			return c.store.MarkDone(ctx, outbox.MarkDoneParams{IDs: ids, DoneAt: at})
+		}},
+		{"MarkDone fenced", func(c *claimTable, ids []string) error {
+			_, err := c.store.Claim(ctx, outbox.ClaimParams{Token: "n1/1", TTL: time.Hour, Limit: len(ids)})
+			return err
+		}, func(c *claimTable, ids []string) (int64, error) {
+			return c.store.MarkDone(ctx, outbox.MarkDoneParams{IDs: ids, Token: "n1/1", DoneAt: at})
+		}},
+		{"MarkDone fenced row by row", func(c *claimTable, ids []string) error {
+			_, err := c.store.Claim(ctx, outbox.ClaimParams{Token: "n1/1", TTL: time.Hour, Limit: len(ids)})
+			return err
+		}, func(c *claimTable, ids []string) (int64, error) {
+			tokens := slices.Repeat([]string{"n1/1"}, len(ids))
+			return c.store.MarkDone(ctx, outbox.MarkDoneParams{IDs: ids, Tokens: tokens, DoneAt: at})
+		}},
+		{"FanOut", nil, func(c *claimTable, ids []string) (int64, error) {
+			p := outbox.FanOutParams{DoneAt: at}
+			for _, id := range ids {
+				d := ping(outbox.DeliveryID(id, "l1"))
+				d.Listener = "l1"
+				p.Events = append(p.Events, outbox.FanOutEvent{ID: id, Deliveries: []outbox.Event{d}})
+			}
+			r, err := c.store.(outbox.FanOutStore).FanOut(ctx, p)
+			return int64(len(r.Split)), err
+		}},
+		{"Insert of existing IDs", nil, func(c *claimTable, ids []string) (int64, error) {
+			var again []outbox.Event
+			for _, id := range ids {
+				again = append(again, ping(id))
+			}
+			// All of them exist. (For an ID that does not, this locking read takes
+			// a gap lock on the next row of the primary key, and when that row is
+			// the open writer's, InnoDB converts the writer's lock whatever the plan:
+			// it does not wait, and an insert that repeats some IDs is rare.)
+			r, err := c.store.Insert(ctx, c.db, outbox.InsertParams{Events: again})
+			return int64(len(r.Existing)), err
+		}},
+		{"Promote by IDs", func(c *claimTable, ids []string) error {
+			// Ten keys, each with a DONE head and a WAITING second event, whose IDs
+			// the step promotes.
+			var heads, next []outbox.Event
+			for i := range ids {
+				h, w := ping(fmt.Sprint("h-", i)), ping(fmt.Sprint("w-", i))
+				h.OrderKey, w.OrderKey = fmt.Sprint("K", i), fmt.Sprint("K", i)
+				heads, next = append(heads, h), append(next, w)
+				ids[i] = w.ID
+			}
+			if _, err := c.store.Insert(ctx, c.db, outbox.InsertParams{Events: append(heads, next...)}); err != nil {
+				return err
+			}
+			var done []string
+			for _, h := range heads {
+				done = append(done, h.ID)
+			}
+			_, err := c.store.MarkDone(ctx, outbox.MarkDoneParams{IDs: done, DoneAt: at})
+			return err
+		}, func(c *claimTable, ids []string) (int64, error) {
+			return c.store.Promote(ctx, outbox.PromoteParams{IDs: ids})
+		}},
+		{"Replay", func(c *claimTable, ids []string) error { return markDead(c, ids) }, func(c *claimTable, ids []string) (int64, error) {
+			return c.store.Replay(ctx, outbox.ReplayParams{IDs: ids, Now: at})
+		}},
+		{"Discard", nil, func(c *claimTable, ids []string) (int64, error) {
+			return c.store.(outbox.DiscardStore).Discard(ctx, ids, at)
+		}},
+		{"DeleteDead", func(c *claimTable, ids []string) error { return markDead(c, ids) }, func(c *claimTable, ids []string) (int64, error) {
+			return c.store.DeleteDead(ctx, ids)
+		}},
+	}
+	for _, s := range steps {
+		t.Run(s.name, func(t *testing.T) {
+			c := newClaimTable(t, backends[i])
+			all := c.seed(t, "row-", 20)
+			ids := slices.Clone(all[:10])
+			if s.prepare != nil {
+				if err := s.prepare(c, ids); err != nil {
+					t.Fatal(err)
+				}
+			}
+			w := openWriter(t, c, all[0])
+			n, err := s.run(c, ids)
+			if err != nil || n != int64(len(ids)) {
+				t.Fatalf("%s = %d, %v; want %d", s.name, n, err, len(ids))
+			}
+			w.unchanged(t, s.name)
+		})
+	}
+}
+
+// openWriterTx is an open business transaction (REPEATABLE READ, the server's default)
+// that inserted one due row, and the lock counts the InnoDB monitor showed for it then.
+type openWriterTx struct {
+	db            *sql.DB
+	thread        int64
+	structs, rows int64
+	entry         string // the monitor's last entry of the transaction
+}
+
+// openWriter opens a writer on c's table whose row is due before the row first, so
+// that a walk of the pending index meets it first; it rolls back at cleanup.
+func openWriter(t *testing.T, c *claimTable, first string) *openWriterTx {
+	t.Helper()
+	ctx := t.Context()
+	e, err := c.store.Get(ctx, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := c.db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback() })
+	w := &openWriterTx{db: c.db}
+	if err := tx.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&w.thread); err != nil {
+		t.Fatal(err)
+	}
+	open := outbox.Event{ID: "open-1", Type: "Ping", AggregateType: "Thing", Payload: json.RawMessage(`{}`),
+		CreatedAt: e.CreatedAt.Add(-time.Minute), AvailableAt: e.AvailableAt.Add(-time.Minute)}
+	if _, err := c.store.Insert(ctx, tx, outbox.InsertParams{Events: []outbox.Event{open}}); err != nil {
+		t.Fatal(err)
+	}
+	w.structs, w.rows = w.locks(t)
+	return w
+}
+
+var innodbLockCounts = regexp.MustCompile(`(\d+) lock struct\(s\), heap size \d+, (\d+) row lock\(s\)`)
+
+// locks reads the open transaction's lock structs and row locks from the InnoDB
+// monitor (information_schema.INNODB_TRX is a cache refreshed at most every 0.1 s).
+func (w *openWriterTx) locks(t *testing.T) (structs, rows int64) {
+	t.Helper()
+	var typ, name, status string
+	if err := w.db.QueryRowContext(t.Context(), "SHOW ENGINE INNODB STATUS").Scan(&typ, &name, &status); err != nil {
+		t.Fatal(err)
+	}
+	for _, trx := range strings.Split(status, "---TRANSACTION ") {
+		if !strings.Contains(trx, fmt.Sprintf(" thread id %d,", w.thread)) { // "MariaDB thread id …" or "MySQL thread id …"
+			continue
+		}
+		w.entry = trx
+		m := innodbLockCounts.FindStringSubmatch(trx)
+		if m == nil {
+			t.Fatalf("no lock counts in the monitor's entry of the open transaction:\n%s", trx)
+		}
+		structs, _ = strconv.ParseInt(m[1], 10, 64)
+		rows, _ = strconv.ParseInt(m[2], 10, 64)
+		return structs, rows
+	}
+	t.Fatalf("the open transaction (thread %d) is not in the InnoDB monitor:\n%s", w.thread, status)
+	return 0, 0
+}
+
+// unchanged fails t unless the open transaction holds the locks it held after its insert.
+func (w *openWriterTx) unchanged(t *testing.T, after string) {
+	t.Helper()
+	if s, r := w.locks(t); s != w.structs || r != w.rows {
+		t.Fatalf("after %s the open transaction holds %d lock structs, %d row locks; before, %d and %d:\n%s", after, s, r, w.structs, w.rows, w.entry)
 	}
 }
 
