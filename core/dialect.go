@@ -120,6 +120,9 @@ var (
 		upsertTargetBare:  true,
 		transactionalDDL:  true,
 		headInTx:          true,
+		headInInsert:      true,
+		skipExisting:      " ON CONFLICT (event_id) DO NOTHING",
+		skipOnlyDeciding:  true,
 		cachedStatements:  128,
 	}
 )
@@ -238,9 +241,9 @@ type dialect struct {
 	// first event of each key is NEW, with an EXISTS per row, instead of a read before
 	// it: one statement fewer in the writer's transaction, with the same snapshot
 	// argument (the INSERT is a statement after the key lock). The INSERT returns the
-	// statuses, with skipExisting's RETURNING (PostgreSQL; on SQLite that would need
-	// 3.35, and when it was measured, before statements were kept prepared, the larger
-	// INSERT cost what the read it saves did).
+	// statuses, with skipExisting's RETURNING (PostgreSQL, and SQLite, where it needs
+	// 3.35, as the key upsert's RETURNING does: with the statements kept prepared, an
+	// A/B of W1o / W1 gave 0.64 with the read and 0.70 without, docs/BENCHMARKS.md).
 	headInInsert bool
 	// headByVersion, with headInInsert, writes a transaction's ordered events in one
 	// statement (insertByVersionQuery): the key upsert and the event INSERT of
@@ -271,6 +274,11 @@ type dialect struct {
 	// only that statement (MySQL/MariaDB, SQLite), reads which of its IDs exist and runs
 	// it again without them.
 	skipExisting string
+	// skipOnlyDeciding uses skipExisting only in the INSERTs that decide statuses
+	// (headInInsert), and insertSkipping's retry in the others (SQLite, where a unique
+	// violation undoes only its statement and RETURNING made an unordered insert a few
+	// per cent slower).
+	skipOnlyDeciding bool
 	// transactionalDDL applies a later migration in one transaction (PostgreSQL,
 	// SQLite), so that a crash leaves the table at one version or the next.
 	transactionalDDL bool

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -73,6 +74,26 @@ func TestHeadInInsertSQL(t *testing.T) {
 	}
 	if got := qs[0].Args[7]; got != "K" {
 		t.Errorf("argument 8 = %v, want the key", got)
+	}
+	// SQLite decides the same way, and returns statuses only from an INSERT that decides
+	// some (dialect.skipOnlyDeciding).
+	qs, err = SQLite.builder().insertQueriesHeads(tableName{name: DefaultTable}, InsertParams{Events: events[:1], ClaimTTL: time.Second}, time.Time{}, nil,
+		map[string]bool{"a": true})
+	if err != nil || len(qs) != 1 || !qs[0].returnsStatus {
+		t.Fatalf("SQLite insertQueriesHeads: %d queries, %v", len(qs), err)
+	}
+	want = "INSERT INTO \"outbox_event\" (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, " +
+		"available_at, created_at, locked_by, locked_until, order_key, order_seq) VALUES (?, ?, ?, ?, ?, ?, ?, " +
+		"CASE WHEN EXISTS (SELECT 1 FROM \"outbox_event\" WHERE order_key = ? AND status <> 1 AND status < 5) THEN 4 ELSE 0 END, 0, ?, ?, " +
+		"CASE WHEN EXISTS (SELECT 1 FROM \"outbox_event\" WHERE order_key = ? AND status <> 1 AND status < 5) THEN NULL ELSE ? END, " +
+		"CASE WHEN EXISTS (SELECT 1 FROM \"outbox_event\" WHERE order_key = ? AND status <> 1 AND status < 5) THEN NULL ELSE strftime('%Y-%m-%dT%H:%M:%f000Z', 'now', ?) END, " +
+		"?, ?) ON CONFLICT (event_id) DO NOTHING RETURNING event_id, status"
+	if qs[0].SQL != want {
+		t.Errorf("SQLite got:  %s\nwant: %s", qs[0].SQL, want)
+	}
+	qs, err = SQLite.builder().insertQueriesHeads(tableName{name: DefaultTable}, InsertParams{Events: events[1:], ClaimTTL: time.Second}, time.Time{}, map[string]bool{}, nil)
+	if err != nil || len(qs) != 1 || qs[0].returnsStatus || strings.Contains(qs[0].SQL, "RETURNING") {
+		t.Fatalf("SQLite insert deciding nothing: %v, %+v", err, qs)
 	}
 }
 

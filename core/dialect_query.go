@@ -82,6 +82,7 @@ func (d *dialect) insertQueriesHeads(t tableName, p InsertParams, now time.Time,
 		return nil, err
 	}
 	events := p.Events
+	returnsStatus := d.skipExisting != "" && (!d.skipOnlyDeciding || len(candidates) > 0)
 	claims, ordered, listeners := false, false, false
 	for i := range events {
 		claims = claims || events[i].LockedBy != ""
@@ -108,7 +109,7 @@ func (d *dialect) insertQueriesHeads(t tableName, p InsertParams, now time.Time,
 		}
 		if b == nil {
 			b = d.newBuilder().w("INSERT INTO ", d.qualified(t), " (", columns, ") VALUES ")
-			b.returnsStatus = d.skipExisting != ""
+			b.returnsStatus = returnsStatus
 			size, first = 0, i
 		} else {
 			b.w(", ")
