@@ -224,7 +224,8 @@ type dialect struct {
 	upsertTargetBare bool
 	// headInTx lets Insert find, after locking the keys, which keys have events that
 	// are not DONE, and insert the first event of each other key NEW at once instead of
-	// WAITING for a promote after commit. Safe where that read sees every commit of the
+	// WAITING for a promote after commit; the event INSERT reads it (headInInsert, which
+	// every dialect with headInTx has). Safe where that read sees every commit of the
 	// key before the lock was granted: PostgreSQL (a statement's snapshot under READ
 	// COMMITTED; under REPEATABLE READ the upsert of a key that changed since the
 	// snapshot fails), SQLite (one writer at a time). Not MySQL, whose REPEATABLE READ

@@ -21,10 +21,13 @@ type migration struct {
 // table lacks column, or, for a version that adds no column, the index named by the
 // suffix index.
 type laterMigration struct {
-	name     string // the file name after the version number
-	column   string
-	index    string // an index suffix, detected instead of column when set
-	up, down []ddlStatement
+	name   string // the file name after the version number
+	column string
+	index  string // an index suffix, detected instead of column when set
+	// droppedKeyIndex, when set, is the suffix of an index of the key table that the
+	// version drops: the version is detected by the index being gone.
+	droppedKeyIndex string
+	up, down        []ddlStatement
 }
 
 // renderDDL formats statements as a migration file: each preceded by its comment,
@@ -113,8 +116,9 @@ func postgresDDL(d *dialect, t tableName) migration {
 			{finishedIndexComment, "CREATE INDEX IF NOT EXISTS " + index(finishedIndexSuffix) + " ON " + table +
 				" (" + finishedAt + ", event_id) WHERE " + d.hintedStatus() + " IN (1, 3)"},
 		},
-		down:  []ddlStatement{{"Drops the table and its indexes.", "DROP TABLE IF EXISTS " + table}},
-		later: []laterMigration{orderingMigration(d, t), fallbackMigration(d, t), listenerMigration(d, t), adminMigration(d, t)},
+		down: []ddlStatement{{"Drops the table and its indexes.", "DROP TABLE IF EXISTS " + table}},
+		later: []laterMigration{orderingMigration(d, t), fallbackMigration(d, t), listenerMigration(d, t), adminMigration(d, t),
+			keyIndexMigration(d, t)},
 	}
 }
 
@@ -157,8 +161,9 @@ func sqliteDDL(d *dialect, t tableName) migration {
 			{finishedIndexComment + sqliteHintComment, "CREATE INDEX IF NOT EXISTS " + index(finishedIndexSuffix) +
 				" (" + finishedAt + ", event_id) WHERE " + d.hintedStatus() + " IN (1, 3)"},
 		},
-		down:  []ddlStatement{{"Drops the table and its indexes.", "DROP TABLE IF EXISTS " + table}},
-		later: []laterMigration{orderingMigration(d, t), fallbackMigration(d, t), listenerMigration(d, t), adminMigration(d, t)},
+		down: []ddlStatement{{"Drops the table and its indexes.", "DROP TABLE IF EXISTS " + table}},
+		later: []laterMigration{orderingMigration(d, t), fallbackMigration(d, t), listenerMigration(d, t), adminMigration(d, t),
+			keyIndexMigration(d, t)},
 	}
 }
 
@@ -175,6 +180,38 @@ const (
 		"Purge deletes rows of keys with nothing left to order."
 	keyIndexComment = "Purge finds the key rows not written for the retention by updated_at."
 )
+
+// keyIndexDropComment explains the migration that drops the key table's index.
+const keyIndexDropComment = "Drops the key table's index on updated_at. Every ordered write updates its key's row,\n" +
+	"updated_at with it, and so wrote a new entry in that index (on PostgreSQL it also kept\n" +
+	"the update from being HOT); purge reads the key table along its primary key instead."
+
+// keyIndexMigration is the version that drops the key table's updated_at index (the
+// ordering version made it): 6 on PostgreSQL and SQLite, 7 on MySQL.
+func keyIndexMigration(d *dialect, t tableName) laterMigration {
+	kt := keyTable(t)
+	index := d.quote(t.indexName(keyIndexSuffix))
+	m := laterMigration{name: "key_index_dropped", droppedKeyIndex: keyIndexSuffix}
+	if d.name == "mysql" {
+		m.up = []ddlStatement{{keyIndexDropComment, "ALTER TABLE " + d.qualified(kt) + " DROP INDEX " + index}}
+		m.down = []ddlStatement{{keyIndexComment, "ALTER TABLE " + d.qualified(kt) + " ADD INDEX " + index + " (updated_at)"}}
+		return m
+	}
+	// PostgreSQL and SQLite qualify a dropped index's name with the schema; PostgreSQL
+	// creates an index in its table's schema, SQLite wants the index name qualified and
+	// the table bare.
+	qualifiedIndex, on := index, d.qualified(kt)
+	if t.schema != "" {
+		qualifiedIndex = d.quote(t.schema) + "." + index
+	}
+	create := index
+	if d.name == "sqlite" {
+		create, on = qualifiedIndex, d.quote(kt.name)
+	}
+	m.up = []ddlStatement{{keyIndexDropComment, "DROP INDEX IF EXISTS " + qualifiedIndex}}
+	m.down = []ddlStatement{{keyIndexComment, "CREATE INDEX IF NOT EXISTS " + create + " ON " + on + " (updated_at)"}}
+	return m
+}
 
 // orderingMigration is version 2 on PostgreSQL and SQLite.
 func orderingMigration(d *dialect, t tableName) laterMigration {
@@ -395,6 +432,6 @@ func mysqlDDL(d *dialect, t tableName) migration {
 					", DROP COLUMN " + d.orderOpenColumn + ", DROP COLUMN order_seq, DROP COLUMN order_key"},
 				{"", "DROP TABLE IF EXISTS " + d.qualified(keyTable(t))},
 			},
-		}, fallbackMigration(d, t), listenerMigration(d, t), adminMigration(d, t)},
+		}, fallbackMigration(d, t), listenerMigration(d, t), adminMigration(d, t), keyIndexMigration(d, t)},
 	}
 }

@@ -341,21 +341,43 @@ func (d *dialect) promoteIDsQueries(t tableName, ids []string, p PromoteParams) 
 	return qs
 }
 
-// purgeKeysQuery builds the deletion of at most limit key rows not written since before
-// whose keys have no row that is not DONE: their counters are not needed any more (a
-// key written again starts from 1, behind nothing). A transaction that writes the key
-// meanwhile updates updated_at under the row's lock, which the outer test re-checks.
-func (d *dialect) purgeKeysQuery(t tableName, before any, limit int) query {
+// keyBoundQuery builds the read of the next stretch of the key table that one batch of
+// a key purge examines: the order_key of the limit-th key row after after, in primary
+// key order ("" starts at the first row); none when fewer rows are left. The key table
+// has no index on updated_at (an ordered write updates it, and an index on it cost the
+// write more than a purge's walk of the primary key costs, docs/ordering.md), so a purge
+// walks the key table by primary key, limit rows a batch.
+func (d *dialect) keyBoundQuery(t tableName, after string, limit int) query {
+	b := d.newBuilder()
+	b.w("SELECT order_key FROM ", d.qualified(keyTable(t)), " WHERE order_key > ", b.arg(after),
+		" ORDER BY order_key LIMIT 1 OFFSET ", b.arg(int64(limit-1)))
+	return b.query()
+}
+
+// purgeKeysQuery builds the deletion of the key rows after after and up to upTo (to the
+// end of the table when upTo is nil) not written since before whose keys have no row
+// that is not DONE: their counters are not needed any more (a key written again starts
+// from 1, behind nothing). A transaction that writes the key meanwhile updates
+// updated_at under the row's lock, which the outer test re-checks.
+func (d *dialect) purgeKeysQuery(t tableName, before any, after string, upTo *string) query {
 	kt, table, col := d.qualified(keyTable(t)), d.qualified(t), d.orderColumn()
 	b := d.newBuilder()
+	stretch := func(alias string) {
+		b.w(alias, "order_key > ", b.arg(after))
+		if upTo != nil {
+			b.w(" AND ", alias, "order_key <= ", b.arg(*upTo))
+		}
+	}
 	if d.orderedDML {
-		b.w("DELETE FROM ", kt, " WHERE updated_at < ", b.arg(before), " AND NOT EXISTS (SELECT 1 FROM ", table, " e WHERE e.", col, " = ",
-			kt, ".order_key) ORDER BY updated_at LIMIT ", b.arg(int64(limit)))
+		b.w("DELETE FROM ", kt, " WHERE ")
+		stretch("")
+		b.w(" AND updated_at < ", b.arg(before), " AND NOT EXISTS (SELECT 1 FROM ", table, " e WHERE e.", col, " = ", kt, ".order_key)")
 		return b.query()
 	}
-	b.w("DELETE FROM ", kt, " WHERE order_key IN (SELECT k.order_key FROM ", kt, " k WHERE k.updated_at < ", b.arg(before),
-		" AND NOT EXISTS (SELECT 1 FROM ", table, " e WHERE e.", col, " = k.order_key", d.orderOpen("e"), d.perRowProbe, ") ORDER BY k.updated_at LIMIT ",
-		b.arg(int64(limit)))
+	b.w("DELETE FROM ", kt, " WHERE order_key IN (SELECT k.order_key FROM ", kt, " k WHERE ")
+	stretch("k.")
+	b.w(" AND k.updated_at < ", b.arg(before), " AND NOT EXISTS (SELECT 1 FROM ", table, " e WHERE e.", col, " = k.order_key", d.orderOpen("e"),
+		d.perRowProbe, ")")
 	if d.skipLocked {
 		// Keys another purger, or a writer's transaction, holds are left for later.
 		b.w(" FOR UPDATE OF k SKIP LOCKED")
@@ -395,30 +417,5 @@ func (d *dialect) blockedKeysQuery(t tableName) query {
 		d.orderOpen("f"), " AND f.status IN (2, 3) AND EXISTS (SELECT 1 FROM ", table, " w WHERE w.", col, " = f.", col, d.orderOpen("w"),
 		" AND w.status = 4", d.perRowProbe, ") AND NOT EXISTS (SELECT 1 FROM ", table, " n WHERE n.", col, " = f.", col, d.orderOpen("n"),
 		" AND n.status = 0", d.perRowProbe, ") GROUP BY f.", col, ") b")
-	return b.query()
-}
-
-// openKeysQuery builds the read of the keys, among keys, that have events that are not
-// DONE (see dialect.headInTx).
-func (d *dialect) openKeysQuery(t tableName, keys []keyCount) query {
-	b := d.newBuilder()
-	b.w("SELECT DISTINCT order_key FROM ", d.qualified(t), " WHERE ")
-	if d.idsAsArray {
-		list := make([]string, len(keys))
-		for i, k := range keys {
-			list[i] = k.key
-		}
-		b.w("order_key = ANY(CAST(", b.arg(textArrayLiteral(list)), " AS TEXT[]))")
-	} else {
-		b.w("order_key IN (")
-		for i, k := range keys {
-			if i > 0 {
-				b.w(", ")
-			}
-			b.w(b.arg(k.key))
-		}
-		b.w(")")
-	}
-	b.w(" AND ", orderOpenStatus)
 	return b.query()
 }

@@ -166,8 +166,13 @@ func applyLater(ctx context.Context, db *sql.DB, d *dialect, m laterMigration) (
 	return tx.Commit()
 }
 
-// applied reports whether the table already has version m: its column, or its index.
+// applied reports whether the table already has version m: its column, or its index,
+// or for a version that drops an index of the key table, that index being gone.
 func (m laterMigration) applied(ctx context.Context, db *sql.DB, d *dialect, t tableName) (bool, error) {
+	if m.droppedKeyIndex != "" {
+		has, err := hasIndex(ctx, db, d, keyTable(t), t.indexName(m.droppedKeyIndex))
+		return !has, err
+	}
 	if m.index != "" {
 		return hasIndex(ctx, db, d, t, t.indexName(m.index))
 	}

@@ -331,9 +331,7 @@ func (s *sqlStore) insert(ctx context.Context, exec Executor, p InsertParams, ke
 				}
 			}
 		} else {
-			if heads, err = s.heads(ctx, exec, p.Events, keys, idle); err != nil {
-				return InsertResult{}, fmt.Errorf("insert events: read order keys: %w", err)
-			}
+			heads = s.heads(p.Events, keys, idle)
 		}
 	}
 	now := time.Now()
@@ -571,35 +569,19 @@ func (s *sqlStore) lockKeys(ctx context.Context, exec Executor, events []Event, 
 	return nil, orderSeqs(events, keys, top)
 }
 
-// heads returns the IDs of the ordered events to insert NEW: the first event of each
-// key that has no event left that is not DONE, as far as the dialect can tell. With
-// headBySnapshot those keys are idle (from lockKeys); with headInTx a read finds them.
-// It sets every ordered event's Status to what it is inserted as.
-func (s *sqlStore) heads(ctx context.Context, exec Executor, events []Event, keys []keyCount, idle map[string]bool) (map[string]bool, error) {
+// heads returns the IDs of the ordered events to insert NEW where the event INSERT does
+// not decide (without headInInsert): the first event of each key known to have no
+// event left that is not DONE, which with headBySnapshot are the keys lockKeys found
+// idle; without it, none. It sets every ordered event's Status to what it is inserted
+// as.
+func (s *sqlStore) heads(events []Event, keys []keyCount, idle map[string]bool) map[string]bool {
 	open := map[string]bool{}
-	switch {
-	case s.d.headBySnapshot:
-		for _, k := range keys {
-			if !idle[k.key] {
-				open[k.key] = true
-			}
-		}
-	case !s.d.headInTx:
-		for _, k := range keys {
+	for _, k := range keys {
+		if !s.d.headBySnapshot || !idle[k.key] {
 			open[k.key] = true
 		}
-	default:
-		err := s.queryKeys(ctx, exec, keys, s.d.openKeysQuery, func(rows *sql.Rows) error {
-			var k string
-			err := rows.Scan(&k)
-			open[k] = true
-			return err
-		})
-		if err != nil {
-			return nil, err
-		}
 	}
-	return markHeads(events, open), nil
+	return markHeads(events, open)
 }
 
 // markHeads sets the Status of the ordered events: NEW for the first event of each key
@@ -1245,7 +1227,7 @@ func (s *sqlStore) Purge(ctx context.Context, p PurgeParams) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("purge: %w", err)
 	}
-	run := s.execRange
+	run, read := s.execRange, s.on(s.db)
 	if s.d.claimInTx { // MySQL: one purge of the table at a time
 		conn, ok, err := s.purgeLock(ctx)
 		if err != nil {
@@ -1256,6 +1238,7 @@ func (s *sqlStore) Purge(ctx context.Context, p PurgeParams) (int64, error) {
 		}
 		defer s.releasePurgeLock(ctx, conn)
 		run = func(ctx context.Context, q query) (int64, error) { return s.execRangeOn(ctx, conn, q) }
+		read = conn
 	}
 	n, err := run(ctx, q)
 	if err != nil {
@@ -1263,20 +1246,57 @@ func (s *sqlStore) Purge(ctx context.Context, p PurgeParams) (int64, error) {
 	}
 	if n < int64(p.Limit) {
 		// The events are purged up to the cutoff: the key rows left with nothing to
-		// order and not written since go too, in batches of the same size.
-		before, _ := s.d.time(p.Before)
-		q := s.d.purgeKeysQuery(s.table, before, p.Limit)
-		for {
-			k, err := run(ctx, q)
-			if err != nil {
-				return n, fmt.Errorf("purge order keys: %w", err)
-			}
-			if k < int64(p.Limit) {
-				break
-			}
+		// order and not written since go too.
+		if err := s.purgeKeys(ctx, p, run, read); err != nil {
+			return n, fmt.Errorf("purge order keys: %w", err)
 		}
 	}
 	return n, nil
+}
+
+// purgeKeys walks the key table by primary key, p.Limit rows a batch, and deletes the
+// rows of each batch not written since p.Before whose keys have nothing left to order
+// (purgeKeysQuery; keyBoundQuery says why a walk). Each batch is two statements: the
+// read, through read, of where it ends, then the delete, by run.
+func (s *sqlStore) purgeKeys(ctx context.Context, p PurgeParams, run func(context.Context, query) (int64, error), read Executor) error {
+	before, err := s.d.time(p.Before)
+	if err != nil {
+		return err
+	}
+	for after := ""; ; {
+		upTo, err := s.keyBound(ctx, read, after, p.Limit)
+		if err != nil {
+			return err
+		}
+		if _, err := run(ctx, s.d.purgeKeysQuery(s.table, before, after, upTo)); err != nil {
+			return err
+		}
+		if upTo == nil {
+			return nil
+		}
+		after = *upTo
+	}
+}
+
+// keyBound runs keyBoundQuery through read: the last key of the batch after after, or
+// nil when the batch reaches the end of the key table.
+func (s *sqlStore) keyBound(ctx context.Context, read Executor, after string, limit int) (*string, error) {
+	q := s.d.keyBoundQuery(s.table, after, limit)
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	rows, err := read.QueryContext(ctx, q.SQL, q.Args...)
+	if err != nil {
+		return nil, err
+	}
+	var key *string
+	for rows.Next() {
+		key = new(string)
+		if err := rows.Scan(key); err != nil {
+			rows.Close()
+			return nil, err
+		}
+	}
+	return key, errors.Join(rows.Err(), rows.Close())
 }
 
 // purgeLockName is the name of the table's purge lock on MySQL (at most 64 characters).

@@ -302,8 +302,9 @@ func TestMySQLQueriesUseIndexes(t *testing.T) {
 		"SELECT k.order_key, k.last_seq, TIMESTAMPDIFF(MICROSECOND, '2000-01-01 00:00:00', k.updated_at), EXISTS (SELECT 1 FROM " + b.quoted() +
 			" e FORCE INDEX (`outbox_event_order_idx`) WHERE e.order_open_key = k.order_key) FROM " + keyTable + " k WHERE k.order_key IN ('K1', 'K2')",
 		`UPDATE ` + b.quoted() + ` SET status = 0 WHERE event_id IN ('e-00001', 'e-00002') AND status = 4`,
-		"DELETE FROM " + keyTable + " WHERE updated_at < " + t0 + " AND NOT EXISTS (SELECT 1 FROM " +
-			b.quoted() + " e WHERE e.order_open_key = " + keyTable + ".order_key) ORDER BY updated_at LIMIT 10"} {
+		// A key purge's batch: a stretch of the key table's primary key.
+		"DELETE FROM " + keyTable + " WHERE order_key > 'K1' AND order_key <= 'K3' AND updated_at < " + t0 + " AND NOT EXISTS (SELECT 1 FROM " +
+			b.quoted() + " e WHERE e.order_open_key = " + keyTable + ".order_key)"} {
 		plan := mysqlPlan(t, b.db, q)
 		for _, row := range plan {
 			switch row["table"] {

@@ -490,7 +490,7 @@ func TestCustomSchemaQualifiedTable(t *testing.T) {
 			case "postgres":
 				// The key and audit tables' indexes are in the schema too.
 				want = "Order_Events_aggregate_idx,Order_Events_audit_pkey,Order_Events_claim_idx,Order_Events_dead_idx," +
-					"Order_Events_finished_idx,Order_Events_key_pkey,Order_Events_key_updated_idx,Order_Events_order_idx," +
+					"Order_Events_finished_idx,Order_Events_key_pkey,Order_Events_order_idx," +
 					"Order_Events_pending_idx,Order_Events_pkey,Order_Events_state_idx"
 			case "mysql":
 				// The pending index serves the claim (see the MySQL DDL), the poll index
@@ -610,15 +610,16 @@ func TestQueriesUseIndexes(t *testing.T) {
 			}
 			cases[heads(`w.order_key IS NOT NULL`, "1000")] = check{"order_idx", sweepAvoid}
 			kt := strings.TrimSuffix(b.quoted(), `"`) + `_key"`
-			cases[`DELETE FROM `+kt+` WHERE order_key IN (SELECT k.order_key FROM `+kt+` k WHERE k.updated_at < `+t0+
-				` AND NOT EXISTS (SELECT 1 FROM `+b.quoted()+` e WHERE e.order_key = k.order_key AND e.status <> 1 AND e.status < 5`+probe+`) ORDER BY k.updated_at LIMIT 10)`+
+			// A key purge walks the key table by primary key, a stretch a batch.
+			cases[`DELETE FROM `+kt+` WHERE order_key IN (SELECT k.order_key FROM `+kt+` k WHERE k.order_key > 'A' AND k.order_key <= 'K'`+
+				` AND k.updated_at < `+t0+` AND NOT EXISTS (SELECT 1 FROM `+b.quoted()+` e WHERE e.order_key = k.order_key AND e.status <> 1 AND e.status < 5`+probe+`))`+
 				` AND updated_at < `+t0] = check{"order_idx", sortStep + "|Anti Join"}
 			// The writer learns whether a key has an event that is not DONE from the
-			// order index: on PostgreSQL inside the event INSERT, on SQLite by a read.
+			// order index, inside the event INSERT.
+			cases[`INSERT INTO `+b.quoted()+` (event_id, event_type, aggregate_type, payload, status, attempts, available_at, created_at, order_key, order_seq)`+
+				` VALUES ('x', 'T', 'A', '{}', CASE WHEN EXISTS (SELECT 1 FROM `+b.quoted()+` WHERE order_key = 'A' AND status <> 1 AND status < 5) THEN 4 ELSE 0 END, 0, `+
+				t0+`, `+t0+`, 'A', 1)`] = check{"order_idx", scan}
 			if b.d == outbox.Postgres {
-				cases[`INSERT INTO `+b.quoted()+` (event_id, event_type, aggregate_type, payload, status, attempts, available_at, created_at, order_key, order_seq)`+
-					` VALUES ('x', 'T', 'A', '{}', CASE WHEN EXISTS (SELECT 1 FROM `+b.quoted()+` WHERE order_key = 'A' AND status <> 1 AND status < 5) THEN 4 ELSE 0 END, 0, `+
-					t0+`, `+t0+`, 'A', 1)`] = check{"order_idx", scan}
 				// The one statement of an ordered write: the key upsert's version check
 				// probes the key table's primary key, the event's status the order index.
 				cases[`WITH ks AS (INSERT INTO `+kt+` AS k (order_key, last_seq, updated_at) VALUES ('A', 1, statement_timestamp())`+
@@ -629,9 +630,6 @@ func TestQueriesUseIndexes(t *testing.T) {
 					` FROM (VALUES ('x', 'T', 'A', CAST('{}' AS JSONB), CASE WHEN EXISTS (SELECT 1 FROM `+b.quoted()+` WHERE order_key = 'A' AND status <> 1 AND status < 5) THEN 4 ELSE 0 END, 0, `+
 					`CAST(`+t0+` AS TIMESTAMPTZ), CAST(`+t0+` AS TIMESTAMPTZ), 'A', CAST(0 AS BIGINT))) AS v (event_id, event_type, aggregate_type, payload, status, attempts, available_at, created_at, order_key, order_seq)`+
 					` JOIN ks ON ks.order_key = v.order_key ON CONFLICT (event_id) DO NOTHING RETURNING event_id, status, order_seq`] = check{"order_idx", scan}
-			} else {
-				cases[`SELECT DISTINCT order_key FROM `+b.quoted()+` WHERE order_key IN ('A', 'B') AND status <> 1 AND status < 5`] =
-					check{"order_idx", "SCAN " + strings.Trim(b.quoted(), `"`)}
 			}
 			if b.d == outbox.SQLite {
 				cases[`UPDATE `+b.quoted()+` SET status = 0 WHERE event_id IN (SELECT event_id FROM `+b.quoted()+

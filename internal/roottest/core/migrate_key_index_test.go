@@ -1,0 +1,148 @@
+package outbox_test
+
+import (
+	"fmt"
+	"io/fs"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/internal/testdb"
+)
+
+// TestMigrateDropsTheKeyIndexOfATableWithRows: a table at the version before the key
+// table's updated_at index was dropped (the last shipped migration undone with its own
+// down file), holding ordered events and key rows, is upgraded in place by
+// MigrateTable: the keys go on numbering where they were, and a purge, which walks the
+// key table by primary key a batch at a time now, deletes the key rows of the keys with
+// nothing left to order and keeps the others.
+func TestMigrateDropsTheKeyIndexOfATableWithRows(t *testing.T) {
+	t.Parallel()
+	for _, s := range rawDatabases {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			db := s.open(t)
+			table := testdb.IsolatedTable(t, db, s.d.Name())
+			if err := outbox.MigrateTable(ctx, db, s.d, table); err != nil {
+				t.Fatal(err)
+			}
+			store, err := sqlStore(db, s.d, outbox.SQLStoreConfig{Table: table})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Seven keys with two events each; both of K0…K4 DONE, the first of K5, K6.
+			now := time.Now()
+			var events []outbox.Event
+			for i := range 14 {
+				e := testEvent(fmt.Sprintf("o-%02d", i), now.Add(-time.Hour))
+				e.OrderKey = fmt.Sprint("K", i%7)
+				events = append(events, e)
+			}
+			if _, err := store.Insert(ctx, db, outbox.InsertParams{Events: events}); err != nil {
+				t.Fatal(err)
+			}
+			done := func(ids ...string) {
+				t.Helper()
+				if n, err := store.MarkDone(ctx, outbox.MarkDoneParams{IDs: ids, DoneAt: now.Add(-time.Minute)}); err != nil || n != int64(len(ids)) {
+					t.Fatalf("MarkDone(%v) = %d, %v", ids, n, err)
+				}
+				if _, err := store.Promote(ctx, outbox.PromoteParams{Limit: 100}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			done("o-00", "o-01", "o-02", "o-03", "o-04", "o-05", "o-06")
+			done("o-07", "o-08", "o-09", "o-10", "o-11")
+
+			// Back to the version before: its down file names the tables without a
+			// schema, so run it in the table's schema (PostgreSQL) or database (MySQL).
+			conn, err := db.Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if schema, _, ok := strings.Cut(table, "."); ok {
+				use := `SET search_path TO "` + schema + `"`
+				if s.d == outbox.MySQL {
+					use = "USE `" + schema + "`"
+				}
+				if _, err := conn.ExecContext(ctx, use); err != nil {
+					t.Fatal(err)
+				}
+			}
+			downs, err := fs.Glob(outbox.Migrations(s.d), "*.down.sql")
+			if err != nil {
+				t.Fatal(err)
+			}
+			last := slices.Max(downs)
+			if !strings.Contains(last, "key_index_dropped") {
+				t.Fatalf("the last migration is %s; this test undoes the one that drops the key index", last)
+			}
+			text, err := fs.ReadFile(outbox.Migrations(s.d), last)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := conn.ExecContext(ctx, stripComments(string(text))); err != nil {
+				t.Fatalf("%s: %v", last, err)
+			}
+			have, latest, err := outbox.SchemaVersion(ctx, db, s.d, table)
+			if err != nil || have != latest-1 {
+				t.Fatalf("after %s: version %d of %d, %v; want %d", last, have, latest, err, latest-1)
+			}
+			for range 2 { // the second run changes nothing
+				if err := outbox.MigrateTable(ctx, db, s.d, table); err != nil {
+					t.Fatalf("MigrateTable upgrade: %v", err)
+				}
+			}
+			if have, _, err := outbox.SchemaVersion(ctx, db, s.d, table); err != nil || have != latest {
+				t.Fatalf("after MigrateTable: version %d of %d, %v", have, latest, err)
+			}
+			if err := store.CheckConnection(ctx); err != nil {
+				t.Fatalf("CheckConnection after the upgrade: %v", err)
+			}
+
+			// K5 goes on numbering after its two events.
+			next := testEvent("o-next", now)
+			next.OrderKey = "K5"
+			if _, err := store.Insert(ctx, db, outbox.InsertParams{Events: []outbox.Event{next}}); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := store.Get(ctx, "o-next"); err != nil || got.OrderSeq != 3 || got.Status != outbox.StatusWaiting {
+				t.Fatalf("the next event of K5: %+v, %v; want seq 3, WAITING behind o-12", got, err)
+			}
+
+			// A purge in batches of 2 walks the key table in four stretches; the key
+			// rows written before its cutoff whose keys have nothing open go.
+			for {
+				n, err := store.Purge(ctx, outbox.PurgeParams{Before: now.Add(time.Hour), Limit: 2})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n < 2 {
+					break
+				}
+			}
+			keys := quoteTable(s.d, table+"_key")
+			rows, err := db.QueryContext(ctx, "SELECT order_key FROM "+keys+" ORDER BY order_key")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var left []string
+			for rows.Next() {
+				var k string
+				if err := rows.Scan(&k); err != nil {
+					t.Fatal(err)
+				}
+				left = append(left, k)
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(left, ",") != "K5,K6" {
+				t.Fatalf("key rows after the purge: %v; want K5 and K6, whose events are open", left)
+			}
+		})
+	}
+}
