@@ -1392,8 +1392,10 @@ func (s *sqlStore) checkConnection(ctx context.Context, maxPayload int) error {
 	return s.checkTable(ctx)
 }
 
-// checkTable returns a *[ConfigError] when the table exists but lacks a column that a
-// later migration adds and the queries use.
+// checkTable returns a *[ConfigError] when the table exists but lacks a column or index
+// that a later migration adds and the queries use. A version that only drops the key
+// table's index is not checked: the queries work with the index there (writes pay its
+// upkeep until MigrateTable drops it), so an upgraded library starts on such a table.
 func (s *sqlStore) checkTable(ctx context.Context) error {
 	later := s.d.ddl(s.d, s.table).later
 	if len(later) == 0 {
@@ -1403,6 +1405,9 @@ func (s *sqlStore) checkTable(ctx context.Context) error {
 		return err // no table yet: the first query will say so
 	}
 	for _, m := range later {
+		if m.droppedKeyIndex != "" {
+			continue
+		}
 		has, err := m.applied(ctx, s.db, s.d, s.table)
 		if err != nil {
 			return err

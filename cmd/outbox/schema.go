@@ -51,7 +51,8 @@ func (c *cli) requireLatest(ctx context.Context, what string) error {
 	case have == 0:
 		return fmt.Errorf("%s: there is no table %s: run outbox migrate", what, c.table)
 	case have < latest:
-		return fmt.Errorf("%s: table %s is at schema version %d of %d, without the audit trail: run outbox migrate", what, c.table, have, latest)
+		return fmt.Errorf("%s: table %s is at schema version %d of %d (changes and the audit trail need the latest): run outbox migrate",
+			what, c.table, have, latest)
 	}
 	return nil
 }
