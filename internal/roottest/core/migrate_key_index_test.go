@@ -1,6 +1,7 @@
 package outbox_test
 
 import (
+	"database/sql"
 	"fmt"
 	"io/fs"
 	"slices"
@@ -130,25 +131,32 @@ func TestMigrateDropsTheKeyIndexOfATableWithRows(t *testing.T) {
 					break
 				}
 			}
-			keys := quoteTable(s.d, table+"_key")
-			rows, err := db.QueryContext(ctx, "SELECT order_key FROM "+keys+" ORDER BY order_key")
-			if err != nil {
-				t.Fatal(err)
-			}
-			var left []string
-			for rows.Next() {
-				var k string
-				if err := rows.Scan(&k); err != nil {
-					t.Fatal(err)
-				}
-				left = append(left, k)
-			}
-			if err := rows.Err(); err != nil {
-				t.Fatal(err)
-			}
+			left := orderKeyRows(t, db, s.d, table)
 			if strings.Join(left, ",") != "K5,K6" {
 				t.Fatalf("key rows after the purge: %v; want K5 and K6, whose events are open", left)
 			}
 		})
 	}
+}
+
+// orderKeyRows returns the keys of the rows of table's key table, in order.
+func orderKeyRows(t *testing.T, db *sql.DB, d outbox.Dialect, table string) []string {
+	t.Helper()
+	rows, err := db.QueryContext(t.Context(), "SELECT order_key FROM "+quoteTable(d, table+"_key")+" ORDER BY order_key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var keys []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return keys
 }

@@ -85,24 +85,7 @@ func TestPurgeSkipsLockedRows(t *testing.T) {
 		if _, err := c.store.Get(ctx, lockedID); err != nil {
 			t.Fatalf("the locked row %s: %v", lockedID, err)
 		}
-		keyRows := func() []string {
-			t.Helper()
-			rows, err := c.db.QueryContext(ctx, "SELECT order_key FROM "+keys+" ORDER BY order_key")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rows.Close()
-			var ks []string
-			for rows.Next() {
-				var k string
-				if err := rows.Scan(&k); err != nil {
-					t.Fatal(err)
-				}
-				ks = append(ks, k)
-			}
-			return ks
-		}
-		if ks := keyRows(); len(ks) != 1 || ks[0] != lockedKey {
+		if ks := orderKeyRows(t, c.db, b.dialect, c.table); len(ks) != 1 || ks[0] != lockedKey {
 			t.Fatalf("key rows %v, want the locked key %s only", ks, lockedKey)
 		}
 
@@ -112,7 +95,7 @@ func TestPurgeSkipsLockedRows(t *testing.T) {
 		if n := purge(); n != 1 {
 			t.Fatalf("second Purge deleted %d rows, want %s", n, lockedID)
 		}
-		if ks := keyRows(); len(ks) != 0 {
+		if ks := orderKeyRows(t, c.db, b.dialect, c.table); len(ks) != 0 {
 			t.Fatalf("key rows %v after the lock ended, want none", ks)
 		}
 	})
