@@ -2,6 +2,7 @@ package outboxadmin
 
 import (
 	"errors"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -43,8 +44,20 @@ func TestCursorRoundTrip(t *testing.T) {
 		{CreatedAt: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC), ID: strings.Repeat("é", outbox.MaxIDLen/2)},
 	} {
 		got, err := decodeCursor(encodeCursor(c))
-		if err != nil || !got.CreatedAt.Equal(c.CreatedAt) || got.ID != c.ID {
+		if err != nil || !got.CreatedAt.Equal(c.CreatedAt) || got.ID != c.ID || got.OrderSeq != 0 {
 			t.Errorf("round trip of %+v = %+v, %v", c, got, err)
+		}
+	}
+	// A list by order key: the cursor holds OrderSeq and no time.
+	for _, c := range []outbox.Cursor{{OrderSeq: 1, ID: "a|b"}, {OrderSeq: math.MaxInt64, ID: outbox.NewID()}} {
+		if got, err := decodeCursor(encodeCursor(c)); err != nil || got != c {
+			t.Errorf("round trip of %+v = %+v, %v", c, got, err)
+		}
+	}
+	// Only what encodeCursor writes.
+	for _, raw := range []string{"#0|x", "#-1|x", "#+1|x", "#01|x", "#|x", "#1", "#9223372036854775808|x", "#1e3|x", "# 1|x"} {
+		if got, err := decodeCursor(cursorEncoding().EncodeToString([]byte(raw))); err == nil {
+			t.Errorf("decodeCursor(%q) = %+v, want an error", raw, got)
 		}
 	}
 }
@@ -162,7 +175,7 @@ func FuzzParseListQuery(f *testing.F) {
 			t.Fatalf("parseListQuery(%q): params the core rejects: %v", raw, err)
 		}
 		if !q.After.IsZero() {
-			if y := q.After.CreatedAt.Year(); y < 1000 || y > 9999 || validID(q.After.ID) != nil {
+			if y := q.After.CreatedAt.Year(); y < 1000 || y > 9999 || validID(q.After.ID) != nil || q.After.OrderSeq != 0 {
 				t.Fatalf("parseListQuery(%q): cursor %+v reaches the store", raw, q.After)
 			}
 			back, err := decodeCursor(encodeCursor(q.After))
@@ -189,6 +202,13 @@ func TestParseEventsQuery(t *testing.T) {
 	if err != nil || q != want {
 		t.Errorf("full query = %+v, %v; want %+v", q, err, want)
 	}
+	byKey := outbox.Cursor{OrderSeq: 12, ID: "01K"}
+	q, err = parseEventsQuery("status=waiting&order_key=Account%3A42&event_type=E&after=" + encodeCursor(byKey))
+	want = outbox.EventQuery{Status: outbox.StatusWaiting, Limit: DefaultLimit, After: byKey,
+		EventFilter: outbox.EventFilter{OrderKey: "Account:42", EventType: "E"}}
+	if err != nil || q != want {
+		t.Errorf("order key query = %+v, %v; want %+v", q, err, want)
+	}
 	for name, st := range map[string]outbox.Status{
 		"new": outbox.StatusNew, "retry": outbox.StatusRetry, "waiting": outbox.StatusWaiting, "dead": outbox.StatusDead,
 		"done": outbox.StatusDone, "fallback": outbox.StatusFallback, "discarded": outbox.StatusDiscarded,
@@ -198,16 +218,23 @@ func TestParseEventsQuery(t *testing.T) {
 		}
 	}
 	for raw, param := range map[string]string{
-		"":                                    "status",
-		"status=Dead":                         "status",
-		"status=dead&from=x":                  "from",
-		"status=dead&to=2026-13-01T00:00:00Z": "to",
-		"status=dead&newest=on":               "newest",
-		"status=dead&error=%00":               "error",
-		"status=dead&aggregate_id=%ff":        "aggregate_id",
-		"status=dead&limit=0":                 "limit",
-		"status=dead&after=x":                 "after",
-		"status=dead&before=x":                "before",
+		"":                                       "status",
+		"status=Dead":                            "status",
+		"status=dead&from=x":                     "from",
+		"status=dead&to=2026-13-01T00:00:00Z":    "to",
+		"status=dead&newest=on":                  "newest",
+		"status=dead&error=%00":                  "error",
+		"status=dead&aggregate_id=%ff":           "aggregate_id",
+		"status=dead&limit=0":                    "limit",
+		"status=dead&after=x":                    "after",
+		"status=dead&before=x":                   "before",
+		"status=done&order_key=k":                "order_key",
+		"status=fallback&order_key=k":            "order_key",
+		"status=dead&order_key=k&aggregate_id=a": "order_key",
+		"status=dead&order_key=k&from=2026-01-01T00:00:00Z":                      "order_key",
+		"status=dead&order_key=%ff":                                              "order_key",
+		"status=dead&order_key=k&after=" + encodeCursor(after):                   "after",
+		"status=dead&after=" + encodeCursor(outbox.Cursor{OrderSeq: 3, ID: "x"}): "after",
 	} {
 		var pe *paramError
 		if _, err := parseEventsQuery(raw); !errors.As(err, &pe) || pe.param != param {
@@ -243,6 +270,8 @@ func FuzzParseEventsQuery(f *testing.F) {
 	f.Add("status=done&newest=1&from=2026-01-01T00:00:00Z&to=2026-02-01T00:00:00Z")
 	f.Add("status=new&aggregate_id=order-1&error=timeout&listener=mail")
 	f.Add("status=retry&from=2026-01-01T00:00:00%2B14:00&to=2025-12-31T11:00:00-12:00")
+	f.Add("status=waiting&order_key=Account:42&after=" + encodeCursor(outbox.Cursor{OrderSeq: 7, ID: "x"}))
+	f.Add("status=done&order_key=k")
 	f.Fuzz(func(t *testing.T, raw string) {
 		q, err := parseEventsQuery(raw)
 		fuzztally.Record(err != nil)

@@ -29,6 +29,7 @@ const (
 	paramTo            = "to"
 	paramNewest        = "newest"
 	paramBefore        = "before"
+	paramOrderKey      = "order_key"
 )
 
 // paramError reports a bad query parameter, path value or body field: a 400 naming it.
@@ -131,6 +132,9 @@ func parseListQuery(raw string) (outbox.DeadQuery, error) {
 		if q.After, err = decodeCursor(s); err != nil {
 			return outbox.DeadQuery{}, err
 		}
+		if q.After.OrderSeq != 0 { // a cursor of a list by order key
+			return outbox.DeadQuery{}, badParam(paramAfter, "is not a cursor returned as next by this API")
+		}
 	}
 	return q, nil
 }
@@ -199,7 +203,8 @@ func validID(id string) error {
 	return nil
 }
 
-// Cursors are opaque to clients: base64url (no padding) of "<created_at RFC 3339>|<id>".
+// Cursors are opaque to clients: base64url (no padding) of "<created_at RFC 3339>|<id>",
+// or "#<order_seq>|<id>" in a list by order key.
 const (
 	maxCursorLen = 256
 	// Every dialect stores years 1000 to 9999 (MySQL's DATETIME range); a cursor
@@ -214,6 +219,9 @@ func cursorEncoding() *base64.Encoding { return base64.RawURLEncoding.Strict() }
 
 // encodeCursor returns the after value that continues after c.
 func encodeCursor(c outbox.Cursor) string {
+	if c.OrderSeq != 0 {
+		return cursorEncoding().EncodeToString([]byte("#" + strconv.FormatInt(c.OrderSeq, 10) + "|" + c.ID))
+	}
 	return cursorEncoding().EncodeToString([]byte(c.CreatedAt.UTC().Format(time.RFC3339Nano) + "|" + c.ID))
 }
 
@@ -231,6 +239,14 @@ func decodeCursor(s string) (outbox.Cursor, error) {
 	ts, id, ok := strings.Cut(string(b), "|")
 	if !ok || validID(id) != nil {
 		return outbox.Cursor{}, bad
+	}
+	if digits, ok := strings.CutPrefix(ts, "#"); ok {
+		// Only what encodeCursor writes: a positive decimal without sign or leading 0.
+		seq, err := strconv.ParseInt(digits, 10, 64)
+		if err != nil || seq <= 0 || strconv.FormatInt(seq, 10) != digits {
+			return outbox.Cursor{}, bad
+		}
+		return outbox.Cursor{OrderSeq: seq, ID: id}, nil
 	}
 	t, err := time.Parse(time.RFC3339Nano, ts)
 	if err != nil {
@@ -265,7 +281,7 @@ const statusNames = "new, retry, waiting, dead, done, fallback or discarded"
 // optional. It returns a *paramError for anything it does not accept.
 func parseEventsQuery(raw string) (outbox.EventQuery, error) {
 	v, err := parseQuery(raw, paramStatus, paramEventType, paramAggregateType, paramAggregateID, paramListener,
-		paramErrorText, paramFrom, paramTo, paramNewest, paramLimit, paramAfter)
+		paramErrorText, paramFrom, paramTo, paramNewest, paramLimit, paramAfter, paramOrderKey)
 	if err != nil {
 		return outbox.EventQuery{}, err
 	}
@@ -280,7 +296,7 @@ func parseEventsQuery(raw string) (outbox.EventQuery, error) {
 		return outbox.EventQuery{}, err
 	}
 	q.EventFilter = outbox.EventFilter{EventType: df.EventType, AggregateType: df.AggregateType, Listener: df.Listener,
-		AggregateID: v.Get(paramAggregateID), ErrorContains: v.Get(paramErrorText)}
+		AggregateID: v.Get(paramAggregateID), ErrorContains: v.Get(paramErrorText), OrderKey: v.Get(paramOrderKey)}
 	if (outbox.EventFilter{AggregateID: q.AggregateID}).Validate() != nil {
 		return outbox.EventQuery{}, badParam(paramAggregateID, "must be valid UTF-8 without NUL, at most %d bytes", outbox.MaxAggregateIDLen)
 	}
@@ -295,6 +311,16 @@ func parseEventsQuery(raw string) (outbox.EventQuery, error) {
 	}
 	if !q.From.IsZero() && !q.To.IsZero() && !q.From.Before(q.To) {
 		return outbox.EventQuery{}, badParam(paramTo, "must be later than from")
+	}
+	if q.OrderKey != "" {
+		switch {
+		case (outbox.EventFilter{OrderKey: q.OrderKey}).Validate() != nil:
+			return outbox.EventQuery{}, badParam(paramOrderKey, "must be valid UTF-8 without NUL, at most %d bytes", outbox.MaxOrderKeyLen)
+		case st != outbox.StatusNew && st != outbox.StatusRetry && st != outbox.StatusWaiting && st != outbox.StatusDead:
+			return outbox.EventQuery{}, badParam(paramOrderKey, "lists new, retry, waiting and dead events: the others have left their key")
+		case q.AggregateID != "" || !q.From.IsZero() || !q.To.IsZero():
+			return outbox.EventQuery{}, badParam(paramOrderKey, "does not go with aggregate_id, from or to: a key's list is in the key's order")
+		}
 	}
 	switch v.Get(paramNewest) {
 	case "", "0", "false":
@@ -311,6 +337,9 @@ func parseEventsQuery(raw string) (outbox.EventQuery, error) {
 	if s := v.Get(paramAfter); s != "" {
 		if q.After, err = decodeCursor(s); err != nil {
 			return outbox.EventQuery{}, err
+		}
+		if (q.After.OrderSeq != 0) != (q.OrderKey != "") { // a cursor of another kind of list
+			return outbox.EventQuery{}, badParam(paramAfter, "is not a cursor returned as next by this API")
 		}
 	}
 	return q, nil

@@ -30,6 +30,10 @@ type EventFilter struct {
 	// ErrorContains matches events whose last error contains it, ignoring case (ASCII
 	// case on SQLite and MySQL's binary collation). At most MaxErrorSearchLen bytes.
 	ErrorContains string
+	// OrderKey selects one order key's NEW, RETRY, DEAD or WAITING events, in the key's
+	// order (OrderSeq, then ID), through the order index; not with AggregateID, From or
+	// To. Its cursors hold OrderSeq ([ListCursor]). At most MaxOrderKeyLen bytes.
+	OrderKey string
 	// From (inclusive) and To (exclusive) bound the list's time (see [EventQuery]); a
 	// zero time leaves that side open.
 	From, To time.Time
@@ -39,7 +43,8 @@ type EventFilter struct {
 //
 // A list is in the order of its time: when the event finished for DONE, FALLBACK and
 // DISCARDED, when it was created for the other statuses, and when it was created for
-// every status when AggregateID is set. Each list reads an index in that order (see
+// every status when AggregateID is set; a list of one OrderKey is in the key's order.
+// Each list reads an index in that order (see
 // docs/operations.md): pages are keyset pages, as fast on the millionth row as on the
 // first.
 type EventQuery struct {
@@ -95,6 +100,17 @@ func (p ListEventsParams) Validate() error {
 	if err := p.EventFilter.Validate(); err != nil {
 		return err
 	}
+	if p.OrderKey == "" && p.After.OrderSeq != 0 {
+		return invalidParams("list events", "After is a cursor of a list by order key (OrderSeq %d), and OrderKey is empty", p.After.OrderSeq)
+	}
+	if p.OrderKey != "" {
+		if !keyListStatus(p.Status) {
+			return invalidParams("list events", "OrderKey lists NEW, RETRY, DEAD and WAITING events, not %s: the others have left their key", p.Status)
+		}
+		if !p.After.IsZero() && (p.After.OrderSeq == 0 || !p.After.CreatedAt.IsZero()) {
+			return invalidParams("list events", "After is not a cursor of a list by order key (it needs OrderSeq and no CreatedAt)")
+		}
+	}
 	if p.Limit <= 0 || p.ScanLimit <= 0 {
 		return invalidParams("list events", "Limit and ScanLimit must be positive, got %d and %d", p.Limit, p.ScanLimit)
 	}
@@ -109,7 +125,7 @@ func (f EventFilter) Validate() error {
 	}{
 		{"EventType", f.EventType, MaxTypeLen}, {"AggregateType", f.AggregateType, MaxAggregateTypeLen},
 		{"AggregateID", f.AggregateID, MaxAggregateIDLen}, {"Listener", f.Listener, MaxListenerLen},
-		{"ErrorContains", f.ErrorContains, MaxErrorSearchLen},
+		{"ErrorContains", f.ErrorContains, MaxErrorSearchLen}, {"OrderKey", f.OrderKey, MaxOrderKeyLen},
 	} {
 		if len(c.value) > c.limit {
 			return invalidParams("event filter", "%s is %d bytes, limit %d", c.name, len(c.value), c.limit)
@@ -122,6 +138,9 @@ func (f EventFilter) Validate() error {
 		if y := t.UTC().Year(); !t.IsZero() && (y < 1000 || y > 9999) {
 			return invalidParams("event filter", "time %s is outside the years 1000 to 9999 that every database holds", t.Format(time.RFC3339Nano))
 		}
+	}
+	if f.OrderKey != "" && (f.AggregateID != "" || !f.From.IsZero() || !f.To.IsZero()) {
+		return invalidParams("event filter", "OrderKey does not go with AggregateID, From or To: a key's list is in the key's order")
 	}
 	if !f.From.IsZero() && !f.To.IsZero() && !f.From.Before(f.To) {
 		return invalidParams("event filter", "From %s is not before To %s", f.From.Format(time.RFC3339Nano), f.To.Format(time.RFC3339Nano))
@@ -140,13 +159,28 @@ func finishedList(st Status, f EventFilter) bool {
 	return f.AggregateID == "" && (st == StatusDone || st == StatusFallback || st == StatusDiscarded)
 }
 
+// keyListStatus reports whether events of status st are in their key's order index:
+// those a list by OrderKey shows.
+func keyListStatus(st Status) bool {
+	return st == StatusNew || st == StatusRetry || st == StatusDead || st == StatusWaiting
+}
+
 // ListTime is the time event e has in the list of q's status and filter: the key of
-// that list's order, which a Cursor holds.
+// that list's order, which a Cursor holds (but in a list by OrderKey, see ListCursor).
 func ListTime(e Event, st Status, f EventFilter) time.Time {
 	if finishedList(st, f) && !e.DoneAt.IsZero() {
 		return e.DoneAt
 	}
 	return e.CreatedAt
+}
+
+// ListCursor is the cursor that continues the list of st and f after event e: its
+// ListTime and ID, or in a list by OrderKey its OrderSeq and ID.
+func ListCursor(e Event, st Status, f EventFilter) Cursor {
+	if f.OrderKey != "" {
+		return Cursor{OrderSeq: e.OrderSeq, ID: e.ID}
+	}
+	return Cursor{CreatedAt: ListTime(e, st, f), ID: e.ID}
 }
 
 // EventStore is implemented by a [Store] that lists events of every status, for
@@ -188,7 +222,7 @@ func (d *DeadEvents) Events(ctx context.Context, q EventQuery) (EventPage, error
 	case len(events) > limit:
 		page.Events = events[:limit]
 		last := page.Events[limit-1]
-		page.Next = Cursor{CreatedAt: ListTime(last, q.Status, q.EventFilter), ID: last.ID}
+		page.Next = ListCursor(last, q.Status, q.EventFilter)
 	case !stop.IsZero():
 		page.Next, page.Partial = stop, true
 	}

@@ -120,6 +120,7 @@ type listPlan struct {
 	pred    func(b *builder)
 	extra   func(b *builder)
 	window  bool // extra is not empty: the page bounds the rows it reads
+	seq     bool // timeCol is order_seq (a list by OrderKey): cursors hold Cursor.OrderSeq
 }
 
 // listPlan picks the index of the list p selects.
@@ -135,6 +136,13 @@ func (d *dialect) listPlan(t tableName, p ListEventsParams) listPlan {
 	var pl listPlan
 	var extraStatus string
 	switch {
+	case p.OrderKey != "":
+		// The order index (order_key, order_seq) over the rows that are not finished;
+		// the status is checked on the rows read.
+		col := d.orderColumn()
+		pl = listPlan{force: force(orderIndexSuffix), timeCol: "order_seq", seq: true,
+			pred: func(b *builder) { b.w(col, " = ", b.arg(p.OrderKey), d.orderOpen("")) }}
+		extraStatus = d.hintedStatus() + " = " + st
 	case p.AggregateID != "":
 		pl = listPlan{force: force(aggregateIndexSuffix), timeCol: "created_at",
 			pred: func(b *builder) { b.w("aggregate_id = ", b.arg(p.AggregateID)) }}
@@ -206,7 +214,7 @@ func (d *dialect) listRange(b *builder, pl listPlan, p ListEventsParams, bound *
 		after, upTo = "<", ">="
 	}
 	if !p.After.IsZero() {
-		at, err := d.time(p.After.CreatedAt)
+		at, err := pl.position(d, p.After)
 		if err != nil {
 			return fmt.Errorf("After: %w", err)
 		}
@@ -226,13 +234,22 @@ func (d *dialect) listRange(b *builder, pl listPlan, p ListEventsParams, bound *
 		b.w(" AND ", pl.timeCol, r.op, b.arg(at))
 	}
 	if bound != nil {
-		at, err := d.time(bound.CreatedAt)
+		at, err := pl.position(d, *bound)
 		if err != nil {
 			return err
 		}
 		b.keyset(pl.timeCol, upTo, at, bound.ID)
 	}
 	return nil
+}
+
+// position is the value of c in the list's order column: its OrderSeq in a list by
+// order key, else its time.
+func (pl listPlan) position(d *dialect, c Cursor) (any, error) {
+	if pl.seq {
+		return c.OrderSeq, nil
+	}
+	return d.time(c.CreatedAt)
 }
 
 // listOrder writes the list's ORDER BY.

@@ -58,6 +58,10 @@ func listQueryCases(t *testing.T) []listQueryCase {
 		{"discarded", ListEventsParams{Status: StatusDiscarded}, finishedIndexSuffix, finishedIndexSuffix},
 		{"aggregate", ListEventsParams{Status: StatusDone, EventFilter: EventFilter{AggregateID: "agg-42"}}, aggregateIndexSuffix, aggregateIndexSuffix},
 		{"aggregate, aggregate type", ListEventsParams{Status: StatusNew, EventFilter: EventFilter{AggregateID: "agg-42", AggregateType: "Thing"}}, aggregateIndexSuffix, aggregateIndexSuffix},
+		// The plan test's WAITING rows (i % 100 = 98) each have a key of their own, "k-<i>".
+		{"order key", ListEventsParams{Status: StatusWaiting, EventFilter: EventFilter{OrderKey: "k-500098"}}, orderIndexSuffix, orderIndexSuffix},
+		{"order key after, type", ListEventsParams{Status: StatusWaiting, After: Cursor{OrderSeq: 1, ID: "e-0500098"},
+			EventFilter: EventFilter{OrderKey: "k-500098", EventType: "T3"}}, orderIndexSuffix, orderIndexSuffix},
 	}
 	var out []listQueryCase
 	for _, d := range []*dialect{postgresDialect, mysqlDialect, sqliteDialect} {
@@ -95,6 +99,9 @@ func listQueryCases(t *testing.T) []listQueryCase {
 			bound := &Cursor{CreatedAt: t0.Add(900000 * time.Millisecond), ID: "e-0900000"}
 			if p.Newest {
 				bound = &Cursor{CreatedAt: t0.Add(100000 * time.Millisecond), ID: "e-0100000"}
+			}
+			if pl.seq {
+				bound = &Cursor{OrderSeq: 1, ID: "e-0900098"}
 			}
 			if !pl.window {
 				bound = nil

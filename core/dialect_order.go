@@ -47,7 +47,10 @@ func (d *dialect) orderOpen(alias string) string {
 	if d.orderOpenColumn != "" {
 		return ""
 	}
-	return " AND " + alias + ".status <> 1 AND " + alias + ".status < 5"
+	if alias != "" {
+		alias += "."
+	}
+	return " AND " + alias + "status <> 1 AND " + alias + "status < 5"
 }
 
 // keyCount is one key of an insert and how many of its events the insert writes.

@@ -251,6 +251,9 @@ func (p ListDeadParams) Validate() error {
 	if p.Limit <= 0 {
 		return invalidParams("list dead", "Limit must be positive, got %d", p.Limit)
 	}
+	if p.After.OrderSeq != 0 {
+		return invalidParams("list dead", "After is a cursor of a list by order key (OrderSeq %d)", p.After.OrderSeq)
+	}
 	return nil
 }
 

@@ -25,13 +25,20 @@ func (s *sqlStore) ListEvents(ctx context.Context, p ListEventsParams) ([]Event,
 			return nil, Cursor{}, fmt.Errorf("list events: %w", err)
 		}
 		var (
-			at any
-			id []byte
+			at  any
+			seq int64
+			id  []byte
 		)
-		switch err := s.db.QueryRowContext(ctx, q.SQL, q.Args...).Scan(&at, &id); {
+		dest := []any{&at, &id}
+		if pl.seq {
+			dest[0] = &seq
+		}
+		switch err := s.db.QueryRowContext(ctx, q.SQL, q.Args...).Scan(dest...); {
 		case errors.Is(err, sql.ErrNoRows): // the window reaches the end of the list
 		case err != nil:
 			return nil, Cursor{}, fmt.Errorf("list events: scan window: %w", err)
+		case pl.seq:
+			bound = &Cursor{OrderSeq: seq, ID: string(id)}
 		default:
 			t, err := s.d.decodeTime(at)
 			if err != nil {

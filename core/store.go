@@ -313,14 +313,16 @@ type DeadFilter struct {
 	Listener      string // the subscription whose delivery failed (Event.Listener)
 }
 
-// Cursor is a keyset position in the (created_at, event_id) order.
+// Cursor is a keyset position in a list's order: (time, event_id), or in a list by
+// [EventFilter.OrderKey] (OrderSeq, event_id). [ListCursor] returns the one after an event.
 type Cursor struct {
 	CreatedAt time.Time
 	ID        string
+	OrderSeq  int64 // in a list by order key, instead of CreatedAt
 }
 
 // IsZero reports whether c is the start position.
-func (c Cursor) IsZero() bool { return c.ID == "" && c.CreatedAt.IsZero() }
+func (c Cursor) IsZero() bool { return c.ID == "" && c.CreatedAt.IsZero() && c.OrderSeq == 0 }
 
 // ListDeadParams are the inputs of [DeadStore.ListDead].
 type ListDeadParams struct {

@@ -40,10 +40,10 @@
   };
   const STATUS_ORDER = ['NEW', 'RETRY', 'WAITING', 'DEAD', 'DONE', 'FALLBACK', 'DISCARDED'];
   const VIEW_OF_STATUS = Object.fromEntries(Object.entries(LISTS).map(([v, l]) => [l.status, v]));
-  const FILTER_KEYS = ['event_type', 'aggregate_type', 'aggregate_id', 'listener', 'error', 'from', 'to'];
+  const FILTER_KEYS = ['event_type', 'aggregate_type', 'aggregate_id', 'listener', 'order_key', 'error', 'from', 'to'];
   const FILTER_INPUTS = {
     event_type: 'f-event-type', aggregate_type: 'f-aggregate-type', aggregate_id: 'f-aggregate-id',
-    listener: 'f-listener', error: 'f-error', from: 'f-from', to: 'f-to',
+    listener: 'f-listener', order_key: 'f-order-key', error: 'f-error', from: 'f-from', to: 'f-to',
   };
 
   const state = {
@@ -174,6 +174,7 @@
     if (f.aggregate_type) parts.push('aggregate type "' + f.aggregate_type + '"');
     if (f.aggregate_id) parts.push('aggregate ID "' + f.aggregate_id + '"');
     if (f.listener) parts.push('listener "' + f.listener + '"');
+    if (f.order_key) parts.push('order key "' + f.order_key + '" (in the key\'s order)');
     if (f.error) parts.push('an error containing "' + f.error + '"');
     if (f.from) parts.push('from ' + f.from.replace('T', ' '));
     if (f.to) parts.push('before ' + f.to.replace('T', ' '));
@@ -183,7 +184,7 @@
   // deadFilterOnly reports whether the filter holds only what the dead-event count and
   // replay-all routes take: event type, aggregate type and listener.
   function deadFilterOnly(f) {
-    return !f.aggregate_id && !f.error && !f.from && !f.to;
+    return !f.aggregate_id && !f.order_key && !f.error && !f.from && !f.to;
   }
 
   let toastTimer = 0;
@@ -460,7 +461,8 @@
       pick.append(box);
     }
     const t = listTime(e);
-    const time = el('td', ago(t));
+    // A list of one order key is in the key's order: each row shows its place too.
+    const time = el('td', (state.filter.order_key && e.order_seq ? '#' + e.order_seq + ' · ' : '') + ago(t));
     time.title = t;
     const agg = cellText(e.aggregate_type + (e.aggregate_id ? ' ' + e.aggregate_id : ''));
     const listener = cellText(e.listener || '—', 'mono c-listener');
@@ -484,7 +486,7 @@
     const f = state.filter;
     const params = {
       status: view, event_type: f.event_type, aggregate_type: f.aggregate_type, aggregate_id: f.aggregate_id,
-      listener: f.listener, error: f.error, from: isoOf(f.from), to: isoOf(f.to),
+      listener: f.listener, order_key: f.order_key, error: f.error, from: isoOf(f.from), to: isoOf(f.to),
       newest: state.newest ? '1' : '', after: state.pages[state.page],
     };
     const page = await api('api/events' + query(params));
@@ -644,6 +646,9 @@
     $('detail-headers').textContent = Object.keys(e.headers || {}).length ? JSON.stringify(e.headers, null, 2) : '—';
     $('detail-payload').textContent = JSON.stringify(e.payload, null, 2);
     const pending = ['DEAD', 'NEW', 'RETRY', 'WAITING'].includes(e.status);
+    const keyed = pending && !!e.order_key;
+    $('detail-key').dataset.key = keyed ? e.order_key : '';
+    $('detail-key').hidden = !keyed;
     for (const [b, on] of [['detail-replay', e.status === 'DEAD'], ['detail-discard', pending], ['detail-delete', e.status === 'DEAD']]) {
       $(b).dataset.id = e.id;
       $(b).disabled = !on;
@@ -877,6 +882,8 @@
   $('detail-replay').addEventListener('click', () => replayOne($('detail-replay').dataset.id));
   $('detail-discard').addEventListener('click', () => discardOne($('detail-discard').dataset.id));
   $('detail-delete').addEventListener('click', () => deleteOne($('detail-delete').dataset.id));
+  // The events that wait behind this one (or with it) in its order key.
+  $('detail-key').addEventListener('click', () => openList('waiting', { order_key: $('detail-key').dataset.key }));
   $('next-page').addEventListener('click', () => {
     if (!state.next) return;
     state.pages.push(state.next);

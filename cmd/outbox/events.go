@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -91,7 +92,7 @@ func storable(t time.Time) bool {
 }
 
 func (c *cli) list(ctx context.Context, args []string) error {
-	fs := c.flags("events list", "events list [-status S] [-type T] [-aggregate A] [-aggregate-id ID] [-listener L] [-error TEXT] [-from TIME] [-to TIME] [-newest] [-limit N] [-after CURSOR]")
+	fs := c.flags("events list", "events list [-status S] [-type T] [-aggregate A] [-aggregate-id ID] [-listener L] [-order-key K] [-error TEXT] [-from TIME] [-to TIME] [-newest] [-limit N] [-after CURSOR]")
 	q := outbox.EventQuery{Status: outbox.StatusDead}
 	fs.Var(statusFlag{&q.Status}, "status", "list the events of `status`: new, retry, waiting, dead, done, fallback or discarded")
 	fs.StringVar(&q.EventType, "type", "", "only events of this type")
@@ -99,6 +100,7 @@ func (c *cli) list(ctx context.Context, args []string) error {
 	fs.StringVar(&q.AggregateID, "aggregate-id", "", "only the events of this aggregate ID")
 	fs.StringVar(&q.Listener, "listener", "", "only events of this listener (a fan-out delivery's subscription, or the listener that failed for good)")
 	fs.StringVar(&q.ErrorContains, "error", "", "only events whose last error contains this text, in any case")
+	fs.StringVar(&q.OrderKey, "order-key", "", "only the events of this order key, in the key's order (new, retry, waiting and dead events; not with -aggregate-id, -from or -to)")
 	fs.Var(timeFlag{&q.From}, "from", "only events at or after this RFC 3339 `time` (created, or finished for done, fallback and discarded)")
 	fs.Var(timeFlag{&q.To}, "to", "only events before this RFC 3339 `time`")
 	fs.BoolVar(&q.Newest, "newest", false, "newest first (default oldest first)")
@@ -144,13 +146,20 @@ func (c *cli) list(ctx context.Context, args []string) error {
 		when = "FINISHED"
 	}
 	w := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(w, "ID\t%s\tTYPE\tAGGREGATE\tLISTENER\tATTEMPTS\tLAST ERROR\n", when)
+	seq := "" // a list by order key is in the key's order: each row shows its place
+	if q.OrderKey != "" {
+		seq = "SEQ\t"
+	}
+	fmt.Fprintf(w, "ID\t%s%s\tTYPE\tAGGREGATE\tLISTENER\tATTEMPTS\tLAST ERROR\n", seq, when)
 	for _, e := range page.Events {
 		agg := e.AggregateType
 		if e.AggregateID != "" {
 			agg += " " + e.AggregateID
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", e.ID, utc(outbox.ListTime(e, q.Status, q.EventFilter)), e.Type, agg,
+		if q.OrderKey != "" {
+			seq = fmt.Sprintf("%d\t", e.OrderSeq)
+		}
+		fmt.Fprintf(w, "%s\t%s%s\t%s\t%s\t%s\t%d\t%s\n", e.ID, seq, utc(outbox.ListTime(e, q.Status, q.EventFilter)), e.Type, agg,
 			orDash(e.Listener), e.Attempts, oneLine(e.LastError, 80))
 	}
 	if err := w.Flush(); err != nil {
@@ -255,7 +264,11 @@ func (c *cli) show(ctx context.Context, id string) error {
 
 // encodeCursor returns the -after value that continues after cur: the admin API's
 // cursor form, base64url of "<list time RFC 3339>|<event ID>".
+// A list by order key has "#<OrderSeq>" where the others have the time.
 func encodeCursor(cur outbox.Cursor) string {
+	if cur.OrderSeq != 0 {
+		return base64.RawURLEncoding.EncodeToString([]byte("#" + strconv.FormatInt(cur.OrderSeq, 10) + "|" + cur.ID))
+	}
 	return base64.RawURLEncoding.EncodeToString([]byte(cur.CreatedAt.UTC().Format(time.RFC3339Nano) + "|" + cur.ID))
 }
 
@@ -268,6 +281,13 @@ func decodeCursor(s string) (outbox.Cursor, error) {
 	ts, id, ok := strings.Cut(string(b), "|")
 	if !ok || id == "" {
 		return outbox.Cursor{}, errors.New("no event ID")
+	}
+	if digits, ok := strings.CutPrefix(ts, "#"); ok {
+		seq, err := strconv.ParseInt(digits, 10, 64)
+		if err != nil || seq <= 0 {
+			return outbox.Cursor{}, errors.New("bad order sequence")
+		}
+		return outbox.Cursor{OrderSeq: seq, ID: id}, nil
 	}
 	t, err := time.Parse(time.RFC3339Nano, ts)
 	if err != nil {

@@ -91,6 +91,10 @@ func TestListStatuses(t *testing.T) {
 			{[]string{"-status", "done", "-to", at(25 * time.Minute)}, "x1"},
 			// One aggregate's list is in the order its events were created.
 			{[]string{"-status", "done", "-aggregate-id", "9"}, "x0 x1"},
+			// One order key's list, of any status the key still holds.
+			{[]string{"-status", "waiting", "-order-key", "k"}, "w1"},
+			{[]string{"-status", "retry", "-order-key", "k"}, "w0"},
+			{[]string{"-status", "retry", "-order-key", "other"}, ""},
 		} {
 			if got, page := tg.listIDs(t, c.args...); got != c.want || page.Next != "" || page.Partial {
 				t.Errorf("events list %v: %q (next %q, partial %v), want %q", c.args, got, page.Next, page.Partial, c.want)
@@ -113,6 +117,25 @@ func TestListStatuses(t *testing.T) {
 		next := tg.ok(t, strings.Fields(hint)...)
 		if tableIDs(next) != "r0" || !strings.Contains(next, "HTTP 503 from carrier") || strings.Contains(next, "next page") {
 			t.Fatalf("outbox %s:\n%s", hint, next)
+		}
+
+		// A list by order key: its table shows each event's place, and its pages go on
+		// with a cursor of the key's order.
+		out = tg.ok(t, "events", "list", "-status", "waiting", "-order-key", "k")
+		if !strings.HasPrefix(out, "ID  SEQ  CREATED ") || !strings.Contains(out, "\nw1  2    "+at(6*time.Second)) {
+			t.Errorf("events list -status waiting -order-key k:\n%s", out)
+		}
+		got, page = tg.listIDs(t, "-status", "retry", "-order-key", "k", "-limit", "1")
+		if got != "w0" || page.Next != "" {
+			t.Errorf("retry events of key k: %q, next %q", got, page.Next)
+		}
+		if _, page = tg.listIDs(t, "-status", "retry", "-limit", "1"); page.Next == "" {
+			t.Fatal("retry events, a page of one: no next")
+		}
+		// A time cursor does not continue a list by order key.
+		if out, errOut, code := tg.outboxCmd(t, "events", "list", "-status", "retry", "-order-key", "k", "-after", page.Next); code != 2 ||
+			!strings.Contains(errOut, "not a cursor of a list by order key") {
+			t.Errorf("a time cursor in a list by order key: exit %d\n%s%s", code, out, errOut)
 		}
 
 		// The table's time column is the list's.

@@ -324,6 +324,8 @@ func TestBadInput(t *testing.T) {
 		{"from after to", sqlite, []string{"events", "list", "-from", "2026-01-02T00:00:00Z", "-to", "2026-01-01T00:00:00Z"}, 2, "is not before To"},
 		{"unknown list flag", sqlite, []string{"events", "list", "-state", "dead"}, 2, "flag provided but not defined: -state"},
 		{"list argument", sqlite, []string{"events", "list", "dead"}, 2, "takes flags only"},
+		{"done by order key", sqlite, []string{"events", "list", "-status", "done", "-order-key", "k"}, 2, "OrderKey lists NEW, RETRY, DEAD and WAITING events, not DONE"},
+		{"order key and aggregate", sqlite, []string{"events", "list", "-order-key", "k", "-aggregate-id", "a"}, 2, "OrderKey does not go with AggregateID"},
 		{"long error search", sqlite, []string{"events", "list", "-error", strings.Repeat("e", outbox.MaxErrorSearchLen+1)}, 2, "ErrorContains is 257 bytes"},
 		{"unknown replay flag", sqlite, []string{"replay", "-force", "e1"}, 2, "flag provided but not defined: -force"},
 		{"unknown discard flag", sqlite, []string{"discard", "-all"}, 2, "flag provided but not defined: -all"},

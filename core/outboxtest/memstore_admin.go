@@ -25,21 +25,29 @@ func (s *MemoryStore) ListEvents(ctx context.Context, p outbox.ListEventsParams)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	key := func(e *outbox.Event) time.Time { return outbox.ListTime(*e, p.Status, p.EventFilter) }
-	compare := func(e *outbox.Event, at time.Time, id string) int {
-		return cmp.Or(key(e).Compare(canonical(at)), strings.Compare(e.ID, id))
+	// compare orders e against the position c in the list's order: (OrderSeq, ID) in a
+	// list by order key, else (list time, ID).
+	compare := func(e *outbox.Event, c outbox.Cursor) int {
+		if p.OrderKey != "" {
+			return cmp.Or(cmp.Compare(e.OrderSeq, c.OrderSeq), strings.Compare(e.ID, c.ID))
+		}
+		return cmp.Or(key(e).Compare(canonical(c.CreatedAt)), strings.Compare(e.ID, c.ID))
 	}
 	var index []*outbox.Event
 	for _, r := range s.rows {
 		e := &r.ev
 		inIndex := e.Status == p.Status
-		if p.AggregateID != "" {
+		switch {
+		case p.OrderKey != "": // the order index: the key's rows that are not finished
+			inIndex = e.OrderKey == p.OrderKey && e.Status != outbox.StatusDone && e.Status < outbox.StatusFallback
+		case p.AggregateID != "":
 			inIndex = e.AggregateID == p.AggregateID
 		}
 		if !inIndex {
 			continue
 		}
 		if !p.After.IsZero() {
-			if c := compare(e, p.After.CreatedAt, p.After.ID); (c <= 0 && !p.Newest) || (c >= 0 && p.Newest) {
+			if c := compare(e, p.After); (c <= 0 && !p.Newest) || (c >= 0 && p.Newest) {
 				continue
 			}
 		}
@@ -49,18 +57,18 @@ func (s *MemoryStore) ListEvents(ctx context.Context, p outbox.ListEventsParams)
 		index = append(index, e)
 	}
 	slices.SortFunc(index, func(a, b *outbox.Event) int {
-		c := cmp.Or(key(a).Compare(key(b)), strings.Compare(a.ID, b.ID))
+		c := compare(a, outbox.ListCursor(*b, p.Status, p.EventFilter))
 		if p.Newest {
 			return -c
 		}
 		return c
 	})
 	f := p.EventFilter
-	scanned := f.EventType != "" || f.AggregateType != "" || f.Listener != "" || f.ErrorContains != "" || p.AggregateID != ""
+	scanned := f.EventType != "" || f.AggregateType != "" || f.Listener != "" || f.ErrorContains != "" || p.AggregateID != "" || p.OrderKey != ""
 	var stop outbox.Cursor
 	if scanned && len(index) > p.ScanLimit {
 		last := index[p.ScanLimit-1]
-		index, stop = index[:p.ScanLimit], outbox.Cursor{CreatedAt: key(last), ID: last.ID}
+		index, stop = index[:p.ScanLimit], outbox.ListCursor(*last, p.Status, p.EventFilter)
 	}
 	var out []outbox.Event
 	for _, e := range index {

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"strings"
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
@@ -162,6 +163,99 @@ func testListEventsScanLimit(x *fixture) {
 		{Status: outbox.StatusNew, Limit: 0, ScanLimit: 1},
 		{Status: outbox.StatusNew, Limit: 1, ScanLimit: 1, EventFilter: outbox.EventFilter{From: at(time.Second), To: at(0)}},
 	} {
+		if _, _, err := x.events().ListEvents(x.ctx, bad); !errors.Is(err, outbox.ErrInvalidArgument) {
+			x.Fatalf("ListEvents(%+v) = %v, want ErrInvalidArgument", bad, err)
+		}
+	}
+}
+
+// testListEventsByOrderKey: a list by order key holds the key's events of the status
+// that are not finished, in the key's order (OrderSeq), whatever their creation times;
+// it pages with OrderSeq cursors, bounds a scan of a filter outside the index, and
+// refuses the statuses that have left their key and a time cursor.
+func testListEventsByOrderKey(x *fixture) {
+	x.events()
+	x.orders()
+	mk := func(id, key string, created time.Duration) outbox.Event {
+		e := ev(id, at(created))
+		e.OrderKey = key
+		return e
+	}
+	// Creation times against write order: the key's order is OrderSeq, not created_at.
+	rareOne := mk("k1-c", "K1", 3*time.Second)
+	rareOne.Type = "Rare"
+	x.insert(mk("k1-a", "K1", 5*time.Second), mk("k1-b", "K1", 4*time.Second))
+	x.insert(rareOne, mk("k2-a", "K2", 0), ev("plain", at(0)))
+	x.insert(mk("k1-d", "K1", 2*time.Second))
+	if c, a := x.get("k1-c"), x.get("k1-a"); c.OrderSeq != 3 || a.Status != outbox.StatusNew {
+		x.Fatalf("k1-c has OrderSeq %d, k1-a status %s; want 3 and NEW", c.OrderSeq, a.Status)
+	}
+	x.markDead("k1-a", "broker down")
+	list := func(st outbox.Status, f outbox.EventFilter, after outbox.Cursor, limit, scan int) ([]outbox.Event, outbox.Cursor) {
+		x.Helper()
+		return x.listEvents(outbox.ListEventsParams{Status: st, EventFilter: f, After: after, Limit: limit, ScanLimit: scan})
+	}
+	k1 := outbox.EventFilter{OrderKey: "K1"}
+	got, _ := list(outbox.StatusWaiting, k1, outbox.Cursor{}, 0, 0)
+	x.wantIDs("K1 WAITING", got, "k1-b", "k1-c", "k1-d")
+	got, _ = x.listEvents(outbox.ListEventsParams{Status: outbox.StatusWaiting, EventFilter: k1, Newest: true})
+	x.wantIDs("K1 WAITING newest", got, "k1-d", "k1-c", "k1-b")
+	got, _ = list(outbox.StatusDead, k1, outbox.Cursor{}, 0, 0)
+	x.wantIDs("K1 DEAD", got, "k1-a")
+	got, _ = list(outbox.StatusNew, outbox.EventFilter{OrderKey: "K2"}, outbox.Cursor{}, 0, 0)
+	x.wantIDs("K2 NEW", got, "k2-a")
+	got, _ = list(outbox.StatusWaiting, outbox.EventFilter{OrderKey: "K3"}, outbox.Cursor{}, 0, 0)
+	x.wantIDs("K3", got)
+
+	// Pages of one, with the cursors ListCursor makes.
+	var paged []outbox.Event
+	var after outbox.Cursor
+	for range 5 {
+		page, _ := list(outbox.StatusWaiting, k1, after, 1, 0)
+		if len(page) == 0 {
+			break
+		}
+		paged = append(paged, page...)
+		after = outbox.ListCursor(page[0], outbox.StatusWaiting, k1)
+		if after.OrderSeq != page[0].OrderSeq || !after.CreatedAt.IsZero() {
+			x.Fatalf("ListCursor(%s) = %+v, want its OrderSeq %d and no time", page[0].ID, after, page[0].OrderSeq)
+		}
+	}
+	x.wantIDs("K1 WAITING pages", paged, "k1-b", "k1-c", "k1-d")
+
+	// A filter outside the index: the scan stops after ScanLimit rows and goes on.
+	rare := outbox.EventFilter{OrderKey: "K1", EventType: "Rare"}
+	var found []outbox.Event
+	stops := 0
+	for after := (outbox.Cursor{}); stops < 5; stops++ {
+		page, stop := list(outbox.StatusWaiting, rare, after, 5, 1)
+		found = append(found, page...)
+		if stop.IsZero() {
+			break
+		}
+		if stop.OrderSeq == 0 || !stop.CreatedAt.IsZero() {
+			x.Fatalf("stop %+v of a list by order key: want an OrderSeq and no time", stop)
+		}
+		after = stop
+	}
+	x.wantIDs("K1 WAITING of type Rare", found, "k1-c")
+	if stops == 0 {
+		x.Fatal("a scan of 3 rows, 1 at a time, never stopped at its limit")
+	}
+
+	// A DONE event has left its key: it is in no list by key.
+	x.markDone(at(time.Minute), "k2-a")
+	for _, bad := range []outbox.ListEventsParams{
+		{Status: outbox.StatusDone, EventFilter: outbox.EventFilter{OrderKey: "K2"}},
+		{Status: outbox.StatusFallback, EventFilter: k1},
+		{Status: outbox.StatusDiscarded, EventFilter: k1},
+		{Status: outbox.StatusWaiting, EventFilter: outbox.EventFilter{OrderKey: "K1", AggregateID: "agg-k1-b"}},
+		{Status: outbox.StatusWaiting, EventFilter: outbox.EventFilter{OrderKey: "K1", From: at(0)}},
+		{Status: outbox.StatusWaiting, EventFilter: k1, After: outbox.Cursor{CreatedAt: at(0), ID: "k1-b"}},
+		{Status: outbox.StatusWaiting, After: outbox.Cursor{OrderSeq: 2, ID: "k1-b"}},
+		{Status: outbox.StatusWaiting, EventFilter: outbox.EventFilter{OrderKey: strings.Repeat("k", outbox.MaxOrderKeyLen+1)}},
+	} {
+		bad.Limit, bad.ScanLimit = 10, 10
 		if _, _, err := x.events().ListEvents(x.ctx, bad); !errors.Is(err, outbox.ErrInvalidArgument) {
 			x.Fatalf("ListEvents(%+v) = %v, want ErrInvalidArgument", bad, err)
 		}

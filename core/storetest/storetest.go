@@ -118,6 +118,7 @@ func Run(t *testing.T, f Features, newHarness func(t *testing.T) Harness) {
 		{name: "DeleteDead", fn: testDeleteDead},
 		{name: "ListEvents", fn: testListEvents},
 		{name: "ListEventsScanLimit", fn: testListEventsScanLimit},
+		{name: "ListEventsByOrderKey", fn: testListEventsByOrderKey},
 		{name: "CountByType", fn: testCountByType},
 		{name: "Audit", fn: testAudit},
 		{name: "Purge", fn: testPurge},

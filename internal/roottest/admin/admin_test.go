@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -125,6 +126,37 @@ func TestOrderedDeadEventHoldsItsKeyInTheAPI(t *testing.T) {
 	get("api/dead-events", &list)
 	if len(list.Events) != 1 || list.Events[0].ID != "e0" || list.Events[0].OrderKey != "Account:42" || list.Events[0].OrderSeq != 1 {
 		t.Fatalf("dead events %+v", list.Events)
+	}
+	// The events behind it: its key's WAITING list, in the key's order, a page at a time.
+	var page struct {
+		Events []struct {
+			ID       string `json:"id"`
+			OrderSeq int64  `json:"order_seq"`
+		} `json:"events"`
+		Next string `json:"next"`
+	}
+	var behind []string
+	for after := ""; ; {
+		get("api/events?status=waiting&order_key=Account%3A42&limit=1"+after, &page)
+		for _, e := range page.Events {
+			behind = append(behind, fmt.Sprint(e.ID, "#", e.OrderSeq))
+		}
+		if page.Next == "" || len(behind) > 5 {
+			break
+		}
+		after = "&after=" + page.Next
+	}
+	if strings.Join(behind, ",") != "e1#2,e2#3" {
+		t.Fatalf("WAITING events of Account:42, a page each: %v; want e1#2,e2#3", behind)
+	}
+	get("api/events?status=waiting&order_key=Account%3A7", &page)
+	if len(page.Events) != 0 {
+		t.Fatalf("WAITING events of a key with none: %+v", page.Events)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/events?status=done&order_key=Account%3A42", nil))
+	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "order_key") {
+		t.Fatalf("DONE events by order key: %d %s; want a 400 naming order_key", rec.Code, rec.Body)
 	}
 	if err := ob.Dead().Replay(ctx, "e0"); err != nil {
 		t.Fatal(err)

@@ -90,6 +90,54 @@ func TestBrowserOrderedDeadEvent(t *testing.T) {
 	screenshot(bctx, t, "admin-ordered-after-delete.png")
 }
 
+// TestBrowserKeyWaitingList: in headless Chromium, the details of a DEAD ordered event
+// open the WAITING events of its key, in the key's order with their places, and no
+// event of another key.
+func TestBrowserKeyWaitingList(t *testing.T) {
+	t.Parallel()
+	execPath := chromium(t)
+	store, ob, created := deadOrderedKey(t)
+	// Another key with a WAITING event: not in Account:42's list.
+	var other []outbox.Event
+	for _, id := range []string{"o0", "o1"} {
+		other = append(other, outbox.Event{ID: id, Type: "Changed", AggregateType: "Account", Payload: []byte(`{}`),
+			CreatedAt: created, AvailableAt: created, OrderKey: "Account:7"})
+	}
+	if _, err := store.Insert(t.Context(), nil, outbox.InsertParams{Events: other}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := outboxadmin.New(ob.Dead(), outboxadmin.Options{Authorize: outboxadmin.AllowAll(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	bctx := newBrowser(t, execPath)
+	row := chromedp.CSS(`#rows tr[data-id="e0"]`)
+	err = chromedp.Do(bctx,
+		chromedp.Navigate(srv.URL+"/"),
+		chromedp.WaitVisible(row),
+		chromedp.Click(row+chromedp.CSS(` button[data-action="details"]`)),
+		chromedp.WaitVisible(chromedp.ID("detail-key")),
+		chromedp.Click(chromedp.ID("detail-key")),
+		chromedp.WaitVisible(chromedp.CSS(`#rows tr[data-id="e2"]`)),
+	)
+	if err != nil {
+		t.Fatalf("open the waiting events of the key: %v", err)
+	}
+	rows := run(bctx, t, chromedp.Evaluate[string](`[...document.querySelectorAll('#rows tr')].map(r => r.dataset.id + ' ' + r.cells[1].textContent.split(' · ')[0]).join(', ')`))
+	if rows != "e1 #2, e2 #3" {
+		t.Errorf("the key's list shows %q, want e1 #2, e2 #3", rows)
+	}
+	if key := run(bctx, t, chromedp.Evaluate[string](`document.getElementById('f-order-key').value`)); key != "Account:42" {
+		t.Errorf("the order key filter holds %q, want Account:42", key)
+	}
+	if tab := run(bctx, t, chromedp.Evaluate[string](`document.querySelector('#tabs .active').dataset.view`)); tab != "waiting" {
+		t.Errorf("the active tab is %q, want waiting", tab)
+	}
+	screenshot(bctx, t, "admin-key-waiting-list.png")
+}
+
 // TestBrowserDiscard: in headless Chromium, discarding a DEAD event (with the
 // confirmation) takes it off the list, keeps it DISCARDED, and lets its key move on.
 func TestBrowserDiscard(t *testing.T) {

@@ -139,7 +139,10 @@ func TestEventListsUseIndexes(t *testing.T) {
 						continue
 					}
 					// One aggregate's rows, found by the index, may be sorted: there are few.
-					if strings.HasPrefix(c.Name, "aggregate") && (bad == "Sort" || bad == "Bitmap" || bad == "TEMP B-TREE") {
+					// So may one order key's rows of one order_seq (fan-out rows) by
+					// event_id, after the index gave them in order_seq order.
+					if (strings.HasPrefix(c.Name, "aggregate") || strings.HasPrefix(c.Name, "order key")) &&
+						(bad == "Sort" || bad == "Bitmap" || bad == "TEMP B-TREE") {
 						continue
 					}
 					if strings.Contains(plan, bad) {
