@@ -106,15 +106,10 @@ func TestBrowserKeyWaitingList(t *testing.T) {
 	if _, err := store.Insert(t.Context(), nil, outbox.InsertParams{Events: other}); err != nil {
 		t.Fatal(err)
 	}
-	h, err := outboxadmin.New(ob.Dead(), outboxadmin.Options{Authorize: outboxadmin.AllowAll(), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
+	srv := adminAtRoot(t, ob)
 	bctx := newBrowser(t, execPath)
 	row := chromedp.CSS(`#rows tr[data-id="e0"]`)
-	err = chromedp.Do(bctx,
+	err := chromedp.Do(bctx,
 		chromedp.Navigate(srv.URL+"/"),
 		chromedp.WaitVisible(row),
 		chromedp.Click(row+chromedp.CSS(` button[data-action="details"]`)),
@@ -144,16 +139,11 @@ func TestBrowserDiscard(t *testing.T) {
 	t.Parallel()
 	execPath := chromium(t)
 	store, ob, _ := deadOrderedKey(t)
-	h, err := outboxadmin.New(ob.Dead(), outboxadmin.Options{Authorize: outboxadmin.AllowAll(), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
+	srv := adminAtRoot(t, ob)
 	bctx := newBrowser(t, execPath)
 	chip := `document.querySelector('#overview li[data-status="DISCARDED"] .value')?.textContent`
 	row := chromedp.CSS(`#rows tr[data-id="e0"]`)
-	err = chromedp.Do(bctx,
+	err := chromedp.Do(bctx,
 		chromedp.Navigate(srv.URL+"/"),
 		chromedp.WaitVisible(row),
 		chromedp.Click(row+chromedp.CSS(` button[data-action="discard"]`)),
@@ -172,4 +162,16 @@ func TestBrowserDiscard(t *testing.T) {
 	if e, ok := store.Event("e1"); !ok || e.Status != outbox.StatusNew {
 		t.Fatalf("e1 after the discard = %+v, want NEW (its key moved on)", e)
 	}
+}
+
+// adminAtRoot serves the admin of ob at the root of a test server, closed when t ends.
+func adminAtRoot(t *testing.T, ob *outbox.Outbox) *httptest.Server {
+	t.Helper()
+	h, err := outboxadmin.New(ob.Dead(), outboxadmin.Options{Authorize: outboxadmin.AllowAll(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv
 }
