@@ -39,6 +39,7 @@ func FuzzAdminRequest(f *testing.F) {
 	f.Add(uint8(0), "/api/events", "status=dead&error=x%25_&from=2026-01-01T00:00:00Z&newest=1&limit=2", "", []byte(nil))
 	f.Add(uint8(0), "/api/events", "status=done&aggregate_id=a&to=2026-01-03T00:00:00%2B01:00", "", []byte(nil))
 	f.Add(uint8(0), "/api/events/e2", "", "", []byte(nil))
+	f.Add(uint8(0), "/api/events", "status=waiting&order_key=K&newest=1&limit=1&after=IzF8ZTE", "", []byte(nil))
 	f.Add(uint8(1), "/api/events/replay", "", "application/json", []byte(`{"ids":["e1","e1","zz"]}`))
 	f.Add(uint8(1), "/api/events/discard", "", "application/json", []byte(`{"ids":[]}`))
 	f.Add(uint8(1), "/api/events/delete", "", "application/json", []byte(`{"ids":["e3"],"x":1}`))
