@@ -582,6 +582,11 @@
   // finished events come newest first by default.
   function openList(view, filter) {
     if (filter) writeFilter(filter);
+    if (LISTS[view].finished && state.filter.order_key) {
+      // Finished events have left their key: no list of them goes by order key.
+      writeFilter({ ...state.filter, order_key: '' });
+      toast('The order key filter was cleared: ' + LISTS[view].noun + ' events have left their key.');
+    }
     state.newest = LISTS[view].finished;
     $('f-newest').checked = state.newest;
     state.pages = [''];
