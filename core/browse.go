@@ -44,9 +44,8 @@ type EventFilter struct {
 // A list is in the order of its time: when the event finished for DONE, FALLBACK and
 // DISCARDED, when it was created for the other statuses, and when it was created for
 // every status when AggregateID is set; a list of one OrderKey is in the key's order.
-// Each list reads an index in that order (see
-// docs/operations.md): pages are keyset pages, as fast on the millionth row as on the
-// first.
+// Each list reads an index in that order (see docs/operations.md): pages are keyset
+// pages, as fast on the millionth row as on the first.
 type EventQuery struct {
 	Status Status
 	EventFilter
