@@ -31,7 +31,8 @@
 //	GET  /api/events                    list of one status: status (required: new, retry,
 //	                                    waiting, dead, done, fallback or discarded),
 //	                                    event_type, aggregate_type, aggregate_id, listener,
-//	                                    error, from, to, order_key, newest, limit, after
+//	                                    error, from, to, order_key, blocking, newest,
+//	                                    limit, after
 //	GET  /api/events/{id}               one event of any status, with payload, headers,
 //	                                    attempts, last error, every timestamp, its claim
 //	POST /api/events/replay             replay the DEAD events among {"ids": [...]}
@@ -74,7 +75,10 @@
 // order_key lists one order key's events of the status (new, retry, waiting or dead:
 // the others have left their key) in the key's order, order_seq first, through the
 // order index: status=waiting&order_key=K are the events that wait behind K's DEAD or
-// RETRY event. It does not go with aggregate_id, from or to.
+// RETRY event. It does not go with aggregate_id, from or to. blocking=1 (status retry
+// or dead) lists the events that hold their order key: WAITING events of the key wait
+// behind them; each row of the list probes the order index, and the filter is checked
+// on the rows read, as event_type is.
 //
 // A bulk action takes 1 to [outbox.MaxBulkIDs] IDs, acts on those in the right state
 // (an unknown ID, or one in another state, is left alone) and answers {"count": n,

@@ -202,6 +202,11 @@ func TestParseEventsQuery(t *testing.T) {
 	if err != nil || q != want {
 		t.Errorf("full query = %+v, %v; want %+v", q, err, want)
 	}
+	for raw, want := range map[string]bool{"status=dead&blocking=1": true, "status=retry&blocking=true": true, "status=dead&blocking=0": false} {
+		if q, err := parseEventsQuery(raw); err != nil || q.Blocking != want {
+			t.Errorf("%s = %+v, %v; want Blocking %v", raw, q, err, want)
+		}
+	}
 	byKey := outbox.Cursor{OrderSeq: 12, ID: "01K"}
 	q, err = parseEventsQuery("status=waiting&order_key=Account%3A42&event_type=E&after=" + encodeCursor(byKey))
 	want = outbox.EventQuery{Status: outbox.StatusWaiting, Limit: DefaultLimit, After: byKey,
@@ -235,6 +240,8 @@ func TestParseEventsQuery(t *testing.T) {
 		"status=dead&order_key=%ff":                                              "order_key",
 		"status=dead&order_key=k&after=" + encodeCursor(after):                   "after",
 		"status=dead&after=" + encodeCursor(outbox.Cursor{OrderSeq: 3, ID: "x"}): "after",
+		"status=waiting&blocking=1":                                              "blocking",
+		"status=dead&blocking=yes":                                               "blocking",
 	} {
 		var pe *paramError
 		if _, err := parseEventsQuery(raw); !errors.As(err, &pe) || pe.param != param {
@@ -272,6 +279,7 @@ func FuzzParseEventsQuery(f *testing.F) {
 	f.Add("status=retry&from=2026-01-01T00:00:00%2B14:00&to=2025-12-31T11:00:00-12:00")
 	f.Add("status=waiting&order_key=Account:42&after=" + encodeCursor(outbox.Cursor{OrderSeq: 7, ID: "x"}))
 	f.Add("status=done&order_key=k")
+	f.Add("status=dead&blocking=1&event_type=T")
 	f.Fuzz(func(t *testing.T, raw string) {
 		q, err := parseEventsQuery(raw)
 		fuzztally.Record(err != nil)

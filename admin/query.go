@@ -30,6 +30,7 @@ const (
 	paramNewest        = "newest"
 	paramBefore        = "before"
 	paramOrderKey      = "order_key"
+	paramBlocking      = "blocking"
 )
 
 // paramError reports a bad query parameter, path value or body field: a 400 naming it.
@@ -281,7 +282,7 @@ const statusNames = "new, retry, waiting, dead, done, fallback or discarded"
 // optional. It returns a *paramError for anything it does not accept.
 func parseEventsQuery(raw string) (outbox.EventQuery, error) {
 	v, err := parseQuery(raw, paramStatus, paramEventType, paramAggregateType, paramAggregateID, paramListener,
-		paramErrorText, paramFrom, paramTo, paramNewest, paramLimit, paramAfter, paramOrderKey)
+		paramErrorText, paramFrom, paramTo, paramNewest, paramLimit, paramAfter, paramOrderKey, paramBlocking)
 	if err != nil {
 		return outbox.EventQuery{}, err
 	}
@@ -322,12 +323,14 @@ func parseEventsQuery(raw string) (outbox.EventQuery, error) {
 			return outbox.EventQuery{}, badParam(paramOrderKey, "does not go with aggregate_id, from or to: a key's list is in the key's order")
 		}
 	}
-	switch v.Get(paramNewest) {
-	case "", "0", "false":
-	case "1", "true":
-		q.Newest = true
-	default:
-		return outbox.EventQuery{}, badParam(paramNewest, "must be 1, true, 0, false or absent")
+	if q.Newest, err = parseBool(paramNewest, v.Get(paramNewest)); err != nil {
+		return outbox.EventQuery{}, err
+	}
+	if q.Blocking, err = parseBool(paramBlocking, v.Get(paramBlocking)); err != nil {
+		return outbox.EventQuery{}, err
+	}
+	if q.Blocking && st != outbox.StatusRetry && st != outbox.StatusDead {
+		return outbox.EventQuery{}, badParam(paramBlocking, "lists retry and dead events: only those hold their order key")
 	}
 	if s := v.Get(paramLimit); s != "" {
 		if q.Limit, err = parseLimit(s); err != nil {
@@ -343,6 +346,17 @@ func parseEventsQuery(raw string) (outbox.EventQuery, error) {
 		}
 	}
 	return q, nil
+}
+
+// parseBool reads a flag parameter: 1 or true, 0, false or absent.
+func parseBool(param, s string) (bool, error) {
+	switch s {
+	case "", "0", "false":
+		return false, nil
+	case "1", "true":
+		return true, nil
+	}
+	return false, badParam(param, "must be 1, true, 0, false or absent")
 }
 
 // parseTime parses an RFC 3339 time ("2026-05-01T12:00:00Z", fractional seconds and an

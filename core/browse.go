@@ -34,6 +34,10 @@ type EventFilter struct {
 	// order (OrderSeq, then ID), through the order index; not with AggregateID, From or
 	// To. Its cursors hold OrderSeq ([ListCursor]). At most MaxOrderKeyLen bytes.
 	OrderKey string
+	// Blocking selects the RETRY or DEAD events that hold their order key: WAITING
+	// events of the key wait behind them (a DEAD one only while nothing of its key is
+	// NEW or RETRY, as under DeadKeyWaits). Only with those two statuses.
+	Blocking bool
 	// From (inclusive) and To (exclusive) bound the list's time (see [EventQuery]); a
 	// zero time leaves that side open.
 	From, To time.Time
@@ -99,6 +103,9 @@ func (p ListEventsParams) Validate() error {
 	if err := p.EventFilter.Validate(); err != nil {
 		return err
 	}
+	if p.Blocking && p.Status != StatusRetry && p.Status != StatusDead {
+		return invalidParams("list events", "Blocking lists RETRY and DEAD events, not %s", p.Status)
+	}
 	if p.OrderKey == "" && p.After.OrderSeq != 0 {
 		return invalidParams("list events", "After is a cursor of a list by order key (OrderSeq %d), and OrderKey is empty", p.After.OrderSeq)
 	}
@@ -150,7 +157,7 @@ func (f EventFilter) Validate() error {
 // scanned reports whether f filters on a column outside the list's index, so that a
 // page must bound the rows it reads.
 func (f EventFilter) scanned() bool {
-	return f.EventType != "" || f.AggregateType != "" || f.Listener != "" || f.ErrorContains != ""
+	return f.EventType != "" || f.AggregateType != "" || f.Listener != "" || f.ErrorContains != "" || f.Blocking
 }
 
 // finishedList reports whether the list of st is in finish-time order.

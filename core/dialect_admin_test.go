@@ -58,6 +58,14 @@ func listQueryCases(t *testing.T) []listQueryCase {
 		{"discarded", ListEventsParams{Status: StatusDiscarded}, finishedIndexSuffix, finishedIndexSuffix},
 		{"aggregate", ListEventsParams{Status: StatusDone, EventFilter: EventFilter{AggregateID: "agg-42"}}, aggregateIndexSuffix, aggregateIndexSuffix},
 		{"aggregate, aggregate type", ListEventsParams{Status: StatusNew, EventFilter: EventFilter{AggregateID: "agg-42", AggregateType: "Thing"}}, aggregateIndexSuffix, aggregateIndexSuffix},
+		{"retry type newest", ListEventsParams{Status: StatusRetry, Newest: true, EventFilter: EventFilter{EventType: "T1"}},
+			stateIndexSuffix + "|" + pendingIndexSuffix, deadIndexSuffix},
+		{"retry after", ListEventsParams{Status: StatusRetry, After: mid}, stateIndexSuffix + "|" + pendingIndexSuffix, deadIndexSuffix},
+		{"waiting newest after", ListEventsParams{Status: StatusWaiting, Newest: true, After: mid}, stateIndexSuffix, deadIndexSuffix},
+		// Blocking: the list's index, each row's key probed in the order index.
+		{"dead blocking", ListEventsParams{Status: StatusDead, EventFilter: EventFilter{Blocking: true}}, deadIndexSuffix, deadIndexSuffix},
+		{"retry blocking newest", ListEventsParams{Status: StatusRetry, Newest: true, EventFilter: EventFilter{Blocking: true}},
+			stateIndexSuffix + "|" + pendingIndexSuffix, deadIndexSuffix},
 		// The plan test's WAITING rows (i % 100 = 98) each have a key of their own, "k-<i>".
 		{"order key", ListEventsParams{Status: StatusWaiting, EventFilter: EventFilter{OrderKey: "k-500098"}}, orderIndexSuffix, orderIndexSuffix},
 		{"order key after, type", ListEventsParams{Status: StatusWaiting, After: Cursor{OrderSeq: 1, ID: "e-0500098"},

@@ -40,11 +40,15 @@
   };
   const STATUS_ORDER = ['NEW', 'RETRY', 'WAITING', 'DEAD', 'DONE', 'FALLBACK', 'DISCARDED'];
   const VIEW_OF_STATUS = Object.fromEntries(Object.entries(LISTS).map(([v, l]) => [l.status, v]));
-  const FILTER_KEYS = ['event_type', 'aggregate_type', 'aggregate_id', 'listener', 'order_key', 'error', 'from', 'to'];
+  const FILTER_KEYS = ['event_type', 'aggregate_type', 'aggregate_id', 'listener', 'order_key', 'error', 'from', 'to', 'blocking'];
   const FILTER_INPUTS = {
     event_type: 'f-event-type', aggregate_type: 'f-aggregate-type', aggregate_id: 'f-aggregate-id',
     listener: 'f-listener', order_key: 'f-order-key', error: 'f-error', from: 'f-from', to: 'f-to',
+    blocking: 'f-blocking', // a checkbox: '1' or ''
   };
+  // BLOCKING_VIEWS are the lists the blocking filter applies to: only a RETRY or DEAD
+  // event holds its order key.
+  const BLOCKING_VIEWS = ['retry', 'dead'];
 
   const state = {
     view: 'dead',
@@ -175,6 +179,7 @@
     if (f.aggregate_id) parts.push('aggregate ID "' + f.aggregate_id + '"');
     if (f.listener) parts.push('listener "' + f.listener + '"');
     if (f.order_key) parts.push('order key "' + f.order_key + '" (in the key\'s order)');
+    if (f.blocking && BLOCKING_VIEWS.includes(state.view)) parts.push('waiting events of their key behind them');
     if (f.error) parts.push('an error containing "' + f.error + '"');
     if (f.from) parts.push('from ' + f.from.replace('T', ' '));
     if (f.to) parts.push('before ' + f.to.replace('T', ' '));
@@ -184,7 +189,7 @@
   // deadFilterOnly reports whether the filter holds only what the dead-event count and
   // replay-all routes take: event type, aggregate type and listener.
   function deadFilterOnly(f) {
-    return !f.aggregate_id && !f.order_key && !f.error && !f.from && !f.to;
+    return !f.aggregate_id && !f.order_key && !f.blocking && !f.error && !f.from && !f.to;
   }
 
   let toastTimer = 0;
@@ -487,6 +492,7 @@
     const params = {
       status: view, event_type: f.event_type, aggregate_type: f.aggregate_type, aggregate_id: f.aggregate_id,
       listener: f.listener, order_key: f.order_key, error: f.error, from: isoOf(f.from), to: isoOf(f.to),
+      blocking: f.blocking && BLOCKING_VIEWS.includes(view) ? '1' : '',
       newest: state.newest ? '1' : '', after: state.pages[state.page],
     };
     const page = await api('api/events' + query(params));
@@ -573,6 +579,7 @@
     if (view in LISTS) {
       const finished = LISTS[view].finished;
       $('time-head').textContent = finished ? 'Finished' : 'Created';
+      $('f-blocking-label').hidden = !BLOCKING_VIEWS.includes(view);
       $('f-time-label').textContent = finished ? 'Finished' : 'Created';
       $('bulk').hidden = false;
     }
@@ -598,7 +605,10 @@
 
   function writeFilter(f) {
     state.filter = { ...emptyFilter(), ...f };
-    for (const k of FILTER_KEYS) $(FILTER_INPUTS[k]).value = state.filter[k];
+    for (const k of FILTER_KEYS) {
+      if (k === 'blocking') $(FILTER_INPUTS[k]).checked = !!state.filter[k];
+      else $(FILTER_INPUTS[k]).value = state.filter[k];
+    }
   }
 
   function setFilter(f) {
@@ -610,7 +620,7 @@
 
   function readFilter() {
     const f = {};
-    for (const k of FILTER_KEYS) f[k] = $(FILTER_INPUTS[k]).value.trim();
+    for (const k of FILTER_KEYS) f[k] = k === 'blocking' ? ($(FILTER_INPUTS[k]).checked ? '1' : '') : $(FILTER_INPUTS[k]).value.trim();
     return f;
   }
 

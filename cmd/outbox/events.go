@@ -92,7 +92,7 @@ func storable(t time.Time) bool {
 }
 
 func (c *cli) list(ctx context.Context, args []string) error {
-	fs := c.flags("events list", "events list [-status S] [-type T] [-aggregate A] [-aggregate-id ID] [-listener L] [-order-key K] [-error TEXT] [-from TIME] [-to TIME] [-newest] [-limit N] [-after CURSOR]")
+	fs := c.flags("events list", "events list [-status S] [-type T] [-aggregate A] [-aggregate-id ID] [-listener L] [-order-key K] [-blocking] [-error TEXT] [-from TIME] [-to TIME] [-newest] [-limit N] [-after CURSOR]")
 	q := outbox.EventQuery{Status: outbox.StatusDead}
 	fs.Var(statusFlag{&q.Status}, "status", "list the events of `status`: new, retry, waiting, dead, done, fallback or discarded")
 	fs.StringVar(&q.EventType, "type", "", "only events of this type")
@@ -100,6 +100,7 @@ func (c *cli) list(ctx context.Context, args []string) error {
 	fs.StringVar(&q.AggregateID, "aggregate-id", "", "only the events of this aggregate ID")
 	fs.StringVar(&q.Listener, "listener", "", "only events of this listener (a fan-out delivery's subscription, or the listener that failed for good)")
 	fs.StringVar(&q.ErrorContains, "error", "", "only events whose last error contains this text, in any case")
+	fs.BoolVar(&q.Blocking, "blocking", false, "only the retry or dead events that hold their order key (waiting events of the key wait behind them)")
 	fs.StringVar(&q.OrderKey, "order-key", "", "only the events of this order key, in the key's order (new, retry, waiting and dead events; not with -aggregate-id, -from or -to)")
 	fs.Var(timeFlag{&q.From}, "from", "only events at or after this RFC 3339 `time` (created, or finished for done, fallback and discarded)")
 	fs.Var(timeFlag{&q.To}, "to", "only events before this RFC 3339 `time`")

@@ -95,6 +95,9 @@ func TestListStatuses(t *testing.T) {
 			{[]string{"-status", "waiting", "-order-key", "k"}, "w1"},
 			{[]string{"-status", "retry", "-order-key", "k"}, "w0"},
 			{[]string{"-status", "retry", "-order-key", "other"}, ""},
+			// The events that hold their key: w0 holds k (w1 waits); d0 is unordered.
+			{[]string{"-status", "retry", "-blocking"}, "w0"},
+			{[]string{"-status", "dead", "-blocking"}, ""},
 		} {
 			if got, page := tg.listIDs(t, c.args...); got != c.want || page.Next != "" || page.Partial {
 				t.Errorf("events list %v: %q (next %q, partial %v), want %q", c.args, got, page.Next, page.Partial, c.want)

@@ -325,6 +325,7 @@ func TestBadInput(t *testing.T) {
 		{"unknown list flag", sqlite, []string{"events", "list", "-state", "dead"}, 2, "flag provided but not defined: -state"},
 		{"list argument", sqlite, []string{"events", "list", "dead"}, 2, "takes flags only"},
 		{"done by order key", sqlite, []string{"events", "list", "-status", "done", "-order-key", "k"}, 2, "OrderKey lists NEW, RETRY, DEAD and WAITING events, not DONE"},
+		{"blocking waiting", sqlite, []string{"events", "list", "-status", "waiting", "-blocking"}, 2, "Blocking lists RETRY and DEAD events, not WAITING"},
 		{"order key and aggregate", sqlite, []string{"events", "list", "-order-key", "k", "-aggregate-id", "a"}, 2, "OrderKey does not go with AggregateID"},
 		{"long error search", sqlite, []string{"events", "list", "-error", strings.Repeat("e", outbox.MaxErrorSearchLen+1)}, 2, "ErrorContains is 257 bytes"},
 		{"unknown replay flag", sqlite, []string{"replay", "-force", "e1"}, 2, "flag provided but not defined: -force"},

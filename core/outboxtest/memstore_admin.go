@@ -64,7 +64,8 @@ func (s *MemoryStore) ListEvents(ctx context.Context, p outbox.ListEventsParams)
 		return c
 	})
 	f := p.EventFilter
-	scanned := f.EventType != "" || f.AggregateType != "" || f.Listener != "" || f.ErrorContains != "" || p.AggregateID != "" || p.OrderKey != ""
+	scanned := f.EventType != "" || f.AggregateType != "" || f.Listener != "" || f.ErrorContains != "" || p.AggregateID != "" ||
+		p.OrderKey != "" || f.Blocking
 	var stop outbox.Cursor
 	if scanned && len(index) > p.ScanLimit {
 		last := index[p.ScanLimit-1]
@@ -78,7 +79,8 @@ func (s *MemoryStore) ListEvents(ctx context.Context, p outbox.ListEventsParams)
 		if e.Status == p.Status && (f.EventType == "" || e.Type == f.EventType) &&
 			(f.AggregateType == "" || e.AggregateType == f.AggregateType) &&
 			(f.Listener == "" || e.Listener == f.Listener) &&
-			(f.ErrorContains == "" || strings.Contains(strings.ToLower(e.LastError), strings.ToLower(f.ErrorContains))) {
+			(f.ErrorContains == "" || strings.Contains(strings.ToLower(e.LastError), strings.ToLower(f.ErrorContains))) &&
+			(!f.Blocking || s.holdsKey(e)) {
 			out = append(out, clone(*e))
 		}
 	}
@@ -86,6 +88,23 @@ func (s *MemoryStore) ListEvents(ctx context.Context, p outbox.ListEventsParams)
 		stop = outbox.Cursor{}
 	}
 	return out, stop, nil
+}
+
+// holdsKey reports whether e holds its order key (outbox.EventFilter.Blocking): WAITING
+// events of its key wait, and for a DEAD e nothing of the key is NEW or RETRY.
+func (s *MemoryStore) holdsKey(e *outbox.Event) bool {
+	if e.OrderKey == "" {
+		return false
+	}
+	waiting, moving := false, false
+	for _, r := range s.rows {
+		if r.ev.OrderKey != e.OrderKey {
+			continue
+		}
+		waiting = waiting || r.ev.Status == outbox.StatusWaiting
+		moving = moving || r.ev.Status == outbox.StatusNew || r.ev.Status == outbox.StatusRetry
+	}
+	return waiting && (e.Status != outbox.StatusDead || !moving)
 }
 
 // CountByType implements [outbox.EventStore.CountByType].

@@ -262,6 +262,69 @@ func testListEventsByOrderKey(x *fixture) {
 	}
 }
 
+// testListEventsBlocking: the Blocking filter lists the RETRY and DEAD events that hold
+// their key (WAITING events wait behind them), not those alone in their key, not a DEAD
+// event its key moved on past, and not unordered ones; a scan of it stops at the window.
+func testListEventsBlocking(x *fixture) {
+	x.events()
+	x.orders()
+	key := func(k string, ids ...string) {
+		x.Helper()
+		var events []outbox.Event
+		for i, id := range ids {
+			e := ev(id, at(time.Duration(i)*time.Second))
+			e.OrderKey = k
+			events = append(events, e)
+		}
+		x.insert(events...)
+		if x.headsWait(ids[0]) {
+			x.promote(outbox.PromoteParams{Keys: []string{k}, DeadBlocks: true}, 1)
+		}
+	}
+	key("K1", "k1-a", "k1-b") // DEAD, WAITING: held
+	key("K2", "k2-a", "k2-b") // RETRY, WAITING: held
+	key("K3", "k3-a")         // DEAD alone
+	key("K4", "k4-a", "k4-b", "k4-c")
+	key("K5", "k5-a") // RETRY alone
+	x.insert(ev("plain", at(0)))
+	for _, id := range []string{"k1-a", "k3-a", "k4-a", "plain"} {
+		x.markDead(id, "failed")
+	}
+	// K4 moved on past its DEAD event, as under DeadKeySkips: k4-b is NEW, k4-c waits.
+	x.promote(outbox.PromoteParams{Keys: []string{"K4"}}, 1)
+	x.retry("k2-a", at(time.Hour))
+	x.retry("k5-a", at(time.Hour))
+	blocking := outbox.EventFilter{Blocking: true}
+	got, _ := x.listEvents(outbox.ListEventsParams{Status: outbox.StatusDead, EventFilter: blocking})
+	x.wantIDs("DEAD holding their keys", got, "k1-a")
+	got, _ = x.listEvents(outbox.ListEventsParams{Status: outbox.StatusRetry, EventFilter: blocking})
+	x.wantIDs("RETRY holding their keys", got, "k2-a")
+	got, _ = x.listEvents(outbox.ListEventsParams{Status: outbox.StatusDead})
+	x.wantIDs("DEAD", got, "k1-a", "k3-a", "k4-a", "plain")
+
+	// A scan of one row at a time stops at its window and goes on to k1-a.
+	var found []outbox.Event
+	stops := 0
+	for p := (outbox.ListEventsParams{Status: outbox.StatusDead, EventFilter: blocking, Newest: true, Limit: 5, ScanLimit: 1}); stops < 5; stops++ {
+		page, stop := x.listEvents(p)
+		found = append(found, page...)
+		if stop.IsZero() {
+			break
+		}
+		p.After = stop
+	}
+	x.wantIDs("DEAD holding their keys, a row a window", found, "k1-a")
+	if stops == 0 {
+		x.Fatal("a scan of 4 rows, 1 at a time, never stopped at its limit")
+	}
+	for _, st := range []outbox.Status{outbox.StatusNew, outbox.StatusWaiting, outbox.StatusDone} {
+		p := outbox.ListEventsParams{Status: st, EventFilter: blocking, Limit: 10, ScanLimit: 10}
+		if _, _, err := x.events().ListEvents(x.ctx, p); !errors.Is(err, outbox.ErrInvalidArgument) {
+			x.Fatalf("ListEvents(%+v) = %v, want ErrInvalidArgument", p, err)
+		}
+	}
+}
+
 // testCountByType counts per status and type.
 func testCountByType(x *fixture) {
 	es := x.events()

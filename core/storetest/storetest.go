@@ -119,6 +119,7 @@ func Run(t *testing.T, f Features, newHarness func(t *testing.T) Harness) {
 		{name: "ListEvents", fn: testListEvents},
 		{name: "ListEventsScanLimit", fn: testListEventsScanLimit},
 		{name: "ListEventsByOrderKey", fn: testListEventsByOrderKey},
+		{name: "ListEventsBlocking", fn: testListEventsBlocking},
 		{name: "CountByType", fn: testCountByType},
 		{name: "Audit", fn: testAudit},
 		{name: "Purge", fn: testPurge},

@@ -146,6 +146,63 @@ func TestBrowserKeyWaitingList(t *testing.T) {
 	}
 }
 
+// TestBrowserBlockingFilter: in headless Chromium, "Holding their key" on the Dead tab
+// leaves the DEAD event that holds its key and drops a DEAD event alone in its key and
+// an unordered one; the box is not offered on the Waiting tab.
+func TestBrowserBlockingFilter(t *testing.T) {
+	t.Parallel()
+	execPath := chromium(t)
+	store, ob, created := deadOrderedKey(t)
+	for _, e := range []outbox.Event{
+		{ID: "alone", Type: "Changed", AggregateType: "Account", Payload: []byte(`{}`), CreatedAt: created, AvailableAt: created, OrderKey: "Account:9"},
+		{ID: "plain", Type: "Changed", AggregateType: "Account", Payload: []byte(`{}`), CreatedAt: created, AvailableAt: created},
+	} {
+		if _, err := store.Insert(t.Context(), nil, outbox.InsertParams{Events: []outbox.Event{e}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.MarkDead(t.Context(), outbox.MarkDeadParams{ID: e.ID, DeadAt: time.Now(), Reason: "poison", CountAttempt: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := adminAtRoot(t, ob)
+	bctx := newBrowser(t, execPath)
+	ids := func() string {
+		return run(bctx, t, chromedp.Evaluate[string](`[...document.querySelectorAll('#rows tr')].map((tr) => tr.dataset.id).sort().join(',')`))
+	}
+	err := chromedp.Do(bctx,
+		chromedp.Navigate(srv.URL+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`#rows tr[data-id="plain"]`)),
+	)
+	if err != nil {
+		t.Fatalf("load the page: %v", err)
+	}
+	if got := ids(); got != "alone,e0,plain" {
+		t.Fatalf("the Dead tab lists %q, want alone,e0,plain", got)
+	}
+	err = chromedp.Do(bctx,
+		chromedp.Click(chromedp.ID("f-blocking")),
+		chromedp.Click(chromedp.CSS(`#filters button[type="submit"]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`#rows tr[data-id="plain"]`)),
+	)
+	if err != nil {
+		t.Fatalf("filter the events holding their key: %v", err)
+	}
+	if got := ids(); got != "e0" {
+		t.Errorf("the Dead tab holding their key lists %q, want e0", got)
+	}
+	screenshot(bctx, t, "admin-dead-holding-their-key.png")
+	err = chromedp.Do(bctx,
+		chromedp.Click(chromedp.CSS(`#tabs [data-view="waiting"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#rows tr[data-id="e1"]`)),
+	)
+	if err != nil {
+		t.Fatalf("open the Waiting tab: %v", err)
+	}
+	if hidden := run(bctx, t, chromedp.Evaluate[bool](`document.getElementById('f-blocking-label').hidden`)); !hidden {
+		t.Error("the Waiting tab offers the box of the events holding their key")
+	}
+}
+
 // TestBrowserDiscard: in headless Chromium, discarding a DEAD event (with the
 // confirmation) takes it off the list, keeps it DISCARDED, and lets its key move on.
 func TestBrowserDiscard(t *testing.T) {

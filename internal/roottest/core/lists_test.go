@@ -69,8 +69,8 @@ func fillSQL(b sqlBundle, n int) string {
 
 // TestEventListsUseIndexes: on a table of a million rows (listRows), every statement of
 // the admin's lists (DeadEvents.Events) reads the index of its list in the list's order
-// and stops after its LIMIT: the plan names the index and has no sort and no scan of
-// the table. It also runs each statement and logs how long it took (not asserted).
+// and stops after its LIMIT: the plan names the index and has no sort (but of a
+// windowed page's rows, see windowed below) and no scan of the table. It also runs each statement and logs how long it took (not asserted).
 //
 // It does not run beside the package's other tests (no t.Parallel at the top): writing
 // three million rows would slow down the tests that measure time against a deadline.
@@ -108,13 +108,23 @@ func TestEventListsUseIndexes(t *testing.T) {
 			if b.d == outbox.MySQL {
 				table = "`outbox_event`"
 			}
+			// A page whose list has a window (a filter outside its index) reads at most
+			// ScanLimit rows of the index, between the cursor and the window's end: a
+			// sort of those is bounded, so it may sort them (SQLite, with statistics,
+			// did for a filtered RETRY page); its window statement may not.
+			windowed := map[string]bool{}
+			for _, c := range cases {
+				if name, ok := strings.CutSuffix(c.Name, " (window)"); ok && c.Dialect == b.d.Name() {
+					windowed[name+" (page)"] = true
+				}
+			}
 			ran := 0
 			for _, c := range cases {
 				if c.Dialect != b.d.Name() {
 					continue
 				}
 				ran++
-				q := strings.Replace(c.SQL, table, b.quoted(), 1)
+				q := strings.ReplaceAll(c.SQL, table, b.quoted())
 				var args []any
 				for _, a := range c.Args {
 					switch {
@@ -141,7 +151,7 @@ func TestEventListsUseIndexes(t *testing.T) {
 					// One aggregate's rows, found by the index, may be sorted: there are few.
 					// So may one order key's rows of one order_seq (fan-out rows) by
 					// event_id, after the index gave them in order_seq order.
-					if (strings.HasPrefix(c.Name, "aggregate") || strings.HasPrefix(c.Name, "order key")) &&
+					if (strings.HasPrefix(c.Name, "aggregate") || strings.HasPrefix(c.Name, "order key") || windowed[c.Name]) &&
 						(bad == "Sort" || bad == "Bitmap" || bad == "TEMP B-TREE") {
 						continue
 					}
