@@ -291,6 +291,17 @@
       b.title = 'Order keys whose waiting events are held by a RETRY or DEAD event' +
         (o.oldest_blocked_at ? ' (oldest since ' + o.oldest_blocked_at + ')' : '');
       b.append(el('span', 'blocked keys', 'label'), el('span', o.blocked_keys, 'value'));
+      if (o.blocked_keys > 0) {
+        // A blocked key's holder is a RETRY or a DEAD event: the chip opens the list of
+        // the holders, DEAD first (they wait for an operator; RETRY ones retry).
+        const open = button(null, 'chip', 'blocked-keys');
+        open.title = b.title + '. Show the events that hold them.';
+        open.append(...b.childNodes);
+        open.addEventListener('click', () => openHolders().catch(report));
+        b.className = 'chip-slot';
+        b.removeAttribute('title');
+        b.append(open);
+      }
       ul.append(w, b);
     }
     for (const [view, l] of Object.entries(LISTS)) {
@@ -298,6 +309,13 @@
     }
     renderTypeTable(o);
     if (state.view in LISTS && state.view !== 'dead') renderListSummary();
+  }
+
+  // openHolders opens the list of the events that hold their order key: the Dead tab
+  // when a DEAD event holds one (or its search window could not tell), else Retrying.
+  async function openHolders() {
+    const dead = await api('api/events' + query({ status: 'dead', blocking: '1', limit: '1' }));
+    openList(dead.events.length > 0 || dead.partial ? 'dead' : 'retry', { ...emptyFilter(), blocking: '1' });
   }
 
   // renderTypeTable shows the counts per event type (rows) and status (columns); a
@@ -345,7 +363,12 @@
       : (o.blocked_keys === 1 ? '1 order key is' : num(o.blocked_keys) + ' order keys are') + ' blocked by a RETRY or DEAD event' +
         (o.oldest_blocked_at ? ', the oldest since ' + when(o.oldest_blocked_at) : '') + '.');
     if (o.by_type == null) parts.push('This store cannot count events per type.');
-    $('types-summary').textContent = parts.join(' ');
+    $('types-summary').replaceChildren(parts.join(' '));
+    if (o.blocked_keys > 0) {
+      const show = button('Show the events that hold them', 'link', 'holders');
+      show.addEventListener('click', () => openHolders().catch(report));
+      $('types-summary').append(' ', show);
+    }
   }
 
   // ---- the lists ----

@@ -1,6 +1,7 @@
 package outboxadmin_test
 
 import (
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -244,4 +245,73 @@ func adminAtRoot(t *testing.T, ob *outbox.Outbox) *httptest.Server {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+// TestBrowserBlockedKeysChip: in headless Chromium, the "blocked keys" chip opens the
+// events that hold their key: the Dead tab while a DEAD event holds one, and the
+// Retrying tab once the only holder left is a RETRY event; "By type" has the same link.
+func TestBrowserBlockedKeysChip(t *testing.T) {
+	t.Parallel()
+	execPath := chromium(t)
+	store, ob, created := deadOrderedKey(t)
+	// A second key held by a RETRY event, with one event waiting behind it.
+	var held []outbox.Event
+	for i := range 2 {
+		held = append(held, outbox.Event{ID: fmt.Sprint("r", i), Type: "Changed", AggregateType: "Account",
+			Payload: []byte(`{}`), CreatedAt: created, AvailableAt: created, OrderKey: "Account:7"})
+	}
+	if _, err := store.Insert(t.Context(), nil, outbox.InsertParams{Events: held}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Reschedule(t.Context(), outbox.RescheduleParams{ID: "r0", Status: outbox.StatusRetry,
+		AvailableAt: time.Now().Add(time.Hour), CountAttempt: true, LastError: "timeout"}); err != nil {
+		t.Fatal(err)
+	}
+	srv := adminAtRoot(t, ob)
+	bctx := newBrowser(t, execPath)
+	chip := chromedp.CSS(`#overview li[data-status="blocked-keys"] button[data-action="blocked-keys"]`)
+	listed := func() string {
+		return run(bctx, t, chromedp.Evaluate[string](`[...document.querySelectorAll('#rows tr')].map((tr) => tr.dataset.id).sort().join(',')`))
+	}
+	err := chromedp.Do(bctx,
+		chromedp.Navigate(srv.URL+"/"),
+		chromedp.WaitVisible(chip),
+		chromedp.Click(chromedp.CSS(`#tabs [data-view="waiting"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#rows tr[data-id="r1"]`)),
+		chromedp.Click(chip),
+		chromedp.WaitNotPresent(chromedp.CSS(`#rows tr[data-id="r1"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#rows tr[data-id="e0"]`)),
+	)
+	if err != nil {
+		t.Fatalf("open the holders from the chip: %v", err)
+	}
+	if got := run(bctx, t, chromedp.Evaluate[string](`document.querySelector('#tabs [aria-selected="true"]')?.dataset.view || ''`)); got != "dead" {
+		t.Errorf("the chip opened the %q tab, want dead", got)
+	}
+	if !run(bctx, t, chromedp.Evaluate[bool](`document.getElementById('f-blocking').checked`)) {
+		t.Error("the chip opened the Dead tab without Holding their key")
+	}
+	if got := listed(); got != "e0" {
+		t.Errorf("the chip lists %q, want e0", got)
+	}
+	// Discard the DEAD holder (its key moves on): the only holder left is RETRY.
+	if err := ob.Dead().Discard(t.Context(), "e0"); err != nil {
+		t.Fatal(err)
+	}
+	err = chromedp.Do(bctx,
+		chromedp.Click(chromedp.CSS(`#tabs [data-view="types"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#types-summary button[data-action="holders"]`)),
+		chromedp.Click(chromedp.CSS(`#types-summary button[data-action="holders"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#rows tr[data-id="r0"]`)),
+	)
+	if err != nil {
+		t.Fatalf("open the holders from By type: %v", err)
+	}
+	if got := run(bctx, t, chromedp.Evaluate[string](`document.querySelector('#tabs [aria-selected="true"]')?.dataset.view || ''`)); got != "retry" {
+		t.Errorf("the link opened the %q tab, want retry", got)
+	}
+	if got := listed(); got != "r0" {
+		t.Errorf("the link lists %q, want r0", got)
+	}
+	screenshot(bctx, t, "admin-retry-holding-their-key.png")
 }
