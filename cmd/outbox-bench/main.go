@@ -12,6 +12,8 @@
 //	     re-executes itself three times; the 8 producers split 3/3/2, each node writes a
 //	     third of the transactions); time until every event is DONE; ratio to the same
 //	     round's w1 and to b. Not on SQLite (one file, one writer)
+//	w1m1 (only when named) w1m on one node process: MultiNode mode's own cost beside
+//	     w1 (same process layout as w1m, one node); ratio to w1
 //	w1o  w1 with every event ordered (Envelope.OrderKey), 1,000 keys; ratio to w1
 //	w1n  w1 with the outboxnats relay as the listener, publishing to a
 //	     nats-server with JetStream (file storage) in this process; ratio to w1
@@ -132,7 +134,7 @@ type options struct {
 // allWorkloads is every workload in the order they run; defaultWorkloads leaves out the
 // long sustain run, which runs only when named.
 var (
-	allWorkloads     = []string{"a", "b", "b2", "w1", "w1o", "w1n", "w1k", "w1n1", "w1k1", "w1d", "w1f3", "w1m", "w2", "w3", "w3o", "w4", "w4n", "w4k", "w4n1", "w4k1", "w4f3", "w5", "w6", "w6m", "sustain"}
+	allWorkloads     = []string{"a", "b", "b2", "w1", "w1o", "w1n", "w1k", "w1n1", "w1k1", "w1d", "w1f3", "w1m", "w1m1", "w2", "w3", "w3o", "w4", "w4n", "w4k", "w4n1", "w4k1", "w4f3", "w5", "w6", "w6m", "sustain"}
 	defaultWorkloads = []string{"a", "b", "b2", "w1", "w1o", "w1n", "w1k", "w1m", "w2", "w3", "w3o", "w4", "w5"}
 	allDurabilities  = []string{"fast", "durable"}
 )
@@ -308,6 +310,7 @@ Workloads (-workloads):
   a, b, b2  ceilings: bare business transaction; + one outbox INSERT (WriterOnly); + 100 events
   w1        8 producers, 1 event/tx, SingleNode, until every event is DONE (ratio to b)
   w1m       w1 in MultiNode mode on 3 node processes sharing the table (ratio to w1 and b; not on SQLite)
+  w1m1      only when named: w1m on 1 node process (MultiNode mode's own cost; ratio to w1)
   w2        200 tx x 100 events, until DONE (ratio to b2 and b); commit-to-listener p50/p99 of the burst
   w3        one paced producer; commit-to-listener latency
   w4        drain a pre-filled table, cold path only, in a child process; peak RSS

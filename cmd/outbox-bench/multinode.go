@@ -77,12 +77,12 @@ func split(n, parts, k int) int {
 	return s
 }
 
-// runMultiNode is w1m: o.w1Tx transactions of one business INSERT and one event, written
-// by o.producers producers split over w1mNodes node processes, each running an outbox in
-// MultiNode mode on the same table. The clock runs from the parent's "go" until the
-// table holds every event DONE.
-func runMultiNode(ctx context.Context, o options, t *target, r int) (sample, error) {
-	return runNodes(ctx, o, t, r, "w1m", w1mNodes, o.w1Tx, true, 0)
+// runMultiNode is w1m (nodes = w1mNodes) and w1m1 (nodes = 1): o.w1Tx transactions of
+// one business INSERT and one event, written by o.producers producers split over nodes
+// node processes, each running an outbox in MultiNode mode on the same table. The
+// clock runs from the parent's "go" until the table holds every event DONE.
+func runMultiNode(ctx context.Context, o options, t *target, r int, w string, nodes int) (sample, error) {
+	return runNodes(ctx, o, t, r, w, nodes, o.w1Tx, true, 0)
 }
 
 // w6 is the ordered backlog of the scaling workloads: w6Events ordered events over

@@ -132,7 +132,7 @@ type latency struct {
 // ceilingOf names the ceiling each workload's ratio is taken to: b, except for w2,
 // whose own shape (100 events per transaction) has the ceiling b2, and w1m, which is
 // compared with w1 (SingleNode) of the same round.
-var ceilingOf = map[string]string{"a": "b", "w1": "b", "w1m": "w1", "w1o": "w1", "w1n": "w1", "w1k": "w1", "w1n1": "w1", "w1k1": "w1", "w1d": "w1", "w1f3": "w1", "w4f3": "w4", "w4n": "w4", "w4k": "w4", "w4n1": "w4", "w4k1": "w4", "w2": "b2", "w3": "b", "w3o": "w3", "w4": "b", "w5": "b", "w6m": "w6"}
+var ceilingOf = map[string]string{"a": "b", "w1": "b", "w1m": "w1", "w1m1": "w1", "w1o": "w1", "w1n": "w1", "w1k": "w1", "w1n1": "w1", "w1k1": "w1", "w1d": "w1", "w1f3": "w1", "w4f3": "w4", "w4n": "w4", "w4k": "w4", "w4n1": "w4", "w4k1": "w4", "w2": "b2", "w3": "b", "w3o": "w3", "w4": "b", "w5": "b", "w6m": "w6"}
 
 var descriptions = map[string]string{
 	"a":       "ceiling a: bare business transaction (1 INSERT)",
@@ -140,6 +140,7 @@ var descriptions = map[string]string{
 	"b2":      "ceiling b2: business INSERT + 100-event outbox INSERT, no dispatch",
 	"w1":      "W1: 1 event/tx, end-to-end until DONE",
 	"w1m":     "W1m: W1 in MultiNode mode, 3 node processes, until DONE",
+	"w1m1":    "W1m1: W1 in MultiNode mode, 1 node process, until DONE",
 	"w1o":     "W1o: W1 with every event ordered, 1,000 keys, until DONE",
 	"w1n":     "W1n: W1 relayed to NATS JetStream (nats-server in the same process), until DONE",
 	"w1k":     "W1k: W1 relayed to Kafka (franz-go's kfake cluster, in the same process), until DONE",
@@ -163,7 +164,7 @@ var descriptions = map[string]string{
 }
 
 // shortName is the workload's name in the per-round table.
-var shortName = map[string]string{"w1": "W1", "w1m": "W1m", "w1o": "W1o", "w1n": "W1n", "w1k": "W1k", "w1n1": "W1n1", "w1k1": "W1k1", "w1d": "W1d", "w1f3": "W1f3", "w4f3": "W4f3", "w4n": "W4n", "w4k": "W4k", "w4n1": "W4n1", "w4k1": "W4k1", "w2": "W2", "w3": "W3", "w3o": "W3o", "w4": "W4", "w5": "W5", "w6": "W6", "w6m": "W6m"}
+var shortName = map[string]string{"w1": "W1", "w1m": "W1m", "w1m1": "W1m1", "w1o": "W1o", "w1n": "W1n", "w1k": "W1k", "w1n1": "W1n1", "w1k1": "W1k1", "w1d": "W1d", "w1f3": "W1f3", "w4f3": "W4f3", "w4n": "W4n", "w4k": "W4k", "w4n1": "W4n1", "w4k1": "W4k1", "w2": "W2", "w3": "W3", "w3o": "W3o", "w4": "W4", "w5": "W5", "w6": "W6", "w6m": "W6m"}
 
 func newReport(o options) *report {
 	def := func(v int) string {
@@ -259,7 +260,7 @@ func (r *report) addResults(o options, t *target, workloads []string, samples ma
 			secs = append(secs, s.seconds)
 			eps = append(eps, s.eventsPerSec())
 			evs = append(evs, float64(s.events))
-			if s.writeSeconds > 0 && (w == "w1" || w == "w1m" || w == "w1o" || w == "w1n" || w == "w1k" || w == "w1n1" || w == "w1k1" || w == "w1d" || w == "w1f3" || w == "w2") {
+			if s.writeSeconds > 0 && (w == "w1" || w == "w1m" || w == "w1m1" || w == "w1o" || w == "w1n" || w == "w1k" || w == "w1n1" || w == "w1k1" || w == "w1d" || w == "w1f3" || w == "w2") {
 				weps = append(weps, float64(s.events)/s.writeSeconds)
 			}
 			res.HotDropped += s.hotDropped
