@@ -23,6 +23,9 @@ type connTx struct {
 
 // beginReadCommitted starts a connTx under ctx.
 func (s *sqlStore) beginReadCommitted(ctx context.Context) (*connTx, error) {
+	if s.stmts != nil {
+		s.stmts.prepareWanted(ctx) // before this transaction takes a connection
+	}
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return nil, err

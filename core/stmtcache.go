@@ -67,42 +67,51 @@ func (c *stmtCache) get(ctx context.Context, text string, nargs int, canPrepare 
 		got = el.Value.(*cachedStmt)
 		got.uses++
 	}
-	switch {
-	case !canPrepare:
+	if !canPrepare {
 		if got == nil && len(c.wanted) < maxWantedStmts {
 			c.wanted[text] = struct{}{}
 		}
 		c.mu.Unlock()
 		return got
-	case got != nil && len(c.wanted) == 0:
-		c.mu.Unlock()
-		return got
 	}
-	texts := make([]string, 0, len(c.wanted)+1)
+	delete(c.wanted, text) // prepared below, once: put counts the caller's use once
+	c.mu.Unlock()
+	c.prepareWanted(ctx)
+	if got == nil {
+		// Prepared without the lock: a preparation waits for a connection, which a
+		// transaction asking for a statement (under the lock) may hold.
+		if p, err := c.db.PrepareContext(ctx, text); err == nil {
+			got = c.put(text, p, true)
+		} // else run unprepared; the error, if it is the statement's, comes from there
+	}
+	return got
+}
+
+// prepareWanted prepares the texts transactions left (get), for a caller outside any
+// transaction that runs none of the cached statements itself: the store's own
+// transactions on MySQL (beginReadCommitted) are such callers, and in MultiNode mode,
+// where the poller claims in a transaction and the hot path leaves nothing to poll,
+// they may be the only calls the store makes outside the writers' transactions.
+func (c *stmtCache) prepareWanted(ctx context.Context) {
+	c.mu.Lock()
+	if len(c.wanted) == 0 {
+		c.mu.Unlock()
+		return
+	}
+	texts := make([]string, 0, len(c.wanted))
 	for w := range c.wanted {
-		if w != text { // text itself is prepared below, once: put counts the caller's use once
+		if _, ok := c.byText[w]; !ok {
 			texts = append(texts, w)
 		}
 	}
 	clear(c.wanted)
 	c.mu.Unlock()
-	need := got == nil
-	if need {
-		texts = append(texts, text)
-	}
 	for _, t := range texts {
-		// Prepared without the lock: a preparation waits for a connection, which a
-		// transaction asking for a statement (under the lock) may hold.
-		p, err := c.db.PrepareContext(ctx, t)
-		if err != nil {
-			continue // run unprepared; the error, if it is the statement's, comes from there
-		}
-		use := need && t == text
-		if cs := c.put(t, p, use); use {
-			got = cs
+		// Prepared without the lock, as in get.
+		if p, err := c.db.PrepareContext(ctx, t); err == nil {
+			c.put(t, p, false)
 		}
 	}
-	return got
 }
 
 // put keeps p for text and returns the statement kept (another call may have kept one

@@ -4,8 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"encoding/json"
+	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -21,7 +25,8 @@ import (
 // whether the store handed database/sql a prepared statement or not.
 type mysqlPrepareCounter struct {
 	driver.Connector
-	n atomic.Int64
+	n       atomic.Int64
+	inserts atomic.Int64 // the preparations of INSERT statements
 }
 
 func (c *mysqlPrepareCounter) Connect(ctx context.Context) (driver.Conn, error) {
@@ -29,18 +34,21 @@ func (c *mysqlPrepareCounter) Connect(ctx context.Context) (driver.Conn, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &mysqlCountingConn{Conn: cn, n: &c.n}, nil
+	return &mysqlCountingConn{Conn: cn, n: &c.n, inserts: &c.inserts}, nil
 }
 
 // mysqlCountingConn forwards what database/sql asks of a go-sql-driver/mysql
 // connection, counting preparations.
 type mysqlCountingConn struct {
 	driver.Conn
-	n *atomic.Int64
+	n, inserts *atomic.Int64
 }
 
 func (c *mysqlCountingConn) PrepareContext(ctx context.Context, q string) (driver.Stmt, error) {
 	c.n.Add(1)
+	if strings.HasPrefix(q, "INSERT") {
+		c.inserts.Add(1)
+	}
 	return c.Conn.(driver.ConnPrepareContext).PrepareContext(ctx, q)
 }
 
@@ -78,6 +86,78 @@ func (c *mysqlCountingConn) Ping(ctx context.Context) error {
 func TestMySQLReusesPreparedStatements(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
+	db, store, counter := countedMySQL(t)
+
+	// The counter sees the driver's own preparations: a statement with an argument that
+	// the store did not prepare is prepared once per call.
+	before := counter.n.Load()
+	for range 3 {
+		var one int
+		if err := db.QueryRowContext(ctx, "SELECT ?", 1).Scan(&one); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := counter.n.Load() - before; got != 3 {
+		t.Fatalf("3 unprepared queries with an argument prepared %d statements, want 3", got)
+	}
+
+	if got := preparedWhenWarm(t, db, store, counter.n.Load); got != 0 {
+		t.Fatalf("20 writes and polls prepared %d statements on the server, want none (the statements prepared once)", got)
+	}
+}
+
+// In MultiNode mode the store's calls outside the writers' transactions are its own
+// transactions (the claims, the fenced DONE updates): those prepare what the writers'
+// transactions ran, so that a writer's pre-claimed INSERT runs prepared there too. It
+// ran unprepared (prepared, run and closed by the driver, two round trips more) when
+// only a call outside any transaction prepared, and the hot path left no poll to do it.
+func TestMySQLMultiNodeWritesStayPrepared(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db, store, counter := countedMySQL(t)
+	// Two events a transaction, so that their DONE is one statement by a list of IDs,
+	// which runs in the store's own transaction (READ COMMITTED).
+	round := func(i int) {
+		t.Helper()
+		var ids, tokens []string
+		err := outbox.RunInTx(ctx, db, func(ctx context.Context, tx *outbox.Tx) error {
+			var events []outbox.Event
+			for j := range 2 {
+				id := fmt.Sprintf("claimed-%03d-%d", i, j)
+				ids, tokens = append(ids, id), append(tokens, "node-1/"+id)
+				events = append(events, outbox.Event{ID: id, Type: "Thing", AggregateType: "Thing", AggregateID: id,
+					Payload: json.RawMessage(`{}`), CreatedAt: time.Now(), LockedBy: "node-1/" + id})
+			}
+			_, err := store.Insert(ctx, tx, outbox.InsertParams{ClaimTTL: time.Minute, Events: events})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := store.MarkDone(ctx, outbox.MarkDoneParams{IDs: ids, Tokens: tokens, DoneAt: time.Now()})
+		if err != nil || n != 2 {
+			t.Fatalf("MarkDone(%v) = %d, %v; want 2", ids, n, err)
+		}
+	}
+	for i := range 2 {
+		round(i)
+	}
+	before := counter.inserts.Load()
+	for i := 2; i < 22; i++ {
+		round(i)
+	}
+	if got := counter.inserts.Load() - before; got != 0 {
+		t.Fatalf("20 pre-claimed writes, each followed by their fenced DONE, prepared the INSERT %d times; want none", got)
+	}
+}
+
+// countedMySQL opens a store on a migrated table of its own, over one connection whose
+// preparations the returned counter counts. One connection, so that every statement is
+// prepared on the connection that runs it (with more, database/sql prepares a kept
+// statement once on each connection it runs on).
+func countedMySQL(t *testing.T) (*sql.DB, outbox.Store, *mysqlPrepareCounter) {
+	t.Helper()
+	ctx := t.Context()
 	cfg, err := mysql.ParseDSN(testdb.MySQLDSN(t))
 	if err != nil {
 		t.Fatal(err)
@@ -99,21 +179,5 @@ func TestMySQLReusesPreparedStatements(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-
-	// The counter sees the driver's own preparations: a statement with an argument that
-	// the store did not prepare is prepared once per call.
-	before := counter.n.Load()
-	for range 3 {
-		var one int
-		if err := db.QueryRowContext(ctx, "SELECT ?", 1).Scan(&one); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if got := counter.n.Load() - before; got != 3 {
-		t.Fatalf("3 unprepared queries with an argument prepared %d statements, want 3", got)
-	}
-
-	if got := preparedWhenWarm(t, db, store, counter.n.Load); got != 0 {
-		t.Fatalf("20 writes and polls prepared %d statements on the server, want none (the statements prepared once)", got)
-	}
+	return db, store, counter
 }
