@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -72,5 +73,38 @@ func TestScoreboard(t *testing.T) {
 	}
 	if strings.Contains(md, "| 1 | 0 | 0 |") && strings.Contains(md, "no-faults | MariaDB | 2") {
 		t.Errorf("short-tier line kept next to a long one:\n%s", md)
+	}
+}
+
+// TestScenariosDescribed: every scenario the suite names with a literal, and every
+// scenario of the kill and crash families, has a description in RELIABILITY.md's
+// legend (a scenario without one was listed as "(no description)").
+func TestScenariosDescribed(t *testing.T) {
+	files, err := filepath.Glob("*_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	literal := regexp.MustCompile(`\.finish\((?:prefix\s*\+\s*)?"([^"]+)"`)
+	var names []string
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range literal.FindAllSubmatch(src, -1) {
+			names = append(names, string(m[1]))
+		}
+	}
+	if len(names) < 4 {
+		t.Fatalf("found %d scenario names in the tests (%q): the pattern no longer matches", len(names), names)
+	}
+	names = append(names, "crash-after-claim", "crash-after-listener", "crash-after-insert")
+	for _, name := range names {
+		if strings.HasSuffix(name, "-") {
+			continue // a prefix completed at run time ("crash-" + point), listed above
+		}
+		if scenarioInfo(name) == "" {
+			t.Errorf("scenario %q has no description in ScenarioInfo", name)
+		}
 	}
 }
