@@ -86,7 +86,8 @@ func goldenCases() []goldenCase {
 			build: func(d *dialect) ([]query, error) {
 				return d.markDoneQueries(t, MarkDoneParams{IDs: []string{"a", "b"}, Tokens: []string{"n/1", "n/2"}, DoneAt: goldenT0, Delete: true})
 			},
-			pg:     []string{`DELETE FROM "outbox_event" WHERE (event_id, locked_by) IN (SELECT * FROM unnest(CAST($1 AS TEXT[]), CAST($2 AS TEXT[]))) AND status IN (0, 2, 3)`},
+			pg: []string{`DELETE FROM "outbox_event" WHERE event_id = ANY(ARRAY(SELECT m.event_id FROM unnest(CAST($1 AS TEXT[]), CAST($2 AS TEXT[])) AS u (id, tok), ` +
+				`LATERAL (SELECT x.event_id FROM "outbox_event" AS x WHERE x.event_id = u.id AND x.locked_by = u.tok FOR NO KEY UPDATE) AS m)) AND status IN (0, 2, 3)`},
 			sqlite: []string{`DELETE FROM "outbox_event" WHERE (event_id, locked_by) IN ((?, ?), (?, ?)) AND status IN (0, 2, 3)`},
 			// One statement a row: an IN list would wait for uncommitted newer rows.
 			mysql: []string{"DELETE FROM `outbox_event` WHERE event_id = ? AND status IN (0, 2, 3) AND locked_by = ?",
@@ -271,14 +272,15 @@ func goldenCases() []goldenCase {
 		{
 			name: "mark done fenced row by row",
 			build: func(d *dialect) ([]query, error) {
-				return d.markDoneQueries(t, MarkDoneParams{IDs: []string{"a", "b"}, Tokens: []string{"n1/1", "n1/2"}, DoneAt: goldenT0})
+				return d.markDoneQueries(t, MarkDoneParams{IDs: []string{"b", "a"}, Tokens: []string{"n1/2", "n1/1"}, DoneAt: goldenT0}) // PostgreSQL sorts the pairs by ID
 			},
-			pg: []string{`UPDATE "outbox_event" SET status = 1, done_at = $1, locked_by = NULL, locked_until = NULL WHERE (event_id, locked_by) IN ` +
-				`(SELECT * FROM unnest(CAST($2 AS TEXT[]), CAST($3 AS TEXT[]))) AND status IN (0, 2, 3)`},
+			pg: []string{`UPDATE "outbox_event" SET status = 1, done_at = $1, locked_by = NULL, locked_until = NULL WHERE event_id = ANY(ARRAY(SELECT m.event_id ` +
+				`FROM unnest(CAST($2 AS TEXT[]), CAST($3 AS TEXT[])) AS u (id, tok), LATERAL (SELECT x.event_id FROM "outbox_event" AS x ` +
+				`WHERE x.event_id = u.id AND x.locked_by = u.tok FOR NO KEY UPDATE) AS m)) AND status IN (0, 2, 3)`},
 			sqlite:  []string{`UPDATE "outbox_event" SET status = 1, done_at = ?, locked_by = NULL, locked_until = NULL WHERE (event_id, locked_by) IN ((?, ?), (?, ?)) AND status IN (0, 2, 3)`},
 			mysql:   []string{"UPDATE `outbox_event` FORCE INDEX (PRIMARY) SET status = 1, done_at = ?, locked_by = NULL, locked_until = NULL WHERE (event_id, locked_by) IN ((?, ?), (?, ?)) AND status IN (0, 2, 3)"},
 			pgArgs:  []any{goldenT0U, `{"a","b"}`, `{"n1/1","n1/2"}`},
-			sqlArgs: []any{goldenT0S, "a", "n1/1", "b", "n1/2"},
+			sqlArgs: []any{goldenT0S, "b", "n1/2", "a", "n1/1"},
 		},
 		{
 			name: "fenced reschedule",
