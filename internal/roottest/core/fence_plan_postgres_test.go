@@ -144,4 +144,25 @@ func TestPostgresTokenFencesDriveFromTheIDs(t *testing.T) {
 	}
 	check(t, "DONE update", 0, false)
 	check(t, "DONE delete (DeleteDone)", 500, true)
+
+	// A split of claimed events marks them with the same predicate, in its transaction.
+	var p outbox.FanOutParams
+	p.DoneAt = base
+	for _, e := range pending[1000:1500] {
+		d := testEvent(outbox.DeliveryID(e.ID, "l1"), base)
+		d.Listener = "l1"
+		p.Events = append(p.Events, outbox.FanOutEvent{ID: e.ID, Token: e.LockedBy, Deliveries: []outbox.Event{d}})
+	}
+	rec.take("")
+	r, err := store.(outbox.FanOutStore).FanOut(ctx, p)
+	if err != nil || len(r.Split) != 500 {
+		t.Fatalf("FanOut split %d, %v; want 500", len(r.Split), err)
+	}
+	stmts := rec.take("UPDATE")
+	if len(stmts) != 1 {
+		t.Fatalf("FanOut: %d UPDATE statements, want 1: %+v", len(stmts), stmts)
+	}
+	if plan := explain(t, b, stmts[0].sql, stmts[0].args); strings.Contains(plan, "Seq Scan") || strings.Contains(plan, "Semi Join") {
+		t.Errorf("FanOut: %s\ndoes not find its rows by primary key from its IDs:\n%s", stmts[0].sql, plan)
+	}
 }
