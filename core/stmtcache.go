@@ -75,8 +75,11 @@ func (c *stmtCache) get(ctx context.Context, text string, nargs int, canPrepare 
 		return got
 	}
 	delete(c.wanted, text) // prepared below, once: put counts the caller's use once
+	others := len(c.wanted) > 0
 	c.mu.Unlock()
-	c.prepareWanted(ctx)
+	if others {
+		c.prepareWanted(ctx)
+	}
 	if got == nil {
 		// Prepared without the lock: a preparation waits for a connection, which a
 		// transaction asking for a statement (under the lock) may hold.
