@@ -259,41 +259,70 @@ func (d *dialect) promoteQuery(t tableName, p PromoteParams) (query, error) {
 		return query{}, err
 	}
 	table, col := d.qualified(t), d.orderColumn()
+	b := d.newBuilder()
+	// MariaDB may turn a subquery into an anti-join over a materialised scan of the
+	// whole table: the hint keeps the subqueries on the order index.
+	force := ""
+	if d.orderOpenColumn != "" {
+		force = " FORCE INDEX (" + d.quote(t.indexName(orderIndexSuffix)) + ")"
+	}
+	// first writes the key's first open row by order_seq, skipping DEAD rows when they
+	// do not block: one probe of the order index. A key's head is its WAITING row with
+	// the lowest order_seq when no row of the key is NEW or RETRY (or DEAD); when the
+	// first open row is WAITING, it is that row, and otherwise the key is held. Finding
+	// the lowest WAITING row by checking each WAITING row of the key against the key's
+	// minimum cost a probe per row: a promote, and so each event of a key with
+	// thousands waiting, cost as much as the backlog. The check that nothing holds the
+	// key stays a scan of the key's open rows (a NEW row can be behind a WAITING one: a
+	// DEAD event replayed under DeadKeySkips waits for the key's current head).
 	blocking := "0, 2"
 	if p.DeadBlocks {
 		blocking = "0, 2, 3"
 	}
-	b := d.newBuilder()
-	// The heads: for each key, its WAITING row with the lowest order_seq, when no row of
-	// the key is NEW or RETRY (or DEAD). The subqueries read the order index.
+	notHeld := func() {
+		b.w(" AND NOT EXISTS (SELECT 1 FROM ", table, " a", force, " WHERE a.", col, " = w.", col,
+			d.orderOpen("a"), " AND a.status IN (", blocking, ")", d.perRowProbe, ")")
+	}
+	first := func(key string) {
+		b.w("(SELECT f.event_id FROM ", table, " f", force, " WHERE f.", col, " = ", key, d.orderOpen("f"))
+		if !p.DeadBlocks {
+			b.w(" AND f.status <> 3")
+		}
+		b.w(" ORDER BY f.order_seq LIMIT 1)")
+	}
 	heads := func() {
-		b.w("SELECT w.event_id FROM ", table, " w WHERE ")
 		switch {
 		case len(p.IDs) > 0:
-			b.w("w.").matchIDs(p.IDs)
-		case len(p.Keys) > 0 && d.idsAsArray:
-			b.w("w.", col, " = ANY(CAST(", b.arg(textArrayLiteral(p.Keys)), " AS TEXT[]))")
+			b.w("SELECT w.event_id FROM ", table, " w WHERE w.").matchIDs(p.IDs)
+			b.w(d.orderOpen("w"), " AND w.status = 4 AND w.event_id = ")
+			first("w." + col)
+			notHeld()
 		case len(p.Keys) > 0:
-			b.w("w.", col, " IN (")
-			for i, k := range p.Keys {
-				if i > 0 {
-					b.w(", ")
+			// Each key's first open row, by the key table (one row per key).
+			b.w("SELECT w.event_id FROM (SELECT ")
+			first("k.order_key")
+			b.w(" AS id FROM ", d.qualified(keyTable(t)), " k WHERE ")
+			if d.idsAsArray {
+				b.w("k.order_key = ANY(CAST(", b.arg(textArrayLiteral(p.Keys)), " AS TEXT[]))")
+			} else {
+				b.w("k.order_key IN (")
+				for i, k := range p.Keys {
+					if i > 0 {
+						b.w(", ")
+					}
+					b.w(b.arg(k))
 				}
-				b.w(b.arg(k))
+				b.w(")")
 			}
-			b.w(")")
+			b.w(") h JOIN ", table, " w ON w.event_id = h.id WHERE w.status = 4")
+			notHeld()
 		default:
-			b.w("w.", col, " IS NOT NULL")
+			// The sweep: any key. It walks the WAITING rows (at most once a second).
+			b.w("SELECT w.event_id FROM ", table, " w WHERE w.", col, " IS NOT NULL")
+			b.w(d.orderOpen("w"), " AND w.status = 4 AND w.order_seq = (SELECT MIN(m.order_seq) FROM ", table, " m", force, " WHERE m.", col, " = w.", col,
+				d.orderOpen("m"), " AND m.status = 4)")
+			notHeld()
 		}
-		// MariaDB may turn the NOT EXISTS into an anti-join over a materialised scan of
-		// the whole table: the hint keeps both subqueries on the order index.
-		force := ""
-		if d.orderOpenColumn != "" {
-			force = " FORCE INDEX (" + d.quote(t.indexName(orderIndexSuffix)) + ")"
-		}
-		b.w(d.orderOpen("w"), " AND w.status = 4 AND w.order_seq = (SELECT MIN(m.order_seq) FROM ", table, " m", force, " WHERE m.", col, " = w.", col,
-			d.orderOpen("m"), " AND m.status = 4) AND NOT EXISTS (SELECT 1 FROM ", table, " a", force, " WHERE a.", col, " = w.", col,
-			d.orderOpen("a"), " AND a.status IN (", blocking, ")", d.perRowProbe, ")")
 		limit := int64(p.Limit)
 		if n := len(p.Keys) + len(p.IDs); n > 0 {
 			limit = int64(n)
@@ -308,13 +337,18 @@ func (d *dialect) promoteQuery(t tableName, p PromoteParams) (query, error) {
 		// PostgreSQL locks the heads in event_id order first, so that promotes of
 		// overlapping keys never deadlock; FOR UPDATE re-checks status = 4 on the
 		// current version of a row another transaction changed meanwhile.
-		b.w("WITH h AS MATERIALIZED (SELECT event_id FROM ", table, " WHERE event_id IN (")
+		// The heads drive the lock by primary key (= ANY(ARRAY(…))): as IN (…), the
+		// planner may scan the table's WAITING rows and match each against them.
+		b.w("WITH h AS MATERIALIZED (SELECT event_id FROM ", table, " WHERE event_id = ANY(ARRAY(")
 		heads()
-		b.w(") AND status = 4 ORDER BY event_id FOR UPDATE) UPDATE ", table, " AS t SET status = 0")
+		b.w(")) AND status = 4 ORDER BY event_id FOR UPDATE) UPDATE ", table, " AS t SET status = 0")
 		if p.Token != "" {
 			b.w(", locked_by = ", b.arg(p.Token), ", locked_until = ", d.dbTimeOffset(b, p.TTL))
 		}
 		b.w(" FROM h WHERE t.event_id = h.event_id AND t.status = 4")
+		if p.Read {
+			b.w(" RETURNING ", prefixedColumns("t."))
+		}
 		return b.query(), nil
 	}
 	b.w("UPDATE ", table, " SET status = 0")
@@ -324,7 +358,24 @@ func (d *dialect) promoteQuery(t tableName, p PromoteParams) (query, error) {
 	b.w(" WHERE event_id IN (")
 	heads()
 	b.w(") AND status = 4")
+	if p.Read {
+		b.w(" RETURNING ", selectColumns)
+	}
 	return b.query(), nil
+}
+
+// promotedReadQuery builds the read of the rows a promote on MySQL made NEW (the ids
+// promoteIDsQueries updated), with [PromoteParams.Read]: by primary key, those still
+// NEW (and still claimed by p.Token, when set). A row finished or rescheduled since is
+// not read.
+func (d *dialect) promotedReadQuery(t tableName, ids []string, p PromoteParams) query {
+	b := d.newBuilder()
+	b.w("SELECT ", selectColumns, " FROM ", d.byID(t), " WHERE ")
+	b.matchIDs(ids).w(" AND status = 0")
+	if p.Token != "" {
+		b.w(" AND locked_by = ", b.arg(p.Token))
+	}
+	return b.query()
 }
 
 // promoteIDsQueries builds the second statement of a promote on MySQL: the heads read

@@ -167,14 +167,14 @@ func (d *dispatcher) writeDoneGroup(runCtx context.Context, group []doneAck, cla
 	}
 	returned := d.cfg.Now()
 	// The keys of the ordered events move on after the commit of their DONE rows, and
-	// after their release: the promote's wake-up may queue a key's next event at once.
+	// after their release: the promote hands the keys' next events to the hot queue.
 	promote := func() {
 		if d.orders == nil {
 			return
 		}
 		if keys := distinctKeys(len(group), func(i int) string { return group[i].ev.OrderKey }); keys != nil {
 			ctx, cancel := d.statusContext(runCtx)
-			d.orders.promote(ctx, keys)
+			d.orders.finished(ctx, keys)
 			cancel()
 		}
 	}

@@ -395,8 +395,8 @@ func (d *dispatcher) retryable(rt *route, err error) (ok bool) {
 }
 
 // finishOutcome records dec (writeOutcome), releases the event and, when the outcome
-// finished an ordered event, moves its key on, in that order: the key's next event may
-// be queued by the promote's wake-up, and this one is no longer in flight by then. It
+// finished an ordered event, moves its key on, in that order: the promote hands the
+// key's next event to the hot queue, and this one is no longer in flight by then. It
 // reports whether the row is known to be settled.
 func (d *dispatcher) finishOutcome(runCtx context.Context, e *Event, dec decision) bool {
 	now, written := d.writeOutcome(runCtx, e, dec)
@@ -410,7 +410,7 @@ func (d *dispatcher) finishOutcome(runCtx context.Context, e *Event, dec decisio
 	if written && d.orders != nil && e.OrderKey != "" &&
 		(dec.kind == outcomeDone || dec.kind == outcomeFallback || dec.kind == outcomeDead && !d.orders.deadBlocks) {
 		pctx, pcancel := d.statusContext(runCtx) // the key's next event, now that this one is finished
-		d.orders.promote(pctx, []string{e.OrderKey})
+		d.orders.finished(pctx, []string{e.OrderKey})
 		pcancel()
 	}
 	return written

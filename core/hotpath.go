@@ -50,6 +50,12 @@ func (h *hotPath) AfterCommit(ctx context.Context, events []Event) error {
 // deliver queues events on the hot path: committed events a writer inserted, or ordered
 // events it promoted (pre-claimed, or claimed by the promote, under claims).
 func (h *hotPath) deliver(ctx context.Context, events []Event) {
+	h.deliverRead(ctx, events, time.Time{})
+}
+
+// deliverRead is deliver for events read from the table by a read that began at readAt
+// (see queues.beginRead): ordered events promoted after an outcome.
+func (h *hotPath) deliverRead(ctx context.Context, events []Event, readAt time.Time) {
 	now := h.now()
 	if h.claims {
 		if n := preClaimed(events); n > 0 {
@@ -73,7 +79,7 @@ func (h *hotPath) deliver(ctx context.Context, events []Event) {
 			reason = enqueueFull
 			continue
 		}
-		switch r := h.q.enqueue(events[i], PathHot, now, time.Time{}); r {
+		switch r := h.q.enqueue(events[i], PathHot, now, readAt); r {
 		case enqueueOK:
 			h.metrics.HotEnqueued()
 		case enqueueDuplicate:

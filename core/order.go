@@ -112,8 +112,9 @@ func (o *orderer) afterCommit(ctx context.Context, events []Event, keys []string
 		p.Token, p.TTL = newClaimToken(o.nodeID), o.claimTTL
 	}
 	pctx, cancel := o.context(ctx)
-	n, err := o.store.Promote(pctx, p)
+	res, err := o.store.Promote(pctx, p)
 	cancel()
+	n := res.Promoted
 	if err != nil {
 		o.log.LogAttrs(ctx, slog.LevelWarn, "promote failed; the poller's sweep moves the keys on",
 			slog.Int("keys", len(keys)), slog.String("error", err.Error()))
@@ -157,15 +158,71 @@ func (o *orderer) promote(ctx context.Context, keys []string) {
 		return
 	}
 	ctx, cancel := o.context(ctx)
-	n, err := o.store.Promote(ctx, PromoteParams{Keys: keys, DeadBlocks: o.deadBlocks})
+	res, err := o.store.Promote(ctx, PromoteParams{Keys: keys, DeadBlocks: o.deadBlocks})
 	cancel()
 	if err != nil {
 		o.log.LogAttrs(ctx, slog.LevelWarn, "promote failed; the poller's sweep moves the keys on",
 			slog.Int("keys", len(keys)), slog.String("error", err.Error()))
+	}
+	if res.Promoted > 0 {
+		o.wake()
+	}
+}
+
+// finished moves on the keys of ordered events that were just finished (their
+// outcomes written, and released from the dispatcher's queues), and hands the events it
+// promotes to the hot path, as afterCommit does a write's: read back by the promote,
+// claimed by it for this node under claims. Without a hot path, or while the dispatcher
+// is not taking events, it is promote. A promoted event the hot path cannot take (full,
+// not due yet, undecodable) is left to the poller: its claim is given back and the
+// poller woken, or told when it falls due.
+func (o *orderer) finished(ctx context.Context, keys []string) {
+	if o == nil || len(keys) == 0 {
 		return
 	}
-	if n > 0 {
-		o.wake()
+	if o.hot == nil || !o.hot.q.hotEnabled() || !o.hot.q.isAccepting() {
+		o.promote(ctx, keys)
+		return
+	}
+	p := PromoteParams{Keys: keys, DeadBlocks: o.deadBlocks, Read: true}
+	if o.claimTTL > 0 {
+		p.Token, p.TTL = newClaimToken(o.nodeID), o.claimTTL
+	}
+	// A promoted row that a poll queues, delivers and finishes (a retry) before the
+	// hand-off below is refused there as a stale copy.
+	readAt, endRead := o.hot.q.beginRead()
+	defer endRead()
+	start := time.Now()
+	pctx, cancel := o.context(ctx)
+	res, err := o.store.Promote(pctx, p)
+	cancel()
+	if err != nil {
+		o.log.LogAttrs(ctx, slog.LevelWarn, "promote failed; the poller's sweep moves the keys on",
+			slog.Int("keys", len(keys)), slog.String("error", err.Error()))
+	}
+	now := o.now()
+	var due, left []Event
+	for _, e := range res.Events {
+		if p.Token != "" {
+			// The database starts the claim after start: a conservative end.
+			e.LockedBy, e.LockedUntil = p.Token, start.Add(o.claimTTL)
+		}
+		if e.AvailableAt.After(now) {
+			o.hot.q.noteDue(e.AvailableAt) // the poller reads it when it falls due
+			left = append(left, e)
+			continue
+		}
+		due = append(due, e)
+	}
+	for _, re := range res.Undecodable { // the poller moves it to DEAD
+		left = append(left, Event{ID: re.EventID, LockedBy: p.Token})
+	}
+	if p.Token != "" && len(left) > 0 && o.hot.returnClaims != nil {
+		o.hot.returnClaims(ctx, left)
+	}
+	o.hot.deliverRead(ctx, due, readAt)
+	if res.Promoted > int64(len(due)) {
+		o.wake() // promoted and not handed over (or not read back): the pollers take them
 	}
 }
 
@@ -178,13 +235,13 @@ func (o *orderer) sweep(ctx context.Context) (int64, error) {
 	var total int64
 	for range 10 { // at most 10,000 keys a sweep; the next sweep takes the rest
 		sctx, cancel := o.context(ctx)
-		n, err := o.store.Promote(sctx, PromoteParams{DeadBlocks: o.deadBlocks, Limit: orderSweepLimit})
+		res, err := o.store.Promote(sctx, PromoteParams{DeadBlocks: o.deadBlocks, Limit: orderSweepLimit})
 		cancel()
-		total += n
+		total += res.Promoted
 		if err != nil {
 			return total, fmt.Errorf("promote: %w", err)
 		}
-		if n < orderSweepLimit {
+		if res.Promoted < orderSweepLimit {
 			break
 		}
 	}

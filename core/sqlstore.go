@@ -604,9 +604,10 @@ func markHeads(events []Event, open map[string]bool) map[string]bool {
 }
 
 // Promote implements [OrderStore.Promote] with one UPDATE (on MySQL in a READ
-// COMMITTED transaction, like the other range updates).
-func (s *sqlStore) Promote(ctx context.Context, p PromoteParams) (int64, error) {
-	var total int64
+// COMMITTED transaction, like the other range updates), which with p.Read returns the
+// promoted rows (on MySQL a read by primary key follows).
+func (s *sqlStore) Promote(ctx context.Context, p PromoteParams) (PromoteResult, error) {
+	var res PromoteResult
 	keys, ids := p.Keys, p.IDs
 	for {
 		batch := p
@@ -620,32 +621,55 @@ func (s *sqlStore) Promote(ctx context.Context, p PromoteParams) (int64, error) 
 		}
 		q, err := s.d.promoteQuery(s.table, batch)
 		if err != nil {
-			return total, fmt.Errorf("promote: %w", err)
+			return res, fmt.Errorf("promote: %w", err)
 		}
-		var n int64
-		if s.d.orderOpenColumn != "" {
-			n, err = s.promoteRead(ctx, q, batch)
-		} else {
+		switch {
+		case s.d.orderOpenColumn != "":
+			err = s.promoteRead(ctx, q, batch, &res)
+		case p.Read:
+			err = s.promoteReturning(ctx, q, &res)
+		default:
+			var n int64
 			n, err = s.exec1(ctx, q)
+			res.Promoted += n
 		}
-		total += n
 		if err != nil {
-			return total, fmt.Errorf("promote: %w", err)
+			return res, fmt.Errorf("promote: %w", err)
 		}
 		if len(keys) == 0 && len(ids) == 0 {
-			return total, nil
+			return res, nil
 		}
 	}
 }
 
+// promoteReturning runs a promote that returns the promoted rows (PostgreSQL, SQLite).
+func (s *sqlStore) promoteReturning(ctx context.Context, q query, res *PromoteResult) error {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	rows, err := s.on(s.db).QueryContext(ctx, q.SQL, q.Args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	events, bad, err := scanEvents(rows, s.d, strict)
+	if err != nil {
+		return err
+	}
+	res.Promoted += int64(len(events) + len(bad))
+	res.Events = append(res.Events, events...)
+	res.Undecodable = append(res.Undecodable, bad...)
+	return nil
+}
+
 // promoteRead is a promote on MySQL (see dialect.promoteQuery): the heads read by q,
-// then updated by primary key, in ID order, while still WAITING.
-func (s *sqlStore) promoteRead(ctx context.Context, q query, p PromoteParams) (int64, error) {
+// then updated by primary key, in ID order, while still WAITING; with p.Read, the rows
+// that are then NEW are read by primary key.
+func (s *sqlStore) promoteRead(ctx context.Context, q query, p PromoteParams, res *PromoteResult) error {
 	rctx, cancel := s.withTimeout(ctx)
 	rows, err := s.db.QueryContext(rctx, q.SQL, q.Args...)
 	if err != nil {
 		cancel()
-		return 0, err
+		return err
 	}
 	var ids []string
 	for rows.Next() {
@@ -653,14 +677,14 @@ func (s *sqlStore) promoteRead(ctx context.Context, q query, p PromoteParams) (i
 		if err := rows.Scan(&id); err != nil {
 			rows.Close()
 			cancel()
-			return 0, err
+			return err
 		}
 		ids = append(ids, id)
 	}
 	err = errors.Join(rows.Err(), rows.Close())
 	cancel()
 	if err != nil || len(ids) == 0 {
-		return 0, err
+		return err
 	}
 	slices.Sort(ids)
 	// One head (a writer's promote of the key it wrote, typically) is an exact unique
@@ -670,7 +694,26 @@ func (s *sqlStore) promoteRead(ctx context.Context, q query, p PromoteParams) (i
 	if len(ids) > 1 {
 		run = s.execRange
 	}
-	return s.execEach(ctx, s.d.promoteIDsQueries(s.table, ids, p), run)
+	n, err := s.execEach(ctx, s.d.promoteIDsQueries(s.table, ids, p), run)
+	res.Promoted += n
+	if err != nil || n == 0 || !p.Read {
+		return err
+	}
+	read := s.d.promotedReadQuery(s.table, ids, p)
+	rctx, cancel = s.withTimeout(ctx)
+	defer cancel()
+	rows, err = s.on(s.db).QueryContext(rctx, read.SQL, read.Args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	events, bad, err := scanEvents(rows, s.d, strict)
+	if err != nil {
+		return err
+	}
+	res.Events = append(res.Events, events...)
+	res.Undecodable = append(res.Undecodable, bad...)
+	return nil
 }
 
 // MarkDone implements [Store.MarkDone]. Rows that are already DONE are not changed. When

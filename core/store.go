@@ -80,8 +80,9 @@ type ClaimStore interface {
 // their key is left; Promote makes a key's next event NEW.
 type OrderStore interface {
 	// Promote makes the lowest WAITING event of each key NEW, unless the key has a NEW
-	// or RETRY event, or a DEAD one and p.DeadBlocks. It returns the events promoted.
-	Promote(ctx context.Context, p PromoteParams) (int64, error)
+	// or RETRY event, or a DEAD one and p.DeadBlocks. On an error the result holds what
+	// the statements that succeeded did.
+	Promote(ctx context.Context, p PromoteParams) (PromoteResult, error)
 }
 
 // PromoteParams are the inputs of [OrderStore.Promote].
@@ -92,6 +93,15 @@ type PromoteParams struct {
 	Limit      int
 	Token      string        // when set, the promoted events are claimed by it
 	TTL        time.Duration // how long the Token's claim lasts, from the database's time
+	Read       bool          // return the promoted rows, as stored now
+}
+
+// PromoteResult is what [OrderStore.Promote] did: how many events it made NEW and, with
+// Read, those rows (a row that changed again before a separate read, MySQL's, may miss).
+type PromoteResult struct {
+	Promoted    int64
+	Events      []Event
+	Undecodable []RowError
 }
 
 // DeadStore is implemented by a [Store] that can list, count and replay DEAD events, for

@@ -199,9 +199,10 @@ func (s *MemoryStore) FanOut(ctx context.Context, p outbox.FanOutParams) (outbox
 }
 
 // Promote implements [outbox.OrderStore.Promote].
-func (s *MemoryStore) Promote(ctx context.Context, p outbox.PromoteParams) (int64, error) {
+func (s *MemoryStore) Promote(ctx context.Context, p outbox.PromoteParams) (outbox.PromoteResult, error) {
+	var res outbox.PromoteResult
 	if err := check(ctx, p.Validate()); err != nil {
-		return 0, err
+		return res, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -217,7 +218,7 @@ func (s *MemoryStore) Promote(ctx context.Context, p outbox.PromoteParams) (int6
 		}
 	}
 	if len(p.IDs) > 0 && len(want) == 0 {
-		return 0, nil
+		return res, nil
 	}
 	// Per key: its lowest WAITING row, and whether anything holds it.
 	heads := map[string]*memRow{}
@@ -239,12 +240,11 @@ func (s *MemoryStore) Promote(ctx context.Context, p outbox.PromoteParams) (int6
 		}
 	}
 	keys := slices.Sorted(maps.Keys(heads))
-	var n int64
 	for _, k := range keys {
 		if held[k] {
 			continue
 		}
-		if len(want) == 0 && n == int64(p.Limit) {
+		if len(want) == 0 && res.Promoted == int64(p.Limit) {
 			break
 		}
 		h := heads[k]
@@ -255,9 +255,16 @@ func (s *MemoryStore) Promote(ctx context.Context, p outbox.PromoteParams) (int6
 		if p.Token != "" {
 			h.ev.LockedBy, h.ev.LockedUntil = p.Token, s.dbNow().Add(p.TTL)
 		}
-		n++
+		res.Promoted++
+		if p.Read {
+			if h.undecodable != nil {
+				res.Undecodable = append(res.Undecodable, outbox.RowError{EventID: h.ev.ID, Err: h.undecodable})
+				continue
+			}
+			res.Events = append(res.Events, clone(h.ev))
+		}
 	}
-	return n, nil
+	return res, nil
 }
 
 // Claim implements [outbox.ClaimStore.Claim] with the store's clock as the database clock.

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"cmp"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -26,10 +27,24 @@ func ordered(id, key string, created time.Time) outbox.Event {
 	return e
 }
 
-func (x *fixture) promote(p outbox.PromoteParams, want int64) {
+func (x *fixture) promote(p outbox.PromoteParams, want int64) outbox.PromoteResult {
 	x.Helper()
-	n, err := x.orders().Promote(x.ctx, p)
-	x.changed("Promote", n, err, want)
+	res, err := x.orders().Promote(x.ctx, p)
+	x.changed("Promote", res.Promoted, err, want)
+	if !p.Read && (res.Events != nil || res.Undecodable != nil) {
+		x.Fatalf("Promote without Read returned %d events, %d undecodable; want none", len(res.Events), len(res.Undecodable))
+	}
+	if p.Read && int64(len(res.Events)+len(res.Undecodable)) != res.Promoted {
+		x.Fatalf("Promote with Read promoted %d and returned %d events, %d undecodable", res.Promoted, len(res.Events), len(res.Undecodable))
+	}
+	for _, e := range res.Events { // each one as stored now: NEW, claimed by the token
+		if got := x.get(e.ID); got.Status != outbox.StatusNew || e.Status != outbox.StatusNew || got.LockedBy != p.Token ||
+			e.LockedBy != p.Token || e.OrderKey != got.OrderKey || e.OrderSeq != got.OrderSeq || e.Type != got.Type ||
+			string(e.Payload) != string(got.Payload) || !e.AvailableAt.Equal(got.AvailableAt) {
+			x.Fatalf("Promote returned %+v; stored %+v (token %q)", e, got, p.Token)
+		}
+	}
+	return res
 }
 
 // headsWait reports whether the store inserted the ordered event id, the first of a key
@@ -301,9 +316,45 @@ func testPromoteIDs(x *fixture) {
 		}
 	}
 	x.promote(outbox.PromoteParams{IDs: []string{"a2"}}, 0) // a1 holds the key
-	if n, err := x.orders().Promote(x.ctx, outbox.PromoteParams{IDs: []string{"a1"}, Keys: []string{"A"}}); err == nil {
-		x.Fatalf("Promote with IDs and Keys = %d, nil; want an error", n)
+	if res, err := x.orders().Promote(x.ctx, outbox.PromoteParams{IDs: []string{"a1"}, Keys: []string{"A"}}); err == nil {
+		x.Fatalf("Promote with IDs and Keys = %d, nil; want an error", res.Promoted)
 	}
+}
+
+// testPromoteRead: with Read, Promote returns the rows it promoted as they are stored
+// now (claimed by its token when it has one), and only those.
+func testPromoteRead(x *fixture) {
+	x.orders()
+	x.insert(ordered("a0", "A", base), ordered("a1", "A", base), ordered("a2", "A", base),
+		ordered("b0", "B", base), ordered("b1", "B", base), ordered("c0", "C", base), ordered("c1", "C", base))
+	x.promote(outbox.PromoteParams{Keys: []string{"A", "B", "C"}}, ifWait(x.headsWait("a0"), 3))
+	x.changed("MarkDone", x.markDone(at(time.Minute), "a0", "b0"), nil, 2)
+	// C is held by c0: only a1 and b1 move, and come back.
+	res := x.promote(outbox.PromoteParams{Keys: []string{"A", "B", "C", "missing"}, Read: true}, 2)
+	x.wantIDs("Promote", sortedByID(res.Events), "a1", "b1")
+	x.promote(outbox.PromoteParams{Keys: []string{"A", "B"}, Read: true}, 0)
+	x.changed("MarkDone", x.markDone(at(2*time.Minute), "a1", "c0"), nil, 2)
+	res = x.promote(outbox.PromoteParams{Keys: []string{"A", "C"}, Read: true, Token: "n1/r", TTL: time.Minute}, 2)
+	x.wantIDs("Promote", sortedByID(res.Events), "a2", "c1")
+	for _, e := range res.Events {
+		if e.LockedUntil.IsZero() {
+			x.Fatalf("%s: returned without its claim's end", e.ID)
+		}
+	}
+	// By ID too, and without keys (the sweep's form).
+	x.changed("MarkDone", x.markDone(at(3*time.Minute), "a2", "b1", "c1"), nil, 3)
+	x.insert(ordered("d0", "D", base), ordered("d1", "D", base))
+	if x.headsWait("d0") {
+		x.promote(outbox.PromoteParams{IDs: []string{"d0"}, Read: true}, 1)
+	}
+	x.changed("MarkDone", x.markDone(at(4*time.Minute), "d0"), nil, 1)
+	res = x.promote(outbox.PromoteParams{Limit: 10, Read: true}, 1)
+	x.wantIDs("Promote", res.Events, "d1")
+}
+
+// sortedByID returns events sorted by ID.
+func sortedByID(events []outbox.Event) []outbox.Event {
+	return slices.SortedFunc(slices.Values(events), func(a, b outbox.Event) int { return cmp.Compare(a.ID, b.ID) })
 }
 
 // testOrderedLargeBatch inserts more keys than one statement of any store binds: the

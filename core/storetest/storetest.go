@@ -147,6 +147,7 @@ func Run(t *testing.T, f Features, newHarness func(t *testing.T) Harness) {
 		{name: "OrderedKeyLock", fn: testOrderedKeyLock, tx: true},
 		{name: "StatsBlockedKeys", fn: testStatsBlockedKeys},
 		{name: "PromoteIDs", fn: testPromoteIDs},
+		{name: "PromoteRead", fn: testPromoteRead},
 		{name: "OrderedLargeBatch", fn: testOrderedLargeBatch},
 	}
 	for _, tc := range tests {

@@ -455,6 +455,55 @@ func (c *cluster) pending(ctx context.Context) (int, error) {
 	return n, err
 }
 
+// pendingState summarizes the pending rows for a drain that takes long: how many by
+// status, claimed (locked_until ahead), backing off (available_at ahead) and place in
+// their order key (unordered, the key's head, behind the head).
+func (c *cluster) pendingState(ctx context.Context) string {
+	if c.cfg.dialect == "sqlite" {
+		return "(not summarized on SQLite)"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	now := "CURRENT_TIMESTAMP"
+	if c.cfg.dialect == "mysql" {
+		now = "UTC_TIMESTAMP(6)"
+	}
+	t := c.cfg.table
+	rows, err := c.cfg.db.QueryContext(ctx, `SELECT e.status,
+		CASE WHEN e.locked_until > `+now+` THEN 1 ELSE 0 END,
+		CASE WHEN e.available_at > `+now+` THEN 1 ELSE 0 END,
+		CASE WHEN e.order_key IS NULL THEN 0
+		     WHEN e.order_seq = (SELECT MIN(x.order_seq) FROM `+t+` x
+		          WHERE x.order_key = e.order_key AND x.status <> 1 AND x.status < 5) THEN 1
+		     ELSE 2 END,
+		COUNT(*)
+		FROM `+t+` e WHERE e.status IN (0, 2, 4) GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4`)
+	if err != nil {
+		return err.Error()
+	}
+	defer rows.Close()
+	var parts []string
+	for rows.Next() {
+		var status, claimed, later, place, n int
+		if err := rows.Scan(&status, &claimed, &later, &place, &n); err != nil {
+			return err.Error()
+		}
+		part := fmt.Sprintf("%d %s", n, outbox.Status(status))
+		if claimed == 1 {
+			part += " claimed"
+		}
+		if later == 1 {
+			part += " not due"
+		}
+		part += []string{" unordered", " key head", " behind head"}[place]
+		parts = append(parts, part)
+	}
+	if err := rows.Err(); err != nil {
+		return err.Error()
+	}
+	return strings.Join(parts, ", ")
+}
+
 // finish stops the writers, waits until every row is DONE or DEAD (or drainLimit
 // passed), stops the nodes gracefully and checks the run. Crash points stay armed
 // during the drain only when restart is set.
@@ -487,6 +536,7 @@ func (c *cluster) finish(scenario string, faultFree bool, drainLimit time.Durati
 	}
 	// Drain.
 	deadline := time.Now().Add(drainLimit)
+	lastState := time.Now()
 	var n int
 	for {
 		c.reap(true)
@@ -497,7 +547,12 @@ func (c *cluster) finish(scenario string, faultFree bool, drainLimit time.Durati
 		}
 		if time.Now().After(deadline) {
 			t.Errorf("%d rows still pending %s after the faults ended (err %v)", n, drainLimit, err)
+			t.Logf("pending rows at the drain deadline: %s", c.pendingState(t.Context()))
 			break
+		}
+		if time.Since(lastState) >= 15*time.Second {
+			lastState = time.Now()
+			t.Logf("drain %s after the faults: %d pending: %s", time.Since(faultEnd).Round(time.Second), n, c.pendingState(t.Context()))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -278,7 +278,8 @@ func TestByIDStatementsTakeNoLockOfAnOpenWriter(t *testing.T) {
 			_, err := c.store.MarkDone(ctx, outbox.MarkDoneParams{IDs: done, DoneAt: at})
 			return err
 		}, func(c *claimTable, ids []string) (int64, error) {
-			return c.store.Promote(ctx, outbox.PromoteParams{IDs: ids})
+			res, err := c.store.Promote(ctx, outbox.PromoteParams{IDs: ids})
+			return res.Promoted, err
 		}},
 		{"Replay", func(c *claimTable, ids []string) error { return markDead(c, ids) }, func(c *claimTable, ids []string) (int64, error) {
 			return c.store.Replay(ctx, outbox.ReplayParams{IDs: ids, Now: at})

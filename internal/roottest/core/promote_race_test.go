@@ -13,7 +13,7 @@ import (
 )
 
 // TestPromoteKeepsOneHeadPerKey races every way a key moves on (promotes by key, by ID
-// and by sweep, right after DONE and RETRY writes of the keys' heads, from several
+// and by sweep, read back and claimed, right after DONE and RETRY writes of the keys' heads, from several
 // goroutines at once) over a few busy keys, while a checker reads the table: no key may
 // ever have two events NEW or RETRY at once, nor one behind a WAITING event of its key
 // (the one-at-a-time, in-order rule of ordered delivery), and every event ends DONE.
@@ -105,12 +105,12 @@ func TestPromoteKeepsOneHeadPerKey(t *testing.T) {
 						}
 						written.Add(1)
 						token := fmt.Sprintf("writer%d/%d", g, i)
-						n, err := b.store.Promote(ctx, outbox.PromoteParams{IDs: []string{e.ID}, Token: token, TTL: time.Minute})
+						res, err := b.store.Promote(ctx, outbox.PromoteParams{IDs: []string{e.ID}, Token: token, TTL: time.Minute})
 						if err != nil {
 							t.Error(err)
 							return
 						}
-						if n > 0 {
+						if res.Promoted > 0 {
 							if _, err := b.store.MarkDone(ctx, outbox.MarkDoneParams{IDs: []string{e.ID}, DoneAt: time.Now(), Token: token}); err != nil {
 								t.Error(err)
 							}
@@ -142,20 +142,30 @@ func TestPromoteKeepsOneHeadPerKey(t *testing.T) {
 							ks = append(ks, e.OrderKey)
 						}
 						var p outbox.PromoteParams
-						switch rng.IntN(4) {
+						switch rng.IntN(5) {
 						case 0:
 							p.Keys = ks
 						case 1:
 							p.Keys = allKeys
 						case 2: // by ID, as a writer after its commit: some WAITING events
 							p.IDs = waitingIDs(t, b, rng)
+						case 3: // read back and claimed, as a dispatcher after its outcomes
+							p.Keys, p.Read = ks, true
+							p.Token, p.TTL = fmt.Sprintf("d%d/%d", g, rng.Int()), time.Minute
 						}
 						if len(p.Keys) == 0 && len(p.IDs) == 0 {
 							p.Limit = 100
 						}
-						if _, err := b.store.Promote(ctx, p); err != nil {
+						res, err := b.store.Promote(ctx, p)
+						if err != nil {
 							t.Error(err)
 							return
+						}
+						for _, e := range res.Events { // handed over: delivered at once
+							if e.LockedBy != p.Token || e.Status != outbox.StatusNew {
+								t.Errorf("promote returned %s %s claimed by %q, want NEW claimed by %q", e.ID, e.Status, e.LockedBy, p.Token)
+							}
+							finish(rng, e)
 						}
 					}
 				})
