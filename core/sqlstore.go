@@ -644,21 +644,28 @@ func (s *sqlStore) Promote(ctx context.Context, p PromoteParams) (PromoteResult,
 
 // promoteReturning runs a promote that returns the promoted rows (PostgreSQL, SQLite).
 func (s *sqlStore) promoteReturning(ctx context.Context, q query, res *PromoteResult) error {
+	n, err := s.readPromoted(ctx, q, res)
+	res.Promoted += int64(n)
+	return err
+}
+
+// readPromoted runs q, which returns promoted rows, adds them to res and returns how
+// many it read.
+func (s *sqlStore) readPromoted(ctx context.Context, q query, res *PromoteResult) (int, error) {
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	rows, err := s.on(s.db).QueryContext(ctx, q.SQL, q.Args...)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer rows.Close()
 	events, bad, err := scanEvents(rows, s.d, strict)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	res.Promoted += int64(len(events) + len(bad))
 	res.Events = append(res.Events, events...)
 	res.Undecodable = append(res.Undecodable, bad...)
-	return nil
+	return len(events) + len(bad), nil
 }
 
 // promoteRead is a promote on MySQL (see dialect.promoteQuery): the heads read by q,
@@ -699,21 +706,8 @@ func (s *sqlStore) promoteRead(ctx context.Context, q query, p PromoteParams, re
 	if err != nil || n == 0 || !p.Read {
 		return err
 	}
-	read := s.d.promotedReadQuery(s.table, ids, p)
-	rctx, cancel = s.withTimeout(ctx)
-	defer cancel()
-	rows, err = s.on(s.db).QueryContext(rctx, read.SQL, read.Args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	events, bad, err := scanEvents(rows, s.d, strict)
-	if err != nil {
-		return err
-	}
-	res.Events = append(res.Events, events...)
-	res.Undecodable = append(res.Undecodable, bad...)
-	return nil
+	_, err = s.readPromoted(ctx, s.d.promotedReadQuery(s.table, ids, p), res)
+	return err
 }
 
 // MarkDone implements [Store.MarkDone]. Rows that are already DONE are not changed. When

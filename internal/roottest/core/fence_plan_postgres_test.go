@@ -49,6 +49,25 @@ func (r *pgStatements) take(prefix string) []pgStatement {
 	return out
 }
 
+// tracedPostgresStore returns a store on b's table whose pool records the statements
+// it sends.
+func tracedPostgresStore(t *testing.T, b sqlBundle) (outbox.Store, *pgStatements) {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(testdb.PostgresDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &pgStatements{}
+	cfg.Tracer = rec
+	db := stdlib.OpenDB(*cfg)
+	t.Cleanup(func() { _ = db.Close() })
+	store, err := outbox.NewSQLStore(db, outbox.Postgres, outbox.SQLStoreConfig{Table: b.table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store, rec
+}
+
 // TestPostgresTokenFencesDriveFromTheIDs checks the plans of the statements that fence
 // each row by its own claim token (MultiNode mode's batched DONE updates and deletes,
 // and the fan-out's marks) on a table whose statistics say that every row is DONE
@@ -63,19 +82,7 @@ func TestPostgresTokenFencesDriveFromTheIDs(t *testing.T) {
 	ctx := t.Context()
 	base := time.Date(2031, 6, 1, 0, 0, 0, 0, time.UTC)
 
-	// The store under test runs on a pool whose statements are recorded.
-	cfg, err := pgx.ParseConfig(testdb.PostgresDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := &pgStatements{}
-	cfg.Tracer = rec
-	db := stdlib.OpenDB(*cfg)
-	t.Cleanup(func() { _ = db.Close() })
-	store, err := outbox.NewSQLStore(db, outbox.Postgres, outbox.SQLStoreConfig{Table: b.table})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, rec := tracedPostgresStore(t, b)
 
 	// 20,000 DONE rows, analyzed, and statistics that stay as they are.
 	for chunk := range 20 {

@@ -8,11 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
-
 	outbox "github.com/outboxkit/outbox/core"
-	"github.com/outboxkit/outbox/internal/testdb"
 )
 
 // TestPostgresPromoteCostsTheKeysNotTheBacklog runs the promotes of a dispatcher (by
@@ -29,18 +25,7 @@ func TestPostgresPromoteCostsTheKeysNotTheBacklog(t *testing.T) {
 	ctx := t.Context()
 	base := time.Date(2031, 6, 1, 0, 0, 0, 0, time.UTC)
 
-	cfg, err := pgx.ParseConfig(testdb.PostgresDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := &pgStatements{}
-	cfg.Tracer = rec
-	db := stdlib.OpenDB(*cfg)
-	t.Cleanup(func() { _ = db.Close() })
-	store, err := outbox.NewSQLStore(db, outbox.Postgres, outbox.SQLStoreConfig{Table: b.table})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, rec := tracedPostgresStore(t, b)
 	orders := store.(outbox.OrderStore)
 
 	// 24 keys of 400 events: each key's first NEW, the others WAITING.
