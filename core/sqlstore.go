@@ -93,14 +93,24 @@ func (s *sqlStore) withTimeout(ctx context.Context) (context.Context, context.Ca
 // a deadlock (1213) or a lock wait timeout (1205), for example an outcome update
 // meeting a purge or a replay of nearby rows, was rolled back whole: it is retried a
 // few times with a short backoff, as claims are.
-func (s *sqlStore) exec1(ctx context.Context, q query) (int64, error) {
+func (s *sqlStore) exec1(ctx context.Context, q query) (n int64, err error) {
+	err = retryConflicts(ctx, func() error {
+		n, err = s.exec1Once(ctx, q)
+		return err
+	})
+	return n, err
+}
+
+// retryConflicts runs fn again, a few times with a short backoff, while it fails with a
+// lock conflict (see exec1); fn's statement must have been rolled back whole.
+func retryConflicts(ctx context.Context, fn func() error) error {
 	for attempt := 1; ; attempt++ {
-		n, err := s.exec1Once(ctx, q)
+		err := fn()
 		if err == nil || attempt == claimAttempts || !isLockConflict(err) || ctx.Err() != nil {
-			return n, err
+			return err
 		}
 		if serr := sleepCtx(ctx, time.Duration(attempt)*10*time.Millisecond); serr != nil {
-			return 0, errors.Join(err, serr)
+			return errors.Join(err, serr)
 		}
 	}
 }
@@ -642,11 +652,14 @@ func (s *sqlStore) Promote(ctx context.Context, p PromoteParams) (PromoteResult,
 	}
 }
 
-// promoteReturning runs a promote that returns the promoted rows (PostgreSQL, SQLite).
+// promoteReturning runs a promote that returns the promoted rows (PostgreSQL, SQLite),
+// retried on a lock conflict as exec1 retries the promote that returns none.
 func (s *sqlStore) promoteReturning(ctx context.Context, q query, res *PromoteResult) error {
-	n, err := s.readPromoted(ctx, q, res)
-	res.Promoted += int64(n)
-	return err
+	return retryConflicts(ctx, func() error {
+		n, err := s.readPromoted(ctx, q, res)
+		res.Promoted += int64(n)
+		return err
+	})
 }
 
 // readPromoted runs q, which returns promoted rows, adds them to res and returns how
