@@ -13,3 +13,8 @@ package outbox
 //   - "after-insert": Writer inserted events into the caller's transaction, not yet
 //     committed.
 func crashPoint(string) {}
+
+// crashPointEvents is crashPoint for a point that holds events (the claim of
+// "after-claim"): the chaos build also writes their IDs where the harness reads which
+// events the killed node held (OUTBOX_CRASH_EVENTS names the file).
+func crashPointEvents(string, []Event) {}

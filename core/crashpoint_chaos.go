@@ -5,13 +5,16 @@ package outbox
 import (
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 )
 
 // The chaos build's crash point (see crashpoint.go): when the environment variable
 // OUTBOX_CRASH_POINT names the point, the process kills itself with SIGKILL on the
 // point's OUTBOX_CRASH_AFTER-th hit (default the first). This build is for the fault
-// tests only; the variables are read once, at start-up.
+// tests only; the variables are read once, at start-up. At a point that holds events
+// (crashPointEvents), their IDs are written first, one per line, to the file that
+// OUTBOX_CRASH_EVENTS names, so that the harness knows which claims died with the node.
 var (
 	crashName  = os.Getenv("OUTBOX_CRASH_POINT")
 	crashAfter = crashAfterEnv()
@@ -30,6 +33,25 @@ func crashPoint(name string) {
 	if name != crashName || crashHits.Add(1) < crashAfter {
 		return
 	}
+	die()
+}
+
+func crashPointEvents(name string, events []Event) {
+	if name != crashName || crashHits.Add(1) < crashAfter {
+		return
+	}
+	if path := os.Getenv("OUTBOX_CRASH_EVENTS"); path != "" {
+		var b strings.Builder
+		for _, e := range events {
+			b.WriteString(e.ID)
+			b.WriteByte('\n')
+		}
+		_ = os.WriteFile(path, []byte(b.String()), 0o644) // the page cache outlives SIGKILL
+	}
+	die()
+}
+
+func die() {
 	self, err := os.FindProcess(os.Getpid())
 	if err == nil {
 		_ = self.Kill() // SIGKILL on Unix

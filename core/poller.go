@@ -503,7 +503,7 @@ func (p *poller) claim(ctx context.Context, params ClaimParams) (PendingBatch, e
 		return PendingBatch{}, fmt.Errorf("claim pending events: %w", err)
 	}
 	if len(b.Events) > 0 {
-		crashPoint("after-claim")
+		crashPointEvents("after-claim", b.Events)
 	}
 	return b, nil
 }

@@ -86,9 +86,11 @@ type nodeProc struct {
 	waited  chan struct{}
 	err     error // cmd.Wait's, once waited is closed
 	errPath string
-	killed  atomic.Bool // by the harness (kill, cleanup): no crash record
-	noted   atomic.Bool // its crash was recorded the moment its exit was seen
-	exitAt  time.Time   // when its exit was seen (set before waited is closed)
+	// claimsPath is where the chaos build writes the IDs of the claim it dies holding.
+	claimsPath string
+	killed     atomic.Bool // by the harness (kill, cleanup): no crash record
+	noted      atomic.Bool // its crash was recorded the moment its exit was seen
+	exitAt     time.Time   // when its exit was seen (set before waited is closed)
 }
 
 func (p *nodeProc) exited() bool {
@@ -250,7 +252,7 @@ func (c *cluster) start(slot int) *nodeProc {
 	name := fmt.Sprintf("n%d.%d", slot, inc)
 	logPath := filepath.Join(c.dir, name+".jsonl")
 	p := &nodeProc{name: name, slot: slot, lines: make(chan string, 16), waited: make(chan struct{}),
-		errPath: filepath.Join(c.dir, name+".stderr")}
+		errPath: filepath.Join(c.dir, name+".stderr"), claimsPath: filepath.Join(c.dir, name+".claims")}
 	stderr, err := os.Create(p.errPath)
 	if err != nil {
 		t.Fatal(err)
@@ -261,7 +263,7 @@ func (c *cluster) start(slot int) *nodeProc {
 		EnvRole+"="+RoleNode, EnvDialect+"="+c.cfg.dialect, EnvDSN+"="+c.cfg.nodeDSN, EnvTable+"="+c.cfg.table,
 		EnvNode+"="+name, EnvLog+"="+logPath, EnvWriters+"="+strconv.Itoa(writers),
 		EnvTiming+"="+c.cfg.timing, EnvNodeSeed+"="+strconv.FormatInt(c.cfg.seed+int64(slot*1000+inc)*7919, 10),
-		EnvOrderKeys+"="+strconv.Itoa(c.cfg.orderKeys))
+		EnvOrderKeys+"="+strconv.Itoa(c.cfg.orderKeys), "OUTBOX_CRASH_EVENTS="+p.claimsPath)
 	if c.cfg.failures {
 		p.cmd.Env = append(p.cmd.Env, EnvFailures+"=1")
 	}
@@ -302,6 +304,7 @@ func (c *cluster) start(slot int) *nodeProc {
 				c.faults++
 				c.mu.Unlock()
 			}
+			c.noteClaims(p)
 		}
 		close(p.waited)
 	}()
@@ -323,6 +326,25 @@ func (c *cluster) start(slot int) *nodeProc {
 		t.Fatalf("node %s not ready after 90 s:\n%s", name, p.stderrTail())
 	}
 	return p
+}
+
+// noteClaims records the events whose claim p held when the after-claim crash point
+// killed it (the chaos build writes their IDs to p.claimsPath before it dies), so that
+// the order checker measures a take-over from the death that lost the claim.
+func (c *cluster) noteClaims(p *nodeProc) {
+	data, err := os.ReadFile(p.claimsPath)
+	if err != nil {
+		return // another crash point, or a kill: no claim file
+	}
+	var wg sync.WaitGroup
+	for _, id := range strings.Fields(string(data)) {
+		wg.Go(func() { // concurrent appends share their fsyncs
+			if err := c.harness.Append(Record{Kind: Claimed, Node: p.name, Event: id}); err != nil {
+				c.t.Errorf("record the claims of %s: %v", p.name, err)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // kill sends SIGKILL to the node in slot and records the fault.

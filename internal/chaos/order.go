@@ -37,11 +37,22 @@ type OrderReport struct {
 	// past ListenerTimeout, or a paused node, whose lease another node took over. They
 	// are the documented exception and counted apart from KeyOverlaps.
 	StalledOverlaps []string
-	// Takeovers counts the ordered events whose attempt was open on a node when it was
-	// killed (a Fault record naming the node) and that another node started afterwards;
-	// Takeover is the longest time from the kill to that start.
+	// Takeovers counts the ordered events a node held when it was killed and that
+	// another node took over afterwards. A node holds an event whose attempt was open on
+	// it at its kill (a Fault record naming the node), or whose claim it held when the
+	// after-claim crash point killed it (a Claimed record). Takeover is the longest time
+	// from such a loss to the event's next start on another node, or to its next loss on
+	// another node if that comes first: a node that claims a dead node's event and dies
+	// before it runs it costs a lease of its own, so a chain of deaths is measured link
+	// by link.
 	Takeovers int
 	Takeover  time.Duration
+	// Chain is the longest time from a loss to the event's next start on another node,
+	// across the losses in between, and ChainDeaths the number of deaths it spans (1:
+	// no other node lost the event meanwhile). Reported, not gated: it is what the
+	// take-over column measured before losses of claims were recorded.
+	Chain       time.Duration
+	ChainDeaths int
 }
 
 // attempt is one listener attempt of an event on a node.
@@ -49,6 +60,13 @@ type attempt struct {
 	event, node string
 	from, to    time.Time
 	killed      bool // ended by a Fault naming its node
+}
+
+// loss is an event that a node held when it was killed: its attempt (at the kill) or
+// its claim (at the exit the harness saw).
+type loss struct {
+	event, node string
+	at          time.Time
 }
 
 // forever ends an attempt that never ended in the records.
@@ -82,9 +100,13 @@ func CheckOrder(records []Record, finals []Final, stall time.Duration) OrderRepo
 	lastFailed := map[string]time.Time{}
 	begun := map[string]time.Time{}
 	committed := map[string]time.Time{}
-	var kills []Record
+	var claimLosses []loss
 	for _, r := range recs {
 		switch r.Kind {
+		case Claimed:
+			if _, ok := keyOf[r.Event]; ok {
+				claimLosses = append(claimLosses, loss{r.Event, r.Node, r.At})
+			}
 		case Begun:
 			begun[r.Event] = r.At
 		case Committed:
@@ -93,7 +115,6 @@ func CheckOrder(records []Record, finals []Final, stall time.Duration) OrderRepo
 			if r.Node == "" {
 				continue
 			}
-			kills = append(kills, r)
 			for ev, starts := range open[r.Node] {
 				for _, s := range starts {
 					attempts[ev] = append(attempts[ev], attempt{ev, r.Node, s, r.At, true})
@@ -195,23 +216,49 @@ func CheckOrder(records []Record, finals []Final, stall time.Duration) OrderRepo
 		}
 	}
 
-	// Take-overs: an attempt a kill ended, and the next start of its event elsewhere.
-	for _, k := range kills {
-		for _, as := range attempts {
-			for _, a := range as {
-				if !a.killed || a.node != k.Node || !a.to.Equal(k.At) {
-					continue
+	// Take-overs: an event a killed node held (an attempt its kill ended, or a claim),
+	// and the event's next start, or next loss, on another node.
+	losses := map[string][]loss{}
+	for ev, as := range attempts {
+		for _, a := range as {
+			if a.killed {
+				losses[ev] = append(losses[ev], loss{ev, a.node, a.to})
+			}
+		}
+	}
+	for _, l := range claimLosses {
+		losses[l.event] = append(losses[l.event], l)
+	}
+	for ev, ls := range losses {
+		for _, l := range ls {
+			next := forever
+			for _, b := range attempts[ev] {
+				if b.node != l.node && !b.from.Before(l.at) && b.from.Before(next) {
+					next = b.from
 				}
-				next := forever
-				for _, b := range as {
-					if b.node != k.Node && !b.from.Before(k.At) && b.from.Before(next) {
-						next = b.from
-					}
+			}
+			for _, m := range ls {
+				if m.node != l.node && m.at.After(l.at) && m.at.Before(next) {
+					next = m.at
 				}
-				if next != forever {
-					rep.Takeovers++
-					rep.Takeover = max(rep.Takeover, next.Sub(k.At))
+			}
+			if next != forever {
+				rep.Takeovers++
+				rep.Takeover = max(rep.Takeover, next.Sub(l.at))
+			}
+			start, deaths := forever, 1
+			for _, b := range attempts[ev] {
+				if b.node != l.node && !b.from.Before(l.at) && b.from.Before(start) {
+					start = b.from
 				}
+			}
+			for _, m := range ls {
+				if m.node != l.node && m.at.After(l.at) && m.at.Before(start) {
+					deaths++
+				}
+			}
+			if start != forever && start.Sub(l.at) > rep.Chain {
+				rep.Chain, rep.ChainDeaths = start.Sub(l.at), deaths
 			}
 		}
 	}
@@ -249,7 +296,7 @@ func (o OrderReport) GateOrder(tb testing.TB, takeover time.Duration, why string
 
 // Summary is a one-line account of the order report.
 func (o OrderReport) Summary() string {
-	return fmt.Sprintf("order: keys=%d events=%d out-of-order=%d seq-against-commit=%d key-overlaps=%d stalled-overlaps=%d take-overs=%d (longest %s)",
+	return fmt.Sprintf("order: keys=%d events=%d out-of-order=%d seq-against-commit=%d key-overlaps=%d stalled-overlaps=%d take-overs=%d (longest %s; longest from a loss to a start elsewhere %s, over %d deaths)",
 		o.Keys, o.Events, len(o.OutOfOrder), len(o.SeqAgainstCommit), len(o.KeyOverlaps), len(o.StalledOverlaps),
-		o.Takeovers, o.Takeover.Round(time.Millisecond))
+		o.Takeovers, o.Takeover.Round(time.Millisecond), o.Chain.Round(time.Millisecond), o.ChainDeaths)
 }

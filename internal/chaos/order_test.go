@@ -123,6 +123,42 @@ func TestCheckOrder(t *testing.T) {
 	check("take-over after a kill", killed, finals, func(o OrderReport) bool {
 		return clean(o) && o.Takeovers == 1 && o.Takeover == 3*time.Second
 	})
+	// A chain: n2 claims the dead node's a2 and dies at the after-claim crash point,
+	// n3 claims it and dies too, n4 runs it. Each death costs its own lease: three
+	// take-overs, the longest link 3.5 s, not the 9.5 s from the first kill.
+	chain := append(slices.Clone(writes),
+		rec(Started, "a1", "n1", 10), rec(Delivered, "a1", "n1", 11),
+		rec(Started, "a2", "n1", 12),
+		Record{Kind: Fault, Node: "n1", Event: "kill -9", At: at(13)},
+		Record{Kind: Fault, Node: "n2", Event: "crash point", At: at(3013)},
+		rec(Claimed, "a2", "n2", 3013), rec(Claimed, "u", "n2", 3013),
+		Record{Kind: Fault, Node: "n3", Event: "crash point", At: at(6513)},
+		rec(Claimed, "a2", "n3", 6513),
+		rec(Started, "a2", "n4", 9513), rec(Delivered, "a2", "n4", 9514),
+		rec(Started, "a3", "n4", 9515), rec(Delivered, "a3", "n4", 9516),
+		rec(Started, "b1", "n2", 10), rec(Delivered, "b1", "n2", 11),
+	)
+	check("take-over chain", chain, finals, func(o OrderReport) bool {
+		return clean(o) && o.Takeovers == 3 && o.Takeover == 3500*time.Millisecond &&
+			o.Chain == 9500*time.Millisecond && o.ChainDeaths == 3
+	})
+	// Without the Claimed records the same run is one take-over of 9.5 s.
+	unclaimed := slices.DeleteFunc(slices.Clone(chain), func(r Record) bool { return r.Kind == Claimed })
+	check("take-over chain without claims", unclaimed, finals, func(o OrderReport) bool {
+		return clean(o) && o.Takeovers == 1 && o.Takeover == 9500*time.Millisecond
+	})
+	// A claim lost with its node is a take-over by itself, though nothing had started.
+	claimOnly := append(slices.Clone(writes),
+		rec(Started, "a1", "n1", 10), rec(Delivered, "a1", "n1", 11),
+		Record{Kind: Fault, Node: "n2", Event: "crash point", At: at(12)},
+		rec(Claimed, "a2", "n2", 12),
+		rec(Started, "a2", "n1", 3512), rec(Delivered, "a2", "n1", 3513),
+		rec(Started, "a3", "n1", 3515), rec(Delivered, "a3", "n1", 3516),
+		rec(Started, "b1", "n1", 10), rec(Delivered, "b1", "n1", 11),
+	)
+	check("take-over of a lost claim", claimOnly, finals, func(o OrderReport) bool {
+		return clean(o) && o.Takeovers == 1 && o.Takeover == 3500*time.Millisecond
+	})
 
 	// Write order against commit order: a2 begins its commit after a3 committed, yet
 	// a2 has the lower seq; with the seqs swapped, the same commits are in order.

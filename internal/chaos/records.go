@@ -33,6 +33,10 @@ const (
 	Fault Kind = "fault" // a fault was injected; Node names the killed node, or is empty
 	Down  Kind = "down"  // the database server is being stopped
 	Up    Kind = "up"    // the database server accepts connections again
+	// Claimed names an event (Event is its ID) whose claim a node held when a crash
+	// point killed it (after-claim): the harness appends one per claimed event the moment
+	// it sees the node exit, after the node's Fault record.
+	Claimed Kind = "claimed"
 )
 
 // Record is one line of a [Log].
