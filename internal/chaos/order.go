@@ -231,32 +231,26 @@ func CheckOrder(records []Record, finals []Final, stall time.Duration) OrderRepo
 	}
 	for ev, ls := range losses {
 		for _, l := range ls {
-			next := forever
-			for _, b := range attempts[ev] {
-				if b.node != l.node && !b.from.Before(l.at) && b.from.Before(next) {
-					next = b.from
-				}
-			}
-			for _, m := range ls {
-				if m.node != l.node && m.at.After(l.at) && m.at.Before(next) {
-					next = m.at
-				}
-			}
-			if next != forever {
-				rep.Takeovers++
-				rep.Takeover = max(rep.Takeover, next.Sub(l.at))
-			}
-			start, deaths := forever, 1
+			start := forever // the next start elsewhere
 			for _, b := range attempts[ev] {
 				if b.node != l.node && !b.from.Before(l.at) && b.from.Before(start) {
 					start = b.from
 				}
 			}
+			next, deaths := start, 1 // the next start or loss elsewhere; the losses before start
 			for _, m := range ls {
 				if m.node != l.node && m.at.After(l.at) && m.at.Before(start) {
 					deaths++
+					if m.at.Before(next) {
+						next = m.at
+					}
 				}
 			}
+			if next == forever {
+				continue
+			}
+			rep.Takeovers++
+			rep.Takeover = max(rep.Takeover, next.Sub(l.at))
 			if start != forever && start.Sub(l.at) > rep.Chain {
 				rep.Chain, rep.ChainDeaths = start.Sub(l.at), deaths
 			}
