@@ -329,7 +329,7 @@ func (d *dialect) listPageQuery(t tableName, pl listPlan, p ListEventsParams, bo
 	}
 	pl.extra(b)
 	listOrder(b, pl, p.Newest)
-	b.w(" LIMIT ", b.arg(int64(p.Limit)))
+	b.w(" ").limit(int64(p.Limit))
 	return b.query(), nil
 }
 
@@ -357,6 +357,6 @@ func (d *dialect) listAuditQuery(t tableName, p ListAuditParams) query {
 	if p.Before != "" {
 		b.w(" WHERE audit_id < ", b.arg(p.Before))
 	}
-	b.w(" ORDER BY audit_id DESC LIMIT ", b.arg(int64(p.Limit)))
+	b.w(" ORDER BY audit_id DESC ").limit(int64(p.Limit))
 	return b.query()
 }

@@ -52,7 +52,7 @@ func (d *dialect) claimQuery(t tableName, p ClaimParams) (query, error) {
 		// The CTE keeps each row's previous claim, which RETURNING gives back in the
 		// place of locked_by (the caller knows the new one): a take-over shows.
 		b.w("WITH claimed AS MATERIALIZED (SELECT event_id, locked_by FROM ", table)
-		b.claimWhere(p).w(d.claimOrder(), " LIMIT ", b.arg(int64(p.Limit)), " FOR UPDATE SKIP LOCKED) UPDATE ", table,
+		b.claimWhere(p).w(d.claimOrder(), " ").limit(int64(p.Limit)).w(" FOR UPDATE SKIP LOCKED) UPDATE ", table,
 			" AS t SET locked_by = ", b.arg(p.Token), ", locked_until = ", d.dbTimeOffset(b, p.TTL),
 			" FROM claimed WHERE t.event_id = claimed.event_id RETURNING ",
 			strings.Replace(prefixedColumns("t."), "t.locked_by", "claimed.locked_by", 1))
@@ -60,7 +60,7 @@ func (d *dialect) claimQuery(t tableName, p ClaimParams) (query, error) {
 	}
 	b.w("UPDATE ", table, " SET locked_by = ", b.arg(p.Token), ", locked_until = ", d.dbTimeOffset(b, p.TTL),
 		" WHERE event_id IN (SELECT event_id FROM ", table)
-	b.claimWhere(p).w(d.claimOrder(), " LIMIT ", b.arg(int64(p.Limit)), ") RETURNING ", selectColumns)
+	b.claimWhere(p).w(d.claimOrder(), " ").limit(int64(p.Limit)).w(") RETURNING ", selectColumns)
 	return b.query(), nil
 }
 
@@ -86,7 +86,7 @@ func (d *dialect) claimReadQuery(t tableName, p ClaimParams, limit int, after *c
 		b.w(" AND (", col, " > ", b.arg(after.due), " OR ", col, " = ", b.arg(after.due), " AND (created_at > ", b.arg(after.created),
 			" OR created_at = ", b.arg(after.created), " AND event_id > ", b.arg(after.id), "))")
 	}
-	b.w(d.claimOrder(), " LIMIT ", b.arg(int64(limit)))
+	b.w(d.claimOrder(), " ").limit(int64(limit))
 	return b.query(), nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -43,6 +44,15 @@ func (b *builder) w(parts ...string) *builder {
 func (b *builder) arg(v any) string {
 	b.args = append(b.args, v)
 	return b.d.bindVar(len(b.args))
+}
+
+// limit writes "LIMIT n": n bound as an argument, or, with literalLimit, written as an
+// integer literal.
+func (b *builder) limit(n int64) *builder {
+	if b.d.literalLimit {
+		return b.w("LIMIT ", strconv.FormatInt(n, 10))
+	}
+	return b.w("LIMIT ", b.arg(n))
 }
 
 func (b *builder) query() query {
@@ -592,7 +602,7 @@ func (d *dialect) pendingQuery(t tableName, p PendingParams) (query, error) {
 		b.w(" FORCE INDEX (", d.quote(t.indexName(pollIndexSuffix)), ") WHERE ", col, " <= ", b.arg(createdBefore),
 			" AND ", d.dueColumn, " <= ", b.arg(now))
 		b.keysetAfter(col, after, p.After.ID)
-		b.w(" ORDER BY ", col, ", event_id LIMIT ", b.arg(int64(p.Limit)))
+		b.w(" ORDER BY ", col, ", event_id ").limit(int64(p.Limit))
 		return b.query(), nil
 	}
 	if col := d.dueColumn; col != "" {
@@ -603,7 +613,7 @@ func (d *dialect) pendingQuery(t tableName, p PendingParams) (query, error) {
 	}
 	b.w(" AND created_at <= ", b.arg(createdBefore))
 	b.keysetAfter("created_at", after, p.After.ID)
-	b.w(" ORDER BY created_at, event_id LIMIT ", b.arg(int64(p.Limit)))
+	b.w(" ORDER BY created_at, event_id ").limit(int64(p.Limit))
 	return b.query(), nil
 }
 
@@ -676,7 +686,7 @@ func (d *dialect) listDeadQuery(t tableName, p ListDeadParams) (query, error) {
 		}
 		b.keysetAfter("created_at", after, p.After.ID)
 	}
-	b.w(" ORDER BY created_at, event_id LIMIT ", b.arg(int64(p.Limit)))
+	b.w(" ORDER BY created_at, event_id ").limit(int64(p.Limit))
 	return b.query(), nil
 }
 
@@ -755,15 +765,14 @@ func (d *dialect) replayQueries(t tableName, p ReplayParams) ([]query, error) {
 	}
 	b := d.newBuilder().replaySet(d.qualified(t), now)
 	if d.orderedDML {
-		b.deadWhere(p.DeadFilter, true).w(" ORDER BY created_at, event_id LIMIT ", b.arg(int64(p.Limit)))
+		b.deadWhere(p.DeadFilter, true).w(" ORDER BY created_at, event_id ").limit(int64(p.Limit))
 		return []query{b.query()}, nil
 	}
 	// The outer status test guards against a concurrent change between the subquery
 	// and the update (PostgreSQL re-checks it on the row it locks); hinted on SQLite so
 	// that the rows are found by primary key, never by an index on status.
 	b.w(" WHERE event_id IN (SELECT event_id FROM ", d.qualified(t))
-	b.deadWhere(p.DeadFilter, true).w(" ORDER BY created_at, event_id LIMIT ", b.arg(int64(p.Limit)),
-		") AND ", d.hintedStatus(), " = 3")
+	b.deadWhere(p.DeadFilter, true).w(" ORDER BY created_at, event_id ").limit(int64(p.Limit)).w(") AND ", d.hintedStatus(), " = 3")
 	return []query{b.query()}, nil
 }
 
@@ -835,12 +844,12 @@ func (b *builder) purgeWhere(before, dead, upTo any, limit int) {
 		// NULL unless the row is finished, so no status test is needed.
 		b.w(" WHERE ", col, " < ", b.arg(upTo))
 		b.purgeByStatus(col, before, dead)
-		b.w(" ORDER BY ", col, ", event_id LIMIT ", b.arg(int64(limit)))
+		b.w(" ORDER BY ", col, ", event_id ").limit(int64(limit))
 		return
 	}
 	b.w(" WHERE (", d.finishedStatus(), ") AND ", finishedAt, " < ", b.arg(upTo))
 	b.purgeByStatus(finishedAt, before, dead)
-	b.w(" ORDER BY ", finishedAt, ", event_id LIMIT ", b.arg(int64(limit)))
+	b.w(" ORDER BY ", finishedAt, ", event_id ").limit(int64(limit))
 }
 
 // purgeByStatus writes, when dead is set, the condition that holds DONE rows to before

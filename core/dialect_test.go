@@ -144,11 +144,11 @@ func goldenCases() []goldenCase {
 				return one2(d.pendingQuery(t, PendingParams{Now: goldenT0, SkipRecent: time.Second, Limit: 10}))
 			},
 			pg:     []string{sel + `"outbox_event" WHERE status IN (0, 2) AND available_at <= $1 AND created_at <= $2 ORDER BY created_at, event_id LIMIT $3`},
-			sqlite: []string{sel + `"outbox_event" WHERE status IN (0, 2) AND available_at <= ? AND created_at <= ? ORDER BY created_at, event_id LIMIT ?`},
+			sqlite: []string{sel + `"outbox_event" WHERE status IN (0, 2) AND available_at <= ? AND created_at <= ? ORDER BY created_at, event_id LIMIT 10`},
 			mysql: []string{sel + "`outbox_event` FORCE INDEX (`outbox_event_poll_idx`) WHERE pending_created_at <= ? AND due_at <= ?" +
 				" ORDER BY pending_created_at, event_id LIMIT ?"},
 			pgArgs:  []any{goldenT0U, goldenT0U.Add(-time.Second), int64(10)},
-			sqlArgs: []any{goldenT0S, "2024-05-06T05:08:08.123456Z", int64(10)},
+			sqlArgs: []any{goldenT0S, "2024-05-06T05:08:08.123456Z"},
 			myArgs:  []any{goldenT0U.Add(-time.Second), goldenT0U, int64(10)},
 		},
 		{
@@ -160,7 +160,7 @@ func goldenCases() []goldenCase {
 			pg: []string{sel + `"outbox_event" WHERE status IN (0, 2) AND available_at <= $1 AND created_at <= $2` +
 				` AND (created_at, event_id) > ($3, $4) ORDER BY created_at, event_id LIMIT $5`},
 			sqlite: []string{sel + `"outbox_event" WHERE status IN (0, 2) AND available_at <= ? AND created_at <= ?` +
-				` AND (created_at, event_id) > (?, ?) ORDER BY created_at, event_id LIMIT ?`},
+				` AND (created_at, event_id) > (?, ?) ORDER BY created_at, event_id LIMIT 10`},
 			mysql: []string{sel + "`outbox_event` FORCE INDEX (`outbox_event_poll_idx`) WHERE pending_created_at <= ? AND due_at <= ?" +
 				" AND (pending_created_at > ? OR (pending_created_at = ? AND event_id > ?)) ORDER BY pending_created_at, event_id LIMIT ?"},
 			pgArgs: []any{goldenT0U, goldenT0U.Add(-time.Second), goldenT0U.Add(-time.Hour), "c", int64(10)},
@@ -217,7 +217,7 @@ func goldenCases() []goldenCase {
 			sqlite: []string{`UPDATE "outbox_event" SET locked_by = ?, locked_until = strftime('%Y-%m-%dT%H:%M:%f000Z', 'now', ?) WHERE event_id IN (` +
 				`SELECT event_id FROM "outbox_event" WHERE status IN (0, 2) AND available_at <= strftime('%Y-%m-%dT%H:%M:%f000Z', 'now') ` +
 				`AND created_at <= strftime('%Y-%m-%dT%H:%M:%f000Z', 'now', ?) AND (locked_until IS NULL OR locked_until < strftime('%Y-%m-%dT%H:%M:%f000Z', 'now')) ` +
-				`ORDER BY available_at, created_at, event_id LIMIT ?) RETURNING ` + selectColumns},
+				`ORDER BY available_at, created_at, event_id LIMIT 10) RETURNING ` + selectColumns},
 			mysql: []string{
 				"SELECT event_id, due_at, created_at FROM `outbox_event` FORCE INDEX (`outbox_event_pending_idx`) " +
 					"WHERE due_at <= UTC_TIMESTAMP(6) AND created_at <= UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND AND (locked_until IS NULL OR locked_until < UTC_TIMESTAMP(6)) " +
@@ -231,7 +231,7 @@ func goldenCases() []goldenCase {
 				"UPDATE `outbox_event` FORCE INDEX (PRIMARY) SET locked_by = ?, locked_until = ? WHERE event_id IN (?, ?)",
 			},
 			pgArgs:  []any{int64(-1000000), int64(10), "n1/01J", int64(30000000)},
-			sqlArgs: []any{"n1/01J", "+30.000000 seconds", "-1.000000 seconds", int64(10)},
+			sqlArgs: []any{"n1/01J", "+30.000000 seconds", "-1.000000 seconds"},
 			myArgs:  []any{int64(-1000000), int64(10)},
 		},
 		{
@@ -319,7 +319,7 @@ func goldenCases() []goldenCase {
 				return one2(d.listDeadQuery(t, ListDeadParams{Limit: 50}))
 			},
 			pg:     []string{sel + `"outbox_event" WHERE status = 3 ORDER BY created_at, event_id LIMIT $1`},
-			sqlite: []string{sel + `"outbox_event" WHERE +status = 3 ORDER BY created_at, event_id LIMIT ?`},
+			sqlite: []string{sel + `"outbox_event" WHERE +status = 3 ORDER BY created_at, event_id LIMIT 50`},
 			mysql:  []string{sel + "`outbox_event` WHERE status = 3 ORDER BY created_at, event_id LIMIT ?"},
 			pgArgs: []any{int64(50)},
 		},
@@ -330,11 +330,11 @@ func goldenCases() []goldenCase {
 					After: Cursor{CreatedAt: goldenT0, ID: "x"}, Limit: 2}))
 			},
 			pg:      []string{sel + `"outbox_event" WHERE status = 3 AND event_type = $1 AND aggregate_type = $2 AND (created_at, event_id) > ($3, $4) ORDER BY created_at, event_id LIMIT $5`},
-			sqlite:  []string{sel + `"outbox_event" WHERE +status = 3 AND event_type = ? AND aggregate_type = ? AND (created_at, event_id) > (?, ?) ORDER BY created_at, event_id LIMIT ?`},
+			sqlite:  []string{sel + `"outbox_event" WHERE +status = 3 AND event_type = ? AND aggregate_type = ? AND (created_at, event_id) > (?, ?) ORDER BY created_at, event_id LIMIT 2`},
 			mysql:   []string{sel + "`outbox_event` WHERE status = 3 AND event_type = ? AND aggregate_type = ? AND (created_at > ? OR (created_at = ? AND event_id > ?)) ORDER BY created_at, event_id LIMIT ?"},
 			myArgs:  []any{"E", "A", goldenT0U, goldenT0U, "x", int64(2)},
 			pgArgs:  []any{"E", "A", goldenT0U, "x", int64(2)},
-			sqlArgs: []any{"E", "A", goldenT0S, "x", int64(2)},
+			sqlArgs: []any{"E", "A", goldenT0S, "x"},
 		},
 		{
 			name:   "count dead",
@@ -371,11 +371,11 @@ func goldenCases() []goldenCase {
 				return d.replayQueries(t, ReplayParams{DeadFilter: DeadFilter{EventType: "E"}, Limit: 100, Now: goldenT0})
 			},
 			pg:      []string{`UPDATE "outbox_event" SET status = CASE WHEN order_key IS NULL THEN 0 ELSE 4 END, attempts = 0, last_error = NULL, done_at = NULL, first_attempt_at = NULL, available_at = $1, locked_by = NULL, locked_until = NULL WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE status = 3 AND event_type = $2 ORDER BY created_at, event_id LIMIT $3) AND status = 3`},
-			sqlite:  []string{`UPDATE "outbox_event" SET status = CASE WHEN order_key IS NULL THEN 0 ELSE 4 END, attempts = 0, last_error = NULL, done_at = NULL, first_attempt_at = NULL, available_at = ?, locked_by = NULL, locked_until = NULL WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE +status = 3 AND event_type = ? ORDER BY created_at, event_id LIMIT ?) AND +status = 3`},
+			sqlite:  []string{`UPDATE "outbox_event" SET status = CASE WHEN order_key IS NULL THEN 0 ELSE 4 END, attempts = 0, last_error = NULL, done_at = NULL, first_attempt_at = NULL, available_at = ?, locked_by = NULL, locked_until = NULL WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE +status = 3 AND event_type = ? ORDER BY created_at, event_id LIMIT 100) AND +status = 3`},
 			mysql:   []string{"UPDATE `outbox_event` SET status = CASE WHEN order_key IS NULL THEN 0 ELSE 4 END, attempts = 0, last_error = NULL, done_at = NULL, first_attempt_at = NULL, available_at = ?, locked_by = NULL, locked_until = NULL WHERE status = 3 AND event_type = ? ORDER BY created_at, event_id LIMIT ?"},
 			myArgs:  []any{goldenT0U, "E", int64(100)},
 			pgArgs:  []any{goldenT0U, "E", int64(100)},
-			sqlArgs: []any{goldenT0S, "E", int64(100)},
+			sqlArgs: []any{goldenT0S, "E"},
 		},
 		{
 			name: "purge",
@@ -383,11 +383,11 @@ func goldenCases() []goldenCase {
 				return one2(d.purgeQuery(t, PurgeParams{Before: goldenT0, Limit: 500}))
 			},
 			pg:      []string{`DELETE FROM "outbox_event" WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE (status IN (1, 3) OR status >= 5) AND COALESCE(done_at, created_at) < $1 ORDER BY COALESCE(done_at, created_at), event_id LIMIT $2 FOR UPDATE SKIP LOCKED) AND (status IN (1, 3) OR status >= 5) AND COALESCE(done_at, created_at) < $3`},
-			sqlite:  []string{`DELETE FROM "outbox_event" WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE (+status IN (1, 3) OR +status >= 5) AND COALESCE(done_at, created_at) < ? ORDER BY COALESCE(done_at, created_at), event_id LIMIT ?) AND (+status IN (1, 3) OR +status >= 5) AND COALESCE(done_at, created_at) < ?`},
+			sqlite:  []string{`DELETE FROM "outbox_event" WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE (+status IN (1, 3) OR +status >= 5) AND COALESCE(done_at, created_at) < ? ORDER BY COALESCE(done_at, created_at), event_id LIMIT 500) AND (+status IN (1, 3) OR +status >= 5) AND COALESCE(done_at, created_at) < ?`},
 			mysql:   []string{"DELETE FROM `outbox_event` WHERE finished_at < ? ORDER BY finished_at, event_id LIMIT ?"},
 			myArgs:  []any{goldenT0U, int64(500)},
 			pgArgs:  []any{goldenT0U, int64(500), goldenT0U},
-			sqlArgs: []any{goldenT0S, int64(500), goldenT0S},
+			sqlArgs: []any{goldenT0S, goldenT0S},
 		},
 		{
 			// DEAD and FALLBACK rows kept longer than DONE ones: the index range reaches the
@@ -397,7 +397,7 @@ func goldenCases() []goldenCase {
 				return one2(d.purgeQuery(t, PurgeParams{Before: goldenT0, DeadBefore: goldenT0.Add(-time.Hour), Limit: 500}))
 			},
 			pg:     []string{`DELETE FROM "outbox_event" WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE (status IN (1, 3) OR status >= 5) AND COALESCE(done_at, created_at) < $1 AND (status = 1 AND COALESCE(done_at, created_at) < $2 OR status <> 1 AND COALESCE(done_at, created_at) < $3) ORDER BY COALESCE(done_at, created_at), event_id LIMIT $4 FOR UPDATE SKIP LOCKED) AND (status IN (1, 3) OR status >= 5) AND COALESCE(done_at, created_at) < $5 AND (status = 1 AND COALESCE(done_at, created_at) < $6 OR status <> 1 AND COALESCE(done_at, created_at) < $7)`},
-			sqlite: []string{`DELETE FROM "outbox_event" WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE (+status IN (1, 3) OR +status >= 5) AND COALESCE(done_at, created_at) < ? AND (+status = 1 AND COALESCE(done_at, created_at) < ? OR +status <> 1 AND COALESCE(done_at, created_at) < ?) ORDER BY COALESCE(done_at, created_at), event_id LIMIT ?) AND (+status IN (1, 3) OR +status >= 5) AND COALESCE(done_at, created_at) < ? AND (+status = 1 AND COALESCE(done_at, created_at) < ? OR +status <> 1 AND COALESCE(done_at, created_at) < ?)`},
+			sqlite: []string{`DELETE FROM "outbox_event" WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE (+status IN (1, 3) OR +status >= 5) AND COALESCE(done_at, created_at) < ? AND (+status = 1 AND COALESCE(done_at, created_at) < ? OR +status <> 1 AND COALESCE(done_at, created_at) < ?) ORDER BY COALESCE(done_at, created_at), event_id LIMIT 500) AND (+status IN (1, 3) OR +status >= 5) AND COALESCE(done_at, created_at) < ? AND (+status = 1 AND COALESCE(done_at, created_at) < ? OR +status <> 1 AND COALESCE(done_at, created_at) < ?)`},
 			mysql:  []string{"DELETE FROM `outbox_event` WHERE finished_at < ? AND (status = 1 AND finished_at < ? OR status <> 1 AND finished_at < ?) ORDER BY finished_at, event_id LIMIT ?"},
 			myArgs: []any{goldenT0U, goldenT0U, goldenT0U.Add(-time.Hour), int64(500)},
 		},
