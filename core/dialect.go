@@ -122,7 +122,7 @@ var (
 		upsertTargetBare:  true,
 		transactionalDDL:  true,
 		headInTx:          true,
-		headInInsert:      true,
+		headInUpsert:      true,
 		skipExisting:      " ON CONFLICT (event_id) DO NOTHING",
 		skipOnlyDeciding:  true,
 		cachedStatements:  128,
@@ -268,6 +268,14 @@ type dialect struct {
 	// 3.35, as the key upsert's RETURNING does: with the statements kept prepared, an
 	// A/B of W1o / W1 gave 0.64 with the read and 0.70 without, docs/BENCHMARKS.md).
 	headInInsert bool
+	// headInUpsert, with headInTx and lockKeysReturning, lets the key upsert decide
+	// instead: its RETURNING also reads, per key, whether the key has an event that is
+	// not DONE (an EXISTS on the order index), and the event INSERT writes the statuses
+	// Insert decides from it, as a plain INSERT that returns nothing. The same snapshot
+	// argument holds (SQLite: the upsert holds the one write lock, so what it reads is
+	// every commit), with one RETURNING fewer a write: an A/B of W1o / W1 on SQLite gave
+	// 0.64 with the INSERT deciding and 0.69 with the upsert (docs/BENCHMARKS.md).
+	headInUpsert bool
 	// headByVersion, with headInInsert, writes a transaction's ordered events in one
 	// statement (insertByVersionQuery): the key upsert and the event INSERT of
 	// headInInsert, joined in a data-modifying WITH. One statement has one snapshot,

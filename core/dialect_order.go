@@ -115,7 +115,8 @@ func (d *dialect) snapshotKeysQuery(t tableName, keys []keyCount) query {
 
 // lockKeysQueries builds the upserts that lock keys and advance their counters by their
 // counts. With returning, each statement returns (order_key, last_seq) for its keys,
-// the counter after the increment; without (MySQL), each statement is one key, and its
+// the counter after the increment, and with headInUpsert whether the key has an event
+// that is not DONE; without (MySQL), each statement is one key, and its
 // result's LastInsertId is 0 after an insert (the counter is then the count), else
 // twice the counter after the update, plus 1 when the row was, before the update, the
 // version snap (what snapshotKeysQuery read of the key) holds.
@@ -171,6 +172,11 @@ func (d *dialect) lockKeysQueries(t tableName, keys []keyCount, snap map[string]
 		}
 		b.w(" ON CONFLICT (order_key) DO UPDATE SET last_seq = ", target, "last_seq + excluded.last_seq, updated_at = excluded.updated_at",
 			" RETURNING order_key, last_seq")
+		if d.headInUpsert {
+			// The upserted row by its table's bare name: SQLite rejects a schema there.
+			b.w(", EXISTS (SELECT 1 FROM ", d.qualified(t), " e WHERE e.", d.orderColumn(), " = ", d.quote(keyTable(t).name), ".order_key",
+				d.orderOpen("e"), ")")
+		}
 		qs = append(qs, b.query())
 	}
 	return qs

@@ -531,7 +531,8 @@ func (s *sqlStore) queryKeys(ctx context.Context, exec Executor, keys []keyCount
 // returning (MySQL) it also returns the keys known to have no event that is not DONE:
 // keys whose row the upsert inserted (a key row outlives its events, see
 // purgeKeysQuery), and keys whose row was still the version snap holds and that snap
-// saw idle (dialect.headBySnapshot).
+// saw idle (dialect.headBySnapshot). With headInUpsert it returns the keys the upsert
+// found without such an event.
 func (s *sqlStore) lockKeys(ctx context.Context, exec Executor, events []Event, keys []keyCount, snap map[string]keySnapshot) (map[string]bool, error) {
 	top := make(map[string]int64, len(keys))
 	qs := s.d.lockKeysQueries(s.table, keys, snap)
@@ -558,6 +559,10 @@ func (s *sqlStore) lockKeys(ctx context.Context, exec Executor, events []Event, 
 		}
 		return idle, orderSeqs(events, keys, top)
 	}
+	var idle map[string]bool
+	if s.d.headInUpsert {
+		idle = make(map[string]bool, len(keys))
+	}
 	for _, q := range qs {
 		rows, err := exec.QueryContext(ctx, q.SQL, q.Args...)
 		if err != nil {
@@ -566,28 +571,36 @@ func (s *sqlStore) lockKeys(ctx context.Context, exec Executor, events []Event, 
 		for rows.Next() {
 			var key string
 			var last int64
-			if err := rows.Scan(&key, &last); err != nil {
+			var open bool
+			dest := []any{&key, &last}
+			if idle != nil {
+				dest = append(dest, &open)
+			}
+			if err := rows.Scan(dest...); err != nil {
 				rows.Close()
 				return nil, err
 			}
 			top[key] = last
+			if idle != nil && !open {
+				idle[key] = true
+			}
 		}
 		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 			return nil, err
 		}
 	}
-	return nil, orderSeqs(events, keys, top)
+	return idle, orderSeqs(events, keys, top)
 }
 
 // heads returns the IDs of the ordered events to insert NEW where the event INSERT does
 // not decide (without headInInsert): the first event of each key known to have no
-// event left that is not DONE, which with headBySnapshot are the keys lockKeys found
-// idle; without it, none. It sets every ordered event's Status to what it is inserted
+// event left that is not DONE, which with headBySnapshot or headInUpsert are the keys
+// lockKeys found idle; without either, none. It sets every ordered event's Status to what it is inserted
 // as.
 func (s *sqlStore) heads(events []Event, keys []keyCount, idle map[string]bool) map[string]bool {
 	open := map[string]bool{}
 	for _, k := range keys {
-		if !s.d.headBySnapshot || !idle[k.key] {
+		if !(s.d.headBySnapshot || s.d.headInUpsert) || !idle[k.key] {
 			open[k.key] = true
 		}
 	}

@@ -615,10 +615,17 @@ func TestQueriesUseIndexes(t *testing.T) {
 				` AND k.updated_at < `+t0+` AND NOT EXISTS (SELECT 1 FROM `+b.quoted()+` e WHERE e.order_key = k.order_key AND e.status <> 1 AND e.status < 5`+probe+`))`+
 				` AND updated_at < `+t0] = check{"order_idx", sortStep + "|Anti Join"}
 			// The writer learns whether a key has an event that is not DONE from the
-			// order index, inside the event INSERT.
-			cases[`INSERT INTO `+b.quoted()+` (event_id, event_type, aggregate_type, payload, status, attempts, available_at, created_at, order_key, order_seq)`+
-				` VALUES ('x', 'T', 'A', '{}', CASE WHEN EXISTS (SELECT 1 FROM `+b.quoted()+` WHERE order_key = 'A' AND status <> 1 AND status < 5) THEN 4 ELSE 0 END, 0, `+
-				t0+`, `+t0+`, 'A', 1)`] = check{"order_idx", scan}
+			// order index: inside the event INSERT on PostgreSQL, in the key upsert's
+			// RETURNING on SQLite.
+			if b.d == outbox.SQLite {
+				cases[`INSERT INTO `+kt+` (order_key, last_seq, updated_at) VALUES ('A', 1, `+t0+`), ('B', 2, `+t0+`)`+
+					` ON CONFLICT (order_key) DO UPDATE SET last_seq = last_seq + excluded.last_seq, updated_at = excluded.updated_at`+
+					` RETURNING order_key, last_seq, EXISTS (SELECT 1 FROM `+b.quoted()+` e WHERE e.order_key = `+kt+`.order_key AND e.status <> 1 AND e.status < 5)`] = check{"order_idx", "SCAN e"}
+			} else {
+				cases[`INSERT INTO `+b.quoted()+` (event_id, event_type, aggregate_type, payload, status, attempts, available_at, created_at, order_key, order_seq)`+
+					` VALUES ('x', 'T', 'A', '{}', CASE WHEN EXISTS (SELECT 1 FROM `+b.quoted()+` WHERE order_key = 'A' AND status <> 1 AND status < 5) THEN 4 ELSE 0 END, 0, `+
+					t0+`, `+t0+`, 'A', 1)`] = check{"order_idx", scan}
+			}
 			if b.d == outbox.Postgres {
 				// The one statement of an ordered write: the key upsert's version check
 				// probes the key table's primary key, the event's status the order index.
