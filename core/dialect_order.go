@@ -119,8 +119,9 @@ func (d *dialect) snapshotKeysQuery(t tableName, keys []keyCount) query {
 // that is not DONE; without (MySQL), each statement is one key, and its
 // result's LastInsertId is 0 after an insert (the counter is then the count), else
 // twice the counter after the update, plus 1 when the row was, before the update, the
-// version snap (what snapshotKeysQuery read of the key) holds.
-func (d *dialect) lockKeysQueries(t tableName, keys []keyCount, snap map[string]keySnapshot) []query {
+// version snap (what snapshotKeysQuery read of the key) holds. now is the process's
+// clock, which sets updated_at where it is the database's (processClock).
+func (d *dialect) lockKeysQueries(t tableName, keys []keyCount, snap map[string]keySnapshot, now time.Time) []query {
 	kt := d.qualified(keyTable(t))
 	if !d.lockKeysReturning {
 		qs := make([]query, len(keys))
@@ -141,14 +142,14 @@ func (d *dialect) lockKeysQueries(t tableName, keys []keyCount, snap map[string]
 	}
 	var qs []query
 	per := min(d.maxIDs, d.maxBindParams/3)
-	// The key rows' updated_at: the database's clock, or with processClock the
-	// process's, bound (it is the same clock, and SQLite's strftime('now') cost a key
+	// The key rows' updated_at: the database's clock, or with processClock now, bound
+	// (the process's clock is the database's, and SQLite's strftime('now') cost a key
 	// upsert a sixth of its CPU).
 	var at any
 	if d.processClock {
-		at, _ = d.encodeTime(time.Now()) // fails only outside the years 1 to 9999
+		at, _ = d.time(now) // fails only outside the years 1 to 9999: the clock below
 	}
-	now := func(b *builder) string {
+	updatedAt := func(b *builder) string {
 		if at != nil {
 			return b.arg(at)
 		}
@@ -164,7 +165,7 @@ func (d *dialect) lockKeysQueries(t tableName, keys []keyCount, snap map[string]
 			if i > 0 {
 				b.w(", ")
 			}
-			b.w("(", b.arg(k.key), ", ", b.arg(k.n), ", ", now(b), ")")
+			b.w("(", b.arg(k.key), ", ", b.arg(k.n), ", ", updatedAt(b), ")")
 		}
 		target := "k."
 		if d.upsertTargetBare {

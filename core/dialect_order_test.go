@@ -24,7 +24,7 @@ func orderGoldenQueries(dd *dialect) []query {
 	if dd.headBySnapshot {
 		out = append(out, dd.snapshotKeysQuery(tb, keys))
 	}
-	out = append(out, dd.lockKeysQueries(tb, keys, map[string]keySnapshot{"A": {seq: 5, at: 7}})...)
+	out = append(out, dd.lockKeysQueries(tb, keys, map[string]keySnapshot{"A": {seq: 5, at: 7}}, goldenT0)...)
 	q, _ := dd.promoteQuery(tb, PromoteParams{Keys: []string{"A", "B"}, DeadBlocks: true})
 	out = append(out, q)
 	q, _ = dd.promoteQuery(tb, PromoteParams{Limit: 100})
@@ -137,11 +137,20 @@ func TestOrderGoldenSQL(t *testing.T) {
 	}
 	for _, d := range allDialects {
 		var got []string
-		for _, q := range orderGoldenQueries(d.builder()) {
+		qs := orderGoldenQueries(d.builder())
+		for _, q := range qs {
 			got = append(got, q.SQL)
 		}
 		if !reflect.DeepEqual(got, want[d.Name()]) {
 			t.Errorf("%s:\n got: %q\nwant: %q", d.Name(), got, want[d.Name()])
+		}
+		// SQLite's key upsert binds updated_at: the time it was given (in a zone two
+		// hours east of UTC), in UTC, in the form of the table's other times.
+		if d == SQLite {
+			wantArgs := []any{"A", int64(2), goldenT0S, "B", int64(1), goldenT0S}
+			if !reflect.DeepEqual(qs[0].Args, wantArgs) {
+				t.Errorf("sqlite key upsert args\n got: %#v\nwant: %#v", qs[0].Args, wantArgs)
+			}
 		}
 	}
 }

@@ -535,7 +535,7 @@ func (s *sqlStore) queryKeys(ctx context.Context, exec Executor, keys []keyCount
 // found without such an event.
 func (s *sqlStore) lockKeys(ctx context.Context, exec Executor, events []Event, keys []keyCount, snap map[string]keySnapshot) (map[string]bool, error) {
 	top := make(map[string]int64, len(keys))
-	qs := s.d.lockKeysQueries(s.table, keys, snap)
+	qs := s.d.lockKeysQueries(s.table, keys, snap, time.Now())
 	if !s.d.lockKeysReturning {
 		idle := make(map[string]bool, len(keys))
 		for i, q := range qs {
