@@ -273,8 +273,9 @@ type dialect struct {
 	// not DONE (an EXISTS on the order index), and the event INSERT writes the statuses
 	// Insert decides from it, as a plain INSERT that returns nothing. The same snapshot
 	// argument holds (SQLite: the upsert holds the one write lock, so what it reads is
-	// every commit), with one RETURNING fewer a write: an A/B of W1o / W1 on SQLite gave
-	// 0.64 with the INSERT deciding and 0.69 with the upsert (docs/BENCHMARKS.md).
+	// every commit), with one result set fewer a write: eight alternations of W1o / W1
+	// on SQLite gave a median of 0.625 with the INSERT deciding and 0.665 with the
+	// upsert (docs/BENCHMARKS.md).
 	headInUpsert bool
 	// headByVersion, with headInInsert, writes a transaction's ordered events in one
 	// statement (insertByVersionQuery): the key upsert and the event INSERT of
