@@ -141,7 +141,6 @@ func (d *dialect) lockKeysQueries(t tableName, keys []keyCount, snap map[string]
 		return qs
 	}
 	var qs []query
-	per := min(d.maxIDs, d.maxBindParams/3)
 	// The key rows' updated_at: the database's clock, or with processClock now, bound
 	// (the process's clock is the database's, and SQLite's strftime('now') cost a key
 	// upsert a sixth of its CPU).
@@ -155,6 +154,11 @@ func (d *dialect) lockKeysQueries(t tableName, keys []keyCount, snap map[string]
 		}
 		return d.dbNow
 	}
+	argsPerKey := 2
+	if at != nil {
+		argsPerKey = 3
+	}
+	per := min(d.maxIDs, d.maxBindParams/argsPerKey)
 	for start := 0; start < len(keys); start += per {
 		b := d.newBuilder()
 		b.w("INSERT INTO ", kt, " AS k (order_key, last_seq, updated_at) VALUES ")
