@@ -123,6 +123,9 @@ type options struct {
 	// maxConns sizes the pool: open = idle = maxConns; 0 keeps database/sql's
 	// defaults (unlimited open, 2 idle), -1 picks per database (see poolSize).
 	maxConns int
+	// nodeGOMAXPROCS is GOMAXPROCS of the node processes of w1m, w1m1, w6 and w6m;
+	// 0 leaves the runtime's default (the machine's CPUs).
+	nodeGOMAXPROCS int
 
 	postgresDSN string
 	mysqlDSN    string
@@ -232,6 +235,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.pollBatch, "poll-batch", 0, "poller batch size (0: library default)")
 	fs.DurationVar(&o.doneWindow, "done-window", 0, "Config.DoneBatchWindow (0: library default, 2ms; -1: no window)")
 	fs.IntVar(&o.maxConns, "max-conns", -1, "connection pool size, open = idle (0: database/sql defaults; -1: 1 on SQLite, producers+workers+4 elsewhere)")
+	fs.IntVar(&o.nodeGOMAXPROCS, "node-gomaxprocs", 0, "GOMAXPROCS of the node processes of w1m, w1m1, w6 and w6m (0: the runtime's default, the machine's CPUs)")
 	fs.StringVar(&o.postgresDSN, "postgres-dsn", "", "PostgreSQL DSN (pgx); empty starts a throwaway server with scripts/testdb.sh")
 	fs.StringVar(&o.mysqlDSN, "mysql-dsn", "", "MariaDB/MySQL DSN (go-sql-driver, with parseTime=true&loc=UTC); empty starts a throwaway server")
 	fs.StringVar(&o.sqliteDir, "sqlite-dir", "", "directory for the SQLite files (default: a temp dir, removed at the end)")
@@ -282,6 +286,9 @@ func parseFlags(args []string) (options, error) {
 					"(checked against the server's settings), or leave out the DSN", strings.Join(o.durabilities, ","), kind)
 			}
 		}
+	}
+	if o.nodeGOMAXPROCS < 0 {
+		return o, errors.New("-node-gomaxprocs must not be negative")
 	}
 	if o.repeat < 1 || o.producers < 1 || o.w2Events < 1 || o.w3Rate < 1 || o.w3Duration <= 0 {
 		return o, errors.New("-repeat, -producers, -w2-events, -w3-rate and -w3-duration must be positive")

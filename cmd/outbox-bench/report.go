@@ -53,6 +53,9 @@ type settings struct {
 	PollBatch     string `json:"poll_batch"`
 	DoneWindow    string `json:"done_batch_window"`
 	MaxConns      string `json:"max_conns"`
+	// NodeGOMAXPROCS is GOMAXPROCS of the node processes (w1m, w1m1, w6, w6m), when
+	// -node-gomaxprocs set it.
+	NodeGOMAXPROCS int `json:"node_gomaxprocs,omitempty"`
 	// Durability lists the durability settings of the databases run, "fast" and/or
 	// "durable" (see database.Durability).
 	Durability      []string `json:"durability"`
@@ -186,7 +189,7 @@ func newReport(o options) *report {
 			W3Rate: o.w3Rate, W3Duration: o.w3Duration.String(), W4Rows: o.w4Rows, PayloadBytes: o.payloadSize,
 			Workers: def(o.workers), HotQueue: def(o.hotQueue), ColdQueue: def(o.coldQueue), PollInterval: poll,
 			PollBatch: def(o.pollBatch), DoneWindow: o.doneWindow.String(), MaxConns: maxConns(o.maxConns),
-			Durability: o.durabilities,
+			Durability: o.durabilities, NodeGOMAXPROCS: o.nodeGOMAXPROCS,
 		},
 	}
 	if slices.Contains(o.workloads, "sustain") {
@@ -357,6 +360,9 @@ func (r *report) markdown() string {
 	fmt.Fprintf(&sb, "\n%d CPUs (%s), %d MB RAM, %s, GOMAXPROCS %d; load average %s -> %s\n",
 		r.Machine.NumCPU, r.Machine.CPUModel, r.Machine.MemTotalMB, r.Machine.GoVersion, r.Machine.GOMAXPROCS,
 		r.LoadAvgStart, r.LoadAvgEnd)
+	if r.Settings.NodeGOMAXPROCS > 0 {
+		fmt.Fprintf(&sb, "\nNode processes (w1m, w1m1, w6, w6m): GOMAXPROCS %d.\n", r.Settings.NodeGOMAXPROCS)
+	}
 	for _, d := range r.Databases {
 		fmt.Fprintf(&sb, "\n### %s, %s commits (%s; pool %s)\n\n", d.Name, d.Durability, d.Version, d.PoolSize)
 		fmt.Fprintf(&sb, "Server settings: %s.\n\n", d.ServerSettings)
