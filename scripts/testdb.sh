@@ -28,6 +28,9 @@
 #   TESTDB_DURABLE     1: start the server with durable commits instead of the fast
 #                      settings below (benchmarks of a production-like server); unset,
 #                      empty or 0: the fast settings (the tests use these)
+#   TESTDB_MYSQL_ARGS  more mariadbd options, split on whitespace and given after the
+#                      script's own, for profiling a benchmark's server (for example
+#                      --performance-schema=ON); the tests and CI leave it unset
 #
 # By default the settings favour speed over durability (PostgreSQL: fsync=off,
 # synchronous_commit=off, full_page_writes=off; MariaDB: no binary log, no doublewrite
@@ -266,6 +269,8 @@ start_mysql() {
 	if [ -n "$DURABLE" ]; then
 		durability=(--innodb-flush-log-at-trx-commit=1 --innodb-doublewrite=1) mode=durable
 	fi
+	local extra=()
+	read -r -a extra <<<"${TESTDB_MYSQL_ARGS:-}"
 	local port attempt i started=
 	for attempt in 1 2 3 4 5; do
 		port=$(free_port)
@@ -279,7 +284,7 @@ start_mysql() {
 			--bind-address=127.0.0.1 --port="$port" --skip-name-resolve \
 			--skip-log-bin "${durability[@]}" --innodb-buffer-pool-size=128M --innodb-fast-shutdown=2 \
 			--max-connections=1000 --character-set-server=utf8mb4 --collation-server=utf8mb4_general_ci \
-			</dev/null >/dev/null 2>&1 &
+			"${extra[@]}" </dev/null >/dev/null 2>&1 &
 		for i in $(seq 1 600); do
 			if "$client" --no-defaults --protocol=socket --socket="$dir/mysqld.sock" -u root -e 'SELECT 1' >/dev/null 2>&1; then
 				started=1
