@@ -274,7 +274,7 @@ start_mysql() {
 	local port attempt i started=
 	for attempt in 1 2 3 4 5; do
 		port=$(free_port)
-		log "starting mariadbd on 127.0.0.1:$port (attempt $attempt, $mode commits)"
+		log "starting mariadbd on 127.0.0.1:$port (attempt $attempt, $mode commits${TESTDB_MYSQL_ARGS:+; TESTDB_MYSQL_ARGS: $TESTDB_MYSQL_ARGS})"
 		# setsid and closed descriptors: the server outlives this script and holds none
 		# of its caller's pipes open.
 		setsid bash -c 'as_user=$1; shift; if [ "$(id -u)" -eq 0 ]; then exec runuser -u "$as_user" -- "$@"; else exec "$@"; fi' \
