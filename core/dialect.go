@@ -259,6 +259,8 @@ type dialect struct {
 	// not DONE, and the upsert that takes the lock reports whether the row is still the
 	// version that read saw (lockKeysQueries). If it is, the read saw every commit of
 	// the key, so a key it saw idle is idle; if not, the key's events wait for a promote.
+	// Keys that the promote after a DONE outcome read idle need no read in the writer's
+	// transaction (idleKeys).
 	headBySnapshot bool
 	// headInInsert, with headInTx, lets the event INSERT itself decide whether the
 	// first event of each key is NEW, with an EXISTS per row, instead of a read before

@@ -388,6 +388,34 @@ func (d *dialect) promoteQuery(t tableName, p PromoteParams) (query, error) {
 	return b.query(), nil
 }
 
+// promoteIdleQuery builds, on MySQL (headBySnapshot), promoteQuery's read of the heads of
+// p.Keys together with what snapshotKeysQuery reads of those of the keys that have no
+// event left that is not DONE (idleKeys): rows (event_id, NULL, NULL, NULL) for the
+// heads, then (NULL, order_key, last_seq, updated_at as microseconds since
+// snapshotEpoch) for the idle keys. One statement, so one consistent read per part.
+func (d *dialect) promoteIdleQuery(t tableName, p PromoteParams) (query, error) {
+	if len(p.Keys) == 0 || len(p.IDs) > 0 || !d.headBySnapshot {
+		return query{}, invalidParams("promote", "an idle-key read needs Keys on MySQL")
+	}
+	heads, err := d.promoteQuery(t, p)
+	if err != nil {
+		return query{}, err
+	}
+	b := d.newBuilder()
+	b.args = heads.Args
+	b.w("SELECT p.event_id, NULL, NULL, NULL FROM (", heads.SQL, ") p UNION ALL SELECT NULL, k.order_key, k.last_seq, TIMESTAMPDIFF(MICROSECOND, ",
+		snapshotEpoch, ", k.updated_at) FROM ", d.qualified(keyTable(t)), " k WHERE k.order_key IN (")
+	for i, k := range p.Keys {
+		if i > 0 {
+			b.w(", ")
+		}
+		b.w(b.arg(k))
+	}
+	b.w(") AND NOT EXISTS (SELECT 1 FROM ", d.qualified(t), " e FORCE INDEX (", d.quote(t.indexName(orderIndexSuffix)), ") WHERE e.",
+		d.orderColumn(), " = k.order_key)")
+	return b.query(), nil
+}
+
 // promotedReadQuery builds the read of the rows a promote on MySQL made NEW (the ids
 // promoteIDsQueries updated), with [PromoteParams.Read]: by primary key, those still
 // NEW (and still claimed by p.Token, when set). A row finished or rescheduled since is

@@ -11,7 +11,8 @@ import (
 
 // The statements of ordered delivery, as each dialect builds them: on MySQL the read of
 // keys A and B before their lock, the key upserts of
-// an insert of keys A (2 events) and B (1), Promote of keys A and B with DEAD blocking,
+// an insert of keys A (2 events) and B (1), Promote of keys A and B with DEAD blocking
+// (on MySQL also the same read with the keys found idle, promoteIdleQuery),
 // Promote of any key (on MySQL the reads of the heads), the update by ID of two heads
 // with a claim (MySQL's second statement), the purge of the key table, and an insert
 // of one ordered and one unordered event; on PostgreSQL then the one-statement write of
@@ -27,6 +28,10 @@ func orderGoldenQueries(dd *dialect) []query {
 	out = append(out, dd.lockKeysQueries(tb, keys, map[string]keySnapshot{"A": {seq: 5, at: 7}}, goldenT0)...)
 	q, _ := dd.promoteQuery(tb, PromoteParams{Keys: []string{"A", "B"}, DeadBlocks: true})
 	out = append(out, q)
+	if dd.headBySnapshot {
+		q, _ = dd.promoteIdleQuery(tb, PromoteParams{Keys: []string{"A", "B"}, DeadBlocks: true})
+		out = append(out, q)
+	}
 	q, _ = dd.promoteQuery(tb, PromoteParams{Limit: 100})
 	out = append(out, q)
 	out = append(out, dd.promoteIDsQueries(tb, []string{"a", "b"}, PromoteParams{Token: "n/1", TTL: time.Second})...)
@@ -117,6 +122,7 @@ func TestOrderGoldenSQL(t *testing.T) {
 			"INSERT INTO `outbox_event_key` (order_key, last_seq, updated_at) VALUES (?, ?, UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE last_seq = LAST_INSERT_ID((last_seq + VALUES(last_seq)) * 2 + (last_seq <=> ? AND TIMESTAMPDIFF(MICROSECOND, '2000-01-01 00:00:00', updated_at) <=> ?)) DIV 2, updated_at = VALUES(updated_at)",
 			"INSERT INTO `outbox_event_key` (order_key, last_seq, updated_at) VALUES (?, ?, UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE last_seq = LAST_INSERT_ID((last_seq + VALUES(last_seq)) * 2 + (last_seq <=> ? AND TIMESTAMPDIFF(MICROSECOND, '2000-01-01 00:00:00', updated_at) <=> ?)) DIV 2, updated_at = VALUES(updated_at)",
 			"SELECT w.event_id FROM (SELECT (SELECT f.event_id FROM `outbox_event` f FORCE INDEX (`outbox_event_order_idx`) WHERE f.order_open_key = k.order_key ORDER BY f.order_seq LIMIT 1) AS id FROM `outbox_event_key` k WHERE k.order_key IN (?, ?)) h JOIN `outbox_event` w ON w.event_id = h.id WHERE w.status = 4 AND NOT EXISTS (SELECT 1 FROM `outbox_event` a FORCE INDEX (`outbox_event_order_idx`) WHERE a.order_open_key = w.order_open_key AND a.status IN (0, 2, 3)) LIMIT ?",
+			"SELECT p.event_id, NULL, NULL, NULL FROM (SELECT w.event_id FROM (SELECT (SELECT f.event_id FROM `outbox_event` f FORCE INDEX (`outbox_event_order_idx`) WHERE f.order_open_key = k.order_key ORDER BY f.order_seq LIMIT 1) AS id FROM `outbox_event_key` k WHERE k.order_key IN (?, ?)) h JOIN `outbox_event` w ON w.event_id = h.id WHERE w.status = 4 AND NOT EXISTS (SELECT 1 FROM `outbox_event` a FORCE INDEX (`outbox_event_order_idx`) WHERE a.order_open_key = w.order_open_key AND a.status IN (0, 2, 3)) LIMIT ?) p UNION ALL SELECT NULL, k.order_key, k.last_seq, TIMESTAMPDIFF(MICROSECOND, '2000-01-01 00:00:00', k.updated_at) FROM `outbox_event_key` k WHERE k.order_key IN (?, ?) AND NOT EXISTS (SELECT 1 FROM `outbox_event` e FORCE INDEX (`outbox_event_order_idx`) WHERE e.order_open_key = k.order_key)",
 			"SELECT w.event_id FROM `outbox_event` w WHERE w.order_open_key IS NOT NULL AND w.status = 4 AND w.order_seq = (SELECT MIN(m.order_seq) FROM `outbox_event` m FORCE INDEX (`outbox_event_order_idx`) WHERE m.order_open_key = w.order_open_key AND m.status = 4) AND NOT EXISTS (SELECT 1 FROM `outbox_event` a FORCE INDEX (`outbox_event_order_idx`) WHERE a.order_open_key = w.order_open_key AND a.status IN (0, 2)) LIMIT ?",
 			"UPDATE `outbox_event` FORCE INDEX (PRIMARY) SET status = 0, locked_by = ?, locked_until = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND WHERE event_id IN (?, ?) AND status = 4",
 			"SELECT order_key FROM `outbox_event_key` WHERE order_key > ? ORDER BY order_key LIMIT 1 OFFSET ?",

@@ -41,6 +41,7 @@ type sqlStore struct {
 	table   tableName
 	timeout time.Duration
 	stmts   *stmtCache // nil when d.cachedStatements is 0; see on
+	idle    *idleKeys  // keys seen idle outside a writer's transaction (MySQL); nil elsewhere
 }
 
 var (
@@ -77,6 +78,9 @@ func NewSQLStore(db *sql.DB, d Dialect, cfg SQLStoreConfig) (Store, error) {
 	s := &sqlStore{db: db, d: d.builder(), table: t, timeout: cfg.QueryTimeout}
 	if n := s.d.cachedStatements; n > 0 {
 		s.stmts = newStmtCache(db, n)
+	}
+	if s.d.headBySnapshot {
+		s.idle = newIdleKeys()
 	}
 	return s, nil
 }
@@ -322,16 +326,40 @@ func (s *sqlStore) insertByVersion(ctx context.Context, exec Executor, p InsertP
 func (s *sqlStore) insert(ctx context.Context, exec Executor, p InsertParams, keys []keyCount) (InsertResult, error) {
 	var heads, candidates map[string]bool
 	if len(keys) > 0 {
-		var snap map[string]keySnapshot
+		var snap, cached map[string]keySnapshot
 		if s.d.headBySnapshot {
-			var err error
-			if snap, err = s.snapshotKeys(ctx, exec, keys); err != nil {
-				return InsertResult{}, fmt.Errorf("insert events: read order keys: %w", err)
+			// Keys a promote saw idle need no read here (idleKeys).
+			read := keys
+			if s.idle != nil {
+				cached, read = s.idle.take(keys)
+			}
+			if len(read) > 0 {
+				var err error
+				if snap, err = s.snapshotKeys(ctx, exec, read); err != nil {
+					return InsertResult{}, fmt.Errorf("insert events: read order keys: %w", err)
+				}
+			}
+			if cached != nil {
+				if snap == nil {
+					snap = make(map[string]keySnapshot, len(cached))
+				}
+				for k, v := range cached {
+					snap[k] = v
+				}
 			}
 		}
 		idle, err := s.lockKeys(ctx, exec, p.Events, keys, snap)
 		if err != nil {
 			return InsertResult{}, fmt.Errorf("insert events: lock order keys: %w", err)
+		}
+		if cached != nil {
+			stale := 0
+			for k := range cached {
+				if !idle[k] {
+					stale++
+				}
+			}
+			s.idle.report(len(cached), stale)
 		}
 		if s.d.headInInsert {
 			candidates = markHeads(p.Events, map[string]bool{})
@@ -642,13 +670,18 @@ func (s *sqlStore) Promote(ctx context.Context, p PromoteParams) (PromoteResult,
 			batch.IDs = ids[:min(len(ids), s.d.maxIDs)]
 			ids = ids[len(batch.IDs):]
 		}
-		q, err := s.d.promoteQuery(s.table, batch)
+		withIdle := s.idle != nil && len(batch.Keys) > 0
+		build := s.d.promoteQuery
+		if withIdle {
+			build = s.d.promoteIdleQuery
+		}
+		q, err := build(s.table, batch)
 		if err != nil {
 			return res, fmt.Errorf("promote: %w", err)
 		}
 		switch {
 		case s.d.orderOpenColumn != "":
-			err = s.promoteRead(ctx, q, batch, &res)
+			err = s.promoteRead(ctx, q, batch, withIdle, &res)
 		case p.Read:
 			err = s.promoteReturning(ctx, q, &res)
 		default:
@@ -696,8 +729,9 @@ func (s *sqlStore) readPromoted(ctx context.Context, q query, res *PromoteResult
 
 // promoteRead is a promote on MySQL (see dialect.promoteQuery): the heads read by q,
 // then updated by primary key, in ID order, while still WAITING; with p.Read, the rows
-// that are then NEW are read by primary key.
-func (s *sqlStore) promoteRead(ctx context.Context, q query, p PromoteParams, res *PromoteResult) error {
+// that are then NEW are read by primary key. With idle, q is promoteIdleQuery, whose
+// idle keys go to s.idle.
+func (s *sqlStore) promoteRead(ctx context.Context, q query, p PromoteParams, idle bool, res *PromoteResult) error {
 	rctx, cancel := s.withTimeout(ctx)
 	rows, err := s.db.QueryContext(rctx, q.SQL, q.Args...)
 	if err != nil {
@@ -707,12 +741,27 @@ func (s *sqlStore) promoteRead(ctx context.Context, q query, p PromoteParams, re
 	var ids []string
 	for rows.Next() {
 		var id string
-		if err := rows.Scan(&id); err != nil {
+		var err error
+		if idle {
+			var head, key sql.NullString
+			var seq, at sql.NullInt64
+			if err = rows.Scan(&head, &key, &seq, &at); err == nil {
+				id = head.String
+				if !head.Valid && key.Valid && seq.Valid && at.Valid {
+					s.idle.put(key.String, keySnapshot{seq: seq.Int64, at: at.Int64})
+				}
+			}
+		} else {
+			err = rows.Scan(&id)
+		}
+		if err != nil {
 			rows.Close()
 			cancel()
 			return err
 		}
-		ids = append(ids, id)
+		if id != "" {
+			ids = append(ids, id)
+		}
 	}
 	err = errors.Join(rows.Err(), rows.Close())
 	cancel()

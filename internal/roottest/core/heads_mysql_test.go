@@ -122,3 +122,139 @@ func TestMySQLHeadsFollowTheSnapshot(t *testing.T) {
 		})
 	}
 }
+
+// TestMySQLHeadsFollowThePromotesRead checks the writes that use what a promote of
+// finished keys read of them instead of reading the keys themselves: a key the promote
+// saw idle takes its next event NEW without a read in the writer's transaction, as long
+// as the key's row is still the version the promote saw; a key written since (by a
+// process that did not see the promote), or purged and written again, leaves the event
+// WAITING. The promote's read is used once: a writer that rolls back leaves the next
+// writer to read the key itself.
+func TestMySQLHeadsFollowThePromotesRead(t *testing.T) {
+	t.Parallel()
+	base := time.Date(2031, 5, 1, 0, 0, 0, 0, time.UTC)
+	ordered := func(id string) outbox.Event {
+		e := testEvent(id, base)
+		e.OrderKey = "K"
+		return e
+	}
+	// Steps run with this process's store (s) or another process's (other), which
+	// shares the table but not what this one's promotes read.
+	type step func(t *testing.T, s, other sqlTestStore, db *sql.DB)
+	insert := func(id string, byOther bool) step {
+		return func(t *testing.T, s, other sqlTestStore, db *sql.DB) {
+			t.Helper()
+			if byOther {
+				s = other
+			}
+			if _, err := s.Insert(t.Context(), db, outbox.InsertParams{Events: []outbox.Event{ordered(id)}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	done := func(id string) step {
+		return func(t *testing.T, s, _ sqlTestStore, _ *sql.DB) {
+			t.Helper()
+			if _, err := s.MarkDone(t.Context(), outbox.MarkDoneParams{IDs: []string{id}, DoneAt: base}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	promote := func(t *testing.T, s, _ sqlTestStore, _ *sql.DB) { // as the dispatcher does after a DONE
+		t.Helper()
+		if _, err := s.Promote(t.Context(), outbox.PromoteParams{Keys: []string{"K"}, DeadBlocks: true, Read: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	purge := func(t *testing.T, _, other sqlTestStore, _ *sql.DB) {
+		t.Helper()
+		if _, err := other.Purge(t.Context(), outbox.PurgeParams{Before: time.Now().Add(time.Hour), Limit: 100}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rolledBack := func(t *testing.T, s, _ sqlTestStore, db *sql.DB) { // a writer that takes the promote's read, then rolls back
+		t.Helper()
+		tx, err := db.BeginTx(t.Context(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Insert(t.Context(), tx, outbox.InsertParams{Events: []outbox.Event{ordered("undone")}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cases := []struct {
+		name    string
+		steps   []step
+		want    outbox.Status
+		seq     int64
+		selects int // SELECT statements the write runs in its transaction
+	}{
+		{name: "promote saw the key idle", steps: []step{insert("e1", false), done("e1"), promote},
+			want: outbox.StatusNew, seq: 2, selects: 0},
+		{name: "no promote", steps: []step{insert("e1", false), done("e1")}, want: outbox.StatusNew, seq: 2, selects: 1},
+		{name: "promote saw the key open", steps: []step{insert("e1", false), promote}, want: outbox.StatusWaiting, seq: 2, selects: 1},
+		{name: "promote promoted the next event", steps: []step{insert("e1", false), insert("e2", false), done("e1"), promote},
+			want: outbox.StatusWaiting, seq: 3, selects: 1},
+		{name: "key written by another process since", steps: []step{insert("e1", false), done("e1"), promote, insert("e2", true), done("e2")},
+			want: outbox.StatusWaiting, seq: 3, selects: 0}, // conservative: a promote moves it on
+		{name: "key written by this process since", steps: []step{insert("e1", false), done("e1"), promote, insert("e2", false)},
+			want: outbox.StatusWaiting, seq: 3, selects: 1},
+		// Purged and written again to last_seq 1: only updated_at tells the versions apart.
+		{name: "key purged and written again since", steps: []step{insert("e1", false), done("e1"), promote, purge, insert("e2", true)},
+			want: outbox.StatusWaiting, seq: 2, selects: 0},
+		{name: "key purged since", steps: []step{insert("e1", false), done("e1"), promote, purge},
+			want: outbox.StatusNew, seq: 1, selects: 0},
+		{name: "writer rolled back", steps: []step{insert("e1", false), done("e1"), promote, rolledBack},
+			want: outbox.StatusNew, seq: 2, selects: 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			b := setupMySQL(t)
+			ctx := t.Context()
+			other, err := sqlStore(b.db, outbox.MySQL, outbox.SQLStoreConfig{Table: b.table})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range c.steps {
+				s(t, b.store, other, b.db)
+			}
+			tx, err := b.db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tx.Rollback() }()
+			before := comSelect(t, tx)
+			last := []outbox.Event{ordered("last")}
+			if _, err := b.store.Insert(ctx, tx, outbox.InsertParams{Events: last}); err != nil {
+				t.Fatal(err)
+			}
+			if n := comSelect(t, tx) - before; n != c.selects {
+				t.Errorf("the write ran %d SELECTs in its transaction, want %d", n, c.selects)
+			}
+			if last[0].Status != c.want || last[0].OrderSeq != c.seq {
+				t.Errorf("Insert reported %s, OrderSeq %d; want %s, %d", last[0].Status, last[0].OrderSeq, c.want, c.seq)
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			if e, err := b.store.Get(ctx, "last"); err != nil || e.Status != c.want {
+				t.Errorf("last stored as %s (%v), want %s", e.Status, err, c.want)
+			}
+		})
+	}
+}
+
+// comSelect returns how many SELECT statements tx's session has run.
+func comSelect(t *testing.T, tx *sql.Tx) int {
+	t.Helper()
+	var name string
+	var n int
+	if err := tx.QueryRowContext(t.Context(), "SHOW SESSION STATUS LIKE 'Com_select'").Scan(&name, &n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

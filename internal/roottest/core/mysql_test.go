@@ -302,13 +302,21 @@ func TestMySQLQueriesUseIndexes(t *testing.T) {
 		"SELECT k.order_key, k.last_seq, TIMESTAMPDIFF(MICROSECOND, '2000-01-01 00:00:00', k.updated_at), EXISTS (SELECT 1 FROM " + b.quoted() +
 			" e FORCE INDEX (`outbox_event_order_idx`) WHERE e.order_open_key = k.order_key) FROM " + keyTable + " k WHERE k.order_key IN ('K1', 'K2')",
 		`UPDATE ` + b.quoted() + ` SET status = 0 WHERE event_id IN ('e-00001', 'e-00002') AND status = 4`,
+		// The promote of finished keys, which also reads the keys it finds idle.
+		"SELECT p.event_id, NULL, NULL, NULL FROM (SELECT w.event_id FROM (SELECT (SELECT f.event_id FROM " + b.quoted() +
+			" f FORCE INDEX (`outbox_event_order_idx`) WHERE f.order_open_key = k.order_key ORDER BY f.order_seq LIMIT 1) AS id FROM " + keyTable +
+			" k WHERE k.order_key IN ('K1', 'K2')) h JOIN " + b.quoted() + " w ON w.event_id = h.id WHERE w.status = 4 AND NOT EXISTS (SELECT 1 FROM " +
+			b.quoted() + " a FORCE INDEX (`outbox_event_order_idx`) WHERE a.order_open_key = w.order_open_key AND a.status IN (0, 2, 3)) LIMIT 2) p" +
+			" UNION ALL SELECT NULL, k.order_key, k.last_seq, TIMESTAMPDIFF(MICROSECOND, '2000-01-01 00:00:00', k.updated_at) FROM " + keyTable +
+			" k WHERE k.order_key IN ('K1', 'K2') AND NOT EXISTS (SELECT 1 FROM " + b.quoted() +
+			" e FORCE INDEX (`outbox_event_order_idx`) WHERE e.order_open_key = k.order_key)",
 		// A key purge's batch: a stretch of the key table's primary key.
 		"DELETE FROM " + keyTable + " WHERE order_key > 'K1' AND order_key <= 'K3' AND updated_at < " + t0 + " AND NOT EXISTS (SELECT 1 FROM " +
 			b.quoted() + " e WHERE e.order_open_key = " + keyTable + ".order_key)"} {
 		plan := mysqlPlan(t, b.db, q)
 		for _, row := range plan {
 			switch row["table"] {
-			case "m", "a", "e":
+			case "m", "a", "e", "f":
 				if !strings.HasSuffix(row["key"], "order_idx") {
 					t.Errorf("%s\nplan %v: table %s does not use order_idx", q, plan, row["table"])
 				}
