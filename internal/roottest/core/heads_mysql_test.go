@@ -15,12 +15,8 @@ import (
 // written again) must leave the event WAITING, behind the event it cannot see.
 func TestMySQLHeadsFollowTheSnapshot(t *testing.T) {
 	t.Parallel()
-	base := time.Date(2031, 5, 1, 0, 0, 0, 0, time.UTC)
-	ordered := func(id string) outbox.Event {
-		e := testEvent(id, base)
-		e.OrderKey = "K"
-		return e
-	}
+	base := headsBase
+	ordered := orderedOnK
 	type step func(t *testing.T, b sqlBundle, snapshot *sql.Tx)
 	insert := func(id string) step { // committed by itself while the snapshot is open
 		return func(t *testing.T, b sqlBundle, _ *sql.Tx) {
@@ -132,12 +128,8 @@ func TestMySQLHeadsFollowTheSnapshot(t *testing.T) {
 // writer to read the key itself.
 func TestMySQLHeadsFollowThePromotesRead(t *testing.T) {
 	t.Parallel()
-	base := time.Date(2031, 5, 1, 0, 0, 0, 0, time.UTC)
-	ordered := func(id string) outbox.Event {
-		e := testEvent(id, base)
-		e.OrderKey = "K"
-		return e
-	}
+	base := headsBase
+	ordered := orderedOnK
 	// Steps run with this process's store (s) or another process's (other), which
 	// shares the table but not what this one's promotes read.
 	type step func(t *testing.T, s, other sqlTestStore, db *sql.DB)
@@ -257,4 +249,14 @@ func comSelect(t *testing.T, tx *sql.Tx) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// headsBase is the creation time of the heads tests' events.
+var headsBase = time.Date(2031, 5, 1, 0, 0, 0, 0, time.UTC)
+
+// orderedOnK returns an event with ID id ordered by key K.
+func orderedOnK(id string) outbox.Event {
+	e := testEvent(id, headsBase)
+	e.OrderKey = "K"
+	return e
 }
