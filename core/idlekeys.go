@@ -25,8 +25,9 @@ import (
 //
 // Memory is bounded: at most idleKeysMax entries, and an entry is taken (removed) by the
 // write that uses it. When more than a quarter of the entries writers use turn out
-// stale (other processes write the same keys), the store stops using them for
-// idleKeysPause and writers read their keys themselves, as without it.
+// stale (other processes write the same keys), the store stops keeping and using them
+// for idleKeysPause (its promotes read no versions meanwhile) and writers read their
+// keys themselves, as without it.
 type idleKeys struct {
 	mu       sync.Mutex
 	m        map[string]keySnapshot
@@ -44,6 +45,14 @@ const (
 
 func newIdleKeys() *idleKeys {
 	return &idleKeys{m: map[string]keySnapshot{}, now: time.Now}
+}
+
+// keeping reports whether put keeps entries now (not paused by report): the promote
+// reads the idle keys' versions only then.
+func (c *idleKeys) keeping() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.now().Before(c.offUntil)
 }
 
 // put records that a read saw key idle at version s.

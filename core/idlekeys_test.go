@@ -56,6 +56,9 @@ func TestIdleKeysPauseWhenMostlyStale(t *testing.T) {
 	now := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
 	c := newIdleKeys()
 	c.now = func() time.Time { return now }
+	if !c.keeping() {
+		t.Fatal("a new cache is not keeping entries")
+	}
 	// A quarter stale exactly is tolerated.
 	c.report(idleKeysVerdict, idleKeysVerdict/4)
 	c.put("A", keySnapshot{seq: 1})
@@ -69,10 +72,13 @@ func TestIdleKeysPauseWhenMostlyStale(t *testing.T) {
 		t.Fatalf("take while off = %v, %v; want nothing (the entries are dropped)", got, rest)
 	}
 	c.put("B", keySnapshot{seq: 1})
-	if len(c.m) != 0 {
-		t.Fatal("an entry was kept while off")
+	if len(c.m) != 0 || c.keeping() {
+		t.Fatalf("while off: %d entries kept, keeping %v", len(c.m), c.keeping())
 	}
 	now = now.Add(idleKeysPause)
+	if !c.keeping() {
+		t.Fatal("not keeping after the pause")
+	}
 	c.put("B", keySnapshot{seq: 1})
 	if got, _ := c.take([]keyCount{{"B", 1}}); len(got) != 1 {
 		t.Fatal("cache still off after the pause")

@@ -670,7 +670,7 @@ func (s *sqlStore) Promote(ctx context.Context, p PromoteParams) (PromoteResult,
 			batch.IDs = ids[:min(len(ids), s.d.maxIDs)]
 			ids = ids[len(batch.IDs):]
 		}
-		withIdle := s.idle != nil && len(batch.Keys) > 0
+		withIdle := s.idle != nil && len(batch.Keys) > 0 && s.idle.keeping()
 		build := s.d.promoteQuery
 		if withIdle {
 			build = s.d.promoteIdleQuery
