@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -339,13 +340,10 @@ func (s *sqlStore) insert(ctx context.Context, exec Executor, p InsertParams, ke
 					return InsertResult{}, fmt.Errorf("insert events: read order keys: %w", err)
 				}
 			}
-			if cached != nil {
-				if snap == nil {
-					snap = make(map[string]keySnapshot, len(cached))
-				}
-				for k, v := range cached {
-					snap[k] = v
-				}
+			if snap == nil {
+				snap = cached
+			} else {
+				maps.Copy(snap, cached)
 			}
 		}
 		idle, err := s.lockKeys(ctx, exec, p.Events, keys, snap)
