@@ -94,13 +94,20 @@ type keySnapshot struct {
 // integer, so that the upsert compares it exactly.
 const snapshotEpoch = "'2000-01-01 00:00:00'"
 
+// keyVersionAt is the MySQL expression of keySnapshot.at for the key table's updated_at
+// column col: the snapshot read, the promote's read of idle keys and the upsert's version
+// check must compute it alike.
+func keyVersionAt(col string) string {
+	return "TIMESTAMPDIFF(MICROSECOND, " + snapshotEpoch + ", " + col + ")"
+}
+
 // snapshotKeysQuery builds the consistent read of keys (dialect.headBySnapshot): for
 // each key that has a row in the key table, (order_key, last_seq, updated_at as
 // microseconds since snapshotEpoch, whether the key has an event that is not DONE). It
 // is a plain SELECT, which locks nothing under READ COMMITTED and REPEATABLE READ.
 func (d *dialect) snapshotKeysQuery(t tableName, keys []keyCount) query {
 	b := d.newBuilder()
-	b.w("SELECT k.order_key, k.last_seq, TIMESTAMPDIFF(MICROSECOND, ", snapshotEpoch, ", k.updated_at), EXISTS (SELECT 1 FROM ", d.qualified(t),
+	b.w("SELECT k.order_key, k.last_seq, ", keyVersionAt("k.updated_at"), ", EXISTS (SELECT 1 FROM ", d.qualified(t),
 		" e FORCE INDEX (", d.quote(t.indexName(orderIndexSuffix)), ") WHERE e.", d.orderColumn(), " = k.order_key) FROM ",
 		d.qualified(keyTable(t)), " k WHERE k.order_key IN (")
 	for i, k := range keys {
@@ -135,7 +142,7 @@ func (d *dialect) lockKeysQueries(t tableName, keys []keyCount, snap map[string]
 			// MariaDB's SIMULTANEOUS_ASSIGNMENT): the test reads the old updated_at.
 			b.w("INSERT INTO ", kt, " (order_key, last_seq, updated_at) VALUES (", b.arg(k.key), ", ", b.arg(k.n), ", ", d.dbNow,
 				") ON DUPLICATE KEY UPDATE last_seq = LAST_INSERT_ID((last_seq + VALUES(last_seq)) * 2 + (last_seq <=> ", b.arg(seq),
-				" AND TIMESTAMPDIFF(MICROSECOND, ", snapshotEpoch, ", updated_at) <=> ", b.arg(at), ")) DIV 2, updated_at = VALUES(updated_at)")
+				" AND ", keyVersionAt("updated_at"), " <=> ", b.arg(at), ")) DIV 2, updated_at = VALUES(updated_at)")
 			qs[i] = b.query()
 		}
 		return qs
@@ -403,8 +410,8 @@ func (d *dialect) promoteIdleQuery(t tableName, p PromoteParams) (query, error) 
 	}
 	b := d.newBuilder()
 	b.args = heads.Args
-	b.w("SELECT p.event_id, NULL, NULL, NULL FROM (", heads.SQL, ") p UNION ALL SELECT NULL, k.order_key, k.last_seq, TIMESTAMPDIFF(MICROSECOND, ",
-		snapshotEpoch, ", k.updated_at) FROM ", d.qualified(keyTable(t)), " k WHERE k.order_key IN (")
+	b.w("SELECT p.event_id, NULL, NULL, NULL FROM (", heads.SQL, ") p UNION ALL SELECT NULL, k.order_key, k.last_seq, ",
+		keyVersionAt("k.updated_at"), " FROM ", d.qualified(keyTable(t)), " k WHERE k.order_key IN (")
 	for i, k := range p.Keys {
 		if i > 0 {
 			b.w(", ")
