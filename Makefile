@@ -38,9 +38,9 @@ CHAOS_RESULTS ?= $(or $(TMPDIR),/tmp)/outbox-chaos-results.jsonl
 .PHONY: chaos
 chaos: ## Run the long fault tests (CHAOS_DURATION per scenario, seeds printed) and write docs/RELIABILITY.md.
 	rm -f $(CHAOS_RESULTS)
-	status=0; OUTBOX_CHAOS_LONG=1 OUTBOX_CHAOS_DURATION=$(CHAOS_DURATION) OUTBOX_CHAOS_RESULTS=$(CHAOS_RESULTS) \
+	commit=$$(git describe --always --dirty 2>/dev/null); status=0; OUTBOX_CHAOS_LONG=1 OUTBOX_CHAOS_DURATION=$(CHAOS_DURATION) OUTBOX_CHAOS_RESULTS=$(CHAOS_RESULTS) \
 		$(GO) test -race -count=1 -timeout 4h -v ./internal/chaos/ || status=$$?; \
-	$(GO) run ./internal/chaos/cmd/scoreboard -o docs/RELIABILITY.md $(CHAOS_RESULTS) && exit $$status
+	$(GO) run ./internal/chaos/cmd/scoreboard -o docs/RELIABILITY.md -commit "$$commit" $(CHAOS_RESULTS) && exit $$status
 
 .PHONY: lint
 lint: ## go vet, gofmt check, go.mod tidiness of every module (internal/tools too), a stdlib-only root module, and api-check.

@@ -47,11 +47,12 @@ func TestScoreboard(t *testing.T) {
 		t.Fatalf("first result %+v", r)
 	}
 	var b bytes.Buffer
-	if err := WriteMarkdown(&b, results, time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)); err != nil {
+	if err := WriteMarkdown(&b, results, time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC), "abc1234"); err != nil {
 		t.Fatal(err)
 	}
 	md := b.String()
 	for _, want := range []string{
+		"run on commit `abc1234`",
 		"| kill-random | PostgreSQL | 1 |",
 		"2 (node killed after delivery: 2)",
 		"| no-faults | MariaDB | 1 |", "| 7 |", "**FAIL** (1 of 1 runs)",

@@ -1,7 +1,7 @@
 // Command scoreboard writes docs/RELIABILITY.md from the JSON-lines results of the
 // fault tests (internal/chaos, with OUTBOX_CHAOS_RESULTS set):
 //
-//	go run ./internal/chaos/cmd/scoreboard -o docs/RELIABILITY.md /tmp/chaos-results.jsonl /tmp/chaos-results-b.jsonl
+//	go run ./internal/chaos/cmd/scoreboard -o docs/RELIABILITY.md -commit $(git describe --always --dirty) /tmp/chaos-results.jsonl /tmp/chaos-results-b.jsonl
 //
 // Missing files are skipped. See internal/chaos's scoreboard.go for the line format.
 package main
@@ -18,6 +18,7 @@ import (
 
 func main() {
 	out := flag.String("o", "docs/RELIABILITY.md", "the file to write (- for stdout)")
+	commit := flag.String("commit", "", "the commit the fault tests ran, named in the file (make chaos passes git describe --always --dirty)")
 	flag.Parse()
 	if flag.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "usage: scoreboard [-o file] results.jsonl...")
@@ -33,7 +34,7 @@ func main() {
 		os.Exit(1)
 	}
 	var b bytes.Buffer
-	if err := chaos.WriteMarkdown(&b, results, time.Now()); err != nil {
+	if err := chaos.WriteMarkdown(&b, results, time.Now(), *commit); err != nil {
 		fmt.Fprintln(os.Stderr, "scoreboard:", err)
 		os.Exit(1)
 	}
