@@ -158,6 +158,29 @@ func TestMySQLHeadsFollowThePromotesRead(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A promote under DeadKeySkips, for which a DEAD event does not hold its key.
+	promoteSkipping := func(t *testing.T, s, _ sqlTestStore, _ *sql.DB) {
+		t.Helper()
+		if _, err := s.Promote(t.Context(), outbox.PromoteParams{Keys: []string{"K"}, Read: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dead := func(id string) step {
+		return func(t *testing.T, s, _ sqlTestStore, _ *sql.DB) {
+			t.Helper()
+			if _, err := s.MarkDead(t.Context(), outbox.MarkDeadParams{ID: id, DeadAt: base, Reason: "x"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	discard := func(id string) step {
+		return func(t *testing.T, s, _ sqlTestStore, _ *sql.DB) {
+			t.Helper()
+			if n, err := s.(outbox.DiscardStore).Discard(t.Context(), []string{id}, base); err != nil || n != 1 {
+				t.Fatalf("discard: %d rows, %v", n, err)
+			}
+		}
+	}
 	purge := func(t *testing.T, _, other sqlTestStore, _ *sql.DB) {
 		t.Helper()
 		if _, err := other.Purge(t.Context(), outbox.PurgeParams{Before: time.Now().Add(time.Hour), Limit: 100}); err != nil {
@@ -201,6 +224,14 @@ func TestMySQLHeadsFollowThePromotesRead(t *testing.T) {
 			want: outbox.StatusNew, seq: 1, selects: 0},
 		{name: "writer rolled back", steps: []step{insert("e1", false), done("e1"), promote, rolledBack},
 			want: outbox.StatusNew, seq: 2, selects: 1},
+		// A DEAD event is open for a writer under either policy (replay makes it NEW
+		// again without writing the key's row), so the promote keeps no version of its
+		// key, also when DEAD does not hold the key.
+		{name: "key's event DEAD", steps: []step{insert("e1", false), dead("e1"), promoteSkipping},
+			want: outbox.StatusWaiting, seq: 2, selects: 1},
+		// A DISCARDED event is finished, as a DONE one is.
+		{name: "key's event discarded", steps: []step{insert("e1", false), discard("e1"), promote},
+			want: outbox.StatusNew, seq: 2, selects: 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
