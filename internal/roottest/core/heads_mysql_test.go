@@ -152,19 +152,17 @@ func TestMySQLHeadsFollowThePromotesRead(t *testing.T) {
 			}
 		}
 	}
-	promote := func(t *testing.T, s, _ sqlTestStore, _ *sql.DB) { // as the dispatcher does after a DONE
-		t.Helper()
-		if _, err := s.Promote(t.Context(), outbox.PromoteParams{Keys: []string{"K"}, DeadBlocks: true, Read: true}); err != nil {
-			t.Fatal(err)
+	// promoteBy promotes K as the dispatcher does after a DONE outcome, under DeadKeyWaits
+	// (deadBlocks) or DeadKeySkips.
+	promoteBy := func(deadBlocks bool) step {
+		return func(t *testing.T, s, _ sqlTestStore, _ *sql.DB) {
+			t.Helper()
+			if _, err := s.Promote(t.Context(), outbox.PromoteParams{Keys: []string{"K"}, DeadBlocks: deadBlocks, Read: true}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
-	// A promote under DeadKeySkips, for which a DEAD event does not hold its key.
-	promoteSkipping := func(t *testing.T, s, _ sqlTestStore, _ *sql.DB) {
-		t.Helper()
-		if _, err := s.Promote(t.Context(), outbox.PromoteParams{Keys: []string{"K"}, Read: true}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	promote := promoteBy(true)
 	dead := func(id string) step {
 		return func(t *testing.T, s, _ sqlTestStore, _ *sql.DB) {
 			t.Helper()
@@ -227,7 +225,7 @@ func TestMySQLHeadsFollowThePromotesRead(t *testing.T) {
 		// A DEAD event is open for a writer under either policy (replay makes it NEW
 		// again without writing the key's row), so the promote keeps no version of its
 		// key, also when DEAD does not hold the key.
-		{name: "key's event DEAD", steps: []step{insert("e1", false), dead("e1"), promoteSkipping},
+		{name: "key's event DEAD", steps: []step{insert("e1", false), dead("e1"), promoteBy(false)},
 			want: outbox.StatusWaiting, seq: 2, selects: 1},
 		// A DISCARDED event is finished, as a DONE one is.
 		{name: "key's event discarded", steps: []step{insert("e1", false), discard("e1"), promote},

@@ -21,7 +21,7 @@ func main() {
 	commit := flag.String("commit", "", "the commit the fault tests ran, named in the file (make chaos passes git describe --always --dirty)")
 	flag.Parse()
 	if flag.NArg() == 0 {
-		fmt.Fprintln(os.Stderr, "usage: scoreboard [-o file] results.jsonl...")
+		fmt.Fprintln(os.Stderr, "usage: scoreboard [-o file] [-commit rev] results.jsonl...")
 		os.Exit(2)
 	}
 	results, err := chaos.ReadResults(flag.Args()...)
