@@ -14,6 +14,9 @@
 //	     round's w1 and to b. Not on SQLite (one file, one writer)
 //	w1m1 (only when named) w1m on one node process: MultiNode mode's own cost beside
 //	     w1 (same process layout as w1m, one node); ratio to w1
+//	bm   (only when named) b written by w1m's three node processes, each with a
+//	     WriterOnly outbox: the ceiling of that process layout, no dispatch; ratio to b.
+//	     Not on SQLite
 //	w1o  w1 with every event ordered (Envelope.OrderKey), 1,000 keys; ratio to w1
 //	w1n  w1 with the outboxnats relay as the listener, publishing to a
 //	     nats-server with JetStream (file storage) in this process; ratio to w1
@@ -137,7 +140,7 @@ type options struct {
 // allWorkloads is every workload in the order they run; defaultWorkloads leaves out the
 // long sustain run, which runs only when named.
 var (
-	allWorkloads     = []string{"a", "b", "b2", "w1", "w1o", "w1n", "w1k", "w1n1", "w1k1", "w1d", "w1f3", "w1m", "w1m1", "w2", "w3", "w3o", "w4", "w4n", "w4k", "w4n1", "w4k1", "w4f3", "w5", "w6", "w6m", "sustain"}
+	allWorkloads     = []string{"a", "b", "b2", "bm", "w1", "w1o", "w1n", "w1k", "w1n1", "w1k1", "w1d", "w1f3", "w1m", "w1m1", "w2", "w3", "w3o", "w4", "w4n", "w4k", "w4n1", "w4k1", "w4f3", "w5", "w6", "w6m", "sustain"}
 	defaultWorkloads = []string{"a", "b", "b2", "w1", "w1o", "w1n", "w1k", "w1m", "w2", "w3", "w3o", "w4", "w5"}
 	allDurabilities  = []string{"fast", "durable"}
 )
@@ -318,6 +321,8 @@ Workloads (-workloads):
   w1        8 producers, 1 event/tx, SingleNode, until every event is DONE (ratio to b)
   w1m       w1 in MultiNode mode on 3 node processes sharing the table (ratio to w1 and b; not on SQLite)
   w1m1      only when named: w1m on 1 node process (MultiNode mode's own cost; ratio to w1)
+  bm        only when named: b written by w1m's 3 node processes, WriterOnly (the ceiling of that
+            process layout; ratio to b)
   w2        200 tx x 100 events, until DONE (ratio to b2 and b); commit-to-listener p50/p99 of the burst
   w3        one paced producer; commit-to-listener latency
   w4        drain a pre-filled table, cold path only, in a child process; peak RSS

@@ -55,6 +55,9 @@ type childW1MParams struct {
 	CPUProfile string `json:"cpu_profile"`
 	// GOMAXPROCS, when positive, is the node's GOMAXPROCS (-node-gomaxprocs).
 	GOMAXPROCS int `json:"gomaxprocs,omitempty"`
+	// WriterOnly runs the node's outbox in WriterOnly mode (bm: b on the processes of
+	// w1m); its "handled" lines then count the transactions its producers committed.
+	WriterOnly bool `json:"writer_only,omitempty"`
 }
 
 // childW1MResult is the node's last line on stdout, after "result ".
@@ -89,6 +92,14 @@ func split(n, parts, k int) int {
 // clock runs from the parent's "go" until the table holds every event DONE.
 func runMultiNode(ctx context.Context, o options, t *target, r int, w string, nodes int) (sample, error) {
 	return runNodes(ctx, o, t, r, w, nodes, o.w1Tx, true, 0)
+}
+
+// runWritersOnly is bm, the ceiling of w1m's process layout: b (one business INSERT and
+// one event a transaction, no dispatch) written by o.producers producers split over
+// w1mNodes node processes, each with a WriterOnly outbox on the same table. The clock
+// runs from the parent's "go" until every node's producers have committed their share.
+func runWritersOnly(ctx context.Context, o options, t *target, r int, w string) (sample, error) {
+	return runNodes(ctx, o, t, r, w, w1mNodes, o.w1Tx, true, -1)
 }
 
 // w6 is the ordered backlog of the scaling workloads: w6Events ordered events over
@@ -131,7 +142,9 @@ func runOrderedBacklog(ctx context.Context, o options, t *target, r int, w strin
 
 // runNodes starts nodes node processes in MultiNode mode on the table; with write, the
 // producers, split over them, write n transactions, else the n events are in the
-// table already. It returns when every one of the n rows is DONE.
+// table already. It returns when every one of the n rows is DONE; with a negative
+// delay (bm), the nodes are WriterOnly and it returns when the n transactions are
+// committed.
 func runNodes(ctx context.Context, o options, t *target, r int, w string, nodeCount, n int, write bool, delay time.Duration) (sample, error) {
 	if t.kind == "sqlite" {
 		return sample{}, fmt.Errorf("%s does not run on SQLite (one file, one writer)", w)
@@ -155,6 +168,10 @@ func runNodes(ctx context.Context, o options, t *target, r int, w string, nodeCo
 	if !write {
 		writers = 0
 	}
+	writerOnly := delay < 0
+	if writerOnly {
+		delay = 0
+	}
 	first := 0
 	for k := range nodeCount {
 		producers, txs := 0, 0
@@ -169,7 +186,7 @@ func runNodes(ctx context.Context, o options, t *target, r int, w string, nodeCo
 			Kind: t.kind, DSN: t.dsn, Schema: t.schema, NodeID: fmt.Sprintf("bench-node-%d", k+1),
 			Pool: producers + workers + 4, Producers: producers, First: first, Txs: txs,
 			ClaimTTL: w1mClaimTTL, Timeout: o.timeout, Outbox: o.childOutbox(), ListenerDelay: delay, StartOnGo: !write,
-			GOMAXPROCS: o.nodeGOMAXPROCS,
+			GOMAXPROCS: o.nodeGOMAXPROCS, WriterOnly: writerOnly,
 		}
 		if o.maxConns >= 0 {
 			p.Pool = o.maxConns
@@ -224,8 +241,10 @@ func runNodes(ctx context.Context, o options, t *target, r int, w string, nodeCo
 			}
 		}
 	}
-	if err := waitDoneRows(ctx, t, int64(n), time.Millisecond); err != nil {
-		return sample{}, err
+	if !writerOnly {
+		if err := waitDoneRows(ctx, t, int64(n), time.Millisecond); err != nil {
+			return sample{}, err
+		}
 	}
 	s := sample{events: n, txs: n, seconds: time.Since(start).Seconds()}
 	for k, nd := range nodes {
@@ -394,6 +413,9 @@ func childW1M(args []string, out *lineWriter, res *childW1MResult) error {
 	m := newBenchMetrics(-1) // counts only; the parent decides when all is done
 	cfg := o.config(t, outbox.MultiNode, m)
 	cfg.ClaimTTL, cfg.NodeID = p.ClaimTTL, p.NodeID
+	if p.WriterOnly {
+		cfg = o.config(t, outbox.WriterOnly, m)
+	}
 	ob, err := outbox.New(t.db, cfg)
 	if err != nil {
 		return err
@@ -479,7 +501,13 @@ func childW1M(args []string, out *lineWriter, res *childW1MResult) error {
 	w := ob.Writer()
 	start := time.Now()
 	err = produce(ctx, p.Producers, p.Txs, func(ctx context.Context, i int) error {
-		return writeOne(ctx, o, t, insert, w, p.First+i)
+		if err := writeOne(ctx, o, t, insert, w, p.First+i); err != nil {
+			return err
+		}
+		if p.WriterOnly {
+			handled.Add(1) // committed: what the parent waits for
+		}
+		return nil
 	})
 	res.WriteSeconds = time.Since(start).Seconds()
 	if err != nil {

@@ -135,12 +135,13 @@ type latency struct {
 // ceilingOf names the ceiling each workload's ratio is taken to: b, except for w2,
 // whose own shape (100 events per transaction) has the ceiling b2, and w1m, which is
 // compared with w1 (SingleNode) of the same round.
-var ceilingOf = map[string]string{"a": "b", "w1": "b", "w1m": "w1", "w1m1": "w1", "w1o": "w1", "w1n": "w1", "w1k": "w1", "w1n1": "w1", "w1k1": "w1", "w1d": "w1", "w1f3": "w1", "w4f3": "w4", "w4n": "w4", "w4k": "w4", "w4n1": "w4", "w4k1": "w4", "w2": "b2", "w3": "b", "w3o": "w3", "w4": "b", "w5": "b", "w6m": "w6"}
+var ceilingOf = map[string]string{"a": "b", "bm": "b", "w1": "b", "w1m": "w1", "w1m1": "w1", "w1o": "w1", "w1n": "w1", "w1k": "w1", "w1n1": "w1", "w1k1": "w1", "w1d": "w1", "w1f3": "w1", "w4f3": "w4", "w4n": "w4", "w4k": "w4", "w4n1": "w4", "w4k1": "w4", "w2": "b2", "w3": "b", "w3o": "w3", "w4": "b", "w5": "b", "w6m": "w6"}
 
 var descriptions = map[string]string{
 	"a":       "ceiling a: bare business transaction (1 INSERT)",
 	"b":       "ceiling b: business INSERT + outbox INSERT, no dispatch",
 	"b2":      "ceiling b2: business INSERT + 100-event outbox INSERT, no dispatch",
+	"bm":      "ceiling bm: b written by 3 node processes (WriterOnly), no dispatch",
 	"w1":      "W1: 1 event/tx, end-to-end until DONE",
 	"w1m":     "W1m: W1 in MultiNode mode, 3 node processes, until DONE",
 	"w1m1":    "W1m1: W1 in MultiNode mode, 1 node process, until DONE",

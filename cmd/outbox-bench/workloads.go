@@ -77,7 +77,7 @@ func benchDatabase(ctx context.Context, o options, kind string, servers *serverS
 		groups = append(groups, t)
 	}
 	workloads := o.workloads
-	multiNode := func(w string) bool { return w == "w1m" || w == "w1m1" }
+	multiNode := func(w string) bool { return w == "w1m" || w == "w1m1" || w == "bm" }
 	if skipped := slices.DeleteFunc(slices.Clone(workloads), func(w string) bool { return !multiNode(w) }); kind == "sqlite" && len(skipped) > 0 {
 		note := "sqlite: " + strings.Join(skipped, ", ") + " skipped: MultiNode on SQLite is one file, one writer"
 		progress("%s", note)
@@ -175,6 +175,8 @@ func runWorkload(ctx context.Context, o options, t *target, w string, r int) (sa
 		return runMultiNode(ctx, o, t, r, w, w1mNodes)
 	case "w1m1":
 		return runMultiNode(ctx, o, t, r, w, 1)
+	case "bm":
+		return runWritersOnly(ctx, o, t, r, w)
 	case "w6":
 		return runOrderedBacklog(ctx, o, t, r, w, 1)
 	case "w6m":
@@ -187,7 +189,7 @@ func runWorkload(ctx context.Context, o options, t *target, w string, r int) (sa
 
 // inChild marks the workloads that run in child processes, which take their own CPU
 // profiles.
-var inChild = map[string]bool{"w4": true, "w4f3": true, "w4n": true, "w4k": true, "w4n1": true, "w4k1": true, "w1m": true, "w1m1": true, "w6": true, "w6m": true, "sustain": true}
+var inChild = map[string]bool{"bm": true, "w4": true, "w4f3": true, "w4n": true, "w4k": true, "w4n1": true, "w4k1": true, "w1m": true, "w1m1": true, "w6": true, "w6m": true, "sustain": true}
 
 func startProfile(dir string, t *target, w string, r int) (func(), error) {
 	path, err := profilePath(dir, t, w, r, "")
