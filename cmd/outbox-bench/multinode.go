@@ -91,7 +91,7 @@ func split(n, parts, k int) int {
 // node processes, each running an outbox in MultiNode mode on the same table. The
 // clock runs from the parent's "go" until the table holds every event DONE.
 func runMultiNode(ctx context.Context, o options, t *target, r int, w string, nodes int) (sample, error) {
-	return runNodes(ctx, o, t, r, w, nodes, o.w1Tx, true, 0)
+	return runNodes(ctx, o, t, r, w, nodes, o.w1Tx, true, false, 0)
 }
 
 // runWritersOnly is bm, the ceiling of w1m's process layout: b (one business INSERT and
@@ -99,7 +99,7 @@ func runMultiNode(ctx context.Context, o options, t *target, r int, w string, no
 // w1mNodes node processes, each with a WriterOnly outbox on the same table. The clock
 // runs from the parent's "go" until every node's producers have committed their share.
 func runWritersOnly(ctx context.Context, o options, t *target, r int, w string) (sample, error) {
-	return runNodes(ctx, o, t, r, w, w1mNodes, o.w1Tx, true, -1)
+	return runNodes(ctx, o, t, r, w, w1mNodes, o.w1Tx, true, true, 0)
 }
 
 // w6 is the ordered backlog of the scaling workloads: w6Events ordered events over
@@ -137,15 +137,15 @@ func runOrderedBacklog(ctx context.Context, o options, t *target, r int, w strin
 	if err != nil {
 		return sample{}, fmt.Errorf("write the backlog: %w", err)
 	}
-	return runNodes(ctx, o, t, r, w, nodes, n, false, w6Delay)
+	return runNodes(ctx, o, t, r, w, nodes, n, false, false, w6Delay)
 }
 
 // runNodes starts nodes node processes in MultiNode mode on the table; with write, the
 // producers, split over them, write n transactions, else the n events are in the
-// table already. It returns when every one of the n rows is DONE; with a negative
-// delay (bm), the nodes are WriterOnly and it returns when the n transactions are
+// table already. It returns when every one of the n rows is DONE; with writerOnly
+// (bm), the nodes' outboxes are WriterOnly and it returns when the n transactions are
 // committed.
-func runNodes(ctx context.Context, o options, t *target, r int, w string, nodeCount, n int, write bool, delay time.Duration) (sample, error) {
+func runNodes(ctx context.Context, o options, t *target, r int, w string, nodeCount, n int, write, writerOnly bool, delay time.Duration) (sample, error) {
 	if t.kind == "sqlite" {
 		return sample{}, fmt.Errorf("%s does not run on SQLite (one file, one writer)", w)
 	}
@@ -167,10 +167,6 @@ func runNodes(ctx context.Context, o options, t *target, r int, w string, nodeCo
 	writers := min(nodeCount, o.producers)
 	if !write {
 		writers = 0
-	}
-	writerOnly := delay < 0
-	if writerOnly {
-		delay = 0
 	}
 	first := 0
 	for k := range nodeCount {
