@@ -407,10 +407,10 @@ func childW1M(args []string, out *lineWriter, res *childW1MResult) error {
 	defer t.db.Close()
 	o := p.Outbox.options()
 	m := newBenchMetrics(-1) // counts only; the parent decides when all is done
-	cfg := o.config(t, outbox.MultiNode, m)
-	cfg.ClaimTTL, cfg.NodeID = p.ClaimTTL, p.NodeID
-	if p.WriterOnly {
-		cfg = o.config(t, outbox.WriterOnly, m)
+	cfg := o.config(t, outbox.WriterOnly, m)
+	if !p.WriterOnly {
+		cfg = o.config(t, outbox.MultiNode, m)
+		cfg.ClaimTTL, cfg.NodeID = p.ClaimTTL, p.NodeID
 	}
 	ob, err := outbox.New(t.db, cfg)
 	if err != nil {
