@@ -9,6 +9,11 @@ type ddlStatement struct {
 	sql     string
 }
 
+// compound reports whether s has semicolons of its own (a trigger's body): its file
+// text is wrapped in goose's StatementBegin and StatementEnd annotations, so that goose
+// does not split it (golang-migrate sends a file whole).
+func (s ddlStatement) compound() bool { return strings.HasPrefix(s.sql, "CREATE TRIGGER") }
+
 // migration creates (up) and drops (down) the outbox table. later holds the versions
 // after the first, in order: each changes the table that the earlier ones made, and
 // ships as a file of its own, since a shipped migration is never edited.
@@ -27,7 +32,10 @@ type laterMigration struct {
 	// droppedKeyIndex, when set, is the suffix of an index of the key table that the
 	// version drops: the version is detected by the index being gone.
 	droppedKeyIndex string
-	up, down        []ddlStatement
+	// trigger, when set, is the suffix of a trigger the version creates (SQLite), by
+	// which it is detected.
+	trigger  string
+	up, down []ddlStatement
 }
 
 // renderDDL formats statements as a migration file: each preceded by its comment,
@@ -43,6 +51,10 @@ func renderDDL(stmts []ddlStatement) string {
 			if line != "" {
 				sb.WriteString("-- " + line + "\n")
 			}
+		}
+		if s.compound() {
+			sb.WriteString("-- +goose StatementBegin\n" + s.sql + ";\n-- +goose StatementEnd\n")
+			continue
 		}
 		sb.WriteString(s.sql + ";\n")
 	}
@@ -163,7 +175,64 @@ func sqliteDDL(d *dialect, t tableName) migration {
 		},
 		down: []ddlStatement{{"Drops the table and its indexes.", "DROP TABLE IF EXISTS " + table}},
 		later: []laterMigration{orderingMigration(d, t), fallbackMigration(d, t), listenerMigration(d, t), adminMigration(d, t),
-			keyIndexMigration(d, t)},
+			keyIndexMigration(d, t), keyCarryMigration(d, t)},
+	}
+}
+
+// The suffixes of the triggers of keyCarryMigration.
+const (
+	keyCarryDoneSuffix   = "_key_carry_done"
+	keyCarryDeleteSuffix = "_key_carry_delete"
+)
+
+// keyCarryComment explains keyCarryMigration.
+const keyCarryComment = "The key row carries a key's counter from when its events leave the order index, not\n" +
+	"from when they are written (docs/ordering.md). An ordered write numbers its events from\n" +
+	"the highest order_seq of the key's open rows, or when it has none from the key row's\n" +
+	"last_seq, and writes nothing to the key row. SQLite runs one writer at a time, so the\n" +
+	"numbers follow commit order without a lock on the key row. These triggers raise the\n" +
+	"key row's last_seq to the order_seq of a row that leaves the order index: finished\n" +
+	"(DONE, FALLBACK, DISCARDED) or deleted while open. After this version no process of\n" +
+	"an earlier release may write ordered events to the table: it would number them from\n" +
+	"the key row alone."
+
+// keyCarryMigration is version 7 on SQLite: the triggers that carry a key's counter
+// into its key row when an event leaves the order index, so that an ordered write
+// writes nothing to the key table (see dialect.carryKeys).
+func keyCarryMigration(d *dialect, t tableName) laterMigration {
+	// Bare table names: a trigger's body names tables of the trigger's own schema.
+	table, kt := d.quote(t.name), d.quote(keyTable(t).name)
+	name := func(suffix string) string {
+		n := d.quote(t.indexName(suffix))
+		if t.schema != "" {
+			n = d.quote(t.schema) + "." + n
+		}
+		return n
+	}
+	carry := "INSERT INTO " + kt + " (order_key, last_seq, updated_at) VALUES (old.order_key, old.order_seq, " + d.dbNow + ")\n" +
+		"            ON CONFLICT (order_key) DO UPDATE SET last_seq = max(last_seq, excluded.last_seq), updated_at = excluded.updated_at;\n"
+	open := func(row string) string { return strings.ReplaceAll(orderOpenStatus, "status", row+".status") }
+	left := "old.order_key IS NOT NULL AND " + open("old")
+	return laterMigration{
+		name:    "key_carry",
+		trigger: keyCarryDoneSuffix,
+		up: []ddlStatement{
+			{keyCarryComment + "\nThe first trigger: a row finished.", "CREATE TRIGGER IF NOT EXISTS " + name(keyCarryDoneSuffix) +
+				" AFTER UPDATE OF status ON " + table + "\n" +
+				"    WHEN " + left + " AND NOT (" + open("new") + ")\n" +
+				"    BEGIN\n        " + carry + "    END"},
+			{"The second: an open row deleted (a DEAD row, by DeadEvents.Delete or a purge).", "CREATE TRIGGER IF NOT EXISTS " + name(keyCarryDeleteSuffix) +
+				" AFTER DELETE ON " + table + "\n" +
+				"    WHEN " + left + "\n" +
+				"    BEGIN\n        " + carry + "    END"},
+		},
+		down: []ddlStatement{
+			{"Drops the triggers, and raises each key row to its key's highest open order_seq,\n" +
+				"from which the earlier versions' writers number.", "DROP TRIGGER IF EXISTS " + name(keyCarryDeleteSuffix)},
+			{"", "DROP TRIGGER IF EXISTS " + name(keyCarryDoneSuffix)},
+			{"", "UPDATE " + d.qualified(keyTable(t)) + " SET last_seq = max(last_seq, COALESCE((SELECT max(e.order_seq) FROM " + d.qualified(t) +
+				" e WHERE e.order_key = " + kt + ".order_key AND e.order_key IS NOT NULL AND " + open("e") + "), 0))"},
+		},
 	}
 }
 

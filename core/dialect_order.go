@@ -176,11 +176,24 @@ func (d *dialect) lockKeysQueries(t tableName, keys []keyCount, snap map[string]
 			if i > 0 {
 				b.w(", ")
 			}
-			b.w("(", b.arg(k.key), ", ", b.arg(k.n), ", ", updatedAt(b), ")")
+			n := k.n
+			if d.carryKeys {
+				n = 0
+			}
+			b.w("(", b.arg(k.key), ", ", b.arg(n), ", ", updatedAt(b), ")")
 		}
 		target := "k."
 		if d.upsertTargetBare {
 			target = ""
+		}
+		if d.carryKeys {
+			// A key row that exists is left as it is (see dialect.carryKeys): the
+			// statement takes the write lock and reads, after it, the carried number and
+			// the highest number of the key's open rows. A new key's row starts at 0.
+			b.w(" ON CONFLICT (order_key) DO UPDATE SET last_seq = last_seq RETURNING order_key, last_seq, (SELECT max(e.order_seq) FROM ",
+				d.qualified(t), " e WHERE e.order_key = ", d.quote(keyTable(t).name), ".order_key", d.orderOpen("e"), ")")
+			qs = append(qs, b.query())
+			continue
 		}
 		b.w(" ON CONFLICT (order_key) DO UPDATE SET last_seq = ", target, "last_seq + excluded.last_seq, updated_at = excluded.updated_at",
 			" RETURNING order_key, last_seq")
@@ -420,6 +433,48 @@ func (d *dialect) promoteIdleQuery(t tableName, p PromoteParams) (query, error) 
 	}
 	b.w(") AND NOT EXISTS (SELECT 1 FROM ", d.qualified(t), " e FORCE INDEX (", d.quote(t.indexName(orderIndexSuffix)), ") WHERE e.",
 		d.orderColumn(), " = k.order_key)")
+	return b.query(), nil
+}
+
+// idleCarriedQuery builds, on SQLite (dialect.carryKeys), the read that follows a
+// promote of keys: (order_key, last_seq) of those of the keys that have no event left
+// that is not DONE, for idleKeys.
+func (d *dialect) idleCarriedQuery(t tableName, keys []string) query {
+	b := d.newBuilder()
+	b.w("SELECT k.order_key, k.last_seq FROM ", d.qualified(keyTable(t)), " k WHERE k.order_key IN (")
+	for i, k := range keys {
+		if i > 0 {
+			b.w(", ")
+		}
+		b.w(b.arg(k))
+	}
+	b.w(") AND NOT EXISTS (SELECT 1 FROM ", d.qualified(t), " e WHERE e.order_key = k.order_key", d.orderOpen("e"), ")")
+	return b.query()
+}
+
+// insertCarriedQuery builds, on SQLite (dialect.carryKeys), the INSERT of one ordered
+// event e of a key that a promote read idle with last_seq seq (idleKeys): e NEW,
+// numbered seq+1, on the condition, read by the statement itself, that the key has
+// still no event that is not DONE and its key row still carries seq. The condition is
+// the event_id's value (NULL when it fails), and INSERT OR IGNORE skips a row whose
+// event_id is NULL: the statement then inserts nothing and returns no error (as for an
+// ID that exists). Being a write, it takes SQLite's one write lock before it reads, so
+// that what it reads is every commit.
+func (d *dialect) insertCarriedQuery(t tableName, e Event, seq int64, claimTTL time.Duration, now time.Time) (query, error) {
+	if e.ID == "" || e.OrderKey == "" {
+		return query{}, invalidParams("insert", "the event has no ID or no order key")
+	}
+	r, err := d.encodeRow(e, now)
+	if err != nil {
+		return query{}, err
+	}
+	columns, _ := insertColumns(e.LockedBy != "", true, e.Listener != "")
+	b := d.newBuilder()
+	b.w("INSERT OR IGNORE INTO ", d.qualified(t), " (", columns, ") VALUES ")
+	e.OrderSeq = seq + 1
+	r.claims, r.ordered, r.listeners = e.LockedBy != "", true, e.Listener != ""
+	r.head, r.seq, r.carried = true, e.OrderSeq, &seq
+	b.insertRow(t, e, claimTTL, r)
 	return b.query(), nil
 }
 

@@ -167,6 +167,9 @@ type insertRow struct {
 	// typed casts every value to its column's PostgreSQL type, for a VALUES list that a
 	// SELECT reads (dialect.headByVersion), where a bare parameter or NULL would be text.
 	typed bool
+	// carried, when set (insertCarriedQuery), makes the event_id's value NULL unless
+	// the row's key has no open event and its key row's last_seq is *carried.
+	carried *int64
 	// The encoded values of the columns that are not the event's own fields.
 	headers, availableAt, createdAt, seq any
 }
@@ -207,7 +210,15 @@ func (b *builder) insertRow(t tableName, e Event, claimTTL time.Duration, r inse
 		status = ", 4, 0, " // WAITING until promoted
 		e.LockedBy = ""     // and never claimed
 	}
-	b.w("(", cast(b.arg(e.ID), "TEXT"), ", ", cast(b.arg(e.Type), "TEXT"), ", ", cast(b.arg(e.AggregateType), "TEXT"), ", ",
+	var id string
+	if r.carried == nil {
+		id = cast(b.arg(e.ID), "TEXT")
+	} else {
+		id = "CASE WHEN NOT EXISTS (SELECT 1 FROM " + b.d.qualified(t) + " o WHERE o.order_key = " + b.arg(e.OrderKey) + b.d.orderOpen("o") +
+			") AND (SELECT k.last_seq FROM " + b.d.qualified(keyTable(t)) + " k WHERE k.order_key = " + b.arg(e.OrderKey) + ") = " + b.arg(*r.carried) +
+			" THEN " + b.arg(e.ID) + " END"
+	}
+	b.w("(", id, ", ", cast(b.arg(e.Type), "TEXT"), ", ", cast(b.arg(e.AggregateType), "TEXT"), ", ",
 		cast(b.arg(nullString(e.AggregateID)), "TEXT"), ", ", cast(b.arg(nullString(e.TenantID)), "TEXT"), ", ",
 		cast(b.arg(string(e.Payload)), "JSONB"), ", ", cast(b.arg(r.headers), "JSONB"))
 	if r.decide {

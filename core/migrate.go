@@ -176,7 +176,26 @@ func (m laterMigration) applied(ctx context.Context, db *sql.DB, d *dialect, t t
 	if m.index != "" {
 		return hasIndex(ctx, db, d, t, t.indexName(m.index))
 	}
+	if m.trigger != "" {
+		return hasTrigger(ctx, db, d, t, t.indexName(m.trigger))
+	}
 	return hasColumn(ctx, db, d, t, m.column)
+}
+
+// hasTrigger reports whether table t has the named trigger (SQLite: its schema's
+// sqlite_master, which no table-valued pragma lists triggers of).
+func hasTrigger(ctx context.Context, db *sql.DB, d *dialect, t tableName, name string) (bool, error) {
+	schema := "main"
+	if t.schema != "" {
+		schema = t.schema
+	}
+	var n int
+	err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+d.quote(schema)+".sqlite_master WHERE type = 'trigger' AND tbl_name = ? AND name = ?",
+		t.name, name).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("look for trigger %s: %w", name, err)
+	}
+	return n > 0, nil
 }
 
 // isDuplicateIndex reports MySQL's error 1061 (duplicate key name): an ADD INDEX of a

@@ -80,7 +80,7 @@ func NewSQLStore(db *sql.DB, d Dialect, cfg SQLStoreConfig) (Store, error) {
 	if n := s.d.cachedStatements; n > 0 {
 		s.stmts = newStmtCache(db, n)
 	}
-	if s.d.headBySnapshot {
+	if s.d.headBySnapshot || s.d.carryKeys {
 		s.idle = newIdleKeys()
 	}
 	return s, nil
@@ -325,6 +325,24 @@ func (s *sqlStore) insertByVersion(ctx context.Context, exec Executor, p InsertP
 // insert is Insert with the key upsert (and on MySQL the read before it) as statements
 // of their own before the event INSERT.
 func (s *sqlStore) insert(ctx context.Context, exec Executor, p InsertParams, keys []keyCount) (InsertResult, error) {
+	if s.d.carryKeys && len(p.Events) == 1 && len(keys) == 1 && s.idle != nil {
+		if cached, _ := s.idle.take(keys); cached != nil {
+			ok, err := s.insertCarried(ctx, exec, &p.Events[0], cached[keys[0].key].seq, p.ClaimTTL)
+			if err != nil {
+				return InsertResult{}, fmt.Errorf("insert events: %w", err)
+			}
+			stale := 0
+			if !ok {
+				stale = 1
+			}
+			s.idle.report(1, stale)
+			if ok {
+				return InsertResult{}, nil
+			}
+			// The key was written or changed since the promote's read, or the event's
+			// ID exists: the statements below, which see both.
+		}
+	}
 	var heads, candidates map[string]bool
 	if len(keys) > 0 {
 		var snap, cached map[string]keySnapshot
@@ -411,6 +429,27 @@ func (s *sqlStore) insert(ctx context.Context, exec Executor, p InsertParams, ke
 		}
 	}
 	return res, nil
+}
+
+// insertCarried inserts e, the one ordered event of a write, NEW and numbered seq+1 if
+// its key still has no event that is not DONE and its key row still carries seq, what a
+// promote read of it (dialect.insertCarriedQuery). It reports whether it inserted e,
+// and then sets its Status and OrderSeq.
+func (s *sqlStore) insertCarried(ctx context.Context, exec Executor, e *Event, seq int64, claimTTL time.Duration) (bool, error) {
+	q, err := s.d.insertCarriedQuery(s.table, *e, seq, claimTTL, time.Now())
+	if err != nil {
+		return false, err
+	}
+	res, err := exec.ExecContext(ctx, q.SQL, q.Args...)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil || n != 1 {
+		return false, err
+	}
+	e.Status, e.OrderSeq = StatusNew, seq+1
+	return true, nil
 }
 
 // addID adds id to the set m, allocating it on first use.
@@ -589,6 +628,13 @@ func (s *sqlStore) lockKeys(ctx context.Context, exec Executor, events []Event, 
 	if s.d.headInUpsert {
 		idle = make(map[string]bool, len(keys))
 	}
+	var keyCounts map[string]int64 // with carryKeys, the events of each key to number
+	if s.d.carryKeys {
+		keyCounts = make(map[string]int64, len(keys))
+		for _, k := range keys {
+			keyCounts[k.key] = k.n
+		}
+	}
 	for _, q := range qs {
 		rows, err := exec.QueryContext(ctx, q.SQL, q.Args...)
 		if err != nil {
@@ -598,13 +644,23 @@ func (s *sqlStore) lockKeys(ctx context.Context, exec Executor, events []Event, 
 			var key string
 			var last int64
 			var open bool
+			var openMax sql.NullInt64
 			dest := []any{&key, &last}
-			if idle != nil {
+			switch {
+			case s.d.carryKeys:
+				dest = append(dest, &openMax)
+			case idle != nil:
 				dest = append(dest, &open)
 			}
 			if err := rows.Scan(dest...); err != nil {
 				rows.Close()
 				return nil, err
+			}
+			if s.d.carryKeys {
+				// The counter is the key's highest number: its open rows', or when it
+				// has none the one its key row carries (dialect.carryKeys).
+				open = openMax.Valid
+				last = max(last, openMax.Int64) + keyCounts[key]
 			}
 			top[key] = last
 			if idle != nil && !open {
@@ -670,7 +726,7 @@ func (s *sqlStore) Promote(ctx context.Context, p PromoteParams) (PromoteResult,
 		}
 		withIdle := s.idle != nil && len(batch.Keys) > 0 && s.idle.keeping()
 		build := s.d.promoteQuery
-		if withIdle {
+		if withIdle && s.d.headBySnapshot {
 			build = s.d.promoteIdleQuery
 		}
 		q, err := build(s.table, batch)
@@ -690,10 +746,37 @@ func (s *sqlStore) Promote(ctx context.Context, p PromoteParams) (PromoteResult,
 		if err != nil {
 			return res, fmt.Errorf("promote: %w", err)
 		}
+		if withIdle && s.d.carryKeys {
+			if err := s.readIdleCarried(ctx, batch.Keys); err != nil {
+				return res, fmt.Errorf("promote: read idle keys: %w", err)
+			}
+		}
 		if len(keys) == 0 && len(ids) == 0 {
 			return res, nil
 		}
 	}
+}
+
+// readIdleCarried reads which of keys have no event left that is not DONE, with the
+// numbers their key rows carry, into s.idle (SQLite, dialect.carryKeys).
+func (s *sqlStore) readIdleCarried(ctx context.Context, keys []string) error {
+	q := s.d.idleCarriedQuery(s.table, keys)
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	rows, err := s.on(s.db).QueryContext(ctx, q.SQL, q.Args...)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var key string
+		var seq int64
+		if err := rows.Scan(&key, &seq); err != nil {
+			rows.Close()
+			return err
+		}
+		s.idle.put(key, keySnapshot{seq: seq})
+	}
+	return errors.Join(rows.Err(), rows.Close())
 }
 
 // promoteReturning runs a promote that returns the promoted rows (PostgreSQL, SQLite),
@@ -1524,8 +1607,11 @@ func (s *sqlStore) checkTable(ctx context.Context) error {
 		}
 		if !has {
 			what := "column " + m.column
-			if m.index != "" {
+			switch {
+			case m.index != "":
 				what = "index " + s.table.indexName(m.index)
+			case m.trigger != "":
+				what = "trigger " + s.table.indexName(m.trigger)
 			}
 			return &ConfigError{Field: "Table", Reason: fmt.Sprintf("%s has no %s: run outbox.MigrateTable, "+
 				"or the migration %s from outbox.Migrations, to upgrade it", s.table, what, m.name)}

@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"database/sql"
+	"errors"
 	"fmt"
 	"io/fs"
 	"slices"
@@ -78,24 +79,41 @@ func TestMigrateDropsTheKeyIndexOfATableWithRows(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			last := slices.Max(downs)
-			if !strings.Contains(last, "key_index_dropped") {
-				t.Fatalf("the last migration is %s; this test undoes the one that drops the key index", last)
-			}
-			text, err := fs.ReadFile(outbox.Migrations(s.d), last)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := conn.ExecContext(ctx, stripComments(string(text))); err != nil {
-				t.Fatalf("%s: %v", last, err)
+			// Undo the versions from the last one down to the one that drops the key
+			// index (SQLite has one more after it, key_carry).
+			slices.Sort(downs)
+			undone := 0
+			for i := len(downs) - 1; i >= 0; i-- {
+				text, err := fs.ReadFile(outbox.Migrations(s.d), downs[i])
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, stmt := range splitMigration(string(text)) {
+					if _, err := conn.ExecContext(ctx, stmt); err != nil {
+						t.Fatalf("%s: %v", downs[i], err)
+					}
+				}
+				undone++
+				if strings.Contains(downs[i], "key_index_dropped") {
+					break
+				}
+				if i == 0 {
+					t.Fatalf("no migration drops the key index in %v", downs)
+				}
 			}
 			have, latest, err := outbox.SchemaVersion(ctx, db, s.d, table)
-			if err != nil || have != latest-1 {
-				t.Fatalf("after %s: version %d of %d, %v; want %d", last, have, latest, err, latest-1)
+			if err != nil || have != latest-undone {
+				t.Fatalf("after undoing %d versions: version %d of %d, %v; want %d", undone, have, latest, err, latest-undone)
 			}
 			// The queries work with the index there: an upgraded library starts on the
-			// table before it is migrated.
-			if err := store.CheckConnection(ctx); err != nil {
+			// table before it is migrated. On SQLite it does not before key_carry:
+			// without its triggers the keys' counters would not be carried.
+			if err := store.CheckConnection(ctx); s.d == outbox.SQLite {
+				var ce *outbox.ConfigError
+				if !errors.As(err, &ce) || ce.Field != "Table" || !strings.Contains(ce.Reason, "trigger") {
+					t.Fatalf("CheckConnection before the upgrade: %v; want a *ConfigError naming the missing trigger", err)
+				}
+			} else if err != nil {
 				t.Fatalf("CheckConnection before the upgrade: %v", err)
 			}
 			for range 2 { // the second run changes nothing

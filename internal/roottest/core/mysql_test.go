@@ -438,6 +438,40 @@ func TestMySQLMigrateUpgradesAVersionOneTable(t *testing.T) {
 }
 
 // stripComments removes the "-- " comment lines of a migration statement.
+// splitMigration splits a migration file into its statements the way goose does: at
+// each semicolon that ends a line, except inside a StatementBegin … StatementEnd block
+// (a trigger, whose body has semicolons of its own), which is one statement.
+func splitMigration(text string) []string {
+	var stmts []string
+	var cur strings.Builder
+	block := false
+	for line := range strings.SplitSeq(text, "\n") {
+		switch strings.TrimSpace(line) {
+		case "-- +goose StatementBegin":
+			block = true
+			continue
+		case "-- +goose StatementEnd":
+			block = false
+			if s := strings.TrimSpace(cur.String()); s != "" {
+				stmts = append(stmts, s)
+			}
+			cur.Reset()
+			continue
+		}
+		cur.WriteString(line + "\n")
+		if !block && strings.HasSuffix(line, ";") {
+			if s := strings.TrimSpace(cur.String()); s != "" {
+				stmts = append(stmts, s)
+			}
+			cur.Reset()
+		}
+	}
+	if s := cur.String(); strings.TrimSpace(stripComments(s)) != "" {
+		stmts = append(stmts, strings.TrimSpace(s))
+	}
+	return stmts
+}
+
 func stripComments(stmt string) string {
 	var out []string
 	for line := range strings.SplitSeq(stmt, "\n") {

@@ -319,10 +319,7 @@ func TestShippedMigrationFiles(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				for _, stmt := range strings.Split(string(text), ";\n") {
-					if strings.TrimSpace(stmt) == "" {
-						continue
-					}
+				for _, stmt := range splitMigration(string(text)) {
 					if _, err := conn.ExecContext(t.Context(), stmt); err != nil {
 						t.Fatalf("%s: %v\n%s", name, err, stmt)
 					}
