@@ -273,7 +273,8 @@ type dialect struct {
 	headInInsert bool
 	// headInUpsert, with headInTx and lockKeysReturning, lets the key upsert decide
 	// instead: its RETURNING also reads, per key, whether the key has an event that is
-	// not DONE (an EXISTS on the order index), and the event INSERT writes the statuses
+	// not DONE (an EXISTS on the order index; with carryKeys, the highest order_seq of
+	// those events, NULL when there is none), and the event INSERT writes the statuses
 	// Insert decides from it, as a plain INSERT that returns nothing. The same snapshot
 	// argument holds (SQLite: the upsert holds the one write lock, so what it reads is
 	// every commit), with one result set fewer a write: eight alternations of W1o / W1

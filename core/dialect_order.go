@@ -13,7 +13,9 @@ import (
 // table, one row per key, holds the key's counter: Insert takes the next numbers from
 // it with an upsert, which also locks the key's row until the inserting transaction
 // ends, so that transactions writing one key commit one after the other and numbers
-// follow commit order. Promote makes a key's lowest WAITING row NEW when nothing of the
+// follow commit order (on SQLite the key row instead carries the highest number of the
+// key's events that left the order index, see dialect.carryKeys). Promote makes a
+// key's lowest WAITING row NEW when nothing of the
 // key is NEW or RETRY (or DEAD, when DEAD blocks). The order index holds the rows of a
 // key that are not DONE, in order_seq order: Promote reads a key's head and blocker
 // from it.

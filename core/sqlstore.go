@@ -592,7 +592,9 @@ func (s *sqlStore) queryKeys(ctx context.Context, exec Executor, keys []keyCount
 }
 
 // lockKeys advances the counters of keys in the key table through exec, which locks
-// their rows until exec's transaction ends, and sets the events' OrderSeq. Without
+// their rows until exec's transaction ends, and sets the events' OrderSeq. With
+// carryKeys (SQLite) it changes no existing key row: it takes the write lock and reads
+// each key's carried number and the highest number of its open rows. Without
 // returning (MySQL) it also returns the keys known to have no event that is not DONE:
 // keys whose row the upsert inserted (a key row outlives its events, see
 // purgeKeysQuery), and keys whose row was still the version snap holds and that snap
