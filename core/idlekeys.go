@@ -5,6 +5,11 @@ import (
 	"time"
 )
 
+// On SQLite (dialect.carryKeys) an entry is the number the key row carried when the
+// promote read the key idle, and a writer of the key inserts its event with one INSERT
+// guarded by that number (dialect.insertCarriedQuery); a stale entry inserts nothing
+// and the writer takes the key upsert. The bounds and the stale share below apply alike.
+//
 // idleKeys holds, on MySQL (dialect.headBySnapshot), what reads outside any writer's
 // transaction saw of keys that had no event left that was not DONE: each key's row
 // version (last_seq, updated_at) at that read. A writer of such a key takes the entry
