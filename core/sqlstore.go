@@ -231,7 +231,9 @@ func (s *sqlStore) execReadCommitted(ctx context.Context, q query) (n int64, err
 // claimed until the database's current time at the INSERT statement plus p.ClaimTTL
 // (on PostgreSQL statement_timestamp(), not the start of the caller's transaction).
 // Events whose ID exists are skipped (see dialect.skipExisting); a skipped ordered
-// event leaves a gap in its key's OrderSeq, which order does not mind. A nil exec
+// event leaves a gap in its key's OrderSeq, which order does not mind. On SQLite, ordered
+// events given with a *sql.DB or *sql.Conn (outside a transaction) are written in a
+// transaction of Insert's own. A nil exec
 // returns an error wrapping [ErrNoTransaction]; invalid params an error matching
 // [ErrInvalidArgument]; no events is a no-op.
 func (s *sqlStore) Insert(ctx context.Context, exec Executor, p InsertParams) (InsertResult, error) {
@@ -244,12 +246,44 @@ func (s *sqlStore) Insert(ctx context.Context, exec Executor, p InsertParams) (I
 	if err := p.Validate(); err != nil {
 		return InsertResult{}, fmt.Errorf("insert events: %w", err)
 	}
-	exec = s.on(exec)
 	keys := orderKeys(p.Events)
+	if s.d.carryKeys && len(keys) > 0 {
+		// Outside a transaction, the key upsert's read and the event INSERT would each
+		// commit on their own, and another writer could number the key in between:
+		// they run in a transaction of their own (SQLite, dialect.carryKeys).
+		switch e := exec.(type) {
+		case *sql.DB:
+			return s.insertInTx(ctx, e.BeginTx, e == s.db, p, keys)
+		case *sql.Conn:
+			return s.insertInTx(ctx, e.BeginTx, false, p, keys)
+		}
+	}
+	exec = s.on(exec)
 	if s.d.headByVersion && len(keys) > 0 && !slices.ContainsFunc(p.Events, func(e Event) bool { return e.OrderKey == "" }) {
 		return s.insertByVersion(ctx, exec, p, keys)
 	}
 	return s.insert(ctx, exec, p, keys)
+}
+
+// insertInTx is Insert in a transaction that begin starts and that it commits.
+// With ours (begin is the store's own pool's), it runs the store's prepared statements.
+func (s *sqlStore) insertInTx(ctx context.Context, begin func(context.Context, *sql.TxOptions) (*sql.Tx, error), ours bool, p InsertParams, keys []keyCount) (InsertResult, error) {
+	tx, err := begin(ctx, nil)
+	if err != nil {
+		return InsertResult{}, fmt.Errorf("insert events: %w", err)
+	}
+	var exec Executor = tx
+	if ours && s.stmts != nil {
+		exec = stmtExec{c: s.stmts, tx: tx}
+	}
+	res, err := s.insert(ctx, exec, p, keys)
+	if err != nil {
+		return InsertResult{}, errors.Join(err, ignoreDone(tx.Rollback()))
+	}
+	if err := tx.Commit(); err != nil {
+		return InsertResult{}, fmt.Errorf("insert events: %w", err)
+	}
+	return res, nil
 }
 
 // insertByVersion is Insert of events that are all ordered, with insertByVersionQuery,

@@ -259,3 +259,51 @@ func TestSQLiteKeysCarryTheirNumbers(t *testing.T) {
 		}
 	}
 }
+
+// TestSQLiteOrderedInsertsOutsideATransaction: ordered events given to Insert with the
+// *sql.DB itself, from several goroutines at once, are numbered without a repeat or a
+// gap: Insert writes each in a transaction of its own, so that no other write numbers
+// the key between its key upsert's read and its INSERT.
+func TestSQLiteOrderedInsertsOutsideATransaction(t *testing.T) {
+	t.Parallel()
+	b := setupSQLite(t)
+	ctx := t.Context()
+	const writers, each = 6, 20
+	errs := make(chan error, writers)
+	for w := range writers {
+		go func() {
+			for i := range each {
+				e := testEvent(fmt.Sprintf("w%d-%d", w, i), headsBase)
+				e.OrderKey = fmt.Sprint("K", i%2)
+				if _, err := b.store.Insert(ctx, b.db, outbox.InsertParams{Events: []outbox.Event{e}}); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range writers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows, err := b.db.QueryContext(ctx, "SELECT order_key, COUNT(*), COUNT(DISTINCT order_seq), MAX(order_seq) FROM "+b.quoted()+" GROUP BY order_key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var key string
+		var n, distinct, top int
+		if err := rows.Scan(&key, &n, &distinct, &top); err != nil {
+			t.Fatal(err)
+		}
+		if n != writers*each/2 || distinct != n || top != n {
+			t.Errorf("key %s: %d events, %d numbers, highest %d; want %d numbered 1 to %d", key, n, distinct, top, writers*each/2, writers*each/2)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
