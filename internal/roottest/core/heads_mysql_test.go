@@ -92,7 +92,7 @@ func TestMySQLHeadsFollowTheSnapshot(t *testing.T) {
 			for _, s := range c.while {
 				s(t, b, tx)
 			}
-			last := []outbox.Event{ordered("last")}
+			last := []outbox.Event{orderedOnK("last")}
 			if _, err := b.store.Insert(ctx, tx, outbox.InsertParams{Events: last}); err != nil {
 				t.Fatal(err)
 			}
@@ -128,76 +128,10 @@ func TestMySQLHeadsFollowTheSnapshot(t *testing.T) {
 // writer to read the key itself.
 func TestMySQLHeadsFollowThePromotesRead(t *testing.T) {
 	t.Parallel()
-	base := headsBase
-	ordered := orderedOnK
-	// Steps run with this process's store (s) or another process's (other), which
-	// shares the table but not what this one's promotes read.
-	type step func(t *testing.T, s, other sqlTestStore, db *sql.DB)
-	insert := func(id string, byOther bool) step {
-		return func(t *testing.T, s, other sqlTestStore, db *sql.DB) {
-			t.Helper()
-			if byOther {
-				s = other
-			}
-			if _, err := s.Insert(t.Context(), db, outbox.InsertParams{Events: []outbox.Event{ordered(id)}}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	done := func(id string) step {
-		return func(t *testing.T, s, _ sqlTestStore, _ *sql.DB) {
-			t.Helper()
-			if _, err := s.MarkDone(t.Context(), outbox.MarkDoneParams{IDs: []string{id}, DoneAt: base}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	// promoteBy promotes K as the dispatcher does after a DONE outcome, under DeadKeyWaits
-	// (deadBlocks) or DeadKeySkips.
-	promoteBy := func(deadBlocks bool) step {
-		return func(t *testing.T, s, _ sqlTestStore, _ *sql.DB) {
-			t.Helper()
-			if _, err := s.Promote(t.Context(), outbox.PromoteParams{Keys: []string{"K"}, DeadBlocks: deadBlocks, Read: true}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	type step = headsStep
+	insert, done, promoteBy, dead, discard := headsInsert, headsDone, headsPromote, headsDead, headsDiscard
 	promote := promoteBy(true)
-	dead := func(id string) step {
-		return func(t *testing.T, s, _ sqlTestStore, _ *sql.DB) {
-			t.Helper()
-			if _, err := s.MarkDead(t.Context(), outbox.MarkDeadParams{ID: id, DeadAt: base, Reason: "x"}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	discard := func(id string) step {
-		return func(t *testing.T, s, _ sqlTestStore, _ *sql.DB) {
-			t.Helper()
-			if n, err := s.(outbox.DiscardStore).Discard(t.Context(), []string{id}, base); err != nil || n != 1 {
-				t.Fatalf("discard: %d rows, %v", n, err)
-			}
-		}
-	}
-	purge := func(t *testing.T, _, other sqlTestStore, _ *sql.DB) {
-		t.Helper()
-		if _, err := other.Purge(t.Context(), outbox.PurgeParams{Before: time.Now().Add(time.Hour), Limit: 100}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	rolledBack := func(t *testing.T, s, _ sqlTestStore, db *sql.DB) { // a writer that takes the promote's read, then rolls back
-		t.Helper()
-		tx, err := db.BeginTx(t.Context(), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.Insert(t.Context(), tx, outbox.InsertParams{Events: []outbox.Event{ordered("undone")}}); err != nil {
-			t.Fatal(err)
-		}
-		if err := tx.Rollback(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	purge, rolledBack := headsPurge, headsRolledBack
 	cases := []struct {
 		name    string
 		steps   []step
@@ -236,20 +170,9 @@ func TestMySQLHeadsFollowThePromotesRead(t *testing.T) {
 			t.Parallel()
 			b := setupMySQL(t)
 			ctx := t.Context()
-			other, err := sqlStore(b.db, outbox.MySQL, outbox.SQLStoreConfig{Table: b.table})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, s := range c.steps {
-				s(t, b.store, other, b.db)
-			}
-			tx, err := b.db.BeginTx(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = tx.Rollback() }()
+			tx := runHeadsSteps(t, b, c.steps)
 			before := comSelect(t, tx)
-			last := []outbox.Event{ordered("last")}
+			last := []outbox.Event{orderedOnK("last")}
 			if _, err := b.store.Insert(ctx, tx, outbox.InsertParams{Events: last}); err != nil {
 				t.Fatal(err)
 			}

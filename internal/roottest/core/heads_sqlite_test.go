@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"testing"
-	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
 )
@@ -38,78 +37,16 @@ func (c *countingExec) QueryContext(ctx context.Context, q string, args ...any) 
 // highest number written.
 func TestSQLiteHeadsFollowThePromotesRead(t *testing.T) {
 	t.Parallel()
-	base := headsBase
-	ordered := orderedOnK
-	type step func(t *testing.T, s, other sqlTestStore, db *sql.DB)
-	insert := func(id string, byOther bool) step {
-		return func(t *testing.T, s, other sqlTestStore, db *sql.DB) {
-			t.Helper()
-			if byOther {
-				s = other
-			}
-			if _, err := s.Insert(t.Context(), db, outbox.InsertParams{Events: []outbox.Event{ordered(id)}}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	done := func(id string) step {
-		return func(t *testing.T, s, _ sqlTestStore, _ *sql.DB) {
-			t.Helper()
-			if n, err := s.MarkDone(t.Context(), outbox.MarkDoneParams{IDs: []string{id}, DoneAt: base}); err != nil || n != 1 {
-				t.Fatalf("MarkDone(%s) = %d, %v", id, n, err)
-			}
-		}
-	}
-	promoteBy := func(deadBlocks bool) step {
-		return func(t *testing.T, s, _ sqlTestStore, _ *sql.DB) {
-			t.Helper()
-			if _, err := s.Promote(t.Context(), outbox.PromoteParams{Keys: []string{"K"}, DeadBlocks: deadBlocks, Read: true}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	type step = headsStep
+	insert, done, promoteBy, dead, discard := headsInsert, headsDone, headsPromote, headsDead, headsDiscard
 	promote := promoteBy(true)
-	dead := func(id string) step {
-		return func(t *testing.T, s, _ sqlTestStore, _ *sql.DB) {
-			t.Helper()
-			if _, err := s.MarkDead(t.Context(), outbox.MarkDeadParams{ID: id, DeadAt: base, Reason: "x"}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	purge, rolledBack := headsPurge, headsRolledBack
 	deleteDead := func(id string) step {
 		return func(t *testing.T, s, _ sqlTestStore, _ *sql.DB) {
 			t.Helper()
 			if n, err := s.(outbox.DeadStore).DeleteDead(t.Context(), []string{id}); err != nil || n != 1 {
 				t.Fatalf("DeleteDead(%s) = %d, %v", id, n, err)
 			}
-		}
-	}
-	discard := func(id string) step {
-		return func(t *testing.T, s, _ sqlTestStore, _ *sql.DB) {
-			t.Helper()
-			if n, err := s.(outbox.DiscardStore).Discard(t.Context(), []string{id}, base); err != nil || n != 1 {
-				t.Fatalf("discard: %d rows, %v", n, err)
-			}
-		}
-	}
-	purge := func(t *testing.T, _, other sqlTestStore, _ *sql.DB) {
-		t.Helper()
-		if _, err := other.Purge(t.Context(), outbox.PurgeParams{Before: time.Now().Add(time.Hour), Limit: 100}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	rolledBack := func(t *testing.T, s, _ sqlTestStore, db *sql.DB) { // a writer that takes the promote's read, then rolls back
-		t.Helper()
-		tx, err := db.BeginTx(t.Context(), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.Insert(t.Context(), tx, outbox.InsertParams{Events: []outbox.Event{ordered("undone")}}); err != nil {
-			t.Fatal(err)
-		}
-		if err := tx.Rollback(); err != nil {
-			t.Fatal(err)
 		}
 	}
 	cases := []struct {
@@ -163,20 +100,9 @@ func TestSQLiteHeadsFollowThePromotesRead(t *testing.T) {
 			t.Parallel()
 			b := setupSQLite(t)
 			ctx := t.Context()
-			other, err := sqlStore(b.db, outbox.SQLite, outbox.SQLStoreConfig{Table: b.table})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, s := range c.steps {
-				s(t, b.store, other, b.db)
-			}
-			tx, err := b.db.BeginTx(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = tx.Rollback() }()
+			tx := runHeadsSteps(t, b, c.steps)
 			exec := &countingExec{Tx: tx}
-			last := []outbox.Event{ordered("last")}
+			last := []outbox.Event{orderedOnK("last")}
 			if _, err := b.store.Insert(ctx, exec, outbox.InsertParams{Events: last}); err != nil {
 				t.Fatal(err)
 			}
