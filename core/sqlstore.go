@@ -782,7 +782,9 @@ func (s *sqlStore) Promote(ctx context.Context, p PromoteParams) (PromoteResult,
 		if err != nil {
 			return res, fmt.Errorf("promote: %w", err)
 		}
-		if withIdle && s.d.carryKeys {
+		// Only after an outcome (the promote that reads back what it promotes): a
+		// writer's promote after its commit is of keys it just wrote, which are not idle.
+		if withIdle && s.d.carryKeys && p.Read {
 			if err := s.readIdleCarried(ctx, batch.Keys); err != nil {
 				return res, fmt.Errorf("promote: read idle keys: %w", err)
 			}

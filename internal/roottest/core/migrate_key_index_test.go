@@ -105,6 +105,14 @@ func TestMigrateDropsTheKeyIndexOfATableWithRows(t *testing.T) {
 			if err != nil || have != latest-undone {
 				t.Fatalf("after undoing %d versions: version %d of %d, %v; want %d", undone, have, latest, err, latest-undone)
 			}
+			if s.d == outbox.SQLite {
+				// key_carry's down file raised K5's row, which carried 1 (o-05 DONE), to
+				// o-12's 2: the earlier release numbers from the row alone.
+				var last int64
+				if err := db.QueryRowContext(ctx, "SELECT last_seq FROM "+quoteTable(s.d, table+"_key")+" WHERE order_key = 'K5'").Scan(&last); err != nil || last != 2 {
+					t.Fatalf("K5's key row after key_carry's down file: last_seq %d, %v; want 2", last, err)
+				}
+			}
 			// The queries work with the index there: an upgraded library starts on the
 			// table before it is migrated. On SQLite it does not before key_carry:
 			// without its triggers the keys' counters would not be carried.
