@@ -55,7 +55,7 @@ func (c *cli) audit(ctx context.Context, args []string) error {
 	w := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "AT\tACTOR\tACTION\tEVENTS\tTARGET")
 	for _, e := range page.Entries {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\n", utc(e.At), oneLine(e.Actor, 60), e.Action, e.Count, oneLine(e.Target, 80))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\n", utc(e.At), cell(e.Actor, 60), cell(e.Action, 0), e.Count, cell(e.Target, 80))
 	}
 	if err := w.Flush(); err != nil {
 		return err

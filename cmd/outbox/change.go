@@ -121,14 +121,14 @@ func (c *cli) change(ctx context.Context, cmd string, args []string) error {
 		}
 	}
 	if err != nil {
-		res.Error = message(err)
+		res.Error = c.message(err)
 	}
 	if c.json {
 		if jerr := c.writeJSON(res); jerr != nil {
 			return jerr
 		}
 	} else if len(ids) == 1 && res.Changed == 1 {
-		fmt.Fprintf(c.out, "%s %s\n", act.past, ids[0])
+		fmt.Fprintf(c.out, "%s %s\n", act.past, text(ids[0]))
 	} else if len(ids) > 1 {
 		fmt.Fprintf(c.out, "%s %d of %d events\n", act.past, res.Changed, res.Requested)
 	}
@@ -143,7 +143,7 @@ func (c *cli) replayAll(ctx context.Context, f outbox.DeadFilter, yes bool) erro
 		return err
 	}
 	if err := f.Validate(); err != nil {
-		return usagef("replay -all: %s", message(err))
+		return usagef("replay -all: %s", c.message(err))
 	}
 	if err := c.requireLatest(ctx, "replay -all"); err != nil {
 		return err
@@ -171,7 +171,7 @@ func (c *cli) replayAll(ctx context.Context, f outbox.DeadFilter, yes bool) erro
 		}
 		if err != nil {
 			if c.json {
-				res.Error = message(err)
+				res.Error = c.message(err)
 				if jerr := c.writeJSON(res); jerr != nil {
 					return jerr
 				}
@@ -187,7 +187,7 @@ func (c *cli) replayAll(ctx context.Context, f outbox.DeadFilter, yes bool) erro
 	}
 	res.Changed, err = dead.ReplayAll(ctx, f, 0)
 	if err != nil {
-		res.Error = message(err)
+		res.Error = c.message(err)
 	}
 	if c.json {
 		if jerr := c.writeJSON(res); jerr != nil {
@@ -241,7 +241,7 @@ func describe(f outbox.DeadFilter) string {
 	var parts []string
 	for _, kv := range [...][2]string{{"event_type", f.EventType}, {"aggregate_type", f.AggregateType}, {"listener", f.Listener}} {
 		if kv[1] != "" {
-			parts = append(parts, kv[0]+"="+kv[1])
+			parts = append(parts, kv[0]+"="+text(kv[1]))
 		}
 	}
 	if len(parts) == 0 {

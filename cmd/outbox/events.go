@@ -153,15 +153,15 @@ func (c *cli) list(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(w, "ID\t%s%s\tTYPE\tAGGREGATE\tLISTENER\tATTEMPTS\tLAST ERROR\n", seq, when)
 	for _, e := range page.Events {
-		agg := e.AggregateType
+		agg := cell(e.AggregateType, 0)
 		if e.AggregateID != "" {
-			agg += " " + e.AggregateID
+			agg += " " + cell(e.AggregateID, 0)
 		}
 		if q.OrderKey != "" {
 			seq = fmt.Sprintf("%d\t", e.OrderSeq)
 		}
-		fmt.Fprintf(w, "%s\t%s%s\t%s\t%s\t%s\t%d\t%s\n", e.ID, seq, utc(outbox.ListTime(e, q.Status, q.EventFilter)), e.Type, agg,
-			orDash(e.Listener), e.Attempts, oneLine(e.LastError, 80))
+		fmt.Fprintf(w, "%s\t%s%s\t%s\t%s\t%s\t%d\t%s\n", cell(e.ID, 0), seq, utc(outbox.ListTime(e, q.Status, q.EventFilter)),
+			cell(e.Type, 0), agg, orDash(cell(e.Listener, 0)), e.Attempts, cell(e.LastError, 80))
 	}
 	if err := w.Flush(); err != nil {
 		return err
@@ -202,14 +202,20 @@ func nextCommand(cmd string, fs *flag.FlagSet, name, value string) string {
 		}
 		b.WriteString(" -" + f.Name + " " + shellQuote(f.Value.String()))
 	})
-	b.WriteString(" -" + name + " " + value)
+	b.WriteString(" -" + name + " " + shellQuote(value))
 	return b.String()
 }
 
-// shellQuote returns s as one word of a POSIX shell.
+// shellQuote returns s as one word of a POSIX shell: as it is, in single quotes, or,
+// when it holds a rune that the terminal must not get as it is, in the $'...' form
+// with Go's escapes (\x1b, \n, \u202e), which that form reads back.
 func shellQuote(s string) string {
 	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.,:/@+=") == "" {
 		return s
+	}
+	if !safe(s) {
+		q := strconv.Quote(s)
+		return "$'" + strings.ReplaceAll(q[1:len(q)-1], "'", `\'`) + "'"
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
@@ -238,28 +244,33 @@ func (c *cli) show(ctx context.Context, id string) error {
 		}
 		return v.UTC().Format(time.RFC3339Nano)
 	}
-	row("id", e.ID)
+	// Every text of the row is shown by text: escaped when it holds a control character.
+	row("id", text(e.ID))
 	row("status", e.Status.String())
-	row("type", e.Type)
-	row("aggregate", strings.TrimSpace(e.AggregateType+" "+e.AggregateID))
-	row("listener", e.Listener)
-	row("tenant", e.TenantID)
+	row("type", text(e.Type))
+	agg := text(e.AggregateType)
+	if e.AggregateID != "" {
+		agg += " " + text(e.AggregateID)
+	}
+	row("aggregate", agg)
+	row("listener", text(e.Listener))
+	row("tenant", text(e.TenantID))
 	row("attempts", fmt.Sprint(e.Attempts))
-	row("last error", oneLine(e.LastError, 0))
+	row("last error", text(e.LastError))
 	row("created", t(e.CreatedAt))
 	row("available", t(e.AvailableAt))
 	row("first failed attempt", t(e.FirstAttemptAt))
 	row("finished", t(e.DoneAt))
 	if e.OrderKey != "" {
-		row("order key", fmt.Sprintf("%s (#%d)", e.OrderKey, e.OrderSeq))
+		row("order key", fmt.Sprintf("%s (#%d)", text(e.OrderKey), e.OrderSeq))
 	}
-	row("claimed by", e.LockedBy)
+	row("claimed by", text(e.LockedBy))
 	row("claim until", t(e.LockedUntil))
 	if len(e.Headers) > 0 {
 		h, _ := json.Marshal(e.Headers)
-		row("headers", string(h))
+		row("headers", jsonText(h))
 	}
-	row("payload", string(e.Payload))
+	row("payload", jsonText(e.Payload))
 	return w.Flush()
 }
 

@@ -102,35 +102,55 @@ type cli struct {
 	dialect     outbox.Dialect
 	table       string
 	ob          *outbox.Outbox
-	usage       func() // the usage of the subcommand being run; nil before its flags
+	usage       func()   // the usage of the subcommand being run; nil before its flags
+	secrets     []string // the DSN's passwords, which no message prints
 }
 
 // run runs the command line args and returns the exit status.
 func run(args []string, in io.Reader, out, errOut io.Writer) int {
 	fs := flag.NewFlagSet("outbox", flag.ContinueOnError)
-	fs.SetOutput(errOut)
-	kind := fs.String("db", os.Getenv("OUTBOX_DB"), "database kind: postgres, mysql or sqlite (default $OUTBOX_DB)")
-	dsn := fs.String("dsn", os.Getenv("OUTBOX_DSN"), "the database's DSN (default $OUTBOX_DSN)")
+	// The defaults that come from the environment are not flag defaults, so that the
+	// usage never prints them: $OUTBOX_DSN holds a password.
+	kind := fs.String("db", "", "database kind: postgres, mysql or sqlite (default $OUTBOX_DB)")
+	dsn := fs.String("dsn", "", "the database's DSN (default $OUTBOX_DSN)")
 	table := fs.String("table", outbox.DefaultTable, "the outbox table, optionally schema-qualified")
-	actor := fs.String("actor", os.Getenv("OUTBOX_ACTOR"), "who the audit trail names for the changes (default $OUTBOX_ACTOR, else cli:<OS user>@<hostname>)")
+	actor := fs.String("actor", "", "who the audit trail names for the changes (default $OUTBOX_ACTOR, else cli:<OS user>@<hostname>)")
 	asJSON := fs.Bool("json", false, "print JSON instead of tables")
 	timeout := fs.Duration("timeout", 30*time.Second, "bound on the command's database work")
-	fs.Usage = func() {
+	// Parse reports nothing itself: its errors may quote a value, which is printed
+	// redacted below.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	usage := func() {
 		fmt.Fprintln(errOut, "usage: outbox [flags] migrate [-status] | stats | events list [filters] | events show ID |\n"+
 			"       replay ID... | replay -all [filters] [-yes] | discard ID... | delete ID... | audit [-limit N] [-before ID]")
+		fs.SetOutput(errOut)
 		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+	perr := fs.Parse(args)
+	fromEnv(fs, "db", "OUTBOX_DB")
+	fromEnv(fs, "dsn", "OUTBOX_DSN")
+	fromEnv(fs, "actor", "OUTBOX_ACTOR")
+	// Every message is cleared of the DSN's passwords, whichever DSN it quotes.
+	_, secrets := redactSecrets(*dsn)
+	if _, env := redactSecrets(os.Getenv("OUTBOX_DSN")); len(env) > 0 {
+		secrets = append(secrets, env...)
+	}
+	if perr != nil {
+		if errors.Is(perr, flag.ErrHelp) {
+			usage()
 			return 0
 		}
+		fmt.Fprintln(errOut, "outbox:", escapeControls(scrub(perr.Error(), secrets)))
+		usage()
 		return 2
 	}
 	if *timeout <= 0 {
 		fmt.Fprintln(errOut, "outbox: -timeout must be positive")
 		return 2
 	}
-	c := &cli{in: in, out: out, errOut: errOut, json: *asJSON, table: *table, timeout: *timeout}
+	c := &cli{in: in, out: out, errOut: errOut, json: *asJSON, table: *table, timeout: *timeout, secrets: secrets}
 	ctx := outbox.WithActor(context.Background(), cmp.Or(strings.TrimSpace(*actor), defaultActor()))
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
@@ -145,7 +165,7 @@ func run(args []string, in io.Reader, out, errOut io.Writer) int {
 		c.usage()
 		return 0
 	}
-	fmt.Fprintln(errOut, "outbox:", message(err))
+	fmt.Fprintln(errOut, "outbox:", escapeControls(c.message(err)))
 	var ue *usageError
 	var re *refusedError
 	switch {
@@ -153,7 +173,7 @@ func run(args []string, in io.Reader, out, errOut io.Writer) int {
 		if c.usage != nil {
 			c.usage()
 		} else {
-			fs.Usage()
+			usage()
 		}
 		return 2
 	case errors.As(err, &re):
@@ -163,9 +183,23 @@ func run(args []string, in io.Reader, out, errOut io.Writer) int {
 	}
 }
 
+// fromEnv sets flag name of fs to the value of environment variable env, unless the
+// command line set it.
+func fromEnv(fs *flag.FlagSet, name, env string) {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	if !set {
+		fs.Set(name, os.Getenv(env))
+	}
+}
+
 // message is err's text without the "outbox: " prefixes of the library's errors, which
 // every message of the command has once.
 func message(err error) string { return strings.ReplaceAll(err.Error(), "outbox: ", "") }
+
+// message is err's text as message makes it, without the DSN's passwords (a driver's
+// error may quote the DSN) and with every word that reads as a DSN redacted.
+func (c *cli) message(err error) string { return scrub(message(err), c.secrets) }
 
 // errHelp is returned for a subcommand's -h: its usage is printed, and the exit
 // status is 0.
@@ -215,7 +249,7 @@ func (c *cli) run(ctx context.Context, kind, dsn string, args []string) error {
 	switch cmd {
 	case "migrate", "stats", "events", "replay", "discard", "delete", "audit":
 	default:
-		return usagef("unknown command %q", cmd)
+		return usagef("unknown command %q", redactDSN(cmd)) // a DSN given without -dsn
 	}
 	if err := c.open(ctx, kind, dsn); err != nil {
 		return err
@@ -237,11 +271,13 @@ func (c *cli) run(ctx context.Context, kind, dsn string, args []string) error {
 	}
 }
 
-// open connects to the database and checks that it answers.
+// open connects to the database and checks that it answers. Its messages show the
+// DSN redacted.
 func (c *cli) open(ctx context.Context, kind, dsn string) error {
 	if dsn == "" {
 		return usagef("no DSN: set -dsn or OUTBOX_DSN")
 	}
+	shown := redactDSN(dsn)
 	var driver string
 	switch kind {
 	case "postgres":
@@ -263,18 +299,18 @@ func (c *cli) open(ctx context.Context, kind, dsn string) error {
 	case "":
 		return usagef("no database kind: set -db or OUTBOX_DB (postgres, mysql or sqlite)")
 	default:
-		return usagef("unknown database kind %q: want postgres, mysql or sqlite", kind)
+		return usagef("unknown database kind %q: want postgres, mysql or sqlite", redactDSN(kind)) // the DSN in -db
 	}
 	db, err := sql.Open(driver, dsn)
 	if err != nil {
-		return usagef("bad DSN: %v", err)
+		return usagef("bad DSN %s: %v", shown, err)
 	}
 	c.db = db
 	if kind == "sqlite" {
 		db.SetMaxOpenConns(1)
 	}
 	if err := db.PingContext(ctx); err != nil {
-		return fmt.Errorf("cannot reach the %s database: %w", kind, err)
+		return fmt.Errorf("cannot reach the %s database at %s: %w", kind, shown, err)
 	}
 	return nil
 }
@@ -303,19 +339,18 @@ func asUsage(err error) error {
 	return err
 }
 
+// writeJSON prints v as indented JSON. encoding/json escapes the C0 controls in
+// strings but not DEL, the C1 controls or the bidirectional overrides: those are
+// escaped too (\u007f, \u009b, \u202e), which keeps the same JSON values.
 func (c *cli) writeJSON(v any) error {
-	enc := json.NewEncoder(c.out)
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
-// oneLine returns s on one line, cut to max runes when max > 0.
-func oneLine(s string, max int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); max > 0 && len(r) > max {
-		return string(r[:max-1]) + "…"
+	if err := enc.Encode(v); err != nil {
+		return err
 	}
-	return s
+	_, err := io.WriteString(c.out, escapeJSON(b.String(), true))
+	return err
 }
 
 // orDash returns s, or "-" when it is empty, for a table cell.

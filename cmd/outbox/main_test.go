@@ -180,7 +180,7 @@ func TestCommand(t *testing.T) {
 		}
 
 		out := tg.ok(t, "events", "list")
-		if !strings.Contains(out, "e0") || !strings.Contains(out, "carrier refused e0") || strings.Contains(out, "e3") {
+		if !strings.Contains(out, "e0") || !strings.Contains(out, `"carrier\nrefused e0"`) || strings.Contains(out, "e3") {
 			t.Fatalf("events list:\n%s", out)
 		}
 		listeners := map[string]string{}

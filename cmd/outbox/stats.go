@@ -74,7 +74,7 @@ func (c *cli) stats(ctx context.Context) error {
 	w = tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "\nSTATUS\tTYPE\tEVENTS")
 	for _, tc := range byType {
-		fmt.Fprintf(w, "%s\t%s\t%d\n", tc.Status, tc.EventType, tc.Count)
+		fmt.Fprintf(w, "%s\t%s\t%d\n", tc.Status, cell(tc.EventType, 0), tc.Count)
 	}
 	return w.Flush()
 }
