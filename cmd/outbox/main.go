@@ -49,6 +49,11 @@
 // <table>_audit) with the actor; audit lists it, newest first. Changes and audit need
 // the table at the latest schema version (outbox migrate).
 //
+// The command never prints the DSN's password: the usage names $OUTBOX_DSN without its
+// value, and a message shows a DSN redacted (postgres://app:xxxxx@db/app). What it
+// prints of the database's text (types, IDs, errors, actors, headers, payloads) shows
+// control characters, C1 controls and bidirectional overrides escaped ("a\n\x1b[31m").
+//
 // The exit status is 0 on success, 1 when an operation failed (a database that cannot
 // be reached, an unknown event, an event in the wrong state, fewer events changed than
 // named) and 2 on bad usage or a replay -all that was not confirmed.

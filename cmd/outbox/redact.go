@@ -39,6 +39,7 @@ func redactSecrets(dsn string) (shown string, secrets []string) {
 	case isKeyValue(dsn):
 		return redactKeyValue(dsn)
 	}
+	// go-sql-driver/mysql's form, or a path.
 	if slash := strings.LastIndexByte(dsn, '/'); slash > 0 {
 		if at := strings.LastIndexByte(dsn[:slash], '@'); at >= 0 {
 			if colon := strings.IndexByte(dsn[:at], ':'); colon >= 0 && colon+1 < at {
