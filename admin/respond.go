@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 
@@ -73,6 +74,12 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, op string, err er
 		writeError(w, http.StatusConflict, "not_dead", "the event is not DEAD; only DEAD events can be replayed", "")
 	case errors.Is(err, outbox.ErrFinished):
 		writeError(w, http.StatusConflict, "finished", "the event is finished (DONE, FALLBACK or DISCARDED) and cannot be discarded", "")
+	case errors.As(err, new(*outbox.AuditError)):
+		var ae *outbox.AuditError
+		errors.As(err, &ae)
+		h.logger.ErrorContext(r.Context(), "outboxadmin: "+op+": audit trail not written", slog.String("method", r.Method),
+			slog.String("path", r.URL.Path), slog.Int64("unrecorded", ae.Unrecorded), slog.Any("error", err))
+		writeError(w, http.StatusInternalServerError, "audit_failed", auditMessage(ae), "")
 	case errors.Is(err, errors.ErrUnsupported):
 		// A Store without lists of every status or an audit trail (a custom one).
 		h.logger.WarnContext(r.Context(), "outboxadmin: "+op+": unsupported by the store", slog.Any("error", err))
@@ -90,5 +97,19 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, op string, err er
 		h.logger.ErrorContext(r.Context(), "outboxadmin: "+op, slog.String("method", r.Method),
 			slog.String("path", r.URL.Path), slog.Any("error", err))
 		writeError(w, http.StatusInternalServerError, "internal", "internal error", "")
+	}
+}
+
+// auditMessage says what an *outbox.AuditError means for the change: the cause, without
+// the database's own message (which the log has), and what was changed.
+func auditMessage(ae *outbox.AuditError) string {
+	msg := "the audit trail could not be written (" + ae.Reason + "; see the server log)"
+	switch {
+	case ae.Unrecorded > 0:
+		return msg + fmt.Sprintf("; the change was made to %d events, which the trail lacks", ae.Unrecorded)
+	case ae.Recorded > 0:
+		return msg + fmt.Sprintf("; %d events were replayed and recorded before, the others were not replayed", ae.Recorded)
+	default:
+		return msg + "; nothing was changed"
 	}
 }

@@ -44,6 +44,142 @@ type AuditStore interface {
 	ListAudit(ctx context.Context, p ListAuditParams) ([]AuditEntry, error)
 }
 
+// AuditedStore is implemented by an [AuditStore] that makes a change of [DeadEvents]
+// and stores its audit entry in one transaction (the SQL store does): both are stored
+// or neither, so a change whose entry cannot be written is not made. Without it,
+// DeadEvents makes the change and then writes its entry; an entry that cannot be
+// written then leaves a change the trail lacks ([AuditError.Unrecorded]).
+type AuditedStore interface {
+	// ChangeAudited makes the change p.Entry.Action names and stores p.Entry, its
+	// Count set to the rows changed, in one transaction, and returns the rows changed.
+	// When the entry cannot be stored it changes nothing and returns an error that
+	// wraps an *[AuditError].
+	ChangeAudited(ctx context.Context, p AuditedChangeParams) (int64, error)
+}
+
+// AuditedChangeParams are the inputs of [AuditedStore.ChangeAudited].
+type AuditedChangeParams struct {
+	// Entry is the audit entry to store, its Count set to the rows changed. Its Action
+	// selects the change: AuditReplay replays the DEAD events among IDs and
+	// AuditReplayAll the oldest Limit DEAD events matching DeadFilter (as
+	// [DeadStore.Replay]), AuditDelete deletes the DEAD events among IDs (as
+	// [DeadStore.DeleteDead]), AuditDiscard discards the events among IDs (as
+	// [DiscardStore.Discard]).
+	Entry AuditEntry
+	// IDs are the events of AuditReplay, AuditDelete and AuditDiscard.
+	IDs []string
+	// DeadFilter and Limit select the batch of AuditReplayAll.
+	DeadFilter
+	Limit int
+	// Now is a replay's available_at and a discard's done_at.
+	Now time.Time
+	// Continue says that Entry was stored by an earlier call, an earlier batch of the
+	// same replay-all: the rows this one changes are added to its Count.
+	Continue bool
+	// OnlyIfChanged stores no entry when no row changed (a change of one event that was
+	// not there to change).
+	OnlyIfChanged bool
+}
+
+// Validate reports whether p can be passed to [AuditedStore.ChangeAudited]; the error
+// matches [ErrInvalidArgument].
+func (p AuditedChangeParams) Validate() error {
+	e := p.Entry
+	if !possibleID(e.ID) || e.At.IsZero() {
+		return invalidParams("audited change", "the entry needs an ID and a time")
+	}
+	for _, s := range [...]string{e.Actor, e.Target} {
+		if !validText(s) {
+			return invalidParams("audited change", "the entry's actor or target is not valid UTF-8 or contains NUL")
+		}
+	}
+	if len(e.Actor) > maxActorLen || len(e.Target) > maxAuditTargetLen {
+		return invalidParams("audited change", "the entry's actor or target is too long")
+	}
+	switch e.Action {
+	case AuditReplay, AuditReplayAll, AuditDiscard:
+		if p.Now.IsZero() {
+			return invalidParams("audited change", "Now is zero")
+		}
+	case AuditDelete:
+	default:
+		return invalidParams("audited change", "unknown action %q", e.Action)
+	}
+	if e.Action == AuditReplayAll {
+		if len(p.IDs) > 0 || p.Limit <= 0 {
+			return invalidParams("audited change", "a replay-all takes a filter and a positive Limit, no IDs")
+		}
+		return p.DeadFilter.Validate()
+	}
+	if len(p.IDs) == 0 || p.DeadFilter != (DeadFilter{}) || p.Continue {
+		return invalidParams("audited change", "%s takes IDs, neither a filter nor Continue", e.Action)
+	}
+	for _, id := range p.IDs {
+		if !possibleID(id) {
+			return invalidParams("audited change", "ID %q is empty, longer than %d bytes, or not valid text", id, MaxIDLen)
+		}
+	}
+	return nil
+}
+
+// AuditError is the error of a change of [DeadEvents] whose audit entry could not be
+// written; errors.As finds it.
+type AuditError struct {
+	// Action is the change: AuditReplay, AuditReplayAll, AuditDelete or AuditDiscard.
+	Action string
+	// Recorded is how many events a replay-all changed, and recorded, in the batches
+	// before the one whose entry failed.
+	Recorded int64
+	// Unrecorded is how many events the change made that the trail lacks: always 0 with
+	// an [AuditedStore], which rolls the change back with its entry.
+	Unrecorded int64
+	// Reason says why without internal details, fit to show an operator: "the audit
+	// table does not exist", "no permission to write the audit table" or "a database
+	// error".
+	Reason string
+	// Err is the store's error.
+	Err error
+}
+
+// Error implements error.
+func (e *AuditError) Error() string {
+	msg := "outbox: " + e.Action + ": the audit trail could not be written (" + e.Reason + "): " + fmt.Sprint(e.Err)
+	if e.Unrecorded > 0 {
+		return msg + fmt.Sprintf("; %d events were changed and are not recorded", e.Unrecorded)
+	}
+	if e.Recorded > 0 {
+		return msg + fmt.Sprintf("; %d events were changed and recorded before, the rest were not changed", e.Recorded)
+	}
+	return msg + "; nothing was changed"
+}
+
+// Unwrap returns the store's error.
+func (e *AuditError) Unwrap() error { return e.Err }
+
+// auditReason describes err, the failure to write an audit entry, for [AuditError.Reason]:
+// the drivers' messages are matched, as isLockConflict does.
+func auditReason(err error) string {
+	if errors.Is(err, errAuditEntryGone) {
+		return "the entry of the earlier batches is gone"
+	}
+	msg := err.Error()
+	for _, r := range [...]struct{ reason, marks string }{
+		{"the audit table does not exist", "SQLSTATE 42P01|Error 1146 |no such table"},
+		{"no permission to write the audit table", "SQLSTATE 42501|Error 1142 |Error 1044 |permission denied|readonly database|not authorized"},
+	} {
+		for m := range strings.SplitSeq(r.marks, "|") {
+			if strings.Contains(msg, m) {
+				return r.reason
+			}
+		}
+	}
+	return "a database error"
+}
+
+// errAuditEntryGone is the error of a replay-all's later batch whose entry is not in
+// the audit table any more.
+var errAuditEntryGone = errors.New("audit entry not found")
+
 // ListAuditParams are the inputs of [AuditStore.ListAudit].
 type ListAuditParams struct {
 	Before string // an entry ID: list older entries; "" starts at the newest
@@ -107,21 +243,67 @@ func (d *DeadEvents) Audit(ctx context.Context, q AuditQuery) (AuditPage, error)
 	return page, nil
 }
 
-// audit records a change that succeeded. The change is made by then: an error says
-// that the trail lacks it.
-func (d *DeadEvents) audit(ctx context.Context, action, target string, n int64) error {
+// entry returns a new audit entry of action on target, by the actor of ctx.
+func (d *DeadEvents) entry(ctx context.Context, action, target string) AuditEntry {
+	at := d.now()
+	e := AuditEntry{ID: defaultIDs.next(at), At: at, Actor: cut(actorFrom(ctx), maxActorLen), Action: action,
+		Target: cut(target, maxAuditTargetLen)}
+	if e.Actor == "" {
+		e.Actor = "unknown"
+	}
+	return e
+}
+
+// change makes the change p describes and records it in the audit trail: both in one
+// transaction on an [AuditedStore]; else the change alone, then its entry. It returns
+// the rows changed; an error about the entry is an *AuditError.
+func (d *DeadEvents) change(ctx context.Context, p AuditedChangeParams) (int64, error) {
+	if as, ok := d.store.(AuditedStore); ok {
+		return as.ChangeAudited(ctx, p)
+	}
+	var (
+		n   int64
+		err error
+	)
+	switch p.Entry.Action {
+	case AuditReplay, AuditReplayAll:
+		var ds DeadStore
+		if ds, err = d.deadStore(); err == nil {
+			n, err = ds.Replay(ctx, ReplayParams{IDs: p.IDs, DeadFilter: p.DeadFilter, Limit: p.Limit, Now: p.Now})
+		}
+	case AuditDelete:
+		var ds DeadStore
+		if ds, err = d.deadStore(); err == nil {
+			n, err = ds.DeleteDead(ctx, p.IDs)
+		}
+	case AuditDiscard:
+		ds, ok := d.store.(DiscardStore)
+		if !ok {
+			return 0, fmt.Errorf("outbox: discard: %T does not implement DiscardStore: %w", d.store, errors.ErrUnsupported)
+		}
+		n, err = ds.Discard(ctx, p.IDs, p.Now)
+	}
+	if err != nil || n == 0 && p.OnlyIfChanged {
+		return n, err
+	}
+	e := p.Entry
+	e.Count = n
+	if err := d.record(ctx, e); err != nil {
+		err.Unrecorded = n
+		return n, err
+	}
+	return n, nil
+}
+
+// record stores e, when the store keeps an audit trail, even if ctx is canceled (the
+// change is made by then).
+func (d *DeadEvents) record(ctx context.Context, e AuditEntry) *AuditError {
 	as, ok := d.store.(AuditStore)
 	if !ok {
 		return nil
 	}
-	at := d.now()
-	e := AuditEntry{ID: defaultIDs.next(at), At: at, Actor: cut(actorFrom(ctx), maxActorLen), Action: action,
-		Target: cut(target, maxAuditTargetLen), Count: n}
-	if e.Actor == "" {
-		e.Actor = "unknown"
-	}
 	if err := as.RecordAudit(context.WithoutCancel(ctx), e); err != nil {
-		return fmt.Errorf("outbox: %s of %d events done, but not recorded in the audit trail: %w", action, n, err)
+		return &AuditError{Action: e.Action, Reason: auditReason(err), Err: err}
 	}
 	return nil
 }

@@ -280,18 +280,14 @@ func (d *DeadEvents) ReplayEvents(ctx context.Context, ids []string) (int64, err
 	if err != nil {
 		return 0, err
 	}
-	ds, err := d.deadStore()
-	if err != nil {
+	if _, err := d.deadStore(); err != nil {
 		return 0, err
 	}
-	n, err := ds.Replay(ctx, ReplayParams{IDs: ids, Now: d.now()})
-	if err != nil {
-		return 0, fmt.Errorf("outbox: replay events: %w", err)
-	}
+	n, err := d.change(ctx, AuditedChangeParams{Entry: d.entry(ctx, AuditReplay, idsTarget(ids)), IDs: ids, Now: d.now()})
 	if n > 0 {
 		d.replayed()
 	}
-	return n, d.audit(ctx, AuditReplay, idsTarget(ids), n)
+	return n, wrapErr("replay events", err)
 }
 
 // DiscardEvents discards the events among ids that are DEAD or pending (as Discard does
@@ -301,18 +297,14 @@ func (d *DeadEvents) DiscardEvents(ctx context.Context, ids []string) (int64, er
 	if err != nil {
 		return 0, err
 	}
-	ds, ok := d.store.(DiscardStore)
-	if !ok {
+	if _, ok := d.store.(DiscardStore); !ok {
 		return 0, fmt.Errorf("outbox: discard: %T does not implement DiscardStore: %w", d.store, errors.ErrUnsupported)
 	}
-	n, err := ds.Discard(ctx, ids, d.now())
-	if err != nil {
-		return 0, fmt.Errorf("outbox: discard events: %w", err)
-	}
+	n, err := d.change(ctx, AuditedChangeParams{Entry: d.entry(ctx, AuditDiscard, idsTarget(ids)), IDs: ids, Now: d.now()})
 	if n > 0 {
 		d.replayed()
 	}
-	return n, d.audit(ctx, AuditDiscard, idsTarget(ids), n)
+	return n, wrapErr("discard events", err)
 }
 
 // DeleteEvents deletes the DEAD events among ids for good (as Delete does one) and
@@ -322,18 +314,14 @@ func (d *DeadEvents) DeleteEvents(ctx context.Context, ids []string) (int64, err
 	if err != nil {
 		return 0, err
 	}
-	ds, err := d.deadStore()
-	if err != nil {
+	if _, err := d.deadStore(); err != nil {
 		return 0, err
 	}
-	n, err := ds.DeleteDead(ctx, ids)
-	if err != nil {
-		return 0, fmt.Errorf("outbox: delete events: %w", err)
-	}
+	n, err := d.change(ctx, AuditedChangeParams{Entry: d.entry(ctx, AuditDelete, idsTarget(ids)), IDs: ids})
 	if n > 0 {
 		d.replayed()
 	}
-	return n, d.audit(ctx, AuditDelete, idsTarget(ids), n)
+	return n, wrapErr("delete events", err)
 }
 
 // idsTarget is the audit target of an action on ids: the IDs, comma-separated.

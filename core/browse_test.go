@@ -127,17 +127,28 @@ func (s stoppingStore) ListEvents(context.Context, outbox.ListEventsParams) ([]o
 	return nil, s.stop, nil
 }
 
-// TestAuditFailureIsReported: a change whose audit entry cannot be written is made, and
-// the call says that the trail lacks it.
+// TestAuditFailureIsReported: on a store that cannot record a change with its entry in
+// one transaction (no AuditedStore), a change whose entry cannot be written is made, and
+// the call returns an *AuditError that counts the unrecorded events.
 func TestAuditFailureIsReported(t *testing.T) {
 	store := failingAudit{outboxtest.NewMemoryStore()}
-	putEvents(store.MemoryStore, outbox.StatusDead, "d1")
-	err := deadOver(t, store).Replay(t.Context(), "d1")
-	if err == nil || !strings.Contains(err.Error(), "not recorded in the audit trail") || !errors.Is(err, errAuditDown) {
+	if _, ok := outbox.Store(store).(outbox.AuditedStore); ok {
+		t.Fatal("the memory store implements AuditedStore: this test needs a store that does not")
+	}
+	putEvents(store.MemoryStore, outbox.StatusDead, "d1", "d2", "d3")
+	dead := deadOver(t, store)
+	err := dead.Replay(t.Context(), "d1")
+	var ae *outbox.AuditError
+	if !errors.As(err, &ae) || ae.Unrecorded != 1 || ae.Action != outbox.AuditReplay || !errors.Is(err, errAuditDown) ||
+		!strings.Contains(err.Error(), "1 events were changed and are not recorded") {
 		t.Fatalf("Replay with the audit trail down = %v", err)
 	}
 	if e, _ := store.Get(t.Context(), "d1"); e.Status != outbox.StatusNew {
 		t.Fatalf("d1 is %s, want NEW: the replay is made", e.Status)
+	}
+	n, err := dead.ReplayAll(t.Context(), outbox.DeadFilter{}, 1)
+	if !errors.As(err, &ae) || n != 2 || ae.Unrecorded != 2 || ae.Action != outbox.AuditReplayAll {
+		t.Fatalf("ReplayAll with the audit trail down = %d, %v", n, err)
 	}
 }
 

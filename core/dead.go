@@ -116,17 +116,15 @@ func (d *DeadEvents) Replay(ctx context.Context, id string) error {
 	if id == "" {
 		return fmt.Errorf("%w: empty event ID", ErrInvalidArgument)
 	}
-	ds, err := d.deadStore()
-	if err != nil {
+	if _, err := d.deadStore(); err != nil {
 		return err
 	}
-	n, err := ds.Replay(ctx, ReplayParams{IDs: []string{id}, Now: d.now()})
-	if err != nil {
-		return fmt.Errorf("outbox: replay event %s: %w", id, err)
-	}
+	n, err := d.change(ctx, AuditedChangeParams{Entry: d.entry(ctx, AuditReplay, id), IDs: []string{id}, Now: d.now(), OnlyIfChanged: true})
 	if n > 0 {
 		d.replayed()
-		return d.audit(ctx, AuditReplay, id, n)
+	}
+	if err != nil || n > 0 {
+		return wrapErr("replay event "+id, err)
 	}
 	e, err := d.store.Get(ctx, id)
 	if err != nil {
@@ -141,17 +139,15 @@ func (d *DeadEvents) Delete(ctx context.Context, id string) error {
 	if id == "" {
 		return fmt.Errorf("%w: empty event ID", ErrInvalidArgument)
 	}
-	ds, err := d.deadStore()
-	if err != nil {
+	if _, err := d.deadStore(); err != nil {
 		return err
 	}
-	n, err := ds.DeleteDead(ctx, []string{id})
-	if err != nil {
-		return fmt.Errorf("outbox: delete event %s: %w", id, err)
-	}
+	n, err := d.change(ctx, AuditedChangeParams{Entry: d.entry(ctx, AuditDelete, id), IDs: []string{id}, OnlyIfChanged: true})
 	if n > 0 {
 		d.replayed() // its key's next event is promoted by the next sweep, at once
-		return d.audit(ctx, AuditDelete, id, n)
+	}
+	if err != nil || n > 0 {
+		return wrapErr("delete event "+id, err)
 	}
 	e, err := d.store.Get(ctx, id)
 	if err != nil {
@@ -170,17 +166,15 @@ func (d *DeadEvents) Discard(ctx context.Context, id string) error {
 	if id == "" {
 		return fmt.Errorf("%w: empty event ID", ErrInvalidArgument)
 	}
-	ds, ok := d.store.(DiscardStore)
-	if !ok {
+	if _, ok := d.store.(DiscardStore); !ok {
 		return fmt.Errorf("outbox: discard: %T does not implement DiscardStore: %w", d.store, errors.ErrUnsupported)
 	}
-	n, err := ds.Discard(ctx, []string{id}, d.now())
-	if err != nil {
-		return fmt.Errorf("outbox: discard event %s: %w", id, err)
-	}
+	n, err := d.change(ctx, AuditedChangeParams{Entry: d.entry(ctx, AuditDiscard, id), IDs: []string{id}, Now: d.now(), OnlyIfChanged: true})
 	if n > 0 {
 		d.replayed() // its key's next event is promoted by the next sweep, at once
-		return d.audit(ctx, AuditDiscard, id, n)
+	}
+	if err != nil || n > 0 {
+		return wrapErr("discard event "+id, err)
 	}
 	e, err := d.store.Get(ctx, id)
 	if err != nil {
@@ -191,7 +185,9 @@ func (d *DeadEvents) Discard(ctx context.Context, id string) error {
 
 // ReplayAll replays every DEAD event matching f in batches of batchSize (0 means
 // DefaultReplayBatchSize), at most as many as were DEAD when it started, and returns
-// how many it replayed (so far, with the error, when one stops it).
+// how many it replayed (so far, with the error, when one stops it). It is one entry of
+// the audit trail; on an [AuditedStore] each batch adds its count to the entry in the
+// batch's transaction, so that the entry holds every batch that was made.
 func (d *DeadEvents) ReplayAll(ctx context.Context, f DeadFilter, batchSize int) (int64, error) {
 	if batchSize == 0 {
 		batchSize = DefaultReplayBatchSize
@@ -207,16 +203,34 @@ func (d *DeadEvents) ReplayAll(ctx context.Context, f DeadFilter, batchSize int)
 	if err != nil {
 		return 0, fmt.Errorf("outbox: replay dead events: %w", err)
 	}
+	entry := d.entry(ctx, AuditReplayAll, filterTarget(f))
+	if budget == 0 {
+		if err := d.record(ctx, entry); err != nil {
+			return 0, fmt.Errorf("outbox: replay dead events: %w", err)
+		}
+		return 0, nil
+	}
+	_, audited := d.store.(AuditedStore)
 	var total int64
 	for total < budget {
 		limit := int(min(int64(batchSize), budget-total))
-		n, err := ds.Replay(ctx, ReplayParams{DeadFilter: f, Limit: limit, Now: d.now()})
+		var n int64
+		if audited {
+			n, err = d.change(ctx, AuditedChangeParams{Entry: entry, DeadFilter: f, Limit: limit, Now: d.now(), Continue: total > 0})
+		} else { // the entry is recorded at the end
+			n, err = ds.Replay(ctx, ReplayParams{DeadFilter: f, Limit: limit, Now: d.now()})
+		}
 		if err != nil {
-			err = fmt.Errorf("outbox: replay dead events: %w", err)
-			if total > 0 {
-				err = errors.Join(err, d.audit(ctx, AuditReplayAll, filterTarget(f), total))
+			if ae := (*AuditError)(nil); errors.As(err, &ae) {
+				ae.Recorded = total
+			} else if total > 0 && !audited {
+				entry.Count = total
+				if aerr := d.record(ctx, entry); aerr != nil {
+					aerr.Unrecorded = total
+					err = errors.Join(err, aerr)
+				}
 			}
-			return total, err
+			return total, fmt.Errorf("outbox: replay dead events: %w", err)
 		}
 		total += n
 		if n > 0 {
@@ -226,7 +240,23 @@ func (d *DeadEvents) ReplayAll(ctx context.Context, f DeadFilter, batchSize int)
 			break
 		}
 	}
-	return total, d.audit(ctx, AuditReplayAll, filterTarget(f), total)
+	if audited {
+		return total, nil
+	}
+	entry.Count = total
+	if err := d.record(ctx, entry); err != nil {
+		err.Unrecorded = total
+		return total, fmt.Errorf("outbox: replay dead events: %w", err)
+	}
+	return total, nil
+}
+
+// wrapErr wraps a change's error with what was changed.
+func wrapErr(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("outbox: %s: %w", what, err)
 }
 
 func (d *DeadEvents) replayed() {

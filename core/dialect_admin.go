@@ -350,6 +350,14 @@ func (d *dialect) recordAuditQuery(t tableName, e AuditEntry) (query, error) {
 	return b.query(), nil
 }
 
+// addAuditCountQuery builds the UPDATE of [AuditedChangeParams.Continue]: n more
+// events for the entry id.
+func (d *dialect) addAuditCountQuery(t tableName, id string, n int64) query {
+	b := d.newBuilder()
+	b.w("UPDATE ", d.qualified(auditTable(t)), " SET affected = affected + ", b.arg(n), " WHERE audit_id = ", b.arg(id))
+	return b.query()
+}
+
 // listAuditQuery builds [AuditStore.ListAudit].
 func (d *dialect) listAuditQuery(t tableName, p ListAuditParams) query {
 	b := d.newBuilder()

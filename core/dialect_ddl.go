@@ -34,7 +34,13 @@ type laterMigration struct {
 	droppedKeyIndex string
 	// trigger, when set, is the suffix of a trigger the version creates (SQLite), by
 	// which it is detected.
-	trigger  string
+	trigger string
+	// tableOf, when set, is the suffix of a table the version creates beside the outbox
+	// table: the version is detected by column in that table.
+	tableOf string
+	// optional marks a version that [Outbox.Start] does not require: it runs on a table
+	// without it, with a warning (the lease, see [LeaseStore]).
+	optional bool
 	up, down []ddlStatement
 }
 
@@ -130,7 +136,7 @@ func postgresDDL(d *dialect, t tableName) migration {
 		},
 		down: []ddlStatement{{"Drops the table and its indexes.", "DROP TABLE IF EXISTS " + table}},
 		later: []laterMigration{orderingMigration(d, t), fallbackMigration(d, t), listenerMigration(d, t), adminMigration(d, t),
-			keyIndexMigration(d, t)},
+			keyIndexMigration(d, t), leaseMigration(d, t)},
 	}
 }
 
@@ -175,7 +181,7 @@ func sqliteDDL(d *dialect, t tableName) migration {
 		},
 		down: []ddlStatement{{"Drops the table and its indexes.", "DROP TABLE IF EXISTS " + table}},
 		later: []laterMigration{orderingMigration(d, t), fallbackMigration(d, t), listenerMigration(d, t), adminMigration(d, t),
-			keyIndexMigration(d, t), keyCarryMigration(d, t)},
+			keyIndexMigration(d, t), keyCarryMigration(d, t), leaseMigration(d, t)},
 	}
 }
 
@@ -501,6 +507,6 @@ func mysqlDDL(d *dialect, t tableName) migration {
 					", DROP COLUMN " + d.orderOpenColumn + ", DROP COLUMN order_seq, DROP COLUMN order_key"},
 				{"", "DROP TABLE IF EXISTS " + d.qualified(keyTable(t))},
 			},
-		}, fallbackMigration(d, t), listenerMigration(d, t), adminMigration(d, t), keyIndexMigration(d, t)},
+		}, fallbackMigration(d, t), listenerMigration(d, t), adminMigration(d, t), keyIndexMigration(d, t), leaseMigration(d, t)},
 	}
 }

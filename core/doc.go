@@ -58,6 +58,12 @@
 // hot path, and every outcome update is fenced by the claim's token, so a node whose
 // claim expired and was taken over records nothing. See [Config.ClaimTTL].
 //
+// Processes deliver only while they hold the table's dispatch lease, kept in the
+// database ([LeaseStore]): a SingleNode process alone, MultiNode ones together. A second
+// SingleNode process (a second replica, or the new pod of a rolling update) still starts
+// but stands by, writing and not delivering, until the lease is free, rather than fail
+// and stall the update; if that lasts, it logs an ERROR naming the fix (docs/modes.md).
+//
 // # Storage
 //
 // [Store] is the delivery core a backend implements; [ClaimStore], [DeadStore],

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"time"
 )
 
@@ -29,10 +30,23 @@ type hotPath struct {
 	now          func() time.Time
 	metrics      Metrics
 	log          *slog.Logger
+
+	// standby is set while another process holds the table's dispatch lease (lease.go):
+	// committed events are left in the table for the holder's poller, without a word.
+	standby atomic.Bool
+	// wakeHolder, when set, tells other processes about events left while standing by
+	// (the Notifier).
+	wakeHolder func()
 }
 
 // AfterCommit queues the due events on the hot path; see [hotPath].
 func (h *hotPath) AfterCommit(ctx context.Context, events []Event) error {
+	if h.standingBy() {
+		if h.wakeHolder != nil {
+			h.wakeHolder()
+		}
+		return nil
+	}
 	if !h.q.hotEnabled() {
 		return nil
 	}
@@ -53,9 +67,15 @@ func (h *hotPath) deliver(ctx context.Context, events []Event) {
 	h.deliverRead(ctx, events, time.Time{})
 }
 
+// standingBy reports whether another process holds the dispatch lease (see standby).
+func (h *hotPath) standingBy() bool { return h.standby.Load() }
+
 // deliverRead is deliver for events read from the table by a read that began at readAt
 // (see queues.beginRead): ordered events promoted after an outcome.
 func (h *hotPath) deliverRead(ctx context.Context, events []Event, readAt time.Time) {
+	if h.standingBy() {
+		return // the rows are in the table: the lease holder's poller delivers them
+	}
 	now := h.now()
 	if h.claims {
 		if n := preClaimed(events); n > 0 {

@@ -20,10 +20,11 @@ var migrationFiles embed.FS
 
 // Migrations returns the migration files of the default outbox table for d, in
 // golang-migrate layout: 0001_create_outbox_event.up.sql and .down.sql, then one pair per
-// later version (PostgreSQL and SQLite: 0002_ordering, 0003_fallback, 0004_listener,
-// 0005_admin; MySQL: 0002_poll_index, 0003_ordering, 0004_fallback, 0005_listener,
-// 0006_admin). Use them with golang-migrate's iofs source, or
-// copy them into your own migrations. It returns nil for a nil dialect.
+// later version (PostgreSQL: 0002_ordering, 0003_fallback, 0004_listener, 0005_admin,
+// 0006_key_index_dropped, 0007_lease; SQLite the same to 0006, then 0007_key_carry and
+// 0008_lease; MySQL: 0002_poll_index, 0003_ordering, 0004_fallback, 0005_listener,
+// 0006_admin, 0007_key_index_dropped, 0008_lease). Use them with golang-migrate's iofs
+// source, or copy them into your own migrations. It returns nil for a nil dialect.
 func Migrations(d Dialect) fs.FS {
 	return subFS("migrations", d)
 }
@@ -104,7 +105,9 @@ func MigrateTable(ctx context.Context, db *sql.DB, d Dialect, table string) (err
 // SchemaVersion reports the schema version of the outbox table with the given name for
 // d: have is 0 when the table does not exist, else 1 plus the later versions of
 // [Migrations] it has; latest is the version this release ships. [MigrateTable] brings
-// have to latest; [Outbox.Start] refuses a table below it.
+// have to latest; [Outbox.Start] refuses a table below it, except for a table that
+// lacks only the lease version, on which it runs without the dispatch lease
+// (see [LeaseStore]).
 func SchemaVersion(ctx context.Context, db *sql.DB, d Dialect, table string) (have, latest int, err error) {
 	if db == nil {
 		return 0, 0, &ConfigError{Field: "DB", Reason: "nil *sql.DB"}
@@ -167,7 +170,8 @@ func applyLater(ctx context.Context, db *sql.DB, d *dialect, m laterMigration) (
 }
 
 // applied reports whether the table already has version m: its column, or its index,
-// or for a version that drops an index of the key table, that index being gone.
+// or for a version that drops an index of the key table, that index being gone, or for
+// a version that creates a table beside it, that table's column.
 func (m laterMigration) applied(ctx context.Context, db *sql.DB, d *dialect, t tableName) (bool, error) {
 	if m.droppedKeyIndex != "" {
 		has, err := hasIndex(ctx, db, d, keyTable(t), t.indexName(m.droppedKeyIndex))
@@ -178,6 +182,9 @@ func (m laterMigration) applied(ctx context.Context, db *sql.DB, d *dialect, t t
 	}
 	if m.trigger != "" {
 		return hasTrigger(ctx, db, d, t, t.indexName(m.trigger))
+	}
+	if m.tableOf != "" {
+		return hasColumn(ctx, db, d, tableName{schema: t.schema, name: t.indexName(m.tableOf)}, m.column)
 	}
 	return hasColumn(ctx, db, d, t, m.column)
 }

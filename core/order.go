@@ -83,7 +83,7 @@ func distinctKeys(n int, key func(i int) string) []string {
 // them are not next, none is handed over: the keys are promoted as usual and the poller
 // delivers what moved (claims taken by the promote are given back).
 func (o *orderer) afterCommit(ctx context.Context, events []Event, keys []string) {
-	if o.hot == nil || !o.hot.q.hotEnabled() {
+	if o.hot == nil || !o.hot.q.hotEnabled() || o.hot.standingBy() {
 		o.promote(ctx, keys)
 		return
 	}

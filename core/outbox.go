@@ -23,11 +23,13 @@ type Mode int
 //	  deployment runs the dispatchers)
 //
 // WriterOnly processes may write beside dispatching ones; never run two dispatching
-// modes, or two SingleNode processes, on one table. Ordered delivery (per-key FIFO,
-// [Envelope.OrderKey]) works in every mode.
+// modes, or two SingleNode processes, on one table: the dispatch lease ([Outbox.Start])
+// makes such a process stand by. Ordered delivery (per-key FIFO, [Envelope.OrderKey])
+// works in every mode.
 const (
 	// SingleNode runs the hot path and a poller that does not claim rows: exactly one
-	// process may dispatch from the table. It is the default.
+	// process may dispatch from the table (it holds the dispatch lease alone). It is
+	// the default.
 	SingleNode Mode = iota
 	// MultiNode runs the hot path and a claiming poller so that several processes (the
 	// replicas of a service) can share one table. It requires [Config.ClaimTTL].
@@ -128,6 +130,12 @@ type Config struct {
 	// bytes of printable ASCII but space and '/', unique per node. MultiNode only.
 	// Defaults to "<host>-<pid>-<random>".
 	NodeID string
+	// LeaseTTL is how long the dispatch lease lasts unrenewed, by the database clock: a
+	// holder renews it every LeaseTTL/3, a process standing by tries every LeaseTTL/6
+	// and logs an ERROR after 4 × LeaseTTL, and after a crash the next process delivers
+	// once it expired (docs/modes.md). At least a second; -1 runs without the lease.
+	// Not in WriterOnly mode. Defaults to DefaultLeaseTTL.
+	LeaseTTL time.Duration
 	// OrderByAggregate orders every event with an AggregateID that this outbox writes
 	// by its aggregate, as if its Envelope.OrderKey were AggregateType + ":" +
 	// AggregateID (docs/ordering.md). Defaults to false: only events with an OrderKey.
@@ -185,6 +193,7 @@ type Outbox struct {
 	dispatcher *dispatcher // nil in WriterOnly mode
 	poller     *poller     // nil in WriterOnly mode
 	purger     *purger     // nil when purging is disabled
+	lease      *leased     // runs the dispatcher and the poller; nil in WriterOnly mode
 	notifier   *notifier   // nil without Config.Notifier
 	orders     *orderer    // nil when the store keeps no order
 	logger     *slog.Logger
@@ -296,6 +305,11 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 		if cfg.Notifier != nil {
 			o.notifier = newNotifier(cfg.Notifier, d.q.signalCatchUp, cmp.Or(cfg.QueryTimeout, defaultQueryTimeout), logger)
 		}
+		o.lease = &leased{parts: []service{d, p}, mode: cfg.Mode, ttl: cmp.Or(cfg.LeaseTTL, DefaultLeaseTTL), nodeID: nodeID,
+			log: logger.With(slog.String("component", "lease"))}
+		if ls, ok := store.(LeaseStore); ok && cfg.LeaseTTL != -1 {
+			o.lease.store = ls
+		}
 		if cfg.Mode == SingleNode || cfg.Mode == MultiNode {
 			h := d.hotPath()
 			if orders != nil {
@@ -308,6 +322,10 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 				h.notify = o.notifier.signal // other nodes may take what this one dropped
 				d.notifyOthers = o.notifier.signal
 			}
+			if o.notifier != nil {
+				h.wakeHolder = o.notifier.signal // standing by: the lease holder delivers
+			}
+			o.lease.hot = h
 			hooks = append(hooks, h)
 			hotQueue = d.q
 		}
@@ -370,6 +388,9 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 func (c Config) validate(db *sql.DB) error {
 	switch c.Mode {
 	case SingleNode, WriterOnly:
+		if c.Mode == WriterOnly && c.LeaseTTL != 0 {
+			return &ConfigError{Field: "LeaseTTL", Reason: "WriterOnly mode delivers nothing and holds no lease; leave it zero"}
+		}
 		if c.ClaimTTL != 0 {
 			return &ConfigError{Field: "ClaimTTL", Reason: "only MultiNode mode claims rows; leave it zero in " + c.Mode.String() + " mode"}
 		}
@@ -390,6 +411,9 @@ func (c Config) validate(db *sql.DB) error {
 		if c.Dialect == nil {
 			return &ConfigError{Field: "Dialect", Reason: "is required (outbox.Postgres, outbox.MySQL or outbox.SQLite)"}
 		}
+	}
+	if c.LeaseTTL != 0 && c.LeaseTTL != -1 && c.LeaseTTL < minLeaseTTL {
+		return &ConfigError{Field: "LeaseTTL", Reason: fmt.Sprintf("must be at least %s, 0 for the default or -1 for no lease, got %s", minLeaseTTL, c.LeaseTTL)}
 	}
 	if c.DeadKeyPolicy != DeadKeyWaits && c.DeadKeyPolicy != DeadKeySkips {
 		return &ConfigError{Field: "DeadKeyPolicy", Reason: fmt.Sprintf("unknown policy %d", int(c.DeadKeyPolicy))}
@@ -480,11 +504,22 @@ func (o *Outbox) Store() Store { return o.store }
 // Mode returns the configured mode.
 func (o *Outbox) Mode() Mode { return o.mode }
 
+// Dispatching reports whether this process delivers events now: false before Start,
+// after Stop, in WriterOnly mode, and while it stands by because another process holds
+// the table's dispatch lease (see [Outbox.Start]).
+func (o *Outbox) Dispatching() bool { return o.lease != nil && o.lease.dispatching.Load() }
+
 // Start checks the connection (when the store is a [ConnectionChecker], as the SQL store is
 // is) and that the table is reachable, then starts the dispatcher, the poller and
 // the purger, in that order. It does not block; ctx bounds only the start-up (the loops
 // keep running after ctx ends). If a part fails to start, the parts already started are
 // stopped and the error is returned. Calling Start on a started Outbox does nothing.
+//
+// The dispatcher and the poller run only while this process holds the table's dispatch
+// lease ([LeaseStore]). When another process holds it (a second SingleNode process, a
+// SingleNode one beside MultiNode ones, the old process of a rolling update), Start
+// stands by: writes work, and delivery begins when the lease is free
+// ([Outbox.Dispatching]). A table without the lease version runs without it (a WARN).
 func (o *Outbox) Start(ctx context.Context) error {
 	if err := o.lock(ctx); err != nil {
 		return fmt.Errorf("outbox: start: %w", err)
@@ -515,8 +550,8 @@ func (o *Outbox) Start(ctx context.Context) error {
 	if o.notifier != nil {
 		parts = append(parts, o.notifier) // stopped last: it sends the last writes' notification
 	}
-	if o.dispatcher != nil {
-		parts = append(parts, o.dispatcher, o.poller)
+	if o.lease != nil {
+		parts = append(parts, o.lease) // the dispatcher and the poller, while this process holds the lease
 	}
 	if o.purger != nil {
 		parts = append(parts, o.purger)
@@ -534,7 +569,7 @@ func (o *Outbox) Start(ctx context.Context) error {
 	attrs := []slog.Attr{slog.String("mode", o.mode.String())}
 	if o.dispatcher != nil {
 		attrs = append(attrs, slog.Int("workers", o.dispatcher.cfg.Workers),
-			slog.Duration("poll_interval", o.poller.cfg.Interval))
+			slog.Duration("poll_interval", o.poller.cfg.Interval), slog.Bool("delivering", o.lease.dispatching.Load()))
 	}
 	attrs = append(attrs, slog.Bool("purge", o.purger != nil))
 	o.logger.LogAttrs(ctx, slog.LevelInfo, "outbox started", attrs...)
@@ -544,8 +579,9 @@ func (o *Outbox) Start(ctx context.Context) error {
 // Stop stops the purger and the poller, then drains the dispatcher within ctx: events
 // already queued are delivered if ctx allows, and anything left stays in the table for the
 // next start. It returns by ctx's deadline whatever listeners do (attempts still running
-// are abandoned, their rows left pending) with ctx.Err(). Calling Stop before Start, or
-// twice, does nothing.
+// are abandoned, their rows left pending) with ctx.Err(), and then leaves the dispatch
+// lease to expire; otherwise it releases it. Calling Stop before Start, or twice, does
+// nothing.
 func (o *Outbox) Stop(ctx context.Context) error {
 	if err := o.lock(ctx); err != nil {
 		return err

@@ -1636,8 +1636,9 @@ func (s *sqlStore) checkTable(ctx context.Context) error {
 		return err // no table yet: the first query will say so
 	}
 	for _, m := range later {
-		if m.droppedKeyIndex != "" {
+		if m.droppedKeyIndex != "" || m.optional {
 			continue
+// Nor is an optional one (the lease: Start runs without it, with a warning).
 		}
 		has, err := m.applied(ctx, s.db, s.d, s.table)
 		if err != nil {

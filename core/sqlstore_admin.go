@@ -95,6 +95,8 @@ func (s *sqlStore) CountByType(ctx context.Context) ([]TypeCount, error) {
 	return out, nil
 }
 
+var _ AuditedStore = (*sqlStore)(nil)
+
 // RecordAudit implements [AuditStore.RecordAudit].
 func (s *sqlStore) RecordAudit(ctx context.Context, e AuditEntry) error {
 	q, err := s.d.recordAuditQuery(s.table, e)
@@ -105,6 +107,106 @@ func (s *sqlStore) RecordAudit(ctx context.Context, e AuditEntry) error {
 		return fmt.Errorf("record audit: %w", err)
 	}
 	return nil
+}
+
+// ChangeAudited implements [AuditedStore.ChangeAudited]: one transaction (READ
+// COMMITTED on MySQL), under QueryTimeout, of the change's statements (those of Replay,
+// DeleteDead or Discard) and the entry's INSERT, or with p.Continue the UPDATE that
+// adds to its count. A failed entry rolls the change back; a lock conflict rolls it all
+// back and it is retried, as claims are.
+func (s *sqlStore) ChangeAudited(ctx context.Context, p AuditedChangeParams) (int64, error) {
+	if err := p.Validate(); err != nil {
+		return 0, err
+	}
+	var (
+		qs  []query
+		err error
+	)
+	switch p.Entry.Action {
+	case AuditReplay, AuditReplayAll:
+		qs, err = s.d.replayQueries(s.table, ReplayParams{IDs: p.IDs, DeadFilter: p.DeadFilter, Limit: p.Limit, Now: p.Now})
+	case AuditDelete:
+		qs = s.d.deleteDeadQueries(s.table, p.IDs)
+	case AuditDiscard:
+		qs, err = s.d.discardQueries(s.table, p.IDs, p.Now)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", p.Entry.Action, err)
+	}
+	var n int64
+	err = retryConflicts(ctx, func() error {
+		n, err = s.changeAuditedOnce(ctx, qs, p)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", p.Entry.Action, err)
+	}
+	return n, nil
+}
+
+// changeAuditedOnce runs one transaction of ChangeAudited.
+func (s *sqlStore) changeAuditedOnce(ctx context.Context, qs []query, p AuditedChangeParams) (n int64, err error) {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	var tx interface {
+		Executor
+		Commit() error
+		Rollback() error
+	}
+	if s.d.readCommittedDML {
+		tx, err = s.beginReadCommitted(ctx)
+	} else {
+		tx, err = s.db.BeginTx(ctx, nil)
+	}
+	if err != nil {
+		return 0, err
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			err = errors.Join(err, ignoreDone(tx.Rollback()))
+		}
+	}()
+	exec := func(q query) (int64, error) {
+		res, err := tx.ExecContext(ctx, q.SQL, q.Args...)
+		if err != nil {
+			return 0, err
+		}
+		return res.RowsAffected()
+	}
+	for _, q := range qs {
+		k, err := exec(q)
+		if err != nil {
+			return 0, err
+		}
+		n += k
+	}
+	if n > 0 || !p.OnlyIfChanged && !p.Continue {
+		e := p.Entry
+		e.Count = n
+		q, err := s.d.recordAuditQuery(s.table, e)
+		if p.Continue {
+			q = s.d.addAuditCountQuery(s.table, e.ID, n)
+		}
+		if err != nil {
+			return 0, err
+		}
+		k, err := exec(q)
+		if err == nil && k == 0 {
+			err = errAuditEntryGone
+		}
+		if err != nil {
+			if isLockConflict(err) {
+				return 0, err // retried whole
+			}
+			return 0, &AuditError{Action: p.Entry.Action, Reason: auditReason(err), Err: err}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, err
+	}
+	committed = true
+	return n, nil
 }
 
 // ListAudit implements [AuditStore.ListAudit].

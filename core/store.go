@@ -23,7 +23,7 @@ var (
 // returns the implementation for PostgreSQL, MySQL/MariaDB and SQLite;
 // [github.com/outboxkit/outbox/core/outboxtest] has an in-memory one for tests. Optional
 // interfaces are found by type assertion: [ClaimStore] (required by [MultiNode] mode),
-// [DeadStore] (for [DeadEvents]), [StatsStore] and [ConnectionChecker]. Every store must
+// [DeadStore] (for [DeadEvents]), [StatsStore], [LeaseStore] and [ConnectionChecker]. Every store must
 // pass [github.com/outboxkit/outbox/core/storetest.Run].
 //
 // Status updates are fenced: they never change a DONE row, under claims they change a
@@ -185,6 +185,39 @@ type StatsStore interface {
 }
 
 // ConnectionChecker is implemented by stores that can verify their database connection
+// LeaseStore is implemented by a [Store] that keeps the table's dispatch lease (the SQL
+// store does, in the table <table>_lease): [SingleNode] and [MultiNode] processes deliver
+// only while they hold it, a SingleNode process alone, MultiNode ones together
+// ([Outbox.Start], docs/modes.md). Without it an Outbox runs without the lease.
+type LeaseStore interface {
+	// AcquireLease takes the lease for p.Holder until database now + p.TTL when it is
+	// free (never taken, released or expired), or renews it when p.Holder holds it or,
+	// for p.Mode MultiNode, MultiNode processes do. It returns the lease as it stands,
+	// Held set when p's process holds it, or an error matching errors.ErrUnsupported
+	// when the table has no lease table (run [MigrateTable]).
+	AcquireLease(ctx context.Context, p LeaseParams) (Lease, error)
+	// ReleaseLease ends holder's SingleNode lease, if it still holds it.
+	ReleaseLease(ctx context.Context, holder string) error
+}
+
+// LeaseParams are the inputs of [LeaseStore.AcquireLease]: the holder (1 to
+// MaxClaimTokenLen bytes), its mode (SingleNode or MultiNode) and the lease's TTL.
+type LeaseParams struct {
+	Holder string
+	Mode   Mode
+	TTL    time.Duration
+}
+
+// Lease is the dispatch lease as [LeaseStore.AcquireLease] left it: its holder (of a
+// MultiNode lease, the last to renew it), the holder's mode, its expiry by the database
+// clock, and whether the caller holds it.
+type Lease struct {
+	Holder    string
+	Mode      Mode
+	ExpiresAt time.Time
+	Held      bool
+}
+
 // (the SQL store does); [Outbox.Start] fails with CheckConnection's error.
 type ConnectionChecker interface {
 	// CheckConnection returns a *[ConfigError] when the connection is misconfigured, or

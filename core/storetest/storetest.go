@@ -122,6 +122,7 @@ func Run(t *testing.T, f Features, newHarness func(t *testing.T) Harness) {
 		{name: "ListEventsBlocking", fn: testListEventsBlocking},
 		{name: "CountByType", fn: testCountByType},
 		{name: "Audit", fn: testAudit},
+		{name: "AuditedChange", fn: testAuditedChange},
 		{name: "Purge", fn: testPurge},
 		{name: "PurgeByOutcome", fn: testPurgeByOutcome},
 		{name: "Stats", fn: testStats},

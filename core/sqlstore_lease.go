@@ -1,0 +1,111 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+var _ LeaseStore = (*sqlStore)(nil)
+
+// AcquireLease implements [LeaseStore.AcquireLease]: an UPDATE that takes or renews the
+// lease row, an INSERT of the row when the UPDATE found none to change (the first
+// process on the table; the migration creates no row), and a read of the row, which
+// decides. Each runs on its own under QueryTimeout.
+func (s *sqlStore) AcquireLease(ctx context.Context, p LeaseParams) (Lease, error) {
+	if err := p.Validate(); err != nil {
+		return Lease{}, err
+	}
+	n, err := s.exec1(ctx, s.d.leaseAcquireQuery(s.table, p))
+	if err != nil {
+		return Lease{}, s.leaseError(ctx, "acquire lease", err)
+	}
+	if n == 0 {
+		// No row, or one held by another process (MySQL also counts a row whose values
+		// did not change as 0): the INSERT changes nothing then.
+		if _, err := s.exec1(ctx, s.d.leaseInsertQuery(s.table, p)); err != nil {
+			return Lease{}, s.leaseError(ctx, "acquire lease", err)
+		}
+	}
+	l, now, err := s.readLease(ctx)
+	if err != nil {
+		return Lease{}, s.leaseError(ctx, "acquire lease", err)
+	}
+	live := l.ExpiresAt.After(now)
+	if p.Mode == MultiNode {
+		l.Held = live && l.Mode == MultiNode
+	} else {
+		l.Held = live && l.Mode == SingleNode && l.Holder == p.Holder
+	}
+	return l, nil
+}
+
+// readLease reads the lease row and the database's current time.
+func (s *sqlStore) readLease(ctx context.Context) (Lease, time.Time, error) {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	q := s.d.leaseReadQuery(s.table)
+	rows, err := s.on(s.db).QueryContext(ctx, q.SQL, q.Args...)
+	if err != nil {
+		return Lease{}, time.Time{}, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return Lease{}, time.Time{}, err
+		}
+		return Lease{}, time.Time{}, errors.New("the lease row is missing")
+	}
+	var l Lease
+	var mode string
+	var expires, now any
+	if err := rows.Scan(&l.Holder, &mode, &expires, &now); err != nil {
+		return Lease{}, time.Time{}, err
+	}
+	if err := rows.Close(); err != nil {
+		return Lease{}, time.Time{}, err
+	}
+	switch mode {
+	case SingleNode.String():
+		l.Mode = SingleNode
+	case MultiNode.String():
+		l.Mode = MultiNode
+	default:
+		return Lease{}, time.Time{}, fmt.Errorf("the lease row has holder_mode %q", mode)
+	}
+	e, err1 := s.d.decodeTime(expires)
+	n, err2 := s.d.decodeTime(now)
+	if err := errors.Join(err1, err2); err != nil {
+		return Lease{}, time.Time{}, err
+	}
+	l.ExpiresAt = e
+	return l, n, nil
+}
+
+// ReleaseLease implements [LeaseStore.ReleaseLease].
+func (s *sqlStore) ReleaseLease(ctx context.Context, holder string) error {
+	if holder == "" {
+		return invalidParams("release lease", "holder is empty")
+	}
+	if _, err := s.exec1(ctx, s.d.leaseReleaseQuery(s.table, holder)); err != nil {
+		return s.leaseError(ctx, "release lease", err)
+	}
+	return nil
+}
+
+// leaseError wraps err of a lease statement; when the table has no lease table, the
+// error matches errors.ErrUnsupported and names the migration.
+func (s *sqlStore) leaseError(ctx context.Context, what string, err error) error {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseProbeTimeout)
+	defer cancel()
+	if has, herr := hasColumn(cctx, s.db, s.d, leaseTable(s.table), "holder"); herr == nil && !has {
+		return fmt.Errorf("%s: %s has no lease table %s (run outbox.MigrateTable, or the migration lease from outbox.Migrations): %w (%w)",
+			what, s.table, leaseTable(s.table), errors.ErrUnsupported, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// leaseProbeTimeout bounds the catalog read that tells a missing lease table from
+// another error.
+const leaseProbeTimeout = 5 * time.Second
