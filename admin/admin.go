@@ -86,8 +86,11 @@ type Options struct {
 	TrustedOrigins []string
 	// Actor names who makes a change, for the audit trail ([outbox.WithActor]) and the
 	// audit log line: it is called once per POST request that passed Authorize, for
-	// example to return the user of a session or the name a proxy put in a header. An
-	// empty result, like a nil Actor, falls back to the default. Defaults to
+	// example to return the user of a session or the name a proxy put in a header (a
+	// header is only as trustworthy as the path to the handler: read one only when the
+	// handler is reachable through that proxy alone, which sets it and drops the
+	// client's, else anyone can forge it; see docs/admin.md). An empty result, like a
+	// nil Actor, falls back to the default. Defaults to
 	// "admin <remote address>" (the client's IP address and port as the server sees
 	// them: a proxy's address when one is in front).
 	Actor func(r *http.Request) string
