@@ -40,4 +40,9 @@ const (
 	MaxListenerLen      = 255  // Subscription.Name, Event.Listener
 	MaxClaimTokenLen    = 128  // Event.LockedBy, ClaimParams.Token
 	MaxLastErrorLen     = 4000 // Event.LastError
+	// MaxHeadersBytes bounds an envelope's headers: the bytes of all keys and values
+	// together. The check runs before any SQL, so that a header that the database
+	// cannot take never reaches it (on MySQL/MariaDB a statement larger than
+	// max_allowed_packet resets the connection, and the caller's transaction with it).
+	MaxHeadersBytes = 64 << 10
 )

@@ -48,6 +48,7 @@ var (
 
 var (
 	postgresDialect = &dialect{
+		sizeFunc:         "pg_column_size",
 		name:             "postgres",
 		bindVar:          func(n int) string { return "$" + strconv.Itoa(n) },
 		quoteChar:        '"',
@@ -80,6 +81,8 @@ var (
 		maxBindParams:     65535, // the protocol's 2-byte parameter count
 		maxIDs:            1000,
 		maxStatementBytes: 4 << 20,
+		packetLimited:     true,
+		sizeFunc:          "LENGTH",
 		orderedDML:        true,
 		expandKeyset:      true,
 		dueColumn:         "due_at",
@@ -100,6 +103,9 @@ var (
 	}
 
 	sqliteDialect = &dialect{
+		// octet_length (SQLite 3.43) reads the size from the record's header, not the
+		// value: an overflow page that is corrupt is not read.
+		sizeFunc:   "octet_length",
 		name:       "sqlite",
 		bindVar:    func(int) string { return "?" },
 		quoteChar:  '"',
@@ -159,6 +165,13 @@ type dialect struct {
 	// INSERT (payloads, headers and the other columns): MySQL rejects a statement larger
 	// than max_allowed_packet. A single row larger than the bound still goes alone.
 	maxStatementBytes int
+	// packetLimited: the server refuses a statement larger than its max_allowed_packet
+	// by closing the connection (MySQL), so the store reads that limit and refuses a
+	// larger row before any SQL (sqlStore.checkPacket).
+	packetLimited bool
+	// sizeFunc is the SQL function that returns a column's stored size in bytes without
+	// returning its value (sizedSQL).
+	sizeFunc string
 	// skipLocked: the purge's subquery locks its rows FOR UPDATE SKIP LOCKED (PostgreSQL),
 	// so that purgers never wait for each other.
 	skipLocked bool

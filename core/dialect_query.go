@@ -89,6 +89,12 @@ func (d *dialect) insertQueries(t tableName, p InsertParams, now time.Time) ([]q
 // when the statement starts, else WAITING (see dialect.headInInsert; such a statement
 // returns its rows' statuses), and the other ordered events WAITING and unclaimed.
 func (d *dialect) insertQueriesHeads(t tableName, p InsertParams, now time.Time, heads, candidates map[string]bool) ([]query, error) {
+	return d.insertQueriesBounded(t, p, now, heads, candidates, d.maxStatementBytes)
+}
+
+// insertQueriesBounded is insertQueriesHeads with maxBytes, when positive, in place of
+// the dialect's maxStatementBytes (a store's bound from the server's packet limit).
+func (d *dialect) insertQueriesBounded(t tableName, p InsertParams, now time.Time, heads, candidates map[string]bool, maxBytes int) ([]query, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -113,7 +119,7 @@ func (d *dialect) insertQueriesHeads(t tableName, p InsertParams, now time.Time,
 			return nil, err
 		}
 		rowSize := insertRowSize(e, r.headers)
-		if b != nil && (len(b.args)+rowArgs > d.maxBindParams || d.maxStatementBytes > 0 && size+rowSize > d.maxStatementBytes) {
+		if b != nil && (len(b.args)+rowArgs > d.maxBindParams || maxBytes > 0 && size+rowSize > maxBytes) {
 			qs = append(qs, b.query())
 			qs[len(qs)-1].first, qs[len(qs)-1].n = first, i-first
 			b = nil

@@ -57,12 +57,16 @@ func encodeEnvelope(env *Envelope, ev *Event, now time.Time, maxPayload int, cod
 	var headers map[string]string
 	if len(env.Headers) > 0 {
 		headers = make(map[string]string, len(env.Headers))
+		size := 0
 		for k, v := range env.Headers {
 			if k == "" {
 				return &EnvelopeError{Field: "Headers", Err: ErrEmptyHeaderKey}
 			}
+			if size += len(k) + len(v); size > MaxHeadersBytes {
+				return &EnvelopeError{Field: "Headers", Err: ErrHeadersTooLarge, Detail: fmt.Sprintf("more than %d bytes of keys and values", MaxHeadersBytes)}
+			}
 			if !validText(k) || !validText(v) {
-				return &EnvelopeError{Field: "Headers", Err: ErrInvalidText, Detail: fmt.Sprintf("key %q", k)}
+				return &EnvelopeError{Field: "Headers", Err: ErrInvalidText, Detail: fmt.Sprintf("key %q", cut(k, 64))}
 			}
 			headers[k] = v
 		}
@@ -89,6 +93,19 @@ func encodeEnvelope(env *Envelope, ev *Event, now time.Time, maxPayload int, cod
 		if available.Before(occurred) {
 			return &EnvelopeError{Field: "AvailableAt", Err: ErrInvalidDelay, Detail: "before OccurredAt"}
 		}
+	}
+
+	// The narrowest range of the supported databases (MySQL's DATETIME), so that an
+	// envelope is accepted or rejected the same way on all of them, before any SQL.
+	if !storableTime(occurred) {
+		return &EnvelopeError{Field: "OccurredAt", Err: ErrInvalidTime, Detail: occurred.Format(time.RFC3339)}
+	}
+	if !storableTime(available) {
+		field := "AvailableAt"
+		if env.DeliverAfter != 0 {
+			field = "DeliverAfter"
+		}
+		return &EnvelopeError{Field: field, Err: ErrInvalidTime, Detail: available.Format(time.RFC3339)}
 	}
 
 	id := env.ID
@@ -156,8 +173,15 @@ func encodePayload(p any, limit int, codec Codec) (json.RawMessage, *EnvelopeErr
 	}
 	// Marshalled payloads are scanned too: a json.RawMessage or Marshaler inside a Go
 	// value reaches the output without any UTF-8 or escape check.
-	if why := payloadProblem(raw); why != "" {
+	why, growth := payloadProblem(raw)
+	if why != "" {
 		return nil, &EnvelopeError{Field: "Payload", Err: ErrInvalidPayload, Detail: why}
+	}
+	// PostgreSQL returns numbers written out in full: a payload of a few kilobytes of
+	// 1e131071 would be read back as gigabytes, and every read of its row would fail.
+	if n := len(raw) + growth; n > limit {
+		return nil, &EnvelopeError{Field: "Payload", Err: ErrPayloadTooLarge, Detail: fmt.Sprintf(
+			"%d bytes with its numbers written out in full (no exponent), as PostgreSQL returns them, limit %d", n, limit)}
 	}
 	if owned {
 		return raw, nil
@@ -165,6 +189,10 @@ func encodePayload(p any, limit int, codec Codec) (json.RawMessage, *EnvelopeErr
 	// Copy so a caller reusing its buffer cannot change what is queued for dispatch.
 	return append(json.RawMessage(nil), raw...), nil
 }
+
+// storableTime reports whether t (UTC) lies in the years 1000 to 9999, which every
+// supported database stores: MySQL's DATETIME holds no other.
+func storableTime(t time.Time) bool { y := t.Year(); return y >= 1000 && y <= 9999 }
 
 // canonicalTime is the one time representation every store uses: UTC, microseconds.
 func canonicalTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
@@ -189,34 +217,36 @@ const (
 // database, or "" when it can: invalid UTF-8, \u0000 or an unpaired surrogate escape in
 // a string (PostgreSQL's jsonb rejects them, MariaDB's JSON_VALID the last two), nesting
 // deeper than maxPayloadDepth (MariaDB), or a number outside PostgreSQL's numeric range.
-// It reads b once, and allocates only for the reason.
-func payloadProblem(b []byte) string {
+// It also returns by how many bytes the payload's numbers grow when written out in full
+// with no exponent, as PostgreSQL's jsonb stores and returns them (1e1000 is returned as
+// 1001 digits). It reads b once, and allocates only for the reason.
+func payloadProblem(b []byte) (why string, growth int) {
 	depth := 0
 	for i := 0; i < len(b); {
 		switch c := b[i]; {
 		case c == '"':
-			var why string
 			if i, why = scanJSONString(b, i+1); why != "" {
-				return why
+				return why, growth
 			}
 		case c == '[' || c == '{':
 			if depth++; depth > maxPayloadDepth {
-				return fmt.Sprintf("nested deeper than %d levels, which MariaDB rejects", maxPayloadDepth)
+				return fmt.Sprintf("nested deeper than %d levels, which MariaDB rejects", maxPayloadDepth), growth
 			}
 			i++
 		case c == ']' || c == '}':
 			depth--
 			i++
 		case c == '-' || c >= '0' && c <= '9':
-			var why string
-			if i, why = scanJSONNumber(b, i); why != "" {
-				return why
+			var grow int
+			if i, grow, why = scanJSONNumber(b, i); why != "" {
+				return why, growth
 			}
+			growth += grow
 		default:
 			i++
 		}
 	}
-	return ""
+	return "", growth
 }
 
 // scanJSONString checks the string whose text starts at b[i] (after the opening quote)
@@ -286,9 +316,11 @@ func hex4(b []byte, i int) rune {
 }
 
 // scanJSONNumber checks the number that starts at b[i] against PostgreSQL's numeric
-// range and returns the index after it. The check is conservative: it counts the
-// digits as written, so it rejects, for example, 0.01e131073 (1e131071) too.
-func scanJSONNumber(b []byte, i int) (int, string) {
+// range and returns the index after it, and by how many bytes the number grows when
+// PostgreSQL writes it out (numeric has no exponent form: 1e5 is returned as 100000 and
+// 1e-5 as 0.00001). The range check is conservative: it counts the digits as written,
+// so it rejects, for example, 0.01e131073 (1e131071) too.
+func scanJSONNumber(b []byte, i int) (next, growth int, why string) {
 	start := i
 	if b[i] == '-' {
 		i++
@@ -305,7 +337,9 @@ func scanJSONNumber(b []byte, i int) (int, string) {
 		i++
 		fracDigits = digits()
 	}
+	hasExp := false
 	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		hasExp = true
 		i++
 		neg := i < len(b) && b[i] == '-'
 		if i < len(b) && (b[i] == '-' || b[i] == '+') {
@@ -325,7 +359,20 @@ func scanJSONNumber(b []byte, i int) (int, string) {
 		if len(n) > 24 {
 			n = append(n[:21:21], "..."...)
 		}
-		return i, fmt.Sprintf("number %s is outside PostgreSQL's numeric range", n)
+		return i, 0, fmt.Sprintf("number %s is outside PostgreSQL's numeric range", n)
 	}
-	return i, ""
+	if hasExp {
+		// Written out: the sign, the integer digits (at least "0"), and the point with
+		// the fraction's digits when the scale is positive. An upper bound: leading
+		// zeros would be dropped.
+		n := max(intDigits+exp, 1)
+		if scale := fracDigits - exp; scale > 0 {
+			n += 1 + scale
+		}
+		if b[start] == '-' {
+			n++
+		}
+		growth = max(n-(i-start), 0)
+	}
+	return i, growth, ""
 }

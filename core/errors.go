@@ -39,6 +39,16 @@ var (
 	// ErrTxDone is returned by [Writer.Write] through a transaction that has already
 	// committed or rolled back (it also matches the driver's sql.ErrTxDone).
 	ErrTxDone = errors.New("outbox: transaction has already ended")
+	// ErrEventTooLarge is returned by a write whose event the database server would
+	// refuse as one statement: on MySQL/MariaDB, a row that needs more than the server's
+	// max_allowed_packet. The write is refused before any SQL, so the caller's
+	// transaction stays usable; the error names the setting and the sizes.
+	ErrEventTooLarge = errors.New("outbox: event too large for the database server")
+	// ErrUnreadableRow is wrapped by the reason of a row that the database stores but
+	// cannot return, for example a PostgreSQL jsonb payload whose numbers write out to
+	// more than a gigabyte. The poller moves such a row to DEAD, with this reason, the
+	// server's error and the stored sizes, so that it cannot stop the other rows.
+	ErrUnreadableRow = errors.New("outbox: the database cannot return the row")
 )
 
 // Reasons an envelope is rejected. An [EnvelopeError] wraps exactly one of them.
@@ -52,6 +62,8 @@ var (
 	ErrInvalidText     = errors.New("text is not valid UTF-8 or contains NUL")
 	ErrInvalidDelay    = errors.New("invalid delivery delay")
 	ErrDuplicateID     = errors.New("event ID is used twice in one batch")
+	ErrHeadersTooLarge = errors.New("headers are too large")
+	ErrInvalidTime     = errors.New("time is outside the years 1000 to 9999 that every supported database stores")
 )
 
 // EnvelopeError reports an envelope that failed validation. It wraps one of the

@@ -521,8 +521,8 @@ func (p *poller) pending(ctx context.Context, params PendingParams) (PendingBatc
 	return b, nil
 }
 
-// markUndecodable moves a row that cannot be decoded to DEAD, fenced by token when the
-// row was claimed.
+// markUndecodable moves a row that cannot be read or decoded to DEAD, fenced by token
+// when the row was claimed, so that it stops no other row: the ERROR log names it.
 func (p *poller) markUndecodable(ctx context.Context, re RowError, token string) {
 	if p.cfg.QueryTimeout > 0 {
 		var cancel context.CancelFunc
@@ -533,12 +533,12 @@ func (p *poller) markUndecodable(ctx context.Context, re RowError, token string)
 	_, err := p.store.MarkDead(ctx, MarkDeadParams{ID: re.EventID, DeadAt: p.cfg.Now(), Reason: reason, Token: token})
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
-			p.log.LogAttrs(ctx, slog.LevelError, "undecodable event could not be moved to dead",
+			p.log.LogAttrs(ctx, slog.LevelError, "event that cannot be read or decoded could not be moved to dead",
 				slog.String("event_id", re.EventID), slog.String("error", fmt.Errorf("mark dead: %w", err).Error()))
 		}
 		return
 	}
-	p.log.LogAttrs(ctx, slog.LevelError, "undecodable event moved to dead",
+	p.log.LogAttrs(ctx, slog.LevelError, "event that cannot be read or decoded moved to dead",
 		slog.String("event_id", re.EventID), slog.String("reason", reason))
 	p.cfg.Metrics.Dispatched(DispatchInfo{Path: PathCold, Outcome: OutcomeDead})
 }

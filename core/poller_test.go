@@ -244,7 +244,7 @@ func TestPollerMovesUndecodableRowsToDead(t *testing.T) {
 		if ds := b.metrics.dispatches(); len(ds) != 1 || ds[0].Outcome != outbox.OutcomeDead || ds[0].Path != outbox.PathCold {
 			t.Errorf("Dispatched = %+v, want one dead on the cold path", ds)
 		}
-		if logs := b.logs.find(slog.LevelError, "undecodable event moved to dead"); len(logs) != 1 ||
+		if logs := b.logs.find(slog.LevelError, "event that cannot be read or decoded moved to dead"); len(logs) != 1 ||
 			logs[0].attrs["event_id"] != ids[1] || logs[0].attrs["component"] != "poller" {
 			t.Errorf("error logs = %+v, want one for %s", logs, ids[1])
 		}

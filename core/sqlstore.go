@@ -12,6 +12,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -43,6 +44,9 @@ type sqlStore struct {
 	timeout time.Duration
 	stmts   *stmtCache // nil when d.cachedStatements is 0; see on
 	idle    *idleKeys  // keys seen idle outside a writer's transaction (MySQL); nil elsewhere
+	// packet is the server's max_allowed_packet once the first write has read it
+	// (dialect.packetLimited), else 0; see checkPacket.
+	packet atomic.Int64
 }
 
 var (
@@ -246,6 +250,9 @@ func (s *sqlStore) Insert(ctx context.Context, exec Executor, p InsertParams) (I
 	if err := p.Validate(); err != nil {
 		return InsertResult{}, fmt.Errorf("insert events: %w", err)
 	}
+	if err := s.checkPacket(ctx, exec, p.Events); err != nil {
+		return InsertResult{}, fmt.Errorf("insert events: %w", err)
+	}
 	keys := orderKeys(p.Events)
 	if s.d.carryKeys && len(keys) > 0 {
 		// Outside a transaction, the key upsert's read and the event INSERT would each
@@ -423,7 +430,7 @@ func (s *sqlStore) insert(ctx context.Context, exec Executor, p InsertParams, ke
 		}
 	}
 	now := time.Now()
-	qs, err := s.d.insertQueriesHeads(s.table, p, now, heads, candidates)
+	qs, err := s.d.insertQueriesBounded(s.table, p, now, heads, candidates, s.stmtBytes())
 	if err != nil {
 		return InsertResult{}, fmt.Errorf("insert events: %w", err)
 	}
@@ -529,7 +536,7 @@ func (s *sqlStore) insertSkipping(ctx context.Context, exec Executor, q query, p
 			return skipped, nil
 		}
 		p.Events = rest
-		qs, qerr := s.d.insertQueriesHeads(s.table, p, now, heads, nil)
+		qs, qerr := s.d.insertQueriesBounded(s.table, p, now, heads, nil, s.stmtBytes())
 		if qerr != nil {
 			return nil, qerr
 		}
@@ -832,12 +839,7 @@ func (s *sqlStore) promoteReturning(ctx context.Context, q query, res *PromoteRe
 func (s *sqlStore) readPromoted(ctx context.Context, q query, res *PromoteResult) (int, error) {
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
-	rows, err := s.on(s.db).QueryContext(ctx, q.SQL, q.Args...)
-	if err != nil {
-		return 0, err
-	}
-	defer rows.Close()
-	events, bad, err := scanEvents(rows, s.d, strict)
+	events, bad, err := s.queryEvents(ctx, s.on(s.db), q, strict)
 	if err != nil {
 		return 0, err
 	}
@@ -1109,16 +1111,35 @@ func (s *sqlStore) Pending(ctx context.Context, p PendingParams) (PendingBatch, 
 	}
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
-	rows, err := s.on(s.db).QueryContext(ctx, q.SQL, q.Args...)
-	if err != nil {
-		return PendingBatch{}, fmt.Errorf("pending: %w", err)
-	}
-	defer rows.Close()
-	events, bad, err := scanEvents(rows, s.d, strict)
+	events, bad, err := s.queryEvents(ctx, s.on(s.db), q, strict)
 	if err != nil {
 		return PendingBatch{}, fmt.Errorf("pending: %w", err)
 	}
 	return PendingBatch{Events: events, Undecodable: bad}, nil
+}
+
+// queryEvents runs q, a statement of selectColumns, and decodes its rows in mode. When
+// the statement fails in a way that one row can cause, its rows are read again one by
+// one (isolate): in strict mode a row that cannot be read or decoded comes back in
+// bad, in lenient mode with a placeholder payload. Only a statement that may run again
+// after failing may come here (a SELECT, or an UPDATE … RETURNING undone whole).
+func (s *sqlStore) queryEvents(ctx context.Context, exec Executor, q query, mode decodeMode) (events []Event, bad []RowError, err error) {
+	rows, err := exec.QueryContext(ctx, q.SQL, q.Args...)
+	if err == nil {
+		events, bad, err = scanEvents(rows, s.d, mode)
+		// Closed before any other statement: a pool of one connection (SQLite) has
+		// none other to run isolate's.
+		err = errors.Join(err, rows.Close())
+		if err == nil {
+			return events, bad, nil
+		}
+	}
+	iso, ierr := s.isolate(ctx, exec, q, err, mode)
+	if ierr != nil {
+		return nil, nil, ierr
+	}
+	events, bad = splitIsolated(iso)
+	return events, bad, nil
 }
 
 // Claim implements [ClaimStore.Claim]. On PostgreSQL and SQLite it is one auto-committed
@@ -1154,12 +1175,9 @@ func (s *sqlStore) Claim(ctx context.Context, p ClaimParams) (PendingBatch, erro
 	}
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
-	rows, err := s.on(s.db).QueryContext(ctx, q.SQL, q.Args...)
-	if err != nil {
-		return PendingBatch{}, fmt.Errorf("claim: %w", err)
-	}
-	defer rows.Close()
-	events, bad, err := scanEvents(rows, s.d, strict)
+	// A claim that failed was undone whole; isolate claims the rows again, without
+	// their payloads, and reads each one alone.
+	events, bad, err := s.queryEvents(ctx, s.on(s.db), q, strict)
 	if err != nil {
 		return PendingBatch{}, fmt.Errorf("claim: %w", err)
 	}
@@ -1346,18 +1364,16 @@ func (s *sqlStore) Get(ctx context.Context, id string) (Event, error) {
 	q := s.d.getQuery(s.table, id)
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
-	var r rawRow
-	if err := r.scan(s.db.QueryRowContext(ctx, q.SQL, q.Args...)); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return Event{}, fmt.Errorf("get event %s: %w", id, ErrNotFound)
-		}
+	events, bad, err := s.queryEvents(ctx, s.db, q, lenient)
+	switch {
+	case err != nil:
 		return Event{}, fmt.Errorf("get event %s: %w", id, err)
+	case len(bad) > 0:
+		return Event{}, fmt.Errorf("get: %w", bad[0])
+	case len(events) == 0:
+		return Event{}, fmt.Errorf("get event %s: %w", id, ErrNotFound)
 	}
-	e, err := r.decode(s.d, lenient)
-	if err != nil {
-		return Event{}, fmt.Errorf("get: %w", RowError{EventID: id, Err: err})
-	}
-	return e, nil
+	return events[0], nil
 }
 
 // ListDead implements [DeadStore.ListDead].
@@ -1368,12 +1384,7 @@ func (s *sqlStore) ListDead(ctx context.Context, p ListDeadParams) ([]Event, err
 	}
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
-	rows, err := s.db.QueryContext(ctx, q.SQL, q.Args...)
-	if err != nil {
-		return nil, fmt.Errorf("list dead: %w", err)
-	}
-	defer rows.Close()
-	events, bad, err := scanEvents(rows, s.d, lenient)
+	events, bad, err := s.queryEvents(ctx, s.db, q, lenient)
 	if err != nil {
 		return nil, fmt.Errorf("list dead: %w", err)
 	}
@@ -1627,6 +1638,7 @@ func (s *sqlStore) checkConnection(ctx context.Context, maxPayload int) error {
 // that a later migration adds and the queries use. A version that only drops the key
 // table's index is not checked: the queries work with the index there (writes pay its
 // upkeep until MigrateTable drops it), so an upgraded library starts on such a table.
+// Nor is an optional one (the lease: Start runs without it, with a warning).
 func (s *sqlStore) checkTable(ctx context.Context) error {
 	later := s.d.ddl(s.d, s.table).later
 	if len(later) == 0 {
@@ -1638,7 +1650,6 @@ func (s *sqlStore) checkTable(ctx context.Context) error {
 	for _, m := range later {
 		if m.droppedKeyIndex != "" || m.optional {
 			continue
-// Nor is an optional one (the lease: Start runs without it, with a warning).
 		}
 		has, err := m.applied(ctx, s.db, s.d, s.table)
 		if err != nil {

@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"time"
 )
 
@@ -184,7 +185,6 @@ type StatsStore interface {
 	Stats(ctx context.Context) (Stats, error)
 }
 
-// ConnectionChecker is implemented by stores that can verify their database connection
 // LeaseStore is implemented by a [Store] that keeps the table's dispatch lease (the SQL
 // store does, in the table <table>_lease): [SingleNode] and [MultiNode] processes deliver
 // only while they hold it, a SingleNode process alone, MultiNode ones together
@@ -218,6 +218,7 @@ type Lease struct {
 	Held      bool
 }
 
+// ConnectionChecker is implemented by stores that can verify their database connection
 // (the SQL store does); [Outbox.Start] fails with CheckConnection's error.
 type ConnectionChecker interface {
 	// CheckConnection returns a *[ConfigError] when the connection is misconfigured, or
@@ -337,14 +338,20 @@ type PendingBatch struct {
 	TakenOver int
 }
 
-// RowError reports a row the store could not decode.
+// RowError reports a row the store could not decode, or could not read at all (Err
+// then wraps [ErrUnreadableRow]).
 type RowError struct {
 	EventID string
 	Err     error
 }
 
 // Error implements error.
-func (e RowError) Error() string { return "decode event " + e.EventID + ": " + e.Err.Error() }
+func (e RowError) Error() string {
+	if errors.Is(e.Err, ErrUnreadableRow) {
+		return "read event " + e.EventID + ": " + e.Err.Error()
+	}
+	return "decode event " + e.EventID + ": " + e.Err.Error()
+}
 
 // Unwrap returns the underlying error.
 func (e RowError) Unwrap() error { return e.Err }

@@ -119,6 +119,16 @@ func TestWriterValidatesBeforeAnySQL(t *testing.T) {
 		{"both delays", outbox.Envelope{Type: "T", Payload: 1, AvailableAt: time.Now().Add(time.Hour), DeliverAfter: time.Minute}, "AvailableAt", outbox.ErrInvalidDelay},
 		{"negative delay", outbox.Envelope{Type: "T", Payload: 1, DeliverAfter: -time.Second}, "DeliverAfter", outbox.ErrInvalidDelay},
 		{"available before occurred", outbox.Envelope{Type: "T", Payload: 1, OccurredAt: time.Now(), AvailableAt: time.Now().Add(-time.Hour)}, "AvailableAt", outbox.ErrInvalidDelay},
+		// 13 bytes that PostgreSQL returns as 131,074: every read of the row would fail.
+		{"exponent expands", outbox.Envelope{Type: "T", Payload: json.RawMessage(`[1e131071]`)}, "Payload", outbox.ErrPayloadTooLarge},
+		{"negative exponent expands", outbox.Envelope{Type: "T", Payload: json.RawMessage(`[1e-100]`)}, "Payload", outbox.ErrPayloadTooLarge},
+		{"exponents add up", outbox.Envelope{Type: "T", Payload: json.RawMessage(`[1e9,1e9,1e9,1e9,1e9,1e9]`)}, "Payload", outbox.ErrPayloadTooLarge},
+		{"headers too large", outbox.Envelope{Type: "T", Payload: 1, Headers: map[string]string{"k": strings.Repeat("v", outbox.MaxHeadersBytes)}}, "Headers", outbox.ErrHeadersTooLarge},
+		{"headers too large together", outbox.Envelope{Type: "T", Payload: 1, Headers: map[string]string{
+			"a": strings.Repeat("v", outbox.MaxHeadersBytes/2), "b": strings.Repeat("v", outbox.MaxHeadersBytes/2)}}, "Headers", outbox.ErrHeadersTooLarge},
+		{"occurred before year 1000", outbox.Envelope{Type: "T", Payload: 1, OccurredAt: time.Date(999, 12, 31, 0, 0, 0, 0, time.UTC)}, "OccurredAt", outbox.ErrInvalidTime},
+		{"available after year 9999", outbox.Envelope{Type: "T", Payload: 1, AvailableAt: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}, "AvailableAt", outbox.ErrInvalidTime},
+		{"delay past year 9999", outbox.Envelope{Type: "T", Payload: 1, OccurredAt: time.Date(9999, 12, 31, 23, 0, 0, 0, time.UTC), DeliverAfter: 2 * time.Hour}, "DeliverAfter", outbox.ErrInvalidTime},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

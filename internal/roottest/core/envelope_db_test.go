@@ -16,6 +16,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/internal/testdb"
 )
 
 // envelopeCase is one input of core's FuzzWriterEnvelope.
@@ -30,7 +31,7 @@ type envelopeCase struct {
 // envelopeCorpus is FuzzWriterEnvelope's stored seed corpus plus payloads that
 // json.Valid accepts and a database rejects, and their neighbours that every database
 // stores.
-func envelopeCorpus(t *testing.T) []envelopeCase {
+func envelopeCorpus(t testing.TB) []envelopeCase {
 	t.Helper()
 	dir := filepath.Join("..", "..", "..", "core", "testdata", "fuzz", "FuzzWriterEnvelope")
 	files, err := os.ReadDir(dir)
@@ -59,6 +60,12 @@ func envelopeCorpus(t *testing.T) []envelopeCase {
 		nest(31), nest(32), strings.Repeat(`{"a":`, 31) + "{}" + strings.Repeat("}", 31),
 		`[1e131071, -9.9E+131071, 1.5e-16382, 0e-16383, -0, 1E400, 0.10]`, `1e131072`, `[1e-16384]`, `1.55e-16382`,
 		`{"a":1,"a":2}`, " \t\r\n[]\n",
+		// Numbers that PostgreSQL writes out in full: within the limit once written out,
+		// and past it.
+		`[1e900]`, `[1e1000]`, `[1e-900]`, `[-1.5E+10, 2e-3, 0.5e1, 12e-1]`, `[` + strings.Repeat(`1e9,`, 80) + `1]`,
+		`[` + strings.Repeat(`1e9,`, 120) + `1]`,
+		// Separators that jsonb's text form spaces out.
+		`[` + strings.Repeat(`0,`, 500) + `0]`, `{` + strings.Repeat(`"a":{`, 30) + strings.Repeat(`}`, 30) + `}`,
 	}
 	for i, p := range payloads {
 		cases = append(cases, envelopeCase{name: fmt.Sprintf("payload/%d", i), typ: "T", payload: []byte(p), hk: "k", hv: "v"})
@@ -102,87 +109,158 @@ func parseEnvelopeCorpusFile(b []byte) (envelopeCase, error) {
 
 // TestWriterAcceptsOnlyWhatEveryDatabaseStores replays FuzzWriterEnvelope's corpus
 // and the surrogate, UTF-8, nesting and number cases through a Writer on SQLite,
-// PostgreSQL and MariaDB. Every envelope the writer accepts must be stored by all
-// three and read back equal (the payload as JSON); every payload that PostgreSQL's
-// jsonb or MariaDB's JSON_VALID rejects must be rejected by the writer first, with an
-// *EnvelopeError.
+// PostgreSQL and MariaDB (see envelopeChecker.check). FuzzWriteReadBack is the same
+// check as a fuzz target.
 func TestWriterAcceptsOnlyWhatEveryDatabaseStores(t *testing.T) {
 	t.Parallel()
 	cases := envelopeCorpus(t)
-	bundles := []sqlBundle{setupSQLite(t), setupPostgres(t), setupMySQL(t)}
-	writers := make([]*outbox.Writer, len(bundles))
-	for i, b := range bundles {
-		ob, err := outbox.New(b.db, outbox.Config{Mode: outbox.WriterOnly, Dialect: b.d, Table: b.table, PurgeInterval: -1,
-			MaxPayloadBytes: 1024, Logger: discardLogger()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		writers[i] = ob.Writer()
-	}
-	pg, maria := bundles[1].db, bundles[2].db
+	ec := newEnvelopeChecker(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	accepted := 0
 	for _, c := range cases {
-		env := outbox.Envelope{Type: c.typ, AggregateType: c.aggType, AggregateID: c.aggID, Payload: c.payload,
-			Headers: map[string]string{c.hk: c.hv}, DeliverAfter: time.Duration(c.delay)}
-		// What the databases make of the payload on its own.
-		var dbRejects []string
-		if _, err := pg.ExecContext(ctx, "SELECT CAST(CAST($1 AS TEXT) AS JSONB)", string(c.payload)); err != nil {
-			dbRejects = append(dbRejects, "postgres: "+err.Error())
-		}
-		var valid sql.NullInt64
-		if err := maria.QueryRowContext(ctx, "SELECT JSON_VALID(?)", string(c.payload)).Scan(&valid); err != nil {
-			dbRejects = append(dbRejects, "mariadb: "+err.Error())
-		} else if valid.Int64 != 1 {
-			dbRejects = append(dbRejects, "mariadb: JSON_VALID = 0")
-		}
-		for i, b := range bundles {
-			id, err := writeOne(ctx, b, writers[i], env)
-			if err != nil {
-				var ee *outbox.EnvelopeError
-				if !errors.As(err, &ee) || !errors.Is(err, outbox.ErrInvalidEnvelope) {
-					t.Errorf("%s on %s: Write = %v, want it stored or an *EnvelopeError", c.name, b.d, err)
-				}
-				continue
-			}
-			if i == 0 {
-				accepted++
-			}
-			if dbRejects != nil {
-				t.Errorf("%s on %s: the writer accepted payload %q, which the databases reject: %v", c.name, b.d, c.payload, dbRejects)
-			}
-			got, err := b.store.Get(ctx, id)
-			if err != nil {
-				t.Errorf("%s on %s: Get = %v", c.name, b.d, err)
-				continue
-			}
-			if !jsonEqual(got.Payload, c.payload) {
-				t.Errorf("%s on %s: payload %q read back as %q", c.name, b.d, c.payload, got.Payload)
-			}
-			want := env.AggregateType
-			if want == "" {
-				want = outbox.GlobalAggregateType
-			}
-			if got.Type != env.Type || got.AggregateType != want || got.AggregateID != env.AggregateID ||
-				!reflect.DeepEqual(got.Headers, env.Headers) {
-				t.Errorf("%s on %s: %+v read back as %+v", c.name, b.d, env, got)
-			}
+		if ec.check(ctx, t, c) {
+			accepted++
 		}
 	}
 	t.Logf("%d envelopes, %d accepted", len(cases), accepted)
 }
 
-// writeOne writes env in its own committed transaction.
+// FuzzWriteReadBack writes envelopes through the real stores of SQLite, PostgreSQL and
+// MariaDB, in a transaction with a business row, and reads every accepted one back the
+// way the poller and the admin do. Without -fuzz it runs envelopeCorpus; with it, for
+// example `go test -run '^$' -fuzz FuzzWriteReadBack ./internal/roottest/core/`, it
+// looks for payloads that a database stores but cannot return, or returns changed.
+func FuzzWriteReadBack(f *testing.F) {
+	for _, c := range envelopeCorpus(f) {
+		f.Add(c.typ, c.aggType, c.aggID, c.payload, c.hk, c.hv, c.delay)
+	}
+	ec := newEnvelopeChecker(f)
+	f.Fuzz(func(t *testing.T, typ, aggType, aggID string, payload []byte, hk, hv string, delay int64) {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		ec.check(ctx, t, envelopeCase{name: "fuzz", typ: typ, aggType: aggType, aggID: aggID, payload: payload, hk: hk, hv: hv, delay: delay})
+	})
+}
+
+// envelopeLimit is the MaxPayloadBytes of envelopeChecker's writers.
+const envelopeLimit = 1024
+
+// envelopeChecker writes envelopes on all three databases.
+type envelopeChecker struct {
+	bundles []sqlBundle
+	writers []*outbox.Writer
+}
+
+func newEnvelopeChecker(tb testing.TB) *envelopeChecker {
+	tb.Helper()
+	pg, maria := testdb.NewPostgresDB(tb), testdb.NewMySQLDB(tb)
+	bundles := []sqlBundle{
+		setupStore(tb, testdb.NewSQLiteDB(tb), outbox.SQLite, outbox.DefaultTable),
+		setupStore(tb, pg, outbox.Postgres, testdb.IsolatedTable(tb, pg, outbox.Postgres.Name())),
+		setupStore(tb, maria, outbox.MySQL, testdb.IsolatedTable(tb, maria, outbox.MySQL.Name())),
+	}
+	ec := &envelopeChecker{bundles: bundles, writers: make([]*outbox.Writer, len(bundles))}
+	for i, b := range bundles {
+		ob, err := outbox.New(b.db, outbox.Config{Mode: outbox.WriterOnly, Dialect: b.d, Table: b.table, PurgeInterval: -1,
+			MaxPayloadBytes: envelopeLimit, Logger: discardLogger()})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		ec.writers[i] = ob.Writer()
+	}
+	return ec
+}
+
+// check writes c on every database and reports whether the writer accepted it. Every
+// envelope the writer accepts must be stored by all three and read back equal (the
+// payload as JSON) by Get and by Pending, the poller's read, and no larger than 1.5 ×
+// MaxPayloadBytes (jsonb's separators; numbers are written out within the limit);
+// every payload that PostgreSQL's jsonb or MariaDB's JSON_VALID rejects must be
+// rejected by the writer first, with an *EnvelopeError; after a rejection the
+// caller's transaction commits its business row.
+func (ec *envelopeChecker) check(ctx context.Context, t *testing.T, c envelopeCase) bool {
+	t.Helper()
+	env := outbox.Envelope{Type: c.typ, AggregateType: c.aggType, AggregateID: c.aggID, Payload: c.payload,
+		Headers: map[string]string{c.hk: c.hv}, DeliverAfter: time.Duration(c.delay)}
+	pg, maria := ec.bundles[1].db, ec.bundles[2].db
+	// What the databases make of the payload on its own.
+	var dbRejects []string
+	if _, err := pg.ExecContext(ctx, "SELECT CAST(CAST($1 AS TEXT) AS JSONB)", string(c.payload)); err != nil {
+		dbRejects = append(dbRejects, "postgres: "+err.Error())
+	}
+	var valid sql.NullInt64
+	if err := maria.QueryRowContext(ctx, "SELECT JSON_VALID(?)", string(c.payload)).Scan(&valid); err != nil {
+		dbRejects = append(dbRejects, "mariadb: "+err.Error())
+	} else if valid.Int64 != 1 {
+		dbRejects = append(dbRejects, "mariadb: JSON_VALID = 0")
+	}
+	accepted := false
+	for i, b := range ec.bundles {
+		id, err := writeOne(ctx, b, ec.writers[i], env)
+		if err != nil {
+			var ee *outbox.EnvelopeError
+			if !errors.As(err, &ee) || !errors.Is(err, outbox.ErrInvalidEnvelope) {
+				t.Errorf("%s on %s: Write = %v, want it stored or an *EnvelopeError", c.name, b.d, err)
+			}
+			continue
+		}
+		accepted = true
+		if dbRejects != nil {
+			t.Errorf("%s on %s: the writer accepted payload %q, which the databases reject: %v", c.name, b.d, c.payload, dbRejects)
+		}
+		got, err := b.store.Get(ctx, id)
+		if err != nil {
+			t.Errorf("%s on %s: Get = %v", c.name, b.d, err)
+			continue
+		}
+		if !jsonEqual(got.Payload, c.payload) {
+			t.Errorf("%s on %s: payload %q read back as %q", c.name, b.d, c.payload, got.Payload)
+		}
+		if len(got.Payload) > envelopeLimit*3/2 {
+			t.Errorf("%s on %s: a payload of %d bytes read back as %d, more than 1.5 × MaxPayloadBytes (%d)",
+				c.name, b.d, len(c.payload), len(got.Payload), envelopeLimit)
+		}
+		want := env.AggregateType
+		if want == "" {
+			want = outbox.GlobalAggregateType
+		}
+		if got.Type != env.Type || got.AggregateType != want || got.AggregateID != env.AggregateID ||
+			!reflect.DeepEqual(got.Headers, env.Headers) {
+			t.Errorf("%s on %s: %+v read back as %+v", c.name, b.d, env, got)
+		}
+		// The poller's read of the due rows, and the move that takes the row out of it.
+		batch, err := b.store.Pending(ctx, outbox.PendingParams{Now: time.Now().Add(time.Duration(max(c.delay, 0)) + time.Hour), Limit: 1000})
+		if err != nil {
+			t.Errorf("%s on %s: Pending = %v", c.name, b.d, err)
+		}
+		if len(batch.Undecodable) > 0 {
+			t.Errorf("%s on %s: Pending reports undecodable rows: %v", c.name, b.d, batch.Undecodable)
+		}
+		if _, err := b.store.MarkDead(ctx, outbox.MarkDeadParams{ID: id, DeadAt: time.Now(), Reason: "read back"}); err != nil {
+			t.Errorf("%s on %s: MarkDead = %v", c.name, b.d, err)
+		}
+	}
+	return accepted
+}
+
+// writeOne writes env in its own committed transaction, with a business row after it:
+// a refused envelope must leave the transaction usable, so the business row commits
+// either way and only the event's error is returned.
 func writeOne(ctx context.Context, b sqlBundle, w *outbox.Writer, env outbox.Envelope) (string, error) {
 	tx, err := b.db.BeginTx(ctx, nil)
 	if err != nil {
 		return "", err
 	}
 	defer func() { _ = tx.Rollback() }()
-	id, err := w.Write(ctx, tx, env)
-	if err != nil {
-		return "", err
+	id, werr := w.Write(ctx, tx, env)
+	// A statement that does nothing, in the same transaction: PostgreSQL refuses every
+	// statement of a transaction in which one failed.
+	if _, err := tx.ExecContext(ctx, "SELECT 1"); err != nil {
+		return "", fmt.Errorf("the transaction is not usable after Write = %v: %w", werr, err)
+	}
+	if werr != nil {
+		return "", werr
 	}
 	return id, tx.Commit()
 }

@@ -67,7 +67,7 @@ func setupMySQL(t *testing.T) sqlBundle {
 	return setupStore(t, db, outbox.MySQL, testdb.IsolatedTable(t, db, outbox.MySQL.Name()))
 }
 
-func setupStore(t *testing.T, db *sql.DB, d outbox.Dialect, table string) sqlBundle {
+func setupStore(t testing.TB, db *sql.DB, d outbox.Dialect, table string) sqlBundle {
 	t.Helper()
 	if err := outbox.MigrateTable(t.Context(), db, d, table); err != nil {
 		t.Fatalf("MigrateTable: %v", err)

@@ -1,0 +1,224 @@
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+)
+
+// One row must never stop the delivery of the others. A row can be stored and yet be
+// impossible to read back: PostgreSQL stores a jsonb number such as 1e131071 in a few
+// bytes but writes it out in full, so a payload of a few kilobytes renders as gigabytes
+// and every statement that returns the row fails with "out of memory"; a page of an
+// SQLite file can be corrupt. A batch read (the poller's, a claim, a promote, an admin
+// list) that fails in a way one row can cause is therefore run again with the stored
+// sizes of the payload and headers in their place, which reads no payload, and then
+// each row alone: a row that fails alone, while the server answers its sized read, is
+// unreadable. The poller moves such a row to DEAD with a reason naming the error and the
+// sizes ([ErrUnreadableRow]); inspection reads show it with a placeholder payload.
+// MySQL/MariaDB return every stored value as it is (LONGTEXT), so no row fails a read
+// there; a row the library cannot decode is handled as [RowError] on every database.
+
+// rowFault reports whether err, from a statement that returned rows, may be the fault
+// of one of the rows: not a cancelled or expired context and not a lost connection.
+func rowFault(ctx context.Context, err error) bool {
+	if err == nil || ctx.Err() != nil {
+		return false
+	}
+	var ne net.Error
+	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) &&
+		!errors.Is(err, driver.ErrBadConn) && !errors.Is(err, sql.ErrConnDone) && !errors.Is(err, sql.ErrTxDone) &&
+		!errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.As(err, &ne)
+}
+
+// sizedSQL returns q's SQL with the first event column list's payload and headers
+// replaced by their stored sizes in bytes, or false when q holds no such list.
+func (d *dialect) sizedSQL(sqlText string) (string, bool) {
+	for _, prefix := range [...]string{"", "t."} {
+		cols := prefix + "payload, " + prefix + "headers"
+		if i := strings.Index(sqlText, cols); i >= 0 {
+			sized := d.sizeFunc + "(" + prefix + "payload), " + d.sizeFunc + "(" + prefix + "headers)"
+			return sqlText[:i] + sized + sqlText[i+len(cols):], true
+		}
+	}
+	return "", false
+}
+
+// isolated is what isolate made of one row of a failed batch read.
+type isolated struct {
+	event Event
+	err   error // the row's own error: undecodable, or unreadable (ErrUnreadableRow)
+}
+
+// isolate reads again, row by row, the rows of q, a statement of selectColumns that
+// failed with cause. It runs q with the payload and headers replaced by their stored
+// sizes, then reads each of those rows alone by ID (in q's order). It returns cause
+// itself when cause cannot be a row's fault or q cannot be run without the payload,
+// and a joined error when the server fails the reads that take no payload too. Use it
+// only for a statement that may run again: a SELECT, or one UPDATE … RETURNING whose
+// failure undid it whole. exec runs the statements; extra are scanned after the event
+// columns of q's rows (a claim's expiry).
+func (s *sqlStore) isolate(ctx context.Context, exec Executor, q query, cause error, mode decodeMode) ([]isolated, error) {
+	if !rowFault(ctx, cause) {
+		return nil, cause
+	}
+	sized, ok := s.d.sizedSQL(q.SQL)
+	if !ok {
+		return nil, cause
+	}
+	rows, err := exec.QueryContext(ctx, sized, q.Args...)
+	if err != nil {
+		return nil, errors.Join(cause, fmt.Errorf("read the rows without their payloads: %w", err))
+	}
+	type sizedRow struct {
+		event            Event
+		payload, headers int64
+		decodeErr        error
+	}
+	var found []sizedRow
+	for rows.Next() {
+		var r rawRow
+		if err := r.scan(rows); err != nil {
+			rows.Close()
+			return nil, errors.Join(cause, fmt.Errorf("read the rows without their payloads: %w", err))
+		}
+		sr := sizedRow{}
+		sr.event, sr.payload, sr.headers, sr.decodeErr = r.decodeSized(s.d)
+		sr.event.ID = r.id()
+		found = append(found, sr)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, errors.Join(cause, fmt.Errorf("read the rows without their payloads: %w", err))
+	}
+	out := make([]isolated, 0, len(found))
+	for _, sr := range found {
+		if sr.decodeErr != nil {
+			out = append(out, isolated{event: sr.event, err: sr.decodeErr})
+			continue
+		}
+		var (
+			e                Event
+			rerr, unreadable error
+		)
+		if len(found) == 1 {
+			// The statement's only row failed it: reading the row again would only
+			// fail again (a PostgreSQL payload that writes out to a gigabyte takes
+			// seconds each time).
+			unreadable = cause
+		} else {
+			e, rerr, unreadable, err = s.readAlone(ctx, exec, sr.event.ID, mode)
+		}
+		switch {
+		case err != nil:
+			return nil, errors.Join(cause, err)
+		case errors.Is(rerr, ErrNotFound): // finished and purged since: nothing to read
+			continue
+		case unreadable != nil:
+			rerr = fmt.Errorf("%w (payload %d bytes, headers %d bytes as stored): %w", ErrUnreadableRow, sr.payload, sr.headers, unreadable)
+			if mode == lenient {
+				e = sr.event
+				e.Payload = unreadablePayload(rerr)
+				rerr = nil
+			}
+		case rerr == nil:
+			// A claim's statement returned the previous claim in locked_by (PostgreSQL);
+			// keep what it returned.
+			e.LockedBy = sr.event.LockedBy
+		}
+		if rerr != nil {
+			e.ID = sr.event.ID
+		}
+		out = append(out, isolated{event: e, err: rerr})
+	}
+	return out, nil
+}
+
+// readAlone reads the row id by itself. rowErr is the row's own problem: it does not
+// decode, or it is gone (ErrNotFound). unreadable is the server's error when it cannot
+// return the row while it returns the row without its payload. err is any other
+// failure, which ends the isolation.
+func (s *sqlStore) readAlone(ctx context.Context, exec Executor, id string, mode decodeMode) (e Event, rowErr, unreadable, err error) {
+	q := s.d.getQuery(s.table, id)
+	var r rawRow
+	rerr := scanOne(ctx, exec, q.SQL, q.Args, &r)
+	switch {
+	case rerr == nil:
+		e, derr := r.decode(s.d, mode)
+		return e, derr, nil, nil
+	case errors.Is(rerr, ErrNotFound):
+		return Event{}, rerr, nil, nil
+	case !rowFault(ctx, rerr):
+		return Event{}, nil, nil, fmt.Errorf("read event %s: %w", id, rerr)
+	}
+	// The row alone failed. If the server returns it without its payload, the row is
+	// the fault.
+	sized, _ := s.d.sizedSQL(q.SQL)
+	var probe rawRow
+	if perr := scanOne(ctx, exec, sized, q.Args, &probe); perr != nil {
+		return Event{}, nil, nil, fmt.Errorf("read event %s: %w; without its payload: %w", id, rerr, perr)
+	}
+	return Event{}, nil, rerr, nil
+}
+
+// scanOne runs a statement that returns at most one row of selectColumns into r. It
+// reads through rows, not QueryRow, so that an error the server sends with the row is
+// reported as such.
+func scanOne(ctx context.Context, exec Executor, sqlText string, args []any, r *rawRow) error {
+	rows, err := exec.QueryContext(ctx, sqlText, args...)
+	if err != nil {
+		return err
+	}
+	if !rows.Next() {
+		err = rows.Err()
+		if err == nil {
+			err = ErrNotFound
+		}
+		rows.Close()
+		return err
+	}
+	if err := r.scan(rows); err != nil {
+		rows.Close()
+		return err
+	}
+	return errors.Join(rows.Err(), rows.Close())
+}
+
+// decodeSized decodes a row of a sized statement (sizedSQL): the payload and headers
+// columns hold their stored sizes (NULL headers: none). The event's Payload is nil.
+func (r *rawRow) decodeSized(d *dialect) (e Event, payload, headers int64, err error) {
+	if r[5] != nil {
+		payload, _ = intValue(r[5])
+	}
+	if r[6] != nil {
+		headers, _ = intValue(r[6])
+	}
+	r[5], r[6] = "null", nil
+	e, err = r.decode(d, lenient)
+	e.Payload = nil
+	return e, payload, headers, err
+}
+
+// unreadablePayload is what an inspection read shows in place of a payload that the
+// database cannot return: a JSON string that says so.
+func unreadablePayload(err error) json.RawMessage {
+	b, _ := json.Marshal("outbox: " + err.Error())
+	return b
+}
+
+// splitIsolated sorts isolate's rows into events and row errors, for the poller's reads.
+func splitIsolated(rows []isolated) (events []Event, bad []RowError) {
+	for _, r := range rows {
+		if r.err != nil {
+			bad = append(bad, RowError{EventID: r.event.ID, Err: r.err})
+			continue
+		}
+		events = append(events, r.event)
+	}
+	return events, bad
+}
