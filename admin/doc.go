@@ -67,7 +67,8 @@
 // the creation time for the other statuses, and the creation time for every status
 // with aggregate_id. from (inclusive) and to (exclusive) bound that time, as RFC 3339
 // ("2026-05-01T12:00:00Z", an offset allowed). error matches the events whose last
-// error contains it, in any case. A filter its index does not hold (event type,
+// error contains it, in any case by Unicode simple case folding and without accent
+// folding, on every database ([outbox.EventFilter.ErrorContains]). A filter its index does not hold (event type,
 // aggregate type, listener, error) is checked on the rows read, and a page reads at
 // most scan_limit ([outbox.MaxScanRows]) rows: when it stops there with fewer events
 // than the limit, partial is true and next continues the search where it stopped.

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // MaxScanRows bounds the rows one page of [DeadEvents.Events] reads when it filters on a
@@ -27,8 +29,11 @@ type EventFilter struct {
 	// Listener matches Event.Listener (a fan-out delivery's subscription, or the listener
 	// that failed for good).
 	Listener string
-	// ErrorContains matches events whose last error contains it, ignoring case (ASCII
-	// case on SQLite and MySQL's binary collation). At most MaxErrorSearchLen bytes.
+	// ErrorContains matches events whose last error contains it, ignoring case by
+	// Unicode simple case folding, as strings.EqualFold compares ("É" matches "é", "K"
+	// matches the Kelvin sign), without folding accents ("e" does not match "é") or
+	// expanding letters ("ß" does not match "ss"): the same on every database, whatever
+	// its collation ([EventFilter.MatchesError]). At most MaxErrorSearchLen bytes.
 	ErrorContains string
 	// OrderKey selects one order key's NEW, RETRY, DEAD or WAITING events, in the key's
 	// order (OrderSeq, then ID), through the order index; not with AggregateID, From or
@@ -152,6 +157,75 @@ func (f EventFilter) Validate() error {
 		return invalidParams("event filter", "From %s is not before To %s", f.From.Format(time.RFC3339Nano), f.To.Format(time.RFC3339Nano))
 	}
 	return nil
+}
+
+// MatchesError reports whether lastError matches f.ErrorContains: it holds the text
+// under Unicode simple case folding (see [EventFilter.ErrorContains]). An empty
+// ErrorContains matches everything.
+func (f EventFilter) MatchesError(lastError string) bool {
+	sub := f.ErrorContains
+	if sub == "" {
+		return true
+	}
+	for i := range lastError {
+		if hasPrefixFold(lastError[i:], sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasPrefixFold reports whether s begins with prefix under Unicode simple case folding.
+func hasPrefixFold(s, prefix string) bool {
+	for _, p := range prefix {
+		r, size := utf8.DecodeRuneInString(s)
+		if size == 0 || !equalFoldRune(r, p) {
+			return false
+		}
+		s = s[size:]
+	}
+	return true
+}
+
+// equalFoldRune reports whether a and b are equal under Unicode simple case folding.
+func equalFoldRune(a, b rune) bool {
+	if a == b {
+		return true
+	}
+	for r := unicode.SimpleFold(a); r != a; r = unicode.SimpleFold(r) {
+		if r == b {
+			return true
+		}
+	}
+	return false
+}
+
+// errorPrefilter is the LIKE pattern (escaped with '!') that the SQL store matches
+// against LOWER(last_error) to narrow a list by ErrorContains before MatchesError
+// decides: every row that matches is among those it selects, whatever the database's
+// LOWER does beyond ASCII (PostgreSQL's follows the database's ctype, MySQL's the
+// charset, SQLite's is ASCII only). ASCII letters are lowered, other ASCII characters
+// kept, and any other character, as well as k and s (whose fold orbits hold the Kelvin
+// sign and the long s), becomes %.
+func errorPrefilter(sub string) string {
+	var b strings.Builder
+	b.WriteByte('%')
+	wild := true // b ends with the wildcard %
+	for _, r := range sub {
+		if r >= utf8.RuneSelf || r == 'k' || r == 'K' || r == 's' || r == 'S' {
+			if !wild {
+				b.WriteByte('%')
+				wild = true
+			}
+			continue
+		}
+		b.WriteString(likeEscape(strings.ToLower(string(r))))
+		wild = false
+	}
+	if !wild {
+		b.WriteByte('%')
+	}
+	return b.String()
 }
 
 // scanned reports whether f filters on a column outside the list's index, so that a

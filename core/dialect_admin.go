@@ -189,7 +189,8 @@ func (d *dialect) listPlan(t tableName, p ListEventsParams) listPlan {
 			b.w(" AND listener = ", b.arg(f.Listener))
 		}
 		if f.ErrorContains != "" {
-			b.w(" AND LOWER(last_error) LIKE ", b.arg("%"+likeEscape(strings.ToLower(f.ErrorContains))+"%"), " ESCAPE '!'")
+			// A superset of the matches: ListEvents keeps those MatchesError accepts.
+			b.w(" AND LOWER(last_error) LIKE ", b.arg(errorPrefilter(f.ErrorContains)), " ESCAPE '!'")
 		}
 		if f.Blocking {
 			d.holdsKey(b, t, p.Status == StatusDead)

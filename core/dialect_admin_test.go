@@ -146,3 +146,33 @@ func TestListQueriesGolden(t *testing.T) {
 		t.Fatalf("%s differs from the statements the dialects build: run OUTBOX_UPDATE_MIGRATIONS=1 go test -run TestListQueriesGolden ./core/", path)
 	}
 }
+
+// TestErrorPrefilter: the LIKE pattern that narrows an ErrorContains list lowers ASCII
+// letters, escapes the wildcards, and makes every character whose fold orbit leaves
+// ASCII (any non-ASCII one, k and s) a %, so that it selects every row MatchesError
+// accepts whatever the database's LOWER does beyond ASCII.
+func TestErrorPrefilter(t *testing.T) {
+	for in, want := range map[string]string{
+		"Timeout":       "%timeout%",
+		"100%_sure!":    "%100!%!_%ure!!%",
+		"Connection":    "%connection%",
+		"Straße":        "%tra%e%",
+		"Échec délai":   "%chec d%lai%",
+		"kelvin":        "%elvin%",
+		"ÜBERLASTUNG":   "%berla%tung%",
+		"ĞĞ":            "%",
+		"s":             "%",
+		"a_b":           "%a!_b%",
+		"Disk full, ok": "%di% full, o%",
+	} {
+		if got := errorPrefilter(in); got != want {
+			t.Errorf("errorPrefilter(%q) = %q, want %q", in, got, want)
+		}
+	}
+	f := EventFilter{ErrorContains: "ÉCHEC"}
+	for s, want := range map[string]bool{"échec": true, "Échec": true, "echec": false, "x ÉcHeC y": true, "": false, "éche": false} {
+		if got := f.MatchesError(s); got != want {
+			t.Errorf("MatchesError(%q) with %q = %v, want %v", s, f.ErrorContains, got, want)
+		}
+	}
+}

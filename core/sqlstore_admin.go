@@ -47,27 +47,62 @@ func (s *sqlStore) ListEvents(ctx context.Context, p ListEventsParams) ([]Event,
 			bound = &Cursor{CreatedAt: t, ID: string(id)}
 		}
 	}
-	q, err := s.d.listPageQuery(s.table, pl, p, bound)
+	events, err := s.listPage(ctx, pl, p, bound)
 	if err != nil {
 		return nil, Cursor{}, fmt.Errorf("list events: %w", err)
 	}
-	rows, err := s.db.QueryContext(ctx, q.SQL, q.Args...)
-	if err != nil {
-		return nil, Cursor{}, fmt.Errorf("list events: %w", err)
-	}
-	defer rows.Close()
-	events, bad, err := scanEvents(rows, s.d, lenient)
-	if err != nil {
-		return nil, Cursor{}, fmt.Errorf("list events: %w", err)
-	}
-	if len(bad) > 0 {
-		return nil, Cursor{}, fmt.Errorf("list events: %w", bad[0])
+	if p.ErrorContains != "" {
+		// The statement's LIKE is a superset of the matches (errorPrefilter): keep
+		// those MatchesError accepts and, while the page is short and the statement
+		// was cut by its LIMIT, read on after the last row, twice as many at a time.
+		// Every read stays between the cursor and the window's end.
+		var kept []Event
+		for limit := p.Limit; ; {
+			for _, e := range events {
+				if len(kept) < p.Limit && p.MatchesError(e.LastError) {
+					kept = append(kept, e)
+				}
+			}
+			if len(kept) >= p.Limit || len(events) < limit {
+				break
+			}
+			next := p
+			next.After = ListCursor(events[len(events)-1], p.Status, p.EventFilter)
+			limit = min(2*limit, p.ScanLimit)
+			next.Limit = limit
+			if events, err = s.listPage(ctx, pl, next, bound); err != nil {
+				return nil, Cursor{}, fmt.Errorf("list events: %w", err)
+			}
+		}
+		events = kept
 	}
 	if bound == nil || len(events) >= p.Limit {
 		return events, Cursor{}, nil
 	}
 	return events, *bound, nil
 }
+
+// listPage reads the rows of one statement of a list page (listPageQuery).
+func (s *sqlStore) listPage(ctx context.Context, pl listPlan, p ListEventsParams, bound *Cursor) ([]Event, error) {
+	q, err := s.d.listPageQuery(s.table, pl, p, bound)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.db.QueryContext(ctx, q.SQL, q.Args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	events, bad, err := scanEvents(rows, s.d, lenient)
+	if err != nil {
+		return nil, err
+	}
+	if len(bad) > 0 {
+		return nil, bad[0]
+	}
+	return events, nil
+}
+
 
 // CountByType implements [EventStore.CountByType] with one grouped query.
 func (s *sqlStore) CountByType(ctx context.Context) ([]TypeCount, error) {

@@ -79,7 +79,7 @@ func (s *MemoryStore) ListEvents(ctx context.Context, p outbox.ListEventsParams)
 		if e.Status == p.Status && (f.EventType == "" || e.Type == f.EventType) &&
 			(f.AggregateType == "" || e.AggregateType == f.AggregateType) &&
 			(f.Listener == "" || e.Listener == f.Listener) &&
-			(f.ErrorContains == "" || strings.Contains(strings.ToLower(e.LastError), strings.ToLower(f.ErrorContains))) &&
+			f.MatchesError(e.LastError) &&
 			(!f.Blocking || s.holdsKey(e)) {
 			out = append(out, clone(*e))
 		}

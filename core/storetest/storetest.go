@@ -120,6 +120,7 @@ func Run(t *testing.T, f Features, newHarness func(t *testing.T) Harness) {
 		{name: "ListEventsScanLimit", fn: testListEventsScanLimit},
 		{name: "ListEventsByOrderKey", fn: testListEventsByOrderKey},
 		{name: "ListEventsBlocking", fn: testListEventsBlocking},
+		{name: "ListEventsErrorFolding", fn: testListEventsErrorFolding},
 		{name: "CountByType", fn: testCountByType},
 		{name: "Audit", fn: testAudit},
 		{name: "AuditedChange", fn: testAuditedChange},
