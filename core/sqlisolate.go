@@ -15,15 +15,21 @@ import (
 // One row must never stop the delivery of the others. A row can be stored and yet be
 // impossible to read back: PostgreSQL stores a jsonb number such as 1e131071 in a few
 // bytes but writes it out in full, so a payload of a few kilobytes renders as gigabytes
-// and every statement that returns the row fails with "out of memory"; a page of an
-// SQLite file can be corrupt. A batch read (the poller's, a claim, a promote, an admin
-// list) that fails in a way one row can cause is therefore run again with the stored
-// sizes of the payload and headers in their place, which reads no payload, and then
-// each row alone: a row that fails alone, while the server answers its sized read, is
-// unreadable. The poller moves such a row to DEAD with a reason naming the error and the
-// sizes ([ErrUnreadableRow]); inspection reads show it with a placeholder payload.
-// MySQL/MariaDB return every stored value as it is (LONGTEXT), so no row fails a read
-// there; a row the library cannot decode is handled as [RowError] on every database.
+// and every statement that returns the row fails with "out of memory". A batch read
+// (the poller's, a claim, a promote, an admin list or Get) that fails in a way one row
+// can cause is therefore run again with the stored sizes of the payload and headers in
+// their place, which renders no payload, and then each row alone: a row that fails
+// alone, while the server returns it without its payload, is unreadable. The poller
+// moves such a row to DEAD with a reason wrapping [ErrUnreadableRow] that names the
+// server's error and the sizes; inspection reads show it with a placeholder payload.
+//
+// The other databases have no such row. MySQL/MariaDB return every stored value as it
+// is (a LONGTEXT larger than max_allowed_packet too). SQLite returns what it stores;
+// only a damaged file fails a read, and SQLite keeps the columns after the payload
+// behind it in the record, so the poll's own WHERE meets the damage and no read can
+// step around it (nor can an UPDATE or DELETE of the row): that is a file to repair
+// (docs/databases.md). A row that the library cannot decode is a [RowError] on every
+// database, handled the same way.
 
 // rowFault reports whether err, from a statement that returned rows, may be the fault
 // of one of the rows: not a cancelled or expired context and not a lost connection.
@@ -58,43 +64,17 @@ type isolated struct {
 
 // isolate reads again, row by row, the rows of q, a statement of selectColumns that
 // failed with cause. It runs q with the payload and headers replaced by their stored
-// sizes, then reads each of those rows alone by ID (in q's order). It returns cause
-// itself when cause cannot be a row's fault or q cannot be run without the payload,
-// and a joined error when the server fails the reads that take no payload too. Use it
-// only for a statement that may run again: a SELECT, or one UPDATE … RETURNING whose
-// failure undid it whole. exec runs the statements; extra are scanned after the event
-// columns of q's rows (a claim's expiry).
+// sizes (sizedSQL), then reads each of those rows alone by ID, in q's order. It returns cause itself when cause
+// cannot be a row's fault or q has no event column list, and a joined error when the
+// server fails the reads that return no payload too. Use it only for a statement that
+// may run again: a SELECT, or one UPDATE … RETURNING whose failure undid it whole.
 func (s *sqlStore) isolate(ctx context.Context, exec Executor, q query, cause error, mode decodeMode) ([]isolated, error) {
 	if !rowFault(ctx, cause) {
 		return nil, cause
 	}
-	sized, ok := s.d.sizedSQL(q.SQL)
-	if !ok {
-		return nil, cause
-	}
-	rows, err := exec.QueryContext(ctx, sized, q.Args...)
+	found, err := s.readSized(ctx, exec, q)
 	if err != nil {
-		return nil, errors.Join(cause, fmt.Errorf("read the rows without their payloads: %w", err))
-	}
-	type sizedRow struct {
-		event            Event
-		payload, headers int64
-		decodeErr        error
-	}
-	var found []sizedRow
-	for rows.Next() {
-		var r rawRow
-		if err := r.scan(rows); err != nil {
-			rows.Close()
-			return nil, errors.Join(cause, fmt.Errorf("read the rows without their payloads: %w", err))
-		}
-		sr := sizedRow{}
-		sr.event, sr.payload, sr.headers, sr.decodeErr = r.decodeSized(s.d)
-		sr.event.ID = r.id()
-		found = append(found, sr)
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return nil, errors.Join(cause, fmt.Errorf("read the rows without their payloads: %w", err))
+		return nil, errors.Join(cause, err)
 	}
 	out := make([]isolated, 0, len(found))
 	for _, sr := range found {
@@ -139,6 +119,56 @@ func (s *sqlStore) isolate(ctx context.Context, exec Executor, q query, cause er
 	return out, nil
 }
 
+// sizedRow is one row of a failed statement read without its payload: the event's
+// other columns and the stored sizes.
+type sizedRow struct {
+	event            Event
+	payload, headers int64
+	decodeErr        error
+}
+
+// readSized runs q with its payload and headers replaced by their stored sizes.
+func (s *sqlStore) readSized(ctx context.Context, exec Executor, q query) ([]sizedRow, error) {
+	sized, ok := s.d.sizedSQL(q.SQL)
+	if !ok {
+		return nil, errors.New("the statement returns no event columns to read apart")
+	}
+	var found []sizedRow
+	sctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	err := eachRow(sctx, exec, sized, q.Args, func(rows *sql.Rows) error {
+		var r rawRow
+		if err := r.scan(rows); err != nil {
+			return err
+		}
+		sr := sizedRow{}
+		sr.event, sr.payload, sr.headers, sr.decodeErr = r.decodeSized(s.d)
+		sr.event.ID = r.id()
+		found = append(found, sr)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the rows without their payloads: %w", err)
+	}
+	return found, nil
+}
+
+// eachRow runs a statement and calls fn for each row, closing the rows before it
+// returns.
+func eachRow(ctx context.Context, exec Executor, sqlText string, args []any, fn func(*sql.Rows) error) error {
+	rows, err := exec.QueryContext(ctx, sqlText, args...)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		if err := fn(rows); err != nil {
+			rows.Close()
+			return err
+		}
+	}
+	return errors.Join(rows.Err(), rows.Close())
+}
+
 // readAlone reads the row id by itself. rowErr is the row's own problem: it does not
 // decode, or it is gone (ErrNotFound). unreadable is the server's error when it cannot
 // return the row while it returns the row without its payload. err is any other
@@ -146,7 +176,12 @@ func (s *sqlStore) isolate(ctx context.Context, exec Executor, q query, cause er
 func (s *sqlStore) readAlone(ctx context.Context, exec Executor, id string, mode decodeMode) (e Event, rowErr, unreadable, err error) {
 	q := s.d.getQuery(s.table, id)
 	var r rawRow
-	rerr := scanOne(ctx, exec, q.SQL, q.Args, &r)
+	rctx, cancel := s.withTimeout(ctx)
+	rerr := scanOne(rctx, exec, q.SQL, q.Args, &r)
+	if rerr != nil && rctx.Err() != nil {
+		rerr = errors.Join(rerr, rctx.Err()) // the statement's own timeout: not the row's fault
+	}
+	cancel()
 	switch {
 	case rerr == nil:
 		e, derr := r.decode(s.d, mode)
@@ -160,7 +195,9 @@ func (s *sqlStore) readAlone(ctx context.Context, exec Executor, id string, mode
 	// the fault.
 	sized, _ := s.d.sizedSQL(q.SQL)
 	var probe rawRow
-	if perr := scanOne(ctx, exec, sized, q.Args, &probe); perr != nil {
+	pctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	if perr := scanOne(pctx, exec, sized, q.Args, &probe); perr != nil {
 		return Event{}, nil, nil, fmt.Errorf("read event %s: %w; without its payload: %w", id, rerr, perr)
 	}
 	return Event{}, nil, rerr, nil

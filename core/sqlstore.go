@@ -837,8 +837,6 @@ func (s *sqlStore) promoteReturning(ctx context.Context, q query, res *PromoteRe
 // readPromoted runs q, which returns promoted rows, adds them to res and returns how
 // many it read.
 func (s *sqlStore) readPromoted(ctx context.Context, q query, res *PromoteResult) (int, error) {
-	ctx, cancel := s.withTimeout(ctx)
-	defer cancel()
 	events, bad, err := s.queryEvents(ctx, s.on(s.db), q, strict)
 	if err != nil {
 		return 0, err
@@ -1109,8 +1107,6 @@ func (s *sqlStore) Pending(ctx context.Context, p PendingParams) (PendingBatch, 
 	if err != nil {
 		return PendingBatch{}, fmt.Errorf("pending: %w", err)
 	}
-	ctx, cancel := s.withTimeout(ctx)
-	defer cancel()
 	events, bad, err := s.queryEvents(ctx, s.on(s.db), q, strict)
 	if err != nil {
 		return PendingBatch{}, fmt.Errorf("pending: %w", err)
@@ -1123,16 +1119,23 @@ func (s *sqlStore) Pending(ctx context.Context, p PendingParams) (PendingBatch, 
 // one (isolate): in strict mode a row that cannot be read or decoded comes back in
 // bad, in lenient mode with a placeholder payload. Only a statement that may run again
 // after failing may come here (a SELECT, or an UPDATE … RETURNING undone whole).
+//
+// Each statement runs under its own QueryTimeout (ctx has none of the store's).
 func (s *sqlStore) queryEvents(ctx context.Context, exec Executor, q query, mode decodeMode) (events []Event, bad []RowError, err error) {
-	rows, err := exec.QueryContext(ctx, q.SQL, q.Args...)
+	qctx, cancel := s.withTimeout(ctx)
+	rows, err := exec.QueryContext(qctx, q.SQL, q.Args...)
 	if err == nil {
 		events, bad, err = scanEvents(rows, s.d, mode)
 		// Closed before any other statement: a pool of one connection (SQLite) has
 		// none other to run isolate's.
 		err = errors.Join(err, rows.Close())
-		if err == nil {
-			return events, bad, nil
-		}
+	}
+	if err != nil && qctx.Err() != nil && ctx.Err() == nil {
+		err = errors.Join(err, qctx.Err()) // the statement's own timeout: not a row's fault
+	}
+	cancel()
+	if err == nil {
+		return events, bad, nil
 	}
 	iso, ierr := s.isolate(ctx, exec, q, err, mode)
 	if ierr != nil {
@@ -1173,8 +1176,6 @@ func (s *sqlStore) Claim(ctx context.Context, p ClaimParams) (PendingBatch, erro
 	if err != nil {
 		return PendingBatch{}, fmt.Errorf("claim: %w", err)
 	}
-	ctx, cancel := s.withTimeout(ctx)
-	defer cancel()
 	// A claim that failed was undone whole; isolate claims the rows again, without
 	// their payloads, and reads each one alone.
 	events, bad, err := s.queryEvents(ctx, s.on(s.db), q, strict)
@@ -1362,8 +1363,6 @@ func (s *sqlStore) Get(ctx context.Context, id string) (Event, error) {
 		return Event{}, fmt.Errorf("get event %q: %w", id, ErrNotFound)
 	}
 	q := s.d.getQuery(s.table, id)
-	ctx, cancel := s.withTimeout(ctx)
-	defer cancel()
 	events, bad, err := s.queryEvents(ctx, s.db, q, lenient)
 	switch {
 	case err != nil:
@@ -1382,8 +1381,6 @@ func (s *sqlStore) ListDead(ctx context.Context, p ListDeadParams) ([]Event, err
 	if err != nil {
 		return nil, fmt.Errorf("list dead: %w", err)
 	}
-	ctx, cancel := s.withTimeout(ctx)
-	defer cancel()
 	events, bad, err := s.queryEvents(ctx, s.db, q, lenient)
 	if err != nil {
 		return nil, fmt.Errorf("list dead: %w", err)

@@ -1,0 +1,35 @@
+package outbox
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestIsolationStatements checks that every statement isolate may run again has an
+// event column list that sizedSQL rewrites, on every dialect.
+func TestIsolationStatements(t *testing.T) {
+	tb := tableName{name: DefaultTable}
+	for _, d := range []*dialect{Postgres.builder(), MySQL.builder(), SQLite.builder()} {
+		qs := map[string]query{"get": d.getQuery(tb, "id")}
+		p, err := d.pendingQuery(tb, PendingParams{Now: time.Now(), Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		qs["pending"] = p
+		if !d.claimInTx {
+			c, err := d.claimQuery(tb, ClaimParams{Token: "tok", TTL: time.Minute, Limit: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			qs["claim"] = c
+		}
+		for name, q := range qs {
+			sized, ok := d.sizedSQL(q.SQL)
+			if !ok || strings.Contains(sized, "payload, ") || !strings.Contains(sized, d.sizeFunc+"(") {
+				t.Errorf("%s %s: sizedSQL = %q, %v", d.name, name, sized, ok)
+			}
+			t.Logf("%s %s: %s", d.name, name, sized)
+		}
+	}
+}
