@@ -180,7 +180,9 @@ func runNode() error {
 		cfg.MaxAttempts, cfg.DeadKeyPolicy = 3, outbox.DeadKeySkips
 	}
 	if dialectName == "sqlite" {
-		cfg.Mode = outbox.SingleNode
+		// A node restarted after a kill delivers once the killed node's dispatch lease
+		// expired: as short as a claim of the other targets.
+		cfg.Mode, cfg.LeaseTTL = outbox.SingleNode, timing.ClaimTTL
 	} else {
 		cfg.Mode, cfg.ClaimTTL, cfg.NodeID = outbox.MultiNode, timing.ClaimTTL, name
 	}
