@@ -377,7 +377,9 @@ func TestLeaseOffOrUnsupported(t *testing.T) {
 }
 
 // newLeaseStoreSharing is a second process's view of s's table.
-func newLeaseStoreSharing(s leaseStore) leaseStore { return leaseStore{MemoryStore: s.MemoryStore, lease: s.lease} }
+func newLeaseStoreSharing(s leaseStore) leaseStore {
+	return leaseStore{MemoryStore: s.MemoryStore, lease: s.lease}
+}
 
 func TestLeaseConfig(t *testing.T) {
 	t.Parallel()
