@@ -122,6 +122,55 @@ func TestEveryExportedErrorIsReturned(t *testing.T) {
 		"ErrInvalidDelay": func(t *testing.T) error {
 			return writeEnvelope(t, outbox.Envelope{Type: "T", Payload: 1, DeliverAfter: -time.Second})
 		},
+		"ErrHeadersTooLarge": func(t *testing.T) error {
+			return writeEnvelope(t, outbox.Envelope{Type: "T", Payload: 1, Headers: map[string]string{"k": strings.Repeat("v", outbox.MaxHeadersBytes)}})
+		},
+		"ErrInvalidTime": func(t *testing.T) error {
+			return writeEnvelope(t, outbox.Envelope{Type: "T", Payload: 1, OccurredAt: time.Date(999, 1, 1, 0, 0, 0, 0, time.UTC)})
+		},
+		"ErrEventTooLarge": func(t *testing.T) error {
+			// A writer-only process whose MaxPayloadBytes the server cannot take.
+			db := testdb.NewMySQLDB(t)
+			table := testdb.IsolatedTable(t, db, outbox.MySQL.Name())
+			if err := outbox.MigrateTable(t.Context(), db, outbox.MySQL, table); err != nil {
+				t.Fatal(err)
+			}
+			maxPacket, limit := mysqlPayloadLimit(t, db)
+			ob := writerOver(t, db, outbox.Config{Dialect: outbox.MySQL, Table: table, MaxPayloadBytes: 2 * int(maxPacket)})
+			tx, err := db.BeginTx(t.Context(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tx.Rollback() }()
+			_, err = ob.Writer().Write(t.Context(), tx, outbox.Envelope{Type: "T",
+				Payload: json.RawMessage(`"` + strings.Repeat("x", limit) + `"`)})
+			return err
+		},
+		"ErrUnreadableRow": func(t *testing.T) error {
+			// A payload PostgreSQL cannot write out, as an earlier release could store it.
+			db := testdb.NewPostgresDB(t)
+			table := testdb.IsolatedTable(t, db, outbox.Postgres.Name())
+			if err := outbox.MigrateTable(t.Context(), db, outbox.Postgres, table); err != nil {
+				t.Fatal(err)
+			}
+			ob := writerOver(t, db, outbox.Config{Dialect: outbox.Postgres, Table: table})
+			err := outbox.RunInTx(t.Context(), db, func(ctx context.Context, tx *outbox.Tx) error {
+				id, err := ob.Writer().Write(ctx, tx, outbox.Envelope{Type: "T", Payload: 1})
+				if err != nil {
+					return err
+				}
+				_, err = tx.ExecContext(ctx, `UPDATE `+table+` SET payload = CAST($1 AS JSONB) WHERE event_id = $2`, poisonPayload, id)
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			batch, err := ob.Store().Pending(t.Context(), outbox.PendingParams{Now: time.Now().Add(time.Hour), Limit: 10})
+			if err != nil || len(batch.Undecodable) != 1 {
+				t.Fatalf("Pending = %+v, %v; want the row reported", batch, err)
+			}
+			return batch.Undecodable[0]
+		},
 		"ErrDuplicateID": func(t *testing.T) error {
 			ob := newOutbox(t, outboxtest.NewMemoryStore(), outbox.Config{Mode: outbox.WriterOnly})
 			_, err := ob.Writer().WriteAll(t.Context(), bareTx{}, []outbox.Envelope{
@@ -146,6 +195,8 @@ func TestEveryExportedErrorIsReturned(t *testing.T) {
 		"ErrInvalidPayload": outbox.ErrInvalidPayload, "ErrPayloadTooLarge": outbox.ErrPayloadTooLarge,
 		"ErrEmptyHeaderKey": outbox.ErrEmptyHeaderKey, "ErrInvalidText": outbox.ErrInvalidText,
 		"ErrInvalidDelay": outbox.ErrInvalidDelay, "ErrDuplicateID": outbox.ErrDuplicateID,
+		"ErrHeadersTooLarge": outbox.ErrHeadersTooLarge, "ErrInvalidTime": outbox.ErrInvalidTime,
+		"ErrEventTooLarge": outbox.ErrEventTooLarge, "ErrUnreadableRow": outbox.ErrUnreadableRow,
 	}
 	for name, run := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -265,6 +316,17 @@ func newOutbox(t *testing.T, store outbox.Store, cfg outbox.Config) *outbox.Outb
 	}
 	cfg.Logger = discardLogger()
 	ob, err := outbox.New(nil, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ob
+}
+
+// writerOver returns a writer-only Outbox over the SQL store of db.
+func writerOver(t *testing.T, db *sql.DB, cfg outbox.Config) *outbox.Outbox {
+	t.Helper()
+	cfg.Mode, cfg.PurgeInterval, cfg.Logger = outbox.WriterOnly, -1, discardLogger()
+	ob, err := outbox.New(db, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
