@@ -445,7 +445,7 @@ func TestMultiNodeHotPathNotRacedByPollers(t *testing.T) {
 			defer mu.Unlock()
 			return len(by) == len(writtenBy)
 		})
-		waitAllDone(t, c, len(writtenBy))
+		waitAllDone(t, c, len(writtenBy), timing.ClaimTTL)
 		mu.Lock()
 		defer mu.Unlock()
 		for id, nodes := range by {
@@ -461,22 +461,24 @@ func TestMultiNodeHotPathNotRacedByPollers(t *testing.T) {
 	})
 }
 
-// waitAllDone waits until the table holds n rows, all DONE. It allows a minute and a
-// half: an event pre-claimed for a hot queue that filled up before the commit waits for
-// its claim to expire.
-func waitAllDone(t *testing.T, c *claimTable, n int) {
+// waitAllDone waits until the table holds n rows, all DONE, as long as rows keep
+// becoming DONE: it fails when none did for twice the nodes' claimTTL. An event
+// pre-claimed for a hot queue that filled up before the commit waits for its claim to
+// expire, and is then claimed by a poll and delivered within ListenerTimeout +
+// StatusTimeout, less than another claimTTL; a backlog drains at the machine's pace.
+func waitAllDone(t *testing.T, c *claimTable, n int, claimTTL time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		st, err := c.store.Stats(t.Context())
-		if err == nil && st.Counts[outbox.StatusDone] == int64(n) &&
-			st.Counts[outbox.StatusNew]+st.Counts[outbox.StatusRetry]+st.Counts[outbox.StatusDead] == 0 {
-			return
+	var st outbox.Stats
+	var err error
+	if werr := waitProgress(fmt.Sprintf("%d rows DONE", n), 2*claimTTL, func() (bool, int64) {
+		st, err = c.store.Stats(t.Context())
+		if err != nil {
+			return false, -1
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %d rows DONE: %+v, %v", n, st.Counts, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return st.Counts[outbox.StatusDone] == int64(n) &&
+			st.Counts[outbox.StatusNew]+st.Counts[outbox.StatusRetry]+st.Counts[outbox.StatusDead] == 0, st.Counts[outbox.StatusDone]
+	}); werr != nil {
+		t.Fatalf("%v: %+v, %v", werr, st.Counts, err)
 	}
 }
 
@@ -612,7 +614,7 @@ func TestMultiNodeWritersVsClaimers(t *testing.T) {
 			t.Fatalf("%d business transactions failed; first: %v", len(txErrs), txErrs[0])
 		}
 		total := int(events.Load())
-		waitAllDone(t, c, total)
+		waitAllDone(t, c, total, timing.ClaimTTL)
 		mu.Lock()
 		dups := 0
 		for _, n := range delivered {

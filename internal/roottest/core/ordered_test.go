@@ -320,14 +320,15 @@ func TestOrderedMultiNodeKeepsKeyOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 		total := len(writers) * perWriter
-		deadline := time.Now().Add(60 * time.Second)
-		for check.count() < total {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d of %d events delivered; rows not DONE:\n%s", check.count(), total, unfinishedRows(t, c))
-			}
-			time.Sleep(10 * time.Millisecond)
+		// Delivered at the machine's pace; stuck when no event was delivered for
+		// twice ClaimTTL (a stopped node's claims expire, and another node delivers).
+		if err := waitProgress("ordered events delivered", 2*cfg.ClaimTTL, func() (bool, int64) {
+			n := check.count()
+			return n >= total, int64(n)
+		}); err != nil {
+			t.Fatalf("%v: %d of %d events delivered; rows not DONE:\n%s", err, check.count(), total, unfinishedRows(t, c))
 		}
-		waitAllDone(t, c, total)
+		waitAllDone(t, c, total, cfg.ClaimTTL)
 		want := map[string]int{}
 		for k := range keys {
 			want[fmt.Sprint("Thing:", k)] = total / keys
