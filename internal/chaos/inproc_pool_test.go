@@ -71,13 +71,60 @@ func TestInprocPoolStarvation(t *testing.T) {
 				if err := ob.Start(context.Background()); err != nil {
 					t.Fatal(err)
 				}
+				// commitsDuring counts the commits recorded inside the spans when every
+				// worker was in a listener.
+				commitsDuring := func(recs []Record) int {
+					mu.Lock() // listeners may still run if the drain timed out
+					spans := append([]span(nil), busy...)
+					mu.Unlock()
+					n := 0
+					for _, r := range recs {
+						if r.Kind == Committed && covered(spans, r.At) {
+							n++
+						}
+					}
+					return n
+				}
+				// The load runs its tier's duration, and on until it has shown what the
+				// gates below look for: more listeners at once than connections, and a
+				// commit while every worker was in a listener. Both need the writers to
+				// keep every worker busy, which they do within the short tier's 1.5 s on
+				// an idle machine but not on a loaded one, where each transaction is
+				// slow; so the load's length follows the machine, up to a generous cap
+				// (300 listener sleeps) after which the gates report a run that proved
+				// nothing.
+				minLoad := Duration(t, shortLoad)
+				loadCtx, endLoad := context.WithCancel(t.Context())
+				var watcher sync.WaitGroup
+				watcher.Go(func() {
+					defer endLoad()
+					timer := time.NewTimer(minLoad)
+					defer timer.Stop()
+					select {
+					case <-timer.C:
+					case <-loadCtx.Done():
+						return
+					}
+					for loadCtx.Err() == nil {
+						if maxRunning.Load() > maxConns {
+							if recs, err := ReadLogs(s.logPath); err == nil && commitsDuring(recs) > 0 {
+								return
+							}
+						}
+						sleepCtx(loadCtx, 100*time.Millisecond)
+					}
+				})
 				// The listeners deliver at most workers/sleep = 40 events/s. Writers
 				// pausing 33 ms write at most about 60/s: enough to keep every worker
 				// busy, and a backlog that the drain delivers in time whatever the
 				// load's duration (half the load's length at most). Without the bound
 				// (10 ms pauses) the long tier's writers committed three times what the
 				// listeners can deliver, and the drain could not finish.
-				res := s.load(t.Context(), ob.Writer(), loadOptions{writers: writers, duration: Duration(t, shortLoad), pause: 33 * time.Millisecond, db: db})
+				loadStart := time.Now()
+				res := s.load(loadCtx, ob.Writer(), loadOptions{writers: writers, duration: minLoad + 300*sleep, pause: 33 * time.Millisecond, db: db})
+				endLoad()
+				watcher.Wait()
+				t.Logf("load ran %s (at least %s)", time.Since(loadStart).Round(time.Millisecond), minLoad)
 				res.assertNoTxErrors(t)
 				s.drain(90*time.Second + Duration(t, shortLoad)/2)
 				s.check(true)
@@ -88,18 +135,13 @@ func TestInprocPoolStarvation(t *testing.T) {
 					t.Errorf("at most %d listeners ran at once with %d workers and a pool of %d: an attempt holds a connection?",
 						maxRunning.Load(), workers, maxConns)
 				}
-				commitsWhileBusy := 0
-				mu.Lock() // listeners may still run if the drain timed out
-				spans := append([]span(nil), busy...)
+				commitsWhileBusy := commitsDuring(s.records())
+				mu.Lock()
+				spans := len(busy)
 				mu.Unlock()
-				for _, r := range s.records() {
-					if r.Kind == Committed && covered(spans, r.At) {
-						commitsWhileBusy++
-					}
-				}
-				t.Logf("%d commits while all %d workers were in a listener (%d such spans)", commitsWhileBusy, workers, len(spans))
+				t.Logf("%d commits while all %d workers were in a listener (%d such spans)", commitsWhileBusy, workers, spans)
 				if commitsWhileBusy == 0 {
-					t.Errorf("no writer committed while every worker was in a listener (%d spans): the listeners held the pool?", len(spans))
+					t.Errorf("no writer committed while every worker was in a listener (%d spans): the listeners held the pool?", spans)
 				}
 				if mode.cfg.Mode == outbox.SingleNode && st.WaitCount > 0 {
 					t.Errorf("POOL STARVATION: %d waits for a connection (%s) in a pool of %d with %d writers: the outbox held connections the writers needed",
