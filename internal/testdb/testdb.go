@@ -23,12 +23,14 @@
 //
 // A skip message shows only with go test -v, so [StopAll] (which TestMain calls, also
 // through [VerifyTestMain]) ends the run with one summary line per package naming the
-// databases whose tests were skipped and why, for example
+// package and the databases whose tests were skipped and why, for example
 //
-//	outbox tests: skipped PostgreSQL in 12 tests (no server binaries and OUTBOX_TEST_POSTGRES_DSN unset)
+//	outbox tests (internal/roottest/core): skipped PostgreSQL in 12 tests (no server binaries and OUTBOX_TEST_POSTGRES_DSN unset)
 //
-// go test shows a passing package's output only with -v, so the line is also written
-// to the controlling terminal (/dev/tty) when there is one and stderr is not it.
+// go test discards a passing package's output unless -v is set or it runs in the
+// package's directory without arguments, so the line is written to stderr and, when
+// go test would discard it, to the go command's own standard error as well (see
+// printSummary); a package with skipped tests is also never cached as passed.
 package testdb
 
 import (
@@ -39,7 +41,6 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -110,6 +111,9 @@ func (s *server) dsnFor(tb testing.TB) string {
 		s.skipped++
 	}
 	s.mu.Unlock()
+	if skip {
+		noteSkip()
+	}
 	if err != nil {
 		unavailable(tb, s.what, s.envDSN, err)
 	}
@@ -205,53 +209,13 @@ func runStart(kind string) (dsn, dir string, err error) {
 // new server.
 func StopAll() {
 	if line := skipSummary(postgresServer, mysqlServer); line != "" {
-		printSummary(line)
+		printSummary(summaryLine(packageDir(), line))
 	}
 	var wg sync.WaitGroup
 	for _, s := range []*server{postgresServer, mysqlServer} {
 		wg.Go(s.stop)
 	}
 	wg.Wait()
-}
-
-// skipSummary returns the one-line summary of the servers whose tests were skipped, or
-// "" when none was.
-func skipSummary(servers ...*server) string {
-	var parts []string
-	for _, s := range servers {
-		s.mu.Lock()
-		if s.skipped > 0 && s.err != nil {
-			tests := "tests"
-			if s.skipped == 1 {
-				tests = "test"
-			}
-			parts = append(parts, fmt.Sprintf("skipped %s in %d %s (%s)", s.what, s.skipped, tests, s.skipReason(s.err)))
-		}
-		s.mu.Unlock()
-	}
-	if len(parts) == 0 {
-		return ""
-	}
-	return "outbox tests: " + strings.Join(parts, "; ")
-}
-
-// printSummary writes line to stderr, where go test -v (and go test in a package
-// directory without arguments) shows it, and to the controlling terminal when stderr
-// is not one and -v is off: go test drops the output of a passing package otherwise.
-func printSummary(line string) {
-	fmt.Fprintln(os.Stderr, line)
-	if fi, err := os.Stderr.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-		return
-	}
-	if flag.Parsed() && testing.Verbose() {
-		return
-	}
-	tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0)
-	if err != nil {
-		return // no terminal (CI, where a missing database fails instead)
-	}
-	fmt.Fprintln(tty, line)
-	_ = tty.Close()
 }
 
 // stop stops the server if this process started it.

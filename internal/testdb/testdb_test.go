@@ -89,7 +89,7 @@ func TestMySQL(t *testing.T) {
 }
 
 // TestSkipSummary: the line StopAll prints names each server whose tests were skipped,
-// how many, and why; nothing when no test was skipped.
+// how many, and why; nothing when no test was skipped (summaryLine adds the package).
 func TestSkipSummary(t *testing.T) {
 	t.Parallel()
 	pg := &server{what: "PostgreSQL", envDSN: EnvPostgresDSN, started: true, skipped: 12,
@@ -97,7 +97,7 @@ func TestSkipSummary(t *testing.T) {
 	my := &server{what: "MariaDB", envDSN: EnvMySQLDSN, started: true, skipped: 1,
 		err: errors.New("testdb.sh start mysql: exit status 1\ntestdb: mariadbd did not start")}
 	ok := &server{what: "MariaDB", envDSN: EnvMySQLDSN, started: true, dsn: "x"}
-	want := "outbox tests: skipped PostgreSQL in 12 tests (no server binaries and OUTBOX_TEST_POSTGRES_DSN unset); " +
+	want := "skipped PostgreSQL in 12 tests (no server binaries and OUTBOX_TEST_POSTGRES_DSN unset); " +
 		"skipped MariaDB in 1 test (could not start: testdb.sh start mysql: exit status 1)"
 	if got := skipSummary(pg, my); got != want {
 		t.Errorf("skipSummary =\n%s\nwant\n%s", got, want)
