@@ -60,6 +60,14 @@ type DeadEvents interface {
 	DeleteEvents(ctx context.Context, ids []string) (int64, error)
 	// Audit returns a page of the audit trail, newest first; see [outbox.DeadEvents.Audit].
 	Audit(ctx context.Context, q outbox.AuditQuery) (outbox.AuditPage, error)
+	// Overview summarizes the table with bounded counts; see
+	// [outbox.DeadEvents.Overview]. GET /api/overview falls back to Stats and
+	// CountByType when it returns an error wrapping [errors.ErrUnsupported].
+	Overview(ctx context.Context) (outbox.Overview, error)
+	// CountEvents counts the events of one status with a bound; see
+	// [outbox.DeadEvents.CountEvents]. GET /api/dead-events/count falls back to Count
+	// and List when it returns an error wrapping [errors.ErrUnsupported].
+	CountEvents(ctx context.Context, q outbox.EventCountQuery) (outbox.EventCounts, error)
 }
 
 var _ DeadEvents = (*outbox.DeadEvents)(nil)

@@ -57,14 +57,22 @@ type listResponse struct {
 	// Next is the after value of the following page; absent on the last page.
 	Next  string `json:"next,omitempty"`
 	Limit int    `json:"limit"`
+	// Partial is set when a filtered page stopped after ScanLimit DEAD events with
+	// fewer events than the limit: Next continues the search where it stopped.
+	Partial   bool `json:"partial"`
+	ScanLimit int  `json:"scan_limit"`
 }
 
 type countResponse struct {
+	// Count is the number of events counted; with AtLeast, the count stopped after
+	// CountLimit events of the index and there are Count or more.
 	Count      int64           `json:"count"`
+	AtLeast    bool            `json:"at_least"`
+	CountLimit int             `json:"count_limit"`
 	ByType     []typeCount     `json:"by_type,omitempty"`
 	ByListener []listenerCount `json:"by_listener,omitempty"`
-	// Partial is set when by stopped after maxTypeScan events: the per-type and
-	// per-listener counts then cover only the oldest ones, while Count is exact.
+	// Partial is set when the per-type and per-listener counts cover only some of the
+	// events (the oldest ones): those the count read.
 	Partial bool `json:"partial,omitempty"`
 }
 
@@ -82,16 +90,24 @@ type listenerCount struct {
 }
 
 type overviewResponse struct {
-	// Counts has a key per status name: NEW, RETRY, DEAD, DONE, WAITING, FALLBACK, DISCARDED.
+	// Counts has a key per status name: NEW, RETRY, DEAD, DONE, WAITING, FALLBACK,
+	// DISCARDED. Each count reads at most CountLimit rows of an index: AtLeast names the
+	// statuses whose count stopped there (there are that many or more).
 	Counts                  map[string]int64 `json:"counts"`
+	AtLeast                 map[string]bool  `json:"at_least"`
+	CountLimit              int              `json:"count_limit"`
 	OldestPendingAt         *time.Time       `json:"oldest_pending_at"`
 	OldestPendingAgeSeconds *float64         `json:"oldest_pending_age_seconds"`
 	// BlockedKeys counts the order keys whose WAITING events wait behind a RETRY or
 	// DEAD event; OldestBlockedAt is when the oldest such event was created.
-	BlockedKeys     int64      `json:"blocked_keys"`
-	OldestBlockedAt *time.Time `json:"oldest_blocked_at"`
-	// ByType counts the events per status and event type, by event type then status;
-	// null when the store cannot count them (errors.ErrUnsupported).
+	// BlockedKeysAtLeast: the keys were counted among CountLimit rows of the order
+	// index, which has more (there are that many blocked keys or more).
+	BlockedKeys        int64      `json:"blocked_keys"`
+	BlockedKeysAtLeast bool       `json:"blocked_keys_at_least"`
+	OldestBlockedAt    *time.Time `json:"oldest_blocked_at"`
+	// ByType counts the events per status and event type, by event type then status,
+	// among the events Counts counted (AtLeast: of those only); null when the store
+	// cannot count them (errors.ErrUnsupported).
 	ByType []statusTypeCount `json:"by_type"`
 }
 
@@ -100,6 +116,7 @@ type statusTypeCount struct {
 	Status    string `json:"status"`
 	EventType string `json:"event_type"`
 	Count     int64  `json:"count"`
+	AtLeast   bool   `json:"at_least"`
 }
 
 type replayResponse struct {
@@ -114,37 +131,89 @@ type replayAllRequest struct {
 	Listener      string `json:"listener"`
 }
 
-// maxTypeScan bounds how many DEAD events GET /api/dead-events/count?by=... reads:
-// the store has no grouped count, so the handler counts pages of events itself.
+// maxTypeScan bounds how many DEAD events GET /api/dead-events/count?by=... reads on a
+// store without bounded counts (the fallback): it counts pages of events itself.
 const maxTypeScan = 10_000
+
+// allStatuses are the statuses of the overview, in its order.
+var allStatuses = [...]outbox.Status{outbox.StatusNew, outbox.StatusRetry, outbox.StatusDead, outbox.StatusDone,
+	outbox.StatusWaiting, outbox.StatusFallback, outbox.StatusDiscarded}
 
 func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
 	if _, err := parseQuery(r.URL.RawQuery); err != nil {
 		writeParamError(w, err)
 		return
 	}
+	resp := overviewResponse{Counts: map[string]int64{}, AtLeast: map[string]bool{}, CountLimit: outbox.MaxCountRows}
+	for _, st := range allStatuses {
+		resp.Counts[st.String()] = 0
+	}
+	o, err := h.dead.Overview(r.Context())
+	if errors.Is(err, errors.ErrUnsupported) {
+		// A custom store without bounded counts: its own exact ones.
+		h.unboundedOverview(w, r, resp)
+		return
+	}
+	if err != nil {
+		h.fail(w, r, "overview", err)
+		return
+	}
+	for st, c := range o.Counts {
+		resp.Counts[st.String()] = c.N
+		if c.AtLeast {
+			resp.AtLeast[st.String()] = true
+		}
+	}
+	resp.setOldest(o.OldestPending, o.OldestBlocked)
+	resp.BlockedKeys, resp.BlockedKeysAtLeast = o.BlockedKeys.N, o.BlockedKeys.AtLeast
+	resp.ByType = make([]statusTypeCount, 0, len(o.ByType))
+	for _, c := range o.ByType {
+		resp.ByType = append(resp.ByType, statusTypeCount{Status: c.Status.String(), EventType: c.EventType, Count: c.Count,
+			AtLeast: o.Counts[c.Status].AtLeast})
+	}
+	resp.sortByType()
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// setOldest sets the times of the oldest pending event and the oldest holder of a
+// blocked key; zero times stay null.
+func (resp *overviewResponse) setOldest(pending, blocked time.Time) {
+	if !pending.IsZero() {
+		at := pending.UTC()
+		age := max(time.Since(at).Seconds(), 0)
+		resp.OldestPendingAt, resp.OldestPendingAgeSeconds = &at, &age
+	}
+	if !blocked.IsZero() {
+		at := blocked.UTC()
+		resp.OldestBlockedAt = &at
+	}
+}
+
+// sortByType orders ByType by event type, then status.
+func (resp *overviewResponse) sortByType() {
+	rank := map[string]int{}
+	for i, st := range []outbox.Status{outbox.StatusNew, outbox.StatusDone, outbox.StatusRetry, outbox.StatusDead,
+		outbox.StatusWaiting, outbox.StatusFallback, outbox.StatusDiscarded} {
+		rank[st.String()] = i
+	}
+	slices.SortFunc(resp.ByType, func(a, b statusTypeCount) int {
+		return cmp.Or(cmp.Compare(a.EventType, b.EventType), cmp.Compare(rank[a.Status], rank[b.Status]))
+	})
+}
+
+// unboundedOverview answers GET /api/overview from Stats and CountByType, which count
+// every row: for a DeadEvents whose store has no bounded counts.
+func (h *handler) unboundedOverview(w http.ResponseWriter, r *http.Request, resp overviewResponse) {
 	s, err := h.dead.Stats(r.Context())
 	if err != nil {
 		h.fail(w, r, "stats", err)
 		return
 	}
-	resp := overviewResponse{Counts: map[string]int64{}}
-	for _, st := range []outbox.Status{outbox.StatusNew, outbox.StatusRetry, outbox.StatusDead, outbox.StatusDone, outbox.StatusWaiting, outbox.StatusFallback, outbox.StatusDiscarded} {
-		resp.Counts[st.String()] = 0
-	}
 	for st, n := range s.Counts {
 		resp.Counts[st.String()] += n
 	}
-	if !s.OldestPending.IsZero() {
-		at := s.OldestPending.UTC()
-		age := max(time.Since(at).Seconds(), 0)
-		resp.OldestPendingAt, resp.OldestPendingAgeSeconds = &at, &age
-	}
+	resp.setOldest(s.OldestPending, s.OldestBlocked)
 	resp.BlockedKeys = s.BlockedKeys
-	if !s.OldestBlocked.IsZero() {
-		at := s.OldestBlocked.UTC()
-		resp.OldestBlockedAt = &at
-	}
 	counts, err := h.dead.CountByType(r.Context())
 	switch {
 	case errors.Is(err, errors.ErrUnsupported):
@@ -153,13 +222,11 @@ func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, "count by type", err)
 		return
 	default:
-		slices.SortFunc(counts, func(a, b outbox.TypeCount) int {
-			return cmp.Or(cmp.Compare(a.EventType, b.EventType), cmp.Compare(a.Status, b.Status))
-		})
 		resp.ByType = make([]statusTypeCount, 0, len(counts))
 		for _, c := range counts {
 			resp.ByType = append(resp.ByType, statusTypeCount{Status: c.Status.String(), EventType: c.EventType, Count: c.Count})
 		}
+		resp.sortByType()
 	}
 	writeJSON(w, http.StatusOK, resp)
 }
@@ -175,7 +242,8 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, "list dead events", err)
 		return
 	}
-	resp := listResponse{Events: make([]eventSummary, 0, len(page.Events)), Limit: q.Limit}
+	resp := listResponse{Events: make([]eventSummary, 0, len(page.Events)), Limit: q.Limit, Partial: page.Partial,
+		ScanLimit: outbox.MaxScanRows}
 	for _, e := range page.Events {
 		resp.Events = append(resp.Events, h.render(e).eventSummary)
 	}
@@ -191,12 +259,51 @@ func (h *handler) count(w http.ResponseWriter, r *http.Request) {
 		writeParamError(w, err)
 		return
 	}
+	c, err := h.dead.CountEvents(r.Context(), outbox.EventCountQuery{Status: outbox.StatusDead, Groups: by.any(),
+		EventFilter: outbox.EventFilter{EventType: f.EventType, AggregateType: f.AggregateType, Listener: f.Listener}})
+	if errors.Is(err, errors.ErrUnsupported) {
+		h.unboundedCount(w, r, f, by)
+		return
+	}
+	if err != nil {
+		h.fail(w, r, "count dead events", err)
+		return
+	}
+	resp := countResponse{Count: c.N, AtLeast: c.AtLeast, CountLimit: outbox.MaxCountRows, Partial: by.any() && c.AtLeast}
+	if by.any() {
+		type key struct{ agg, typ string }
+		types := map[key]int64{}
+		listeners := map[string]int64{}
+		for _, g := range c.Groups {
+			types[key{g.AggregateType, g.EventType}] += g.N
+			listeners[g.Listener] += g.N
+		}
+		if by.types {
+			resp.ByType = make([]typeCount, 0, len(types))
+			for k, n := range types {
+				resp.ByType = append(resp.ByType, typeCount{AggregateType: k.agg, EventType: k.typ, Count: n})
+			}
+		}
+		if by.listeners {
+			resp.ByListener = make([]listenerCount, 0, len(listeners))
+			for l, n := range listeners {
+				resp.ByListener = append(resp.ByListener, listenerCount{Listener: l, Count: n})
+			}
+		}
+		resp.sortGroups()
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// unboundedCount answers GET /api/dead-events/count with Count and pages of List: for
+// a DeadEvents whose store has no bounded counts.
+func (h *handler) unboundedCount(w http.ResponseWriter, r *http.Request, f outbox.DeadFilter, by countBy) {
 	n, err := h.dead.Count(r.Context(), f)
 	if err != nil {
 		h.fail(w, r, "count dead events", err)
 		return
 	}
-	resp := countResponse{Count: n}
+	resp := countResponse{Count: n, CountLimit: outbox.MaxCountRows}
 	if by.any() {
 		if err = h.countGroups(r, f, by, &resp); err != nil {
 			h.fail(w, r, "count dead events by type or listener", err)
@@ -204,6 +311,16 @@ func (h *handler) count(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// sortGroups orders ByType and ByListener largest count first.
+func (resp *countResponse) sortGroups() {
+	slices.SortFunc(resp.ByType, func(a, b typeCount) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.AggregateType, b.AggregateType), cmp.Compare(a.EventType, b.EventType))
+	})
+	slices.SortFunc(resp.ByListener, func(a, b listenerCount) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Listener, b.Listener))
+	})
 }
 
 // countGroups reads the DEAD events matching f page by page, at most maxTypeScan of
@@ -239,19 +356,14 @@ func (h *handler) countGroups(r *http.Request, f outbox.DeadFilter, by countBy, 
 		for k, n := range types {
 			resp.ByType = append(resp.ByType, typeCount{AggregateType: k.agg, EventType: k.typ, Count: n})
 		}
-		slices.SortFunc(resp.ByType, func(a, b typeCount) int {
-			return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.AggregateType, b.AggregateType), cmp.Compare(a.EventType, b.EventType))
-		})
 	}
 	if by.listeners {
 		resp.ByListener = make([]listenerCount, 0, len(listeners))
 		for l, n := range listeners {
 			resp.ByListener = append(resp.ByListener, listenerCount{Listener: l, Count: n})
 		}
-		slices.SortFunc(resp.ByListener, func(a, b listenerCount) int {
-			return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Listener, b.Listener))
-		})
 	}
+	resp.sortGroups()
 	return nil
 }
 

@@ -51,6 +51,11 @@
 //	POST /api/dead-events/replay        replay every DEAD event matching the body's filter
 //	                                    {"event_type", "aggregate_type", "listener"}
 //
+// Every read is bounded whatever the table's size: a list page and a count each read at
+// most 10,000 rows of an index ([outbox.MaxScanRows], [outbox.MaxCountRows]). A count
+// that stopped there says so ("at_least": there are that many or more); see
+// [outbox.DeadEvents.Overview] and [outbox.DeadEvents.CountEvents].
+//
 // The listener filter matches an event's listener column: the subscription a fan-out
 // delivery is for, or the listener whose delivery failed for good, so that the dead
 // deliveries of one listener can be listed, counted and replayed on their own. Every

@@ -309,8 +309,9 @@ func (d *DeadEvents) Events(ctx context.Context, q EventQuery) (EventPage, error
 	return page, nil
 }
 
-// CountByType counts the events per status and event type (the admin's overview). It
-// reads every row, as Stats does; keep the table small with purging.
+// CountByType counts the events per status and event type. It reads every row, as
+// Stats does, so its cost grows with the table; [DeadEvents.Overview] is the bounded
+// summary the admin page shows.
 func (d *DeadEvents) CountByType(ctx context.Context) ([]TypeCount, error) {
 	es, ok := d.store.(EventStore)
 	if !ok {

@@ -55,10 +55,17 @@ type DeadPage struct {
 	Events []Event
 	// Next is the cursor for the following page; zero when this page is the last.
 	Next Cursor
+	// Partial is set when a filtered page stopped after MaxScanRows rows of the DEAD
+	// events with fewer events than the limit (as [EventPage.Partial]): Next continues
+	// the search from where it stopped.
+	Partial bool
 }
 
 // List returns a page of DEAD events matching q, oldest first (created_at, then ID).
-// A limit outside 0..MaxDeadPageSize returns an error wrapping ErrInvalidArgument.
+// On a store that lists events of every status ([EventStore], the SQL store) it is
+// [DeadEvents.Events] of the DEAD list: a page reads at most MaxScanRows rows whatever
+// its filter, and may be Partial. A limit outside 0..MaxDeadPageSize returns an error
+// wrapping ErrInvalidArgument.
 func (d *DeadEvents) List(ctx context.Context, q DeadQuery) (DeadPage, error) {
 	limit := q.Limit
 	if limit == 0 {
@@ -66,6 +73,20 @@ func (d *DeadEvents) List(ctx context.Context, q DeadQuery) (DeadPage, error) {
 	}
 	if limit < 0 || limit > MaxDeadPageSize {
 		return DeadPage{}, fmt.Errorf("%w: limit %d is outside 1..%d", ErrInvalidArgument, q.Limit, MaxDeadPageSize)
+	}
+	if _, ok := d.store.(EventStore); ok {
+		if err := q.DeadFilter.Validate(); err != nil {
+			return DeadPage{}, err
+		}
+		if q.After.OrderSeq != 0 {
+			return DeadPage{}, fmt.Errorf("%w: list dead events: After is a cursor of a list by order key", ErrInvalidArgument)
+		}
+		page, err := d.Events(ctx, EventQuery{Status: StatusDead, After: q.After, Limit: limit,
+			EventFilter: EventFilter{EventType: q.EventType, AggregateType: q.AggregateType, Listener: q.Listener}})
+		if err != nil {
+			return DeadPage{}, fmt.Errorf("outbox: list dead events: %w", err)
+		}
+		return DeadPage{Events: page.Events, Next: page.Next, Partial: page.Partial}, nil
 	}
 	ds, err := d.deadStore()
 	if err != nil {
@@ -85,7 +106,9 @@ func (d *DeadEvents) List(ctx context.Context, q DeadQuery) (DeadPage, error) {
 	return page, nil
 }
 
-// Count returns the number of DEAD events matching f.
+// Count returns the number of DEAD events matching f. It counts every one of them, so
+// its cost grows with their number; [DeadEvents.CountEvents] reads at most
+// MaxCountRows rows.
 func (d *DeadEvents) Count(ctx context.Context, f DeadFilter) (int64, error) {
 	ds, err := d.deadStore()
 	if err != nil {
@@ -265,7 +288,9 @@ func (d *DeadEvents) replayed() {
 	}
 }
 
-// Stats counts events per status and reports the oldest pending one.
+// Stats counts events per status and reports the oldest pending one. It reads every
+// row (metrics read it), so its cost grows with the table; [DeadEvents.Overview] is
+// the bounded summary the admin page shows.
 func (d *DeadEvents) Stats(ctx context.Context) (Stats, error) {
 	ss, ok := d.store.(StatsStore)
 	if !ok {

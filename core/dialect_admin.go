@@ -125,6 +125,18 @@ type listPlan struct {
 
 // listPlan picks the index of the list p selects.
 func (d *dialect) listPlan(t tableName, p ListEventsParams) listPlan {
+	return d.readPlan(t, p, false)
+}
+
+// countPlan picks the index a count of the events p selects reads: the list's, but on
+// MySQL the status index for DONE, FALLBACK and DISCARDED events too, which holds them
+// by status where the finished index holds every finished row (a count has no order).
+func (d *dialect) countPlan(t tableName, p CountEventsParams) listPlan {
+	return d.readPlan(t, p.list(), true)
+}
+
+// readPlan is listPlan, or with byStatus countPlan.
+func (d *dialect) readPlan(t tableName, p ListEventsParams, byStatus bool) listPlan {
 	st := fmt.Sprint(int(p.Status))
 	mysql := d.name == "mysql"
 	force := func(suffix string) string {
@@ -147,7 +159,7 @@ func (d *dialect) listPlan(t tableName, p ListEventsParams) listPlan {
 		pl = listPlan{force: force(aggregateIndexSuffix), timeCol: "created_at",
 			pred: func(b *builder) { b.w("aggregate_id = ", b.arg(p.AggregateID)) }}
 		extraStatus = d.hintedStatus() + " = " + st
-	case finishedList(p.Status, p.EventFilter):
+	case finishedList(p.Status, p.EventFilter) && !(mysql && byStatus):
 		pl.force, pl.timeCol = force(finishedIndexSuffix), finishedAt
 		if mysql {
 			pl.timeCol = d.finishedColumn
@@ -332,6 +344,103 @@ func (d *dialect) listPageQuery(t tableName, pl listPlan, p ListEventsParams, bo
 	listOrder(b, pl, p.Newest)
 	b.w(" ").limit(int64(p.Limit))
 	return b.query(), nil
+}
+
+// groupColumns are the columns of [GroupCount].
+const groupColumns = "aggregate_type, event_type, listener"
+
+// countQuery builds the count of [EventCountStore.CountEvents] on plan pl: the
+// matching rows of the index up to bound, the last row of the count's window (nil: the
+// index has fewer rows than the window), so that the statement reads a range of at
+// most p.ScanLimit rows of the index whatever plan runs it. With p.Groups it counts
+// per groupColumns; with p.ErrorContains it returns the rows' last_error and
+// groupColumns instead, for MatchesError to decide (the LIKE is a superset).
+func (d *dialect) countQuery(t tableName, pl listPlan, p CountEventsParams, bound *Cursor) (query, error) {
+	lp := p.list()
+	b := d.newBuilder()
+	switch {
+	case p.ErrorContains != "":
+		b.w("SELECT last_error, ", groupColumns)
+	case p.Groups:
+		b.w("SELECT ", groupColumns, ", COUNT(*)")
+	default:
+		b.w("SELECT COUNT(*)")
+	}
+	b.w(" FROM ", d.qualified(t), pl.force, " WHERE ")
+	pl.pred(b)
+	if err := d.listRange(b, pl, lp, bound); err != nil {
+		return query{}, err
+	}
+	if bound != nil && !d.expandKeyset && !d.splitKeyset {
+		// PostgreSQL estimates a row comparison, (t, event_id) <= (…), to hold for a
+		// third of the rows, and then scanned the table to count DONE events; this
+		// redundant bound on the time alone it estimates from the index's statistics.
+		at, err := pl.position(d, *bound)
+		if err != nil {
+			return query{}, err
+		}
+		op := " <= "
+		if lp.Newest {
+			op = " >= "
+		}
+		b.w(" AND ", pl.timeCol, op, b.arg(at))
+	}
+	pl.extra(b)
+	if p.Groups && p.ErrorContains == "" {
+		b.w(" GROUP BY ", groupColumns)
+		if d.name == "mysql" {
+			b.w(" ORDER BY NULL") // MariaDB would sort the groups
+		}
+	}
+	return b.query(), nil
+}
+
+// countWindowQuery builds the read of the last row of a count's window: the
+// ScanLimit-th row of the index (an index-only read).
+func (d *dialect) countWindowQuery(t tableName, pl listPlan, p CountEventsParams) (query, error) {
+	return d.listWindowQuery(t, pl, p.list())
+}
+
+// blockedKeysWindowQuery builds [EventCountStore.CountBlockedKeys]: the blocked keys
+// among the first limit rows of the order index, in its order, their holders' oldest
+// created_at, and how many rows of the index it read. Each row read is a RETRY or DEAD
+// event that holds its key when WAITING events of the key exist and no NEW one, each
+// probed in the order index by key (as blockedKeysQuery does over the whole index).
+func (d *dialect) blockedKeysWindowQuery(t tableName, limit int) query {
+	table, col := d.qualified(t), d.orderColumn()
+	force := ""
+	if d.name == "mysql" {
+		force = " FORCE INDEX (" + d.quote(t.indexName(orderIndexSuffix)) + ")"
+	}
+	b := d.newBuilder()
+	window := func(cols string) {
+		b.w("SELECT ", cols, " FROM ", table, force, " WHERE ", col, " IS NOT NULL", d.orderOpen(""), " ORDER BY ", col, ", order_seq ")
+		b.limit(int64(limit))
+	}
+	b.w("SELECT COUNT(*), MIN(oldest), (SELECT COUNT(*) FROM (")
+	window("1")
+	b.w(") r) FROM (SELECT f.", col, ", MIN(f.created_at) AS oldest FROM (")
+	window(col + ", status, created_at")
+	b.w(") f WHERE f.status IN (2, 3)")
+	probe := func(alias, status string, yes bool) {
+		if d.name == "mysql" {
+			// A scalar subquery with the order index forced, as holdsKey writes it:
+			// MariaDB turned an EXISTS into a semi-join over every WAITING row.
+			b.w(" AND (SELECT 1 FROM ", table, " ", alias, force, " WHERE ", alias, ".", col, " = f.", col, " AND ", alias,
+				".status = ", status, " LIMIT 1) IS ", map[bool]string{true: "NOT NULL", false: "NULL"}[yes])
+			return
+		}
+		b.w(map[bool]string{true: " AND EXISTS", false: " AND NOT EXISTS"}[yes], " (SELECT 1 FROM ", table, " ", alias, " WHERE ",
+			alias, ".", col, " = f.", col, d.orderOpen(alias), " AND ", alias, ".status = ", status, d.perRowProbe, ")")
+	}
+	probe("w", "4", true)
+	probe("n", "0", false)
+	b.w(" GROUP BY f.", col)
+	if d.name == "mysql" {
+		b.w(" ORDER BY NULL")
+	}
+	b.w(") b")
+	return b.query()
 }
 
 // countByTypeQuery builds [EventStore.CountByType].

@@ -3,6 +3,7 @@ package outbox
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -117,6 +118,85 @@ func listQueryCases(t *testing.T) []listQueryCase {
 			q, err := d.listPageQuery(tn, pl, p, bound)
 			add("(page)", q, err)
 		}
+		// The counts of the overview and of the Dead tab (DeadEvents.CountEvents): a
+		// windowed one reads its window's end, then counts up to it.
+		// end is where a count's window ends in the plan test's table: its 10,000th row,
+		// the row i whose index holds per100 rows of every 100 (the statuses by i % 100
+		// of fillSQL); finished lists are in finish time, a second after creation.
+		end := func(per100 int, finished bool) *Cursor {
+			i := 10000 * 100 / per100
+			if finished { // newest first: from the end of a million rows
+				i = 1000000 - i
+			}
+			c := &Cursor{CreatedAt: t0.Add(time.Duration(i) * time.Millisecond), ID: fmt.Sprintf("e-%07d", i)}
+			if finished && d != mysqlDialect {
+				c.CreatedAt = c.CreatedAt.Add(time.Second)
+			}
+			return c
+		}
+		for _, c := range []struct {
+			name          string
+			p             CountEventsParams
+			use, useMySQL string
+			bound, mysql  *Cursor
+		}{
+			{"new", CountEventsParams{Status: StatusNew, Groups: true}, pendingIndexSuffix, deadIndexSuffix, end(7, false), end(5, false)},
+			{"retry", CountEventsParams{Status: StatusRetry, Groups: true}, stateIndexSuffix + "|" + pendingIndexSuffix, deadIndexSuffix,
+				end(2, false), end(2, false)},
+			{"waiting", CountEventsParams{Status: StatusWaiting, Groups: true}, stateIndexSuffix, deadIndexSuffix, end(1, false), end(1, false)},
+			{"dead", CountEventsParams{Status: StatusDead, Groups: true}, deadIndexSuffix, deadIndexSuffix, end(1, false), end(1, false)},
+			{"done", CountEventsParams{Status: StatusDone, Groups: true}, finishedIndexSuffix, deadIndexSuffix, end(92, true), end(90, true)},
+			{"fallback", CountEventsParams{Status: StatusFallback, Groups: true}, finishedIndexSuffix, deadIndexSuffix, end(92, true), end(1, true)},
+			{"discarded", CountEventsParams{Status: StatusDiscarded, Groups: true}, finishedIndexSuffix, deadIndexSuffix, end(92, true), end(1, true)},
+			{"dead type", CountEventsParams{Status: StatusDead, EventFilter: EventFilter{EventType: "T3", Listener: "mail"}, Groups: true},
+				deadIndexSuffix, deadIndexSuffix, end(1, false), end(1, false)},
+			{"dead aggregate type", CountEventsParams{Status: StatusDead, EventFilter: EventFilter{AggregateType: "Thing"}},
+				deadIndexSuffix, deadIndexSuffix, end(1, false), end(1, false)},
+			{"dead error", CountEventsParams{Status: StatusDead, EventFilter: EventFilter{ErrorContains: "Timeout"}, Groups: true},
+				deadIndexSuffix, deadIndexSuffix, end(1, false), end(1, false)},
+		} {
+			p := c.p
+			p.ScanLimit = MaxCountRows
+			use := c.use
+			if d == mysqlDialect {
+				use = c.useMySQL
+			}
+			pl := d.countPlan(tn, p)
+			add := func(kind string, q query, err error) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				lc := listQueryCase{Dialect: d.name, Name: "count " + c.name + " " + kind, SQL: q.SQL, Use: use}
+				for _, a := range q.Args {
+					switch v := a.(type) {
+					case string:
+						lc.Args = append(lc.Args, listArg{S: &v})
+					case int64:
+						lc.Args = append(lc.Args, listArg{I: &v})
+					case time.Time:
+						lc.Args = append(lc.Args, listArg{T: &v})
+					default:
+						t.Fatalf("%s: argument %T", lc.Name, a)
+					}
+				}
+				out = append(out, lc)
+			}
+			q, err := d.countWindowQuery(tn, pl, p)
+			add("(window)", q, err)
+			bound := c.bound
+			if d == mysqlDialect {
+				bound = c.mysql
+			}
+			q, err = d.countQuery(tn, pl, p, bound)
+			add("(count)", q, err)
+		}
+		q := d.blockedKeysWindowQuery(tn, MaxCountRows)
+		lc := listQueryCase{Dialect: d.name, Name: "blocked keys (keys)", SQL: q.SQL, Use: orderIndexSuffix}
+		for _, a := range q.Args {
+			v := a.(int64)
+			lc.Args = append(lc.Args, listArg{I: &v})
+		}
+		out = append(out, lc)
 	}
 	return out
 }

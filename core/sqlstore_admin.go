@@ -24,27 +24,8 @@ func (s *sqlStore) ListEvents(ctx context.Context, p ListEventsParams) ([]Event,
 		if err != nil {
 			return nil, Cursor{}, fmt.Errorf("list events: %w", err)
 		}
-		var (
-			at  any
-			seq int64
-			id  []byte
-		)
-		dest := []any{&at, &id}
-		if pl.seq {
-			dest[0] = &seq
-		}
-		switch err := s.db.QueryRowContext(ctx, q.SQL, q.Args...).Scan(dest...); {
-		case errors.Is(err, sql.ErrNoRows): // the window reaches the end of the list
-		case err != nil:
-			return nil, Cursor{}, fmt.Errorf("list events: scan window: %w", err)
-		case pl.seq:
-			bound = &Cursor{OrderSeq: seq, ID: string(id)}
-		default:
-			t, err := s.d.decodeTime(at)
-			if err != nil {
-				return nil, Cursor{}, fmt.Errorf("list events: scan window: %w", err)
-			}
-			bound = &Cursor{CreatedAt: t, ID: string(id)}
+		if bound, err = s.windowEnd(ctx, pl, q); err != nil {
+			return nil, Cursor{}, fmt.Errorf("list events: %w", err)
 		}
 	}
 	events, err := s.listPage(ctx, pl, p, bound)
@@ -103,6 +84,130 @@ func (s *sqlStore) listPage(ctx context.Context, pl listPlan, p ListEventsParams
 	return events, nil
 }
 
+var _ EventCountStore = (*sqlStore)(nil)
+
+// CountEvents implements [EventCountStore.CountEvents] on the list's index (countPlan)
+// with two statements, as a windowed list page: the window's end (the ScanLimit-th row
+// of the index, an index-only read), then the count up to it (countQuery).
+func (s *sqlStore) CountEvents(ctx context.Context, p CountEventsParams) (EventCounts, error) {
+	if err := p.Validate(); err != nil {
+		return EventCounts{}, err
+	}
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	pl := s.d.countPlan(s.table, p)
+	q, err := s.d.countWindowQuery(s.table, pl, p)
+	if err != nil {
+		return EventCounts{}, fmt.Errorf("count events: %w", err)
+	}
+	bound, err := s.windowEnd(ctx, pl, q)
+	if err != nil {
+		return EventCounts{}, fmt.Errorf("count events: %w", err)
+	}
+	q, err = s.d.countQuery(s.table, pl, p, bound)
+	if err != nil {
+		return EventCounts{}, fmt.Errorf("count events: %w", err)
+	}
+	rows, err := s.db.QueryContext(ctx, q.SQL, q.Args...)
+	if err != nil {
+		return EventCounts{}, fmt.Errorf("count events: %w", err)
+	}
+	defer rows.Close()
+	var (
+		out EventCounts
+		n   int64
+	)
+	groups := map[GroupCount]int64{}
+	for rows.Next() {
+		var (
+			g                   GroupCount
+			lastError, listener sql.NullString
+			k                   int64
+		)
+		dest := []any{&k}
+		switch {
+		case p.ErrorContains != "":
+			dest, k = []any{&lastError, &g.AggregateType, &g.EventType, &listener}, 1
+		case p.Groups:
+			dest = []any{&g.AggregateType, &g.EventType, &listener, &k}
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return EventCounts{}, fmt.Errorf("count events: %w", err)
+		}
+		if p.ErrorContains != "" && !p.MatchesError(lastError.String) {
+			continue
+		}
+		n += k
+		g.Listener = listener.String
+		groups[g] += k
+	}
+	if err := rows.Err(); err != nil {
+		return EventCounts{}, fmt.Errorf("count events: %w", err)
+	}
+	if p.Groups {
+		for g, k := range groups {
+			g.N = k
+			out.Groups = append(out.Groups, g)
+		}
+	}
+	out.EventCount = EventCount{N: n, AtLeast: bound != nil}
+	return out, nil
+}
+
+// windowEnd runs the window statement q of plan pl and returns the position of its row,
+// or nil when the index ends before the window does.
+func (s *sqlStore) windowEnd(ctx context.Context, pl listPlan, q query) (*Cursor, error) {
+	var (
+		at  any
+		seq int64
+		id  []byte
+	)
+	dest := []any{&at, &id}
+	if pl.seq {
+		dest[0] = &seq
+	}
+	switch err := s.db.QueryRowContext(ctx, q.SQL, q.Args...).Scan(dest...); {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("scan window: %w", err)
+	case pl.seq:
+		return &Cursor{OrderSeq: seq, ID: string(id)}, nil
+	default:
+		t, err := s.d.decodeTime(at)
+		if err != nil {
+			return nil, fmt.Errorf("scan window: %w", err)
+		}
+		return &Cursor{CreatedAt: t, ID: string(id)}, nil
+	}
+}
+
+// CountBlockedKeys implements [EventCountStore.CountBlockedKeys] with one statement
+// (blockedKeysWindowQuery).
+func (s *sqlStore) CountBlockedKeys(ctx context.Context, scanLimit int) (BlockedKeys, error) {
+	if scanLimit <= 0 {
+		return BlockedKeys{}, invalidParams("count blocked keys", "scanLimit must be positive, got %d", scanLimit)
+	}
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	q := s.d.blockedKeysWindowQuery(s.table, scanLimit)
+	var (
+		n, read int64
+		oldest  any
+	)
+	if err := s.db.QueryRowContext(ctx, q.SQL, q.Args...).Scan(&n, &oldest, &read); err != nil {
+		return BlockedKeys{}, fmt.Errorf("count blocked keys: %w", err)
+	}
+	b := BlockedKeys{EventCount: EventCount{N: n, AtLeast: read >= int64(scanLimit)}}
+	if oldest != nil {
+		t, err := s.d.decodeTime(oldest)
+		if err != nil {
+			return BlockedKeys{}, fmt.Errorf("count blocked keys: oldest: %w", err)
+		}
+		b.Oldest = t
+	}
+	return b, nil
+}
 
 // CountByType implements [EventStore.CountByType] with one grouped query.
 func (s *sqlStore) CountByType(ctx context.Context) ([]TypeCount, error) {

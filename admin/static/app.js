@@ -165,6 +165,23 @@
     return num(n) + ' ' + word + (n === 1 ? '' : 's');
   }
 
+  // bounded shows a count that stopped after the server's bound (atLeast: there are n or
+  // more) as "10,000+".
+  function bounded(n, atLeast) {
+    return num(n) + (atLeast ? '+' : '');
+  }
+
+  // atLeastText says that a count stopped after limit events of its list: n or more
+  // (what follows the noun, such as a filter, in suffix).
+  function atLeastText(n, noun, limit, suffix) {
+    return 'At least ' + plural(n, noun) + (suffix || '') + ' (counted among the first ' + num(limit) + ' of the list)';
+  }
+
+  // countOf is the overview's count of a status, as bounded shows it.
+  function countOf(o, status) {
+    return bounded(o.counts[status], o.at_least && o.at_least[status]);
+  }
+
   // isoOf turns a datetime-local value (local time) into RFC 3339 UTC; '' stays ''.
   function isoOf(local) {
     if (!local) return '';
@@ -261,18 +278,18 @@
     ul.replaceChildren();
     for (const name of ['DEAD', 'RETRY', 'NEW', 'DONE']) {
       const li = el('li', null, 'chip status-' + name.toLowerCase());
-      li.append(el('span', name, 'label'), el('span', o.counts[name] || 0, 'value'));
+      li.append(el('span', name, 'label'), el('span', countOf(o, name), 'value'));
       li.dataset.status = name;
       ul.append(li);
     }
     // Final states besides DONE and DEAD, when the table has any.
     for (const [name, title] of [['FALLBACK', 'Events whose listener failed for good and whose fallback handled them'],
       ['DISCARDED', 'Events an operator discarded: never delivered, kept until the purge']]) {
-      if ((o.counts[name] || 0) === 0) continue;
+      if ((o.counts[name] || 0) === 0) continue; // none found (among the first count_limit, at least)
       const f = el('li', null, 'chip status-' + name.toLowerCase());
       f.dataset.status = name;
       f.title = title;
-      f.append(el('span', name, 'label'), el('span', o.counts[name], 'value'));
+      f.append(el('span', name, 'label'), el('span', countOf(o, name), 'value'));
       ul.append(f);
     }
     const li = el('li', null, 'chip');
@@ -285,12 +302,12 @@
       const w = el('li', null, 'chip status-waiting');
       w.dataset.status = 'WAITING';
       w.title = 'Ordered events waiting for an earlier event of their order key';
-      w.append(el('span', 'WAITING', 'label'), el('span', o.counts.WAITING || 0, 'value'));
+      w.append(el('span', 'WAITING', 'label'), el('span', countOf(o, 'WAITING'), 'value'));
       const b = el('li', null, 'chip');
       b.dataset.status = 'blocked-keys';
       b.title = 'Order keys whose waiting events are held by a RETRY or DEAD event' +
         (o.oldest_blocked_at ? ' (oldest since ' + o.oldest_blocked_at + ')' : '');
-      b.append(el('span', 'blocked keys', 'label'), el('span', o.blocked_keys, 'value'));
+      b.append(el('span', 'blocked keys', 'label'), el('span', bounded(o.blocked_keys, o.blocked_keys_at_least), 'value'));
       if (o.blocked_keys > 0) {
         // A blocked key's holder is a RETRY or a DEAD event: the chip opens the list of
         // the holders, DEAD first (they wait for an operator; RETRY ones retry).
@@ -305,7 +322,10 @@
       ul.append(w, b);
     }
     for (const [view, l] of Object.entries(LISTS)) {
-      $('tab-' + view).querySelector('.n').textContent = num(o.counts[l.status]);
+      const n = $('tab-' + view).querySelector('.n');
+      n.textContent = countOf(o, l.status);
+      n.title = o.at_least && o.at_least[l.status]
+        ? 'Counted among the first ' + num(o.count_limit) + ' events of the list: there are that many or more' : '';
     }
     renderTypeTable(o);
     if (state.view in LISTS && state.view !== 'dead') renderListSummary();
@@ -324,7 +344,7 @@
     const byType = new Map();
     for (const c of o.by_type || []) {
       if (!byType.has(c.event_type)) byType.set(c.event_type, {});
-      byType.get(c.event_type)[c.status] = c.count;
+      byType.get(c.event_type)[c.status] = c;
     }
     const head = $('type-head');
     head.replaceChildren(el('th', 'Event type'));
@@ -337,14 +357,18 @@
       tr.dataset.eventType = type;
       tr.append(cellText(type, 'mono'));
       let all = 0;
+      let allAtLeast = false;
       for (const s of STATUS_ORDER) {
-        const n = counts[s] || 0;
+        const c = counts[s] || { count: 0, at_least: false };
+        const n = c.count;
         all += n;
+        allAtLeast = allAtLeast || c.at_least;
         const td = el('td', null, 'num');
         td.dataset.status = s;
         if (n > 0) {
-          const b = button(num(n), 'link');
-          b.title = 'List the ' + s + ' events of type ' + type;
+          const b = button(bounded(n, c.at_least), 'link');
+          b.title = 'List the ' + s + ' events of type ' + type +
+            (c.at_least ? ' (counted among the first ' + num(o.count_limit) + ' ' + s + ' events)' : '');
           b.addEventListener('click', () => openList(VIEW_OF_STATUS[s], { ...emptyFilter(), event_type: type }));
           td.append(b);
         } else {
@@ -352,17 +376,21 @@
         }
         tr.append(td);
       }
-      tr.append(el('td', num(all), 'num total'));
+      tr.append(el('td', bounded(all, allAtLeast), 'num total'));
       tbody.append(tr);
     }
     $('types-empty').hidden = byType.size > 0;
     $('type-table').hidden = byType.size === 0;
     const parts = [];
     parts.push('Oldest pending event: ' + (o.oldest_pending_at ? when(o.oldest_pending_at) : 'none') + '.');
-    parts.push(o.blocked_keys === 0 ? 'No order key is blocked.'
-      : (o.blocked_keys === 1 ? '1 order key is' : num(o.blocked_keys) + ' order keys are') + ' blocked by a RETRY or DEAD event' +
+    const keys = bounded(o.blocked_keys, o.blocked_keys_at_least);
+    parts.push(o.blocked_keys === 0 && !o.blocked_keys_at_least ? 'No order key is blocked.'
+      : (o.blocked_keys === 1 && !o.blocked_keys_at_least ? '1 order key is' : keys + ' order keys are') + ' blocked by a RETRY or DEAD event' +
         (o.oldest_blocked_at ? ', the oldest since ' + when(o.oldest_blocked_at) : '') + '.');
     if (o.by_type == null) parts.push('This store cannot count events per type.');
+    if (Object.values(o.at_least || {}).some(Boolean)) {
+      parts.push('A count marked + stopped after the first ' + num(o.count_limit) + ' events of its list: there are that many or more.');
+    }
     $('types-summary').replaceChildren(parts.join(' '));
     if (o.blocked_keys > 0) {
       const show = button('Show the events that hold them', 'link', 'holders');
@@ -381,16 +409,17 @@
     const o = state.overview;
     if (!o) return;
     const total = o.counts[l.status] || 0;
+    const atLeast = o.at_least && o.at_least[l.status];
     const f = filterText(state.filter);
-    $('match-count').textContent = plural(total, l.noun + ' event') + ' in all' +
-      (f ? '; listing those' + f : '');
+    $('match-count').textContent = (atLeast ? atLeastText(total, l.noun + ' event', o.count_limit)
+      : plural(total, l.noun + ' event') + ' in all') + (f ? '; listing those' + f : '');
     $('replay-all').hidden = true;
     const ul = $('types');
     ul.replaceChildren();
     for (const c of (o.by_type || []).filter((c) => c.status === l.status).sort((a, b) => b.count - a.count)) {
       const b = button(null, 'chip');
       b.title = 'Show only these';
-      b.append(el('span', c.event_type, 'label'), el('span', num(c.count), 'value'));
+      b.append(el('span', c.event_type, 'label'), el('span', bounded(c.count, c.at_least), 'value'));
       b.addEventListener('click', () => setFilter({ ...state.filter, event_type: c.event_type }));
       const li = el('li');
       li.append(b);
@@ -409,13 +438,16 @@
     const c = await api('api/dead-events/count' + query({ ...df, by: 'type,listener' }));
     if (seq !== state.countSeq || state.view !== 'dead') return;
     const n = c.count;
+    // A count that stopped after count_limit events is "10,000+": there may be more.
+    const shown = c.at_least ? bounded(n, true) : String(n);
     $('replay-all').hidden = false;
     if (deadFilterOnly(f)) {
-      $('match-count').textContent = n === 1 ? '1 dead event' + filterText(f) : n + ' dead events' + filterText(f);
-      $('replay-all').disabled = n === 0;
+      $('match-count').textContent = c.at_least ? atLeastText(n, 'dead event', c.count_limit, filterText(f))
+        : n === 1 ? '1 dead event' + filterText(f) : n + ' dead events' + filterText(f);
+      $('replay-all').disabled = n === 0 && !c.at_least;
       $('replay-all').title = '';
     } else {
-      $('match-count').textContent = 'Dead events' + filterText(f) + ' (' + n + ' match the type and listener filters)';
+      $('match-count').textContent = 'Dead events' + filterText(f) + ' (' + shown + ' match the type and listener filters)';
       $('replay-all').disabled = true;
       $('replay-all').title = 'Replay all matching takes the event type, aggregate type and listener filters only: ' +
         'select the events and replay them instead.';
@@ -432,7 +464,7 @@
       li.append(b);
       ul.append(li);
     }
-    if (c.partial) ul.append(el('li', 'counted the oldest 10,000 only', 'note'));
+    if (c.partial) ul.append(el('li', 'counted the oldest ' + num(c.count_limit) + ' only', 'note'));
     // The listeners whose deliveries died: a fan-out delivery, or an event whose listener
     // failed for good, names its listener; older events may name none.
     const ls = $('listeners');
@@ -829,7 +861,8 @@
     const f = state.filter;
     const df = { event_type: f.event_type, aggregate_type: f.aggregate_type, listener: f.listener };
     try {
-      n = (await api('api/dead-events/count' + query(df))).count;
+      const c = await api('api/dead-events/count' + query(df));
+      n = c.at_least ? 'all ' + bounded(c.count, true) : c.count;
     } catch (err) {
       report(err);
       return;

@@ -61,6 +61,15 @@ func testListEventsErrorFolding(x *fixture) {
 		want = append(want, fmt.Sprintf("u-%02d", i))
 	}
 	x.wantIDs("Ü is not u", f("ÜBERLASTUNG"), want...)
+	if cs, ok := x.h.Store.(outbox.EventCountStore); ok {
+		for text, n := range map[string]int64{"ÜBERLASTUNG": 12, "überlastung 1": 5, "echec": 0, "Échec": 1} {
+			c, err := cs.CountEvents(x.ctx, outbox.CountEventsParams{Status: outbox.StatusDead, Groups: true, ScanLimit: 100,
+				EventFilter: outbox.EventFilter{ErrorContains: text}})
+			if err != nil || c.N != n || c.AtLeast || n > 0 && (len(c.Groups) != 1 || c.Groups[0].N != n) {
+				x.Fatalf("CountEvents of DEAD events whose error contains %q = %+v, %v; want %d", text, c, err, n)
+			}
+		}
+	}
 	var got []outbox.Event
 	p := outbox.ListEventsParams{Status: outbox.StatusDead, EventFilter: outbox.EventFilter{ErrorContains: "überlastung"}, Limit: 5}
 	for range 10 {

@@ -122,6 +122,8 @@ func Run(t *testing.T, f Features, newHarness func(t *testing.T) Harness) {
 		{name: "ListEventsBlocking", fn: testListEventsBlocking},
 		{name: "ListEventsErrorFolding", fn: testListEventsErrorFolding},
 		{name: "CountByType", fn: testCountByType},
+		{name: "CountEvents", fn: testCountEvents},
+		{name: "CountBlockedKeys", fn: testCountBlockedKeys},
 		{name: "Audit", fn: testAudit},
 		{name: "AuditedChange", fn: testAuditedChange},
 		{name: "Purge", fn: testPurge},

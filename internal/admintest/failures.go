@@ -58,6 +58,12 @@ func (f failingDead) DeleteEvents(context.Context, []string) (int64, error)   { 
 func (f failingDead) Audit(context.Context, outbox.AuditQuery) (outbox.AuditPage, error) {
 	return outbox.AuditPage{}, f.err
 }
+func (f failingDead) Overview(context.Context) (outbox.Overview, error) {
+	return outbox.Overview{}, f.err
+}
+func (f failingDead) CountEvents(context.Context, outbox.EventCountQuery) (outbox.EventCounts, error) {
+	return outbox.EventCounts{}, f.err
+}
 
 // apiRoutes lists one request per API route: method, path, body.
 func apiRoutes() [][3]string {
@@ -115,8 +121,13 @@ func testTypedErrors(t *testing.T, mount Mount) {
 	}
 }
 
-// noTypeCounts is a dead-event manager whose store cannot count per type.
+// noTypeCounts is a dead-event manager whose store cannot count per type, nor with a
+// bound (the overview falls back to Stats and CountByType).
 type noTypeCounts struct{ outboxadmin.DeadEvents }
+
+func (noTypeCounts) Overview(context.Context) (outbox.Overview, error) {
+	return outbox.Overview{}, fmt.Errorf("outbox: store does not implement EventCountStore: %w", errors.ErrUnsupported)
+}
 
 func (noTypeCounts) CountByType(context.Context) ([]outbox.TypeCount, error) {
 	return nil, fmt.Errorf("outbox: store does not implement EventStore: %w", errors.ErrUnsupported)

@@ -1,0 +1,210 @@
+package outbox
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// MaxCountRows bounds the rows of an index that one count of [DeadEvents.CountEvents]
+// and [DeadEvents.Overview] reads: a count that would read more stops there, and says
+// that the events are that many or more ([EventCount.AtLeast]). A count, like a page
+// of a list, never scans the table, whatever its size.
+const MaxCountRows = 10_000
+
+// EventCount is a count bounded by MaxCountRows.
+type EventCount struct {
+	// N is the number of events counted.
+	N int64
+	// AtLeast is set when the count stopped after MaxCountRows rows of its index with
+	// more rows left: there are N events or more (N is MaxCountRows when every row read
+	// was counted).
+	AtLeast bool
+}
+
+// GroupCount is the number of events of one aggregate type, event type and listener
+// ("" for an event that names none) among the events a count counted.
+type GroupCount struct {
+	AggregateType string
+	EventType     string
+	Listener      string
+	N             int64
+}
+
+// EventCountQuery selects what [DeadEvents.CountEvents] counts: the events of one status
+// that match the filter, as [EventQuery] lists them (OrderKey and Blocking included).
+type EventCountQuery struct {
+	Status Status
+	EventFilter
+	// Groups asks for the counts per aggregate type, event type and listener too.
+	Groups bool
+}
+
+// EventCounts is the answer of [DeadEvents.CountEvents].
+type EventCounts struct {
+	EventCount
+	// Groups are the counts per aggregate type, event type and listener of the events
+	// counted (with AtLeast, of those only), largest first; nil unless asked for.
+	Groups []GroupCount
+}
+
+// CountEventsParams are the inputs of [EventCountStore.CountEvents].
+type CountEventsParams struct {
+	Status Status
+	EventFilter
+	// Groups asks for EventCounts.Groups.
+	Groups bool
+	// ScanLimit bounds the rows of the index read. Must be positive.
+	ScanLimit int
+}
+
+// Validate reports whether p can be passed to [EventCountStore.CountEvents]; the error
+// matches [ErrInvalidArgument].
+func (p CountEventsParams) Validate() error {
+	if p.ScanLimit <= 0 {
+		return invalidParams("count events", "ScanLimit must be positive, got %d", p.ScanLimit)
+	}
+	return p.list().Validate()
+}
+
+// list is the list whose first ScanLimit rows a count of p reads: the events of the
+// status in the list's order, newest first for DONE, FALLBACK and DISCARDED events (as
+// the admin page lists them; on PostgreSQL and SQLite their index holds every finished
+// row, DEAD ones too, and the newest finished rows are the ones a purge left).
+func (p CountEventsParams) list() ListEventsParams {
+	return ListEventsParams{Status: p.Status, EventFilter: p.EventFilter, Newest: finishedList(p.Status, p.EventFilter),
+		Limit: 1, ScanLimit: p.ScanLimit}
+}
+
+// BlockedKeys is the answer of [EventCountStore.CountBlockedKeys].
+type BlockedKeys struct {
+	// EventCount counts the order keys whose WAITING events wait behind a RETRY or DEAD
+	// event (as [Stats.BlockedKeys]) among the rows read; AtLeast when rows were left.
+	EventCount
+	// Oldest is the created_at of the oldest event that holds one of them; zero if none.
+	Oldest time.Time
+}
+
+// EventCountStore is implemented by an [EventStore] that counts with a bound, for
+// [DeadEvents.CountEvents] and [DeadEvents.Overview] (the admin's counts). Without it
+// they return an error matching errors.ErrUnsupported.
+type EventCountStore interface {
+	// CountEvents counts the events of p.Status that match the filter. It reads at
+	// most p.ScanLimit rows of an index that holds them, in the order of their list
+	// (newest first for DONE, FALLBACK and DISCARDED events): that of the list
+	// [EventStore.ListEvents] reads, or any that holds the status in that order. When
+	// the index has more rows, the count is of the rows read and AtLeast is set.
+	CountEvents(ctx context.Context, p CountEventsParams) (EventCounts, error)
+	// CountBlockedKeys counts the blocked order keys among at most scanLimit rows of
+	// the order index (the ordered events that are not finished), AtLeast when it has
+	// more.
+	CountBlockedKeys(ctx context.Context, scanLimit int) (BlockedKeys, error)
+}
+
+// Overview is the summary of the table that the admin page shows, every count of which
+// is bounded ([DeadEvents.Overview]).
+type Overview struct {
+	// Counts has the count of every status, bounded by MaxCountRows.
+	Counts map[Status]EventCount
+	// ByType counts the events per status and event type among those Counts counted
+	// (all of a status unless its count is AtLeast), by status then event type.
+	ByType []TypeCount
+	// OldestPending is created_at of the oldest NEW or RETRY event; zero when none.
+	OldestPending time.Time
+	// BlockedKeys counts the order keys held by a RETRY or DEAD event, bounded by
+	// MaxCountRows rows of the order index; OldestBlocked is created_at of the oldest
+	// holder among them, or zero.
+	BlockedKeys   EventCount
+	OldestBlocked time.Time
+}
+
+// countStore returns the store's [EventCountStore] methods, or an error matching
+// errors.ErrUnsupported.
+func (d *DeadEvents) countStore() (EventCountStore, error) {
+	if cs, ok := d.store.(EventCountStore); ok {
+		return cs, nil
+	}
+	return nil, fmt.Errorf("outbox: store %T does not implement EventCountStore: %w", d.store, errors.ErrUnsupported)
+}
+
+// CountEvents counts the events of q.Status that match the filter, and with q.Groups
+// per aggregate type, event type and listener, reading at most MaxCountRows rows of an
+// index: past that many the count is a lower bound ([EventCount.AtLeast]). It is the
+// admin's count: unlike Count and Stats, it costs the same on a table of any size. An
+// invalid query returns an error wrapping ErrInvalidArgument.
+func (d *DeadEvents) CountEvents(ctx context.Context, q EventCountQuery) (EventCounts, error) {
+	p := CountEventsParams{Status: q.Status, EventFilter: q.EventFilter, Groups: q.Groups, ScanLimit: MaxCountRows}
+	if err := p.Validate(); err != nil {
+		return EventCounts{}, err
+	}
+	cs, err := d.countStore()
+	if err != nil {
+		return EventCounts{}, err
+	}
+	c, err := cs.CountEvents(ctx, p)
+	if err != nil {
+		return EventCounts{}, fmt.Errorf("outbox: count events: %w", err)
+	}
+	slices.SortFunc(c.Groups, func(a, b GroupCount) int {
+		return cmp.Or(cmp.Compare(b.N, a.N), strings.Compare(a.AggregateType, b.AggregateType),
+			strings.Compare(a.EventType, b.EventType), strings.Compare(a.Listener, b.Listener))
+	})
+	return c, nil
+}
+
+// overviewStatuses are the statuses [DeadEvents.Overview] counts.
+var overviewStatuses = [...]Status{StatusNew, StatusRetry, StatusWaiting, StatusDead, StatusDone, StatusFallback, StatusDiscarded}
+
+// Overview summarizes the table for the admin page: a count per status and per status
+// and event type, the oldest pending event and the blocked order keys. Each of its
+// statements reads at most MaxCountRows rows of an index, so that it costs the same on
+// a table of any size; a count that stopped there is a lower bound
+// ([EventCount.AtLeast]). [DeadEvents.Stats] counts every row instead, for metrics.
+func (d *DeadEvents) Overview(ctx context.Context) (Overview, error) {
+	cs, err := d.countStore()
+	if err != nil {
+		return Overview{}, err
+	}
+	es, ok := d.store.(EventStore)
+	if !ok {
+		return Overview{}, fmt.Errorf("outbox: store %T does not implement EventStore: %w", d.store, errors.ErrUnsupported)
+	}
+	o := Overview{Counts: make(map[Status]EventCount, len(overviewStatuses))}
+	for _, st := range overviewStatuses {
+		c, err := cs.CountEvents(ctx, CountEventsParams{Status: st, Groups: true, ScanLimit: MaxCountRows})
+		if err != nil {
+			return Overview{}, fmt.Errorf("outbox: overview: count %s: %w", st, err)
+		}
+		o.Counts[st] = c.EventCount
+		byType := map[string]int64{}
+		for _, g := range c.Groups {
+			byType[g.EventType] += g.N
+		}
+		for _, typ := range slices.Sorted(maps.Keys(byType)) {
+			o.ByType = append(o.ByType, TypeCount{Status: st, EventType: typ, Count: byType[typ]})
+		}
+	}
+	// The oldest pending event is the first of the NEW list or of the RETRY list.
+	for _, st := range [...]Status{StatusNew, StatusRetry} {
+		events, _, err := es.ListEvents(ctx, ListEventsParams{Status: st, Limit: 1, ScanLimit: MaxCountRows})
+		if err != nil {
+			return Overview{}, fmt.Errorf("outbox: overview: oldest %s: %w", st, err)
+		}
+		if len(events) > 0 && (o.OldestPending.IsZero() || events[0].CreatedAt.Before(o.OldestPending)) {
+			o.OldestPending = events[0].CreatedAt
+		}
+	}
+	if w := o.Counts[StatusWaiting]; w.N > 0 || w.AtLeast {
+		b, err := cs.CountBlockedKeys(ctx, MaxCountRows)
+		if err != nil {
+			return Overview{}, fmt.Errorf("outbox: overview: blocked keys: %w", err)
+		}
+		o.BlockedKeys, o.OldestBlocked = b.EventCount, b.Oldest
+	}
+	return o, nil
+}
