@@ -662,6 +662,19 @@ func (c *cluster) check(scenario string, faultFree bool, drained time.Duration) 
 	return rep
 }
 
+// infraFailure ends a scenario whose infrastructure failed (an InfraError: the server
+// did not come back from a restart). The gates cannot judge the library on such a run,
+// so the result is published with the failure in Infra and no figures, and the test
+// fails with the failure's own message ("infra: …"), not a gate's.
+func (c *cluster) infraFailure(scenario string, ie *InfraError) {
+	t := c.t
+	t.Helper()
+	c.note(Down, "", ie.Result())
+	Publish(t, Result{Kind: KindScenario, Scenario: scenario, Database: c.cfg.dialect, Seed: c.cfg.seed,
+		Faults: c.faultCount(), Seconds: time.Since(c.began).Seconds(), Ordered: c.cfg.orderKeys > 0, Infra: ie.Result()})
+	t.Fatal(ie.Error())
+}
+
 // takeoverBound bounds the time from a node's kill to another node starting an ordered
 // event the dead node had in its listener: its claim expires (ClaimTTL), the next poll
 // takes it (a poll interval), with room for a restarted SingleNode process to start and

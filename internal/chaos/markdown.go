@@ -112,13 +112,17 @@ type aggregate struct {
 	runs  int
 	seeds []int64
 	tier  string
-	fails int
+	fails int       // runs the library's gates (or the test) failed
+	infra []string  // runs whose infrastructure failed: "seed N: why"
 	first time.Time // the earliest result's At
 }
 
 func (a *aggregate) add(r Result) {
 	a.runs++
-	if !r.Pass {
+	switch {
+	case r.Infra != "":
+		a.infra = append(a.infra, fmt.Sprintf("seed %d: %s", r.Seed, r.Infra))
+	case !r.Pass:
 		a.fails++
 	}
 	if r.Seed != 0 {
@@ -290,7 +294,9 @@ func WriteMarkdown(w io.Writer, results []Result, generated time.Time, commit st
 				a.Committed, a.Unknown, a.Delivered, a.Lost, a.Phantom, a.Unexpected, a.Stuck, a.Overlaps,
 				duplicates(a), recovery(a), millis(a.LongestGapMS), verdict(a))
 		}
-		p("\n### Scenarios\n\n")
+		p("\n")
+		writeInfra(p, rows, keys)
+		p("### Scenarios\n\n")
 		writeLegend(p, rows, keys)
 		p("\n")
 		servers := map[string]string{}
@@ -368,7 +374,9 @@ func writeOrdered(p func(string, ...any), rows map[string]*aggregate) {
 			a.Committed, a.Delivered, a.Keys, a.Lost, a.Stuck, a.Overlaps, a.Dead, a.OutOfOrder, a.SeqAgainstCommit,
 			a.KeyOverlaps, a.StalledOverlaps, takeovers, duplicates(a), verdict(a))
 	}
-	p("\n### Ordered scenarios\n\n")
+	p("\n")
+	writeInfra(p, rows, keys)
+	p("### Ordered scenarios\n\n")
 	writeLegend(p, rows, keys)
 	p("\n")
 	writeSeeds(p, rows, keys)
@@ -452,11 +460,41 @@ func duplicates(a *aggregate) string {
 	return fmt.Sprintf("%d (%s)", a.Duplicates, strings.Join(causes, "; "))
 }
 
+// verdict is a row's result: pass, the runs the library failed, and apart from them
+// the runs whose infrastructure failed (listed under the table by writeInfra).
 func verdict(a *aggregate) string {
-	if a.fails == 0 {
+	var parts []string
+	if a.fails > 0 {
+		parts = append(parts, fmt.Sprintf("**FAIL** (%d of %d runs)", a.fails, a.runs))
+	}
+	if len(a.infra) > 0 {
+		parts = append(parts, fmt.Sprintf("**INFRA FAILURE** (%d of %d runs, not the library's)", len(a.infra), a.runs))
+	}
+	if len(parts) == 0 {
 		return "pass"
 	}
-	return fmt.Sprintf("**FAIL** (%d of %d runs)", a.fails, a.runs)
+	return strings.Join(parts, "; ")
+}
+
+// writeInfra lists the runs of rows whose infrastructure failed, in keys' order.
+func writeInfra(p func(string, ...any), rows map[string]*aggregate, keys []string) {
+	var lines []string
+	for _, k := range keys {
+		a := rows[k]
+		for _, why := range a.infra {
+			lines = append(lines, fmt.Sprintf("- %s on %s, %s\n", a.Scenario, cmp.Or(databaseNames[a.Database], a.Database), why))
+		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	p("Infrastructure failures: runs the gates did not judge, because a database server the\n")
+	p("scenario restarted did not come back (it failed its own crash recovery); their\n")
+	p("figures are not in the table:\n\n")
+	for _, l := range lines {
+		p("%s", l)
+	}
+	p("\n")
 }
 
 func seedList(seeds []int64) string {

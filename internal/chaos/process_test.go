@@ -9,7 +9,10 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -256,9 +259,14 @@ func TestServerFaults(t *testing.T) {
 			s := StartServer(t, db)
 			for _, scenario := range cases[db] {
 				t.Run(scenario, func(t *testing.T) {
+					fault, ordered := strings.CutPrefix(scenario, "ordered/")
+					if s.Failed != nil { // an earlier scenario's restart left the server down
+						Publish(t, Result{Kind: KindScenario, Scenario: scenario, Database: db, Ordered: ordered,
+							Infra: "not run, the server is down: " + s.Failed.Result()})
+						t.Fatalf("infra: not run, the server is down: %s", s.Failed.Result())
+					}
 					cfg := openServerTarget(t, s)
 					cfg.seed, cfg.nodes, cfg.writers, cfg.timing = Seed(t), nodesFor(db), 2, "fault"
-					fault, ordered := strings.CutPrefix(scenario, "ordered/")
 					if ordered {
 						cfg.orderKeys = orderKeys
 					}
@@ -279,6 +287,9 @@ func TestServerFaults(t *testing.T) {
 							}
 							time.Sleep(between(c, 200*time.Millisecond, 1500*time.Millisecond))
 							if err := s.Start(); err != nil {
+								if ie := (*InfraError)(nil); errors.As(err, &ie) {
+									c.infraFailure(scenario, ie)
+								}
 								t.Fatalf("start: %v", err)
 							}
 							c.note(Up, "", "started")
@@ -291,8 +302,45 @@ func TestServerFaults(t *testing.T) {
 					gateDatabaseFault(t, c, rep)
 				})
 			}
+			// Last, since it leaves the server broken: a restart the server cannot
+			// recover from is an InfraError carrying the server's log.
+			t.Run("recovery-failure-is-infra", func(t *testing.T) { testRecoveryFailureIsInfra(t, s) })
 		})
 	}
+}
+
+// testRecoveryFailureIsInfra crashes the server, damages what its crash recovery starts
+// from (PostgreSQL's control file, the header of MariaDB's redo log) and checks that
+// Start reports an InfraError whose log excerpt holds the server's error lines: what a
+// scenario publishes as Result.Infra and fails with as "infra: …", apart from the gates.
+func testRecoveryFailureIsInfra(t *testing.T, s *Server) {
+	mode, damaged, want := "immediate", "data/global/pg_control", "FATAL"
+	if s.Kind == "mysql" {
+		mode, damaged, want = "kill", "data/ib_logfile0", "[ERROR]"
+	}
+	if err := s.Stop(mode); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(s.Dir, damaged), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.WriteAt(make([]byte, 8192), 0)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Start()
+	var ie *InfraError
+	if !errors.As(err, &ie) || ie.What != "server failed crash recovery" || !strings.Contains(ie.Log, want) {
+		t.Fatalf("Start on a damaged %s = %v; want an InfraError, server failed crash recovery, with %q in its log", damaged, err, want)
+	}
+	if s.Failed != ie || !strings.HasPrefix(ie.Error(), "infra: server failed crash recovery: ") {
+		t.Errorf("Server.Failed = %v, error %q", s.Failed, ie.Error())
+	}
+	t.Logf("reported as: %v", ie)
 }
 
 // killConnections kills every client connection of the cluster's server but the one

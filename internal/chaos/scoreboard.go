@@ -15,6 +15,13 @@ package chaos
 //	{"kind":"badinput","target":"envelope decoding","inputs":120000,"rejected":119000,
 //	 "crashes":0,"seconds":30,"tier":"long","pass":true,"at":"…"}
 //
+// A scenario whose infrastructure failed (a server that failed its crash recovery)
+// publishes a line with "infra" set, "pass":false and no figures:
+//
+//	{"kind":"scenario","scenario":"db-kill-restart","database":"mysql","tier":"short",
+//	 "seed":7,"seconds":20.5,"faults":13,"infra":"server failed crash recovery: …",
+//	 "pass":false,"at":"…"}
+//
 // A scenario result is built with [Report.Result] and published with [Publish]; a
 // bad-input result is built by hand (Kind: KindBadInput, Target, Inputs, Rejected,
 // Crashes) and published the same way. Publish fills Tier, At and, in a cleanup after
@@ -58,6 +65,10 @@ type Result struct {
 	At       time.Time `json:"at"`
 	Note     string    `json:"note,omitempty"`   // describes the scenario or target
 	Server   string    `json:"server,omitempty"` // the server's version string
+	// Infra, when set, is why the run failed apart from the library: its
+	// infrastructure failed (a database server that did not come back from a restart,
+	// InfraError), so the gates did not judge it and its figures are not the run's.
+	Infra string `json:"infra,omitempty"`
 
 	// Scenario figures, from a Report.
 	Committed       int            `json:"committed,omitempty"`

@@ -33,6 +33,11 @@ func TestScoreboard(t *testing.T) {
 	f.WriteString(`{"kind":"scenario","scenario":"late-commit/multi","database":"sqlite","tier":"long","committed":3,"pass":true}` + "\n")
 	f.WriteString(`{"kind":"scenario","scenario":"ordered/kill-random","database":"mysql","tier":"long","committed":9,"delivered":9,"pass":true,` +
 		`"ordered":true,"keys":24,"out_of_order":1,"takeovers":2,"takeover_ms":3100,"at":"2026-01-02T10:00:00Z"}` + "\n")
+	// A run whose server failed its crash recovery is an infrastructure failure, told
+	// apart from the library's gates.
+	f.WriteString(`{"kind":"scenario","scenario":"db-kill-restart","database":"mysql","tier":"short","seed":7,"committed":5,"delivered":5,"pass":true}` + "\n")
+	f.WriteString(`{"kind":"scenario","scenario":"db-kill-restart","database":"mysql","tier":"short","seed":8,"faults":13,` +
+		`"infra":"server failed crash recovery: [ERROR] InnoDB: Unable to apply log to corrupted page [page id: space=5, page number=3]","pass":false}` + "\n")
 	f.WriteString(`{"kind":"scenario","scenario":"no-fa`) // torn
 	f.Close()
 
@@ -40,8 +45,8 @@ func TestScoreboard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(results) != 6 || results[1].Kind != KindScenario { // cleanups run last first
-		t.Fatalf("%d results, want 6: %+v", len(results), results)
+	if len(results) != 8 || results[1].Kind != KindScenario { // cleanups run last first
+		t.Fatalf("%d results, want 8: %+v", len(results), results)
 	}
 	if r := results[1]; !r.Pass || r.Tier != "short" || r.Duplicates != 2 || r.Seed != 42 || r.LongestGapMS != 1500 {
 		t.Fatalf("first result %+v", r)
@@ -64,6 +69,8 @@ func TestScoreboard(t *testing.T) {
 		"## Ordered delivery",
 		"| ordered/kill-random | MariaDB | 1 | 0s | 0 | 9 | 9 | 24 | 0 | 0 | 0 | 0 | 1 | 0 | 0 | 0 | 2 (longest 3.1s) | 0 | pass |",
 		"- **ordered/kill-random**: A random node process is killed",
+		"| db-kill-restart | MariaDB | 2 | 0s | 13 | 5 | 0 | 5 | 0 | 0 | 0 | 0 | 0 | 0 | – | 0s | **INFRA FAILURE** (1 of 2 runs, not the library's) |",
+		"- db-kill-restart on MariaDB, seed 8: server failed crash recovery: [ERROR] InnoDB: Unable to apply log to corrupted page",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)

@@ -33,11 +33,15 @@ type Server struct {
 	DSN  string
 	Dir  string
 	Port string
+
+	// Failed is the last Start's InfraError (the server did not come back), nil once a
+	// Start succeeded: the scenarios after a failed one report it instead of running.
+	Failed *InfraError
 }
 
-// StartServer starts a server of kind ("postgres" or "mysql") whose commits survive a
-// crash of the server process (see Start). Where the binaries are
-// missing it skips the test, or fails it under CI or OUTBOX_TEST_REQUIRE_DBS.
+// StartServer starts a server of kind ("postgres" or "mysql") with the durability
+// settings of a production server (see Start). Where the binaries are missing it skips
+// the test, or fails it under CI or OUTBOX_TEST_REQUIRE_DBS.
 func StartServer(tb testing.TB, kind string) *Server {
 	tb.Helper()
 	script, err := scriptPath()
@@ -50,7 +54,7 @@ func StartServer(tb testing.TB, kind string) *Server {
 	cmd := exec.CommandContext(ctx, "bash", script, "start", kind)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.WaitDelay = 5 * time.Second
-	cmd.Env = append(os.Environ(), "TESTDB_OWNER_PID="+strconv.Itoa(os.Getpid()))
+	cmd.Env = append(os.Environ(), "TESTDB_OWNER_PID="+strconv.Itoa(os.Getpid()), "TESTDB_DURABLE=1")
 	if err := cmd.Run(); err != nil {
 		msg := fmt.Sprintf("%s start %s: %v\n%s", script, kind, err, strings.TrimSpace(stderr.String()))
 		var exit *exec.ExitError
@@ -87,13 +91,6 @@ func StartServer(tb testing.TB, kind string) *Server {
 		tb.Fatalf("DSN %s: %v", s.DSN, err)
 	}
 	s.Port = port
-	// Restart with durable commits (see Start).
-	if err := s.Stop("fast"); err != nil {
-		tb.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		tb.Fatal(err)
-	}
 	return s
 }
 
@@ -155,21 +152,48 @@ func (s *Server) Stop(mode string) error {
 }
 
 // Start starts the stopped server on its data dir and port, and returns once it accepts
-// connections. It runs with the settings of scripts/testdb.sh but one: a commit is
-// written to the operating system before it returns (PostgreSQL synchronous_commit=on,
-// MariaDB innodb_flush_log_at_trx_commit=2), so that a commit survives a crash of the
-// server process, which the restart scenarios cause. (fsync stays off: the operating
-// system does not crash.) StartServer restarts the server this way at once.
+// connections. It runs with the settings of scripts/testdb.sh with TESTDB_DURABLE=1,
+// which StartServer starts the server with: the durability settings of a production
+// server, so that what the restart scenarios do to the server (an immediate stop, a
+// SIGKILL) is a crash the server is built to recover from. PostgreSQL: fsync=on,
+// synchronous_commit=on, full_page_writes=on (a page torn by a crash is restored from
+// its full image in the WAL); MariaDB: innodb_flush_log_at_trx_commit=1, the
+// doublewrite buffer on (a torn page is restored from its copy there) and the default
+// innodb_flush_method. Without these, a SIGKILL of MariaDB in the middle of a page
+// write once left a page the server could not recover ("Unable to apply log to
+// corrupted page"). A server that does not come back (it fails its crash recovery, or
+// does not answer within a minute) is an *InfraError carrying its log's lines since
+// the start.
 func (s *Server) Start() error {
+	err := s.start()
+	s.Failed = nil
+	if ie := (*InfraError)(nil); errors.As(err, &ie) {
+		s.Failed = ie
+	}
+	return err
+}
+
+func (s *Server) start() error {
+	logPath := filepath.Join(s.Dir, "server.log")
+	var logFrom int64
+	if fi, err := os.Stat(logPath); err == nil {
+		logFrom = fi.Size()
+	}
 	switch s.Kind {
 	case "postgres":
-		// The options of scripts/testdb.sh.
+		// The options of scripts/testdb.sh, durable.
 		opts := "-c listen_addresses=127.0.0.1 -c port=" + s.Port + " -c unix_socket_directories=" + s.Dir +
-			" -c fsync=off -c synchronous_commit=on -c full_page_writes=off -c max_connections=200" +
+			" -c fsync=on -c synchronous_commit=on -c full_page_writes=on -c max_connections=200" +
 			" -c shared_buffers=64MB -c log_min_messages=warning -c log_statement=none"
 		if err := s.asOwner("postgres", pgBin("pg_ctl"), "-D", filepath.Join(s.Dir, "data"), "-l",
-			filepath.Join(s.Dir, "server.log"), "-w", "-t", "60", "-s", "start", "-o", opts); err != nil {
-			return err
+			logPath, "-w", "-t", "60", "-s", "start", "-o", opts); err != nil {
+			// pg_ctl -w fails when the server exits during its start (it failed its
+			// crash recovery), or is not ready within 60 s.
+			what := "server failed crash recovery"
+			if strings.Contains(err.Error(), "did not start in time") {
+				what = "server did not answer within 1m0s"
+			}
+			return &InfraError{What: what, Log: logExcerpt(logPath, logFrom), Err: err}
 		}
 	case "mysql":
 		server, err := mysqlBin("mariadbd", "mysqld")
@@ -182,8 +206,8 @@ func (s *Server) Start() error {
 			"--pid-file=" + filepath.Join(s.Dir, "mysqld.pid"), "--tmpdir=" + s.Dir,
 			"--log-error=" + filepath.Join(s.Dir, "server.log"),
 			"--bind-address=127.0.0.1", "--port=" + s.Port, "--skip-name-resolve",
-			"--skip-log-bin", "--innodb-flush-log-at-trx-commit=2", "--innodb-doublewrite=0",
-			"--innodb-flush-method=nosync", "--innodb-buffer-pool-size=128M", "--innodb-fast-shutdown=2",
+			"--skip-log-bin", "--innodb-flush-log-at-trx-commit=1", "--innodb-doublewrite=1",
+			"--innodb-buffer-pool-size=128M", "--innodb-fast-shutdown=2",
 			"--max-connections=1000", "--character-set-server=utf8mb4", "--collation-server=utf8mb4_general_ci"}
 		run := `as_user=$1; shift; if [ "$(id -u)" -eq 0 ]; then exec runuser -u "$as_user" -- "$@"; else exec "$@"; fi`
 		shell := `setsid bash -c "$0" outbox-chaos-mariadbd mysql "$@" </dev/null >/dev/null 2>&1 &`
@@ -194,11 +218,39 @@ func (s *Server) Start() error {
 	default:
 		return fmt.Errorf("unknown server kind %q", s.Kind)
 	}
-	return s.waitReady(time.Minute)
+	return s.waitReady(time.Minute, logPath, logFrom)
 }
 
-// waitReady pings the server until it answers.
-func (s *Server) waitReady(limit time.Duration) error {
+// InfraError is a failure of a scenario's infrastructure rather than of the library: a
+// database server that did not come back after the scenario stopped or killed it. The
+// scenario's gates cannot judge the library then; the scenario reports the failure
+// apart (Result.Infra, "infra: …" in the test's failure).
+type InfraError struct {
+	What string // "server failed crash recovery", "server did not answer within 1m0s"
+	Log  string // the server log's error lines written since the start, or its last ones
+	Err  error  // what the start returned, if anything (shown when Log is empty)
+}
+
+func (e *InfraError) Error() string {
+	why := e.Log
+	if why == "" && e.Err != nil {
+		why = strings.TrimSpace(firstLine(e.Err.Error()))
+	}
+	return "infra: " + e.What + ": " + why
+}
+
+// Result is the text Result.Infra records: the error without its "infra: " prefix.
+func (e *InfraError) Result() string { return strings.TrimPrefix(e.Error(), "infra: ") }
+
+func firstLine(s string) string {
+	first, _, _ := strings.Cut(s, "\n")
+	return first
+}
+
+// waitReady pings the server until it answers. MariaDB logs "[ERROR] Aborting" and
+// exits when it cannot start (scripts/testdb.sh watches for the same line); the server
+// log is read from logFrom, where this start began.
+func (s *Server) waitReady(limit time.Duration, logPath string, logFrom int64) error {
 	driver := Dialects[s.Kind].Driver
 	db, err := sql.Open(driver, s.DSN)
 	if err != nil {
@@ -213,15 +265,50 @@ func (s *Server) waitReady(limit time.Duration) error {
 		if err == nil {
 			return nil
 		}
+		if s.Kind == "mysql" && strings.Contains(readFrom(logPath, logFrom), "[ERROR] Aborting") {
+			return &InfraError{What: "server failed crash recovery", Log: logExcerpt(logPath, logFrom)}
+		}
 		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(s.Dir, "server.log"))
-			if len(log) > 3000 {
-				log = log[len(log)-3000:]
-			}
-			return fmt.Errorf("%s not ready after %s: %v\n%s", s.Kind, limit, err, log)
+			return &InfraError{What: fmt.Sprintf("server did not answer within %s", limit), Log: logExcerpt(logPath, logFrom), Err: err}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// readFrom returns the file's contents from offset on ("" when it cannot be read).
+func readFrom(path string, offset int64) string {
+	b, err := os.ReadFile(path)
+	if err != nil || offset > int64(len(b)) {
+		return ""
+	}
+	return string(b[offset:])
+}
+
+// logExcerpt is the part of a server log a failed start wrote, on one line: its error
+// lines (ERROR, PANIC, FATAL, corrupt…) or, when it has none, its last lines, at most
+// 1,500 bytes; "" when it wrote nothing.
+func logExcerpt(path string, offset int64) string {
+	var lines, errs []string
+	for line := range strings.Lines(readFrom(path, offset)) {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		lines = append(lines, line)
+		if l := strings.ToLower(line); strings.Contains(l, "error") || strings.Contains(l, "panic") ||
+			strings.Contains(l, "fatal") || strings.Contains(l, "corrupt") {
+			errs = append(errs, line)
+		}
+	}
+	pick := errs
+	if len(pick) == 0 {
+		pick = lines[max(len(lines)-10, 0):]
+	}
+	out := strings.Join(pick, " / ")
+	if len(out) > 1500 {
+		out = out[:1500] + "…"
+	}
+	return out
 }
 
 // asOwner runs a server program as the OS user owning the server files when running as
