@@ -61,14 +61,14 @@ type AuditedStore interface {
 type AuditedChangeParams struct {
 	// Entry is the audit entry to store, its Count set to the rows changed. Its Action
 	// selects the change: AuditReplay replays the DEAD events among IDs and
-	// AuditReplayAll the oldest Limit DEAD events matching DeadFilter (as
-	// [DeadStore.Replay]), AuditDelete deletes the DEAD events among IDs (as
-	// [DeadStore.DeleteDead]), AuditDiscard discards the events among IDs (as
-	// [DiscardStore.Discard]).
+	// AuditReplayAll those among IDs (a batch found by its filter) or the oldest Limit
+	// DEAD events matching DeadFilter (as [DeadStore.Replay]), AuditDelete deletes the
+	// DEAD events among IDs (as [DeadStore.DeleteDead]), AuditDiscard discards the
+	// events among IDs (as [DiscardStore.Discard]).
 	Entry AuditEntry
-	// IDs are the events of AuditReplay, AuditDelete and AuditDiscard.
+	// IDs are the events of the change.
 	IDs []string
-	// DeadFilter and Limit select the batch of AuditReplayAll.
+	// DeadFilter and Limit select the batch of an AuditReplayAll without IDs.
 	DeadFilter
 	Limit int
 	// Now is a replay's available_at and a discard's done_at.
@@ -105,14 +105,14 @@ func (p AuditedChangeParams) Validate() error {
 	default:
 		return invalidParams("audited change", "unknown action %q", e.Action)
 	}
-	if e.Action == AuditReplayAll {
-		if len(p.IDs) > 0 || p.Limit <= 0 {
-			return invalidParams("audited change", "a replay-all takes a filter and a positive Limit, no IDs")
+	if e.Action == AuditReplayAll && len(p.IDs) == 0 {
+		if p.Limit <= 0 {
+			return invalidParams("audited change", "a replay-all takes IDs, or a filter and a positive Limit")
 		}
 		return p.DeadFilter.Validate()
 	}
-	if len(p.IDs) == 0 || p.DeadFilter != (DeadFilter{}) || p.Continue {
-		return invalidParams("audited change", "%s takes IDs, neither a filter nor Continue", e.Action)
+	if len(p.IDs) == 0 || p.DeadFilter != (DeadFilter{}) || p.Limit != 0 || p.Continue && e.Action != AuditReplayAll {
+		return invalidParams("audited change", "%s takes IDs and no filter nor Limit (nor Continue, but a replay-all)", e.Action)
 	}
 	for _, id := range p.IDs {
 		if !possibleID(id) {

@@ -207,16 +207,32 @@ func (d *DeadEvents) Discard(ctx context.Context, id string) error {
 }
 
 // ReplayAll replays every DEAD event matching f in batches of batchSize (0 means
-// DefaultReplayBatchSize), at most as many as were DEAD when it started, and returns
-// how many it replayed (so far, with the error, when one stops it). It is one entry of
-// the audit trail; on an [AuditedStore] each batch adds its count to the entry in the
-// batch's transaction, so that the entry holds every batch that was made.
+// DefaultReplayBatchSize) and returns how many it replayed (so far, with the error,
+// when one stops it). It is one entry of the audit trail; on an [AuditedStore] each
+// batch adds its count to the entry in the batch's transaction, so that the entry
+// holds every batch that was made.
+//
+// On a store that lists events of every status ([EventStore], the SQL store) it walks
+// the DEAD list of f, oldest first, a page of batchSize (at most MaxDeadPageSize)
+// events at a time, each page reading at most MaxScanRows rows of the list's index, and
+// replays each page's events by ID: every read and change is bounded, and an event that
+// dies again meanwhile is behind the walk and not replayed twice. Elsewhere it replays
+// at most as many as were DEAD when it started, the oldest matching ones first.
 func (d *DeadEvents) ReplayAll(ctx context.Context, f DeadFilter, batchSize int) (int64, error) {
 	if batchSize == 0 {
 		batchSize = DefaultReplayBatchSize
 	}
 	if batchSize < 0 {
 		return 0, fmt.Errorf("%w: batch size %d is negative", ErrInvalidArgument, batchSize)
+	}
+	if err := f.Validate(); err != nil {
+		return 0, err
+	}
+	if _, ok := d.store.(EventStore); ok {
+		if _, err := d.deadStore(); err != nil {
+			return 0, err
+		}
+		return d.replayListed(ctx, f, min(batchSize, MaxDeadPageSize))
 	}
 	ds, err := d.deadStore()
 	if err != nil {
@@ -269,6 +285,73 @@ func (d *DeadEvents) ReplayAll(ctx context.Context, f DeadFilter, batchSize int)
 	entry.Count = total
 	if err := d.record(ctx, entry); err != nil {
 		err.Unrecorded = total
+		return total, fmt.Errorf("outbox: replay dead events: %w", err)
+	}
+	return total, nil
+}
+
+// replayListed is ReplayAll on an EventStore: pages of the DEAD list of f, each
+// replayed by ID.
+func (d *DeadEvents) replayListed(ctx context.Context, f DeadFilter, batch int) (int64, error) {
+	entry := d.entry(ctx, AuditReplayAll, filterTarget(f))
+	_, audited := d.store.(AuditedStore)
+	q := EventQuery{Status: StatusDead, Limit: batch,
+		EventFilter: EventFilter{EventType: f.EventType, AggregateType: f.AggregateType, Listener: f.Listener}}
+	var (
+		total    int64
+		recorded bool // the entry is stored (audited)
+	)
+	fail := func(err error) (int64, error) {
+		if ae := (*AuditError)(nil); errors.As(err, &ae) {
+			ae.Recorded = total
+		} else if !audited && total > 0 {
+			entry.Count = total
+			if aerr := d.record(ctx, entry); aerr != nil {
+				aerr.Unrecorded = total
+				err = errors.Join(err, aerr)
+			}
+		}
+		return total, fmt.Errorf("outbox: replay dead events: %w", err)
+	}
+	for {
+		page, err := d.Events(ctx, q)
+		if err != nil {
+			return fail(err)
+		}
+		if len(page.Events) > 0 {
+			ids := make([]string, len(page.Events))
+			for i, e := range page.Events {
+				ids[i] = e.ID
+			}
+			var n int64
+			if audited {
+				n, err = d.change(ctx, AuditedChangeParams{Entry: entry, IDs: ids, Now: d.now(), Continue: recorded})
+				recorded = recorded || err == nil
+			} else { // the entry is recorded at the end
+				ds, _ := d.deadStore()
+				n, err = ds.Replay(ctx, ReplayParams{IDs: ids, Now: d.now()})
+			}
+			if err != nil {
+				return fail(err)
+			}
+			total += n
+			if n > 0 {
+				d.replayed()
+			}
+		}
+		if page.Next.IsZero() {
+			break
+		}
+		q.After = page.Next
+	}
+	if recorded {
+		return total, nil
+	}
+	entry.Count = total
+	if err := d.record(ctx, entry); err != nil {
+		if total > 0 {
+			err.Unrecorded = total
+		}
 		return total, fmt.Errorf("outbox: replay dead events: %w", err)
 	}
 	return total, nil

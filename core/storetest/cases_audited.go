@@ -10,7 +10,8 @@ import (
 
 // testAuditedChange: each change of ChangeAudited changes what its action names and
 // stores its entry with the count; a change of nothing stores no entry with
-// OnlyIfChanged; Continue adds to an entry; bad params are rejected, changing nothing.
+// OnlyIfChanged; Continue adds to an entry (a replay-all's batches, by filter or by
+// ID); bad params are rejected, changing nothing.
 func testAuditedChange(x *fixture) {
 	as, ok := x.h.Store.(outbox.AuditedStore)
 	if !ok {
@@ -46,8 +47,11 @@ func testAuditedChange(x *fixture) {
 	change(outbox.AuditedChangeParams{Entry: entry("01F", outbox.AuditReplayAll), DeadFilter: f, Limit: 1, Now: at(time.Hour)}, 1)
 	change(outbox.AuditedChangeParams{Entry: entry("01F", outbox.AuditReplayAll), DeadFilter: f, Limit: 5, Now: at(time.Hour), Continue: true}, 1)
 	change(outbox.AuditedChangeParams{Entry: entry("01F", outbox.AuditReplayAll), DeadFilter: f, Limit: 5, Now: at(time.Hour), Continue: true}, 0)
+	// A batch of the same replay-all found by its filter and given by ID.
+	change(outbox.AuditedChangeParams{Entry: entry("01F", outbox.AuditReplayAll), IDs: []string{"y-2", "x-first"}, Now: at(time.Hour), Continue: true}, 1)
 	x.wantStatus("x-first", outbox.StatusNew)
 	x.wantStatus("xb-1", outbox.StatusNew)
+	x.wantStatus("y-2", outbox.StatusNew)
 	x.wantStatus("y-1", outbox.StatusDead)
 
 	got, err := audit.ListAudit(x.ctx, outbox.ListAuditParams{Limit: 10})
@@ -62,7 +66,7 @@ func testAuditedChange(x *fixture) {
 		}
 		x.wantTime("At", e.At, at(time.Minute))
 	}
-	want := []string{"01F replay-all t-01F 2", "01E delete t-01E 0", "01C discard t-01C 2", "01B delete t-01B 1", "01A replay t-01A 2"}
+	want := []string{"01F replay-all t-01F 3", "01E delete t-01E 0", "01C discard t-01C 2", "01B delete t-01B 1", "01A replay t-01A 2"}
 	if len(entries) != len(want) {
 		x.Fatalf("audit trail %q, want %q", entries, want)
 	}

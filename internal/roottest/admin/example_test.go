@@ -66,7 +66,7 @@ func Example_new() {
 	}
 	// Output:
 	// 401 {"error":{"code":"unauthorized","message":"authentication required"}}
-	// 200 {"count":0}
+	// 200 {"count":0,"at_least":false,"count_limit":10000}
 }
 
 // ExampleAuthorizerFunc reuses the application's own check, here a header that an
