@@ -332,7 +332,7 @@ func (h *handler) countGroups(r *http.Request, f outbox.DeadFilter, by countBy, 
 	listeners := map[string]int64{}
 	q := outbox.DeadQuery{DeadFilter: f, Limit: MaxLimit}
 	scanned := 0
-	for {
+	for pages := 1; ; pages++ {
 		page, err := h.dead.List(r.Context(), q)
 		if err != nil {
 			return err
@@ -345,7 +345,8 @@ func (h *handler) countGroups(r *http.Request, f outbox.DeadFilter, by countBy, 
 		if page.Next.IsZero() {
 			break
 		}
-		if scanned >= maxTypeScan {
+		// A page may be partial (few events of many rows read): the pages are bounded too.
+		if scanned >= maxTypeScan || pages >= maxTypeScan/MaxLimit {
 			resp.Partial = true
 			break
 		}
