@@ -236,6 +236,9 @@ func TestStopDeadlineLeavesEventsPending(t *testing.T) {
 		tb := setup(t, b)
 		cfg := tb.config()
 		cfg.Workers = 1
+		// A stop that abandons a running attempt leaves the dispatch lease to expire
+		// (the attempt may still run): the next app delivers once it has.
+		cfg.LeaseTTL = 2 * time.Second
 		stuck := newRecordingListener(true) // never opened
 		var (
 			ob *outbox.Outbox
