@@ -15,6 +15,7 @@ func (s *sqlStore) ListEvents(ctx context.Context, p ListEventsParams) ([]Event,
 	if err := p.Validate(); err != nil {
 		return nil, Cursor{}, err
 	}
+	base := ctx // for listPage, whose statements each run under QueryTimeout (queryEvents)
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	pl := s.d.listPlan(s.table, p)
@@ -28,7 +29,7 @@ func (s *sqlStore) ListEvents(ctx context.Context, p ListEventsParams) ([]Event,
 			return nil, Cursor{}, fmt.Errorf("list events: %w", err)
 		}
 	}
-	events, err := s.listPage(ctx, pl, p, bound)
+	events, err := s.listPage(base, pl, p, bound)
 	if err != nil {
 		return nil, Cursor{}, fmt.Errorf("list events: %w", err)
 	}
@@ -51,7 +52,7 @@ func (s *sqlStore) ListEvents(ctx context.Context, p ListEventsParams) ([]Event,
 			next.After = ListCursor(events[len(events)-1], p.Status, p.EventFilter)
 			limit = min(2*limit, p.ScanLimit)
 			next.Limit = limit
-			if events, err = s.listPage(ctx, pl, next, bound); err != nil {
+			if events, err = s.listPage(base, pl, next, bound); err != nil {
 				return nil, Cursor{}, fmt.Errorf("list events: %w", err)
 			}
 		}
@@ -69,12 +70,8 @@ func (s *sqlStore) listPage(ctx context.Context, pl listPlan, p ListEventsParams
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.db.QueryContext(ctx, q.SQL, q.Args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	events, bad, err := scanEvents(rows, s.d, lenient)
+	// A row the database cannot return is listed with a placeholder payload (isolate).
+	events, bad, err := s.queryEvents(ctx, s.db, q, lenient)
 	if err != nil {
 		return nil, err
 	}
