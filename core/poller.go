@@ -231,6 +231,13 @@ func (p *poller) loop(r startstop.Run) {
 				skip = -1 // the promoted events are committed, however young
 			}
 		}
+		// A stop requested during the sweep wins over the poll: a graceful stop would
+		// otherwise wait for one more query, QueryTimeout on a database that is down.
+		select {
+		case <-r.Stopping:
+			return
+		default:
+		}
 		// A cycle that starts once a remembered due time has passed reads those events,
 		// however young, whatever started it (a tick or a drained queue can win the
 		// select over the due timer, and the first cycle of a start runs at once): the

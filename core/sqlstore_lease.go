@@ -97,8 +97,19 @@ func (s *sqlStore) ReleaseLease(ctx context.Context, holder string) error {
 // leaseError wraps err of a lease statement; when the table has no lease table, the
 // error matches errors.ErrUnsupported and names the migration.
 func (s *sqlStore) leaseError(ctx context.Context, what string, err error) error {
+	// A statement cut by its context is no missing table, and a stop must not wait for
+	// the probe.
+	if ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	// The probe outlives the statement's deadline, not a cancellation (a stop).
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseProbeTimeout)
 	defer cancel()
+	defer context.AfterFunc(ctx, func() {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			cancel()
+		}
+	})()
 	if has, herr := hasColumn(cctx, s.db, s.d, leaseTable(s.table), "holder"); herr == nil && !has {
 		return fmt.Errorf("%s: %s has no lease table %s (run outbox.MigrateTable, or the migration lease from outbox.Migrations): %w (%w)",
 			what, s.table, leaseTable(s.table), errors.ErrUnsupported, err)

@@ -10,7 +10,7 @@ import (
 	outbox "github.com/outboxkit/outbox/core"
 )
 
-// TestInprocPoolStarvation: a small connection pool (4) shared by the outbox and the
+// TestInprocPoolStarvation: a small connection pool (5) shared by the outbox and the
 // business writers, twice as many workers as connections, and slow listeners (they
 // sleep, honouring their context) while writers keep committing. No connection may be
 // held while a listener runs, so:
@@ -21,14 +21,14 @@ import (
 //     while all Workers listeners ran), which they could not if attempts held the pool;
 //   - in SingleNode, nothing ever waits for a connection (db.Stats().WaitCount stays
 //     0): the writers hold at most 2 and the outbox's own statements (a poll, a DONE
-//     batch) are short and few, so a wait means the outbox held connections the writers
-//     needed. In MultiNode each claimed event's outcome and claim renewal is a
+//     batch, a renewal of the dispatch lease) are short and few, so a wait means the
+//     outbox held connections the writers needed. In MultiNode each claimed event's outcome and claim renewal is a
 //     statement of its own, up to Workers at once, and these do wait for the pool (a
 //     few ms, logged): that is not gated here (the library's behaviour, reported).
 func TestInprocPoolStarvation(t *testing.T) {
 	seed := Seed(t)
 	const (
-		maxConns = 4
+		maxConns = 5 // the writers' 2 and the outbox's 3 (see above)
 		workers  = 2 * maxConns
 		writers  = 2
 		sleep    = 200 * time.Millisecond
