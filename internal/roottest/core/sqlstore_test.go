@@ -485,9 +485,9 @@ func TestCustomSchemaQualifiedTable(t *testing.T) {
 				"Order_Events_order_idx,Order_Events_pending_idx,Order_Events_state_idx"
 			switch s.name {
 			case "postgres":
-				// The key and audit tables' indexes are in the schema too.
+				// The key, audit and lease tables' indexes are in the schema too.
 				want = "Order_Events_aggregate_idx,Order_Events_audit_pkey,Order_Events_claim_idx,Order_Events_dead_idx," +
-					"Order_Events_finished_idx,Order_Events_key_pkey,Order_Events_order_idx," +
+					"Order_Events_finished_idx,Order_Events_key_pkey,Order_Events_lease_pkey,Order_Events_order_idx," +
 					"Order_Events_pending_idx,Order_Events_pkey,Order_Events_state_idx"
 			case "mysql":
 				// The pending index serves the claim (see the MySQL DDL), the poll index
