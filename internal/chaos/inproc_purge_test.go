@@ -59,13 +59,19 @@ func TestInprocPurgeRacingReplay(t *testing.T) {
 			defer mu.Unlock()
 			errs = append(errs, err)
 		}
+		// The writers run for the tier's duration, and on (at most a minute more) until
+		// the run has shown what it checks: a replay that succeeded and a row purged
+		// while DEAD. On a loaded machine 2 s of writers committed 35 events, and the
+		// purger won every race.
 		dur := Duration(t, 2*time.Second)
-		rctx, rcancel := context.WithTimeout(t.Context(), dur+time.Second)
+		const more = time.Minute
+		rctx, rcancel := context.WithTimeout(t.Context(), dur+more+time.Second)
 		defer rcancel()
+		var stop atomic.Bool // the writers are done: the replayers finish
 		var wg sync.WaitGroup
 		wg.Go(func() { // one by one
 			dead := ob.Dead()
-			for rctx.Err() == nil {
+			for rctx.Err() == nil && !stop.Load() {
 				page, err := dead.List(rctx, outbox.DeadQuery{DeadFilter: outbox.DeadFilter{EventType: chaosEvent}, Limit: 20})
 				if err != nil {
 					// A dial or read cut short by rctx's deadline can fail a moment before
@@ -97,7 +103,7 @@ func TestInprocPurgeRacingReplay(t *testing.T) {
 		})
 		wg.Go(func() { // by filter
 			dead := ob.Dead()
-			for rctx.Err() == nil {
+			for rctx.Err() == nil && !stop.Load() {
 				n, err := dead.ReplayAll(context.WithoutCancel(rctx), outbox.DeadFilter{AggregateType: chaosAggregate, EventType: bulkEvent}, 3)
 				bulkN.Add(n)
 				if err != nil {
@@ -107,19 +113,37 @@ func TestInprocPurgeRacingReplay(t *testing.T) {
 				sleepCtx(rctx, 30*time.Millisecond)
 			}
 		})
-		var lw sync.WaitGroup
-		lw.Go(func() {
-			s.load(t.Context(), ob.Writer(), loadOptions{writers: 2, duration: dur, pause: 5 * time.Millisecond}).assertNoTxErrors(t)
-		})
-		lw.Go(func() {
-			s.load(t.Context(), ob.Writer(), loadOptions{writers: 1, duration: dur, pause: 10 * time.Millisecond, prefix: "bulk-",
-				envelope: func(id string) outbox.Envelope {
-					e := envelope(id)
-					e.Type = bulkEvent
-					return e
-				}}).assertNoTxErrors(t)
-		})
-		lw.Wait()
+		shown := func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			ok, purged := bulkN.Load() > 0, false
+			for _, rp := range byID {
+				ok, purged = ok || rp.ok, purged || !rp.purged.IsZero()
+			}
+			return ok && purged
+		}
+		began := time.Now()
+		for round := 0; ; round++ {
+			var lw sync.WaitGroup
+			lw.Go(func() {
+				s.load(t.Context(), ob.Writer(), loadOptions{writers: 2, duration: dur, pause: 5 * time.Millisecond,
+					prefix: fmt.Sprintf("r%d-", round)}).assertNoTxErrors(t)
+			})
+			lw.Go(func() {
+				s.load(t.Context(), ob.Writer(), loadOptions{writers: 1, duration: dur, pause: 10 * time.Millisecond,
+					prefix: fmt.Sprintf("bulk-r%d-", round),
+					envelope: func(id string) outbox.Envelope {
+						e := envelope(id)
+						e.Type = bulkEvent
+						return e
+					}}).assertNoTxErrors(t)
+			})
+			lw.Wait()
+			if shown() || time.Since(began) > more {
+				break
+			}
+		}
+		stop.Store(true)
 		wg.Wait()
 		for _, err := range errs {
 			t.Errorf("replayer: %v", err)
