@@ -37,6 +37,13 @@ func rowFault(ctx context.Context, err error) bool {
 	if err == nil || ctx.Err() != nil {
 		return false
 	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		// The statement's own QueryTimeout (the caller's context is live): a row that
+		// takes the server that long to write out (PostgreSQL builds a gigabyte before
+		// it fails) times the batch out. Isolation reads the others; a row that times
+		// out alone is left for the next cycle, never moved to DEAD (errRowTimeout).
+		return true
+	}
 	var ne net.Error
 	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) &&
 		!errors.Is(err, driver.ErrBadConn) && !errors.Is(err, sql.ErrConnDone) && !errors.Is(err, sql.ErrTxDone) &&
@@ -95,6 +102,8 @@ func (s *sqlStore) isolate(ctx context.Context, exec Executor, q query, cause er
 			e, rerr, unreadable, err = s.readAlone(ctx, exec, sr.event.ID, mode)
 		}
 		switch {
+		case errors.Is(err, errRowTimeout):
+			continue // read again by the next cycle; the rows around it go on
 		case err != nil:
 			return nil, errors.Join(cause, err)
 		case errors.Is(rerr, ErrNotFound): // finished and purged since: nothing to read
@@ -178,10 +187,11 @@ func (s *sqlStore) readAlone(ctx context.Context, exec Executor, id string, mode
 	var r rawRow
 	rctx, cancel := s.withTimeout(ctx)
 	rerr := scanOne(rctx, exec, q.SQL, q.Args, &r)
-	if rerr != nil && rctx.Err() != nil {
-		rerr = errors.Join(rerr, rctx.Err()) // the statement's own timeout: not the row's fault
-	}
+	timedOut := rerr != nil && rctx.Err() != nil && ctx.Err() == nil
 	cancel()
+	if timedOut { // slow, not proven unreadable: skipped this time, never DEAD for it
+		return Event{}, nil, nil, fmt.Errorf("read event %s: %w: %w", id, errRowTimeout, rerr)
+	}
 	switch {
 	case rerr == nil:
 		e, derr := r.decode(s.d, mode)
@@ -202,6 +212,10 @@ func (s *sqlStore) readAlone(ctx context.Context, exec Executor, id string, mode
 	}
 	return Event{}, nil, rerr, nil
 }
+
+// errRowTimeout marks a row whose read alone ran past QueryTimeout: isolate leaves it
+// for the next cycle instead of ending the isolation or calling it unreadable.
+var errRowTimeout = errors.New("its read ran past QueryTimeout")
 
 // scanOne runs a statement that returns at most one row of selectColumns into r. It
 // reads through rows, not QueryRow, so that an error the server sends with the row is

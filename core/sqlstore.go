@@ -1131,7 +1131,7 @@ func (s *sqlStore) queryEvents(ctx context.Context, exec Executor, q query, mode
 		err = errors.Join(err, rows.Close())
 	}
 	if err != nil && qctx.Err() != nil && ctx.Err() == nil {
-		err = errors.Join(err, qctx.Err()) // the statement's own timeout: not a row's fault
+		err = errors.Join(err, qctx.Err()) // the statement's own timeout: maybe a row's (rowFault)
 	}
 	cancel()
 	if err == nil {
