@@ -13,6 +13,7 @@ import (
 
 	outbox "github.com/outboxkit/outbox/core"
 	"github.com/outboxkit/outbox/core/outboxtest"
+	"github.com/outboxkit/outbox/core/storage"
 	"github.com/outboxkit/outbox/internal/fuzztally"
 )
 
@@ -171,7 +172,7 @@ func FuzzParseListQuery(f *testing.F) {
 		if err := q.DeadFilter.Validate(); err != nil {
 			t.Fatalf("parseListQuery(%q): filter the core rejects: %v", raw, err)
 		}
-		if err := (outbox.ListDeadParams{DeadFilter: q.DeadFilter, After: q.After, Limit: q.Limit}).Validate(); err != nil {
+		if err := (storage.ListDeadParams{DeadFilter: q.DeadFilter, After: q.After, Limit: q.Limit}).Validate(); err != nil {
 			t.Fatalf("parseListQuery(%q): params the core rejects: %v", raw, err)
 		}
 		if !q.After.IsZero() {
@@ -290,7 +291,7 @@ func FuzzParseEventsQuery(f *testing.F) {
 			}
 			return
 		}
-		p := outbox.ListEventsParams{Status: q.Status, EventFilter: q.EventFilter, Newest: q.Newest, After: q.After,
+		p := storage.ListEventsParams{Status: q.Status, EventFilter: q.EventFilter, Newest: q.Newest, After: q.After,
 			Limit: q.Limit, ScanLimit: outbox.MaxScanRows}
 		if err := p.Validate(); err != nil || q.Limit < 1 || q.Limit > MaxLimit {
 			t.Fatalf("parseEventsQuery(%q) = %+v, which the core rejects: %v", raw, q, err)
@@ -338,7 +339,7 @@ func TestPaths(t *testing.T) {
 }
 
 // deadEventsOver returns the dead-event manager of a writer-only outbox over store.
-func deadEventsOver(t testing.TB, store outbox.Store) *outbox.DeadEvents {
+func deadEventsOver(t testing.TB, store storage.Store) *outbox.DeadEvents {
 	t.Helper()
 	ob, err := outbox.New(nil, outbox.Config{Mode: outbox.WriterOnly, Store: store, PurgeInterval: -1})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // batchRecorder is a BatchListener that records each call's event IDs and answers each
@@ -227,7 +228,7 @@ func TestBatchListenerHardStop(t *testing.T) {
 			t.Fatal(err)
 		}
 		events := []outbox.Event{newEvent("h0", "Batch"), newEvent("h1", "Batch")}
-		if _, err := store.Insert(t.Context(), nil, outbox.InsertParams{Events: events}); err != nil {
+		if _, err := store.Insert(t.Context(), nil, storage.InsertParams{Events: events}); err != nil {
 			t.Fatal(err)
 		}
 		if err := d.WriterHook().AfterCommit(t.Context(), events); err != nil {

@@ -10,10 +10,11 @@ import (
 
 	outbox "github.com/outboxkit/outbox/core"
 	"github.com/outboxkit/outbox/core/outboxtest"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // deadOver returns the DeadEvents of a WriterOnly outbox over store.
-func deadOver(t *testing.T, store outbox.Store) *outbox.DeadEvents {
+func deadOver(t *testing.T, store storage.Store) *outbox.DeadEvents {
 	t.Helper()
 	ob, err := outbox.New(nil, outbox.Config{Store: store, Mode: outbox.WriterOnly, Logger: discardLogger()})
 	if err != nil {
@@ -123,7 +124,7 @@ type stoppingStore struct {
 	stop outbox.Cursor
 }
 
-func (s stoppingStore) ListEvents(context.Context, outbox.ListEventsParams) ([]outbox.Event, outbox.Cursor, error) {
+func (s stoppingStore) ListEvents(context.Context, storage.ListEventsParams) ([]outbox.Event, outbox.Cursor, error) {
 	return nil, s.stop, nil
 }
 
@@ -132,7 +133,7 @@ func (s stoppingStore) ListEvents(context.Context, outbox.ListEventsParams) ([]o
 // the call returns an *AuditError that counts the unrecorded events.
 func TestAuditFailureIsReported(t *testing.T) {
 	store := failingAudit{outboxtest.NewMemoryStore()}
-	if _, ok := outbox.Store(store).(outbox.AuditedStore); ok {
+	if _, ok := storage.Store(store).(storage.AuditedStore); ok {
 		t.Fatal("the memory store implements AuditedStore: this test needs a store that does not")
 	}
 	putEvents(store.MemoryStore, outbox.StatusDead, "d1", "d2", "d3")

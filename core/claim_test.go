@@ -17,6 +17,7 @@ import (
 
 	outbox "github.com/outboxkit/outbox/core"
 	"github.com/outboxkit/outbox/core/outboxtest"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 func TestValidateNodeID(t *testing.T) {
@@ -71,17 +72,17 @@ func TestDefaultNodeIDAndTokens(t *testing.T) {
 type paramsRecorder struct {
 	*outboxtest.MemoryStore
 	mu     sync.Mutex
-	params []outbox.InsertParams
+	params []storage.InsertParams
 }
 
-func (r *paramsRecorder) Insert(ctx context.Context, exec outbox.Executor, p outbox.InsertParams) (outbox.InsertResult, error) {
+func (r *paramsRecorder) Insert(ctx context.Context, exec outbox.Executor, p storage.InsertParams) (storage.InsertResult, error) {
 	r.mu.Lock()
 	r.params = append(r.params, p)
 	r.mu.Unlock()
 	return r.MemoryStore.Insert(ctx, exec, p)
 }
 
-func (r *paramsRecorder) last() outbox.InsertParams {
+func (r *paramsRecorder) last() storage.InsertParams {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.params[len(r.params)-1]
@@ -184,10 +185,10 @@ func TestDispatcherRenewsShortClaims(t *testing.T) {
 		t.Helper()
 		e := newEvent(id, "T")
 		e.CreatedAt, e.AvailableAt = e.CreatedAt.Add(-time.Minute), e.AvailableAt.Add(-time.Minute)
-		if _, err := b.store.Insert(t.Context(), nil, outbox.InsertParams{Events: []outbox.Event{e}}); err != nil {
+		if _, err := b.store.Insert(t.Context(), nil, storage.InsertParams{Events: []outbox.Event{e}}); err != nil {
 			t.Fatal(err)
 		}
-		batch, err := b.store.Claim(t.Context(), outbox.ClaimParams{Token: "n1/" + id, TTL: ttl, Limit: 1})
+		batch, err := b.store.Claim(t.Context(), storage.ClaimParams{Token: "n1/" + id, TTL: ttl, Limit: 1})
 		if err != nil || len(batch.Events) != 1 {
 			t.Fatalf("claim %s: %v, %v", id, batch, err)
 		}
@@ -208,11 +209,11 @@ func TestDispatcherRenewsShortClaims(t *testing.T) {
 
 	// Taken over by another node: not delivered.
 	lost := claim("lost")
-	if _, err := b.store.RenewClaim(t.Context(), outbox.RenewClaimParams{ID: "lost", Token: "n1/lost", TTL: time.Millisecond}); err != nil {
+	if _, err := b.store.RenewClaim(t.Context(), storage.RenewClaimParams{ID: "lost", Token: "n1/lost", TTL: time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(5 * time.Millisecond)
-	if batch, err := b.store.Claim(t.Context(), outbox.ClaimParams{Token: "n2/lost", TTL: ttl, Limit: 1}); err != nil || len(batch.Events) != 1 {
+	if batch, err := b.store.Claim(t.Context(), storage.ClaimParams{Token: "n2/lost", TTL: ttl, Limit: 1}); err != nil || len(batch.Events) != 1 {
 		t.Fatalf("takeover: %v, %v", batch, err)
 	}
 	b.d.EnqueueCold(lost)
@@ -234,7 +235,7 @@ func TestDispatcherWithoutClaimTTLSkipsShortClaims(t *testing.T) {
 	b.listen(t, "T", rec)
 	e := newEvent("short", "T")
 	e.LockedBy, e.LockedUntil = "n1/x", time.Now().Add(time.Second)
-	if _, err := b.store.Insert(t.Context(), nil, outbox.InsertParams{Events: []outbox.Event{e}, ClaimTTL: time.Second}); err != nil {
+	if _, err := b.store.Insert(t.Context(), nil, storage.InsertParams{Events: []outbox.Event{e}, ClaimTTL: time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.d.WriterHook().AfterCommit(t.Context(), []outbox.Event{e}); err != nil {
@@ -264,7 +265,7 @@ func TestPollerClaimsJustInTime(t *testing.T) {
 		e.AvailableAt = e.CreatedAt
 		events = append(events, e)
 	}
-	if _, err := b.store.Insert(t.Context(), nil, outbox.InsertParams{Events: events}); err != nil {
+	if _, err := b.store.Insert(t.Context(), nil, storage.InsertParams{Events: events}); err != nil {
 		t.Fatal(err)
 	}
 	b.store.Corrupt("ev-1", errors.New("bad headers"))

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // MaxCountRows bounds the rows of an index that one count of [DeadEvents.CountEvents]
@@ -17,25 +19,6 @@ import (
 // of a list, never scans the table, whatever its size.
 const MaxCountRows = 10_000
 
-// EventCount is a count bounded by MaxCountRows.
-type EventCount struct {
-	// N is the number of events counted.
-	N int64
-	// AtLeast is set when the count stopped after MaxCountRows rows of its index with
-	// more rows left: there are N events or more (N is MaxCountRows when every row read
-	// was counted).
-	AtLeast bool
-}
-
-// GroupCount is the number of events of one aggregate type, event type and listener
-// ("" for an event that names none) among the events a count counted.
-type GroupCount struct {
-	AggregateType string
-	EventType     string
-	Listener      string
-	N             int64
-}
-
 // EventCountQuery selects what [DeadEvents.CountEvents] counts: the events of one status
 // that match the filter, as [EventQuery] lists them (OrderKey and Blocking included).
 type EventCountQuery struct {
@@ -43,67 +26,6 @@ type EventCountQuery struct {
 	EventFilter
 	// Groups asks for the counts per aggregate type, event type and listener too.
 	Groups bool
-}
-
-// EventCounts is the answer of [DeadEvents.CountEvents].
-type EventCounts struct {
-	EventCount
-	// Groups are the counts per aggregate type, event type and listener of the events
-	// counted (with AtLeast, of those only), largest first; nil unless asked for.
-	Groups []GroupCount
-}
-
-// CountEventsParams are the inputs of [EventCountStore.CountEvents].
-type CountEventsParams struct {
-	Status Status
-	EventFilter
-	// Groups asks for EventCounts.Groups.
-	Groups bool
-	// ScanLimit bounds the rows of the index read. Must be positive.
-	ScanLimit int
-}
-
-// Validate reports whether p can be passed to [EventCountStore.CountEvents]; the error
-// matches [ErrInvalidArgument].
-func (p CountEventsParams) Validate() error {
-	if p.ScanLimit <= 0 {
-		return invalidParams("count events", "ScanLimit must be positive, got %d", p.ScanLimit)
-	}
-	return p.list().Validate()
-}
-
-// list is the list whose first ScanLimit rows a count of p reads: the events of the
-// status in the list's order, newest first for DONE, FALLBACK and DISCARDED events (as
-// the admin page lists them; on PostgreSQL and SQLite their index holds every finished
-// row, DEAD ones too, and the newest finished rows are the ones a purge left).
-func (p CountEventsParams) list() ListEventsParams {
-	return ListEventsParams{Status: p.Status, EventFilter: p.EventFilter, Newest: finishedList(p.Status, p.EventFilter),
-		Limit: 1, ScanLimit: p.ScanLimit}
-}
-
-// BlockedKeys is the answer of [EventCountStore.CountBlockedKeys].
-type BlockedKeys struct {
-	// EventCount counts the order keys whose WAITING events wait behind a RETRY or DEAD
-	// event (as [Stats.BlockedKeys]) among the rows read; AtLeast when rows were left.
-	EventCount
-	// Oldest is the created_at of the oldest event that holds one of them; zero if none.
-	Oldest time.Time
-}
-
-// EventCountStore is implemented by an [EventStore] that counts with a bound, for
-// [DeadEvents.CountEvents] and [DeadEvents.Overview] (the admin's counts). Without it
-// they return an error matching errors.ErrUnsupported.
-type EventCountStore interface {
-	// CountEvents counts the events of p.Status that match the filter. It reads at
-	// most p.ScanLimit rows of an index that holds them, in the order of their list
-	// (newest first for DONE, FALLBACK and DISCARDED events): that of the list
-	// [EventStore.ListEvents] reads, or any that holds the status in that order. When
-	// the index has more rows, the count is of the rows read and AtLeast is set.
-	CountEvents(ctx context.Context, p CountEventsParams) (EventCounts, error)
-	// CountBlockedKeys counts the blocked order keys among at most scanLimit rows of
-	// the order index (the ordered events that are not finished), AtLeast when it has
-	// more.
-	CountBlockedKeys(ctx context.Context, scanLimit int) (BlockedKeys, error)
 }
 
 // Overview is the summary of the table that the admin page shows, every count of which
@@ -125,8 +47,8 @@ type Overview struct {
 
 // countStore returns the store's [EventCountStore] methods, or an error matching
 // errors.ErrUnsupported.
-func (d *DeadEvents) countStore() (EventCountStore, error) {
-	if cs, ok := d.store.(EventCountStore); ok {
+func (d *DeadEvents) countStore() (storage.EventCountStore, error) {
+	if cs, ok := d.store.(storage.EventCountStore); ok {
 		return cs, nil
 	}
 	return nil, fmt.Errorf("outbox: store %T does not implement EventCountStore: %w", d.store, errors.ErrUnsupported)
@@ -138,7 +60,7 @@ func (d *DeadEvents) countStore() (EventCountStore, error) {
 // admin's count: unlike Count and Stats, it costs the same on a table of any size. An
 // invalid query returns an error wrapping ErrInvalidArgument.
 func (d *DeadEvents) CountEvents(ctx context.Context, q EventCountQuery) (EventCounts, error) {
-	p := CountEventsParams{Status: q.Status, EventFilter: q.EventFilter, Groups: q.Groups, ScanLimit: MaxCountRows}
+	p := storage.CountEventsParams{Status: q.Status, EventFilter: q.EventFilter, Groups: q.Groups, ScanLimit: MaxCountRows}
 	if err := p.Validate(); err != nil {
 		return EventCounts{}, err
 	}
@@ -170,13 +92,13 @@ func (d *DeadEvents) Overview(ctx context.Context) (Overview, error) {
 	if err != nil {
 		return Overview{}, err
 	}
-	es, ok := d.store.(EventStore)
+	es, ok := d.store.(storage.EventStore)
 	if !ok {
 		return Overview{}, fmt.Errorf("outbox: store %T does not implement EventStore: %w", d.store, errors.ErrUnsupported)
 	}
 	o := Overview{Counts: make(map[Status]EventCount, len(overviewStatuses))}
 	for _, st := range overviewStatuses {
-		c, err := cs.CountEvents(ctx, CountEventsParams{Status: st, Groups: true, ScanLimit: MaxCountRows})
+		c, err := cs.CountEvents(ctx, storage.CountEventsParams{Status: st, Groups: true, ScanLimit: MaxCountRows})
 		if err != nil {
 			return Overview{}, fmt.Errorf("outbox: overview: count %s: %w", st, err)
 		}
@@ -191,7 +113,7 @@ func (d *DeadEvents) Overview(ctx context.Context) (Overview, error) {
 	}
 	// The oldest pending event is the first of the NEW list or of the RETRY list.
 	for _, st := range [...]Status{StatusNew, StatusRetry} {
-		events, _, err := es.ListEvents(ctx, ListEventsParams{Status: st, Limit: 1, ScanLimit: MaxCountRows})
+		events, _, err := es.ListEvents(ctx, storage.ListEventsParams{Status: st, Limit: 1, ScanLimit: MaxCountRows})
 		if err != nil {
 			return Overview{}, fmt.Errorf("outbox: overview: oldest %s: %w", st, err)
 		}

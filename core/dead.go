@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // Page sizes for [DeadEvents.List].
@@ -22,20 +24,20 @@ const (
 // ([AuditStore]), with the actor of the context ([WithActor]). It is safe for concurrent
 // use.
 type DeadEvents struct {
-	store       Store
+	store       storage.Store
 	now         func() time.Time
 	afterReplay func() // wakes the pollers; nil until New sets it
 }
 
 // newDeadEvents returns a dead-event manager over store.
-func newDeadEvents(store Store) *DeadEvents {
+func newDeadEvents(store storage.Store) *DeadEvents {
 	return &DeadEvents{store: store, now: time.Now}
 }
 
 // deadStore returns the store's [DeadStore] methods, or an error matching
 // errors.ErrUnsupported.
-func (d *DeadEvents) deadStore() (DeadStore, error) {
-	if ds, ok := d.store.(DeadStore); ok {
+func (d *DeadEvents) deadStore() (storage.DeadStore, error) {
+	if ds, ok := d.store.(storage.DeadStore); ok {
 		return ds, nil
 	}
 	return nil, fmt.Errorf("outbox: store %T does not implement DeadStore: %w", d.store, errors.ErrUnsupported)
@@ -74,7 +76,7 @@ func (d *DeadEvents) List(ctx context.Context, q DeadQuery) (DeadPage, error) {
 	if limit < 0 || limit > MaxDeadPageSize {
 		return DeadPage{}, fmt.Errorf("%w: limit %d is outside 1..%d", ErrInvalidArgument, q.Limit, MaxDeadPageSize)
 	}
-	if _, ok := d.store.(EventStore); ok {
+	if _, ok := d.store.(storage.EventStore); ok {
 		if err := q.DeadFilter.Validate(); err != nil {
 			return DeadPage{}, err
 		}
@@ -93,7 +95,7 @@ func (d *DeadEvents) List(ctx context.Context, q DeadQuery) (DeadPage, error) {
 		return DeadPage{}, err
 	}
 	// Ask for one more row to know whether a next page exists.
-	events, err := ds.ListDead(ctx, ListDeadParams{DeadFilter: q.DeadFilter, After: q.After, Limit: limit + 1})
+	events, err := ds.ListDead(ctx, storage.ListDeadParams{DeadFilter: q.DeadFilter, After: q.After, Limit: limit + 1})
 	if err != nil {
 		return DeadPage{}, fmt.Errorf("outbox: list dead events: %w", err)
 	}
@@ -142,7 +144,7 @@ func (d *DeadEvents) Replay(ctx context.Context, id string) error {
 	if _, err := d.deadStore(); err != nil {
 		return err
 	}
-	n, err := d.change(ctx, AuditedChangeParams{Entry: d.entry(ctx, AuditReplay, id), IDs: []string{id}, Now: d.now(), OnlyIfChanged: true})
+	n, err := d.change(ctx, storage.AuditedChangeParams{Entry: d.entry(ctx, AuditReplay, id), IDs: []string{id}, Now: d.now(), OnlyIfChanged: true})
 	if n > 0 {
 		d.replayed()
 	}
@@ -165,7 +167,7 @@ func (d *DeadEvents) Delete(ctx context.Context, id string) error {
 	if _, err := d.deadStore(); err != nil {
 		return err
 	}
-	n, err := d.change(ctx, AuditedChangeParams{Entry: d.entry(ctx, AuditDelete, id), IDs: []string{id}, OnlyIfChanged: true})
+	n, err := d.change(ctx, storage.AuditedChangeParams{Entry: d.entry(ctx, AuditDelete, id), IDs: []string{id}, OnlyIfChanged: true})
 	if n > 0 {
 		d.replayed() // its key's next event is promoted by the next sweep, at once
 	}
@@ -189,10 +191,10 @@ func (d *DeadEvents) Discard(ctx context.Context, id string) error {
 	if id == "" {
 		return fmt.Errorf("%w: empty event ID", ErrInvalidArgument)
 	}
-	if _, ok := d.store.(DiscardStore); !ok {
+	if _, ok := d.store.(storage.DiscardStore); !ok {
 		return fmt.Errorf("outbox: discard: %T does not implement DiscardStore: %w", d.store, errors.ErrUnsupported)
 	}
-	n, err := d.change(ctx, AuditedChangeParams{Entry: d.entry(ctx, AuditDiscard, id), IDs: []string{id}, Now: d.now(), OnlyIfChanged: true})
+	n, err := d.change(ctx, storage.AuditedChangeParams{Entry: d.entry(ctx, AuditDiscard, id), IDs: []string{id}, Now: d.now(), OnlyIfChanged: true})
 	if n > 0 {
 		d.replayed() // its key's next event is promoted by the next sweep, at once
 	}
@@ -228,7 +230,7 @@ func (d *DeadEvents) ReplayAll(ctx context.Context, f DeadFilter, batchSize int)
 	if err := f.Validate(); err != nil {
 		return 0, err
 	}
-	if _, ok := d.store.(EventStore); ok {
+	if _, ok := d.store.(storage.EventStore); ok {
 		if _, err := d.deadStore(); err != nil {
 			return 0, err
 		}
@@ -249,15 +251,15 @@ func (d *DeadEvents) ReplayAll(ctx context.Context, f DeadFilter, batchSize int)
 		}
 		return 0, nil
 	}
-	_, audited := d.store.(AuditedStore)
+	_, audited := d.store.(storage.AuditedStore)
 	var total int64
 	for total < budget {
 		limit := int(min(int64(batchSize), budget-total))
 		var n int64
 		if audited {
-			n, err = d.change(ctx, AuditedChangeParams{Entry: entry, DeadFilter: f, Limit: limit, Now: d.now(), Continue: total > 0})
+			n, err = d.change(ctx, storage.AuditedChangeParams{Entry: entry, DeadFilter: f, Limit: limit, Now: d.now(), Continue: total > 0})
 		} else { // the entry is recorded at the end
-			n, err = ds.Replay(ctx, ReplayParams{DeadFilter: f, Limit: limit, Now: d.now()})
+			n, err = ds.Replay(ctx, storage.ReplayParams{DeadFilter: f, Limit: limit, Now: d.now()})
 		}
 		if err != nil {
 			if ae := (*AuditError)(nil); errors.As(err, &ae) {
@@ -294,7 +296,7 @@ func (d *DeadEvents) ReplayAll(ctx context.Context, f DeadFilter, batchSize int)
 // replayed by ID.
 func (d *DeadEvents) replayListed(ctx context.Context, f DeadFilter, batch int) (int64, error) {
 	entry := d.entry(ctx, AuditReplayAll, filterTarget(f))
-	_, audited := d.store.(AuditedStore)
+	_, audited := d.store.(storage.AuditedStore)
 	q := EventQuery{Status: StatusDead, Limit: batch,
 		EventFilter: EventFilter{EventType: f.EventType, AggregateType: f.AggregateType, Listener: f.Listener}}
 	var (
@@ -325,11 +327,11 @@ func (d *DeadEvents) replayListed(ctx context.Context, f DeadFilter, batch int) 
 			}
 			var n int64
 			if audited {
-				n, err = d.change(ctx, AuditedChangeParams{Entry: entry, IDs: ids, Now: d.now(), Continue: recorded})
+				n, err = d.change(ctx, storage.AuditedChangeParams{Entry: entry, IDs: ids, Now: d.now(), Continue: recorded})
 				recorded = recorded || err == nil
 			} else { // the entry is recorded at the end
 				ds, _ := d.deadStore()
-				n, err = ds.Replay(ctx, ReplayParams{IDs: ids, Now: d.now()})
+				n, err = ds.Replay(ctx, storage.ReplayParams{IDs: ids, Now: d.now()})
 			}
 			if err != nil {
 				return fail(err)
@@ -375,7 +377,7 @@ func (d *DeadEvents) replayed() {
 // row (metrics read it), so its cost grows with the table; [DeadEvents.Overview] is
 // the bounded summary the admin page shows.
 func (d *DeadEvents) Stats(ctx context.Context) (Stats, error) {
-	ss, ok := d.store.(StatsStore)
+	ss, ok := d.store.(storage.StatsStore)
 	if !ok {
 		return Stats{}, fmt.Errorf("outbox: store %T does not implement StatsStore: %w", d.store, errors.ErrUnsupported)
 	}

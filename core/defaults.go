@@ -27,22 +27,3 @@ const (
 
 // defaultQueryTimeout bounds each query of the poller and the purger.
 const defaultQueryTimeout = 10 * time.Second
-
-// Limits on stored fields, in bytes: the column sizes of the shipped DDL. Envelope
-// fields over their limit are rejected; a longer last error is truncated.
-const (
-	MaxIDLen            = 64
-	MaxTypeLen          = 128
-	MaxAggregateTypeLen = 64
-	MaxAggregateIDLen   = 128
-	MaxTenantIDLen      = 64
-	MaxOrderKeyLen      = 255
-	MaxListenerLen      = 255  // Subscription.Name, Event.Listener
-	MaxClaimTokenLen    = 128  // Event.LockedBy, ClaimParams.Token
-	MaxLastErrorLen     = 4000 // Event.LastError
-	// MaxHeadersBytes bounds an envelope's headers: the bytes of all keys and values
-	// together. The check runs before any SQL, so that a header that the database
-	// cannot take never reaches it (on MySQL/MariaDB a statement larger than
-	// max_allowed_packet resets the connection, and the caller's transaction with it).
-	MaxHeadersBytes = 64 << 10
-)

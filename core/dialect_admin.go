@@ -2,8 +2,10 @@ package outbox
 
 import (
 	"fmt"
-	"strings"
 	"time"
+
+	"github.com/outboxkit/outbox/core/internal/check"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // The admin migration: version 5 on PostgreSQL and SQLite, 6 on MySQL. It adds what the
@@ -124,19 +126,19 @@ type listPlan struct {
 }
 
 // listPlan picks the index of the list p selects.
-func (d *dialect) listPlan(t tableName, p ListEventsParams) listPlan {
+func (d *dialect) listPlan(t tableName, p storage.ListEventsParams) listPlan {
 	return d.readPlan(t, p, false)
 }
 
 // countPlan picks the index a count of the events p selects reads: the list's, but on
 // MySQL the status index for DONE, FALLBACK and DISCARDED events too, which holds them
 // by status where the finished index holds every finished row (a count has no order).
-func (d *dialect) countPlan(t tableName, p CountEventsParams) listPlan {
-	return d.readPlan(t, p.list(), true)
+func (d *dialect) countPlan(t tableName, p storage.CountEventsParams) listPlan {
+	return d.readPlan(t, p.List(), true)
 }
 
 // readPlan is listPlan, or with byStatus countPlan.
-func (d *dialect) readPlan(t tableName, p ListEventsParams, byStatus bool) listPlan {
+func (d *dialect) readPlan(t tableName, p storage.ListEventsParams, byStatus bool) listPlan {
 	st := fmt.Sprint(int(p.Status))
 	mysql := d.name == "mysql"
 	force := func(suffix string) string {
@@ -159,7 +161,7 @@ func (d *dialect) readPlan(t tableName, p ListEventsParams, byStatus bool) listP
 		pl = listPlan{force: force(aggregateIndexSuffix), timeCol: "created_at",
 			pred: func(b *builder) { b.w("aggregate_id = ", b.arg(p.AggregateID)) }}
 		extraStatus = d.hintedStatus() + " = " + st
-	case finishedList(p.Status, p.EventFilter) && !(mysql && byStatus):
+	case p.EventFilter.ListsByFinish(p.Status) && !(mysql && byStatus):
 		pl.force, pl.timeCol = force(finishedIndexSuffix), finishedAt
 		if mysql {
 			pl.timeCol = d.finishedColumn
@@ -186,7 +188,7 @@ func (d *dialect) readPlan(t tableName, p ListEventsParams, byStatus bool) listP
 		pl = listPlan{timeCol: "created_at", pred: func(b *builder) { b.w(d.stateIndexCondition(), " AND status = ", st) }}
 	}
 	f := p.EventFilter
-	pl.window = extraStatus != "" || f.scanned()
+	pl.window = extraStatus != "" || scannedFilter(f)
 	pl.extra = func(b *builder) {
 		if extraStatus != "" {
 			b.w(" AND ", extraStatus)
@@ -202,7 +204,7 @@ func (d *dialect) readPlan(t tableName, p ListEventsParams, byStatus bool) listP
 		}
 		if f.ErrorContains != "" {
 			// A superset of the matches: ListEvents keeps those MatchesError accepts.
-			b.w(" AND LOWER(last_error) LIKE ", b.arg(errorPrefilter(f.ErrorContains)), " ESCAPE '!'")
+			b.w(" AND LOWER(last_error) LIKE ", b.arg(check.ErrorPrefilter(f.ErrorContains)), " ESCAPE '!'")
 		}
 		if f.Blocking {
 			d.holdsKey(b, t, p.Status == StatusDead)
@@ -241,11 +243,6 @@ func (d *dialect) holdsKey(b *builder, t tableName, dead bool) {
 	}
 }
 
-// likeEscape escapes the LIKE wildcards of s with '!'.
-func likeEscape(s string) string {
-	return strings.NewReplacer("!", "!!", "%", "!%", "_", "!_").Replace(s)
-}
-
 // keyset restricts a scan in (col, event_id) order to the rows on one side of (at, id):
 // op is >, <, >= or <=.
 func (b *builder) keyset(col, op string, at any, id string) {
@@ -264,7 +261,7 @@ func (b *builder) keyset(col, op string, at any, id string) {
 
 // listRange writes the conditions on the list's index key: after the cursor, within
 // From and To, and, when bound is set, up to the window's last row.
-func (d *dialect) listRange(b *builder, pl listPlan, p ListEventsParams, bound *Cursor) error {
+func (d *dialect) listRange(b *builder, pl listPlan, p storage.ListEventsParams, bound *Cursor) error {
 	after, upTo := ">", "<="
 	if p.Newest {
 		after, upTo = "<", ">="
@@ -319,7 +316,7 @@ func listOrder(b *builder, pl listPlan, newest bool) {
 
 // listWindowQuery builds the read of the last row of the scan window of a list page: the
 // ScanLimit-th row of the index after the cursor (an index-only read).
-func (d *dialect) listWindowQuery(t tableName, pl listPlan, p ListEventsParams) (query, error) {
+func (d *dialect) listWindowQuery(t tableName, pl listPlan, p storage.ListEventsParams) (query, error) {
 	b := d.newBuilder()
 	b.w("SELECT ", pl.timeCol, ", event_id FROM ", d.qualified(t), pl.force, " WHERE ")
 	pl.pred(b)
@@ -333,7 +330,7 @@ func (d *dialect) listWindowQuery(t tableName, pl listPlan, p ListEventsParams) 
 
 // listPageQuery builds a list page: the rows of the index after the cursor (and up to
 // bound) that match every filter.
-func (d *dialect) listPageQuery(t tableName, pl listPlan, p ListEventsParams, bound *Cursor) (query, error) {
+func (d *dialect) listPageQuery(t tableName, pl listPlan, p storage.ListEventsParams, bound *Cursor) (query, error) {
 	b := d.newBuilder()
 	b.w("SELECT ", selectColumns, " FROM ", d.qualified(t), pl.force, " WHERE ")
 	pl.pred(b)
@@ -355,8 +352,8 @@ const groupColumns = "aggregate_type, event_type, listener"
 // most p.ScanLimit rows of the index whatever plan runs it. With p.Groups it counts
 // per groupColumns; with p.ErrorContains it returns the rows' last_error and
 // groupColumns instead, for MatchesError to decide (the LIKE is a superset).
-func (d *dialect) countQuery(t tableName, pl listPlan, p CountEventsParams, bound *Cursor) (query, error) {
-	lp := p.list()
+func (d *dialect) countQuery(t tableName, pl listPlan, p storage.CountEventsParams, bound *Cursor) (query, error) {
+	lp := p.List()
 	b := d.newBuilder()
 	switch {
 	case p.ErrorContains != "":
@@ -397,8 +394,8 @@ func (d *dialect) countQuery(t tableName, pl listPlan, p CountEventsParams, boun
 
 // countWindowQuery builds the read of the last row of a count's window: the
 // ScanLimit-th row of the index (an index-only read).
-func (d *dialect) countWindowQuery(t tableName, pl listPlan, p CountEventsParams) (query, error) {
-	return d.listWindowQuery(t, pl, p.list())
+func (d *dialect) countWindowQuery(t tableName, pl listPlan, p storage.CountEventsParams) (query, error) {
+	return d.listWindowQuery(t, pl, p.List())
 }
 
 // blockedKeysWindowQuery builds [EventCountStore.CountBlockedKeys]: the blocked keys
@@ -469,7 +466,7 @@ func (d *dialect) addAuditCountQuery(t tableName, id string, n int64) query {
 }
 
 // listAuditQuery builds [AuditStore.ListAudit].
-func (d *dialect) listAuditQuery(t tableName, p ListAuditParams) query {
+func (d *dialect) listAuditQuery(t tableName, p storage.ListAuditParams) query {
 	b := d.newBuilder()
 	b.w("SELECT audit_id, at, actor, action, target, affected FROM ", d.qualified(auditTable(t)))
 	if p.Before != "" {
@@ -477,4 +474,10 @@ func (d *dialect) listAuditQuery(t tableName, p ListAuditParams) query {
 	}
 	b.w(" ORDER BY audit_id DESC ").limit(int64(p.Limit))
 	return b.query()
+}
+
+// scanned reports whether f filters on a column outside the list's index, so that a
+// page must bound the rows it reads.
+func scannedFilter(f EventFilter) bool {
+	return f.EventType != "" || f.AggregateType != "" || f.Listener != "" || f.ErrorContains != "" || f.Blocking
 }

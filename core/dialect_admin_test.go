@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/outboxkit/outbox/core/internal/check"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // ListQueryCase is one statement of the admin's lists as a dialect builds it, with the
@@ -40,36 +43,36 @@ func listQueryCases(t *testing.T) []listQueryCase {
 	mid := Cursor{CreatedAt: t0.Add(500000 * time.Millisecond), ID: "e-0500000"}
 	type spec struct {
 		name string
-		p    ListEventsParams
+		p    storage.ListEventsParams
 		// index (suffix) on PostgreSQL and SQLite, and on MySQL
 		use, useMySQL string
 	}
 	specs := []spec{
-		{"new", ListEventsParams{Status: StatusNew}, pendingIndexSuffix, deadIndexSuffix},
-		{"new after", ListEventsParams{Status: StatusNew, After: mid}, pendingIndexSuffix, deadIndexSuffix},
+		{"new", storage.ListEventsParams{Status: StatusNew}, pendingIndexSuffix, deadIndexSuffix},
+		{"new after", storage.ListEventsParams{Status: StatusNew, After: mid}, pendingIndexSuffix, deadIndexSuffix},
 		// PostgreSQL may walk the pending index (NEW and RETRY rows) in order instead,
 		// filtering status = 2, when its statistics say RETRY rows are common there.
-		{"retry", ListEventsParams{Status: StatusRetry}, stateIndexSuffix + "|" + pendingIndexSuffix, deadIndexSuffix},
-		{"waiting newest", ListEventsParams{Status: StatusWaiting, Newest: true}, stateIndexSuffix, deadIndexSuffix},
-		{"dead type", ListEventsParams{Status: StatusDead, EventFilter: EventFilter{EventType: "T3"}}, deadIndexSuffix, deadIndexSuffix},
-		{"dead error", ListEventsParams{Status: StatusDead, After: mid, EventFilter: EventFilter{ErrorContains: "timeout"}}, deadIndexSuffix, deadIndexSuffix},
-		{"dead time range", ListEventsParams{Status: StatusDead, EventFilter: EventFilter{From: mid.CreatedAt, To: mid.CreatedAt.Add(time.Hour)}}, deadIndexSuffix, deadIndexSuffix},
-		{"done newest", ListEventsParams{Status: StatusDone, Newest: true}, finishedIndexSuffix, finishedIndexSuffix},
-		{"done time range, type", ListEventsParams{Status: StatusDone, EventFilter: EventFilter{EventType: "T1", From: mid.CreatedAt}}, finishedIndexSuffix, finishedIndexSuffix},
-		{"discarded", ListEventsParams{Status: StatusDiscarded}, finishedIndexSuffix, finishedIndexSuffix},
-		{"aggregate", ListEventsParams{Status: StatusDone, EventFilter: EventFilter{AggregateID: "agg-42"}}, aggregateIndexSuffix, aggregateIndexSuffix},
-		{"aggregate, aggregate type", ListEventsParams{Status: StatusNew, EventFilter: EventFilter{AggregateID: "agg-42", AggregateType: "Thing"}}, aggregateIndexSuffix, aggregateIndexSuffix},
-		{"retry type newest", ListEventsParams{Status: StatusRetry, Newest: true, EventFilter: EventFilter{EventType: "T1"}},
+		{"retry", storage.ListEventsParams{Status: StatusRetry}, stateIndexSuffix + "|" + pendingIndexSuffix, deadIndexSuffix},
+		{"waiting newest", storage.ListEventsParams{Status: StatusWaiting, Newest: true}, stateIndexSuffix, deadIndexSuffix},
+		{"dead type", storage.ListEventsParams{Status: StatusDead, EventFilter: EventFilter{EventType: "T3"}}, deadIndexSuffix, deadIndexSuffix},
+		{"dead error", storage.ListEventsParams{Status: StatusDead, After: mid, EventFilter: EventFilter{ErrorContains: "timeout"}}, deadIndexSuffix, deadIndexSuffix},
+		{"dead time range", storage.ListEventsParams{Status: StatusDead, EventFilter: EventFilter{From: mid.CreatedAt, To: mid.CreatedAt.Add(time.Hour)}}, deadIndexSuffix, deadIndexSuffix},
+		{"done newest", storage.ListEventsParams{Status: StatusDone, Newest: true}, finishedIndexSuffix, finishedIndexSuffix},
+		{"done time range, type", storage.ListEventsParams{Status: StatusDone, EventFilter: EventFilter{EventType: "T1", From: mid.CreatedAt}}, finishedIndexSuffix, finishedIndexSuffix},
+		{"discarded", storage.ListEventsParams{Status: StatusDiscarded}, finishedIndexSuffix, finishedIndexSuffix},
+		{"aggregate", storage.ListEventsParams{Status: StatusDone, EventFilter: EventFilter{AggregateID: "agg-42"}}, aggregateIndexSuffix, aggregateIndexSuffix},
+		{"aggregate, aggregate type", storage.ListEventsParams{Status: StatusNew, EventFilter: EventFilter{AggregateID: "agg-42", AggregateType: "Thing"}}, aggregateIndexSuffix, aggregateIndexSuffix},
+		{"retry type newest", storage.ListEventsParams{Status: StatusRetry, Newest: true, EventFilter: EventFilter{EventType: "T1"}},
 			stateIndexSuffix + "|" + pendingIndexSuffix, deadIndexSuffix},
-		{"retry after", ListEventsParams{Status: StatusRetry, After: mid}, stateIndexSuffix + "|" + pendingIndexSuffix, deadIndexSuffix},
-		{"waiting newest after", ListEventsParams{Status: StatusWaiting, Newest: true, After: mid}, stateIndexSuffix, deadIndexSuffix},
+		{"retry after", storage.ListEventsParams{Status: StatusRetry, After: mid}, stateIndexSuffix + "|" + pendingIndexSuffix, deadIndexSuffix},
+		{"waiting newest after", storage.ListEventsParams{Status: StatusWaiting, Newest: true, After: mid}, stateIndexSuffix, deadIndexSuffix},
 		// Blocking: the list's index, each row's key probed in the order index.
-		{"dead blocking", ListEventsParams{Status: StatusDead, EventFilter: EventFilter{Blocking: true}}, deadIndexSuffix, deadIndexSuffix},
-		{"retry blocking newest", ListEventsParams{Status: StatusRetry, Newest: true, EventFilter: EventFilter{Blocking: true}},
+		{"dead blocking", storage.ListEventsParams{Status: StatusDead, EventFilter: EventFilter{Blocking: true}}, deadIndexSuffix, deadIndexSuffix},
+		{"retry blocking newest", storage.ListEventsParams{Status: StatusRetry, Newest: true, EventFilter: EventFilter{Blocking: true}},
 			stateIndexSuffix + "|" + pendingIndexSuffix, deadIndexSuffix},
 		// The plan test's WAITING rows (i % 100 = 98) each have a key of their own, "k-<i>".
-		{"order key", ListEventsParams{Status: StatusWaiting, EventFilter: EventFilter{OrderKey: "k-500098"}}, orderIndexSuffix, orderIndexSuffix},
-		{"order key after, type", ListEventsParams{Status: StatusWaiting, After: Cursor{OrderSeq: 1, ID: "e-0500098"},
+		{"order key", storage.ListEventsParams{Status: StatusWaiting, EventFilter: EventFilter{OrderKey: "k-500098"}}, orderIndexSuffix, orderIndexSuffix},
+		{"order key after, type", storage.ListEventsParams{Status: StatusWaiting, After: Cursor{OrderSeq: 1, ID: "e-0500098"},
 			EventFilter: EventFilter{OrderKey: "k-500098", EventType: "T3"}}, orderIndexSuffix, orderIndexSuffix},
 	}
 	var out []listQueryCase
@@ -136,23 +139,23 @@ func listQueryCases(t *testing.T) []listQueryCase {
 		}
 		for _, c := range []struct {
 			name          string
-			p             CountEventsParams
+			p             storage.CountEventsParams
 			use, useMySQL string
 			bound, mysql  *Cursor
 		}{
-			{"new", CountEventsParams{Status: StatusNew, Groups: true}, pendingIndexSuffix, deadIndexSuffix, end(7, false), end(5, false)},
-			{"retry", CountEventsParams{Status: StatusRetry, Groups: true}, stateIndexSuffix + "|" + pendingIndexSuffix, deadIndexSuffix,
+			{"new", storage.CountEventsParams{Status: StatusNew, Groups: true}, pendingIndexSuffix, deadIndexSuffix, end(7, false), end(5, false)},
+			{"retry", storage.CountEventsParams{Status: StatusRetry, Groups: true}, stateIndexSuffix + "|" + pendingIndexSuffix, deadIndexSuffix,
 				end(2, false), end(2, false)},
-			{"waiting", CountEventsParams{Status: StatusWaiting, Groups: true}, stateIndexSuffix, deadIndexSuffix, end(1, false), end(1, false)},
-			{"dead", CountEventsParams{Status: StatusDead, Groups: true}, deadIndexSuffix, deadIndexSuffix, end(1, false), end(1, false)},
-			{"done", CountEventsParams{Status: StatusDone, Groups: true}, finishedIndexSuffix, deadIndexSuffix, end(92, true), end(90, true)},
-			{"fallback", CountEventsParams{Status: StatusFallback, Groups: true}, finishedIndexSuffix, deadIndexSuffix, end(92, true), end(1, true)},
-			{"discarded", CountEventsParams{Status: StatusDiscarded, Groups: true}, finishedIndexSuffix, deadIndexSuffix, end(92, true), end(1, true)},
-			{"dead type", CountEventsParams{Status: StatusDead, EventFilter: EventFilter{EventType: "T3", Listener: "mail"}, Groups: true},
+			{"waiting", storage.CountEventsParams{Status: StatusWaiting, Groups: true}, stateIndexSuffix, deadIndexSuffix, end(1, false), end(1, false)},
+			{"dead", storage.CountEventsParams{Status: StatusDead, Groups: true}, deadIndexSuffix, deadIndexSuffix, end(1, false), end(1, false)},
+			{"done", storage.CountEventsParams{Status: StatusDone, Groups: true}, finishedIndexSuffix, deadIndexSuffix, end(92, true), end(90, true)},
+			{"fallback", storage.CountEventsParams{Status: StatusFallback, Groups: true}, finishedIndexSuffix, deadIndexSuffix, end(92, true), end(1, true)},
+			{"discarded", storage.CountEventsParams{Status: StatusDiscarded, Groups: true}, finishedIndexSuffix, deadIndexSuffix, end(92, true), end(1, true)},
+			{"dead type", storage.CountEventsParams{Status: StatusDead, EventFilter: EventFilter{EventType: "T3", Listener: "mail"}, Groups: true},
 				deadIndexSuffix, deadIndexSuffix, end(1, false), end(1, false)},
-			{"dead aggregate type", CountEventsParams{Status: StatusDead, EventFilter: EventFilter{AggregateType: "Thing"}},
+			{"dead aggregate type", storage.CountEventsParams{Status: StatusDead, EventFilter: EventFilter{AggregateType: "Thing"}},
 				deadIndexSuffix, deadIndexSuffix, end(1, false), end(1, false)},
-			{"dead error", CountEventsParams{Status: StatusDead, EventFilter: EventFilter{ErrorContains: "Timeout"}, Groups: true},
+			{"dead error", storage.CountEventsParams{Status: StatusDead, EventFilter: EventFilter{ErrorContains: "Timeout"}, Groups: true},
 				deadIndexSuffix, deadIndexSuffix, end(1, false), end(1, false)},
 		} {
 			p := c.p
@@ -245,8 +248,8 @@ func TestErrorPrefilter(t *testing.T) {
 		"a_b":           "%a!_b%",
 		"Disk full, ok": "%di% full, o%",
 	} {
-		if got := errorPrefilter(in); got != want {
-			t.Errorf("errorPrefilter(%q) = %q, want %q", in, got, want)
+		if got := check.ErrorPrefilter(in); got != want {
+			t.Errorf("check.ErrorPrefilter(%q) = %q, want %q", in, got, want)
 		}
 	}
 	f := EventFilter{ErrorContains: "ÉCHEC"}

@@ -3,6 +3,8 @@ package outbox
 import (
 	"fmt"
 	"strings"
+
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // Claim statements. Every time they compare or write comes from the database clock
@@ -10,7 +12,7 @@ import (
 
 // claimWhere writes the claim predicate: NEW and RETRY rows that are due, not younger
 // than p.SkipRecent, and unclaimed or whose claim expired.
-func (b *builder) claimWhere(p ClaimParams) *builder {
+func (b *builder) claimWhere(p storage.ClaimParams) *builder {
 	d := b.d
 	if col := d.dueColumn; col != "" {
 		// NULL unless the row is NEW or RETRY, so no status test is needed.
@@ -39,7 +41,7 @@ func (d *dialect) claimOrder() string {
 // evaluated again and claim more than n rows); SQLite, whose writers are serialised,
 // updates the rows of an IN subquery. Both return the claimed rows, in no particular
 // order; PostgreSQL returns each row's previous locked_by, SQLite the new one.
-func (d *dialect) claimQuery(t tableName, p ClaimParams) (query, error) {
+func (d *dialect) claimQuery(t tableName, p storage.ClaimParams) (query, error) {
 	if err := p.Validate(); err != nil {
 		return query{}, err
 	}
@@ -74,7 +76,7 @@ func (d *dialect) claimQuery(t tableName, p ClaimParams) (query, error) {
 // the index changes around the row; DONE updates that insert into those gaps then
 // wait until the business transaction ends (docs/databases.md,
 // TestClaimTakesNoLockOfAnOpenWriter).
-func (d *dialect) claimReadQuery(t tableName, p ClaimParams, limit int, after *claimCursor) (query, error) {
+func (d *dialect) claimReadQuery(t tableName, p storage.ClaimParams, limit int, after *claimCursor) (query, error) {
 	if err := p.Validate(); err != nil {
 		return query{}, err
 	}
@@ -102,7 +104,7 @@ type claimCursor struct {
 // the claim predicate, skipping rows other transactions hold. Besides the event columns
 // it reads the claim's expiry, the database's current time plus p.TTL, which the update
 // then writes.
-func (d *dialect) claimLockQuery(t tableName, p ClaimParams, ids []string) (query, error) {
+func (d *dialect) claimLockQuery(t tableName, p storage.ClaimParams, ids []string) (query, error) {
 	if err := p.Validate(); err != nil {
 		return query{}, err
 	}
@@ -126,7 +128,7 @@ func (d *dialect) claimUpdateQueries(t tableName, token string, until any, ids [
 
 // renewClaimQuery builds [ClaimStore.RenewClaim]: the row's expiry moves to the database's
 // current time plus p.TTL while p.Token still holds it.
-func (d *dialect) renewClaimQuery(t tableName, p RenewClaimParams) (query, error) {
+func (d *dialect) renewClaimQuery(t tableName, p storage.RenewClaimParams) (query, error) {
 	if err := p.Validate(); err != nil {
 		return query{}, err
 	}

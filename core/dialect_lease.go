@@ -3,6 +3,8 @@ package outbox
 import (
 	"fmt"
 	"time"
+
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // The lease migration (version 7 on PostgreSQL, 8 on MySQL and SQLite) and the
@@ -59,13 +61,28 @@ func leaseMigration(d *dialect, t tableName) laterMigration {
 	}
 }
 
+// The values of the lease table's holder_mode: the names of the modes that hold an
+// exclusive lease (SingleNode) and a shared one (MultiNode).
+const (
+	leaseModeSingle = "SingleNode"
+	leaseModeShared = "MultiNode"
+)
+
+// leaseMode is p's holder_mode.
+func leaseMode(p storage.LeaseParams) string {
+	if p.Shared {
+		return leaseModeShared
+	}
+	return leaseModeSingle
+}
+
 // leaseHeldBy is the condition under which p may take or renew the lease besides its
 // expiry: a SingleNode holder renews its own lease, MultiNode holders share theirs.
-func (b *builder) leaseHeldBy(p LeaseParams) *builder {
-	if p.Mode == MultiNode {
-		return b.w("holder_mode = ", b.arg(MultiNode.String()))
+func (b *builder) leaseHeldBy(p storage.LeaseParams) *builder {
+	if p.Shared {
+		return b.w("holder_mode = ", b.arg(leaseModeShared))
 	}
-	return b.w("holder = ", b.arg(p.Holder), " AND holder_mode = ", b.arg(SingleNode.String()))
+	return b.w("holder = ", b.arg(p.Holder), " AND holder_mode = ", b.arg(leaseModeSingle))
 }
 
 // leaseAcquireQuery takes the lease for p when it expired, or renews it when p holds it
@@ -73,12 +90,12 @@ func (b *builder) leaseHeldBy(p LeaseParams) *builder {
 // a node with a shorter TTL never shortens another's). acquired_at changes only when
 // the lease changes hands. MySQL assigns the columns left to right, each seeing the
 // ones before it: acquired_at, which reads expires_at, comes first and expires_at last.
-func (d *dialect) leaseAcquireQuery(t tableName, p LeaseParams) query {
+func (d *dialect) leaseAcquireQuery(t tableName, p storage.LeaseParams) query {
 	b := d.newBuilder()
 	expired := "expires_at < " + d.dbNow
 	b.w("UPDATE ", d.qualified(leaseTable(t)), " SET acquired_at = CASE WHEN ", expired, " THEN ", d.dbNow, " ELSE acquired_at END",
-		", holder = ", b.arg(p.Holder), ", holder_mode = ", b.arg(p.Mode.String()), ", expires_at = ")
-	if p.Mode == MultiNode {
+		", holder = ", b.arg(p.Holder), ", holder_mode = ", b.arg(leaseMode(p)), ", expires_at = ")
+	if p.Shared {
 		b.w("CASE WHEN expires_at > ", d.dbTimeOffset(b, p.TTL), " THEN expires_at ELSE ", d.dbTimeOffset(b, p.TTL), " END")
 	} else {
 		b.w(d.dbTimeOffset(b, p.TTL))
@@ -88,10 +105,10 @@ func (d *dialect) leaseAcquireQuery(t tableName, p LeaseParams) query {
 }
 
 // leaseInsertQuery creates the lease row held by p, unless the row exists.
-func (d *dialect) leaseInsertQuery(t tableName, p LeaseParams) query {
+func (d *dialect) leaseInsertQuery(t tableName, p storage.LeaseParams) query {
 	b := d.newBuilder()
 	b.w("INSERT INTO ", d.qualified(leaseTable(t)), " (name, holder, holder_mode, acquired_at, expires_at) VALUES ('", leaseRowName, "', ",
-		b.arg(p.Holder), ", ", b.arg(p.Mode.String()), ", ", d.dbNow, ", ", d.dbTimeOffset(b, p.TTL), ")")
+		b.arg(p.Holder), ", ", b.arg(leaseMode(p)), ", ", d.dbNow, ", ", d.dbTimeOffset(b, p.TTL), ")")
 	if d.name == "mysql" {
 		b.w(" ON DUPLICATE KEY UPDATE name = name")
 	} else {
@@ -113,5 +130,5 @@ func (d *dialect) leaseReleaseQuery(t tableName, holder string) query {
 	b := d.newBuilder()
 	b.w("UPDATE ", d.qualified(leaseTable(t)), " SET expires_at = ", d.dbTimeOffset(b, -time.Second),
 		" WHERE name = '", leaseRowName, "' AND ")
-	return b.leaseHeldBy(LeaseParams{Holder: holder, Mode: SingleNode}).query()
+	return b.leaseHeldBy(storage.LeaseParams{Holder: holder}).query()
 }

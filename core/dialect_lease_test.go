@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // TestLeaseGoldenSQL: the exact statements of the dispatch lease on each dialect. Every
@@ -15,11 +17,11 @@ func TestLeaseGoldenSQL(t *testing.T) {
 	build := func(d *dialect, name string) query {
 		switch name {
 		case "acquire SingleNode":
-			return d.leaseAcquireQuery(tbl, LeaseParams{Holder: "h", Mode: SingleNode, TTL: 30 * time.Second})
+			return d.leaseAcquireQuery(tbl, storage.LeaseParams{Holder: "h", TTL: 30 * time.Second})
 		case "acquire MultiNode":
-			return d.leaseAcquireQuery(tbl, LeaseParams{Holder: "m", Mode: MultiNode, TTL: 30 * time.Second})
+			return d.leaseAcquireQuery(tbl, storage.LeaseParams{Holder: "m", Shared: true, TTL: 30 * time.Second})
 		case "insert":
-			return d.leaseInsertQuery(tbl, LeaseParams{Holder: "h", Mode: SingleNode, TTL: 30 * time.Second})
+			return d.leaseInsertQuery(tbl, storage.LeaseParams{Holder: "h", TTL: 30 * time.Second})
 		case "read":
 			return d.leaseReadQuery(tbl)
 		default:

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // Builder tests of what only the MySQL dialect does; its golden SQL is with the other
@@ -69,7 +71,7 @@ func TestMySQLTimeEncoding(t *testing.T) {
 		}
 	}
 	// Out-of-range times fail the builder, not the database.
-	if _, err := d.pendingQuery(goldenTable, PendingParams{Now: time.Date(1000, 6, 1, 0, 0, 0, 0, time.UTC), SkipRecent: 365 * 24 * time.Hour, Limit: 1}); err == nil {
+	if _, err := d.pendingQuery(goldenTable, storage.PendingParams{Now: time.Date(1000, 6, 1, 0, 0, 0, 0, time.UTC), SkipRecent: 365 * 24 * time.Hour, Limit: 1}); err == nil {
 		t.Error("pending query before year 1000 built")
 	}
 }
@@ -82,7 +84,7 @@ func TestInsertSplitsAtStatementBytes(t *testing.T) {
 		events[i] = Event{ID: strconv.Itoa(i), Type: "T", AggregateType: "A", Payload: big, CreatedAt: goldenT0}
 	}
 	events[9].Payload = json.RawMessage(`"` + strings.Repeat("y", 5<<20) + `"`) // larger than the bound: alone
-	qs, err := MySQL.builder().insertQueries(goldenTable, InsertParams{Events: events}, time.Time{})
+	qs, err := MySQL.builder().insertQueries(goldenTable, storage.InsertParams{Events: events}, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +100,7 @@ func TestInsertSplitsAtStatementBytes(t *testing.T) {
 		t.Errorf("last statement starts with %v", qs[3].Args[0])
 	}
 	// PostgreSQL has no such bound.
-	if qs, err := Postgres.builder().insertQueries(goldenTable, InsertParams{Events: events}, time.Time{}); err != nil || len(qs) != 1 {
+	if qs, err := Postgres.builder().insertQueries(goldenTable, storage.InsertParams{Events: events}, time.Time{}); err != nil || len(qs) != 1 {
 		t.Errorf("postgres: %d statements, %v", len(qs), err)
 	}
 }

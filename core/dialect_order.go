@@ -5,6 +5,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/outboxkit/outbox/core/internal/check"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // Ordered events (docs/ordering.md). An ordered row carries order_key and order_seq and
@@ -226,7 +229,7 @@ func (d *dialect) lockKeysQueries(t tableName, keys []keyCount, snap map[string]
 // run after the lock. The statement returns event_id, status and order_seq of the rows
 // it inserted, and skips rows whose ID exists (skipExisting). It reports false, and
 // builds nothing, when the events do not fit one statement.
-func (d *dialect) insertByVersionQuery(t tableName, p InsertParams, keys []keyCount, now time.Time) (query, bool, error) {
+func (d *dialect) insertByVersionQuery(t tableName, p storage.InsertParams, keys []keyCount, now time.Time) (query, bool, error) {
 	if err := p.Validate(); err != nil {
 		return query{}, false, err
 	}
@@ -264,7 +267,7 @@ func (d *dialect) insertByVersionQuery(t tableName, p InsertParams, keys []keyCo
 	first := make(map[string]bool, len(keys))
 	for i, e := range p.Events {
 		if e.ID == "" || e.OrderKey == "" {
-			return query{}, false, invalidParams("insert", "event %d has no ID or no order key", i)
+			return query{}, false, check.Invalid("insert", "event %d has no ID or no order key", i)
 		}
 		r, err := d.encodeRow(e, now)
 		if err != nil {
@@ -300,7 +303,7 @@ func (d *dialect) insertByVersionQuery(t tableName, p InsertParams, keys []keyCo
 // waiting on locks in between: two promotes of one key then each saw a different head
 // (found by the fault harness's order checker), and their shared locks on the order
 // index deadlocked DONE writes. Hence the two statements there.
-func (d *dialect) promoteQuery(t tableName, p PromoteParams) (query, error) {
+func (d *dialect) promoteQuery(t tableName, p storage.PromoteParams) (query, error) {
 	if err := p.Validate(); err != nil {
 		return query{}, err
 	}
@@ -415,9 +418,9 @@ func (d *dialect) promoteQuery(t tableName, p PromoteParams) (query, error) {
 // event left that is not DONE (idleKeys): rows (event_id, NULL, NULL, NULL) for the
 // heads, then (NULL, order_key, last_seq, updated_at as microseconds since
 // snapshotEpoch) for the idle keys. One statement, so one consistent read per part.
-func (d *dialect) promoteIdleQuery(t tableName, p PromoteParams) (query, error) {
+func (d *dialect) promoteIdleQuery(t tableName, p storage.PromoteParams) (query, error) {
 	if len(p.Keys) == 0 || len(p.IDs) > 0 || !d.headBySnapshot {
-		return query{}, invalidParams("promote", "an idle-key read needs Keys on MySQL")
+		return query{}, check.Invalid("promote", "an idle-key read needs Keys on MySQL")
 	}
 	heads, err := d.promoteQuery(t, p)
 	if err != nil {
@@ -464,7 +467,7 @@ func (d *dialect) idleCarriedQuery(t tableName, keys []string) query {
 // that what it reads is every commit.
 func (d *dialect) insertCarriedQuery(t tableName, e Event, seq int64, claimTTL time.Duration, now time.Time) (query, error) {
 	if e.ID == "" || e.OrderKey == "" {
-		return query{}, invalidParams("insert", "the event has no ID or no order key")
+		return query{}, check.Invalid("insert", "the event has no ID or no order key")
 	}
 	r, err := d.encodeRow(e, now)
 	if err != nil {
@@ -484,7 +487,7 @@ func (d *dialect) insertCarriedQuery(t tableName, e Event, seq int64, claimTTL t
 // promoteIDsQueries updated), with [PromoteParams.Read]: by primary key, those still
 // NEW (and still claimed by p.Token, when set). A row finished or rescheduled since is
 // not read.
-func (d *dialect) promotedReadQuery(t tableName, ids []string, p PromoteParams) query {
+func (d *dialect) promotedReadQuery(t tableName, ids []string, p storage.PromoteParams) query {
 	b := d.newBuilder()
 	b.w("SELECT ", selectColumns, " FROM ", d.byID(t), " WHERE ")
 	b.matchIDs(ids).w(" AND status = 0")
@@ -496,7 +499,7 @@ func (d *dialect) promotedReadQuery(t tableName, ids []string, p PromoteParams) 
 
 // promoteIDsQueries builds the second statement of a promote on MySQL: the heads read
 // by promoteQuery, by primary key, each only while it is still WAITING.
-func (d *dialect) promoteIDsQueries(t tableName, ids []string, p PromoteParams) []query {
+func (d *dialect) promoteIDsQueries(t tableName, ids []string, p storage.PromoteParams) []query {
 	var qs []query
 	for _, chunk := range d.chunkIDs(ids) {
 		b := d.newBuilder()

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // The statements of ordered delivery, as each dialect builds them: on MySQL the read of
@@ -26,24 +28,24 @@ func orderGoldenQueries(dd *dialect) []query {
 		out = append(out, dd.snapshotKeysQuery(tb, keys))
 	}
 	out = append(out, dd.lockKeysQueries(tb, keys, map[string]keySnapshot{"A": {seq: 5, at: 7}}, goldenT0)...)
-	q, _ := dd.promoteQuery(tb, PromoteParams{Keys: []string{"A", "B"}, DeadBlocks: true})
+	q, _ := dd.promoteQuery(tb, storage.PromoteParams{Keys: []string{"A", "B"}, DeadBlocks: true})
 	out = append(out, q)
 	if dd.headBySnapshot {
-		q, _ = dd.promoteIdleQuery(tb, PromoteParams{Keys: []string{"A", "B"}, DeadBlocks: true})
+		q, _ = dd.promoteIdleQuery(tb, storage.PromoteParams{Keys: []string{"A", "B"}, DeadBlocks: true})
 		out = append(out, q)
 	}
-	q, _ = dd.promoteQuery(tb, PromoteParams{Limit: 100})
+	q, _ = dd.promoteQuery(tb, storage.PromoteParams{Limit: 100})
 	out = append(out, q)
-	out = append(out, dd.promoteIDsQueries(tb, []string{"a", "b"}, PromoteParams{Token: "n/1", TTL: time.Second})...)
+	out = append(out, dd.promoteIDsQueries(tb, []string{"a", "b"}, storage.PromoteParams{Token: "n/1", TTL: time.Second})...)
 	upTo := "K9"
 	out = append(out, dd.keyBoundQuery(tb, "K0", 10), dd.purgeKeysQuery(tb, "T", "K0", &upTo), dd.purgeKeysQuery(tb, "T", "K9", nil))
-	qs, _ := dd.insertQueries(tb, InsertParams{Events: []Event{
+	qs, _ := dd.insertQueries(tb, storage.InsertParams{Events: []Event{
 		{ID: "a", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: time.Unix(0, 0), OrderKey: "K", OrderSeq: 7},
 		{ID: "b", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: time.Unix(0, 0)},
 	}}, time.Time{})
 	out = append(out, qs...)
 	if dd.headByVersion {
-		q, fits, err := dd.insertByVersionQuery(tb, InsertParams{ClaimTTL: time.Second, Events: []Event{
+		q, fits, err := dd.insertByVersionQuery(tb, storage.InsertParams{ClaimTTL: time.Second, Events: []Event{
 			{ID: "a", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: time.Unix(0, 0), OrderKey: "A"},
 			{ID: "b", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: time.Unix(0, 0), OrderKey: "B", LockedBy: "n/1"},
 			{ID: "c", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: time.Unix(0, 0), OrderKey: "A"},
@@ -64,7 +66,7 @@ func TestHeadInInsertSQL(t *testing.T) {
 		{ID: "a", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: time.Unix(0, 0), OrderKey: "K", OrderSeq: 7, LockedBy: "n/1"},
 		{ID: "b", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: time.Unix(0, 0), OrderKey: "K", OrderSeq: 8, LockedBy: "n/1"},
 	}
-	qs, err := Postgres.builder().insertQueriesHeads(tableName{name: DefaultTable}, InsertParams{Events: events, ClaimTTL: time.Second},
+	qs, err := Postgres.builder().insertQueriesHeads(tableName{name: DefaultTable}, storage.InsertParams{Events: events, ClaimTTL: time.Second},
 		time.Time{}, nil, map[string]bool{"a": true})
 	if err != nil || len(qs) != 1 || !qs[0].returnsStatus {
 		t.Fatalf("insertQueriesHeads: %d queries, %v", len(qs), err)
@@ -83,7 +85,7 @@ func TestHeadInInsertSQL(t *testing.T) {
 	}
 	// SQLite decides the same way, and returns statuses only from an INSERT that decides
 	// some (dialect.skipOnlyDeciding).
-	qs, err = SQLite.builder().insertQueriesHeads(tableName{name: DefaultTable}, InsertParams{Events: events[:1], ClaimTTL: time.Second}, time.Time{}, nil,
+	qs, err = SQLite.builder().insertQueriesHeads(tableName{name: DefaultTable}, storage.InsertParams{Events: events[:1], ClaimTTL: time.Second}, time.Time{}, nil,
 		map[string]bool{"a": true})
 	if err != nil || len(qs) != 1 || !qs[0].returnsStatus {
 		t.Fatalf("SQLite insertQueriesHeads: %d queries, %v", len(qs), err)
@@ -97,7 +99,7 @@ func TestHeadInInsertSQL(t *testing.T) {
 	if qs[0].SQL != want {
 		t.Errorf("SQLite got:  %s\nwant: %s", qs[0].SQL, want)
 	}
-	qs, err = SQLite.builder().insertQueriesHeads(tableName{name: DefaultTable}, InsertParams{Events: events[1:], ClaimTTL: time.Second}, time.Time{}, map[string]bool{}, nil)
+	qs, err = SQLite.builder().insertQueriesHeads(tableName{name: DefaultTable}, storage.InsertParams{Events: events[1:], ClaimTTL: time.Second}, time.Time{}, map[string]bool{}, nil)
 	if err != nil || len(qs) != 1 || qs[0].returnsStatus || strings.Contains(qs[0].SQL, "RETURNING") {
 		t.Fatalf("SQLite insert deciding nothing: %v, %+v", err, qs)
 	}

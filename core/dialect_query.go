@@ -8,6 +8,9 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/outboxkit/outbox/core/internal/check"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // query is one statement with its arguments.
@@ -79,7 +82,7 @@ const insertParamsPerRow = 9
 // becomes now and a zero AvailableAt becomes CreatedAt. When an event has LockedBy set,
 // the statement also writes locked_by and locked_until: the token and the database's
 // current time plus p.ClaimTTL for claimed rows, NULL for the others.
-func (d *dialect) insertQueries(t tableName, p InsertParams, now time.Time) ([]query, error) {
+func (d *dialect) insertQueries(t tableName, p storage.InsertParams, now time.Time) ([]query, error) {
 	return d.insertQueriesHeads(t, p, now, nil, nil)
 }
 
@@ -88,13 +91,13 @@ func (d *dialect) insertQueries(t tableName, p InsertParams, now time.Time) ([]q
 // in candidates NEW (and claimed) only if their key has no event that is not DONE
 // when the statement starts, else WAITING (see dialect.headInInsert; such a statement
 // returns its rows' statuses), and the other ordered events WAITING and unclaimed.
-func (d *dialect) insertQueriesHeads(t tableName, p InsertParams, now time.Time, heads, candidates map[string]bool) ([]query, error) {
+func (d *dialect) insertQueriesHeads(t tableName, p storage.InsertParams, now time.Time, heads, candidates map[string]bool) ([]query, error) {
 	return d.insertQueriesBounded(t, p, now, heads, candidates, d.maxStatementBytes)
 }
 
 // insertQueriesBounded is insertQueriesHeads with maxBytes, when positive, in place of
 // the dialect's maxStatementBytes (a store's bound from the server's packet limit).
-func (d *dialect) insertQueriesBounded(t tableName, p InsertParams, now time.Time, heads, candidates map[string]bool, maxBytes int) ([]query, error) {
+func (d *dialect) insertQueriesBounded(t tableName, p storage.InsertParams, now time.Time, heads, candidates map[string]bool, maxBytes int) ([]query, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -112,7 +115,7 @@ func (d *dialect) insertQueriesBounded(t tableName, p InsertParams, now time.Tim
 	size, first := 0, 0
 	for i, e := range events {
 		if e.ID == "" {
-			return nil, invalidParams("insert", "event %d has no ID", i)
+			return nil, check.Invalid("insert", "event %d has no ID", i)
 		}
 		r, err := d.encodeRow(e, now)
 		if err != nil {
@@ -402,7 +405,7 @@ func (b *builder) fence(token string) *builder {
 }
 
 // markDoneQueries builds the fenced updates of [Store.MarkDone], one per chunk of IDs.
-func (d *dialect) markDoneQueries(t tableName, p MarkDoneParams) ([]query, error) {
+func (d *dialect) markDoneQueries(t tableName, p storage.MarkDoneParams) ([]query, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -462,12 +465,12 @@ func (d *dialect) fanOutMarkQueries(t tableName, ids, tokens []string, doneAt ti
 			claimed, claimTokens = append(claimed, id), append(claimTokens, tokens[i])
 		}
 	}
-	var groups []MarkDoneParams
+	var groups []storage.MarkDoneParams
 	if len(plain) > 0 {
-		groups = append(groups, MarkDoneParams{IDs: plain, DoneAt: doneAt, Delete: del})
+		groups = append(groups, storage.MarkDoneParams{IDs: plain, DoneAt: doneAt, Delete: del})
 	}
 	if len(claimed) > 0 {
-		groups = append(groups, MarkDoneParams{IDs: claimed, Tokens: claimTokens, DoneAt: doneAt, Delete: del})
+		groups = append(groups, storage.MarkDoneParams{IDs: claimed, Tokens: claimTokens, DoneAt: doneAt, Delete: del})
 	}
 	for _, g := range groups {
 		qs, err := d.markDoneQueries(t, g)
@@ -525,7 +528,7 @@ func (d *dialect) releaseClaimsQueries(t tableName, ids, tokens []string) []quer
 }
 
 // rescheduleQuery builds the fenced update of [Store.Reschedule].
-func (d *dialect) rescheduleQuery(t tableName, p RescheduleParams) (query, error) {
+func (d *dialect) rescheduleQuery(t tableName, p storage.RescheduleParams) (query, error) {
 	if err := p.Validate(); err != nil {
 		return query{}, err
 	}
@@ -546,7 +549,7 @@ func (d *dialect) rescheduleQuery(t tableName, p RescheduleParams) (query, error
 }
 
 // markDeadQuery builds the fenced update of [Store.MarkDead].
-func (d *dialect) markDeadQuery(t tableName, p MarkDeadParams) (query, error) {
+func (d *dialect) markDeadQuery(t tableName, p storage.MarkDeadParams) (query, error) {
 	if err := p.Validate(); err != nil {
 		return query{}, err
 	}
@@ -592,7 +595,7 @@ func truncateLastError(s string) string {
 }
 
 // pendingQuery builds the poller's scan of [Store.Pending].
-func (d *dialect) pendingQuery(t tableName, p PendingParams) (query, error) {
+func (d *dialect) pendingQuery(t tableName, p storage.PendingParams) (query, error) {
 	if err := p.Validate(); err != nil {
 		return query{}, err
 	}
@@ -689,7 +692,7 @@ func (b *builder) deadWhere(f DeadFilter, hinted bool) *builder {
 }
 
 // listDeadQuery builds one keyset page of [DeadStore.ListDead].
-func (d *dialect) listDeadQuery(t tableName, p ListDeadParams) (query, error) {
+func (d *dialect) listDeadQuery(t tableName, p storage.ListDeadParams) (query, error) {
 	if err := p.Validate(); err != nil {
 		return query{}, err
 	}
@@ -741,12 +744,12 @@ func (d *dialect) deleteDeadQueries(t tableName, ids []string) []query {
 // rows not finished yet.
 func (d *dialect) discardQueries(t tableName, ids []string, at time.Time) ([]query, error) {
 	for _, id := range ids {
-		if !possibleID(id) {
-			return nil, invalidParams("discard", "ID %q is empty, longer than %d bytes, or not valid text", id, MaxIDLen)
+		if !check.PossibleID(id) {
+			return nil, check.Invalid("discard", "ID %q is empty, longer than %d bytes, or not valid text", id, MaxIDLen)
 		}
 	}
 	if at.IsZero() {
-		return nil, invalidParams("discard", "the time is zero")
+		return nil, check.Invalid("discard", "the time is zero")
 	}
 	atArg, err := d.time(at)
 	if err != nil {
@@ -763,7 +766,7 @@ func (d *dialect) discardQueries(t tableName, ids []string, at time.Time) ([]que
 
 // replayQueries builds [DeadStore.Replay]: one update per chunk of p.IDs, or one bounded
 // update of the oldest DEAD rows matching the filter.
-func (d *dialect) replayQueries(t tableName, p ReplayParams) ([]query, error) {
+func (d *dialect) replayQueries(t tableName, p storage.ReplayParams) ([]query, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -801,7 +804,7 @@ const finishedAt = "COALESCE(done_at, created_at)"
 // locked with SKIP LOCKED, so that two purgers (MultiNode) never wait for each other:
 // each deletes rows the other has not locked. MySQL's one DELETE … ORDER BY … LIMIT
 // waits for rows another transaction holds; SQLite has one writer at a time.
-func (d *dialect) purgeQuery(t tableName, p PurgeParams) (query, error) {
+func (d *dialect) purgeQuery(t tableName, p storage.PurgeParams) (query, error) {
 	before, dead, upTo, err := d.purgeCutoffs(p)
 	if err != nil {
 		return query{}, err
@@ -828,7 +831,7 @@ func (d *dialect) purgeQuery(t tableName, p PurgeParams) (query, error) {
 // purgeCutoffs validates p and returns the purge's cutoffs as arguments: DONE rows',
 // the other finished rows' (the same unless p.DeadBefore is set) and the later of the
 // two, which bounds the index range.
-func (d *dialect) purgeCutoffs(p PurgeParams) (before, dead, upTo any, err error) {
+func (d *dialect) purgeCutoffs(p storage.PurgeParams) (before, dead, upTo any, err error) {
 	if err := p.Validate(); err != nil {
 		return nil, nil, nil, err
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // Golden SQL for every statement each dialect builds. The strings are exact: a change
@@ -53,7 +55,7 @@ func goldenCases() []goldenCase {
 		{
 			name: "insert two",
 			build: func(d *dialect) ([]query, error) {
-				return d.insertQueries(t, InsertParams{Events: []Event{
+				return d.insertQueries(t, storage.InsertParams{Events: []Event{
 					{ID: "a", Type: "T", AggregateType: "A", AggregateID: "1", TenantID: "t", Payload: json.RawMessage(`{"x":1}`),
 						Headers: map[string]string{"k": "v"}, CreatedAt: goldenT0, AvailableAt: goldenT0, Status: StatusDead, Attempts: 3},
 					{ID: "b", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: goldenT0},
@@ -72,7 +74,7 @@ func goldenCases() []goldenCase {
 		{
 			name: "mark done",
 			build: func(d *dialect) ([]query, error) {
-				return d.markDoneQueries(t, MarkDoneParams{IDs: []string{"a", `b"\`}, DoneAt: goldenT0})
+				return d.markDoneQueries(t, storage.MarkDoneParams{IDs: []string{"a", `b"\`}, DoneAt: goldenT0})
 			},
 			pg:      []string{`UPDATE "outbox_event" SET status = 1, done_at = $1, locked_by = NULL, locked_until = NULL WHERE event_id = ANY(CAST($2 AS TEXT[])) AND status IN (0, 2, 3)`},
 			sqlite:  []string{`UPDATE "outbox_event" SET status = 1, done_at = ?, locked_by = NULL, locked_until = NULL WHERE event_id IN (?, ?) AND status IN (0, 2, 3)`},
@@ -84,7 +86,7 @@ func goldenCases() []goldenCase {
 		{
 			name: "mark done deleting",
 			build: func(d *dialect) ([]query, error) {
-				return d.markDoneQueries(t, MarkDoneParams{IDs: []string{"a", "b"}, Tokens: []string{"n/1", "n/2"}, DoneAt: goldenT0, Delete: true})
+				return d.markDoneQueries(t, storage.MarkDoneParams{IDs: []string{"a", "b"}, Tokens: []string{"n/1", "n/2"}, DoneAt: goldenT0, Delete: true})
 			},
 			pg: []string{`DELETE FROM "outbox_event" WHERE event_id = ANY(ARRAY(SELECT m.event_id FROM unnest(CAST($1 AS TEXT[]), CAST($2 AS TEXT[])) AS u (id, tok), ` +
 				`LATERAL (SELECT x.event_id FROM "outbox_event" AS x WHERE x.event_id = u.id AND x.locked_by = u.tok FOR NO KEY UPDATE) AS m)) AND status IN (0, 2, 3)`},
@@ -97,7 +99,7 @@ func goldenCases() []goldenCase {
 		{
 			name: "reschedule retry counting",
 			build: func(d *dialect) ([]query, error) {
-				return one2(d.rescheduleQuery(t, RescheduleParams{ID: "a", Status: StatusRetry, AvailableAt: goldenT0, CountAttempt: true, LastError: "boom"}))
+				return one2(d.rescheduleQuery(t, storage.RescheduleParams{ID: "a", Status: StatusRetry, AvailableAt: goldenT0, CountAttempt: true, LastError: "boom"}))
 			},
 			pg:      []string{`UPDATE "outbox_event" SET status = $1, available_at = $2, attempts = attempts + 1, first_attempt_at = COALESCE(first_attempt_at, statement_timestamp()), last_error = $3, locked_by = NULL, locked_until = NULL WHERE event_id = $4 AND status IN (0, 2, 3)`},
 			sqlite:  []string{`UPDATE "outbox_event" SET status = ?, available_at = ?, attempts = attempts + 1, first_attempt_at = COALESCE(first_attempt_at, strftime('%Y-%m-%dT%H:%M:%f000Z', 'now')), last_error = ?, locked_by = NULL, locked_until = NULL WHERE event_id = ? AND status IN (0, 2, 3)`},
@@ -109,7 +111,7 @@ func goldenCases() []goldenCase {
 		{
 			name: "reschedule deferral",
 			build: func(d *dialect) ([]query, error) {
-				return one2(d.rescheduleQuery(t, RescheduleParams{ID: "a", Status: StatusNew, AvailableAt: goldenT0}))
+				return one2(d.rescheduleQuery(t, storage.RescheduleParams{ID: "a", Status: StatusNew, AvailableAt: goldenT0}))
 			},
 			pg:     []string{`UPDATE "outbox_event" SET status = $1, available_at = $2, locked_by = NULL, locked_until = NULL WHERE event_id = $3 AND status IN (0, 2, 3)`},
 			sqlite: []string{`UPDATE "outbox_event" SET status = ?, available_at = ?, locked_by = NULL, locked_until = NULL WHERE event_id = ? AND status IN (0, 2, 3)`},
@@ -119,7 +121,7 @@ func goldenCases() []goldenCase {
 		{
 			name: "mark dead counting",
 			build: func(d *dialect) ([]query, error) {
-				return one2(d.markDeadQuery(t, MarkDeadParams{DeadAt: goldenT0, ID: "a", Reason: "bad", CountAttempt: true}))
+				return one2(d.markDeadQuery(t, storage.MarkDeadParams{DeadAt: goldenT0, ID: "a", Reason: "bad", CountAttempt: true}))
 			},
 			pg:      []string{`UPDATE "outbox_event" SET status = 3, done_at = $1, last_error = $2, attempts = attempts + 1, first_attempt_at = COALESCE(first_attempt_at, statement_timestamp()), locked_by = NULL, locked_until = NULL WHERE event_id = $3 AND status IN (0, 2, 3)`},
 			sqlite:  []string{`UPDATE "outbox_event" SET status = 3, done_at = ?, last_error = ?, attempts = attempts + 1, first_attempt_at = COALESCE(first_attempt_at, strftime('%Y-%m-%dT%H:%M:%f000Z', 'now')), locked_by = NULL, locked_until = NULL WHERE event_id = ? AND status IN (0, 2, 3)`},
@@ -131,7 +133,7 @@ func goldenCases() []goldenCase {
 		{
 			name: "mark dead no reason",
 			build: func(d *dialect) ([]query, error) {
-				return one2(d.markDeadQuery(t, MarkDeadParams{DeadAt: goldenT0, ID: "a"}))
+				return one2(d.markDeadQuery(t, storage.MarkDeadParams{DeadAt: goldenT0, ID: "a"}))
 			},
 			pg:     []string{`UPDATE "outbox_event" SET status = 3, done_at = $1, last_error = $2, locked_by = NULL, locked_until = NULL WHERE event_id = $3 AND status IN (0, 2, 3)`},
 			sqlite: []string{`UPDATE "outbox_event" SET status = 3, done_at = ?, last_error = ?, locked_by = NULL, locked_until = NULL WHERE event_id = ? AND status IN (0, 2, 3)`},
@@ -141,7 +143,7 @@ func goldenCases() []goldenCase {
 		{
 			name: "pending",
 			build: func(d *dialect) ([]query, error) {
-				return one2(d.pendingQuery(t, PendingParams{Now: goldenT0, SkipRecent: time.Second, Limit: 10}))
+				return one2(d.pendingQuery(t, storage.PendingParams{Now: goldenT0, SkipRecent: time.Second, Limit: 10}))
 			},
 			pg:     []string{sel + `"outbox_event" WHERE status IN (0, 2) AND available_at <= $1 AND created_at <= $2 ORDER BY created_at, event_id LIMIT $3`},
 			sqlite: []string{sel + `"outbox_event" WHERE status IN (0, 2) AND available_at <= ? AND created_at <= ? ORDER BY created_at, event_id LIMIT 10`},
@@ -154,7 +156,7 @@ func goldenCases() []goldenCase {
 		{
 			name: "pending after a cursor",
 			build: func(d *dialect) ([]query, error) {
-				return one2(d.pendingQuery(t, PendingParams{Now: goldenT0, SkipRecent: time.Second, Limit: 10,
+				return one2(d.pendingQuery(t, storage.PendingParams{Now: goldenT0, SkipRecent: time.Second, Limit: 10,
 					After: Cursor{CreatedAt: goldenT0.Add(-time.Hour), ID: "c"}}))
 			},
 			pg: []string{sel + `"outbox_event" WHERE status IN (0, 2) AND available_at <= $1 AND created_at <= $2` +
@@ -169,7 +171,7 @@ func goldenCases() []goldenCase {
 		{
 			name: "insert claimed",
 			build: func(d *dialect) ([]query, error) {
-				return d.insertQueries(t, InsertParams{ClaimTTL: 30 * time.Second, Events: []Event{
+				return d.insertQueries(t, storage.InsertParams{ClaimTTL: 30 * time.Second, Events: []Event{
 					{ID: "a", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: goldenT0, LockedBy: "n1/01J"},
 					{ID: "b", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: goldenT0},
 				}}, time.Time{})
@@ -190,7 +192,7 @@ func goldenCases() []goldenCase {
 		{
 			name: "claim",
 			build: func(d *dialect) ([]query, error) {
-				p := ClaimParams{Token: "n1/01J", TTL: 30 * time.Second, SkipRecent: time.Second, Limit: 10}
+				p := storage.ClaimParams{Token: "n1/01J", TTL: 30 * time.Second, SkipRecent: time.Second, Limit: 10}
 				if d.claimInTx {
 					read, err := d.claimReadQuery(t, p, p.Limit, nil)
 					if err != nil {
@@ -237,7 +239,7 @@ func goldenCases() []goldenCase {
 		{
 			name: "renew claim",
 			build: func(d *dialect) ([]query, error) {
-				return one2(d.renewClaimQuery(t, RenewClaimParams{ID: "a", Token: "n1/01J", TTL: 30 * time.Second}))
+				return one2(d.renewClaimQuery(t, storage.RenewClaimParams{ID: "a", Token: "n1/01J", TTL: 30 * time.Second}))
 			},
 			pg:      []string{`UPDATE "outbox_event" SET locked_until = statement_timestamp() + CAST($1 AS BIGINT) * INTERVAL '1 microsecond' WHERE event_id = $2 AND locked_by = $3 AND status IN (0, 2)`},
 			sqlite:  []string{`UPDATE "outbox_event" SET locked_until = strftime('%Y-%m-%dT%H:%M:%f000Z', 'now', ?) WHERE event_id = ? AND locked_by = ? AND status IN (0, 2)`},
@@ -261,7 +263,7 @@ func goldenCases() []goldenCase {
 		{
 			name: "fenced mark done",
 			build: func(d *dialect) ([]query, error) {
-				return d.markDoneQueries(t, MarkDoneParams{IDs: []string{"a"}, DoneAt: goldenT0, Token: "n1/01J"})
+				return d.markDoneQueries(t, storage.MarkDoneParams{IDs: []string{"a"}, DoneAt: goldenT0, Token: "n1/01J"})
 			},
 			pg:      []string{`UPDATE "outbox_event" SET status = 1, done_at = $1, locked_by = NULL, locked_until = NULL WHERE event_id = ANY(CAST($2 AS TEXT[])) AND status IN (0, 2, 3) AND locked_by = $3`},
 			sqlite:  []string{`UPDATE "outbox_event" SET status = 1, done_at = ?, locked_by = NULL, locked_until = NULL WHERE event_id IN (?) AND status IN (0, 2, 3) AND locked_by = ?`},
@@ -272,7 +274,7 @@ func goldenCases() []goldenCase {
 		{
 			name: "mark done fenced row by row",
 			build: func(d *dialect) ([]query, error) {
-				return d.markDoneQueries(t, MarkDoneParams{IDs: []string{"b", "a"}, Tokens: []string{"n1/2", "n1/1"}, DoneAt: goldenT0}) // PostgreSQL sorts the pairs by ID
+				return d.markDoneQueries(t, storage.MarkDoneParams{IDs: []string{"b", "a"}, Tokens: []string{"n1/2", "n1/1"}, DoneAt: goldenT0}) // PostgreSQL sorts the pairs by ID
 			},
 			pg: []string{`UPDATE "outbox_event" SET status = 1, done_at = $1, locked_by = NULL, locked_until = NULL WHERE event_id = ANY(ARRAY(SELECT m.event_id ` +
 				`FROM unnest(CAST($2 AS TEXT[]), CAST($3 AS TEXT[])) AS u (id, tok), LATERAL (SELECT x.event_id FROM "outbox_event" AS x ` +
@@ -285,7 +287,7 @@ func goldenCases() []goldenCase {
 		{
 			name: "fenced reschedule",
 			build: func(d *dialect) ([]query, error) {
-				return one2(d.rescheduleQuery(t, RescheduleParams{ID: "a", Status: StatusNew, AvailableAt: goldenT0, Token: "n1/01J"}))
+				return one2(d.rescheduleQuery(t, storage.RescheduleParams{ID: "a", Status: StatusNew, AvailableAt: goldenT0, Token: "n1/01J"}))
 			},
 			pg:      []string{`UPDATE "outbox_event" SET status = $1, available_at = $2, locked_by = NULL, locked_until = NULL WHERE event_id = $3 AND status IN (0, 2, 3) AND locked_by = $4`},
 			sqlite:  []string{`UPDATE "outbox_event" SET status = ?, available_at = ?, locked_by = NULL, locked_until = NULL WHERE event_id = ? AND status IN (0, 2, 3) AND locked_by = ?`},
@@ -296,7 +298,7 @@ func goldenCases() []goldenCase {
 		{
 			name: "fenced mark dead",
 			build: func(d *dialect) ([]query, error) {
-				return one2(d.markDeadQuery(t, MarkDeadParams{ID: "a", DeadAt: goldenT0, Reason: "r", Token: "n1/01J"}))
+				return one2(d.markDeadQuery(t, storage.MarkDeadParams{ID: "a", DeadAt: goldenT0, Reason: "r", Token: "n1/01J"}))
 			},
 			pg:     []string{`UPDATE "outbox_event" SET status = 3, done_at = $1, last_error = $2, locked_by = NULL, locked_until = NULL WHERE event_id = $3 AND status IN (0, 2, 3) AND locked_by = $4`},
 			sqlite: []string{`UPDATE "outbox_event" SET status = 3, done_at = ?, last_error = ?, locked_by = NULL, locked_until = NULL WHERE event_id = ? AND status IN (0, 2, 3) AND locked_by = ?`},
@@ -316,7 +318,7 @@ func goldenCases() []goldenCase {
 		{
 			name: "list dead first page",
 			build: func(d *dialect) ([]query, error) {
-				return one2(d.listDeadQuery(t, ListDeadParams{Limit: 50}))
+				return one2(d.listDeadQuery(t, storage.ListDeadParams{Limit: 50}))
 			},
 			pg:     []string{sel + `"outbox_event" WHERE status = 3 ORDER BY created_at, event_id LIMIT $1`},
 			sqlite: []string{sel + `"outbox_event" WHERE +status = 3 ORDER BY created_at, event_id LIMIT 50`},
@@ -326,7 +328,7 @@ func goldenCases() []goldenCase {
 		{
 			name: "list dead filtered next page",
 			build: func(d *dialect) ([]query, error) {
-				return one2(d.listDeadQuery(t, ListDeadParams{DeadFilter: DeadFilter{EventType: "E", AggregateType: "A"},
+				return one2(d.listDeadQuery(t, storage.ListDeadParams{DeadFilter: DeadFilter{EventType: "E", AggregateType: "A"},
 					After: Cursor{CreatedAt: goldenT0, ID: "x"}, Limit: 2}))
 			},
 			pg:      []string{sel + `"outbox_event" WHERE status = 3 AND event_type = $1 AND aggregate_type = $2 AND (created_at, event_id) > ($3, $4) ORDER BY created_at, event_id LIMIT $5`},
@@ -356,7 +358,7 @@ func goldenCases() []goldenCase {
 		{
 			name: "replay ids",
 			build: func(d *dialect) ([]query, error) {
-				return d.replayQueries(t, ReplayParams{IDs: []string{"a", "b"}, Now: goldenT0, Limit: 99})
+				return d.replayQueries(t, storage.ReplayParams{IDs: []string{"a", "b"}, Now: goldenT0, Limit: 99})
 			},
 			pg:      []string{`UPDATE "outbox_event" SET status = CASE WHEN order_key IS NULL THEN 0 ELSE 4 END, attempts = 0, last_error = NULL, done_at = NULL, first_attempt_at = NULL, available_at = $1, locked_by = NULL, locked_until = NULL WHERE event_id = ANY(CAST($2 AS TEXT[])) AND status = 3`},
 			sqlite:  []string{`UPDATE "outbox_event" SET status = CASE WHEN order_key IS NULL THEN 0 ELSE 4 END, attempts = 0, last_error = NULL, done_at = NULL, first_attempt_at = NULL, available_at = ?, locked_by = NULL, locked_until = NULL WHERE event_id IN (?, ?) AND +status = 3`},
@@ -368,7 +370,7 @@ func goldenCases() []goldenCase {
 		{
 			name: "replay filter",
 			build: func(d *dialect) ([]query, error) {
-				return d.replayQueries(t, ReplayParams{DeadFilter: DeadFilter{EventType: "E"}, Limit: 100, Now: goldenT0})
+				return d.replayQueries(t, storage.ReplayParams{DeadFilter: DeadFilter{EventType: "E"}, Limit: 100, Now: goldenT0})
 			},
 			pg:      []string{`UPDATE "outbox_event" SET status = CASE WHEN order_key IS NULL THEN 0 ELSE 4 END, attempts = 0, last_error = NULL, done_at = NULL, first_attempt_at = NULL, available_at = $1, locked_by = NULL, locked_until = NULL WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE status = 3 AND event_type = $2 ORDER BY created_at, event_id LIMIT $3) AND status = 3`},
 			sqlite:  []string{`UPDATE "outbox_event" SET status = CASE WHEN order_key IS NULL THEN 0 ELSE 4 END, attempts = 0, last_error = NULL, done_at = NULL, first_attempt_at = NULL, available_at = ?, locked_by = NULL, locked_until = NULL WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE +status = 3 AND event_type = ? ORDER BY created_at, event_id LIMIT 100) AND +status = 3`},
@@ -380,7 +382,7 @@ func goldenCases() []goldenCase {
 		{
 			name: "purge",
 			build: func(d *dialect) ([]query, error) {
-				return one2(d.purgeQuery(t, PurgeParams{Before: goldenT0, Limit: 500}))
+				return one2(d.purgeQuery(t, storage.PurgeParams{Before: goldenT0, Limit: 500}))
 			},
 			pg:      []string{`DELETE FROM "outbox_event" WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE (status IN (1, 3) OR status >= 5) AND COALESCE(done_at, created_at) < $1 ORDER BY COALESCE(done_at, created_at), event_id LIMIT $2 FOR UPDATE SKIP LOCKED) AND (status IN (1, 3) OR status >= 5) AND COALESCE(done_at, created_at) < $3`},
 			sqlite:  []string{`DELETE FROM "outbox_event" WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE (+status IN (1, 3) OR +status >= 5) AND COALESCE(done_at, created_at) < ? ORDER BY COALESCE(done_at, created_at), event_id LIMIT 500) AND (+status IN (1, 3) OR +status >= 5) AND COALESCE(done_at, created_at) < ?`},
@@ -394,7 +396,7 @@ func goldenCases() []goldenCase {
 			// DONE cutoff, the later one, and each row is held to its own.
 			name: "purge by outcome",
 			build: func(d *dialect) ([]query, error) {
-				return one2(d.purgeQuery(t, PurgeParams{Before: goldenT0, DeadBefore: goldenT0.Add(-time.Hour), Limit: 500}))
+				return one2(d.purgeQuery(t, storage.PurgeParams{Before: goldenT0, DeadBefore: goldenT0.Add(-time.Hour), Limit: 500}))
 			},
 			pg:     []string{`DELETE FROM "outbox_event" WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE (status IN (1, 3) OR status >= 5) AND COALESCE(done_at, created_at) < $1 AND (status = 1 AND COALESCE(done_at, created_at) < $2 OR status <> 1 AND COALESCE(done_at, created_at) < $3) ORDER BY COALESCE(done_at, created_at), event_id LIMIT $4 FOR UPDATE SKIP LOCKED) AND (status IN (1, 3) OR status >= 5) AND COALESCE(done_at, created_at) < $5 AND (status = 1 AND COALESCE(done_at, created_at) < $6 OR status <> 1 AND COALESCE(done_at, created_at) < $7)`},
 			sqlite: []string{`DELETE FROM "outbox_event" WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE (+status IN (1, 3) OR +status >= 5) AND COALESCE(done_at, created_at) < ? AND (+status = 1 AND COALESCE(done_at, created_at) < ? OR +status <> 1 AND COALESCE(done_at, created_at) < ?) ORDER BY COALESCE(done_at, created_at), event_id LIMIT 500) AND (+status IN (1, 3) OR +status >= 5) AND COALESCE(done_at, created_at) < ? AND (+status = 1 AND COALESCE(done_at, created_at) < ? OR +status <> 1 AND COALESCE(done_at, created_at) < ?)`},
@@ -529,7 +531,7 @@ func TestInsertSplitsAtBindLimit(t *testing.T) {
 		for i := range events {
 			events[i] = Event{ID: strconv.Itoa(i), Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: goldenT0}
 		}
-		qs, err := dd.insertQueries(goldenTable, InsertParams{Events: events}, time.Time{})
+		qs, err := dd.insertQueries(goldenTable, storage.InsertParams{Events: events}, time.Time{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -553,7 +555,7 @@ func TestInsertSplitsAtBindLimit(t *testing.T) {
 func TestInsertDefaultsTimes(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2030, 1, 1, 0, 0, 0, 999, time.UTC)
-	qs, err := Postgres.builder().insertQueries(goldenTable, InsertParams{Events: []Event{
+	qs, err := Postgres.builder().insertQueries(goldenTable, storage.InsertParams{Events: []Event{
 		{ID: "a", Payload: json.RawMessage(`1`)},
 		{ID: "b", Payload: json.RawMessage(`1`), CreatedAt: goldenT0},
 	}}, now)
@@ -575,11 +577,11 @@ func TestIDListsAreChunked(t *testing.T) {
 		for i := range ids {
 			ids[i] = strconv.Itoa(i)
 		}
-		done, err := dd.markDoneQueries(goldenTable, MarkDoneParams{IDs: ids, DoneAt: goldenT0})
+		done, err := dd.markDoneQueries(goldenTable, storage.MarkDoneParams{IDs: ids, DoneAt: goldenT0})
 		if err != nil {
 			t.Fatal(err)
 		}
-		replay, err := dd.replayQueries(goldenTable, ReplayParams{IDs: ids, Now: goldenT0})
+		replay, err := dd.replayQueries(goldenTable, storage.ReplayParams{IDs: ids, Now: goldenT0})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -594,92 +596,92 @@ func TestBuildersRejectBadParams(t *testing.T) {
 	t0 := goldenT0
 	cases := map[string]func(d *dialect) error{
 		"mark done no ids": func(d *dialect) error {
-			_, err := d.markDoneQueries(goldenTable, MarkDoneParams{DoneAt: t0})
+			_, err := d.markDoneQueries(goldenTable, storage.MarkDoneParams{DoneAt: t0})
 			return err
 		},
 		"mark done zero time": func(d *dialect) error {
-			_, err := d.markDoneQueries(goldenTable, MarkDoneParams{IDs: []string{"a"}})
+			_, err := d.markDoneQueries(goldenTable, storage.MarkDoneParams{IDs: []string{"a"}})
 			return err
 		},
 		"reschedule no id": func(d *dialect) error {
-			_, err := d.rescheduleQuery(goldenTable, RescheduleParams{Status: StatusRetry, AvailableAt: t0})
+			_, err := d.rescheduleQuery(goldenTable, storage.RescheduleParams{Status: StatusRetry, AvailableAt: t0})
 			return err
 		},
 		"reschedule to dead": func(d *dialect) error {
-			_, err := d.rescheduleQuery(goldenTable, RescheduleParams{ID: "a", Status: StatusDead, AvailableAt: t0})
+			_, err := d.rescheduleQuery(goldenTable, storage.RescheduleParams{ID: "a", Status: StatusDead, AvailableAt: t0})
 			return err
 		},
 		"reschedule zero time": func(d *dialect) error {
-			_, err := d.rescheduleQuery(goldenTable, RescheduleParams{ID: "a", Status: StatusRetry})
+			_, err := d.rescheduleQuery(goldenTable, storage.RescheduleParams{ID: "a", Status: StatusRetry})
 			return err
 		},
 		"mark dead no id": func(d *dialect) error {
-			_, err := d.markDeadQuery(goldenTable, MarkDeadParams{DeadAt: goldenT0, Reason: "x"})
+			_, err := d.markDeadQuery(goldenTable, storage.MarkDeadParams{DeadAt: goldenT0, Reason: "x"})
 			return err
 		},
 		"pending zero limit": func(d *dialect) error {
-			_, err := d.pendingQuery(goldenTable, PendingParams{Now: t0})
+			_, err := d.pendingQuery(goldenTable, storage.PendingParams{Now: t0})
 			return err
 		},
 		"pending negative skip": func(d *dialect) error {
-			_, err := d.pendingQuery(goldenTable, PendingParams{Now: t0, Limit: 1, SkipRecent: -1})
+			_, err := d.pendingQuery(goldenTable, storage.PendingParams{Now: t0, Limit: 1, SkipRecent: -1})
 			return err
 		},
 		"pending zero now": func(d *dialect) error {
-			_, err := d.pendingQuery(goldenTable, PendingParams{Limit: 1})
+			_, err := d.pendingQuery(goldenTable, storage.PendingParams{Limit: 1})
 			return err
 		},
 		"list dead zero limit": func(d *dialect) error {
-			_, err := d.listDeadQuery(goldenTable, ListDeadParams{})
+			_, err := d.listDeadQuery(goldenTable, storage.ListDeadParams{})
 			return err
 		},
 		"replay nothing": func(d *dialect) error {
-			_, err := d.replayQueries(goldenTable, ReplayParams{Now: t0})
+			_, err := d.replayQueries(goldenTable, storage.ReplayParams{Now: t0})
 			return err
 		},
 		"replay zero now": func(d *dialect) error {
-			_, err := d.replayQueries(goldenTable, ReplayParams{IDs: []string{"a"}})
+			_, err := d.replayQueries(goldenTable, storage.ReplayParams{IDs: []string{"a"}})
 			return err
 		},
 		"purge negative limit": func(d *dialect) error {
-			_, err := d.purgeQuery(goldenTable, PurgeParams{Before: t0, Limit: -1})
+			_, err := d.purgeQuery(goldenTable, storage.PurgeParams{Before: t0, Limit: -1})
 			return err
 		},
 		"purge zero before": func(d *dialect) error {
-			_, err := d.purgeQuery(goldenTable, PurgeParams{Limit: 1})
+			_, err := d.purgeQuery(goldenTable, storage.PurgeParams{Limit: 1})
 			return err
 		},
 		"insert without id": func(d *dialect) error {
-			_, err := d.insertQueries(goldenTable, InsertParams{Events: []Event{{Payload: json.RawMessage(`1`)}}}, t0)
+			_, err := d.insertQueries(goldenTable, storage.InsertParams{Events: []Event{{Payload: json.RawMessage(`1`)}}}, t0)
 			return err
 		},
 		"insert claimed without ttl": func(d *dialect) error {
-			_, err := d.insertQueries(goldenTable, InsertParams{Events: []Event{{ID: "a", Payload: json.RawMessage(`1`), LockedBy: "n/1"}}}, t0)
+			_, err := d.insertQueries(goldenTable, storage.InsertParams{Events: []Event{{ID: "a", Payload: json.RawMessage(`1`), LockedBy: "n/1"}}}, t0)
 			return err
 		},
 		"insert token too long": func(d *dialect) error {
-			_, err := d.insertQueries(goldenTable, InsertParams{ClaimTTL: time.Second,
+			_, err := d.insertQueries(goldenTable, storage.InsertParams{ClaimTTL: time.Second,
 				Events: []Event{{ID: "a", Payload: json.RawMessage(`1`), LockedBy: strings.Repeat("t", MaxClaimTokenLen+1)}}}, t0)
 			return err
 		},
 		"insert negative ttl": func(d *dialect) error {
-			_, err := d.insertQueries(goldenTable, InsertParams{ClaimTTL: -time.Second, Events: []Event{{ID: "a", Payload: json.RawMessage(`1`)}}}, t0)
+			_, err := d.insertQueries(goldenTable, storage.InsertParams{ClaimTTL: -time.Second, Events: []Event{{ID: "a", Payload: json.RawMessage(`1`)}}}, t0)
 			return err
 		},
 		"mark done token too long": func(d *dialect) error {
-			_, err := d.markDoneQueries(goldenTable, MarkDoneParams{IDs: []string{"a"}, DoneAt: t0, Token: strings.Repeat("t", MaxClaimTokenLen+1)})
+			_, err := d.markDoneQueries(goldenTable, storage.MarkDoneParams{IDs: []string{"a"}, DoneAt: t0, Token: strings.Repeat("t", MaxClaimTokenLen+1)})
 			return err
 		},
 		"reschedule token too long": func(d *dialect) error {
-			_, err := d.rescheduleQuery(goldenTable, RescheduleParams{ID: "a", Status: StatusNew, AvailableAt: t0, Token: strings.Repeat("t", MaxClaimTokenLen+1)})
+			_, err := d.rescheduleQuery(goldenTable, storage.RescheduleParams{ID: "a", Status: StatusNew, AvailableAt: t0, Token: strings.Repeat("t", MaxClaimTokenLen+1)})
 			return err
 		},
 		"mark dead token too long": func(d *dialect) error {
-			_, err := d.markDeadQuery(goldenTable, MarkDeadParams{ID: "a", DeadAt: t0, Token: strings.Repeat("t", MaxClaimTokenLen+1)})
+			_, err := d.markDeadQuery(goldenTable, storage.MarkDeadParams{ID: "a", DeadAt: t0, Token: strings.Repeat("t", MaxClaimTokenLen+1)})
 			return err
 		},
 	}
-	claimCases := map[string]ClaimParams{
+	claimCases := map[string]storage.ClaimParams{
 		"claim empty token":     {TTL: time.Second, Limit: 1},
 		"claim token too long":  {Token: strings.Repeat("t", MaxClaimTokenLen+1), TTL: time.Second, Limit: 1},
 		"claim zero ttl":        {Token: "n/1", Limit: 1},
@@ -687,7 +689,7 @@ func TestBuildersRejectBadParams(t *testing.T) {
 		"claim negative skip":   {Token: "n/1", TTL: time.Second, SkipRecent: -time.Second, Limit: 1},
 		"claim zero limit":      {Token: "n/1", TTL: time.Second},
 	}
-	for name, p := range map[string]RenewClaimParams{
+	for name, p := range map[string]storage.RenewClaimParams{
 		"renew without id":    {Token: "n/1", TTL: time.Second},
 		"renew without token": {ID: "a", TTL: time.Second},
 		"renew zero ttl":      {ID: "a", Token: "n/1"},
@@ -815,7 +817,7 @@ func TestMarkDoneTokensChunks(t *testing.T) {
 	}
 	for _, d := range allDialects {
 		dd := d.builder()
-		qs, err := dd.markDoneQueries(goldenTable, MarkDoneParams{IDs: ids, Tokens: tokens, DoneAt: goldenT0})
+		qs, err := dd.markDoneQueries(goldenTable, storage.MarkDoneParams{IDs: ids, Tokens: tokens, DoneAt: goldenT0})
 		if err != nil {
 			t.Fatal(err)
 		}

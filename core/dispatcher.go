@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/outboxkit/outbox/core/internal/startstop"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // tombstoneTTL is how long EnqueueCold refuses stale copies of a finished event: rows a
@@ -176,8 +177,8 @@ func (c dispatcherConfig) validate() error {
 // of running while another node may take it over. Unclaimed events (LockedBy empty) are
 // recorded without a token, as in single-node mode.
 type dispatcher struct {
-	store  Store
-	claims ClaimStore // the store's claims; nil unless ClaimTTL is set
+	store  storage.Store
+	claims storage.ClaimStore // the store's claims; nil unless ClaimTTL is set
 	reg    *registry
 	cfg    dispatcherConfig
 	log    *slog.Logger
@@ -201,7 +202,7 @@ type dispatcher struct {
 // NewDispatcher returns a stopped Dispatcher that delivers events from store to the
 // listeners of reg. It returns a [*ConfigError] when store or reg is nil or a config
 // value is invalid.
-func newDispatcher(store Store, reg *registry, cfg dispatcherConfig) (*dispatcher, error) {
+func newDispatcher(store storage.Store, reg *registry, cfg dispatcherConfig) (*dispatcher, error) {
 	if store == nil {
 		return nil, &ConfigError{Field: "Store", Reason: "is nil"}
 	}
@@ -330,7 +331,7 @@ func (d *dispatcher) releaseClaims(ctx context.Context, events []Event, why stri
 	} else {
 		for _, e := range events {
 			var n int64
-			n, err = d.claims.RenewClaim(ctx, RenewClaimParams{ID: e.ID, Token: e.LockedBy, TTL: time.Microsecond})
+			n, err = d.claims.RenewClaim(ctx, storage.RenewClaimParams{ID: e.ID, Token: e.LockedBy, TTL: time.Microsecond})
 			if err != nil {
 				break
 			}
@@ -377,11 +378,11 @@ func (d *dispatcher) hotPath() *hotPath { return d.hot }
 
 // claimStoreOf returns store's claims when claimTTL asks for them, or a [*ConfigError]
 // when the store cannot claim.
-func claimStoreOf(store Store, claimTTL time.Duration) (ClaimStore, error) {
+func claimStoreOf(store storage.Store, claimTTL time.Duration) (storage.ClaimStore, error) {
 	if claimTTL <= 0 {
 		return nil, nil
 	}
-	cs, ok := store.(ClaimStore)
+	cs, ok := store.(storage.ClaimStore)
 	if !ok {
 		return nil, &ConfigError{Field: "Store", Reason: fmt.Sprintf("%T does not implement ClaimStore, which MultiNode mode needs", store)}
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // The components behind New, driven on their own (export_test.go names them).
@@ -57,7 +58,7 @@ func (b *dispatchBundle) listen(t *testing.T, typ string, l outbox.Listener) {
 // write stores events and hands them to the hot path, as a committed write would.
 func (b *dispatchBundle) write(t *testing.T, events ...outbox.Event) {
 	t.Helper()
-	if _, err := b.store.Insert(t.Context(), nil, outbox.InsertParams{Events: events}); err != nil {
+	if _, err := b.store.Insert(t.Context(), nil, storage.InsertParams{Events: events}); err != nil {
 		t.Fatalf("Insert: %v", err)
 	}
 	if err := b.d.WriterHook().AfterCommit(t.Context(), events); err != nil {

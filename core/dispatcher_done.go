@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"slices"
 	"time"
+
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // Batching of DONE outcomes. A worker whose attempt ends DONE hands the event to the
@@ -147,7 +149,7 @@ func (d *dispatcher) writeDoneGroup(runCtx context.Context, group []doneAck, cla
 	}
 	ctx, cancel := d.statusContext(runCtx)
 	now := d.cfg.Now()
-	n, err := d.store.MarkDone(ctx, MarkDoneParams{IDs: ids, Tokens: tokens, DoneAt: now, Delete: d.cfg.DeleteDone})
+	n, err := d.store.MarkDone(ctx, storage.MarkDoneParams{IDs: ids, Tokens: tokens, DoneAt: now, Delete: d.cfg.DeleteDone})
 	unresponsive := errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded)
 	cancel()
 	if err != nil {

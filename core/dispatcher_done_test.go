@@ -16,24 +16,25 @@ import (
 	outbox "github.com/outboxkit/outbox/core"
 	"github.com/outboxkit/outbox/core/adapterkit"
 	"github.com/outboxkit/outbox/core/outboxtest"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // batchStore is a MemoryStore whose MarkDone records its calls, can be held until
 // released, and can fail.
 type batchStore struct {
 	*outboxtest.MemoryStore
-	hold chan struct{}                       // when set, MarkDone waits for it to be closed
-	fail func(p outbox.MarkDoneParams) error // when set and non-nil for p, MarkDone fails
+	hold chan struct{}                        // when set, MarkDone waits for it to be closed
+	fail func(p storage.MarkDoneParams) error // when set and non-nil for p, MarkDone fails
 
 	mu    sync.Mutex
-	calls []outbox.MarkDoneParams
+	calls []storage.MarkDoneParams
 }
 
 func newBatchStore() *batchStore { return &batchStore{MemoryStore: outboxtest.NewMemoryStore()} }
 
-func (s *batchStore) MarkDone(ctx context.Context, p outbox.MarkDoneParams) (int64, error) {
+func (s *batchStore) MarkDone(ctx context.Context, p storage.MarkDoneParams) (int64, error) {
 	s.mu.Lock()
-	s.calls = append(s.calls, outbox.MarkDoneParams{IDs: slices.Clone(p.IDs), DoneAt: p.DoneAt, Token: p.Token,
+	s.calls = append(s.calls, storage.MarkDoneParams{IDs: slices.Clone(p.IDs), DoneAt: p.DoneAt, Token: p.Token,
 		Tokens: slices.Clone(p.Tokens)})
 	hold, fail := s.hold, s.fail
 	s.mu.Unlock()
@@ -235,7 +236,7 @@ func TestDispatcherBatchesClaimedEventsFencedRowByRow(t *testing.T) {
 		rows := []outbox.Event{claimed("e1", "node-a/1"), claimed("e2", "node-b/9"),
 			claimed("e3", "node-a/1"), claimed("e4", "node-a/2"), claimed("e5", "node-a/3")}
 		for _, r := range rows {
-			if _, err := store.Insert(t.Context(), nil, outbox.InsertParams{Events: []outbox.Event{r}, ClaimTTL: time.Hour}); err != nil {
+			if _, err := store.Insert(t.Context(), nil, storage.InsertParams{Events: []outbox.Event{r}, ClaimTTL: time.Hour}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -334,7 +335,7 @@ func TestDispatcherDoneBatchFailureFallsBackPerEvent(t *testing.T) {
 		defer b.d.BeginRead()() // a poll read open throughout, as in the test above
 		events := b.put(4)
 		// A batch statement fails; so does e3's own statement.
-		store.fail = func(p outbox.MarkDoneParams) error {
+		store.fail = func(p storage.MarkDoneParams) error {
 			if len(p.IDs) > 1 || p.IDs[0] == "e3" {
 				return errors.New("connection reset")
 			}

@@ -14,6 +14,7 @@ import (
 
 	outbox "github.com/outboxkit/outbox/core"
 	"github.com/outboxkit/outbox/core/outboxtest"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 func TestDispatcherStopDrainsQueues(t *testing.T) {
@@ -202,7 +203,7 @@ func TestDispatcherStartStopStress(t *testing.T) {
 		wg.Go(func() {
 			for i := range 100 {
 				e := newEvent(fmt.Sprintf("g%d-%d", g, i), "Thing")
-				if _, err := store.Insert(context.Background(), nil, outbox.InsertParams{Events: []outbox.Event{e}}); err != nil {
+				if _, err := store.Insert(context.Background(), nil, storage.InsertParams{Events: []outbox.Event{e}}); err != nil {
 					t.Error(err)
 					return
 				}

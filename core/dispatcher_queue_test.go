@@ -15,6 +15,7 @@ import (
 
 	outbox "github.com/outboxkit/outbox/core"
 	"github.com/outboxkit/outbox/core/outboxtest"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 func TestDispatcherDrainsHotAndColdTwoToOne(t *testing.T) {
@@ -171,7 +172,7 @@ func TestDispatcherTombstones(t *testing.T) {
 			l, heal := b.deadOnce(t, stale)
 			time.Sleep(time.Second)
 			heal()
-			if _, err := b.store.Replay(t.Context(), outbox.ReplayParams{IDs: []string{"e1"}, Now: time.Now()}); err != nil {
+			if _, err := b.store.Replay(t.Context(), storage.ReplayParams{IDs: []string{"e1"}, Now: time.Now()}); err != nil {
 				t.Fatal(err)
 			}
 			if b.d.EnqueueCold(stale) {
@@ -196,7 +197,7 @@ func TestDispatcherTombstones(t *testing.T) {
 			l, heal := b.deadOnce(t, newEvent("e1", "Thing"))
 			time.Sleep(time.Millisecond)
 			heal()
-			if _, err := b.store.Replay(t.Context(), outbox.ReplayParams{IDs: []string{"e1"}, Now: time.Now().Add(-time.Hour)}); err != nil {
+			if _, err := b.store.Replay(t.Context(), storage.ReplayParams{IDs: []string{"e1"}, Now: time.Now().Add(-time.Hour)}); err != nil {
 				t.Fatal(err)
 			}
 			p := newPoller(t, b, outbox.PollerConfig{SkipRecent: -1})
@@ -216,12 +217,12 @@ func TestDispatcherTombstones(t *testing.T) {
 			l := &outboxtest.RecordingListener{}
 			b.listen(t, "Thing", l)
 			e := newEvent("e1", "Thing")
-			if _, err := b.store.Insert(t.Context(), nil, outbox.InsertParams{Events: []outbox.Event{e}}); err != nil {
+			if _, err := b.store.Insert(t.Context(), nil, storage.InsertParams{Events: []outbox.Event{e}}); err != nil {
 				t.Fatal(err)
 			}
 			// The poller reads the row, then stalls before queueing it.
 			read, resume := make(chan struct{}), make(chan struct{})
-			b.store.afterPending = func(outbox.PendingBatch) {
+			b.store.afterPending = func(storage.PendingBatch) {
 				close(read)
 				<-resume
 			}

@@ -15,6 +15,7 @@ import (
 
 	outbox "github.com/outboxkit/outbox/core"
 	"github.com/outboxkit/outbox/core/outboxtest"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 func TestDispatcherDefaultConstants(t *testing.T) {
@@ -53,7 +54,7 @@ func TestNewDispatcherValidates(t *testing.T) {
 	reg := outbox.NewRegistry()
 	tests := []struct {
 		name      string
-		store     outbox.Store
+		store     storage.Store
 		reg       *outbox.Registry
 		cfg       outbox.DispatcherConfig
 		wantField string // "" means valid

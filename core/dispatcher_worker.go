@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/outboxkit/outbox/core/internal/startstop"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // work is one worker: it takes events until the queues are drained after a graceful
@@ -243,7 +244,7 @@ func (d *dispatcher) renewClaim(runCtx context.Context, e *Event, left time.Dura
 		defer cancel()
 	}
 	start := time.Now() // the database renews after this moment
-	n, err := d.claims.RenewClaim(ctx, RenewClaimParams{ID: e.ID, Token: e.LockedBy, TTL: d.cfg.ClaimTTL})
+	n, err := d.claims.RenewClaim(ctx, storage.RenewClaimParams{ID: e.ID, Token: e.LockedBy, TTL: d.cfg.ClaimTTL})
 	switch {
 	case err != nil:
 		if runCtx.Err() == nil {
@@ -433,13 +434,13 @@ func (d *dispatcher) writeOutcome(runCtx context.Context, e *Event, dec decision
 	switch dec.kind {
 	case outcomeDone:
 		op = "mark done"
-		n, err = d.store.MarkDone(ctx, MarkDoneParams{IDs: []string{e.ID}, DoneAt: now, Token: token, Delete: d.cfg.DeleteDone})
+		n, err = d.store.MarkDone(ctx, storage.MarkDoneParams{IDs: []string{e.ID}, DoneAt: now, Token: token, Delete: d.cfg.DeleteDone})
 	case outcomeDeferred:
 		op = "defer"
-		n, err = d.store.Reschedule(ctx, RescheduleParams{ID: e.ID, Status: StatusNew, AvailableAt: dec.at, Token: token})
+		n, err = d.store.Reschedule(ctx, storage.RescheduleParams{ID: e.ID, Status: StatusNew, AvailableAt: dec.at, Token: token})
 	case outcomeRetry:
 		op = "schedule retry"
-		n, err = d.store.Reschedule(ctx, RescheduleParams{
+		n, err = d.store.Reschedule(ctx, storage.RescheduleParams{
 			ID: e.ID, Status: StatusRetry, AvailableAt: dec.at, CountAttempt: true, LastError: dec.reason, Token: token,
 		})
 	case outcomeDead, outcomeFallback:
@@ -447,7 +448,7 @@ func (d *dispatcher) writeOutcome(runCtx context.Context, e *Event, dec decision
 		if dec.kind == outcomeFallback {
 			op = "mark fallback"
 		}
-		n, err = d.store.MarkDead(ctx, MarkDeadParams{
+		n, err = d.store.MarkDead(ctx, storage.MarkDeadParams{
 			ID: e.ID, DeadAt: now, Reason: dec.reason, CountAttempt: dec.countAttempt, Token: token,
 			Fallback: dec.kind == outcomeFallback, Listener: dec.listener,
 		})

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // The micro-benchmarks of the write path's CPU work: ID generation, envelope validation
@@ -85,7 +87,7 @@ func BenchmarkInsertQueries(b *testing.B) {
 	for _, d := range []*dialect{Postgres.builder(), MySQL.builder(), SQLite.builder()} {
 		for _, n := range []int{1, 100} {
 			b.Run(d.name+"/"+strconv.Itoa(n), func(b *testing.B) {
-				p := InsertParams{Events: events[:n]}
+				p := storage.InsertParams{Events: events[:n]}
 				now := time.Now()
 				b.ReportAllocs()
 				for b.Loop() {
@@ -109,7 +111,7 @@ func BenchmarkMarkDoneQueries(b *testing.B) {
 	for _, d := range []*dialect{Postgres.builder(), MySQL.builder(), SQLite.builder()} {
 		for _, n := range []int{1, 64} {
 			b.Run(d.name+"/"+strconv.Itoa(n), func(b *testing.B) {
-				p := MarkDoneParams{IDs: ids[:n], DoneAt: time.Now()}
+				p := storage.MarkDoneParams{IDs: ids[:n], DoneAt: time.Now()}
 				b.ReportAllocs()
 				for b.Loop() {
 					if _, err := d.markDoneQueries(table, p); err != nil {

@@ -3,9 +3,10 @@ package outbox
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/outboxkit/outbox/core/internal/check"
 )
 
 // encodeEnvelopes validates envs and turns them into events ready to insert. now is the
@@ -50,7 +51,7 @@ func encodeEnvelope(env *Envelope, ev *Event, now time.Time, maxPayload int, cod
 		if len(f.value) > f.limit {
 			return &EnvelopeError{Field: f.name, Err: ErrFieldTooLong, Detail: fmt.Sprintf("%d bytes, limit %d", len(f.value), f.limit)}
 		}
-		if !validText(f.value) {
+		if !check.ValidText(f.value) {
 			return &EnvelopeError{Field: f.name, Err: ErrInvalidText}
 		}
 	}
@@ -65,7 +66,7 @@ func encodeEnvelope(env *Envelope, ev *Event, now time.Time, maxPayload int, cod
 			if size += len(k) + len(v); size > MaxHeadersBytes {
 				return &EnvelopeError{Field: "Headers", Err: ErrHeadersTooLarge, Detail: fmt.Sprintf("more than %d bytes of keys and values", MaxHeadersBytes)}
 			}
-			if !validText(k) || !validText(v) {
+			if !check.ValidText(k) || !check.ValidText(v) {
 				return &EnvelopeError{Field: "Headers", Err: ErrInvalidText, Detail: fmt.Sprintf("key %q", cut(k, 64))}
 			}
 			headers[k] = v
@@ -196,11 +197,6 @@ func storableTime(t time.Time) bool { y := t.Year(); return y >= 1000 && y <= 99
 
 // canonicalTime is the one time representation every store uses: UTC, microseconds.
 func canonicalTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
-
-// validText reports whether s can be stored in a text column of every supported
-// database: valid UTF-8 (JSON encoding would silently replace invalid bytes) and no NUL
-// (PostgreSQL rejects it).
-func validText(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
 
 // Limits of what every supported database stores as a JSON payload, beyond valid JSON.
 const (

@@ -4,17 +4,19 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/outboxkit/outbox/core/outboxtype"
 )
 
 var (
 	// ErrNoTransaction is returned by [Writer.Write] when the executor is not inside a
 	// transaction. Nothing is inserted.
-	ErrNoTransaction = errors.New("outbox: executor is not inside a transaction")
+	ErrNoTransaction = outboxtype.ErrNoTransaction
 	// ErrStopped is the cause (context.Cause) of a listener's context when
 	// [Outbox.Stop]'s deadline passes and running deliveries are cancelled.
 	ErrStopped = errors.New("outbox: stopped")
 	// ErrNotFound is returned when no event has the given ID.
-	ErrNotFound = errors.New("outbox: event not found")
+	ErrNotFound = outboxtype.ErrNotFound
 	// ErrNotDead is returned by a replay of an event that exists but is not DEAD.
 	ErrNotDead = errors.New("outbox: event is not dead")
 	// ErrFinished is returned by a discard of an event that is DONE, FALLBACK or
@@ -35,20 +37,20 @@ var (
 	// ErrInvalidArgument is wrapped by errors for bad arguments to a call, such as a page
 	// limit out of range, or store parameters that fail their Validate method. Nothing
 	// runs in that case.
-	ErrInvalidArgument = errors.New("outbox: invalid argument")
+	ErrInvalidArgument = outboxtype.ErrInvalidArgument
 	// ErrTxDone is returned by [Writer.Write] through a transaction that has already
 	// committed or rolled back (it also matches the driver's sql.ErrTxDone).
-	ErrTxDone = errors.New("outbox: transaction has already ended")
+	ErrTxDone = outboxtype.ErrTxDone
 	// ErrEventTooLarge is returned by a write whose event the database server would
 	// refuse as one statement: on MySQL/MariaDB, a row that needs more than the server's
 	// max_allowed_packet. The write is refused before any SQL, so the caller's
 	// transaction stays usable; the error names the setting and the sizes.
-	ErrEventTooLarge = errors.New("outbox: event too large for the database server")
+	ErrEventTooLarge = outboxtype.ErrEventTooLarge
 	// ErrUnreadableRow is wrapped by the reason of a row that the database stores but
 	// cannot return, for example a PostgreSQL jsonb payload whose numbers write out to
 	// more than a gigabyte. The poller moves such a row to DEAD, with this reason, the
 	// server's error and the stored sizes, so that it cannot stop the other rows.
-	ErrUnreadableRow = errors.New("outbox: the database cannot return the row")
+	ErrUnreadableRow = outboxtype.ErrUnreadableRow
 )
 
 // Reasons an envelope is rejected. An [EnvelopeError] wraps exactly one of them.

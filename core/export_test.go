@@ -1,6 +1,10 @@
 package outbox
 
-import "time"
+import (
+	"time"
+
+	"github.com/outboxkit/outbox/core/storage"
+)
 
 // The components behind [New], under their former exported names, for this package's
 // external tests only: they drive a dispatcher, a poller, a purger or a writer on their
@@ -23,7 +27,7 @@ var (
 )
 
 // NewPoller returns a poller feeding d.
-func NewPoller(store Store, d *Dispatcher, cfg PollerConfig) (*Poller, error) {
+func NewPoller(store storage.Store, d *Dispatcher, cfg PollerConfig) (*Poller, error) {
 	var q *queues
 	if d != nil {
 		q = d.q
@@ -33,7 +37,7 @@ func NewPoller(store Store, d *Dispatcher, cfg PollerConfig) (*Poller, error) {
 
 // NewWriter returns a writer; a hot-path hook among cfg.Hooks makes it pre-claim for
 // that hook's queue, as New wires it.
-func NewWriter(store Store, cfg WriterConfig) (*Writer, error) {
+func NewWriter(store storage.Store, cfg WriterConfig) (*Writer, error) {
 	for _, h := range cfg.Hooks {
 		if hp, ok := h.(*hotPath); ok {
 			cfg.hot = hp.q

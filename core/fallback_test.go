@@ -12,6 +12,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // TestFallback: a subscription's fallback runs when a delivery is about to become DEAD,
@@ -142,7 +143,7 @@ func TestFallbackHardStop(t *testing.T) {
 			t.Fatal(err)
 		}
 		e := newEvent("h1", "Thing")
-		if _, err := store.Insert(t.Context(), nil, outbox.InsertParams{Events: []outbox.Event{e}}); err != nil {
+		if _, err := store.Insert(t.Context(), nil, storage.InsertParams{Events: []outbox.Event{e}}); err != nil {
 			t.Fatal(err)
 		}
 		if err := d.WriterHook().AfterCommit(t.Context(), []outbox.Event{e}); err != nil {

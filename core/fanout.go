@@ -9,6 +9,8 @@ import (
 	"slices"
 	"time"
 	"unicode/utf8"
+
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // Fan-out. An event whose route matches several subscriptions is split, when a worker
@@ -81,7 +83,7 @@ func (d *dispatcher) fanOut(runCtx context.Context, items []fanOutItem) {
 		}
 		return
 	}
-	fs, ok := d.store.(FanOutStore)
+	fs, ok := d.store.(storage.FanOutStore)
 	if !ok {
 		for _, x := range items {
 			e := x.it.ev
@@ -94,7 +96,7 @@ func (d *dispatcher) fanOut(runCtx context.Context, items []fanOutItem) {
 		return
 	}
 	start := d.cfg.Now()
-	p := FanOutParams{DoneAt: start, Delete: d.cfg.DeleteDone, ClaimTTL: d.cfg.ClaimTTL}
+	p := storage.FanOutParams{DoneAt: start, Delete: d.cfg.DeleteDone, ClaimTTL: d.cfg.ClaimTTL}
 	byID := make(map[string]*Event, len(items))
 	for _, x := range items {
 		e := x.it.ev
@@ -102,7 +104,7 @@ func (d *dispatcher) fanOut(runCtx context.Context, items []fanOutItem) {
 			d.q.release(e.ID, d.cfg.Now(), false, time.Time{})
 			continue
 		}
-		fe := FanOutEvent{ID: e.ID, Token: e.LockedBy, Deliveries: make([]Event, len(x.fan))}
+		fe := storage.FanOutEvent{ID: e.ID, Token: e.LockedBy, Deliveries: make([]Event, len(x.fan))}
 		for i, rt := range x.fan {
 			c := e
 			c.ID, c.Listener = DeliveryID(e.ID, rt.name), rt.name

@@ -13,6 +13,7 @@ import (
 
 	outbox "github.com/outboxkit/outbox/core"
 	"github.com/outboxkit/outbox/core/outboxtest"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // TestFanOutIndependentOutcomes: an event with three listeners is split into three
@@ -91,7 +92,7 @@ func TestFanOutIndependentOutcomes(t *testing.T) {
 			}
 		}
 		mailDown = false
-		if n, err := b.store.Replay(t.Context(), outbox.ReplayParams{DeadFilter: outbox.DeadFilter{Listener: "mail"}, Limit: 10, Now: time.Now()}); err != nil || n != 1 {
+		if n, err := b.store.Replay(t.Context(), storage.ReplayParams{DeadFilter: outbox.DeadFilter{Listener: "mail"}, Limit: 10, Now: time.Now()}); err != nil || n != 1 {
 			t.Fatalf("replay mail: %d, %v", n, err)
 		}
 		time.Sleep(2 * time.Minute) // the poller's idle wait has grown; DeadEvents.Replay would wake it
@@ -174,7 +175,7 @@ func TestFanOutSkipsExistingDeliveries(t *testing.T) {
 		done := newEvent(outbox.DeliveryID("e1", "a"), "Thing")
 		done.Listener = "a"
 		b.store.Put(done)
-		if _, err := b.store.MarkDone(t.Context(), outbox.MarkDoneParams{IDs: []string{done.ID}, DoneAt: time.Now()}); err != nil {
+		if _, err := b.store.MarkDone(t.Context(), storage.MarkDoneParams{IDs: []string{done.ID}, DoneAt: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 		b.write(t, newEvent("e1", "Thing"))
@@ -246,7 +247,7 @@ func TestFanOutWithoutFanOutStore(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		mem := outboxtest.NewMemoryStore()
-		store := struct{ outbox.Store }{mem} // Store's methods only: no FanOut
+		store := struct{ storage.Store }{mem} // Store's methods only: no FanOut
 		reg := outbox.NewRegistry()
 		a, c, single := newDeliveries(nil), newDeliveries(nil), newDeliveries(nil)
 		for _, s := range []outbox.Subscription{
@@ -266,7 +267,7 @@ func TestFanOutWithoutFanOutStore(t *testing.T) {
 		}
 		defer d.Stop(context.Background())
 		events := []outbox.Event{newEvent("e1", "Thing"), newEvent("s1", "Single")}
-		if _, err := mem.Insert(t.Context(), nil, outbox.InsertParams{Events: events}); err != nil {
+		if _, err := mem.Insert(t.Context(), nil, storage.InsertParams{Events: events}); err != nil {
 			t.Fatal(err)
 		}
 		if err := d.WriterHook().AfterCommit(t.Context(), events); err != nil {

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
+
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // The dispatch lease. Two SingleNode processes on one table would both deliver every
@@ -41,30 +43,14 @@ const (
 	leaseErrorAfterN = 4
 )
 
-// Validate reports whether p can be passed to [LeaseStore.AcquireLease]; the error
-// matches [ErrInvalidArgument].
-func (p LeaseParams) Validate() error {
-	switch {
-	case p.Holder == "":
-		return invalidParams("acquire lease", "Holder is empty")
-	case len(p.Holder) > MaxClaimTokenLen:
-		return invalidParams("acquire lease", "Holder is %d bytes, more than MaxClaimTokenLen (%d)", len(p.Holder), MaxClaimTokenLen)
-	case p.Mode != SingleNode && p.Mode != MultiNode:
-		return invalidParams("acquire lease", "Mode must be SingleNode or MultiNode, got %s", p.Mode)
-	case p.TTL < minClaimTTL:
-		return invalidParams("acquire lease", "TTL must be positive, got %s", p.TTL)
-	}
-	return nil
-}
-
 // leased runs the dispatcher and the poller of a SingleNode or MultiNode Outbox while
 // its process holds the dispatch lease, and keeps the lease: [Outbox.Start] starts it in
 // their place. Without a lease store (a store that is not a [LeaseStore], LeaseTTL -1,
 // or a table without the lease version) it runs them unconditionally, as before.
 type leased struct {
-	store  LeaseStore // nil: no lease
-	parts  []service  // the dispatcher, then the poller
-	hot    *hotPath   // nil without a hot path: told when this process stands by
+	store  storage.LeaseStore // nil: no lease
+	parts  []service          // the dispatcher, then the poller
+	hot    *hotPath           // nil without a hot path: told when this process stands by
 	mode   Mode
 	ttl    time.Duration
 	nodeID string // the holder in MultiNode mode; SingleNode draws one per Start
@@ -154,8 +140,8 @@ func (l *leased) Stop(ctx context.Context) error {
 }
 
 // params are the lease parameters of this process.
-func (l *leased) params() LeaseParams {
-	return LeaseParams{Holder: l.holder, Mode: l.mode, TTL: l.ttl}
+func (l *leased) params() storage.LeaseParams {
+	return storage.LeaseParams{Holder: l.holder, Shared: l.mode == MultiNode, TTL: l.ttl}
 }
 
 // release ends a SingleNode lease (MultiNode processes share theirs: it expires).
@@ -199,14 +185,22 @@ func (l *leased) stopParts(ctx context.Context, deadline time.Time) {
 }
 
 // standBy begins to stand by beside holder's lease.
-func (l *leased) standBy(ctx context.Context, lease Lease) {
+func (l *leased) standBy(ctx context.Context, lease storage.Lease) {
 	if l.hot != nil {
 		l.hot.standby.Store(true)
 	}
 	l.standbySince, l.errorLogged = time.Now(), false
 	l.log.LogAttrs(ctx, slog.LevelWarn, "another process holds this table's dispatch lease: this one writes events but "+
 		"delivers none until the lease is free. During a rolling update that is expected and brief; an ERROR follows "+
-		"if it lasts. "+leaseFix(l.mode, lease.Mode), l.leaseAttrs(lease)...)
+		"if it lasts. "+leaseFix(l.mode, leaseHolderMode(lease)), l.leaseAttrs(lease)...)
+}
+
+// leaseHolderMode is the mode of the processes that hold lease.
+func leaseHolderMode(lease storage.Lease) Mode {
+	if lease.Shared {
+		return MultiNode
+	}
+	return SingleNode
 }
 
 // leaseFix names the fix for processes of mode mode beside a lease of mode held.
@@ -224,9 +218,9 @@ func leaseFix(mode, held Mode) string {
 	}
 }
 
-func (l *leased) leaseAttrs(lease Lease) []slog.Attr {
+func (l *leased) leaseAttrs(lease storage.Lease) []slog.Attr {
 	return []slog.Attr{slog.String("mode", l.mode.String()), slog.String("holder", lease.Holder),
-		slog.String("holder_mode", lease.Mode.String()), slog.Time("expires_at", lease.ExpiresAt),
+		slog.String("holder_mode", leaseHolderMode(lease).String()), slog.Time("expires_at", lease.ExpiresAt),
 		slog.Duration("lease_ttl", l.ttl)}
 }
 
@@ -263,7 +257,7 @@ func (l *leased) wait() time.Duration {
 }
 
 // acquire runs one attempt, bounded by a third of the TTL.
-func (l *leased) acquire(ctx context.Context) (Lease, error) {
+func (l *leased) acquire(ctx context.Context) (storage.Lease, error) {
 	actx, cancel := context.WithTimeout(ctx, l.ttl/leaseRenewDiv)
 	defer cancel()
 	return l.store.AcquireLease(actx, l.params())
@@ -285,7 +279,7 @@ func (l *leased) renew(ctx context.Context) {
 		l.log.LogAttrs(ctx, slog.LevelError, "lost this table's dispatch lease to another process: stopped delivering "+
 			"and standing by. The lease expired unrenewed (this process paused, or could not reach the database, for "+
 			"longer than LeaseTTL); if processes keep taking it from each other, two of them run beside each other. "+
-			leaseFix(l.mode, lease.Mode), l.leaseAttrs(lease)...)
+			leaseFix(l.mode, leaseHolderMode(lease)), l.leaseAttrs(lease)...)
 		l.stopParts(ctx, time.Now())
 		l.standbySince, l.errorLogged = time.Now(), true
 	default:
@@ -331,6 +325,6 @@ func (l *leased) tryTake(ctx context.Context) {
 		l.errorLogged = true
 		l.log.LogAttrs(ctx, slog.LevelError, fmt.Sprintf("still standing by after %s: another process keeps this "+
 			"table's dispatch lease, so this one delivers nothing. ", time.Since(l.standbySince).Round(time.Second))+
-			leaseFix(l.mode, lease.Mode), l.leaseAttrs(lease)...)
+			leaseFix(l.mode, leaseHolderMode(lease)), l.leaseAttrs(lease)...)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	outbox "github.com/outboxkit/outbox/core"
 	"github.com/outboxkit/outbox/core/outboxtest"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // The dispatch lease's timing, with a lease kept in memory by the bubble's clock (the
@@ -24,9 +25,9 @@ import (
 // store's statements; the bubble's clock plays the database's.
 type memLease struct {
 	mu    sync.Mutex
-	cur   outbox.Lease // Holder "" until first taken
-	fail  error        // AcquireLease fails with it while set
-	calls int          // AcquireLease calls
+	cur   storage.Lease // Holder "" until first taken
+	fail  error         // AcquireLease fails with it while set
+	calls int           // AcquireLease calls
 }
 
 // leaseStore is one process's view of a table: a shared MemoryStore and a shared lease.
@@ -35,30 +36,30 @@ type leaseStore struct {
 	lease *memLease
 }
 
-func (s leaseStore) AcquireLease(_ context.Context, p outbox.LeaseParams) (outbox.Lease, error) {
+func (s leaseStore) AcquireLease(_ context.Context, p storage.LeaseParams) (storage.Lease, error) {
 	if err := p.Validate(); err != nil {
-		return outbox.Lease{}, err
+		return storage.Lease{}, err
 	}
 	l := s.lease
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.calls++
 	if l.fail != nil {
-		return outbox.Lease{}, l.fail
+		return storage.Lease{}, l.fail
 	}
 	now := time.Now()
-	holds := func(c outbox.Lease) bool {
-		if p.Mode == outbox.MultiNode {
-			return c.Mode == outbox.MultiNode
+	holds := func(c storage.Lease) bool {
+		if p.Shared {
+			return c.Shared
 		}
-		return c.Mode == outbox.SingleNode && c.Holder == p.Holder
+		return !c.Shared && c.Holder == p.Holder
 	}
 	if l.cur.Holder == "" || l.cur.ExpiresAt.Before(now) || holds(l.cur) {
 		exp := now.Add(p.TTL)
-		if p.Mode == outbox.MultiNode && holds(l.cur) && l.cur.ExpiresAt.After(exp) {
+		if p.Shared && holds(l.cur) && l.cur.ExpiresAt.After(exp) {
 			exp = l.cur.ExpiresAt
 		}
-		l.cur = outbox.Lease{Holder: p.Holder, Mode: p.Mode, ExpiresAt: exp}
+		l.cur = storage.Lease{Holder: p.Holder, Shared: p.Shared, ExpiresAt: exp}
 	}
 	out := l.cur
 	out.Held = out.ExpiresAt.After(now) && holds(out)
@@ -69,13 +70,13 @@ func (s leaseStore) ReleaseLease(_ context.Context, holder string) error {
 	l := s.lease
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.cur.Holder == holder && l.cur.Mode == outbox.SingleNode {
+	if l.cur.Holder == holder && !l.cur.Shared {
 		l.cur.ExpiresAt = time.Now().Add(-time.Second)
 	}
 	return nil
 }
 
-func (l *memLease) get() outbox.Lease {
+func (l *memLease) get() storage.Lease {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.cur
@@ -247,7 +248,7 @@ func TestLeaseLostStopsAtOnce(t *testing.T) {
 		store := newLeaseStore()
 		a := startLeaseProc(t, store, outbox.Config{LeaseTTL: ttl})
 		store.lease.mu.Lock()
-		store.lease.cur = outbox.Lease{Holder: "intruder", Mode: outbox.SingleNode, ExpiresAt: time.Now().Add(time.Hour)}
+		store.lease.cur = storage.Lease{Holder: "intruder", ExpiresAt: time.Now().Add(time.Hour)}
 		store.lease.mu.Unlock()
 		time.Sleep(ttl / 3)
 		synctest.Wait()
@@ -406,10 +407,9 @@ func TestLeaseConfig(t *testing.T) {
 			t.Errorf("mode %s, LeaseTTL %s: %v, want a ConfigError on %s", tc.cfg.Mode, tc.cfg.LeaseTTL, err, tc.field)
 		}
 	}
-	for _, p := range []outbox.LeaseParams{
-		{Mode: outbox.SingleNode, TTL: time.Second},
+	for _, p := range []storage.LeaseParams{
+		{TTL: time.Second},
 		{Holder: strings.Repeat("h", outbox.MaxClaimTokenLen+1), TTL: time.Second},
-		{Holder: "h", Mode: outbox.WriterOnly, TTL: time.Second},
 		{Holder: "h"},
 	} {
 		if err := p.Validate(); !errors.Is(err, outbox.ErrInvalidArgument) {

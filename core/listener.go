@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/outboxkit/outbox/core/internal/check"
 )
 
 // Listener handles one event. Delivery is at least once: deduplicate by [Event.ID].
@@ -220,7 +222,7 @@ func (r *registry) Subscribe(s Subscription) error {
 		return &ConfigError{Field: "Subscription.Timeout", Reason: fmt.Sprintf("listener %s: must be positive or -1, got %s", name, s.Timeout)}
 	case s.BatchSize < 0:
 		return &ConfigError{Field: "Subscription.BatchSize", Reason: fmt.Sprintf("listener %s: must not be negative, got %d", name, s.BatchSize)}
-	case !validText(name) || len(name) > MaxListenerLen:
+	case !check.ValidText(name) || len(name) > MaxListenerLen:
 		return &ConfigError{Field: "Subscription.Name", Reason: fmt.Sprintf("%q is not valid text or longer than MaxListenerLen (%d)", name, MaxListenerLen)}
 	}
 	k := routeKey{s.AggregateType, s.EventType}

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"slices"
 	"time"
+
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // DeadKeyPolicy decides what a key's later events do while one of its ordered events
@@ -29,7 +31,7 @@ const orderSweepLimit = 1000
 // an ordered event is finished, after a replay, and in the poller's sweep. Promote
 // changes no row when the key is held, so a redundant call is harmless.
 type orderer struct {
-	store      OrderStore
+	store      storage.OrderStore
 	deadBlocks bool
 	timeout    time.Duration // bounds each statement; <= 0 none
 	wake       func()        // wakes the pollers that deliver promoted events
@@ -44,8 +46,8 @@ type orderer struct {
 }
 
 // newOrderer returns nil when store keeps no order.
-func newOrderer(store Store, policy DeadKeyPolicy, timeout time.Duration, log *slog.Logger) *orderer {
-	os, ok := store.(OrderStore)
+func newOrderer(store storage.Store, policy DeadKeyPolicy, timeout time.Duration, log *slog.Logger) *orderer {
+	os, ok := store.(storage.OrderStore)
 	if !ok {
 		return nil
 	}
@@ -103,7 +105,7 @@ func (o *orderer) afterCommit(ctx context.Context, events []Event, keys []string
 		o.promote(ctx, keys)
 		return
 	}
-	p := PromoteParams{IDs: make([]string, len(next)), DeadBlocks: o.deadBlocks}
+	p := storage.PromoteParams{IDs: make([]string, len(next)), DeadBlocks: o.deadBlocks}
 	for i := range next {
 		p.IDs[i] = next[i].ID
 	}
@@ -158,7 +160,7 @@ func (o *orderer) promote(ctx context.Context, keys []string) {
 		return
 	}
 	ctx, cancel := o.context(ctx)
-	res, err := o.store.Promote(ctx, PromoteParams{Keys: keys, DeadBlocks: o.deadBlocks})
+	res, err := o.store.Promote(ctx, storage.PromoteParams{Keys: keys, DeadBlocks: o.deadBlocks})
 	cancel()
 	if err != nil {
 		o.log.LogAttrs(ctx, slog.LevelWarn, "promote failed; the poller's sweep moves the keys on",
@@ -184,7 +186,7 @@ func (o *orderer) finished(ctx context.Context, keys []string) {
 		o.promote(ctx, keys)
 		return
 	}
-	p := PromoteParams{Keys: keys, DeadBlocks: o.deadBlocks, Read: true}
+	p := storage.PromoteParams{Keys: keys, DeadBlocks: o.deadBlocks, Read: true}
 	if o.claimTTL > 0 {
 		p.Token, p.TTL = newClaimToken(o.nodeID), o.claimTTL
 	}
@@ -235,7 +237,7 @@ func (o *orderer) sweep(ctx context.Context) (int64, error) {
 	var total int64
 	for range 10 { // at most 10,000 keys a sweep; the next sweep takes the rest
 		sctx, cancel := o.context(ctx)
-		res, err := o.store.Promote(sctx, PromoteParams{DeadBlocks: o.deadBlocks, Limit: orderSweepLimit})
+		res, err := o.store.Promote(sctx, storage.PromoteParams{DeadBlocks: o.deadBlocks, Limit: orderSweepLimit})
 		cancel()
 		total += res.Promoted
 		if err != nil {

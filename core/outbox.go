@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // Mode selects which parts of the outbox run. See [Config.Mode].
@@ -74,7 +76,7 @@ type Config struct {
 	Table string
 	// Store replaces the SQL store built from Dialect and Table (for example an
 	// in-memory store in tests). Defaults to NewSQLStore(db, Dialect, …).
-	Store Store
+	Store storage.Store
 
 	// Workers is the number of concurrent deliveries. Defaults to DefaultWorkers.
 	Workers int
@@ -186,7 +188,7 @@ type Config struct {
 // [New], register listeners, then Start.
 type Outbox struct {
 	mode       Mode
-	store      Store
+	store      storage.Store
 	registry   *registry
 	writer     *Writer
 	dead       *DeadEvents
@@ -307,7 +309,7 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 		}
 		o.lease = &leased{parts: []service{d, p}, mode: cfg.Mode, ttl: cmp.Or(cfg.LeaseTTL, DefaultLeaseTTL), nodeID: nodeID,
 			log: logger.With(slog.String("component", "lease"))}
-		if ls, ok := store.(LeaseStore); ok && cfg.LeaseTTL != -1 {
+		if ls, ok := store.(storage.LeaseStore); ok && cfg.LeaseTTL != -1 {
 			o.lease.store = ls
 		}
 		if cfg.Mode == SingleNode || cfg.Mode == MultiNode {
@@ -499,7 +501,7 @@ func (o *Outbox) Writer() *Writer { return o.writer }
 func (o *Outbox) Dead() *DeadEvents { return o.dead }
 
 // Store returns the store.
-func (o *Outbox) Store() Store { return o.store }
+func (o *Outbox) Store() storage.Store { return o.store }
 
 // Mode returns the configured mode.
 func (o *Outbox) Mode() Mode { return o.mode }
@@ -538,7 +540,7 @@ func (o *Outbox) Start(ctx context.Context) error {
 				"busy writers and delivery falls behind; call db.SetMaxOpenConns(1) so that writers queue in Go",
 				slog.Int("max_open_conns", n))
 		}
-	} else if c, ok := o.store.(ConnectionChecker); ok {
+	} else if c, ok := o.store.(storage.ConnectionChecker); ok {
 		if err := c.CheckConnection(ctx); err != nil {
 			return fmt.Errorf("outbox: start: connection check: %w", err)
 		}

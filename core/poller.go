@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/outboxkit/outbox/core/internal/startstop"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // PollerConfig configures a [Poller]. The zero value is ready to use.
@@ -108,8 +109,8 @@ func (c pollerConfig) validate() error {
 // too, and so does a retry or deferral of this process falling due (queues.noteDue).
 // Each cycle that finds nothing doubles the wait, up to MaxInterval.
 type poller struct {
-	store  Store
-	claims ClaimStore // the store's claims; nil unless ClaimTTL is set
+	store  storage.Store
+	claims storage.ClaimStore // the store's claims; nil unless ClaimTTL is set
 	q      *queues
 	cfg    pollerConfig
 	log    *slog.Logger
@@ -128,7 +129,7 @@ type poller struct {
 
 // newPoller returns a stopped poller feeding q from store. It returns a [*ConfigError]
 // when store or q is nil or a config value is invalid.
-func newPoller(store Store, q *queues, cfg pollerConfig) (*poller, error) {
+func newPoller(store storage.Store, q *queues, cfg pollerConfig) (*poller, error) {
 	if store == nil {
 		return nil, &ConfigError{Field: "Store", Reason: "is nil"}
 	}
@@ -359,7 +360,7 @@ func (p *poller) pollPending(ctx context.Context, budget int, skip time.Duration
 		// A row finished before readAt is read in its later state; one finished after it,
 		// until the batch is enqueued, is refused as a stale copy.
 		readAt, endRead := p.q.beginRead()
-		batch, err := p.pending(ctx, PendingParams{Now: now, SkipRecent: skip, Limit: want, After: after})
+		batch, err := p.pending(ctx, storage.PendingParams{Now: now, SkipRecent: skip, Limit: want, After: after})
 		if err != nil {
 			endRead()
 			return total, false, err
@@ -422,7 +423,7 @@ func (p *poller) pollClaims(ctx context.Context, budget int, skip time.Duration)
 		// conservative estimate of its end by this process's monotonic clock.
 		start := time.Now()
 		readAt, endRead := p.q.beginRead()
-		batch, err := p.claim(ctx, ClaimParams{Token: token, TTL: p.cfg.ClaimTTL, SkipRecent: skip, Limit: want})
+		batch, err := p.claim(ctx, storage.ClaimParams{Token: token, TTL: p.cfg.ClaimTTL, SkipRecent: skip, Limit: want})
 		if err != nil {
 			endRead()
 			return total, false, err
@@ -499,7 +500,7 @@ func (p *poller) refused(ctx context.Context, events []Event, token string) {
 	}
 }
 
-func (p *poller) claim(ctx context.Context, params ClaimParams) (PendingBatch, error) {
+func (p *poller) claim(ctx context.Context, params storage.ClaimParams) (storage.PendingBatch, error) {
 	if p.cfg.QueryTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, p.cfg.QueryTimeout)
@@ -507,7 +508,7 @@ func (p *poller) claim(ctx context.Context, params ClaimParams) (PendingBatch, e
 	}
 	b, err := p.claims.Claim(ctx, params)
 	if err != nil {
-		return PendingBatch{}, fmt.Errorf("claim pending events: %w", err)
+		return storage.PendingBatch{}, fmt.Errorf("claim pending events: %w", err)
 	}
 	if len(b.Events) > 0 {
 		crashPointEvents("after-claim", b.Events)
@@ -515,7 +516,7 @@ func (p *poller) claim(ctx context.Context, params ClaimParams) (PendingBatch, e
 	return b, nil
 }
 
-func (p *poller) pending(ctx context.Context, params PendingParams) (PendingBatch, error) {
+func (p *poller) pending(ctx context.Context, params storage.PendingParams) (storage.PendingBatch, error) {
 	if p.cfg.QueryTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, p.cfg.QueryTimeout)
@@ -523,7 +524,7 @@ func (p *poller) pending(ctx context.Context, params PendingParams) (PendingBatc
 	}
 	b, err := p.store.Pending(ctx, params)
 	if err != nil {
-		return PendingBatch{}, fmt.Errorf("read pending events: %w", err)
+		return storage.PendingBatch{}, fmt.Errorf("read pending events: %w", err)
 	}
 	return b, nil
 }
@@ -537,7 +538,7 @@ func (p *poller) markUndecodable(ctx context.Context, re RowError, token string)
 		defer cancel()
 	}
 	reason := re.Error()
-	_, err := p.store.MarkDead(ctx, MarkDeadParams{ID: re.EventID, DeadAt: p.cfg.Now(), Reason: reason, Token: token})
+	_, err := p.store.MarkDead(ctx, storage.MarkDeadParams{ID: re.EventID, DeadAt: p.cfg.Now(), Reason: reason, Token: token})
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
 			p.log.LogAttrs(ctx, slog.LevelError, "event that cannot be read or decoded could not be moved to dead",

@@ -8,6 +8,7 @@ import (
 
 	outbox "github.com/outboxkit/outbox/core"
 	"github.com/outboxkit/outbox/core/outboxtest"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 func TestPollerRefillsTheColdQueueWithoutWaitingForTheTick(t *testing.T) {
@@ -116,12 +117,12 @@ func TestPollerReadsOnWhenSeenRowsFinishDuringTheCycle(t *testing.T) {
 		b := setupBlockedDispatcher(t, outbox.DispatcherConfig{ColdQueueSize: 10})
 		ids := b.seed(t, 5, time.Hour)
 		calls := 0
-		b.store.afterPending = func(outbox.PendingBatch) {
+		b.store.afterPending = func(storage.PendingBatch) {
 			calls++
 			if calls == 1 {
 				// The first batch's rows finish (elsewhere) before the second query: it
 				// comes back short although it left a row for the next batch.
-				if _, err := b.store.MemoryStore.MarkDone(t.Context(), outbox.MarkDoneParams{IDs: ids[:2], DoneAt: time.Now()}); err != nil {
+				if _, err := b.store.MemoryStore.MarkDone(t.Context(), storage.MarkDoneParams{IDs: ids[:2], DoneAt: time.Now()}); err != nil {
 					t.Error(err)
 				}
 			}

@@ -15,6 +15,7 @@ import (
 
 	outbox "github.com/outboxkit/outbox/core"
 	"github.com/outboxkit/outbox/core/outboxtest"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 func TestNewPollerValidates(t *testing.T) {
@@ -26,7 +27,7 @@ func TestNewPollerValidates(t *testing.T) {
 	}
 	tests := []struct {
 		name      string
-		store     outbox.Store
+		store     storage.Store
 		d         *outbox.Dispatcher
 		cfg       outbox.PollerConfig
 		wantField string
@@ -95,7 +96,7 @@ func (b *pollBundle) seed(t *testing.T, n int, age time.Duration) []string {
 		e := newEvent(fmt.Sprintf("e%02d", i), "Thing")
 		e.CreatedAt = e.CreatedAt.Add(-age + time.Duration(i)*time.Second)
 		e.AvailableAt = e.CreatedAt
-		if _, err := b.store.Insert(t.Context(), nil, outbox.InsertParams{Events: []outbox.Event{e}}); err != nil {
+		if _, err := b.store.Insert(t.Context(), nil, storage.InsertParams{Events: []outbox.Event{e}}); err != nil {
 			t.Fatal(err)
 		}
 		ids[i] = e.ID
@@ -143,7 +144,7 @@ func TestPollerStopsWhenTheQueueSaysFull(t *testing.T) {
 		b.seed(t, 10, time.Hour)
 		// Someone else fills three slots between the capacity check and the enqueues.
 		var once sync.Once
-		b.store.afterPending = func(outbox.PendingBatch) {
+		b.store.afterPending = func(storage.PendingBatch) {
 			once.Do(func() {
 				for i := range 3 {
 					b.d.EnqueueCold(newEvent(fmt.Sprintf("other-%d", i), "Thing"))
@@ -284,7 +285,7 @@ func TestPollerSkipRecent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := setupDispatcher(t, outbox.DispatcherConfig{})
 		b.listen(t, "Thing", &outboxtest.RecordingListener{})
-		if _, err := b.store.Insert(t.Context(), nil, outbox.InsertParams{Events: []outbox.Event{newEvent("e1", "Thing")}}); err != nil {
+		if _, err := b.store.Insert(t.Context(), nil, storage.InsertParams{Events: []outbox.Event{newEvent("e1", "Thing")}}); err != nil {
 			t.Fatal(err)
 		}
 		p := newPoller(t, b, outbox.PollerConfig{})
@@ -332,7 +333,7 @@ func TestPollerLoopLogsErrorsAndContinues(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := setupDispatcher(t, outbox.DispatcherConfig{})
 		var calls atomic.Int32
-		b.store.beforePending = func(context.Context, outbox.PendingParams) error {
+		b.store.beforePending = func(context.Context, storage.PendingParams) error {
 			switch calls.Add(1) {
 			case 1:
 				return errors.New("db down")
@@ -358,7 +359,7 @@ func TestPollerQueryTimeout(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		b := setupDispatcher(t, outbox.DispatcherConfig{})
-		b.store.beforePending = func(ctx context.Context, _ outbox.PendingParams) error {
+		b.store.beforePending = func(ctx context.Context, _ storage.PendingParams) error {
 			<-ctx.Done()
 			return ctx.Err()
 		}
@@ -394,7 +395,7 @@ func TestPollerStartStop(t *testing.T) {
 			t.Errorf("Pending calls = %d, want 1 (one cycle at Start)", n)
 		}
 		// Hard stop: a query that never returns is cancelled.
-		b.store.beforePending = func(ctx context.Context, _ outbox.PendingParams) error {
+		b.store.beforePending = func(ctx context.Context, _ storage.PendingParams) error {
 			<-ctx.Done()
 			return ctx.Err()
 		}
@@ -453,7 +454,7 @@ func TestPollerStartStopStress(t *testing.T) {
 	for g := range 8 {
 		wg.Go(func() {
 			for i := range 50 {
-				_, _ = store.Insert(context.Background(), nil, outbox.InsertParams{Events: []outbox.Event{newEvent(fmt.Sprintf("g%d-%d", g, i), "Thing")}})
+				_, _ = store.Insert(context.Background(), nil, storage.InsertParams{Events: []outbox.Event{newEvent(fmt.Sprintf("g%d-%d", g, i), "Thing")}})
 				if (g+i)%2 == 0 {
 					_ = p.Start(context.Background())
 				} else {

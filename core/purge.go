@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/outboxkit/outbox/core/internal/startstop"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // PurgerConfig configures a [Purger]. The zero value is ready to use.
@@ -64,7 +65,7 @@ func (c purgerConfig) validate() error {
 // Purger periodically deletes DONE and DEAD rows older than the retention, in batches,
 // so the table stays small. Errors are logged and the next run tries again.
 type purger struct {
-	store  Store
+	store  storage.Store
 	cfg    purgerConfig
 	log    *slog.Logger
 	runner *startstop.Runner
@@ -72,7 +73,7 @@ type purger struct {
 
 // NewPurger returns a stopped Purger for store. It returns a [*ConfigError] when store
 // is nil or a config value is invalid.
-func newPurger(store Store, cfg purgerConfig) (*purger, error) {
+func newPurger(store storage.Store, cfg purgerConfig) (*purger, error) {
 	if store == nil {
 		return nil, &ConfigError{Field: "Store", Reason: "is nil"}
 	}
@@ -152,7 +153,7 @@ func (p *purger) RunOnce(ctx context.Context) (int64, error) { return p.run(ctx,
 // run is RunOnce that also stops between batches when stop is closed.
 func (p *purger) run(ctx context.Context, stop <-chan struct{}) (int64, error) {
 	now := p.cfg.Now()
-	params := PurgeParams{Before: now.Add(-p.cfg.Retention), Limit: p.cfg.BatchSize}
+	params := storage.PurgeParams{Before: now.Add(-p.cfg.Retention), Limit: p.cfg.BatchSize}
 	if p.cfg.DeadRetention > 0 {
 		params.DeadBefore = now.Add(-p.cfg.DeadRetention)
 	}
@@ -174,7 +175,7 @@ func (p *purger) run(ctx context.Context, stop <-chan struct{}) (int64, error) {
 	}
 }
 
-func (p *purger) purgeBatch(ctx context.Context, params PurgeParams) (int64, error) {
+func (p *purger) purgeBatch(ctx context.Context, params storage.PurgeParams) (int64, error) {
 	if p.cfg.QueryTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, p.cfg.QueryTimeout)

@@ -12,6 +12,7 @@ import (
 
 	outbox "github.com/outboxkit/outbox/core"
 	"github.com/outboxkit/outbox/core/outboxtest"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 func TestNewPurgerValidates(t *testing.T) {
@@ -19,7 +20,7 @@ func TestNewPurgerValidates(t *testing.T) {
 	store := outboxtest.NewMemoryStore()
 	tests := []struct {
 		name      string
-		store     outbox.Store
+		store     storage.Store
 		cfg       outbox.PurgerConfig
 		wantField string
 	}{

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // TestIsolationStatements checks that every statement isolate may run again has an
@@ -12,13 +14,13 @@ func TestIsolationStatements(t *testing.T) {
 	tb := tableName{name: DefaultTable}
 	for _, d := range []*dialect{Postgres.builder(), MySQL.builder(), SQLite.builder()} {
 		qs := map[string]query{"get": d.getQuery(tb, "id")}
-		p, err := d.pendingQuery(tb, PendingParams{Now: time.Now(), Limit: 10})
+		p, err := d.pendingQuery(tb, storage.PendingParams{Now: time.Now(), Limit: 10})
 		if err != nil {
 			t.Fatal(err)
 		}
 		qs["pending"] = p
 		if !d.claimInTx {
-			c, err := d.claimQuery(tb, ClaimParams{Token: "tok", TTL: time.Minute, Limit: 10})
+			c, err := d.claimQuery(tb, storage.ClaimParams{Token: "tok", TTL: time.Minute, Limit: 10})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -14,6 +14,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/outboxkit/outbox/core/internal/check"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // defaultStoreQueryTimeout bounds each statement the SQL store runs on its own.
@@ -50,8 +53,8 @@ type sqlStore struct {
 }
 
 var (
-	_ Store             = (*sqlStore)(nil)
-	_ ConnectionChecker = (*sqlStore)(nil)
+	_ storage.Store             = (*sqlStore)(nil)
+	_ storage.ConnectionChecker = (*sqlStore)(nil)
 )
 
 // NewSQLStore returns the [Store] for PostgreSQL, MySQL/MariaDB and SQLite on db, for
@@ -65,7 +68,7 @@ var (
 // (atomic together inside a transaction). A row that cannot be decoded is reported in
 // [PendingBatch.Undecodable]; Get and ListDead return it leniently so that it can be
 // inspected. The store is safe for concurrent use.
-func NewSQLStore(db *sql.DB, d Dialect, cfg SQLStoreConfig) (Store, error) {
+func NewSQLStore(db *sql.DB, d Dialect, cfg SQLStoreConfig) (storage.Store, error) {
 	if db == nil {
 		return nil, &ConfigError{Field: "DB", Reason: "nil *sql.DB"}
 	}
@@ -240,18 +243,18 @@ func (s *sqlStore) execReadCommitted(ctx context.Context, q query) (n int64, err
 // transaction of Insert's own. A nil exec
 // returns an error wrapping [ErrNoTransaction]; invalid params an error matching
 // [ErrInvalidArgument]; no events is a no-op.
-func (s *sqlStore) Insert(ctx context.Context, exec Executor, p InsertParams) (InsertResult, error) {
+func (s *sqlStore) Insert(ctx context.Context, exec Executor, p storage.InsertParams) (storage.InsertResult, error) {
 	if len(p.Events) == 0 {
-		return InsertResult{}, nil
+		return storage.InsertResult{}, nil
 	}
 	if exec == nil {
-		return InsertResult{}, fmt.Errorf("insert events: nil executor: %w", ErrNoTransaction)
+		return storage.InsertResult{}, fmt.Errorf("insert events: nil executor: %w", ErrNoTransaction)
 	}
 	if err := p.Validate(); err != nil {
-		return InsertResult{}, fmt.Errorf("insert events: %w", err)
+		return storage.InsertResult{}, fmt.Errorf("insert events: %w", err)
 	}
 	if err := s.checkPacket(ctx, exec, p.Events); err != nil {
-		return InsertResult{}, fmt.Errorf("insert events: %w", err)
+		return storage.InsertResult{}, fmt.Errorf("insert events: %w", err)
 	}
 	keys := orderKeys(p.Events)
 	if s.d.carryKeys && len(keys) > 0 {
@@ -274,10 +277,10 @@ func (s *sqlStore) Insert(ctx context.Context, exec Executor, p InsertParams) (I
 
 // insertInTx is Insert in a transaction that begin starts and that it commits.
 // With ours (begin is the store's own pool's), it runs the store's prepared statements.
-func (s *sqlStore) insertInTx(ctx context.Context, begin func(context.Context, *sql.TxOptions) (*sql.Tx, error), ours bool, p InsertParams, keys []keyCount) (InsertResult, error) {
+func (s *sqlStore) insertInTx(ctx context.Context, begin func(context.Context, *sql.TxOptions) (*sql.Tx, error), ours bool, p storage.InsertParams, keys []keyCount) (storage.InsertResult, error) {
 	tx, err := begin(ctx, nil)
 	if err != nil {
-		return InsertResult{}, fmt.Errorf("insert events: %w", err)
+		return storage.InsertResult{}, fmt.Errorf("insert events: %w", err)
 	}
 	var exec Executor = tx
 	if ours && s.stmts != nil {
@@ -285,20 +288,20 @@ func (s *sqlStore) insertInTx(ctx context.Context, begin func(context.Context, *
 	}
 	res, err := s.insert(ctx, exec, p, keys)
 	if err != nil {
-		return InsertResult{}, errors.Join(err, ignoreDone(tx.Rollback()))
+		return storage.InsertResult{}, errors.Join(err, ignoreDone(tx.Rollback()))
 	}
 	if err := tx.Commit(); err != nil {
-		return InsertResult{}, fmt.Errorf("insert events: %w", err)
+		return storage.InsertResult{}, fmt.Errorf("insert events: %w", err)
 	}
 	return res, nil
 }
 
 // insertByVersion is Insert of events that are all ordered, with insertByVersionQuery,
 // and with insert for the events that statement left to it.
-func (s *sqlStore) insertByVersion(ctx context.Context, exec Executor, p InsertParams, keys []keyCount) (InsertResult, error) {
+func (s *sqlStore) insertByVersion(ctx context.Context, exec Executor, p storage.InsertParams, keys []keyCount) (storage.InsertResult, error) {
 	q, fits, err := s.d.insertByVersionQuery(s.table, p, keys, time.Now())
 	if err != nil {
-		return InsertResult{}, fmt.Errorf("insert events: %w", err)
+		return storage.InsertResult{}, fmt.Errorf("insert events: %w", err)
 	}
 	if !fits {
 		return s.insert(ctx, exec, p, keys)
@@ -310,19 +313,19 @@ func (s *sqlStore) insertByVersion(ctx context.Context, exec Executor, p InsertP
 	written := make(map[string]row, len(p.Events))
 	rows, err := exec.QueryContext(ctx, q.SQL, q.Args...)
 	if err != nil {
-		return InsertResult{}, fmt.Errorf("insert events: %w", err)
+		return storage.InsertResult{}, fmt.Errorf("insert events: %w", err)
 	}
 	for rows.Next() {
 		var id string
 		var r row
 		if err := rows.Scan(&id, &r.status, &r.seq); err != nil {
 			rows.Close()
-			return InsertResult{}, fmt.Errorf("insert events: %w", err)
+			return storage.InsertResult{}, fmt.Errorf("insert events: %w", err)
 		}
 		written[id] = r
 	}
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return InsertResult{}, fmt.Errorf("insert events: %w", err)
+		return storage.InsertResult{}, fmt.Errorf("insert events: %w", err)
 	}
 	advanced := make(map[string]bool, len(keys)) // keys the statement wrote events of
 	for i := range p.Events {
@@ -332,8 +335,8 @@ func (s *sqlStore) insertByVersion(ctx context.Context, exec Executor, p InsertP
 			advanced[e.OrderKey] = true
 		}
 	}
-	var rest InsertParams // the events of keys that changed since the snapshot
-	var at []int          // their indexes in p.Events
+	var rest storage.InsertParams // the events of keys that changed since the snapshot
+	var at []int                  // their indexes in p.Events
 	for i, e := range p.Events {
 		if _, ok := written[e.ID]; !ok && !advanced[e.OrderKey] {
 			rest.Events, at = append(rest.Events, e), append(at, i)
@@ -345,7 +348,7 @@ func (s *sqlStore) insertByVersion(ctx context.Context, exec Executor, p InsertP
 		rest.ClaimTTL = p.ClaimTTL
 		res, err := s.insert(ctx, exec, rest, orderKeys(rest.Events))
 		if err != nil {
-			return InsertResult{}, err
+			return storage.InsertResult{}, err
 		}
 		for j, i := range at {
 			p.Events[i].Status, p.Events[i].OrderSeq = rest.Events[j].Status, rest.Events[j].OrderSeq
@@ -354,7 +357,7 @@ func (s *sqlStore) insertByVersion(ctx context.Context, exec Executor, p InsertP
 			existing = addID(existing, id)
 		}
 	}
-	var res InsertResult
+	var res storage.InsertResult
 	for _, e := range p.Events {
 		if _, ok := written[e.ID]; !ok && (advanced[e.OrderKey] || existing[e.ID]) {
 			res.Existing = append(res.Existing, e.ID)
@@ -365,12 +368,12 @@ func (s *sqlStore) insertByVersion(ctx context.Context, exec Executor, p InsertP
 
 // insert is Insert with the key upsert (and on MySQL the read before it) as statements
 // of their own before the event INSERT.
-func (s *sqlStore) insert(ctx context.Context, exec Executor, p InsertParams, keys []keyCount) (InsertResult, error) {
+func (s *sqlStore) insert(ctx context.Context, exec Executor, p storage.InsertParams, keys []keyCount) (storage.InsertResult, error) {
 	if s.d.carryKeys && len(p.Events) == 1 && len(keys) == 1 && s.idle != nil {
 		if cached, _ := s.idle.take(keys); cached != nil {
 			ok, err := s.insertCarried(ctx, exec, &p.Events[0], cached[keys[0].key].seq, p.ClaimTTL)
 			if err != nil {
-				return InsertResult{}, fmt.Errorf("insert events: %w", err)
+				return storage.InsertResult{}, fmt.Errorf("insert events: %w", err)
 			}
 			stale := 0
 			if !ok {
@@ -378,7 +381,7 @@ func (s *sqlStore) insert(ctx context.Context, exec Executor, p InsertParams, ke
 			}
 			s.idle.report(1, stale)
 			if ok {
-				return InsertResult{}, nil
+				return storage.InsertResult{}, nil
 			}
 			// The key was written or changed since the promote's read, or the event's
 			// ID exists: the statements below, which see both.
@@ -396,7 +399,7 @@ func (s *sqlStore) insert(ctx context.Context, exec Executor, p InsertParams, ke
 			if len(read) > 0 {
 				var err error
 				if snap, err = s.snapshotKeys(ctx, exec, read); err != nil {
-					return InsertResult{}, fmt.Errorf("insert events: read order keys: %w", err)
+					return storage.InsertResult{}, fmt.Errorf("insert events: read order keys: %w", err)
 				}
 			}
 			if snap == nil {
@@ -407,7 +410,7 @@ func (s *sqlStore) insert(ctx context.Context, exec Executor, p InsertParams, ke
 		}
 		idle, err := s.lockKeys(ctx, exec, p.Events, keys, snap)
 		if err != nil {
-			return InsertResult{}, fmt.Errorf("insert events: lock order keys: %w", err)
+			return storage.InsertResult{}, fmt.Errorf("insert events: lock order keys: %w", err)
 		}
 		if cached != nil {
 			stale := 0
@@ -432,7 +435,7 @@ func (s *sqlStore) insert(ctx context.Context, exec Executor, p InsertParams, ke
 	now := time.Now()
 	qs, err := s.d.insertQueriesBounded(s.table, p, now, heads, candidates, s.stmtBytes())
 	if err != nil {
-		return InsertResult{}, fmt.Errorf("insert events: %w", err)
+		return storage.InsertResult{}, fmt.Errorf("insert events: %w", err)
 	}
 	var news, existing map[string]bool
 	for _, q := range qs {
@@ -440,7 +443,7 @@ func (s *sqlStore) insert(ctx context.Context, exec Executor, p InsertParams, ke
 		if q.returnsStatus {
 			written, err := insertReturning(ctx, exec, q)
 			if err != nil {
-				return InsertResult{}, fmt.Errorf("insert events: %w", err)
+				return storage.InsertResult{}, fmt.Errorf("insert events: %w", err)
 			}
 			for i := range chunk {
 				switch st, ok := written[chunk[i].ID]; {
@@ -452,15 +455,15 @@ func (s *sqlStore) insert(ctx context.Context, exec Executor, p InsertParams, ke
 			}
 			continue
 		}
-		found, err := s.insertSkipping(ctx, exec, q, InsertParams{Events: chunk, ClaimTTL: p.ClaimTTL}, now, heads)
+		found, err := s.insertSkipping(ctx, exec, q, storage.InsertParams{Events: chunk, ClaimTTL: p.ClaimTTL}, now, heads)
 		if err != nil {
-			return InsertResult{}, fmt.Errorf("insert events: %w", err)
+			return storage.InsertResult{}, fmt.Errorf("insert events: %w", err)
 		}
 		for id := range found {
 			existing = addID(existing, id)
 		}
 	}
-	var res InsertResult
+	var res storage.InsertResult
 	for i := range p.Events {
 		e := &p.Events[i]
 		if existing[e.ID] {
@@ -509,7 +512,7 @@ const insertSkippingAttempts = 4
 // insertSkipping runs q, the INSERT of p.Events, on a dialect without skipExisting:
 // after a unique violation, which undid only that statement, it reads which of the
 // events exist and runs the INSERT again without them. It returns the IDs it skipped.
-func (s *sqlStore) insertSkipping(ctx context.Context, exec Executor, q query, p InsertParams, now time.Time, heads map[string]bool) (map[string]bool, error) {
+func (s *sqlStore) insertSkipping(ctx context.Context, exec Executor, q query, p storage.InsertParams, now time.Time, heads map[string]bool) (map[string]bool, error) {
 	var skipped map[string]bool
 	for attempt := 1; ; attempt++ {
 		_, err := exec.ExecContext(ctx, q.SQL, q.Args...)
@@ -754,8 +757,8 @@ func markHeads(events []Event, open map[string]bool) map[string]bool {
 // Promote implements [OrderStore.Promote] with one UPDATE (on MySQL in a READ
 // COMMITTED transaction, like the other range updates), which with p.Read returns the
 // promoted rows (on MySQL a read by primary key follows).
-func (s *sqlStore) Promote(ctx context.Context, p PromoteParams) (PromoteResult, error) {
-	var res PromoteResult
+func (s *sqlStore) Promote(ctx context.Context, p storage.PromoteParams) (storage.PromoteResult, error) {
+	var res storage.PromoteResult
 	keys, ids := p.Keys, p.IDs
 	for {
 		batch := p
@@ -826,7 +829,7 @@ func (s *sqlStore) readIdleCarried(ctx context.Context, keys []string) error {
 
 // promoteReturning runs a promote that returns the promoted rows (PostgreSQL, SQLite),
 // retried on a lock conflict as exec1 retries the promote that returns none.
-func (s *sqlStore) promoteReturning(ctx context.Context, q query, res *PromoteResult) error {
+func (s *sqlStore) promoteReturning(ctx context.Context, q query, res *storage.PromoteResult) error {
 	return retryConflicts(ctx, func() error {
 		n, err := s.readPromoted(ctx, q, res)
 		res.Promoted += int64(n)
@@ -836,7 +839,7 @@ func (s *sqlStore) promoteReturning(ctx context.Context, q query, res *PromoteRe
 
 // readPromoted runs q, which returns promoted rows, adds them to res and returns how
 // many it read.
-func (s *sqlStore) readPromoted(ctx context.Context, q query, res *PromoteResult) (int, error) {
+func (s *sqlStore) readPromoted(ctx context.Context, q query, res *storage.PromoteResult) (int, error) {
 	events, bad, err := s.queryEvents(ctx, s.on(s.db), q, strict)
 	if err != nil {
 		return 0, err
@@ -850,7 +853,7 @@ func (s *sqlStore) readPromoted(ctx context.Context, q query, res *PromoteResult
 // then updated by primary key, in ID order, while still WAITING; with p.Read, the rows
 // that are then NEW are read by primary key. With idle, q is promoteIdleQuery, whose
 // idle keys go to s.idle.
-func (s *sqlStore) promoteRead(ctx context.Context, q query, p PromoteParams, idle bool, res *PromoteResult) error {
+func (s *sqlStore) promoteRead(ctx context.Context, q query, p storage.PromoteParams, idle bool, res *storage.PromoteResult) error {
 	rctx, cancel := s.withTimeout(ctx)
 	rows, err := s.db.QueryContext(rctx, q.SQL, q.Args...)
 	if err != nil {
@@ -906,7 +909,7 @@ func (s *sqlStore) promoteRead(ctx context.Context, q query, p PromoteParams, id
 
 // MarkDone implements [Store.MarkDone]. Rows that are already DONE are not changed. When
 // one chunk of IDs fails, the rows of earlier chunks stay DONE and are counted.
-func (s *sqlStore) MarkDone(ctx context.Context, p MarkDoneParams) (int64, error) {
+func (s *sqlStore) MarkDone(ctx context.Context, p storage.MarkDoneParams) (int64, error) {
 	qs, err := s.d.markDoneQueries(s.table, p)
 	if err != nil {
 		return 0, fmt.Errorf("mark done: %w", err)
@@ -939,35 +942,35 @@ func (s *sqlStore) MarkDone(ctx context.Context, p MarkDoneParams) (int64, error
 // split of the same event waits for the row lock and then changes nothing, then inserts
 // the deliveries of the events that changed with Insert's statements. A lock conflict
 // rolls it back and it is retried, as claims are.
-func (s *sqlStore) FanOut(ctx context.Context, p FanOutParams) (FanOutResult, error) {
+func (s *sqlStore) FanOut(ctx context.Context, p storage.FanOutParams) (storage.FanOutResult, error) {
 	if err := p.Validate(); err != nil {
-		return FanOutResult{}, fmt.Errorf("fan out: %w", err)
+		return storage.FanOutResult{}, fmt.Errorf("fan out: %w", err)
 	}
-	events := slices.SortedFunc(slices.Values(p.Events), func(a, b FanOutEvent) int { return strings.Compare(a.ID, b.ID) })
+	events := slices.SortedFunc(slices.Values(p.Events), func(a, b storage.FanOutEvent) int { return strings.Compare(a.ID, b.ID) })
 	ids, tokens := make([]string, len(events)), make([]string, len(events))
 	for i, e := range events {
 		ids[i], tokens[i] = e.ID, e.Token
 	}
 	marks, locks, err := s.d.fanOutMarkQueries(s.table, ids, tokens, p.DoneAt, p.Delete)
 	if err != nil {
-		return FanOutResult{}, fmt.Errorf("fan out: %w", err)
+		return storage.FanOutResult{}, fmt.Errorf("fan out: %w", err)
 	}
 	for attempt := 1; ; attempt++ {
 		res, err := s.fanOutOnce(ctx, events, marks, locks, p)
 		if err == nil || attempt == claimAttempts || !isLockConflict(err) || ctx.Err() != nil {
 			if err != nil {
-				return FanOutResult{}, fmt.Errorf("fan out: %w", err)
+				return storage.FanOutResult{}, fmt.Errorf("fan out: %w", err)
 			}
 			return res, nil
 		}
 		if serr := sleepCtx(ctx, time.Duration(attempt)*10*time.Millisecond); serr != nil {
-			return FanOutResult{}, fmt.Errorf("fan out: %w", errors.Join(err, serr))
+			return storage.FanOutResult{}, fmt.Errorf("fan out: %w", errors.Join(err, serr))
 		}
 	}
 }
 
 // fanOutOnce runs one FanOut transaction.
-func (s *sqlStore) fanOutOnce(ctx context.Context, events []FanOutEvent, marks, locks []query, p FanOutParams) (res FanOutResult, err error) {
+func (s *sqlStore) fanOutOnce(ctx context.Context, events []storage.FanOutEvent, marks, locks []query, p storage.FanOutParams) (res storage.FanOutResult, err error) {
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	var tx interface {
@@ -981,7 +984,7 @@ func (s *sqlStore) fanOutOnce(ctx context.Context, events []FanOutEvent, marks, 
 		tx, err = s.db.BeginTx(ctx, nil)
 	}
 	if err != nil {
-		return FanOutResult{}, err
+		return storage.FanOutResult{}, err
 	}
 	committed := false
 	defer func() {
@@ -1008,18 +1011,18 @@ func (s *sqlStore) fanOutOnce(ctx context.Context, events []FanOutEvent, marks, 
 	if locks != nil { // MySQL: lock the rows the updates will change, then change them
 		for _, q := range locks {
 			if err := readIDs(q); err != nil {
-				return FanOutResult{}, err
+				return storage.FanOutResult{}, err
 			}
 		}
 		for _, q := range marks {
 			if _, err := tx.ExecContext(ctx, q.SQL, q.Args...); err != nil {
-				return FanOutResult{}, err
+				return storage.FanOutResult{}, err
 			}
 		}
 	} else {
 		for _, q := range marks {
 			if err := readIDs(q); err != nil {
-				return FanOutResult{}, err
+				return storage.FanOutResult{}, err
 			}
 		}
 	}
@@ -1032,24 +1035,24 @@ func (s *sqlStore) fanOutOnce(ctx context.Context, events []FanOutEvent, marks, 
 		}
 	}
 	if len(split) == 0 {
-		return FanOutResult{}, nil
+		return storage.FanOutResult{}, nil
 	}
-	ir, err := s.Insert(ctx, tx, InsertParams{Events: deliveries, ClaimTTL: p.ClaimTTL})
+	ir, err := s.Insert(ctx, tx, storage.InsertParams{Events: deliveries, ClaimTTL: p.ClaimTTL})
 	if err != nil {
-		return FanOutResult{}, err
+		return storage.FanOutResult{}, err
 	}
 	// Insert numbered the ordered deliveries of this copy: give the caller's the result.
 	copyInserted(events, deliveries)
 	if err := tx.Commit(); err != nil {
-		return FanOutResult{}, err
+		return storage.FanOutResult{}, err
 	}
 	committed = true
-	return FanOutResult{Split: split, Existing: ir.Existing}, nil
+	return storage.FanOutResult{Split: split, Existing: ir.Existing}, nil
 }
 
 // copyInserted copies the Status and OrderSeq that Insert set on deliveries back to the
 // deliveries of events with the same IDs.
-func copyInserted(events []FanOutEvent, deliveries []Event) {
+func copyInserted(events []storage.FanOutEvent, deliveries []Event) {
 	byID := make(map[string]*Event, len(deliveries))
 	for i := range deliveries {
 		byID[deliveries[i].ID] = &deliveries[i]
@@ -1076,7 +1079,7 @@ func (s *sqlStore) releaseClaims(ctx context.Context, ids, tokens []string) (int
 }
 
 // Reschedule implements [Store.Reschedule].
-func (s *sqlStore) Reschedule(ctx context.Context, p RescheduleParams) (int64, error) {
+func (s *sqlStore) Reschedule(ctx context.Context, p storage.RescheduleParams) (int64, error) {
 	q, err := s.d.rescheduleQuery(s.table, p)
 	if err != nil {
 		return 0, fmt.Errorf("reschedule: %w", err)
@@ -1089,7 +1092,7 @@ func (s *sqlStore) Reschedule(ctx context.Context, p RescheduleParams) (int64, e
 }
 
 // MarkDead implements [Store.MarkDead].
-func (s *sqlStore) MarkDead(ctx context.Context, p MarkDeadParams) (int64, error) {
+func (s *sqlStore) MarkDead(ctx context.Context, p storage.MarkDeadParams) (int64, error) {
 	q, err := s.d.markDeadQuery(s.table, p)
 	if err != nil {
 		return 0, fmt.Errorf("mark dead: %w", err)
@@ -1102,16 +1105,16 @@ func (s *sqlStore) MarkDead(ctx context.Context, p MarkDeadParams) (int64, error
 }
 
 // Pending implements [Store.Pending].
-func (s *sqlStore) Pending(ctx context.Context, p PendingParams) (PendingBatch, error) {
+func (s *sqlStore) Pending(ctx context.Context, p storage.PendingParams) (storage.PendingBatch, error) {
 	q, err := s.d.pendingQuery(s.table, p)
 	if err != nil {
-		return PendingBatch{}, fmt.Errorf("pending: %w", err)
+		return storage.PendingBatch{}, fmt.Errorf("pending: %w", err)
 	}
 	events, bad, err := s.queryEvents(ctx, s.on(s.db), q, strict)
 	if err != nil {
-		return PendingBatch{}, fmt.Errorf("pending: %w", err)
+		return storage.PendingBatch{}, fmt.Errorf("pending: %w", err)
 	}
-	return PendingBatch{Events: events, Undecodable: bad}, nil
+	return storage.PendingBatch{Events: events, Undecodable: bad}, nil
 }
 
 // queryEvents runs q, a statement of selectColumns, and decodes its rows in mode. When
@@ -1154,10 +1157,10 @@ func (s *sqlStore) queryEvents(ctx context.Context, exec Executor, q query, mode
 // claim, and the locking read never meets a row that an open transaction inserted. A
 // claim that fails with a deadlock (1213) or a lock wait timeout (1205) is retried a few
 // times with a short backoff.
-func (s *sqlStore) Claim(ctx context.Context, p ClaimParams) (PendingBatch, error) {
+func (s *sqlStore) Claim(ctx context.Context, p storage.ClaimParams) (storage.PendingBatch, error) {
 	if s.d.claimInTx {
 		if err := p.Validate(); err != nil {
-			return PendingBatch{}, fmt.Errorf("claim: %w", err)
+			return storage.PendingBatch{}, fmt.Errorf("claim: %w", err)
 		}
 		for attempt := 1; ; attempt++ {
 			b, err := s.claimTx(ctx, p)
@@ -1165,27 +1168,27 @@ func (s *sqlStore) Claim(ctx context.Context, p ClaimParams) (PendingBatch, erro
 				return b, nil
 			}
 			if attempt == claimAttempts || !isLockConflict(err) || ctx.Err() != nil {
-				return PendingBatch{}, fmt.Errorf("claim: %w", err)
+				return storage.PendingBatch{}, fmt.Errorf("claim: %w", err)
 			}
 			if err := sleepCtx(ctx, time.Duration(attempt)*10*time.Millisecond); err != nil {
-				return PendingBatch{}, fmt.Errorf("claim: %w", err)
+				return storage.PendingBatch{}, fmt.Errorf("claim: %w", err)
 			}
 		}
 	}
 	q, err := s.d.claimQuery(s.table, p)
 	if err != nil {
-		return PendingBatch{}, fmt.Errorf("claim: %w", err)
+		return storage.PendingBatch{}, fmt.Errorf("claim: %w", err)
 	}
 	// A claim that failed was undone whole; isolate claims the rows again, without
 	// their payloads, and reads each one alone.
 	events, bad, err := s.queryEvents(ctx, s.on(s.db), q, strict)
 	if err != nil {
-		return PendingBatch{}, fmt.Errorf("claim: %w", err)
+		return storage.PendingBatch{}, fmt.Errorf("claim: %w", err)
 	}
-	b := PendingBatch{Events: events, Undecodable: bad}
+	b := storage.PendingBatch{Events: events, Undecodable: bad}
 	for i := range events {
 		// PostgreSQL returned the previous claim (SQLite the new one, never counted).
-		b.countTakeOver(events[i].LockedBy, p.Token)
+		countTakeOver(&b, events[i].LockedBy, p.Token)
 		events[i].LockedBy = p.Token
 	}
 	sortClaimed(events)
@@ -1193,7 +1196,7 @@ func (s *sqlStore) Claim(ctx context.Context, p ClaimParams) (PendingBatch, erro
 }
 
 // RenewClaim implements [ClaimStore.RenewClaim] with one UPDATE by primary key.
-func (s *sqlStore) RenewClaim(ctx context.Context, p RenewClaimParams) (int64, error) {
+func (s *sqlStore) RenewClaim(ctx context.Context, p storage.RenewClaimParams) (int64, error) {
 	q, err := s.d.renewClaimQuery(s.table, p)
 	if err != nil {
 		return 0, fmt.Errorf("renew claim: %w", err)
@@ -1203,14 +1206,6 @@ func (s *sqlStore) RenewClaim(ctx context.Context, p RenewClaimParams) (int64, e
 		return 0, fmt.Errorf("renew claim %s: %w", p.ID, err)
 	}
 	return n, nil
-}
-
-// countTakeOver counts a claimed row whose previous claim, prev, belonged to another
-// token: it had expired (Claim takes only unclaimed or expired rows).
-func (b *PendingBatch) countTakeOver(prev, token string) {
-	if prev != "" && prev != token {
-		b.TakenOver++
-	}
 }
 
 // claimAttempts bounds the attempts of a MySQL claim, or of a statement run by
@@ -1226,13 +1221,13 @@ const claimReadRounds = 4
 // locks those that nobody holds (claimLockQuery); a round that locked fewer rows than
 // it read (another claim holds them) is followed by another, so that concurrent claims
 // take the rows after one another's, as a locking walk of the index would.
-func (s *sqlStore) claimTx(ctx context.Context, p ClaimParams) (b PendingBatch, err error) {
+func (s *sqlStore) claimTx(ctx context.Context, p storage.ClaimParams) (b storage.PendingBatch, err error) {
 	token := p.Token
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	tx, err := s.beginReadCommitted(ctx)
 	if err != nil {
-		return PendingBatch{}, err
+		return storage.PendingBatch{}, err
 	}
 	defer func() {
 		if err != nil {
@@ -1248,45 +1243,45 @@ func (s *sqlStore) claimTx(ctx context.Context, p ClaimParams) (b PendingBatch, 
 		want := p.Limit - len(ids)
 		read, err := s.d.claimReadQuery(s.table, p, want, after)
 		if err != nil {
-			return PendingBatch{}, err
+			return storage.PendingBatch{}, err
 		}
 		var candidates []string
 		rows, err := tx.QueryContext(ctx, read.SQL, read.Args...)
 		if err != nil {
-			return PendingBatch{}, err
+			return storage.PendingBatch{}, err
 		}
 		for rows.Next() {
 			var c claimCursor
 			if err := rows.Scan(&c.id, &c.due, &c.created); err != nil {
 				rows.Close()
-				return PendingBatch{}, err
+				return storage.PendingBatch{}, err
 			}
 			candidates, after = append(candidates, c.id), &c
 		}
 		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			return PendingBatch{}, err
+			return storage.PendingBatch{}, err
 		}
 		if len(candidates) == 0 {
 			break
 		}
 		lock, err := s.d.claimLockQuery(s.table, p, candidates)
 		if err != nil {
-			return PendingBatch{}, err
+			return storage.PendingBatch{}, err
 		}
 		if rows, err = tx.QueryContext(ctx, lock.SQL, lock.Args...); err != nil {
-			return PendingBatch{}, err
+			return storage.PendingBatch{}, err
 		}
 		locked := 0
 		for rows.Next() {
 			var r rawRow
 			if err := r.scan(rows, &until); err != nil {
 				rows.Close()
-				return PendingBatch{}, err
+				return storage.PendingBatch{}, err
 			}
 			ids = append(ids, r.id())
 			locked++
 			prev, _ := textValue(r[lockedByColumn])
-			b.countTakeOver(prev, token)
+			countTakeOver(&b, prev, token)
 			e, err := r.decode(s.d, strict)
 			if err != nil {
 				b.Undecodable = append(b.Undecodable, RowError{EventID: r.id(), Err: err})
@@ -1295,30 +1290,30 @@ func (s *sqlStore) claimTx(ctx context.Context, p ClaimParams) (b PendingBatch, 
 			b.Events = append(b.Events, e)
 		}
 		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			return PendingBatch{}, err
+			return storage.PendingBatch{}, err
 		}
 		if len(candidates) < want || locked == len(candidates) {
 			break // no due row after these, or none of them was held
 		}
 	}
 	if len(ids) == 0 {
-		return PendingBatch{}, tx.Commit()
+		return storage.PendingBatch{}, tx.Commit()
 	}
 	untilTime, err := s.d.decodeTime(until)
 	if err != nil {
-		return PendingBatch{}, fmt.Errorf("claim expiry: %w", err)
+		return storage.PendingBatch{}, fmt.Errorf("claim expiry: %w", err)
 	}
 	untilArg, err := s.d.time(untilTime)
 	if err != nil {
-		return PendingBatch{}, fmt.Errorf("claim expiry: %w", err)
+		return storage.PendingBatch{}, fmt.Errorf("claim expiry: %w", err)
 	}
 	for _, q := range s.d.claimUpdateQueries(s.table, token, untilArg, ids) {
 		if _, err := tx.ExecContext(ctx, q.SQL, q.Args...); err != nil {
-			return PendingBatch{}, err
+			return storage.PendingBatch{}, err
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return PendingBatch{}, err
+		return storage.PendingBatch{}, err
 	}
 	for i := range b.Events {
 		b.Events[i].LockedBy, b.Events[i].LockedUntil = token, untilTime
@@ -1359,7 +1354,7 @@ func sortClaimed(events []Event) {
 // Get implements [Store.Get]. It returns an error wrapping [ErrNotFound] when no row
 // has the ID, and one wrapping a [RowError] when the row's times cannot be decoded.
 func (s *sqlStore) Get(ctx context.Context, id string) (Event, error) {
-	if !possibleID(id) {
+	if !check.PossibleID(id) {
 		return Event{}, fmt.Errorf("get event %q: %w", id, ErrNotFound)
 	}
 	q := s.d.getQuery(s.table, id)
@@ -1376,7 +1371,7 @@ func (s *sqlStore) Get(ctx context.Context, id string) (Event, error) {
 }
 
 // ListDead implements [DeadStore.ListDead].
-func (s *sqlStore) ListDead(ctx context.Context, p ListDeadParams) ([]Event, error) {
+func (s *sqlStore) ListDead(ctx context.Context, p storage.ListDeadParams) ([]Event, error) {
 	q, err := s.d.listDeadQuery(s.table, p)
 	if err != nil {
 		return nil, fmt.Errorf("list dead: %w", err)
@@ -1408,7 +1403,7 @@ func (s *sqlStore) CountDead(ctx context.Context, f DeadFilter) (int64, error) {
 
 // Replay implements [DeadStore.Replay]. A replay by IDs runs one statement per chunk of IDs;
 // when one fails, the rows of earlier chunks stay replayed and are counted.
-func (s *sqlStore) Replay(ctx context.Context, p ReplayParams) (int64, error) {
+func (s *sqlStore) Replay(ctx context.Context, p storage.ReplayParams) (int64, error) {
 	qs, err := s.d.replayQueries(s.table, p)
 	if err != nil {
 		return 0, fmt.Errorf("replay: %w", err)
@@ -1461,7 +1456,7 @@ func (s *sqlStore) Discard(ctx context.Context, ids []string, at time.Time) (int
 // that deletes fewer than p.Limit rows then deletes, in batches of p.Limit, the rows of
 // the key table whose keys have nothing left that is not DONE and were not written
 // since p.Before.
-func (s *sqlStore) Purge(ctx context.Context, p PurgeParams) (int64, error) {
+func (s *sqlStore) Purge(ctx context.Context, p storage.PurgeParams) (int64, error) {
 	q, err := s.d.purgeQuery(s.table, p)
 	if err != nil {
 		return 0, fmt.Errorf("purge: %w", err)
@@ -1497,7 +1492,7 @@ func (s *sqlStore) Purge(ctx context.Context, p PurgeParams) (int64, error) {
 // rows of each batch not written since p.Before whose keys have nothing left to order
 // (purgeKeysQuery; keyBoundQuery says why a walk). Each batch is two statements: the
 // read, through read, of where it ends, then the delete, by run.
-func (s *sqlStore) purgeKeys(ctx context.Context, p PurgeParams, run func(context.Context, query) (int64, error), read Executor) error {
+func (s *sqlStore) purgeKeys(ctx context.Context, p storage.PurgeParams, run func(context.Context, query) (int64, error), read Executor) error {
 	before, err := s.d.time(p.Before)
 	if err != nil {
 		return err
@@ -1720,4 +1715,12 @@ func (s *sqlStore) Stats(ctx context.Context) (Stats, error) {
 		st.OldestBlocked = t
 	}
 	return st, nil
+}
+
+// countTakeOver counts in b a claimed row whose previous claim, prev, belonged to another
+// token: it had expired (Claim takes only unclaimed or expired rows).
+func countTakeOver(b *storage.PendingBatch, prev, token string) {
+	if prev != "" && prev != token {
+		b.TakenOver++
+	}
 }

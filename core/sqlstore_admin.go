@@ -5,13 +5,16 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+
+	"github.com/outboxkit/outbox/core/internal/check"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // ListEvents implements [EventStore.ListEvents]. A list whose filters are all in its
 // index is one query. Any other first reads where the scan window ends (the
 // ScanLimit-th row of the index after the cursor, an index-only read), then the matching
 // rows up to there, so that a page reads at most ScanLimit rows whatever it searches.
-func (s *sqlStore) ListEvents(ctx context.Context, p ListEventsParams) ([]Event, Cursor, error) {
+func (s *sqlStore) ListEvents(ctx context.Context, p storage.ListEventsParams) ([]Event, Cursor, error) {
 	if err := p.Validate(); err != nil {
 		return nil, Cursor{}, err
 	}
@@ -34,7 +37,7 @@ func (s *sqlStore) ListEvents(ctx context.Context, p ListEventsParams) ([]Event,
 		return nil, Cursor{}, fmt.Errorf("list events: %w", err)
 	}
 	if p.ErrorContains != "" {
-		// The statement's LIKE is a superset of the matches (errorPrefilter): keep
+		// The statement's LIKE is a superset of the matches (check.ErrorPrefilter): keep
 		// those MatchesError accepts and, while the page is short and the statement
 		// was cut by its LIMIT, read on after the last row, twice as many at a time.
 		// Every read stays between the cursor and the window's end.
@@ -65,7 +68,7 @@ func (s *sqlStore) ListEvents(ctx context.Context, p ListEventsParams) ([]Event,
 }
 
 // listPage reads the rows of one statement of a list page (listPageQuery).
-func (s *sqlStore) listPage(ctx context.Context, pl listPlan, p ListEventsParams, bound *Cursor) ([]Event, error) {
+func (s *sqlStore) listPage(ctx context.Context, pl listPlan, p storage.ListEventsParams, bound *Cursor) ([]Event, error) {
 	q, err := s.d.listPageQuery(s.table, pl, p, bound)
 	if err != nil {
 		return nil, err
@@ -81,12 +84,12 @@ func (s *sqlStore) listPage(ctx context.Context, pl listPlan, p ListEventsParams
 	return events, nil
 }
 
-var _ EventCountStore = (*sqlStore)(nil)
+var _ storage.EventCountStore = (*sqlStore)(nil)
 
 // CountEvents implements [EventCountStore.CountEvents] on the list's index (countPlan)
 // with two statements, as a windowed list page: the window's end (the ScanLimit-th row
 // of the index, an index-only read), then the count up to it (countQuery).
-func (s *sqlStore) CountEvents(ctx context.Context, p CountEventsParams) (EventCounts, error) {
+func (s *sqlStore) CountEvents(ctx context.Context, p storage.CountEventsParams) (EventCounts, error) {
 	if err := p.Validate(); err != nil {
 		return EventCounts{}, err
 	}
@@ -183,7 +186,7 @@ func (s *sqlStore) windowEnd(ctx context.Context, pl listPlan, q query) (*Cursor
 // (blockedKeysWindowQuery).
 func (s *sqlStore) CountBlockedKeys(ctx context.Context, scanLimit int) (BlockedKeys, error) {
 	if scanLimit <= 0 {
-		return BlockedKeys{}, invalidParams("count blocked keys", "scanLimit must be positive, got %d", scanLimit)
+		return BlockedKeys{}, check.Invalid("count blocked keys", "scanLimit must be positive, got %d", scanLimit)
 	}
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
@@ -232,7 +235,7 @@ func (s *sqlStore) CountByType(ctx context.Context) ([]TypeCount, error) {
 	return out, nil
 }
 
-var _ AuditedStore = (*sqlStore)(nil)
+var _ storage.AuditedStore = (*sqlStore)(nil)
 
 // RecordAudit implements [AuditStore.RecordAudit].
 func (s *sqlStore) RecordAudit(ctx context.Context, e AuditEntry) error {
@@ -251,7 +254,7 @@ func (s *sqlStore) RecordAudit(ctx context.Context, e AuditEntry) error {
 // DeleteDead or Discard) and the entry's INSERT, or with p.Continue the UPDATE that
 // adds to its count. A failed entry rolls the change back; a lock conflict rolls it all
 // back and it is retried, as claims are.
-func (s *sqlStore) ChangeAudited(ctx context.Context, p AuditedChangeParams) (int64, error) {
+func (s *sqlStore) ChangeAudited(ctx context.Context, p storage.AuditedChangeParams) (int64, error) {
 	if err := p.Validate(); err != nil {
 		return 0, err
 	}
@@ -261,7 +264,7 @@ func (s *sqlStore) ChangeAudited(ctx context.Context, p AuditedChangeParams) (in
 	)
 	switch p.Entry.Action {
 	case AuditReplay, AuditReplayAll:
-		qs, err = s.d.replayQueries(s.table, ReplayParams{IDs: p.IDs, DeadFilter: p.DeadFilter, Limit: p.Limit, Now: p.Now})
+		qs, err = s.d.replayQueries(s.table, storage.ReplayParams{IDs: p.IDs, DeadFilter: p.DeadFilter, Limit: p.Limit, Now: p.Now})
 	case AuditDelete:
 		qs = s.d.deleteDeadQueries(s.table, p.IDs)
 	case AuditDiscard:
@@ -282,7 +285,7 @@ func (s *sqlStore) ChangeAudited(ctx context.Context, p AuditedChangeParams) (in
 }
 
 // changeAuditedOnce runs one transaction of ChangeAudited.
-func (s *sqlStore) changeAuditedOnce(ctx context.Context, qs []query, p AuditedChangeParams) (n int64, err error) {
+func (s *sqlStore) changeAuditedOnce(ctx context.Context, qs []query, p storage.AuditedChangeParams) (n int64, err error) {
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	var tx interface {
@@ -330,13 +333,13 @@ func (s *sqlStore) changeAuditedOnce(ctx context.Context, qs []query, p AuditedC
 		}
 		k, err := exec(q)
 		if err == nil && k == 0 {
-			err = errAuditEntryGone
+			err = check.ErrAuditEntryGone
 		}
 		if err != nil {
 			if isLockConflict(err) {
 				return 0, err // retried whole
 			}
-			return 0, &AuditError{Action: p.Entry.Action, Reason: auditReason(err), Err: err}
+			return 0, &AuditError{Action: p.Entry.Action, Reason: check.AuditReason(err), Err: err}
 		}
 	}
 	if err := tx.Commit(); err != nil {
@@ -347,9 +350,9 @@ func (s *sqlStore) changeAuditedOnce(ctx context.Context, qs []query, p AuditedC
 }
 
 // ListAudit implements [AuditStore.ListAudit].
-func (s *sqlStore) ListAudit(ctx context.Context, p ListAuditParams) ([]AuditEntry, error) {
+func (s *sqlStore) ListAudit(ctx context.Context, p storage.ListAuditParams) ([]AuditEntry, error) {
 	if p.Limit <= 0 {
-		return nil, invalidParams("list audit", "Limit must be positive, got %d", p.Limit)
+		return nil, check.Invalid("list audit", "Limit must be positive, got %d", p.Limit)
 	}
 	q := s.d.listAuditQuery(s.table, p)
 	ctx, cancel := s.withTimeout(ctx)

@@ -5,79 +5,81 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/outboxkit/outbox/core/internal/check"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
-var _ LeaseStore = (*sqlStore)(nil)
+var _ storage.LeaseStore = (*sqlStore)(nil)
 
 // AcquireLease implements [LeaseStore.AcquireLease]: an UPDATE that takes or renews the
 // lease row, an INSERT of the row when the UPDATE found none to change (the first
 // process on the table; the migration creates no row), and a read of the row, which
 // decides. Each runs on its own under QueryTimeout.
-func (s *sqlStore) AcquireLease(ctx context.Context, p LeaseParams) (Lease, error) {
+func (s *sqlStore) AcquireLease(ctx context.Context, p storage.LeaseParams) (storage.Lease, error) {
 	if err := p.Validate(); err != nil {
-		return Lease{}, err
+		return storage.Lease{}, err
 	}
 	n, err := s.exec1(ctx, s.d.leaseAcquireQuery(s.table, p))
 	if err != nil {
-		return Lease{}, s.leaseError(ctx, "acquire lease", err)
+		return storage.Lease{}, s.leaseError(ctx, "acquire lease", err)
 	}
 	if n == 0 {
 		// No row, or one held by another process (MySQL also counts a row whose values
 		// did not change as 0): the INSERT changes nothing then.
 		if _, err := s.exec1(ctx, s.d.leaseInsertQuery(s.table, p)); err != nil {
-			return Lease{}, s.leaseError(ctx, "acquire lease", err)
+			return storage.Lease{}, s.leaseError(ctx, "acquire lease", err)
 		}
 	}
 	l, now, err := s.readLease(ctx)
 	if err != nil {
-		return Lease{}, s.leaseError(ctx, "acquire lease", err)
+		return storage.Lease{}, s.leaseError(ctx, "acquire lease", err)
 	}
 	live := l.ExpiresAt.After(now)
-	if p.Mode == MultiNode {
-		l.Held = live && l.Mode == MultiNode
+	if p.Shared {
+		l.Held = live && l.Shared
 	} else {
-		l.Held = live && l.Mode == SingleNode && l.Holder == p.Holder
+		l.Held = live && !l.Shared && l.Holder == p.Holder
 	}
 	return l, nil
 }
 
 // readLease reads the lease row and the database's current time.
-func (s *sqlStore) readLease(ctx context.Context) (Lease, time.Time, error) {
+func (s *sqlStore) readLease(ctx context.Context) (storage.Lease, time.Time, error) {
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	q := s.d.leaseReadQuery(s.table)
 	rows, err := s.on(s.db).QueryContext(ctx, q.SQL, q.Args...)
 	if err != nil {
-		return Lease{}, time.Time{}, err
+		return storage.Lease{}, time.Time{}, err
 	}
 	defer rows.Close()
 	if !rows.Next() {
 		if err := rows.Err(); err != nil {
-			return Lease{}, time.Time{}, err
+			return storage.Lease{}, time.Time{}, err
 		}
-		return Lease{}, time.Time{}, errors.New("the lease row is missing")
+		return storage.Lease{}, time.Time{}, errors.New("the lease row is missing")
 	}
-	var l Lease
+	var l storage.Lease
 	var mode string
 	var expires, now any
 	if err := rows.Scan(&l.Holder, &mode, &expires, &now); err != nil {
-		return Lease{}, time.Time{}, err
+		return storage.Lease{}, time.Time{}, err
 	}
 	if err := rows.Close(); err != nil {
-		return Lease{}, time.Time{}, err
+		return storage.Lease{}, time.Time{}, err
 	}
 	switch mode {
-	case SingleNode.String():
-		l.Mode = SingleNode
-	case MultiNode.String():
-		l.Mode = MultiNode
+	case leaseModeSingle:
+	case leaseModeShared:
+		l.Shared = true
 	default:
-		return Lease{}, time.Time{}, fmt.Errorf("the lease row has holder_mode %q", mode)
+		return storage.Lease{}, time.Time{}, fmt.Errorf("the lease row has holder_mode %q", mode)
 	}
 	e, err1 := s.d.decodeTime(expires)
 	n, err2 := s.d.decodeTime(now)
 	if err := errors.Join(err1, err2); err != nil {
-		return Lease{}, time.Time{}, err
+		return storage.Lease{}, time.Time{}, err
 	}
 	l.ExpiresAt = e
 	return l, n, nil
@@ -86,7 +88,7 @@ func (s *sqlStore) readLease(ctx context.Context) (Lease, time.Time, error) {
 // ReleaseLease implements [LeaseStore.ReleaseLease].
 func (s *sqlStore) ReleaseLease(ctx context.Context, holder string) error {
 	if holder == "" {
-		return invalidParams("release lease", "holder is empty")
+		return check.Invalid("release lease", "holder is empty")
 	}
 	if _, err := s.exec1(ctx, s.d.leaseReleaseQuery(s.table, holder)); err != nil {
 		return s.leaseError(ctx, "release lease", err)

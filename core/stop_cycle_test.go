@@ -8,6 +8,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // A cycle that ends after Stop was called must be the last: Go's select picks at random
@@ -23,7 +24,7 @@ func TestPollerStopStartsNoNewCycle(t *testing.T) {
 		p := newPoller(t, b, outbox.PollerConfig{Interval: 10 * time.Millisecond})
 		var stopping atomic.Bool
 		var late atomic.Int32
-		b.store.beforePending = func(ctx context.Context, _ outbox.PendingParams) error {
+		b.store.beforePending = func(ctx context.Context, _ storage.PendingParams) error {
 			if stopping.Load() {
 				late.Add(1)
 			}

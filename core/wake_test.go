@@ -14,6 +14,7 @@ import (
 	outbox "github.com/outboxkit/outbox/core"
 	"github.com/outboxkit/outbox/core/adapterkit"
 	"github.com/outboxkit/outbox/core/outboxtest"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // pollClock is a store that records when each poll cycle's first query ran.
@@ -23,7 +24,7 @@ type pollClock struct {
 	times []time.Time
 }
 
-func (s *pollClock) Pending(ctx context.Context, p outbox.PendingParams) (outbox.PendingBatch, error) {
+func (s *pollClock) Pending(ctx context.Context, p storage.PendingParams) (storage.PendingBatch, error) {
 	s.mu.Lock()
 	s.times = append(s.times, time.Now())
 	s.mu.Unlock()

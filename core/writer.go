@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/outboxkit/outbox/core/adapterkit"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // WriterConfig configures a [Writer]. The zero value is ready to use.
@@ -54,7 +55,7 @@ type writerConfig struct {
 // Writer inserts events into the outbox table inside the caller's transaction. It is safe
 // for concurrent use.
 type Writer struct {
-	store       Store
+	store       storage.Store
 	hooks       []WriterHook
 	maxPayload  int
 	codec       Codec
@@ -71,7 +72,7 @@ type Writer struct {
 
 // NewWriter returns a writer that inserts through store. It returns a [*ConfigError] for
 // a nil store, a negative MaxPayloadBytes or ClaimTTL, or an invalid NodeID.
-func newWriter(store Store, cfg writerConfig) (*Writer, error) {
+func newWriter(store storage.Store, cfg writerConfig) (*Writer, error) {
 	if store == nil {
 		return nil, &ConfigError{Field: "Store", Reason: "is nil"}
 	}
@@ -183,7 +184,7 @@ func (w *Writer) WriteAllReport(ctx context.Context, tx Executor, envs []Envelop
 	if w.claimTTL > 0 && hooks != nil && (w.hot == nil || !w.hot.hotFull()) {
 		claimTTL = w.preClaim(events)
 	}
-	res, err := w.store.Insert(ctx, tx, InsertParams{Events: events, ClaimTTL: claimTTL})
+	res, err := w.store.Insert(ctx, tx, storage.InsertParams{Events: events, ClaimTTL: claimTTL})
 	if err != nil {
 		if errors.Is(err, sql.ErrTxDone) {
 			return nil, fmt.Errorf("outbox: write: %w (%w)", ErrTxDone, err)

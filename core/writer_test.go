@@ -13,27 +13,28 @@ import (
 
 	outbox "github.com/outboxkit/outbox/core"
 	"github.com/outboxkit/outbox/core/adapterkit"
+	"github.com/outboxkit/outbox/core/storage"
 	"github.com/outboxkit/outbox/internal/fuzztally"
 )
 
 // insertRecorder is a Store whose Insert records batches; writer tests need nothing else.
 type insertRecorder struct {
-	outbox.Store // nil: any other method panics, proving the writer never calls it
-	mu           sync.Mutex
-	batches      [][]outbox.Event
-	execs        []outbox.Executor
-	err          error
+	storage.Store // nil: any other method panics, proving the writer never calls it
+	mu            sync.Mutex
+	batches       [][]outbox.Event
+	execs         []outbox.Executor
+	err           error
 }
 
-func (r *insertRecorder) Insert(_ context.Context, exec outbox.Executor, p outbox.InsertParams) (outbox.InsertResult, error) {
+func (r *insertRecorder) Insert(_ context.Context, exec outbox.Executor, p storage.InsertParams) (storage.InsertResult, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.err != nil {
-		return outbox.InsertResult{}, r.err
+		return storage.InsertResult{}, r.err
 	}
 	r.batches = append(r.batches, p.Events)
 	r.execs = append(r.execs, exec)
-	return outbox.InsertResult{}, nil
+	return storage.InsertResult{}, nil
 }
 
 func (r *insertRecorder) calls() int {
@@ -61,7 +62,7 @@ type hookedTx struct {
 	adapterkit.Callbacks
 }
 
-func newWriter(t *testing.T, store outbox.Store, cfg outbox.WriterConfig) *outbox.Writer {
+func newWriter(t *testing.T, store storage.Store, cfg outbox.WriterConfig) *outbox.Writer {
 	t.Helper()
 	w, err := outbox.NewWriter(store, cfg)
 	if err != nil {

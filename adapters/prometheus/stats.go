@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // Defaults of [StatsOptions].
@@ -29,7 +30,7 @@ type StatsSource interface {
 
 var (
 	_ StatsSource = (*outbox.DeadEvents)(nil)
-	_ StatsSource = outbox.StatsStore(nil)
+	_ StatsSource = storage.StatsStore(nil)
 )
 
 // StatsOptions configures [NewStatsCollector]. The zero value is ready to use.

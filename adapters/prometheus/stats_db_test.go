@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 	"github.com/outboxkit/outbox/internal/testdb"
 )
 
@@ -148,7 +149,7 @@ outbox_stats_up{outbox="orders"} 1
 			t.Fatalf("oldest pending age = %v s, want about 7200", age)
 		}
 		// A StatsStore is a source too.
-		_, storeReg, _ := newStats(t, s.ob.Store().(outbox.StatsStore), StatsOptions{})
+		_, storeReg, _ := newStats(t, s.ob.Store().(storage.StatsStore), StatsOptions{})
 		if n := value(t, storeReg, "outbox_events", "status", "new"); n != 2 {
 			t.Fatalf("store source: new = %v", n)
 		}
@@ -179,7 +180,7 @@ func TestStatsCollectorDatabaseErrors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, reg, logs := newStats(t, store.(outbox.StatsStore), StatsOptions{CacheTTL: -1})
+			_, reg, logs := newStats(t, store.(storage.StatsStore), StatsOptions{CacheTTL: -1})
 			if up := value(t, reg, "outbox_stats_up"); up != 1 {
 				t.Fatalf("before Close: up %v", up)
 			}
@@ -205,7 +206,7 @@ func TestStatsCollectorDatabaseErrors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, reg, _ := newStats(t, store.(outbox.StatsStore), StatsOptions{})
+			_, reg, _ := newStats(t, store.(storage.StatsStore), StatsOptions{})
 			g := scrape(t, reg)
 			if up, errs := value(t, g, "outbox_stats_up"), value(t, g, "outbox_stats_errors_total"); up != 0 || errs != 1 || hasTableSeries(t, g) {
 				t.Fatalf("missing table: up %v, errors %v", up, errs)

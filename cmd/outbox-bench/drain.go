@@ -14,6 +14,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // childW4Arg, as the first argument, makes the program run w4's dispatcher as a child
@@ -137,7 +138,7 @@ func seed(ctx context.Context, o options, t *target, n int) error {
 		if err != nil {
 			return err
 		}
-		if _, err := store.Insert(ctx, tx, outbox.InsertParams{Events: events}); err != nil {
+		if _, err := store.Insert(ctx, tx, storage.InsertParams{Events: events}); err != nil {
 			_ = tx.Rollback()
 			return err
 		}

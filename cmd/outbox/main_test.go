@@ -17,6 +17,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 	"github.com/outboxkit/outbox/internal/testdb"
 )
 
@@ -157,16 +158,16 @@ func TestCommand(t *testing.T) {
 			events = append(events, outbox.Event{ID: fmt.Sprint("e", i), Type: typ, AggregateType: "Order", AggregateID: fmt.Sprint(i),
 				Payload: json.RawMessage(`{"n":` + fmt.Sprint(i) + `}`), CreatedAt: created.Add(time.Duration(i) * time.Second), AvailableAt: created})
 		}
-		if _, err := store.Insert(ctx, tg.db, outbox.InsertParams{Events: events}); err != nil {
+		if _, err := store.Insert(ctx, tg.db, storage.InsertParams{Events: events}); err != nil {
 			t.Fatal(err)
 		}
 		for id, listener := range map[string]string{"e0": "mail", "e1": "billing", "e2": ""} {
-			if _, err := store.MarkDead(ctx, outbox.MarkDeadParams{ID: id, DeadAt: time.Now(), Reason: "carrier\nrefused " + id,
+			if _, err := store.MarkDead(ctx, storage.MarkDeadParams{ID: id, DeadAt: time.Now(), Reason: "carrier\nrefused " + id,
 				CountAttempt: true, Listener: listener}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if _, err := store.MarkDone(ctx, outbox.MarkDoneParams{IDs: []string{"e4"}, DoneAt: time.Now()}); err != nil {
+		if _, err := store.MarkDone(ctx, storage.MarkDoneParams{IDs: []string{"e4"}, DoneAt: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 
@@ -361,7 +362,7 @@ type seedEvent struct {
 }
 
 // seed migrates the target's table with the command and writes events through the store.
-func seed(t *testing.T, tg target, base time.Time, events []seedEvent) outbox.Store {
+func seed(t *testing.T, tg target, base time.Time, events []seedEvent) storage.Store {
 	t.Helper()
 	tg.ok(t, "migrate")
 	store, err := outbox.NewSQLStore(tg.db, tg.dialect, outbox.SQLStoreConfig{Table: tg.table})
@@ -375,12 +376,12 @@ func seed(t *testing.T, tg target, base time.Time, events []seedEvent) outbox.St
 			Payload: json.RawMessage(`{}`), CreatedAt: base.Add(time.Duration(i) * time.Second), AvailableAt: base})
 	}
 	for chunk := range slices.Chunk(rows, 1000) {
-		if _, err := store.Insert(ctx, tg.db, outbox.InsertParams{Events: chunk}); err != nil {
+		if _, err := store.Insert(ctx, tg.db, storage.InsertParams{Events: chunk}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// MySQL/MariaDB inserts every ordered event WAITING: make each key's first one NEW.
-	if _, err := store.(outbox.OrderStore).Promote(ctx, outbox.PromoteParams{DeadBlocks: true, Limit: len(events)}); err != nil {
+	if _, err := store.(storage.OrderStore).Promote(ctx, storage.PromoteParams{DeadBlocks: true, Limit: len(events)}); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
@@ -388,15 +389,15 @@ func seed(t *testing.T, tg target, base time.Time, events []seedEvent) outbox.St
 		n, err := int64(1), error(nil)
 		switch e.status {
 		case outbox.StatusRetry:
-			n, err = store.Reschedule(ctx, outbox.RescheduleParams{ID: e.id, Status: outbox.StatusRetry, AvailableAt: now.Add(time.Hour),
+			n, err = store.Reschedule(ctx, storage.RescheduleParams{ID: e.id, Status: outbox.StatusRetry, AvailableAt: now.Add(time.Hour),
 				CountAttempt: true, LastError: e.lastError})
 		case outbox.StatusDead, outbox.StatusFallback:
-			n, err = store.MarkDead(ctx, outbox.MarkDeadParams{ID: e.id, DeadAt: now, Reason: e.lastError, CountAttempt: true,
+			n, err = store.MarkDead(ctx, storage.MarkDeadParams{ID: e.id, DeadAt: now, Reason: e.lastError, CountAttempt: true,
 				Listener: e.listener, Fallback: e.status == outbox.StatusFallback})
 		case outbox.StatusDone:
-			n, err = store.MarkDone(ctx, outbox.MarkDoneParams{IDs: []string{e.id}, DoneAt: e.doneAt})
+			n, err = store.MarkDone(ctx, storage.MarkDoneParams{IDs: []string{e.id}, DoneAt: e.doneAt})
 		case outbox.StatusDiscarded:
-			n, err = store.(outbox.DiscardStore).Discard(ctx, []string{e.id}, now)
+			n, err = store.(storage.DiscardStore).Discard(ctx, []string{e.id}, now)
 		}
 		if err != nil || n != 1 {
 			t.Fatalf("seed %s: %d rows changed, %v", e.id, n, err)
@@ -406,7 +407,7 @@ func seed(t *testing.T, tg target, base time.Time, events []seedEvent) outbox.St
 }
 
 // status returns the status of event id, or -1 when it does not exist.
-func status(t *testing.T, store outbox.Store, id string) outbox.Status {
+func status(t *testing.T, store storage.Store, id string) outbox.Status {
 	t.Helper()
 	e, err := store.Get(t.Context(), id)
 	if errors.Is(err, outbox.ErrNotFound) {

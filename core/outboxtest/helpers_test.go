@@ -11,6 +11,7 @@ import (
 
 	outbox "github.com/outboxkit/outbox/core"
 	"github.com/outboxkit/outbox/core/outboxtest"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 func event(id string, created time.Time) outbox.Event {
@@ -54,7 +55,7 @@ func TestMemoryStoreHelpers(t *testing.T) {
 	if !s.Corrupt("a", decodeErr) || s.Corrupt("missing", decodeErr) {
 		t.Fatal("Corrupt reported the wrong rows")
 	}
-	b, err := s.Pending(context.Background(), outbox.PendingParams{Now: base.Add(time.Hour), Limit: 10})
+	b, err := s.Pending(context.Background(), storage.PendingParams{Now: base.Add(time.Hour), Limit: 10})
 	if err != nil {
 		t.Fatal(err)
 	}

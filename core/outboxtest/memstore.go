@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // MemoryStore is an in-memory [outbox.Store] for tests. It is safe for concurrent use and
@@ -48,8 +49,8 @@ type memRow struct {
 }
 
 var (
-	_ outbox.Store      = (*MemoryStore)(nil)
-	_ outbox.OrderStore = (*MemoryStore)(nil)
+	_ storage.Store      = (*MemoryStore)(nil)
+	_ storage.OrderStore = (*MemoryStore)(nil)
 )
 
 // NewMemoryStore returns an empty MemoryStore.
@@ -80,13 +81,13 @@ func (s *MemoryStore) dbNow() time.Time { return canonical(s.clock()) }
 // plus p.ClaimTTL. An event whose ID is already stored is skipped and reported in
 // InsertResult.Existing. It returns an error, and inserts nothing, when the params are
 // invalid, an event has no ID or an ID is used twice.
-func (s *MemoryStore) Insert(ctx context.Context, _ outbox.Executor, p outbox.InsertParams) (outbox.InsertResult, error) {
+func (s *MemoryStore) Insert(ctx context.Context, _ outbox.Executor, p storage.InsertParams) (storage.InsertResult, error) {
 	if err := check(ctx, p.Validate()); err != nil {
-		return outbox.InsertResult{}, err
+		return storage.InsertResult{}, err
 	}
 	rows, err := newRows(p.Events)
 	if err != nil {
-		return outbox.InsertResult{}, err
+		return storage.InsertResult{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -119,8 +120,8 @@ func newRows(events []outbox.Event) ([]*memRow, error) {
 }
 
 // insertLocked stores rows, made from events by newRows; the caller holds mu.
-func (s *MemoryStore) insertLocked(events []outbox.Event, rows []*memRow, claimTTL time.Duration) outbox.InsertResult {
-	var res outbox.InsertResult
+func (s *MemoryStore) insertLocked(events []outbox.Event, rows []*memRow, claimTTL time.Duration) storage.InsertResult {
+	var res storage.InsertResult
 	now := time.Now()
 	existed := map[int]bool{}
 	for i, r := range rows {
@@ -172,20 +173,20 @@ func (s *MemoryStore) insertLocked(events []outbox.Event, rows []*memRow, claimT
 // FanOut implements [outbox.FanOutStore.FanOut]: under the store's lock, each event is
 // marked DONE (or deleted) as MarkDone would, and the deliveries of those that changed
 // are inserted as Insert would.
-func (s *MemoryStore) FanOut(ctx context.Context, p outbox.FanOutParams) (outbox.FanOutResult, error) {
+func (s *MemoryStore) FanOut(ctx context.Context, p storage.FanOutParams) (storage.FanOutResult, error) {
 	if err := check(ctx, p.Validate()); err != nil {
-		return outbox.FanOutResult{}, err
+		return storage.FanOutResult{}, err
 	}
 	rows := make([][]*memRow, len(p.Events))
 	for i, e := range p.Events {
 		var err error
 		if rows[i], err = newRows(e.Deliveries); err != nil {
-			return outbox.FanOutResult{}, err
+			return storage.FanOutResult{}, err
 		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var res outbox.FanOutResult
+	var res storage.FanOutResult
 	for i, e := range p.Events {
 		r, ok := s.rows[e.ID]
 		if !ok || fenced(r, e.Token) {
@@ -199,8 +200,8 @@ func (s *MemoryStore) FanOut(ctx context.Context, p outbox.FanOutParams) (outbox
 }
 
 // Promote implements [outbox.OrderStore.Promote].
-func (s *MemoryStore) Promote(ctx context.Context, p outbox.PromoteParams) (outbox.PromoteResult, error) {
-	var res outbox.PromoteResult
+func (s *MemoryStore) Promote(ctx context.Context, p storage.PromoteParams) (storage.PromoteResult, error) {
+	var res storage.PromoteResult
 	if err := check(ctx, p.Validate()); err != nil {
 		return res, err
 	}
@@ -269,9 +270,9 @@ func (s *MemoryStore) Promote(ctx context.Context, p outbox.PromoteParams) (outb
 
 // Claim implements [outbox.ClaimStore.Claim] with the store's clock as the database clock.
 // Rows marked with [MemoryStore.Corrupt] are claimed and come back in Undecodable.
-func (s *MemoryStore) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.PendingBatch, error) {
+func (s *MemoryStore) Claim(ctx context.Context, p storage.ClaimParams) (storage.PendingBatch, error) {
 	if err := check(ctx, p.Validate()); err != nil {
-		return outbox.PendingBatch{}, err
+		return storage.PendingBatch{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -291,7 +292,7 @@ func (s *MemoryStore) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.P
 			strings.Compare(a.ev.ID, b.ev.ID))
 	})
 	until := now.Add(p.TTL)
-	var b outbox.PendingBatch
+	var b storage.PendingBatch
 	for _, r := range rows[:min(len(rows), p.Limit)] {
 		if r.ev.LockedBy != "" && r.ev.LockedBy != p.Token {
 			b.TakenOver++ // an expired claim of another token
@@ -308,7 +309,7 @@ func (s *MemoryStore) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.P
 
 // RenewClaim implements [outbox.ClaimStore.RenewClaim] with the store's clock as the
 // database clock.
-func (s *MemoryStore) RenewClaim(ctx context.Context, p outbox.RenewClaimParams) (int64, error) {
+func (s *MemoryStore) RenewClaim(ctx context.Context, p storage.RenewClaimParams) (int64, error) {
 	if err := check(ctx, p.Validate()); err != nil {
 		return 0, err
 	}
@@ -345,7 +346,7 @@ func (s *MemoryStore) countAttempt(e *outbox.Event) {
 func clearClaim(e *outbox.Event) { e.LockedBy, e.LockedUntil = "", time.Time{} }
 
 // MarkDone implements [outbox.Store.MarkDone].
-func (s *MemoryStore) MarkDone(ctx context.Context, p outbox.MarkDoneParams) (int64, error) {
+func (s *MemoryStore) MarkDone(ctx context.Context, p storage.MarkDoneParams) (int64, error) {
 	if err := check(ctx, p.Validate()); err != nil {
 		return 0, err
 	}
@@ -387,7 +388,7 @@ func (s *MemoryStore) markDone(r *memRow, doneAt time.Time, del bool) {
 }
 
 // Reschedule implements [outbox.Store.Reschedule].
-func (s *MemoryStore) Reschedule(ctx context.Context, p outbox.RescheduleParams) (int64, error) {
+func (s *MemoryStore) Reschedule(ctx context.Context, p storage.RescheduleParams) (int64, error) {
 	if err := check(ctx, p.Validate()); err != nil {
 		return 0, err
 	}
@@ -409,7 +410,7 @@ func (s *MemoryStore) Reschedule(ctx context.Context, p outbox.RescheduleParams)
 }
 
 // MarkDead implements [outbox.Store.MarkDead].
-func (s *MemoryStore) MarkDead(ctx context.Context, p outbox.MarkDeadParams) (int64, error) {
+func (s *MemoryStore) MarkDead(ctx context.Context, p storage.MarkDeadParams) (int64, error) {
 	if err := check(ctx, p.Validate()); err != nil {
 		return 0, err
 	}
@@ -435,9 +436,9 @@ func (s *MemoryStore) MarkDead(ctx context.Context, p outbox.MarkDeadParams) (in
 
 // Pending implements [outbox.Store.Pending]. Rows marked with [MemoryStore.Corrupt] come
 // back in Undecodable.
-func (s *MemoryStore) Pending(ctx context.Context, p outbox.PendingParams) (outbox.PendingBatch, error) {
+func (s *MemoryStore) Pending(ctx context.Context, p storage.PendingParams) (storage.PendingBatch, error) {
 	if err := check(ctx, p.Validate()); err != nil {
-		return outbox.PendingBatch{}, err
+		return storage.PendingBatch{}, err
 	}
 	now := canonical(p.Now)
 	createdBefore := canonical(p.Now.Add(-p.SkipRecent))
@@ -449,7 +450,7 @@ func (s *MemoryStore) Pending(ctx context.Context, p outbox.PendingParams) (outb
 			!e.AvailableAt.After(now) && !e.CreatedAt.After(createdBefore) &&
 			(p.After.IsZero() || keyAfter(e, after))
 	})
-	var b outbox.PendingBatch
+	var b storage.PendingBatch
 	for _, r := range rows[:min(len(rows), p.Limit)] {
 		if r.undecodable != nil {
 			b.Undecodable = append(b.Undecodable, outbox.RowError{EventID: r.ev.ID, Err: r.undecodable})
@@ -479,7 +480,7 @@ func (s *MemoryStore) Get(ctx context.Context, id string) (outbox.Event, error) 
 }
 
 // ListDead implements [outbox.DeadStore.ListDead].
-func (s *MemoryStore) ListDead(ctx context.Context, p outbox.ListDeadParams) ([]outbox.Event, error) {
+func (s *MemoryStore) ListDead(ctx context.Context, p storage.ListDeadParams) ([]outbox.Event, error) {
 	if err := check(ctx, p.Validate()); err != nil {
 		return nil, err
 	}
@@ -513,7 +514,7 @@ func (s *MemoryStore) CountDead(ctx context.Context, f outbox.DeadFilter) (int64
 }
 
 // Replay implements [outbox.DeadStore.Replay].
-func (s *MemoryStore) Replay(ctx context.Context, p outbox.ReplayParams) (int64, error) {
+func (s *MemoryStore) Replay(ctx context.Context, p storage.ReplayParams) (int64, error) {
 	if err := check(ctx, p.Validate()); err != nil {
 		return 0, err
 	}
@@ -597,7 +598,7 @@ func (s *MemoryStore) DeleteDead(ctx context.Context, ids []string) (int64, erro
 
 // Purge implements [outbox.Store.Purge]: a row's finish time is its DoneAt, or its
 // CreatedAt when DoneAt is zero (DEAD rows).
-func (s *MemoryStore) Purge(ctx context.Context, p outbox.PurgeParams) (int64, error) {
+func (s *MemoryStore) Purge(ctx context.Context, p storage.PurgeParams) (int64, error) {
 	if err := check(ctx, p.Validate()); err != nil {
 		return 0, err
 	}

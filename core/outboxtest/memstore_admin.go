@@ -8,17 +8,18 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 var (
-	_ outbox.EventStore = (*MemoryStore)(nil)
-	_ outbox.AuditStore = (*MemoryStore)(nil)
+	_ storage.EventStore = (*MemoryStore)(nil)
+	_ storage.AuditStore = (*MemoryStore)(nil)
 )
 
 // ListEvents implements [outbox.EventStore.ListEvents]. Its "index" of a list is the
 // events of the status (or of the aggregate, with AggregateID), in the list's order;
 // the scan window counts them.
-func (s *MemoryStore) ListEvents(ctx context.Context, p outbox.ListEventsParams) ([]outbox.Event, outbox.Cursor, error) {
+func (s *MemoryStore) ListEvents(ctx context.Context, p storage.ListEventsParams) ([]outbox.Event, outbox.Cursor, error) {
 	if err := check(ctx, p.Validate()); err != nil {
 		return nil, outbox.Cursor{}, err
 	}
@@ -145,7 +146,7 @@ func (s *MemoryStore) RecordAudit(ctx context.Context, e outbox.AuditEntry) erro
 }
 
 // ListAudit implements [outbox.AuditStore.ListAudit].
-func (s *MemoryStore) ListAudit(ctx context.Context, p outbox.ListAuditParams) ([]outbox.AuditEntry, error) {
+func (s *MemoryStore) ListAudit(ctx context.Context, p storage.ListAuditParams) ([]outbox.AuditEntry, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

@@ -9,18 +9,19 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
-var _ outbox.EventCountStore = (*MemoryStore)(nil)
+var _ storage.EventCountStore = (*MemoryStore)(nil)
 
 // CountEvents implements [outbox.EventCountStore.CountEvents]: the events ListEvents
 // would list in pages, within the same scan window.
-func (s *MemoryStore) CountEvents(ctx context.Context, p outbox.CountEventsParams) (outbox.EventCounts, error) {
+func (s *MemoryStore) CountEvents(ctx context.Context, p storage.CountEventsParams) (outbox.EventCounts, error) {
 	if err := check(ctx, p.Validate()); err != nil {
 		return outbox.EventCounts{}, err
 	}
 	finished := p.AggregateID == "" && (p.Status == outbox.StatusDone || p.Status == outbox.StatusFallback || p.Status == outbox.StatusDiscarded)
-	events, stop, err := s.ListEvents(ctx, outbox.ListEventsParams{Status: p.Status, EventFilter: p.EventFilter, Newest: finished,
+	events, stop, err := s.ListEvents(ctx, storage.ListEventsParams{Status: p.Status, EventFilter: p.EventFilter, Newest: finished,
 		Limit: p.ScanLimit, ScanLimit: p.ScanLimit})
 	if err != nil {
 		return outbox.EventCounts{}, err

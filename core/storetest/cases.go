@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 func testInsertGetRoundTrip(x *fixture) {
@@ -115,7 +116,7 @@ func testInsertExistingID(x *fixture) {
 	x.retry("dup", at(time.Minute)) // not NEW: an existing row is left as it is
 	changed := ev("dup", at(time.Hour))
 	changed.Payload = json.RawMessage(`{"changed":true}`)
-	res, err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: []outbox.Event{ev("fresh", base), changed, ev("after", base)}})
+	res, err := x.store().Insert(x.ctx, x.exec(), storage.InsertParams{Events: []outbox.Event{ev("fresh", base), changed, ev("after", base)}})
 	if err != nil {
 		x.Fatalf("Insert of an existing ID: %v, want the ID skipped", err)
 	}
@@ -129,12 +130,12 @@ func testInsertExistingID(x *fixture) {
 		x.Fatalf("existing row changed: %+v", got)
 	}
 	// Every ID of a batch existing: nothing is written, all are reported.
-	if res, err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: []outbox.Event{ev("after", base), ev("fresh", base)}}); err != nil || !slices.Equal(res.Existing, []string{"after", "fresh"}) {
+	if res, err := x.store().Insert(x.ctx, x.exec(), storage.InsertParams{Events: []outbox.Event{ev("after", base), ev("fresh", base)}}); err != nil || !slices.Equal(res.Existing, []string{"after", "fresh"}) {
 		x.Fatalf("Insert of existing IDs only = %q, %v; want [after fresh]", res.Existing, err)
 	}
 	// One ID twice in a batch is invalid, whether or not it exists.
 	for _, id := range []string{"twice", "dup"} {
-		if _, err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: []outbox.Event{ev(id, base), ev(id, base)}}); !errors.Is(err, outbox.ErrInvalidArgument) {
+		if _, err := x.store().Insert(x.ctx, x.exec(), storage.InsertParams{Events: []outbox.Event{ev(id, base), ev(id, base)}}); !errors.Is(err, outbox.ErrInvalidArgument) {
 			x.Fatalf("Insert of %q twice in a batch: %v, want ErrInvalidArgument", id, err)
 		}
 	}
@@ -149,7 +150,7 @@ func testInsertExistingIDInTx(x *fixture) {
 	x.inTx(func(tx *sql.Tx) {
 		insert := func(want []string, events ...outbox.Event) {
 			x.Helper()
-			res, err := x.store().Insert(x.ctx, tx, outbox.InsertParams{Events: events})
+			res, err := x.store().Insert(x.ctx, tx, storage.InsertParams{Events: events})
 			if err != nil {
 				x.Fatalf("Insert in tx: %v", err)
 			}
@@ -185,7 +186,7 @@ func (x *fixture) inTx(fn func(tx *sql.Tx), commit bool) {
 
 func testInsertRollback(x *fixture) {
 	x.inTx(func(tx *sql.Tx) {
-		if _, err := x.store().Insert(x.ctx, tx, outbox.InsertParams{Events: []outbox.Event{ev("rb1", base), ev("rb2", base)}}); err != nil {
+		if _, err := x.store().Insert(x.ctx, tx, storage.InsertParams{Events: []outbox.Event{ev("rb1", base), ev("rb2", base)}}); err != nil {
 			x.Fatalf("Insert in tx: %v", err)
 		}
 	}, false)
@@ -198,7 +199,7 @@ func testInsertRollback(x *fixture) {
 
 func testInsertCommit(x *fixture) {
 	x.inTx(func(tx *sql.Tx) {
-		if _, err := x.store().Insert(x.ctx, tx, outbox.InsertParams{Events: []outbox.Event{ev("c1", base)}}); err != nil {
+		if _, err := x.store().Insert(x.ctx, tx, storage.InsertParams{Events: []outbox.Event{ev("c1", base)}}); err != nil {
 			x.Fatalf("Insert in tx: %v", err)
 		}
 	}, true)
@@ -238,14 +239,14 @@ func testDoneIsFenced(x *fixture) {
 	x.insert(ev("done", base))
 	x.markDone(at(time.Minute), "done")
 	before := x.get("done")
-	n, err := x.store().Reschedule(x.ctx, outbox.RescheduleParams{ID: "done", Status: outbox.StatusRetry,
+	n, err := x.store().Reschedule(x.ctx, storage.RescheduleParams{ID: "done", Status: outbox.StatusRetry,
 		AvailableAt: at(time.Hour), CountAttempt: true, LastError: "late failure"})
 	x.changed("Reschedule of DONE", n, err, 0)
-	n, err = x.store().Reschedule(x.ctx, outbox.RescheduleParams{ID: "done", Status: outbox.StatusNew, AvailableAt: at(time.Hour)})
+	n, err = x.store().Reschedule(x.ctx, storage.RescheduleParams{ID: "done", Status: outbox.StatusNew, AvailableAt: at(time.Hour)})
 	x.changed("deferral of DONE", n, err, 0)
-	n, err = x.store().MarkDead(x.ctx, outbox.MarkDeadParams{DeadAt: base, ID: "done", Reason: "late", CountAttempt: true})
+	n, err = x.store().MarkDead(x.ctx, storage.MarkDeadParams{DeadAt: base, ID: "done", Reason: "late", CountAttempt: true})
 	x.changed("MarkDead of DONE", n, err, 0)
-	n, err = x.dead().Replay(x.ctx, outbox.ReplayParams{IDs: []string{"done"}, Now: at(time.Hour)})
+	n, err = x.dead().Replay(x.ctx, storage.ReplayParams{IDs: []string{"done"}, Now: at(time.Hour)})
 	x.changed("Replay of DONE", n, err, 0)
 	x.changed("MarkDone of DONE", x.markDone(at(time.Hour), "done"), nil, 0)
 	if after := x.get("done"); !reflect.DeepEqual(after, before) {
@@ -255,7 +256,7 @@ func testDoneIsFenced(x *fixture) {
 
 func testReschedule(x *fixture) {
 	x.insert(ev("r", base))
-	n, err := x.store().Reschedule(x.ctx, outbox.RescheduleParams{ID: "r", Status: outbox.StatusRetry,
+	n, err := x.store().Reschedule(x.ctx, storage.RescheduleParams{ID: "r", Status: outbox.StatusRetry,
 		AvailableAt: at(time.Minute + 7*time.Nanosecond), CountAttempt: true, LastError: "timeout"})
 	x.changed("Reschedule", n, err, 1)
 	e := x.wantStatus("r", outbox.StatusRetry)
@@ -269,7 +270,7 @@ func testReschedule(x *fixture) {
 	x.wantIDs("Pending at AvailableAt", x.pending(at(time.Minute), 0, 10).Events, "r")
 
 	// A deferral: back to NEW, no attempt counted, last error kept.
-	n, err = x.store().Reschedule(x.ctx, outbox.RescheduleParams{ID: "r", Status: outbox.StatusNew, AvailableAt: at(time.Hour)})
+	n, err = x.store().Reschedule(x.ctx, storage.RescheduleParams{ID: "r", Status: outbox.StatusNew, AvailableAt: at(time.Hour)})
 	x.changed("deferral", n, err, 1)
 	e = x.wantStatus("r", outbox.StatusNew)
 	if e.Attempts != 1 || e.LastError != "timeout" {
@@ -278,26 +279,26 @@ func testReschedule(x *fixture) {
 	x.wantTime("AvailableAt", e.AvailableAt, at(time.Hour))
 
 	// Another failure counts again and replaces the error.
-	n, err = x.store().Reschedule(x.ctx, outbox.RescheduleParams{ID: "r", Status: outbox.StatusRetry,
+	n, err = x.store().Reschedule(x.ctx, storage.RescheduleParams{ID: "r", Status: outbox.StatusRetry,
 		AvailableAt: at(2 * time.Hour), CountAttempt: true, LastError: "refused"})
 	x.changed("second failure", n, err, 1)
 	if e = x.get("r"); e.Attempts != 2 || e.LastError != "refused" {
 		x.Fatalf("after second failure: attempts %d, last error %q", e.Attempts, e.LastError)
 	}
 
-	n, err = x.store().Reschedule(x.ctx, outbox.RescheduleParams{ID: "missing", Status: outbox.StatusRetry, AvailableAt: base})
+	n, err = x.store().Reschedule(x.ctx, storage.RescheduleParams{ID: "missing", Status: outbox.StatusRetry, AvailableAt: base})
 	x.changed("Reschedule of a missing row", n, err, 0)
 }
 
 func testMarkDead(x *fixture) {
 	x.insert(ev("d1", base), ev("d2", base))
 	x.retry("d1", at(time.Minute))
-	n, err := x.store().MarkDead(x.ctx, outbox.MarkDeadParams{DeadAt: at(2 * time.Minute), ID: "d1", Reason: "poison", CountAttempt: true})
+	n, err := x.store().MarkDead(x.ctx, storage.MarkDeadParams{DeadAt: at(2 * time.Minute), ID: "d1", Reason: "poison", CountAttempt: true})
 	x.changed("MarkDead", n, err, 1)
 	if e := x.wantStatus("d1", outbox.StatusDead); e.Attempts != 2 || e.LastError != "poison" || !e.DoneAt.Equal(at(2*time.Minute)) {
 		x.Fatalf("d1: attempts %d, last error %q, done at %v", e.Attempts, e.LastError, e.DoneAt)
 	}
-	n, err = x.store().MarkDead(x.ctx, outbox.MarkDeadParams{DeadAt: base, ID: "d2", Reason: "unroutable"})
+	n, err = x.store().MarkDead(x.ctx, storage.MarkDeadParams{DeadAt: base, ID: "d2", Reason: "unroutable"})
 	x.changed("MarkDead without attempt", n, err, 1)
 	if e := x.wantStatus("d2", outbox.StatusDead); e.Attempts != 0 || e.LastError != "unroutable" {
 		x.Fatalf("d2: attempts %d, last error %q", e.Attempts, e.LastError)
@@ -305,7 +306,7 @@ func testMarkDead(x *fixture) {
 	if b := x.pending(at(time.Hour), 0, 10); len(b.Events) != 0 {
 		x.Fatalf("dead rows are pending: %v", ids(b.Events))
 	}
-	n, err = x.store().MarkDead(x.ctx, outbox.MarkDeadParams{DeadAt: base, ID: "missing", Reason: "x"})
+	n, err = x.store().MarkDead(x.ctx, storage.MarkDeadParams{DeadAt: base, ID: "missing", Reason: "x"})
 	x.changed("MarkDead of a missing row", n, err, 0)
 }
 
@@ -320,11 +321,11 @@ func testLastErrorTruncated(x *fixture) {
 				id, len(got), utf8.ValidString(got), outbox.MaxLastErrorLen)
 		}
 	}
-	n, err := x.store().Reschedule(x.ctx, outbox.RescheduleParams{ID: "long1", Status: outbox.StatusRetry,
+	n, err := x.store().Reschedule(x.ctx, storage.RescheduleParams{ID: "long1", Status: outbox.StatusRetry,
 		AvailableAt: base, CountAttempt: true, LastError: long})
 	x.changed("Reschedule", n, err, 1)
 	check("long1")
-	n, err = x.store().MarkDead(x.ctx, outbox.MarkDeadParams{DeadAt: base, ID: "long2", Reason: long})
+	n, err = x.store().MarkDead(x.ctx, storage.MarkDeadParams{DeadAt: base, ID: "long2", Reason: long})
 	x.changed("MarkDead", n, err, 1)
 	check("long2")
 }
@@ -385,7 +386,7 @@ func testPendingAfter(x *fixture) {
 	now := at(time.Hour)
 	page := func(after outbox.Cursor, limit int) []outbox.Event {
 		x.Helper()
-		b, err := x.store().Pending(x.ctx, outbox.PendingParams{Now: now, SkipRecent: time.Minute, Limit: limit, After: after})
+		b, err := x.store().Pending(x.ctx, storage.PendingParams{Now: now, SkipRecent: time.Minute, Limit: limit, After: after})
 		if err != nil {
 			x.Fatalf("Pending after %+v: %v", after, err)
 		}
@@ -403,62 +404,62 @@ func testPendingAfter(x *fixture) {
 func testBadParams(x *fixture) {
 	x.insert(ev("a", base))
 	s := x.store()
-	ds, dead := s.(outbox.DeadStore)
+	ds, dead := s.(storage.DeadStore)
 	calls := map[string]func() error{
 		"Insert without ID": func() error {
-			_, err := s.Insert(x.ctx, x.exec(), outbox.InsertParams{Events: []outbox.Event{{Type: "T", Payload: json.RawMessage(`1`), CreatedAt: base}}})
+			_, err := s.Insert(x.ctx, x.exec(), storage.InsertParams{Events: []outbox.Event{{Type: "T", Payload: json.RawMessage(`1`), CreatedAt: base}}})
 			return err
 		},
 		"MarkDone without IDs": func() error {
-			_, err := s.MarkDone(x.ctx, outbox.MarkDoneParams{DoneAt: base})
+			_, err := s.MarkDone(x.ctx, storage.MarkDoneParams{DoneAt: base})
 			return err
 		},
 		"MarkDone with fewer Tokens than IDs": func() error {
-			_, err := s.MarkDone(x.ctx, outbox.MarkDoneParams{IDs: []string{"a", "b"}, Tokens: []string{"t"}, DoneAt: base})
+			_, err := s.MarkDone(x.ctx, storage.MarkDoneParams{IDs: []string{"a", "b"}, Tokens: []string{"t"}, DoneAt: base})
 			return err
 		},
 		"MarkDone with an empty token in Tokens": func() error {
-			_, err := s.MarkDone(x.ctx, outbox.MarkDoneParams{IDs: []string{"a"}, Tokens: []string{""}, DoneAt: base})
+			_, err := s.MarkDone(x.ctx, storage.MarkDoneParams{IDs: []string{"a"}, Tokens: []string{""}, DoneAt: base})
 			return err
 		},
 		"MarkDone with Token and Tokens": func() error {
-			_, err := s.MarkDone(x.ctx, outbox.MarkDoneParams{IDs: []string{"a"}, Token: "t", Tokens: []string{"t"}, DoneAt: base})
+			_, err := s.MarkDone(x.ctx, storage.MarkDoneParams{IDs: []string{"a"}, Token: "t", Tokens: []string{"t"}, DoneAt: base})
 			return err
 		},
 		"Reschedule without ID": func() error {
-			_, err := s.Reschedule(x.ctx, outbox.RescheduleParams{Status: outbox.StatusRetry, AvailableAt: base})
+			_, err := s.Reschedule(x.ctx, storage.RescheduleParams{Status: outbox.StatusRetry, AvailableAt: base})
 			return err
 		},
 		"Reschedule to DEAD": func() error {
-			_, err := s.Reschedule(x.ctx, outbox.RescheduleParams{ID: "a", Status: outbox.StatusDead, AvailableAt: base})
+			_, err := s.Reschedule(x.ctx, storage.RescheduleParams{ID: "a", Status: outbox.StatusDead, AvailableAt: base})
 			return err
 		},
 		"Reschedule to DONE": func() error {
-			_, err := s.Reschedule(x.ctx, outbox.RescheduleParams{ID: "a", Status: outbox.StatusDone, AvailableAt: base})
+			_, err := s.Reschedule(x.ctx, storage.RescheduleParams{ID: "a", Status: outbox.StatusDone, AvailableAt: base})
 			return err
 		},
 		"MarkDead without ID": func() error {
-			_, err := s.MarkDead(x.ctx, outbox.MarkDeadParams{DeadAt: base, Reason: "x"})
+			_, err := s.MarkDead(x.ctx, storage.MarkDeadParams{DeadAt: base, Reason: "x"})
 			return err
 		},
 		"Pending with limit 0": func() error {
-			_, err := s.Pending(x.ctx, outbox.PendingParams{Now: base})
+			_, err := s.Pending(x.ctx, storage.PendingParams{Now: base})
 			return err
 		},
 		"Pending with negative limit": func() error {
-			_, err := s.Pending(x.ctx, outbox.PendingParams{Now: base, Limit: -1})
+			_, err := s.Pending(x.ctx, storage.PendingParams{Now: base, Limit: -1})
 			return err
 		},
 		"ListDead with limit 0": func() error {
-			_, err := ds.ListDead(x.ctx, outbox.ListDeadParams{})
+			_, err := ds.ListDead(x.ctx, storage.ListDeadParams{})
 			return err
 		},
 		"Replay without IDs or limit": func() error {
-			_, err := ds.Replay(x.ctx, outbox.ReplayParams{Now: base})
+			_, err := ds.Replay(x.ctx, storage.ReplayParams{Now: base})
 			return err
 		},
 		"ListDead with NUL in the event type": func() error {
-			_, err := ds.ListDead(x.ctx, outbox.ListDeadParams{DeadFilter: outbox.DeadFilter{EventType: "a\x00b"}, Limit: 1})
+			_, err := ds.ListDead(x.ctx, storage.ListDeadParams{DeadFilter: outbox.DeadFilter{EventType: "a\x00b"}, Limit: 1})
 			return err
 		},
 		"CountDead with invalid UTF-8": func() error {
@@ -470,15 +471,15 @@ func testBadParams(x *fixture) {
 			return err
 		},
 		"Replay of an ID with NUL": func() error {
-			_, err := ds.Replay(x.ctx, outbox.ReplayParams{IDs: []string{"a\x00"}, Now: base})
+			_, err := ds.Replay(x.ctx, storage.ReplayParams{IDs: []string{"a\x00"}, Now: base})
 			return err
 		},
 		"Replay with a bad filter": func() error {
-			_, err := ds.Replay(x.ctx, outbox.ReplayParams{DeadFilter: outbox.DeadFilter{EventType: "\x00"}, Limit: 1, Now: base})
+			_, err := ds.Replay(x.ctx, storage.ReplayParams{DeadFilter: outbox.DeadFilter{EventType: "\x00"}, Limit: 1, Now: base})
 			return err
 		},
 		"Purge with limit 0": func() error {
-			_, err := s.Purge(x.ctx, outbox.PurgeParams{Before: base})
+			_, err := s.Purge(x.ctx, storage.PurgeParams{Before: base})
 			return err
 		},
 	}
@@ -509,10 +510,10 @@ func testCanceledContext(x *fixture) {
 	if _, err := s.Get(ctx, "a"); !errors.Is(err, context.Canceled) {
 		x.Errorf("Get: %v", err)
 	}
-	if _, err := s.Pending(ctx, outbox.PendingParams{Now: base, Limit: 1}); !errors.Is(err, context.Canceled) {
+	if _, err := s.Pending(ctx, storage.PendingParams{Now: base, Limit: 1}); !errors.Is(err, context.Canceled) {
 		x.Errorf("Pending: %v", err)
 	}
-	if _, err := s.MarkDone(ctx, outbox.MarkDoneParams{IDs: []string{"a"}, DoneAt: base}); !errors.Is(err, context.Canceled) {
+	if _, err := s.MarkDone(ctx, storage.MarkDoneParams{IDs: []string{"a"}, DoneAt: base}); !errors.Is(err, context.Canceled) {
 		x.Errorf("MarkDone: %v", err)
 	}
 	x.wantStatus("a", outbox.StatusNew)
@@ -531,7 +532,7 @@ func testOddIDs(x *fixture) {
 	for _, id := range odd[4:] {
 		x.markDead(id, "x")
 	}
-	n, err := x.dead().Replay(x.ctx, outbox.ReplayParams{IDs: odd, Now: at(time.Hour)})
+	n, err := x.dead().Replay(x.ctx, storage.ReplayParams{IDs: odd, Now: at(time.Hour)})
 	x.changed("Replay", n, err, int64(len(odd)-4))
 	for i, id := range odd {
 		want := outbox.StatusNew
@@ -546,21 +547,21 @@ func testOddIDs(x *fixture) {
 // the update: not a WAITING or FALLBACK row, nor a row claimed by another token.
 func testMarkDoneDelete(x *fixture) {
 	x.insert(ev("a", base), ev("b", base), evAt("c", ago(time.Hour), ago(time.Hour)), ev("f", base))
-	n, err := x.store().MarkDead(x.ctx, outbox.MarkDeadParams{ID: "f", DeadAt: base, Reason: "handled", Fallback: true})
+	n, err := x.store().MarkDead(x.ctx, storage.MarkDeadParams{ID: "f", DeadAt: base, Reason: "handled", Fallback: true})
 	x.changed("MarkDead f with Fallback", n, err, 1)
-	n, err = x.store().MarkDone(x.ctx, outbox.MarkDoneParams{IDs: []string{"a", "b", "f", "missing"}, DoneAt: at(time.Minute), Delete: true})
+	n, err = x.store().MarkDone(x.ctx, storage.MarkDoneParams{IDs: []string{"a", "b", "f", "missing"}, DoneAt: at(time.Minute), Delete: true})
 	x.changed("MarkDone with Delete", n, err, 2)
 	x.notFound("a")
 	x.notFound("b")
 	x.wantStatus("f", outbox.StatusFallback)
 	// Fenced by claim: another token's claim keeps the row.
-	if _, ok := x.h.Store.(outbox.ClaimStore); ok {
+	if _, ok := x.h.Store.(storage.ClaimStore); ok {
 		b := x.claim("n1/t", time.Hour, 0, 10)
 		x.wantIDs("claimed", b.Events, "c")
-		n, err = x.store().MarkDone(x.ctx, outbox.MarkDoneParams{IDs: []string{"c"}, Tokens: []string{"n2/other"}, DoneAt: at(time.Minute), Delete: true})
+		n, err = x.store().MarkDone(x.ctx, storage.MarkDoneParams{IDs: []string{"c"}, Tokens: []string{"n2/other"}, DoneAt: at(time.Minute), Delete: true})
 		x.changed("MarkDone with Delete and another token", n, err, 0)
 		x.wantStatus("c", outbox.StatusNew)
-		n, err = x.store().MarkDone(x.ctx, outbox.MarkDoneParams{IDs: []string{"c"}, Tokens: []string{"n1/t"}, DoneAt: at(time.Minute), Delete: true})
+		n, err = x.store().MarkDone(x.ctx, storage.MarkDoneParams{IDs: []string{"c"}, Tokens: []string{"n1/t"}, DoneAt: at(time.Minute), Delete: true})
 		x.changed("MarkDone with Delete and its token", n, err, 1)
 		x.notFound("c")
 	}

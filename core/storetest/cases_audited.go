@@ -6,6 +6,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // testAuditedChange: each change of ChangeAudited changes what its action names and
@@ -13,11 +14,11 @@ import (
 // OnlyIfChanged; Continue adds to an entry (a replay-all's batches, by filter or by
 // ID); bad params are rejected, changing nothing.
 func testAuditedChange(x *fixture) {
-	as, ok := x.h.Store.(outbox.AuditedStore)
+	as, ok := x.h.Store.(storage.AuditedStore)
 	if !ok {
 		x.Skipf("%T does not implement outbox.AuditedStore", x.h.Store)
 	}
-	audit, ok := x.h.Store.(outbox.AuditStore)
+	audit, ok := x.h.Store.(storage.AuditStore)
 	if !ok {
 		x.Fatalf("%T implements outbox.AuditedStore but not outbox.AuditStore", x.h.Store)
 	}
@@ -26,35 +27,35 @@ func testAuditedChange(x *fixture) {
 	entry := func(id, action string) outbox.AuditEntry {
 		return outbox.AuditEntry{ID: id, At: at(time.Minute), Actor: "alice", Action: action, Target: "t-" + id}
 	}
-	change := func(p outbox.AuditedChangeParams, want int64) {
+	change := func(p storage.AuditedChangeParams, want int64) {
 		x.Helper()
 		n, err := as.ChangeAudited(x.ctx, p)
 		x.changed("ChangeAudited "+p.Entry.ID, n, err, want)
 	}
-	change(outbox.AuditedChangeParams{Entry: entry("01A", outbox.AuditReplay), IDs: []string{"x-0", "x-1", "n-1", "missing"}, Now: at(time.Hour)}, 2)
+	change(storage.AuditedChangeParams{Entry: entry("01A", outbox.AuditReplay), IDs: []string{"x-0", "x-1", "n-1", "missing"}, Now: at(time.Hour)}, 2)
 	x.wantStatus("x-0", outbox.StatusNew)
 	x.wantStatus("x-1", outbox.StatusNew)
-	change(outbox.AuditedChangeParams{Entry: entry("01B", outbox.AuditDelete), IDs: []string{"x-2", "n-1"}}, 1)
+	change(storage.AuditedChangeParams{Entry: entry("01B", outbox.AuditDelete), IDs: []string{"x-2", "n-1"}}, 1)
 	x.notFound("x-2")
-	change(outbox.AuditedChangeParams{Entry: entry("01C", outbox.AuditDiscard), IDs: []string{"x-3", "n-1", "x-done"}, Now: at(time.Hour)}, 2)
+	change(storage.AuditedChangeParams{Entry: entry("01C", outbox.AuditDiscard), IDs: []string{"x-3", "n-1", "x-done"}, Now: at(time.Hour)}, 2)
 	x.wantStatus("x-3", outbox.StatusDiscarded)
 	x.wantStatus("n-1", outbox.StatusDiscarded)
 	// Nothing to change: no entry with OnlyIfChanged, an entry of 0 without.
-	change(outbox.AuditedChangeParams{Entry: entry("01D", outbox.AuditReplay), IDs: []string{"x-done"}, Now: at(time.Hour), OnlyIfChanged: true}, 0)
-	change(outbox.AuditedChangeParams{Entry: entry("01E", outbox.AuditDelete), IDs: []string{"x-done"}}, 0)
+	change(storage.AuditedChangeParams{Entry: entry("01D", outbox.AuditReplay), IDs: []string{"x-done"}, Now: at(time.Hour), OnlyIfChanged: true}, 0)
+	change(storage.AuditedChangeParams{Entry: entry("01E", outbox.AuditDelete), IDs: []string{"x-done"}}, 0)
 	// A replay-all in two batches of one entry: X events of aggregate A (x-first left).
 	f := outbox.DeadFilter{EventType: "X"}
-	change(outbox.AuditedChangeParams{Entry: entry("01F", outbox.AuditReplayAll), DeadFilter: f, Limit: 1, Now: at(time.Hour)}, 1)
-	change(outbox.AuditedChangeParams{Entry: entry("01F", outbox.AuditReplayAll), DeadFilter: f, Limit: 5, Now: at(time.Hour), Continue: true}, 1)
-	change(outbox.AuditedChangeParams{Entry: entry("01F", outbox.AuditReplayAll), DeadFilter: f, Limit: 5, Now: at(time.Hour), Continue: true}, 0)
+	change(storage.AuditedChangeParams{Entry: entry("01F", outbox.AuditReplayAll), DeadFilter: f, Limit: 1, Now: at(time.Hour)}, 1)
+	change(storage.AuditedChangeParams{Entry: entry("01F", outbox.AuditReplayAll), DeadFilter: f, Limit: 5, Now: at(time.Hour), Continue: true}, 1)
+	change(storage.AuditedChangeParams{Entry: entry("01F", outbox.AuditReplayAll), DeadFilter: f, Limit: 5, Now: at(time.Hour), Continue: true}, 0)
 	// A batch of the same replay-all found by its filter and given by ID.
-	change(outbox.AuditedChangeParams{Entry: entry("01F", outbox.AuditReplayAll), IDs: []string{"y-2", "x-first"}, Now: at(time.Hour), Continue: true}, 1)
+	change(storage.AuditedChangeParams{Entry: entry("01F", outbox.AuditReplayAll), IDs: []string{"y-2", "x-first"}, Now: at(time.Hour), Continue: true}, 1)
 	x.wantStatus("x-first", outbox.StatusNew)
 	x.wantStatus("xb-1", outbox.StatusNew)
 	x.wantStatus("y-2", outbox.StatusNew)
 	x.wantStatus("y-1", outbox.StatusDead)
 
-	got, err := audit.ListAudit(x.ctx, outbox.ListAuditParams{Limit: 10})
+	got, err := audit.ListAudit(x.ctx, storage.ListAuditParams{Limit: 10})
 	if err != nil {
 		x.Fatal(err)
 	}
@@ -76,7 +77,7 @@ func testAuditedChange(x *fixture) {
 		}
 	}
 
-	for _, p := range []outbox.AuditedChangeParams{
+	for _, p := range []storage.AuditedChangeParams{
 		{Entry: entry("01G", "purge"), IDs: []string{"y-1"}},
 		{Entry: entry("", outbox.AuditDelete), IDs: []string{"y-1"}},
 		{Entry: entry("01G", outbox.AuditDelete)},

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // Claims follow the database clock, so these tests place rows relative to the real
@@ -28,9 +29,9 @@ func evAt(id string, created, available time.Time) outbox.Event {
 	return e
 }
 
-func (x *fixture) claim(token string, ttl, skip time.Duration, limit int) outbox.PendingBatch {
+func (x *fixture) claim(token string, ttl, skip time.Duration, limit int) storage.PendingBatch {
 	x.Helper()
-	b, err := x.claims().Claim(x.ctx, outbox.ClaimParams{Token: token, TTL: ttl, SkipRecent: skip, Limit: limit})
+	b, err := x.claims().Claim(x.ctx, storage.ClaimParams{Token: token, TTL: ttl, SkipRecent: skip, Limit: limit})
 	if err != nil {
 		x.Fatalf("Claim(%s): %v", token, err)
 	}
@@ -156,36 +157,36 @@ func testClaimFencing(x *fixture) {
 	x.wantIDs("takeover", x.claim("b/1", time.Hour, 0, 1).Events, "e")
 
 	// The stale token changes nothing.
-	n, err := x.store().MarkDone(x.ctx, outbox.MarkDoneParams{IDs: []string{"e"}, DoneAt: time.Now(), Token: "a/1"})
+	n, err := x.store().MarkDone(x.ctx, storage.MarkDoneParams{IDs: []string{"e"}, DoneAt: time.Now(), Token: "a/1"})
 	x.changed("MarkDone with the stale token", n, err, 0)
-	n, err = x.store().Reschedule(x.ctx, outbox.RescheduleParams{ID: "e", Status: outbox.StatusRetry,
+	n, err = x.store().Reschedule(x.ctx, storage.RescheduleParams{ID: "e", Status: outbox.StatusRetry,
 		AvailableAt: time.Now(), CountAttempt: true, LastError: "stale", Token: "a/1"})
 	x.changed("Reschedule with the stale token", n, err, 0)
-	n, err = x.store().MarkDead(x.ctx, outbox.MarkDeadParams{ID: "e", DeadAt: time.Now(), Reason: "stale", Token: "a/1"})
+	n, err = x.store().MarkDead(x.ctx, storage.MarkDeadParams{ID: "e", DeadAt: time.Now(), Reason: "stale", Token: "a/1"})
 	x.changed("MarkDead with the stale token", n, err, 0)
 	if got := x.wantStatus("e", outbox.StatusNew); got.LockedBy != "b/1" || got.Attempts != 0 || got.LastError != "" {
 		x.Fatalf("after stale updates: %+v", got)
 	}
 
 	// The current token records the outcome and ends the claim.
-	n, err = x.store().MarkDead(x.ctx, outbox.MarkDeadParams{ID: "e", DeadAt: time.Now(), Reason: "by b", Token: "b/1"})
+	n, err = x.store().MarkDead(x.ctx, storage.MarkDeadParams{ID: "e", DeadAt: time.Now(), Reason: "by b", Token: "b/1"})
 	x.changed("MarkDead with the current token", n, err, 1)
 	if got := x.wantStatus("e", outbox.StatusDead); got.LockedBy != "" || !got.LockedUntil.IsZero() || got.LastError != "by b" {
 		x.Fatalf("after MarkDead: %+v", got)
 	}
-	n, err = x.store().MarkDone(x.ctx, outbox.MarkDoneParams{IDs: []string{"e"}, DoneAt: time.Now(), Token: "b/1"})
+	n, err = x.store().MarkDone(x.ctx, storage.MarkDoneParams{IDs: []string{"e"}, DoneAt: time.Now(), Token: "b/1"})
 	x.changed("MarkDone after the claim ended", n, err, 0)
 
 	// Reschedule releases the claim: the row is claimable again when due.
 	x.wantIDs("claim f", x.claim("c/1", time.Hour, 0, 1).Events, "f")
-	n, err = x.store().Reschedule(x.ctx, outbox.RescheduleParams{ID: "f", Status: outbox.StatusNew,
+	n, err = x.store().Reschedule(x.ctx, storage.RescheduleParams{ID: "f", Status: outbox.StatusNew,
 		AvailableAt: ago(2 * time.Hour), Token: "c/1"})
 	x.changed("Reschedule with the current token", n, err, 1)
 	if got := x.wantStatus("f", outbox.StatusNew); got.LockedBy != "" || !got.LockedUntil.IsZero() {
 		x.Fatalf("after Reschedule: %+v", got)
 	}
 	x.wantIDs("reclaim f", x.claim("c/2", time.Hour, 0, 1).Events, "f")
-	n, err = x.store().MarkDone(x.ctx, outbox.MarkDoneParams{IDs: []string{"f"}, DoneAt: time.Now(), Token: "c/2"})
+	n, err = x.store().MarkDone(x.ctx, storage.MarkDoneParams{IDs: []string{"f"}, DoneAt: time.Now(), Token: "c/2"})
 	x.changed("MarkDone with the current token", n, err, 1)
 	if got := x.wantStatus("f", outbox.StatusDone); got.LockedBy != "" || !got.LockedUntil.IsZero() {
 		x.Fatalf("after MarkDone: %+v", got)
@@ -193,7 +194,7 @@ func testClaimFencing(x *fixture) {
 
 	// Without a token (single-node mode) an update is not fenced by the claim.
 	x.wantIDs("claim g", x.claim("d/1", time.Hour, 0, 1).Events, "g")
-	n, err = x.store().MarkDone(x.ctx, outbox.MarkDoneParams{IDs: []string{"g"}, DoneAt: time.Now()})
+	n, err = x.store().MarkDone(x.ctx, storage.MarkDoneParams{IDs: []string{"g"}, DoneAt: time.Now()})
 	x.changed("MarkDone without a token", n, err, 1)
 	if got := x.wantStatus("g", outbox.StatusDone); got.LockedBy != "" {
 		x.Fatalf("after unfenced MarkDone: LockedBy %q", got.LockedBy)
@@ -213,7 +214,7 @@ func testMarkDoneTokens(x *fixture) {
 	x.wantIDs("claim e", x.claim("n2/1", time.Hour, 0, 1).Events, "e")
 	// b is paired with a token that does not hold it, e with this node's token while
 	// another node holds it, and "gone" does not exist.
-	n, err := x.store().MarkDone(x.ctx, outbox.MarkDoneParams{
+	n, err := x.store().MarkDone(x.ctx, storage.MarkDoneParams{
 		IDs:    []string{"a", "b", "c", "d", "e", "gone"},
 		Tokens: []string{"n1/1", "n1/2", "n1/2", "n1/2", "n1/1", "n1/1"},
 		DoneAt: time.Now(),
@@ -231,7 +232,7 @@ func testMarkDoneTokens(x *fixture) {
 		x.Fatalf("e changed under another node's claim: %+v", got)
 	}
 	// DONE rows stay as they are, even with their old token.
-	n, err = x.store().MarkDone(x.ctx, outbox.MarkDoneParams{IDs: []string{"a", "b"}, Tokens: []string{"n1/1", "n1/1"}, DoneAt: time.Now()})
+	n, err = x.store().MarkDone(x.ctx, storage.MarkDoneParams{IDs: []string{"a", "b"}, Tokens: []string{"n1/1", "n1/1"}, DoneAt: time.Now()})
 	x.changed("MarkDone with Tokens again", n, err, 1)
 	x.wantStatus("b", outbox.StatusDone)
 }
@@ -244,7 +245,7 @@ func testInsertClaimed(x *fixture) {
 	plain := evAt("plain", ago(time.Hour), ago(time.Hour))
 	plain.LockedUntil = time.Now().Add(time.Hour) // ignored without LockedBy
 	from := time.Now()
-	if _, err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: []outbox.Event{pre, plain}, ClaimTTL: time.Hour}); err != nil {
+	if _, err := x.store().Insert(x.ctx, x.exec(), storage.InsertParams{Events: []outbox.Event{pre, plain}, ClaimTTL: time.Hour}); err != nil {
 		x.Fatalf("Insert claimed: %v", err)
 	}
 	to := time.Now()
@@ -254,15 +255,15 @@ func testInsertClaimed(x *fixture) {
 	}
 	// A second is short enough to wait out, and long enough that the claim right after
 	// the insert runs within it on a loaded machine (CI saw 100 ms run out under -race).
-	if _, err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: []outbox.Event{short}, ClaimTTL: time.Second}); err != nil {
+	if _, err := x.store().Insert(x.ctx, x.exec(), storage.InsertParams{Events: []outbox.Event{short}, ClaimTTL: time.Second}); err != nil {
 		x.Fatalf("Insert claimed: %v", err)
 	}
 	x.wantIDs("claim beside pre-claimed rows", x.claim("p/1", time.Hour, 0, 10).Events, "plain")
 	time.Sleep(1300 * time.Millisecond)
 	x.wantIDs("claim after the short pre-claim expired", x.claim("p/2", time.Hour, 0, 10).Events, "short")
-	n, err := x.store().MarkDone(x.ctx, outbox.MarkDoneParams{IDs: []string{"pre"}, DoneAt: time.Now(), Token: "w/1"})
+	n, err := x.store().MarkDone(x.ctx, storage.MarkDoneParams{IDs: []string{"pre"}, DoneAt: time.Now(), Token: "w/1"})
 	x.changed("MarkDone with the insert's token", n, err, 1)
-	n, err = x.store().MarkDone(x.ctx, outbox.MarkDoneParams{IDs: []string{"short"}, DoneAt: time.Now(), Token: "w/2"})
+	n, err = x.store().MarkDone(x.ctx, storage.MarkDoneParams{IDs: []string{"short"}, DoneAt: time.Now(), Token: "w/2"})
 	x.changed("MarkDone with the expired insert token", n, err, 0)
 }
 
@@ -270,7 +271,7 @@ func testRenewClaim(x *fixture) {
 	x.insert(evAt("r", ago(time.Hour), ago(time.Hour)), evAt("s", ago(time.Hour), ago(time.Hour)))
 	renew := func(id, token string, ttl time.Duration) int64 {
 		x.Helper()
-		n, err := x.claims().RenewClaim(x.ctx, outbox.RenewClaimParams{ID: id, Token: token, TTL: ttl})
+		n, err := x.claims().RenewClaim(x.ctx, storage.RenewClaimParams{ID: id, Token: token, TTL: ttl})
 		if err != nil {
 			x.Fatalf("RenewClaim(%s, %s): %v", id, token, err)
 		}
@@ -293,12 +294,12 @@ func testRenewClaim(x *fixture) {
 		x.Fatalf("renewal with another node's token changed %d rows", n)
 	}
 	// Finished: nothing to renew.
-	n, err := x.store().MarkDone(x.ctx, outbox.MarkDoneParams{IDs: []string{"r"}, DoneAt: time.Now(), Token: "a/1"})
+	n, err := x.store().MarkDone(x.ctx, storage.MarkDoneParams{IDs: []string{"r"}, DoneAt: time.Now(), Token: "a/1"})
 	x.changed("MarkDone", n, err, 1)
 	if n := renew("r", "a/1", time.Hour); n != 0 {
 		x.Fatalf("renewal of a DONE row changed %d rows", n)
 	}
-	for name, p := range map[string]outbox.RenewClaimParams{
+	for name, p := range map[string]storage.RenewClaimParams{
 		"no ID":      {Token: "a/1", TTL: time.Second},
 		"no token":   {ID: "s", TTL: time.Second},
 		"long token": {ID: "s", Token: strings.Repeat("t", outbox.MaxClaimTokenLen+1), TTL: time.Second},
@@ -310,10 +311,10 @@ func testRenewClaim(x *fixture) {
 	}
 	ctx, cancel := context.WithCancel(x.ctx)
 	cancel()
-	if _, err := x.claims().Claim(ctx, outbox.ClaimParams{Token: "c/1", TTL: time.Second, Limit: 1}); !errors.Is(err, context.Canceled) {
+	if _, err := x.claims().Claim(ctx, storage.ClaimParams{Token: "c/1", TTL: time.Second, Limit: 1}); !errors.Is(err, context.Canceled) {
 		x.Errorf("Claim with a canceled context: %v", err)
 	}
-	if _, err := x.claims().RenewClaim(ctx, outbox.RenewClaimParams{ID: "s", Token: "b/1", TTL: time.Second}); !errors.Is(err, context.Canceled) {
+	if _, err := x.claims().RenewClaim(ctx, storage.RenewClaimParams{ID: "s", Token: "b/1", TTL: time.Second}); !errors.Is(err, context.Canceled) {
 		x.Errorf("RenewClaim with a canceled context: %v", err)
 	}
 }
@@ -336,7 +337,7 @@ func testClaimConcurrent(x *fixture) {
 		wg.Go(func() {
 			for i := 0; ; i++ {
 				token := fmt.Sprintf("c%d/%d", c, i)
-				b, err := x.claims().Claim(x.ctx, outbox.ClaimParams{Token: token, TTL: time.Hour, Limit: limit})
+				b, err := x.claims().Claim(x.ctx, storage.ClaimParams{Token: token, TTL: time.Hour, Limit: limit})
 				mu.Lock()
 				if err == nil && len(b.Events) > limit {
 					err = fmt.Errorf("%s: %d events, more than the limit %d", token, len(b.Events), limit)
@@ -369,7 +370,7 @@ func testClaimConcurrent(x *fixture) {
 func testClaimBadParams(x *fixture) {
 	long := strings.Repeat("t", outbox.MaxClaimTokenLen+1)
 	x.insert(evAt("bp", ago(time.Hour), ago(time.Hour)))
-	for name, p := range map[string]outbox.ClaimParams{
+	for name, p := range map[string]storage.ClaimParams{
 		"empty token":    {TTL: time.Second, Limit: 1},
 		"long token":     {Token: long, TTL: time.Second, Limit: 1},
 		"zero ttl":       {Token: "n/1", Limit: 1},
@@ -384,15 +385,15 @@ func testClaimBadParams(x *fixture) {
 	}
 	claimed := evAt("claimed-no-ttl", ago(time.Hour), ago(time.Hour))
 	claimed.LockedBy = "w/1"
-	if _, err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: []outbox.Event{claimed}}); !errors.Is(err, outbox.ErrInvalidArgument) {
+	if _, err := x.store().Insert(x.ctx, x.exec(), storage.InsertParams{Events: []outbox.Event{claimed}}); !errors.Is(err, outbox.ErrInvalidArgument) {
 		x.Errorf("Insert of a claimed event without ClaimTTL: %v, want ErrInvalidArgument", err)
 	}
 	claimed.LockedBy = long
-	if _, err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: []outbox.Event{claimed}, ClaimTTL: time.Second}); !errors.Is(err, outbox.ErrInvalidArgument) {
+	if _, err := x.store().Insert(x.ctx, x.exec(), storage.InsertParams{Events: []outbox.Event{claimed}, ClaimTTL: time.Second}); !errors.Is(err, outbox.ErrInvalidArgument) {
 		x.Errorf("Insert with a long token: %v, want ErrInvalidArgument", err)
 	}
 	x.notFound("claimed-no-ttl")
-	if n, err := x.store().MarkDone(x.ctx, outbox.MarkDoneParams{IDs: []string{"bp"}, DoneAt: time.Now(), Token: long}); !errors.Is(err, outbox.ErrInvalidArgument) {
+	if n, err := x.store().MarkDone(x.ctx, storage.MarkDoneParams{IDs: []string{"bp"}, DoneAt: time.Now(), Token: long}); !errors.Is(err, outbox.ErrInvalidArgument) {
 		x.Errorf("MarkDone with a long token = %d, %v; want ErrInvalidArgument", n, err)
 	}
 	if got := x.get("bp"); got.LockedBy != "" || got.Status != outbox.StatusNew {

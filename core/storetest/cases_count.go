@@ -7,18 +7,19 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // counts returns the store as an outbox.EventCountStore, or skips the test.
-func (x *fixture) counts() outbox.EventCountStore {
-	cs, ok := x.h.Store.(outbox.EventCountStore)
+func (x *fixture) counts() storage.EventCountStore {
+	cs, ok := x.h.Store.(storage.EventCountStore)
 	if !ok {
 		x.Skipf("%T does not implement outbox.EventCountStore", x.h.Store)
 	}
 	return cs
 }
 
-func (x *fixture) countEvents(p outbox.CountEventsParams) outbox.EventCounts {
+func (x *fixture) countEvents(p storage.CountEventsParams) outbox.EventCounts {
 	x.Helper()
 	c, err := x.counts().CountEvents(x.ctx, p)
 	if err != nil {
@@ -51,13 +52,13 @@ func testCountEvents(x *fixture) {
 		{outbox.StatusDead, outbox.EventFilter{ErrorContains: "BROKER"}, 1},
 		{outbox.StatusDone, outbox.EventFilter{AggregateID: "a-A"}, 1},
 	} {
-		got := x.countEvents(outbox.CountEventsParams{Status: c.st, EventFilter: c.f, ScanLimit: 100})
+		got := x.countEvents(storage.CountEventsParams{Status: c.st, EventFilter: c.f, ScanLimit: 100})
 		if got.N != c.want || got.AtLeast || got.Groups != nil {
 			x.Fatalf("count of %s %+v = %+v, want exactly %d", c.st, c.f, got, c.want)
 		}
 	}
-	if _, ok := x.h.Store.(outbox.DiscardStore); ok {
-		if got := x.countEvents(outbox.CountEventsParams{Status: outbox.StatusDiscarded, ScanLimit: 100}); got.N != 1 || got.AtLeast {
+	if _, ok := x.h.Store.(storage.DiscardStore); ok {
+		if got := x.countEvents(storage.CountEventsParams{Status: outbox.StatusDiscarded, ScanLimit: 100}); got.N != 1 || got.AtLeast {
 			x.Fatalf("count of DISCARDED = %+v, want 1", got)
 		}
 	}
@@ -69,13 +70,13 @@ func testCountEvents(x *fixture) {
 		slices.Sort(s)
 		return strings.Join(s, " ")
 	}
-	got := x.countEvents(outbox.CountEventsParams{Status: outbox.StatusNew, Groups: true, ScanLimit: 100})
+	got := x.countEvents(storage.CountEventsParams{Status: outbox.StatusNew, Groups: true, ScanLimit: 100})
 	if got.N != 3 || got.AtLeast || groups(got) != "A/X/=1 A/X/mail=1 B/Y/=1" {
 		x.Fatalf("count of NEW with groups = %+v (%s)", got, groups(got))
 	}
 	// ScanLimit 2 of 3 NEW events (4 rows of the pending index, on some stores): a
 	// lower bound, its groups of the events counted.
-	got = x.countEvents(outbox.CountEventsParams{Status: outbox.StatusNew, Groups: true, ScanLimit: 2})
+	got = x.countEvents(storage.CountEventsParams{Status: outbox.StatusNew, Groups: true, ScanLimit: 2})
 	var sum int64
 	for _, g := range got.Groups {
 		sum += g.N
@@ -83,10 +84,10 @@ func testCountEvents(x *fixture) {
 	if !got.AtLeast || got.N > 2 || sum != got.N {
 		x.Fatalf("count of NEW, ScanLimit 2 = %+v; want AtLeast, at most 2, its groups summing to it", got)
 	}
-	if got := x.countEvents(outbox.CountEventsParams{Status: outbox.StatusDone, ScanLimit: 1}); !got.AtLeast || got.N > 1 {
+	if got := x.countEvents(storage.CountEventsParams{Status: outbox.StatusDone, ScanLimit: 1}); !got.AtLeast || got.N > 1 {
 		x.Fatalf("count of DONE, ScanLimit 1 = %+v; want AtLeast, at most 1", got)
 	}
-	if _, err := x.counts().CountEvents(x.ctx, outbox.CountEventsParams{Status: outbox.StatusNew}); err == nil {
+	if _, err := x.counts().CountEvents(x.ctx, storage.CountEventsParams{Status: outbox.StatusNew}); err == nil {
 		x.Fatal("CountEvents with ScanLimit 0 = nil error")
 	}
 }
@@ -98,7 +99,7 @@ func testCountBlockedKeys(x *fixture) {
 	cs := x.counts()
 	x.insert(ordered("a1", "A", at(2*time.Minute)), ordered("a2", "A", base), ordered("b1", "B", at(time.Minute)),
 		ordered("b2", "B", base), ordered("c1", "C", base), ordered("d1", "D", base))
-	x.promote(outbox.PromoteParams{Limit: 10}, ifWait(x.headsWait("a1"), 4))
+	x.promote(storage.PromoteParams{Limit: 10}, ifWait(x.headsWait("a1"), 4))
 	x.retry("a1", at(time.Hour))      // holds a2
 	x.markDead("b1", "poison")        // holds b2
 	x.markDead("d1", "no one behind") // holds nothing
@@ -112,7 +113,7 @@ func testCountBlockedKeys(x *fixture) {
 		x.Fatalf("CountBlockedKeys(2) = %+v, %v; want 1, at least", b, err)
 	}
 	x.wantTime("Oldest", b.Oldest, at(2*time.Minute))
-	x.promote(outbox.PromoteParams{Keys: []string{"B"}}, 1)
+	x.promote(storage.PromoteParams{Keys: []string{"B"}}, 1)
 	if b, err = cs.CountBlockedKeys(x.ctx, 100); err != nil || b.N != 1 || b.AtLeast {
 		x.Fatalf("CountBlockedKeys after B moved on = %+v, %v; want 1", b, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // deadSet inserts DEAD rows for the ListDead, CountDead and Replay tests and returns the
@@ -36,7 +37,7 @@ func (x *fixture) deadSet() []string {
 	return []string{"x-first", "x-0", "x-1", "x-2", "x-3"}
 }
 
-func (x *fixture) listDead(p outbox.ListDeadParams) []outbox.Event {
+func (x *fixture) listDead(p storage.ListDeadParams) []outbox.Event {
 	x.Helper()
 	got, err := x.dead().ListDead(x.ctx, p)
 	if err != nil {
@@ -47,20 +48,20 @@ func (x *fixture) listDead(p outbox.ListDeadParams) []outbox.Event {
 
 func testListDeadFilters(x *fixture) {
 	xa := x.deadSet()
-	all := x.listDead(outbox.ListDeadParams{Limit: 100})
+	all := x.listDead(storage.ListDeadParams{Limit: 100})
 	x.wantIDs("no filter", all, "x-first", "y-1", "x-0", "x-1", "x-2", "x-3", "xb-1", "y-2")
 	for _, e := range all {
 		if e.Status != outbox.StatusDead || e.LastError != "dead "+e.ID || e.Attempts != 1 {
 			x.Fatalf("listed %+v", e)
 		}
 	}
-	x.wantIDs("type and aggregate", x.listDead(outbox.ListDeadParams{
+	x.wantIDs("type and aggregate", x.listDead(storage.ListDeadParams{
 		DeadFilter: outbox.DeadFilter{EventType: "X", AggregateType: "A"}, Limit: 100}), xa...)
-	x.wantIDs("type", x.listDead(outbox.ListDeadParams{
+	x.wantIDs("type", x.listDead(storage.ListDeadParams{
 		DeadFilter: outbox.DeadFilter{EventType: "X"}, Limit: 100}), append(slices.Clone(xa), "xb-1")...)
-	x.wantIDs("aggregate", x.listDead(outbox.ListDeadParams{
+	x.wantIDs("aggregate", x.listDead(storage.ListDeadParams{
 		DeadFilter: outbox.DeadFilter{AggregateType: "B"}, Limit: 100}), "xb-1")
-	x.wantIDs("no match", x.listDead(outbox.ListDeadParams{
+	x.wantIDs("no match", x.listDead(storage.ListDeadParams{
 		DeadFilter: outbox.DeadFilter{EventType: "Z"}, Limit: 100}))
 }
 
@@ -73,7 +74,7 @@ func testListDeadPagination(x *fixture) {
 		if page > 10 {
 			x.Fatal("pagination does not end")
 		}
-		events := x.listDead(outbox.ListDeadParams{DeadFilter: filter, After: after, Limit: 2})
+		events := x.listDead(storage.ListDeadParams{DeadFilter: filter, After: after, Limit: 2})
 		if len(events) > 2 {
 			x.Fatalf("page of %d, limit 2", len(events))
 		}
@@ -88,7 +89,7 @@ func testListDeadPagination(x *fixture) {
 		x.Fatalf("pages gave %q, want %q", got, want)
 	}
 	// A cursor between two rows with the same created_at starts at the next ID.
-	x.wantIDs("mid-tie cursor", x.listDead(outbox.ListDeadParams{DeadFilter: filter,
+	x.wantIDs("mid-tie cursor", x.listDead(storage.ListDeadParams{DeadFilter: filter,
 		After: outbox.Cursor{CreatedAt: at(time.Second), ID: "x-0"}, Limit: 2}), "x-1", "x-2")
 }
 
@@ -127,7 +128,7 @@ func testReplayByID(x *fixture) {
 	retryBefore, newBefore := x.get("retry"), x.get("new")
 
 	now := at(time.Hour + 5*time.Nanosecond)
-	n, err := x.dead().Replay(x.ctx, outbox.ReplayParams{IDs: []string{"dead", "done", "new", "retry", "missing"}, Now: now})
+	n, err := x.dead().Replay(x.ctx, storage.ReplayParams{IDs: []string{"dead", "done", "new", "retry", "missing"}, Now: now})
 	x.changed("Replay", n, err, 1)
 	e := x.wantStatus("dead", outbox.StatusNew)
 	if e.Attempts != 0 || e.LastError != "" || !e.DoneAt.IsZero() {
@@ -144,7 +145,7 @@ func testReplayByID(x *fixture) {
 	x.wantIDs("Pending", x.pending(now, 0, 10).Events, "dead", "new", "retry")
 
 	// Replaying again changes nothing: the row is no longer DEAD.
-	n, err = x.dead().Replay(x.ctx, outbox.ReplayParams{IDs: []string{"dead"}, Now: now})
+	n, err = x.dead().Replay(x.ctx, storage.ReplayParams{IDs: []string{"dead"}, Now: now})
 	x.changed("second Replay", n, err, 0)
 }
 
@@ -175,7 +176,7 @@ func testReplayByFilter(x *fixture) {
 	xa := x.deadSet()
 	filter := outbox.DeadFilter{EventType: "X", AggregateType: "A"}
 	now := at(time.Hour)
-	n, err := x.dead().Replay(x.ctx, outbox.ReplayParams{DeadFilter: filter, Limit: 2, Now: now})
+	n, err := x.dead().Replay(x.ctx, storage.ReplayParams{DeadFilter: filter, Limit: 2, Now: now})
 	x.changed("Replay by filter", n, err, 2)
 	for i, id := range xa {
 		want := outbox.StatusDead
@@ -188,7 +189,7 @@ func testReplayByFilter(x *fixture) {
 	}
 	total := n
 	for range 10 {
-		n, err = x.dead().Replay(x.ctx, outbox.ReplayParams{DeadFilter: filter, Limit: 2, Now: now})
+		n, err = x.dead().Replay(x.ctx, storage.ReplayParams{DeadFilter: filter, Limit: 2, Now: now})
 		if err != nil {
 			x.Fatalf("Replay: %v", err)
 		}
@@ -234,7 +235,7 @@ func testPurge(x *fixture) {
 
 	purge := func(limit int) int64 {
 		x.Helper()
-		n, err := x.store().Purge(x.ctx, outbox.PurgeParams{Before: before, Limit: limit})
+		n, err := x.store().Purge(x.ctx, storage.PurgeParams{Before: before, Limit: limit})
 		if err != nil {
 			x.Fatalf("Purge: %v", err)
 		}
@@ -300,12 +301,12 @@ func testPurgeByOutcome(x *fixture) {
 	}{{"2w", 2 * week}, {"5w", 5 * week}} {
 		x.markDone(at(-w.age), "done-"+w.suffix)
 		x.markDeadAt("dead-"+w.suffix, "x", at(-w.age))
-		n, err := x.store().MarkDead(x.ctx, outbox.MarkDeadParams{ID: "fb-" + w.suffix, DeadAt: at(-w.age), Reason: "handled", Fallback: true})
+		n, err := x.store().MarkDead(x.ctx, storage.MarkDeadParams{ID: "fb-" + w.suffix, DeadAt: at(-w.age), Reason: "handled", Fallback: true})
 		x.changed("MarkDead with Fallback", n, err, 1)
 	}
 	purge := func(before, deadBefore time.Time) int64 {
 		x.Helper()
-		n, err := x.store().Purge(x.ctx, outbox.PurgeParams{Before: before, DeadBefore: deadBefore, Limit: 10})
+		n, err := x.store().Purge(x.ctx, storage.PurgeParams{Before: before, DeadBefore: deadBefore, Limit: 10})
 		if err != nil {
 			x.Fatalf("Purge: %v", err)
 		}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // testListEventsErrorFolding: EventFilter.ErrorContains ignores case by Unicode simple
@@ -41,7 +42,7 @@ func testListEventsErrorFolding(x *fixture) {
 	}
 	f := func(text string) []outbox.Event {
 		x.Helper()
-		got, _ := x.listEvents(outbox.ListEventsParams{Status: outbox.StatusDead, EventFilter: outbox.EventFilter{ErrorContains: text}})
+		got, _ := x.listEvents(storage.ListEventsParams{Status: outbox.StatusDead, EventFilter: outbox.EventFilter{ErrorContains: text}})
 		return got
 	}
 	x.wantIDs("É folds to é", f("échec"), "e-accent")
@@ -61,9 +62,9 @@ func testListEventsErrorFolding(x *fixture) {
 		want = append(want, fmt.Sprintf("u-%02d", i))
 	}
 	x.wantIDs("Ü is not u", f("ÜBERLASTUNG"), want...)
-	if cs, ok := x.h.Store.(outbox.EventCountStore); ok {
+	if cs, ok := x.h.Store.(storage.EventCountStore); ok {
 		for text, n := range map[string]int64{"ÜBERLASTUNG": 12, "überlastung 1": 5, "echec": 0, "Échec": 1} {
-			c, err := cs.CountEvents(x.ctx, outbox.CountEventsParams{Status: outbox.StatusDead, Groups: true, ScanLimit: 100,
+			c, err := cs.CountEvents(x.ctx, storage.CountEventsParams{Status: outbox.StatusDead, Groups: true, ScanLimit: 100,
 				EventFilter: outbox.EventFilter{ErrorContains: text}})
 			if err != nil || c.N != n || c.AtLeast || n > 0 && (len(c.Groups) != 1 || c.Groups[0].N != n) {
 				x.Fatalf("CountEvents of DEAD events whose error contains %q = %+v, %v; want %d", text, c, err, n)
@@ -71,7 +72,7 @@ func testListEventsErrorFolding(x *fixture) {
 		}
 	}
 	var got []outbox.Event
-	p := outbox.ListEventsParams{Status: outbox.StatusDead, EventFilter: outbox.EventFilter{ErrorContains: "überlastung"}, Limit: 5}
+	p := storage.ListEventsParams{Status: outbox.StatusDead, EventFilter: outbox.EventFilter{ErrorContains: "überlastung"}, Limit: 5}
 	for range 10 {
 		page, stop := x.listEvents(p)
 		if !stop.IsZero() {

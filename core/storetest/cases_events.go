@@ -6,18 +6,19 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // events returns the store as an outbox.EventStore, or skips the test.
-func (x *fixture) events() outbox.EventStore {
-	es, ok := x.h.Store.(outbox.EventStore)
+func (x *fixture) events() storage.EventStore {
+	es, ok := x.h.Store.(storage.EventStore)
 	if !ok {
 		x.Skipf("%T does not implement outbox.EventStore", x.h.Store)
 	}
 	return es
 }
 
-func (x *fixture) listEvents(p outbox.ListEventsParams) ([]outbox.Event, outbox.Cursor) {
+func (x *fixture) listEvents(p storage.ListEventsParams) ([]outbox.Event, outbox.Cursor) {
 	x.Helper()
 	if p.Limit == 0 {
 		p.Limit = 100
@@ -54,7 +55,7 @@ func (x *fixture) eventSet() {
 	// done-1 was created first and finished last: the DONE list is in finish order.
 	x.markDone(at(time.Minute), "done-1")
 	x.markDone(at(30*time.Second), "done-2")
-	if ds, ok := x.h.Store.(outbox.DiscardStore); ok {
+	if ds, ok := x.h.Store.(storage.DiscardStore); ok {
 		n, err := ds.Discard(x.ctx, []string{"disc-1"}, at(10*time.Second))
 		x.changed("Discard", n, err, 1)
 	}
@@ -65,21 +66,21 @@ func (x *fixture) eventSet() {
 func testListEvents(x *fixture) {
 	x.events()
 	x.eventSet()
-	list := func(p outbox.ListEventsParams) []outbox.Event { x.Helper(); e, _ := x.listEvents(p); return e }
-	x.wantIDs("NEW", list(outbox.ListEventsParams{Status: outbox.StatusNew}), "n-1", "n-2", "n-listener")
-	x.wantIDs("NEW newest", list(outbox.ListEventsParams{Status: outbox.StatusNew, Newest: true}), "n-listener", "n-2", "n-1")
-	x.wantIDs("RETRY", list(outbox.ListEventsParams{Status: outbox.StatusRetry}), "r-1")
-	x.wantIDs("DEAD", list(outbox.ListEventsParams{Status: outbox.StatusDead}), "d-1", "d-2")
-	x.wantIDs("DONE", list(outbox.ListEventsParams{Status: outbox.StatusDone}), "done-2", "done-1")
-	x.wantIDs("DONE newest", list(outbox.ListEventsParams{Status: outbox.StatusDone, Newest: true}), "done-1", "done-2")
-	if _, ok := x.h.Store.(outbox.DiscardStore); ok {
-		x.wantIDs("DISCARDED", list(outbox.ListEventsParams{Status: outbox.StatusDiscarded}), "disc-1")
+	list := func(p storage.ListEventsParams) []outbox.Event { x.Helper(); e, _ := x.listEvents(p); return e }
+	x.wantIDs("NEW", list(storage.ListEventsParams{Status: outbox.StatusNew}), "n-1", "n-2", "n-listener")
+	x.wantIDs("NEW newest", list(storage.ListEventsParams{Status: outbox.StatusNew, Newest: true}), "n-listener", "n-2", "n-1")
+	x.wantIDs("RETRY", list(storage.ListEventsParams{Status: outbox.StatusRetry}), "r-1")
+	x.wantIDs("DEAD", list(storage.ListEventsParams{Status: outbox.StatusDead}), "d-1", "d-2")
+	x.wantIDs("DONE", list(storage.ListEventsParams{Status: outbox.StatusDone}), "done-2", "done-1")
+	x.wantIDs("DONE newest", list(storage.ListEventsParams{Status: outbox.StatusDone, Newest: true}), "done-1", "done-2")
+	if _, ok := x.h.Store.(storage.DiscardStore); ok {
+		x.wantIDs("DISCARDED", list(storage.ListEventsParams{Status: outbox.StatusDiscarded}), "disc-1")
 	}
-	x.wantIDs("FALLBACK", list(outbox.ListEventsParams{Status: outbox.StatusFallback}))
+	x.wantIDs("FALLBACK", list(storage.ListEventsParams{Status: outbox.StatusFallback}))
 
 	f := func(st outbox.Status, f outbox.EventFilter) []outbox.Event {
 		x.Helper()
-		return list(outbox.ListEventsParams{Status: st, EventFilter: f})
+		return list(storage.ListEventsParams{Status: st, EventFilter: f})
 	}
 	x.wantIDs("type", f(outbox.StatusNew, outbox.EventFilter{EventType: "X"}), "n-2", "n-listener")
 	x.wantIDs("aggregate type", f(outbox.StatusNew, outbox.EventFilter{AggregateType: "B"}), "n-1")
@@ -98,7 +99,7 @@ func testListEvents(x *fixture) {
 	// Keyset pages of one, forwards and backwards.
 	for _, newest := range []bool{false, true} {
 		var got []outbox.Event
-		p := outbox.ListEventsParams{Status: outbox.StatusNew, Newest: newest, Limit: 1}
+		p := storage.ListEventsParams{Status: outbox.StatusNew, Newest: newest, Limit: 1}
 		for range 5 {
 			page, _ := x.listEvents(p)
 			if len(page) == 0 {
@@ -114,7 +115,7 @@ func testListEvents(x *fixture) {
 		}
 		x.wantIDs("pages", got, want...)
 	}
-	p := outbox.ListEventsParams{Status: outbox.StatusDone, Limit: 1}
+	p := storage.ListEventsParams{Status: outbox.StatusDone, Limit: 1}
 	page, _ := x.listEvents(p)
 	p.After = outbox.Cursor{CreatedAt: outbox.ListTime(page[0], p.Status, p.EventFilter), ID: page[0].ID}
 	x.wantIDs("DONE second page", list(p), "done-1")
@@ -134,7 +135,7 @@ func testListEventsScanLimit(x *fixture) {
 		events = append(events, e)
 	}
 	x.insert(events...)
-	p := outbox.ListEventsParams{Status: outbox.StatusNew, EventFilter: outbox.EventFilter{EventType: "Rare"}, ScanLimit: 2}
+	p := storage.ListEventsParams{Status: outbox.StatusNew, EventFilter: outbox.EventFilter{EventType: "Rare"}, ScanLimit: 2}
 	var found []outbox.Event
 	stops := 0
 	for range 10 {
@@ -154,11 +155,11 @@ func testListEventsScanLimit(x *fixture) {
 		x.Fatal("a scan of 5 rows, 2 at a time, never stopped at its limit")
 	}
 	// Without a filter outside the index the page is never cut.
-	if page, stop := x.listEvents(outbox.ListEventsParams{Status: outbox.StatusNew, Limit: 10, ScanLimit: 2}); len(page) < 5 && stop.IsZero() {
+	if page, stop := x.listEvents(storage.ListEventsParams{Status: outbox.StatusNew, Limit: 10, ScanLimit: 2}); len(page) < 5 && stop.IsZero() {
 		x.Fatalf("unfiltered list: %d events and no stop", len(page))
 	}
 	// Bad parameters.
-	for _, bad := range []outbox.ListEventsParams{
+	for _, bad := range []storage.ListEventsParams{
 		{Status: 9, Limit: 1, ScanLimit: 1},
 		{Status: outbox.StatusNew, Limit: 0, ScanLimit: 1},
 		{Status: outbox.StatusNew, Limit: 1, ScanLimit: 1, EventFilter: outbox.EventFilter{From: at(time.Second), To: at(0)}},
@@ -193,12 +194,12 @@ func testListEventsByOrderKey(x *fixture) {
 	x.markDead("k1-a", "broker down")
 	list := func(st outbox.Status, f outbox.EventFilter, after outbox.Cursor, limit, scan int) ([]outbox.Event, outbox.Cursor) {
 		x.Helper()
-		return x.listEvents(outbox.ListEventsParams{Status: st, EventFilter: f, After: after, Limit: limit, ScanLimit: scan})
+		return x.listEvents(storage.ListEventsParams{Status: st, EventFilter: f, After: after, Limit: limit, ScanLimit: scan})
 	}
 	k1 := outbox.EventFilter{OrderKey: "K1"}
 	got, _ := list(outbox.StatusWaiting, k1, outbox.Cursor{}, 0, 0)
 	x.wantIDs("K1 WAITING", got, "k1-b", "k1-c", "k1-d")
-	got, _ = x.listEvents(outbox.ListEventsParams{Status: outbox.StatusWaiting, EventFilter: k1, Newest: true})
+	got, _ = x.listEvents(storage.ListEventsParams{Status: outbox.StatusWaiting, EventFilter: k1, Newest: true})
 	x.wantIDs("K1 WAITING newest", got, "k1-d", "k1-c", "k1-b")
 	got, _ = list(outbox.StatusDead, k1, outbox.Cursor{}, 0, 0)
 	x.wantIDs("K1 DEAD", got, "k1-a")
@@ -245,7 +246,7 @@ func testListEventsByOrderKey(x *fixture) {
 
 	// A DONE event has left its key: it is in no list by key.
 	x.markDone(at(time.Minute), "k2-a")
-	for _, bad := range []outbox.ListEventsParams{
+	for _, bad := range []storage.ListEventsParams{
 		{Status: outbox.StatusDone, EventFilter: outbox.EventFilter{OrderKey: "K2"}},
 		{Status: outbox.StatusFallback, EventFilter: k1},
 		{Status: outbox.StatusDiscarded, EventFilter: k1},
@@ -278,7 +279,7 @@ func testListEventsBlocking(x *fixture) {
 		}
 		x.insert(events...)
 		if x.headsWait(ids[0]) {
-			x.promote(outbox.PromoteParams{Keys: []string{k}, DeadBlocks: true}, 1)
+			x.promote(storage.PromoteParams{Keys: []string{k}, DeadBlocks: true}, 1)
 		}
 	}
 	key("K1", "k1-a", "k1-b") // DEAD, WAITING: held
@@ -291,21 +292,21 @@ func testListEventsBlocking(x *fixture) {
 		x.markDead(id, "failed")
 	}
 	// K4 moved on past its DEAD event, as under DeadKeySkips: k4-b is NEW, k4-c waits.
-	x.promote(outbox.PromoteParams{Keys: []string{"K4"}}, 1)
+	x.promote(storage.PromoteParams{Keys: []string{"K4"}}, 1)
 	x.retry("k2-a", at(time.Hour))
 	x.retry("k5-a", at(time.Hour))
 	blocking := outbox.EventFilter{Blocking: true}
-	got, _ := x.listEvents(outbox.ListEventsParams{Status: outbox.StatusDead, EventFilter: blocking})
+	got, _ := x.listEvents(storage.ListEventsParams{Status: outbox.StatusDead, EventFilter: blocking})
 	x.wantIDs("DEAD holding their keys", got, "k1-a")
-	got, _ = x.listEvents(outbox.ListEventsParams{Status: outbox.StatusRetry, EventFilter: blocking})
+	got, _ = x.listEvents(storage.ListEventsParams{Status: outbox.StatusRetry, EventFilter: blocking})
 	x.wantIDs("RETRY holding their keys", got, "k2-a")
-	got, _ = x.listEvents(outbox.ListEventsParams{Status: outbox.StatusDead})
+	got, _ = x.listEvents(storage.ListEventsParams{Status: outbox.StatusDead})
 	x.wantIDs("DEAD", got, "k1-a", "k3-a", "k4-a", "plain")
 
 	// A scan of one row at a time stops at its window and goes on to k1-a.
 	var found []outbox.Event
 	stops := 0
-	for p := (outbox.ListEventsParams{Status: outbox.StatusDead, EventFilter: blocking, Newest: true, Limit: 5, ScanLimit: 1}); stops < 5; stops++ {
+	for p := (storage.ListEventsParams{Status: outbox.StatusDead, EventFilter: blocking, Newest: true, Limit: 5, ScanLimit: 1}); stops < 5; stops++ {
 		page, stop := x.listEvents(p)
 		found = append(found, page...)
 		if stop.IsZero() {
@@ -318,7 +319,7 @@ func testListEventsBlocking(x *fixture) {
 		x.Fatal("a scan of 4 rows, 1 at a time, never stopped at its limit")
 	}
 	for _, st := range []outbox.Status{outbox.StatusNew, outbox.StatusWaiting, outbox.StatusDone} {
-		p := outbox.ListEventsParams{Status: st, EventFilter: blocking, Limit: 10, ScanLimit: 10}
+		p := storage.ListEventsParams{Status: st, EventFilter: blocking, Limit: 10, ScanLimit: 10}
 		if _, _, err := x.events().ListEvents(x.ctx, p); !errors.Is(err, outbox.ErrInvalidArgument) {
 			x.Fatalf("ListEvents(%+v) = %v, want ErrInvalidArgument", p, err)
 		}
@@ -348,7 +349,7 @@ func testCountByType(x *fixture) {
 
 // testAudit: entries come back newest first (by ID), with every field, in pages.
 func testAudit(x *fixture) {
-	as, ok := x.h.Store.(outbox.AuditStore)
+	as, ok := x.h.Store.(storage.AuditStore)
 	if !ok {
 		x.Skipf("%T does not implement outbox.AuditStore", x.h.Store)
 	}
@@ -359,7 +360,7 @@ func testAudit(x *fixture) {
 			x.Fatal(err)
 		}
 	}
-	got, err := as.ListAudit(x.ctx, outbox.ListAuditParams{Limit: 2})
+	got, err := as.ListAudit(x.ctx, storage.ListAuditParams{Limit: 2})
 	if err != nil || len(got) != 2 || got[0].ID != "01C" || got[1].ID != "01B" {
 		x.Fatalf("ListAudit = %+v, %v", got, err)
 	}
@@ -367,7 +368,7 @@ func testAudit(x *fixture) {
 		x.Fatalf("entry = %+v", e)
 	}
 	x.wantTime("At", got[0].At, at(2*time.Second))
-	got, err = as.ListAudit(x.ctx, outbox.ListAuditParams{Before: "01B", Limit: 5})
+	got, err = as.ListAudit(x.ctx, storage.ListAuditParams{Before: "01B", Limit: 5})
 	if err != nil || len(got) != 1 || got[0].ID != "01A" {
 		x.Fatalf("ListAudit before 01B = %+v, %v", got, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // testFallback: MarkDead with Fallback makes the row FALLBACK, a final state no outcome
@@ -22,7 +23,7 @@ func testFallback(x *fixture) {
 		x.Fatal("FirstAttemptAt not set by the first counted failure")
 	}
 	x.retry("f1", at(2*time.Minute))
-	n, err := x.store().MarkDead(x.ctx, outbox.MarkDeadParams{ID: "f1", DeadAt: at(3 * time.Minute), Reason: "handled: broker down",
+	n, err := x.store().MarkDead(x.ctx, storage.MarkDeadParams{ID: "f1", DeadAt: at(3 * time.Minute), Reason: "handled: broker down",
 		CountAttempt: true, Fallback: true})
 	x.changed("MarkDead with Fallback", n, err, 1)
 	e := x.wantStatus("f1", outbox.StatusFallback)
@@ -32,18 +33,18 @@ func testFallback(x *fixture) {
 	}
 	// Final: no outcome changes it.
 	x.changed("MarkDone of FALLBACK", x.markDone(at(time.Hour), "f1"), nil, 0)
-	n, err = x.store().Reschedule(x.ctx, outbox.RescheduleParams{ID: "f1", Status: outbox.StatusRetry, AvailableAt: at(time.Hour), CountAttempt: true})
+	n, err = x.store().Reschedule(x.ctx, storage.RescheduleParams{ID: "f1", Status: outbox.StatusRetry, AvailableAt: at(time.Hour), CountAttempt: true})
 	x.changed("Reschedule of FALLBACK", n, err, 0)
-	n, err = x.store().MarkDead(x.ctx, outbox.MarkDeadParams{ID: "f1", DeadAt: at(time.Hour), Reason: "x"})
+	n, err = x.store().MarkDead(x.ctx, storage.MarkDeadParams{ID: "f1", DeadAt: at(time.Hour), Reason: "x"})
 	x.changed("MarkDead of FALLBACK", n, err, 0)
 	x.wantStatus("f1", outbox.StatusFallback)
 	if b := x.pending(at(24*time.Hour), 0, 10); len(b.Events) != 2 {
 		x.Fatalf("pending %v, want f2 and old only", ids(b.Events))
 	}
-	if dead := x.listDead(outbox.ListDeadParams{Limit: 10}); len(dead) != 0 {
+	if dead := x.listDead(storage.ListDeadParams{Limit: 10}); len(dead) != 0 {
 		x.Fatalf("DEAD rows %v, want none: FALLBACK is not DEAD", ids(dead))
 	}
-	n, err = x.dead().Replay(x.ctx, outbox.ReplayParams{IDs: []string{"f1"}, Now: at(time.Hour)})
+	n, err = x.dead().Replay(x.ctx, storage.ReplayParams{IDs: []string{"f1"}, Now: at(time.Hour)})
 	x.changed("Replay of FALLBACK", n, err, 0)
 
 	// A replay clears FirstAttemptAt with the attempts.
@@ -51,16 +52,16 @@ func testFallback(x *fixture) {
 	if x.get("f2").FirstAttemptAt.IsZero() {
 		x.Fatal("f2: FirstAttemptAt not set by MarkDead counting an attempt")
 	}
-	n, err = x.dead().Replay(x.ctx, outbox.ReplayParams{IDs: []string{"f2"}, Now: at(time.Hour)})
+	n, err = x.dead().Replay(x.ctx, storage.ReplayParams{IDs: []string{"f2"}, Now: at(time.Hour)})
 	x.changed("Replay", n, err, 1)
 	if e := x.wantStatus("f2", outbox.StatusNew); !e.FirstAttemptAt.IsZero() || e.Attempts != 0 {
 		x.Fatalf("f2 after replay: attempts %d, first attempt %v", e.Attempts, e.FirstAttemptAt)
 	}
 
 	// Purged once past retention, as DONE and DEAD rows are.
-	n, err = x.store().MarkDead(x.ctx, outbox.MarkDeadParams{ID: "old", DeadAt: at(-29 * 24 * time.Hour), Reason: "handled", Fallback: true})
+	n, err = x.store().MarkDead(x.ctx, storage.MarkDeadParams{ID: "old", DeadAt: at(-29 * 24 * time.Hour), Reason: "handled", Fallback: true})
 	x.changed("MarkDead old with Fallback", n, err, 1)
-	n, err = x.store().Purge(x.ctx, outbox.PurgeParams{Before: at(-7 * 24 * time.Hour), Limit: 10})
+	n, err = x.store().Purge(x.ctx, storage.PurgeParams{Before: at(-7 * 24 * time.Hour), Limit: 10})
 	x.changed("Purge", n, err, 1)
 	x.notFound("old")
 	x.wantStatus("f1", outbox.StatusFallback)
@@ -71,16 +72,16 @@ func testFallback(x *fixture) {
 func testFallbackReleasesKey(x *fixture) {
 	x.orders()
 	x.insert(ordered("k1", "K", base), ordered("k2", "K", base))
-	x.promote(outbox.PromoteParams{Keys: []string{"K"}, DeadBlocks: true}, ifWait(x.headsWait("k1"), 1))
+	x.promote(storage.PromoteParams{Keys: []string{"K"}, DeadBlocks: true}, ifWait(x.headsWait("k1"), 1))
 	x.wantStatus("k1", outbox.StatusNew)
-	n, err := x.store().MarkDead(x.ctx, outbox.MarkDeadParams{ID: "k1", DeadAt: base, Reason: "handled", CountAttempt: true, Fallback: true})
+	n, err := x.store().MarkDead(x.ctx, storage.MarkDeadParams{ID: "k1", DeadAt: base, Reason: "handled", CountAttempt: true, Fallback: true})
 	x.changed("MarkDead k1 with Fallback", n, err, 1)
-	x.promote(outbox.PromoteParams{Keys: []string{"K"}, DeadBlocks: true}, 1)
+	x.promote(storage.PromoteParams{Keys: []string{"K"}, DeadBlocks: true}, 1)
 	x.wantStatus("k2", outbox.StatusNew)
 	// A new event of the key is not held by the FALLBACK one either.
 	x.changed("MarkDone k2", x.markDone(at(time.Minute), "k2"), nil, 1)
 	x.insert(ordered("k3", "K", at(time.Minute)))
-	x.promote(outbox.PromoteParams{Keys: []string{"K"}, DeadBlocks: true}, ifWait(x.headsWait("k3"), 1))
+	x.promote(storage.PromoteParams{Keys: []string{"K"}, DeadBlocks: true}, ifWait(x.headsWait("k3"), 1))
 	x.wantStatus("k3", outbox.StatusNew)
 }
 
@@ -88,7 +89,7 @@ func testFallbackReleasesKey(x *fixture) {
 // no outcome changes, that is neither pending nor DEAD, that Purge deletes with the DEAD
 // rows, and that lets an ordered key move on.
 func testDiscard(x *fixture) {
-	ds, ok := x.h.Store.(outbox.DiscardStore)
+	ds, ok := x.h.Store.(storage.DiscardStore)
 	if !ok {
 		x.Skipf("%T does not implement outbox.DiscardStore", x.h.Store)
 	}
@@ -96,7 +97,7 @@ func testDiscard(x *fixture) {
 	x.retry("r", at(time.Minute))
 	x.markDead("d", "poison")
 	x.markDone(at(time.Minute), "done")
-	n, err := x.store().MarkDead(x.ctx, outbox.MarkDeadParams{ID: "f", DeadAt: base, Reason: "handled", Fallback: true})
+	n, err := x.store().MarkDead(x.ctx, storage.MarkDeadParams{ID: "f", DeadAt: base, Reason: "handled", Fallback: true})
 	x.changed("MarkDead f with Fallback", n, err, 1)
 	n, err = ds.Discard(x.ctx, []string{"n", "r", "d", "done", "f", "missing"}, at(2*time.Minute))
 	x.changed("Discard", n, err, 3)
@@ -110,16 +111,16 @@ func testDiscard(x *fixture) {
 	if b := x.pending(at(24*time.Hour), 0, 10); len(b.Events) != 0 {
 		x.Fatalf("pending %v after the discard", ids(b.Events))
 	}
-	if dead := x.listDead(outbox.ListDeadParams{Limit: 10}); len(dead) != 0 {
+	if dead := x.listDead(storage.ListDeadParams{Limit: 10}); len(dead) != 0 {
 		x.Fatalf("DEAD rows %v, want none", ids(dead))
 	}
 	x.changed("MarkDone of DISCARDED", x.markDone(at(time.Hour), "n"), nil, 0)
-	n, err = x.dead().Replay(x.ctx, outbox.ReplayParams{IDs: []string{"d"}, Now: at(time.Hour)})
+	n, err = x.dead().Replay(x.ctx, storage.ReplayParams{IDs: []string{"d"}, Now: at(time.Hour)})
 	x.changed("Replay of DISCARDED", n, err, 0)
 	n, err = ds.Discard(x.ctx, []string{"n"}, at(3*time.Minute))
 	x.changed("second Discard", n, err, 0)
 	// Purged with the DEAD rows' cutoff.
-	n, err = x.store().Purge(x.ctx, outbox.PurgeParams{Before: at(time.Minute), DeadBefore: at(time.Hour), Limit: 10})
+	n, err = x.store().Purge(x.ctx, storage.PurgeParams{Before: at(time.Minute), DeadBefore: at(time.Hour), Limit: 10})
 	x.changed("Purge", n, err, 4) // n, r, d and f; "done" finished at the DONE cutoff
 	x.wantStatus("done", outbox.StatusDone)
 	if _, err := ds.Discard(x.ctx, []string{""}, base); !errors.Is(err, outbox.ErrInvalidArgument) {
@@ -127,13 +128,13 @@ func testDiscard(x *fixture) {
 	}
 
 	// An ordered key moves on past a discarded event.
-	if _, ok := x.h.Store.(outbox.OrderStore); !ok {
+	if _, ok := x.h.Store.(storage.OrderStore); !ok {
 		return
 	}
 	x.insert(ordered("k1", "K", base), ordered("k2", "K", base))
-	x.promote(outbox.PromoteParams{Keys: []string{"K"}, DeadBlocks: true}, ifWait(x.headsWait("k1"), 1))
+	x.promote(storage.PromoteParams{Keys: []string{"K"}, DeadBlocks: true}, ifWait(x.headsWait("k1"), 1))
 	n, err = ds.Discard(x.ctx, []string{"k1"}, base)
 	x.changed("Discard k1", n, err, 1)
-	x.promote(outbox.PromoteParams{Keys: []string{"K"}, DeadBlocks: true}, 1)
+	x.promote(storage.PromoteParams{Keys: []string{"K"}, DeadBlocks: true}, 1)
 	x.wantStatus("k2", outbox.StatusNew)
 }

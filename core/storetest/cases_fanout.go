@@ -4,11 +4,12 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // fanOut returns the store as an outbox.FanOutStore, or skips the test.
-func (x *fixture) fanOut() outbox.FanOutStore {
-	fs, ok := x.h.Store.(outbox.FanOutStore)
+func (x *fixture) fanOut() storage.FanOutStore {
+	fs, ok := x.h.Store.(storage.FanOutStore)
 	if !ok {
 		x.Skipf("%T does not implement outbox.FanOutStore", x.h.Store)
 	}
@@ -22,8 +23,8 @@ func delivery(e outbox.Event, listener string) outbox.Event {
 }
 
 // split returns the FanOutEvent of e to listeners, with token.
-func split(e outbox.Event, token string, listeners ...string) outbox.FanOutEvent {
-	fe := outbox.FanOutEvent{ID: e.ID, Token: token}
+func split(e outbox.Event, token string, listeners ...string) storage.FanOutEvent {
+	fe := storage.FanOutEvent{ID: e.ID, Token: token}
 	for _, l := range listeners {
 		d := delivery(e, l)
 		d.LockedBy = token
@@ -41,7 +42,7 @@ func testFanOut(x *fixture) {
 	fs := x.fanOut()
 	e := ev("e1", base)
 	x.insert(e)
-	p := outbox.FanOutParams{DoneAt: at(time.Second), Events: []outbox.FanOutEvent{split(e, "", "broker", "mail")}}
+	p := storage.FanOutParams{DoneAt: at(time.Second), Events: []storage.FanOutEvent{split(e, "", "broker", "mail")}}
 	res, err := fs.FanOut(x.ctx, p)
 	if err != nil || len(res.Split) != 1 || res.Split[0] != "e1" || len(res.Existing) != 0 {
 		x.Fatalf("FanOut = %+v, %v; want e1 split, nothing existing", res, err)
@@ -54,7 +55,7 @@ func testFanOut(x *fixture) {
 		}
 	}
 	// Again: the event is DONE, nothing changes.
-	p.Events = []outbox.FanOutEvent{split(e, "", "broker", "mail", "late")}
+	p.Events = []storage.FanOutEvent{split(e, "", "broker", "mail", "late")}
 	if res, err := fs.FanOut(x.ctx, p); err != nil || len(res.Split) != 0 {
 		x.Fatalf("second FanOut = %+v, %v; want nothing split", res, err)
 	}
@@ -63,21 +64,21 @@ func testFanOut(x *fixture) {
 	// A delivery that exists is skipped and reported, the others inserted.
 	e2 := ev("e2", base)
 	x.insert(e2, delivery(e2, "broker"))
-	res, err = fs.FanOut(x.ctx, outbox.FanOutParams{DoneAt: at(time.Second), Events: []outbox.FanOutEvent{split(e2, "", "broker", "mail")}})
+	res, err = fs.FanOut(x.ctx, storage.FanOutParams{DoneAt: at(time.Second), Events: []storage.FanOutEvent{split(e2, "", "broker", "mail")}})
 	if err != nil || len(res.Split) != 1 || len(res.Existing) != 1 || res.Existing[0] != outbox.DeliveryID("e2", "broker") {
 		x.Fatalf("FanOut with one delivery stored = %+v, %v", res, err)
 	}
 	x.wantStatus(outbox.DeliveryID("e2", "mail"), outbox.StatusNew)
 
 	// A claim fences its event alone.
-	if _, ok := x.h.Store.(outbox.ClaimStore); ok {
+	if _, ok := x.h.Store.(storage.ClaimStore); ok {
 		e3, e4 := ev("e3", base), ev("e4", base)
 		e3.LockedBy, e4.LockedBy = "node-a/1", "node-a/1"
-		if _, err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: []outbox.Event{e3, e4}, ClaimTTL: time.Hour}); err != nil {
+		if _, err := x.store().Insert(x.ctx, x.exec(), storage.InsertParams{Events: []outbox.Event{e3, e4}, ClaimTTL: time.Hour}); err != nil {
 			x.Fatal(err)
 		}
-		res, err := fs.FanOut(x.ctx, outbox.FanOutParams{DoneAt: at(time.Second), ClaimTTL: time.Hour,
-			Events: []outbox.FanOutEvent{split(e3, "node-b/1", "broker"), split(e4, "node-a/1", "broker", "mail")}})
+		res, err := fs.FanOut(x.ctx, storage.FanOutParams{DoneAt: at(time.Second), ClaimTTL: time.Hour,
+			Events: []storage.FanOutEvent{split(e3, "node-b/1", "broker"), split(e4, "node-a/1", "broker", "mail")}})
 		if err != nil || len(res.Split) != 1 || res.Split[0] != "e4" {
 			x.Fatalf("FanOut of e3 under another claim and e4 under its own = %+v, %v; want e4 split alone", res, err)
 		}
@@ -91,19 +92,19 @@ func testFanOut(x *fixture) {
 
 	// The failing listener is stored by MarkDead; dead events are selected by it.
 	mail := outbox.DeliveryID("e1", "mail")
-	n, err := x.store().MarkDead(x.ctx, outbox.MarkDeadParams{ID: mail, DeadAt: at(time.Minute), Reason: "smtp down", CountAttempt: true, Listener: "mail"})
+	n, err := x.store().MarkDead(x.ctx, storage.MarkDeadParams{ID: mail, DeadAt: at(time.Minute), Reason: "smtp down", CountAttempt: true, Listener: "mail"})
 	x.changed("MarkDead of a delivery", n, err, 1)
 	x.insert(ev("plain", base))
-	n, err = x.store().MarkDead(x.ctx, outbox.MarkDeadParams{ID: "plain", DeadAt: at(time.Minute), Reason: "bad", Listener: "orders"})
+	n, err = x.store().MarkDead(x.ctx, storage.MarkDeadParams{ID: "plain", DeadAt: at(time.Minute), Reason: "bad", Listener: "orders"})
 	x.changed("MarkDead naming its listener", n, err, 1)
 	if got := x.get("plain"); got.Listener != "orders" {
 		x.Fatalf("plain: listener %q after MarkDead, want orders", got.Listener)
 	}
-	x.wantIDs("dead of mail", x.listDead(outbox.ListDeadParams{DeadFilter: outbox.DeadFilter{Listener: "mail"}, Limit: 10}), mail)
+	x.wantIDs("dead of mail", x.listDead(storage.ListDeadParams{DeadFilter: outbox.DeadFilter{Listener: "mail"}, Limit: 10}), mail)
 	if c, err := x.dead().CountDead(x.ctx, outbox.DeadFilter{Listener: "orders"}); err != nil || c != 1 {
 		x.Fatalf("CountDead of orders = %d, %v; want 1", c, err)
 	}
-	n, err = x.dead().Replay(x.ctx, outbox.ReplayParams{DeadFilter: outbox.DeadFilter{Listener: "mail"}, Limit: 10, Now: at(time.Hour)})
+	n, err = x.dead().Replay(x.ctx, storage.ReplayParams{DeadFilter: outbox.DeadFilter{Listener: "mail"}, Limit: 10, Now: at(time.Hour)})
 	x.changed("Replay of mail", n, err, 1)
 	if got := x.wantStatus(mail, outbox.StatusNew); got.Listener != "mail" {
 		x.Fatalf("replayed delivery lost its listener: %q", got.Listener)
@@ -117,11 +118,11 @@ func testFanOutOrdered(x *fixture) {
 	fs := x.fanOut()
 	e := ordered("o1", "K", base)
 	x.insert(e)
-	x.promote(outbox.PromoteParams{Keys: []string{"K"}, DeadBlocks: true}, ifWait(x.headsWait("o1"), 1))
+	x.promote(storage.PromoteParams{Keys: []string{"K"}, DeadBlocks: true}, ifWait(x.headsWait("o1"), 1))
 	a := delivery(e, "a")
 	a.OrderKey = "K/a"
-	fe := outbox.FanOutEvent{ID: "o1", Deliveries: []outbox.Event{a}}
-	res, err := fs.FanOut(x.ctx, outbox.FanOutParams{DoneAt: at(time.Second), Events: []outbox.FanOutEvent{fe}})
+	fe := storage.FanOutEvent{ID: "o1", Deliveries: []outbox.Event{a}}
+	res, err := fs.FanOut(x.ctx, storage.FanOutParams{DoneAt: at(time.Second), Events: []storage.FanOutEvent{fe}})
 	if err != nil || len(res.Split) != 1 {
 		x.Fatalf("FanOut = %+v, %v", res, err)
 	}

@@ -9,11 +9,12 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // orders returns the store as an outbox.OrderStore, or skips the test.
-func (x *fixture) orders() outbox.OrderStore {
-	os, ok := x.h.Store.(outbox.OrderStore)
+func (x *fixture) orders() storage.OrderStore {
+	os, ok := x.h.Store.(storage.OrderStore)
 	if !ok {
 		x.Skipf("%T does not implement outbox.OrderStore", x.h.Store)
 	}
@@ -27,7 +28,7 @@ func ordered(id, key string, created time.Time) outbox.Event {
 	return e
 }
 
-func (x *fixture) promote(p outbox.PromoteParams, want int64) outbox.PromoteResult {
+func (x *fixture) promote(p storage.PromoteParams, want int64) storage.PromoteResult {
 	x.Helper()
 	res, err := x.orders().Promote(x.ctx, p)
 	x.changed("Promote", res.Promoted, err, want)
@@ -115,7 +116,7 @@ func testOrderedInsertClaimed(x *fixture) {
 	x.orders()
 	a1, a2 := ordered("a1", "A", base), ordered("a2", "A", base)
 	a1.LockedBy, a2.LockedBy = "n1/t", "n1/t"
-	if _, err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: []outbox.Event{a1, a2}, ClaimTTL: time.Minute}); err != nil {
+	if _, err := x.store().Insert(x.ctx, x.exec(), storage.InsertParams{Events: []outbox.Event{a1, a2}, ClaimTTL: time.Minute}); err != nil {
 		x.Fatalf("Insert: %v", err)
 	}
 	if e := x.get("a2"); e.Status != outbox.StatusWaiting || e.LockedBy != "" {
@@ -128,7 +129,7 @@ func testOrderedInsertClaimed(x *fixture) {
 	// and Insert reports each first event's status as stored.
 	batch := []outbox.Event{ordered("a3", "A", base), ordered("b1", "B", base)}
 	batch[0].LockedBy, batch[1].LockedBy = "n1/t", "n1/t"
-	if _, err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: batch, ClaimTTL: time.Minute}); err != nil {
+	if _, err := x.store().Insert(x.ctx, x.exec(), storage.InsertParams{Events: batch, ClaimTTL: time.Minute}); err != nil {
 		x.Fatalf("Insert: %v", err)
 	}
 	if e := x.get("a3"); e.Status != outbox.StatusWaiting || e.LockedBy != "" || batch[0].Status != outbox.StatusWaiting {
@@ -143,20 +144,20 @@ func testPromoteMovesTheHeadOnly(x *fixture) {
 	x.orders()
 	x.insert(ordered("a1", "A", base), ordered("a2", "A", base), ordered("b1", "B", base), ordered("c1", "C", base))
 	wait := x.headsWait("a1")
-	x.promote(outbox.PromoteParams{Keys: []string{"A", "B", "missing"}}, ifWait(wait, 2))
+	x.promote(storage.PromoteParams{Keys: []string{"A", "B", "missing"}}, ifWait(wait, 2))
 	x.wantStatus("a1", outbox.StatusNew)
 	x.wantStatus("a2", outbox.StatusWaiting)
 	x.wantStatus("b1", outbox.StatusNew)
-	x.promote(outbox.PromoteParams{Keys: []string{"A", "B"}}, 0)
+	x.promote(storage.PromoteParams{Keys: []string{"A", "B"}}, 0)
 	// An outcome of a WAITING event changes nothing: only the head is delivered.
 	x.changed("MarkDone of WAITING", x.markDone(at(time.Minute), "a2"), nil, 0)
-	n, err := x.store().Reschedule(x.ctx, outbox.RescheduleParams{ID: "a2", Status: outbox.StatusRetry, AvailableAt: at(time.Hour)})
+	n, err := x.store().Reschedule(x.ctx, storage.RescheduleParams{ID: "a2", Status: outbox.StatusRetry, AvailableAt: at(time.Hour)})
 	x.changed("Reschedule of WAITING", n, err, 0)
 	// A retry holds the key; DONE lets it move on.
 	x.retry("a1", at(time.Minute))
-	x.promote(outbox.PromoteParams{Keys: []string{"A"}}, 0)
+	x.promote(storage.PromoteParams{Keys: []string{"A"}}, 0)
 	x.changed("MarkDone a1", x.markDone(at(2*time.Minute), "a1"), nil, 1)
-	x.promote(outbox.PromoteParams{Keys: []string{"A"}}, 1)
+	x.promote(storage.PromoteParams{Keys: []string{"A"}}, 1)
 	x.wantStatus("a2", outbox.StatusNew)
 	if wait {
 		x.wantIDs("Pending", x.pending(at(time.Hour), 0, 10).Events, "a2", "b1")
@@ -168,40 +169,40 @@ func testPromoteMovesTheHeadOnly(x *fixture) {
 	dWait := x.headsWait("d1")
 	x.changed("MarkDone d1", x.markDone(at(time.Minute), "d1"), nil, ifWait(!dWait, 1))
 	if !dWait {
-		x.promote(outbox.PromoteParams{Limit: 1}, 1) // d2
+		x.promote(storage.PromoteParams{Limit: 1}, 1) // d2
 		x.wantStatus("d2", outbox.StatusNew)
 	} else {
-		x.promote(outbox.PromoteParams{Limit: 1}, 1) // c1 or d1
-		x.promote(outbox.PromoteParams{Limit: 10}, 1)
+		x.promote(storage.PromoteParams{Limit: 1}, 1) // c1 or d1
+		x.promote(storage.PromoteParams{Limit: 10}, 1)
 		x.wantStatus("c1", outbox.StatusNew)
 		x.wantStatus("d1", outbox.StatusNew)
 	}
-	x.promote(outbox.PromoteParams{Limit: 10}, 0)
+	x.promote(storage.PromoteParams{Limit: 10}, 0)
 }
 
 func testPromoteDeadPolicy(x *fixture) {
 	x.orders()
 	x.insert(ordered("a1", "A", base), ordered("a2", "A", base), ordered("a3", "A", base))
-	x.promote(outbox.PromoteParams{Keys: []string{"A"}, DeadBlocks: true}, ifWait(x.headsWait("a1"), 1))
+	x.promote(storage.PromoteParams{Keys: []string{"A"}, DeadBlocks: true}, ifWait(x.headsWait("a1"), 1))
 	x.markDead("a1", "poison")
-	x.promote(outbox.PromoteParams{Keys: []string{"A"}, DeadBlocks: true}, 0)
-	x.promote(outbox.PromoteParams{Limit: 10, DeadBlocks: true}, 0)
+	x.promote(storage.PromoteParams{Keys: []string{"A"}, DeadBlocks: true}, 0)
+	x.promote(storage.PromoteParams{Limit: 10, DeadBlocks: true}, 0)
 	// A replayed DEAD event waits for its turn again: here it is first.
-	n, err := x.dead().Replay(x.ctx, outbox.ReplayParams{IDs: []string{"a1"}, Now: at(time.Hour)})
+	n, err := x.dead().Replay(x.ctx, storage.ReplayParams{IDs: []string{"a1"}, Now: at(time.Hour)})
 	x.changed("Replay", n, err, 1)
 	x.wantStatus("a1", outbox.StatusWaiting)
-	x.promote(outbox.PromoteParams{Keys: []string{"A"}, DeadBlocks: true}, 1)
+	x.promote(storage.PromoteParams{Keys: []string{"A"}, DeadBlocks: true}, 1)
 	x.wantStatus("a1", outbox.StatusNew)
 	x.wantStatus("a2", outbox.StatusWaiting)
 	// When DEAD does not block, the key moves past it, and a replay goes next in line.
 	x.markDead("a1", "poison again")
-	x.promote(outbox.PromoteParams{Keys: []string{"A"}}, 1)
+	x.promote(storage.PromoteParams{Keys: []string{"A"}}, 1)
 	x.wantStatus("a2", outbox.StatusNew)
-	n, err = x.dead().Replay(x.ctx, outbox.ReplayParams{IDs: []string{"a1"}, Now: at(time.Hour)})
+	n, err = x.dead().Replay(x.ctx, storage.ReplayParams{IDs: []string{"a1"}, Now: at(time.Hour)})
 	x.changed("Replay", n, err, 1)
-	x.promote(outbox.PromoteParams{Keys: []string{"A"}}, 0) // a2 holds the key
+	x.promote(storage.PromoteParams{Keys: []string{"A"}}, 0) // a2 holds the key
 	x.changed("MarkDone a2", x.markDone(at(2*time.Hour), "a2"), nil, 1)
-	x.promote(outbox.PromoteParams{Keys: []string{"A"}}, 1)
+	x.promote(storage.PromoteParams{Keys: []string{"A"}}, 1)
 	x.wantStatus("a1", outbox.StatusNew)
 	x.wantStatus("a3", outbox.StatusWaiting)
 }
@@ -209,10 +210,10 @@ func testPromoteDeadPolicy(x *fixture) {
 func testPurgeForgetsIdleKeys(x *fixture) {
 	x.orders()
 	x.insert(ordered("a1", "A", base), ordered("b1", "B", base))
-	x.promote(outbox.PromoteParams{Limit: 10}, ifWait(x.headsWait("a1"), 2))
+	x.promote(storage.PromoteParams{Limit: 10}, ifWait(x.headsWait("a1"), 2))
 	x.markDone(at(time.Minute), "a1")
 	// Key rows carry the database's time, before base.
-	n, err := x.store().Purge(x.ctx, outbox.PurgeParams{Before: at(24 * time.Hour), Limit: 100})
+	n, err := x.store().Purge(x.ctx, storage.PurgeParams{Before: at(24 * time.Hour), Limit: 100})
 	x.changed("Purge", n, err, 1)
 	// A's counter went with its last event; B still has b1 pending and keeps counting.
 	x.insert(ordered("a2", "A", base), ordered("b2", "B", base))
@@ -231,7 +232,7 @@ func testOrderedKeyLock(x *fixture) {
 		x.Fatalf("BeginTx: %v", err)
 	}
 	defer func() { _ = tx1.Rollback() }()
-	if _, err := x.store().Insert(x.ctx, tx1, outbox.InsertParams{Events: []outbox.Event{ordered("first", "K", base)}}); err != nil {
+	if _, err := x.store().Insert(x.ctx, tx1, storage.InsertParams{Events: []outbox.Event{ordered("first", "K", base)}}); err != nil {
 		x.Fatalf("Insert in tx1: %v", err)
 	}
 	done := make(chan error, 1)
@@ -241,7 +242,7 @@ func testOrderedKeyLock(x *fixture) {
 			if err != nil {
 				return err
 			}
-			if _, err := x.store().Insert(x.ctx, tx2, outbox.InsertParams{Events: []outbox.Event{ordered("second", "K", base)}}); err != nil {
+			if _, err := x.store().Insert(x.ctx, tx2, storage.InsertParams{Events: []outbox.Event{ordered("second", "K", base)}}); err != nil {
 				return errors.Join(err, tx2.Rollback())
 			}
 			return tx2.Commit()
@@ -266,7 +267,7 @@ func testOrderedKeyLock(x *fixture) {
 	x.wantSeq("second", outbox.StatusWaiting, 2)
 	// A rolled-back write gives its number back.
 	x.inTx(func(tx *sql.Tx) {
-		if _, err := x.store().Insert(x.ctx, tx, outbox.InsertParams{Events: []outbox.Event{ordered("gone", "K", base)}}); err != nil {
+		if _, err := x.store().Insert(x.ctx, tx, storage.InsertParams{Events: []outbox.Event{ordered("gone", "K", base)}}); err != nil {
 			x.Fatalf("Insert: %v", err)
 		}
 	}, false)
@@ -282,7 +283,7 @@ func testStatsBlockedKeys(x *fixture) {
 	ss := x.stats()
 	x.insert(ordered("a1", "A", at(2*time.Minute)), ordered("a2", "A", base), ordered("b1", "B", at(time.Minute)),
 		ordered("b2", "B", base), ordered("c1", "C", base), ordered("d1", "D", base))
-	x.promote(outbox.PromoteParams{Limit: 10}, ifWait(x.headsWait("a1"), 4))
+	x.promote(storage.PromoteParams{Limit: 10}, ifWait(x.headsWait("a1"), 4))
 	x.retry("a1", at(time.Hour))      // holds a2
 	x.markDead("b1", "poison")        // holds b2
 	x.markDead("d1", "no one behind") // holds nothing
@@ -295,7 +296,7 @@ func testStatsBlockedKeys(x *fixture) {
 	}
 	x.wantTime("OldestBlocked", st.OldestBlocked, at(time.Minute))
 	// Once a key's next event is NEW it is not blocked, whatever DEAD event it passed.
-	x.promote(outbox.PromoteParams{Keys: []string{"B"}}, 1)
+	x.promote(storage.PromoteParams{Keys: []string{"B"}}, 1)
 	if st, err = ss.Stats(x.ctx); err != nil || st.BlockedKeys != 1 {
 		x.Fatalf("Stats after B moved on: %+v, %v; want 1 blocked key", st, err)
 	}
@@ -305,18 +306,18 @@ func testStatsBlockedKeys(x *fixture) {
 func testPromoteIDs(x *fixture) {
 	x.orders()
 	x.insert(ordered("a0", "A", base), ordered("a1", "A", base), ordered("a2", "A", base), ordered("b0", "B", base), ordered("b1", "B", base))
-	x.promote(outbox.PromoteParams{Keys: []string{"A", "B"}}, ifWait(x.headsWait("a0"), 2))
-	x.promote(outbox.PromoteParams{IDs: []string{"a1"}}, 0) // a0 is before it
+	x.promote(storage.PromoteParams{Keys: []string{"A", "B"}}, ifWait(x.headsWait("a0"), 2))
+	x.promote(storage.PromoteParams{IDs: []string{"a1"}}, 0) // a0 is before it
 	x.markDone(at(time.Minute), "a0", "b0")
-	x.promote(outbox.PromoteParams{IDs: []string{"a2"}}, 0) // a1 is next, not a2
-	x.promote(outbox.PromoteParams{IDs: []string{"a1", "b1", "missing"}, Token: "n1/t", TTL: time.Minute}, 2)
+	x.promote(storage.PromoteParams{IDs: []string{"a2"}}, 0) // a1 is next, not a2
+	x.promote(storage.PromoteParams{IDs: []string{"a1", "b1", "missing"}, Token: "n1/t", TTL: time.Minute}, 2)
 	for _, id := range []string{"a1", "b1"} {
 		if e := x.wantStatus(id, outbox.StatusNew); e.LockedBy != "n1/t" || e.LockedUntil.IsZero() {
 			x.Fatalf("%s: LockedBy %q LockedUntil %v, want claimed by the promote's token", id, e.LockedBy, e.LockedUntil)
 		}
 	}
-	x.promote(outbox.PromoteParams{IDs: []string{"a2"}}, 0) // a1 holds the key
-	if res, err := x.orders().Promote(x.ctx, outbox.PromoteParams{IDs: []string{"a1"}, Keys: []string{"A"}}); err == nil {
+	x.promote(storage.PromoteParams{IDs: []string{"a2"}}, 0) // a1 holds the key
+	if res, err := x.orders().Promote(x.ctx, storage.PromoteParams{IDs: []string{"a1"}, Keys: []string{"A"}}); err == nil {
 		x.Fatalf("Promote with IDs and Keys = %d, nil; want an error", res.Promoted)
 	}
 }
@@ -327,14 +328,14 @@ func testPromoteRead(x *fixture) {
 	x.orders()
 	x.insert(ordered("a0", "A", base), ordered("a1", "A", base), ordered("a2", "A", base),
 		ordered("b0", "B", base), ordered("b1", "B", base), ordered("c0", "C", base), ordered("c1", "C", base))
-	x.promote(outbox.PromoteParams{Keys: []string{"A", "B", "C"}}, ifWait(x.headsWait("a0"), 3))
+	x.promote(storage.PromoteParams{Keys: []string{"A", "B", "C"}}, ifWait(x.headsWait("a0"), 3))
 	x.changed("MarkDone", x.markDone(at(time.Minute), "a0", "b0"), nil, 2)
 	// C is held by c0: only a1 and b1 move, and come back.
-	res := x.promote(outbox.PromoteParams{Keys: []string{"A", "B", "C", "missing"}, Read: true}, 2)
+	res := x.promote(storage.PromoteParams{Keys: []string{"A", "B", "C", "missing"}, Read: true}, 2)
 	x.wantIDs("Promote", sortedByID(res.Events), "a1", "b1")
-	x.promote(outbox.PromoteParams{Keys: []string{"A", "B"}, Read: true}, 0)
+	x.promote(storage.PromoteParams{Keys: []string{"A", "B"}, Read: true}, 0)
 	x.changed("MarkDone", x.markDone(at(2*time.Minute), "a1", "c0"), nil, 2)
-	res = x.promote(outbox.PromoteParams{Keys: []string{"A", "C"}, Read: true, Token: "n1/r", TTL: time.Minute}, 2)
+	res = x.promote(storage.PromoteParams{Keys: []string{"A", "C"}, Read: true, Token: "n1/r", TTL: time.Minute}, 2)
 	x.wantIDs("Promote", sortedByID(res.Events), "a2", "c1")
 	for _, e := range res.Events {
 		if e.LockedUntil.IsZero() {
@@ -345,10 +346,10 @@ func testPromoteRead(x *fixture) {
 	x.changed("MarkDone", x.markDone(at(3*time.Minute), "a2", "b1", "c1"), nil, 3)
 	x.insert(ordered("d0", "D", base), ordered("d1", "D", base))
 	if x.headsWait("d0") {
-		x.promote(outbox.PromoteParams{IDs: []string{"d0"}, Read: true}, 1)
+		x.promote(storage.PromoteParams{IDs: []string{"d0"}, Read: true}, 1)
 	}
 	x.changed("MarkDone", x.markDone(at(4*time.Minute), "d0"), nil, 1)
-	res = x.promote(outbox.PromoteParams{Limit: 10, Read: true}, 1)
+	res = x.promote(storage.PromoteParams{Limit: 10, Read: true}, 1)
 	x.wantIDs("Promote", res.Events, "d1")
 }
 
@@ -376,7 +377,7 @@ func testOrderedLargeBatch(x *fixture) {
 	if got := x.get(fmt.Sprintf("e%05d", events-1)); got.OrderSeq != 2 || got.Status != outbox.StatusWaiting {
 		x.Fatalf("last event: %+v", got)
 	}
-	x.promote(outbox.PromoteParams{Limit: 10000}, ifWait(x.headsWait("e00000"), keys))
+	x.promote(storage.PromoteParams{Limit: 10000}, ifWait(x.headsWait("e00000"), keys))
 }
 
 // testOrderedInsertExistingID: an ordered event whose ID exists is skipped and takes no
@@ -387,7 +388,7 @@ func testOrderedInsertExistingID(x *fixture) {
 	x.insert(ordered("k1", "K", base))
 	before := x.get("k1")
 	batch := []outbox.Event{ordered("k1", "K", at(time.Hour)), ordered("k2", "K", base)}
-	res, err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: batch})
+	res, err := x.store().Insert(x.ctx, x.exec(), storage.InsertParams{Events: batch})
 	if err != nil || !slices.Equal(res.Existing, []string{"k1"}) {
 		x.Fatalf("Insert of an existing ordered ID = %q, %v; want [k1]", res.Existing, err)
 	}
@@ -403,16 +404,16 @@ func testOrderedInsertExistingID(x *fixture) {
 	// commit for a key whose events all went in WAITING.
 	x.insert(ordered("i1", "I", base))
 	if x.get("i1").Status == outbox.StatusWaiting {
-		x.promote(outbox.PromoteParams{Keys: []string{"I"}}, 1)
+		x.promote(storage.PromoteParams{Keys: []string{"I"}}, 1)
 	}
 	x.markDone(at(time.Minute), "i1")
 	batch = []outbox.Event{ordered("i1", "I", base), ordered("i2", "I", base)}
-	if res, err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: batch}); err != nil || !slices.Equal(res.Existing, []string{"i1"}) {
+	if res, err := x.store().Insert(x.ctx, x.exec(), storage.InsertParams{Events: batch}); err != nil || !slices.Equal(res.Existing, []string{"i1"}) {
 		x.Fatalf("Insert of an existing DONE head = %q, %v; want [i1]", res.Existing, err)
 	}
 	x.wantStatus("i1", outbox.StatusDone)
 	if x.get("i2").Status == outbox.StatusWaiting {
-		x.promote(outbox.PromoteParams{Keys: []string{"I"}}, 1)
+		x.promote(storage.PromoteParams{Keys: []string{"I"}}, 1)
 	}
 	x.wantStatus("i2", outbox.StatusNew)
 }

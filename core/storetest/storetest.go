@@ -47,6 +47,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // DefaultLargeBatch is the batch size of the large-batch tests: more events than one
@@ -70,7 +71,7 @@ type Features struct {
 // Harness is one store under test, backed by empty storage of its own.
 type Harness struct {
 	// Store is the store under test.
-	Store outbox.Store
+	Store storage.Store
 	// DB is the database behind Store, or nil for a store without one. When set, Insert
 	// gets DB (or a transaction begun on it) as its executor and the transaction tests
 	// run; when nil, Insert gets a nil executor.
@@ -179,11 +180,11 @@ type fixture struct {
 	ctx context.Context
 }
 
-func (x *fixture) store() outbox.Store { return x.h.Store }
+func (x *fixture) store() storage.Store { return x.h.Store }
 
 // claims returns the store as an outbox.ClaimStore, or skips the test.
-func (x *fixture) claims() outbox.ClaimStore {
-	cs, ok := x.h.Store.(outbox.ClaimStore)
+func (x *fixture) claims() storage.ClaimStore {
+	cs, ok := x.h.Store.(storage.ClaimStore)
 	if !ok {
 		x.Skipf("%T does not implement outbox.ClaimStore", x.h.Store)
 	}
@@ -191,8 +192,8 @@ func (x *fixture) claims() outbox.ClaimStore {
 }
 
 // dead returns the store as an outbox.DeadStore, or skips the test.
-func (x *fixture) dead() outbox.DeadStore {
-	ds, ok := x.h.Store.(outbox.DeadStore)
+func (x *fixture) dead() storage.DeadStore {
+	ds, ok := x.h.Store.(storage.DeadStore)
 	if !ok {
 		x.Skipf("%T does not implement outbox.DeadStore", x.h.Store)
 	}
@@ -200,8 +201,8 @@ func (x *fixture) dead() outbox.DeadStore {
 }
 
 // stats returns the store as an outbox.StatsStore, or skips the test.
-func (x *fixture) stats() outbox.StatsStore {
-	ss, ok := x.h.Store.(outbox.StatsStore)
+func (x *fixture) stats() storage.StatsStore {
+	ss, ok := x.h.Store.(storage.StatsStore)
 	if !ok {
 		x.Skipf("%T does not implement outbox.StatsStore", x.h.Store)
 	}
@@ -234,7 +235,7 @@ func ev(id string, created time.Time) outbox.Event {
 
 func (x *fixture) insert(events ...outbox.Event) {
 	x.Helper()
-	if _, err := x.store().Insert(x.ctx, x.exec(), outbox.InsertParams{Events: events}); err != nil {
+	if _, err := x.store().Insert(x.ctx, x.exec(), storage.InsertParams{Events: events}); err != nil {
 		x.Fatalf("Insert: %v", err)
 	}
 }
@@ -277,7 +278,7 @@ func (x *fixture) changed(what string, n int64, err error, want int64) {
 
 func (x *fixture) markDone(doneAt time.Time, ids ...string) int64 {
 	x.Helper()
-	n, err := x.store().MarkDone(x.ctx, outbox.MarkDoneParams{IDs: ids, DoneAt: doneAt})
+	n, err := x.store().MarkDone(x.ctx, storage.MarkDoneParams{IDs: ids, DoneAt: doneAt})
 	if err != nil {
 		x.Fatalf("MarkDone: %v", err)
 	}
@@ -288,21 +289,21 @@ func (x *fixture) markDead(id, reason string) { x.Helper(); x.markDeadAt(id, rea
 
 func (x *fixture) markDeadAt(id, reason string, deadAt time.Time) {
 	x.Helper()
-	n, err := x.store().MarkDead(x.ctx, outbox.MarkDeadParams{DeadAt: deadAt, ID: id, Reason: reason, CountAttempt: true})
+	n, err := x.store().MarkDead(x.ctx, storage.MarkDeadParams{DeadAt: deadAt, ID: id, Reason: reason, CountAttempt: true})
 	x.changed("MarkDead "+id, n, err, 1)
 }
 
 func (x *fixture) retry(id string, availableAt time.Time) {
 	x.Helper()
-	n, err := x.store().Reschedule(x.ctx, outbox.RescheduleParams{
+	n, err := x.store().Reschedule(x.ctx, storage.RescheduleParams{
 		ID: id, Status: outbox.StatusRetry, AvailableAt: availableAt, CountAttempt: true, LastError: "retry " + id,
 	})
 	x.changed("Reschedule "+id, n, err, 1)
 }
 
-func (x *fixture) pending(now time.Time, skip time.Duration, limit int) outbox.PendingBatch {
+func (x *fixture) pending(now time.Time, skip time.Duration, limit int) storage.PendingBatch {
 	x.Helper()
-	b, err := x.store().Pending(x.ctx, outbox.PendingParams{Now: now, SkipRecent: skip, Limit: limit})
+	b, err := x.store().Pending(x.ctx, storage.PendingParams{Now: now, SkipRecent: skip, Limit: limit})
 	if err != nil {
 		x.Fatalf("Pending: %v", err)
 	}

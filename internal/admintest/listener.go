@@ -12,6 +12,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // runListeners covers the listener filter of the read routes over DEAD fan-out
@@ -138,7 +139,7 @@ func runListeners(t *testing.T, mount Mount) {
 func deadWithoutListener(t *testing.T, fx *Fixture) string {
 	t.Helper()
 	id := fx.Write(t, Seed{AvailableAt: time.Now().Add(time.Hour)})[0]
-	n, err := fx.Outbox.Store().MarkDead(context.Background(), outbox.MarkDeadParams{ID: id, DeadAt: time.Now(), Reason: "legacy"})
+	n, err := fx.Outbox.Store().MarkDead(context.Background(), storage.MarkDeadParams{ID: id, DeadAt: time.Now(), Reason: "legacy"})
 	if err != nil || n != 1 {
 		t.Fatalf("mark %s dead: %d, %v", id, n, err)
 	}

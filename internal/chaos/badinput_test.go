@@ -32,6 +32,7 @@ import (
 	outboxadmin "github.com/outboxkit/outbox/admin"
 	outbox "github.com/outboxkit/outbox/core"
 	"github.com/outboxkit/outbox/core/outboxtest"
+	"github.com/outboxkit/outbox/core/storage"
 	"github.com/outboxkit/outbox/internal/testdb"
 )
 
@@ -346,7 +347,7 @@ func setupStoredRowTarget(t *testing.T) func(*testing.T, storedRow) bool {
 		case getErr == nil && (e.ID != id || !json.Valid(e.Payload)):
 			t.Errorf("Get of %+v = %+v", r, e)
 		}
-		b, err := store.Pending(ctx, outbox.PendingParams{Now: far, Limit: 10})
+		b, err := store.Pending(ctx, storage.PendingParams{Now: far, Limit: 10})
 		if err != nil {
 			t.Errorf("Pending of %+v: %v", r, err)
 			return true
@@ -373,10 +374,10 @@ func adminHandler(t *testing.T) http.Handler {
 	for i := range 5 {
 		e := outbox.Event{ID: fmt.Sprintf("e%d", i), Type: "T", AggregateType: "A", Payload: json.RawMessage(`{}`),
 			CreatedAt: now, AvailableAt: now}
-		if _, err := store.Insert(ctx, nil, outbox.InsertParams{Events: []outbox.Event{e}}); err != nil {
+		if _, err := store.Insert(ctx, nil, storage.InsertParams{Events: []outbox.Event{e}}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := store.MarkDead(ctx, outbox.MarkDeadParams{ID: e.ID, DeadAt: now, Reason: "x"}); err != nil {
+		if _, err := store.MarkDead(ctx, storage.MarkDeadParams{ID: e.ID, DeadAt: now, Reason: "x"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -414,7 +415,7 @@ func checkAdminAnswer(t *testing.T, what string, code int, body []byte) bool {
 }
 
 // deadEventsOver returns the dead-event manager of a writer-only outbox over store.
-func deadEventsOver(t testing.TB, store outbox.Store) *outbox.DeadEvents {
+func deadEventsOver(t testing.TB, store storage.Store) *outbox.DeadEvents {
 	t.Helper()
 	ob, err := outbox.New(nil, outbox.Config{Mode: outbox.WriterOnly, Store: store, PurgeInterval: -1})
 	if err != nil {

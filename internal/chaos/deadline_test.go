@@ -15,6 +15,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // commitPacket is how each driver sends COMMIT: a MySQL COM_QUERY packet (length 7,
@@ -44,7 +45,7 @@ func TestStoreCommitDeadline(t *testing.T) {
 				events = append(events, outbox.Event{ID: fmt.Sprintf("e%d", i), Type: EventType,
 					AggregateType: AggregateType, Payload: json.RawMessage(`{}`)})
 			}
-			if _, err := direct.Insert(t.Context(), cfg.db, outbox.InsertParams{Events: events}); err != nil {
+			if _, err := direct.Insert(t.Context(), cfg.db, storage.InsertParams{Events: events}); err != nil {
 				t.Fatal(err)
 			}
 
@@ -86,11 +87,11 @@ func TestStoreCommitDeadline(t *testing.T) {
 				}
 			}
 			call("Claim", func(ctx context.Context) error {
-				_, err := store.(outbox.ClaimStore).Claim(ctx, outbox.ClaimParams{Token: "n/1", TTL: time.Minute, Limit: 2})
+				_, err := store.(storage.ClaimStore).Claim(ctx, storage.ClaimParams{Token: "n/1", TTL: time.Minute, Limit: 2})
 				return err
 			})
 			call("MarkDone of two events", func(ctx context.Context) error {
-				_, err := store.MarkDone(ctx, outbox.MarkDoneParams{IDs: []string{"e2", "e3"}, DoneAt: time.Now()})
+				_, err := store.MarkDone(ctx, storage.MarkDoneParams{IDs: []string{"e2", "e3"}, DoneAt: time.Now()})
 				return err
 			})
 		})

@@ -14,6 +14,7 @@ import (
 	outboxadmin "github.com/outboxkit/outbox/admin"
 	outbox "github.com/outboxkit/outbox/core"
 	"github.com/outboxkit/outbox/core/outboxtest"
+	"github.com/outboxkit/outbox/core/storage"
 	"github.com/outboxkit/outbox/internal/admintest"
 )
 
@@ -75,7 +76,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 }
 
 // deadEventsOver returns the dead-event manager of a writer-only outbox over store.
-func deadEventsOver(t testing.TB, store outbox.Store) *outbox.DeadEvents {
+func deadEventsOver(t testing.TB, store storage.Store) *outbox.DeadEvents {
 	t.Helper()
 	ob, err := outbox.New(nil, outbox.Config{Mode: outbox.WriterOnly, Store: store, PurgeInterval: -1})
 	if err != nil {
@@ -180,13 +181,13 @@ func deadOrderedKey(t *testing.T) (*outboxtest.MemoryStore, *outbox.Outbox, time
 		events = append(events, outbox.Event{ID: fmt.Sprint("e", i), Type: "Changed", AggregateType: "Account",
 			Payload: json.RawMessage(`{"n":1}`), CreatedAt: created, AvailableAt: created, OrderKey: "Account:42"})
 	}
-	if _, err := store.Insert(ctx, nil, outbox.InsertParams{Events: events}); err != nil {
+	if _, err := store.Insert(ctx, nil, storage.InsertParams{Events: events}); err != nil {
 		t.Fatal(err)
 	}
 	if e, ok := store.Event("e0"); !ok || e.Status != outbox.StatusNew {
 		t.Fatalf("e0 = %+v; want NEW, the first of its key", e)
 	}
-	if _, err := store.MarkDead(ctx, outbox.MarkDeadParams{ID: "e0", DeadAt: time.Now(), Reason: "poison", CountAttempt: true}); err != nil {
+	if _, err := store.MarkDead(ctx, storage.MarkDeadParams{ID: "e0", DeadAt: time.Now(), Reason: "poison", CountAttempt: true}); err != nil {
 		t.Fatal(err)
 	}
 	ob, err := outbox.New(nil, outbox.Config{Mode: outbox.WriterOnly, Store: store, PurgeInterval: -1})

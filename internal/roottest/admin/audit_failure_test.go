@@ -18,6 +18,7 @@ import (
 
 	outboxadmin "github.com/outboxkit/outbox/admin"
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 	"github.com/outboxkit/outbox/internal/testdb"
 )
 
@@ -129,7 +130,7 @@ func auditFailureTable(t *testing.T, backend string) (*sql.DB, outbox.Dialect, s
 
 // seedAuditFailure stores the events the changes act on: d1 and d2 DEAD, of type
 // Broken, and n1 NEW, each with one attempt; it returns their statuses.
-func seedAuditFailure(t *testing.T, db *sql.DB, store outbox.Store) map[string]outbox.Status {
+func seedAuditFailure(t *testing.T, db *sql.DB, store storage.Store) map[string]outbox.Status {
 	t.Helper()
 	created := time.Now().Add(-time.Hour).UTC()
 	var events []outbox.Event
@@ -137,15 +138,15 @@ func seedAuditFailure(t *testing.T, db *sql.DB, store outbox.Store) map[string]o
 		events = append(events, outbox.Event{ID: id, Type: "Broken", AggregateType: "Thing", Payload: json.RawMessage(`{}`),
 			CreatedAt: created, AvailableAt: created})
 	}
-	if _, err := store.Insert(t.Context(), db, outbox.InsertParams{Events: events}); err != nil {
+	if _, err := store.Insert(t.Context(), db, storage.InsertParams{Events: events}); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"d1", "d2"} {
-		if _, err := store.MarkDead(t.Context(), outbox.MarkDeadParams{ID: id, DeadAt: time.Now(), Reason: "poison", CountAttempt: true}); err != nil {
+		if _, err := store.MarkDead(t.Context(), storage.MarkDeadParams{ID: id, DeadAt: time.Now(), Reason: "poison", CountAttempt: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := store.Reschedule(t.Context(), outbox.RescheduleParams{ID: "n1", Status: outbox.StatusNew, AvailableAt: created.Add(48 * time.Hour),
+	if _, err := store.Reschedule(t.Context(), storage.RescheduleParams{ID: "n1", Status: outbox.StatusNew, AvailableAt: created.Add(48 * time.Hour),
 		CountAttempt: true}); err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	outboxadmin "github.com/outboxkit/outbox/admin"
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 	"github.com/outboxkit/outbox/internal/admintest"
 )
 
@@ -40,7 +41,7 @@ func TestBrowserCappedCounts(t *testing.T) {
 			events = append(events, outbox.Event{ID: fmt.Sprintf("bulk-%05d", i), Type: "Bulk", AggregateType: "Thing",
 				Payload: json.RawMessage(`{}`), CreatedAt: created, AvailableAt: created.Add(48 * time.Hour)})
 		}
-		if _, err := store.Insert(t.Context(), fx.DB, outbox.InsertParams{Events: events}); err != nil {
+		if _, err := store.Insert(t.Context(), fx.DB, storage.InsertParams{Events: events}); err != nil {
 			t.Fatal(err)
 		}
 	}

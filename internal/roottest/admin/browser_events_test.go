@@ -16,6 +16,7 @@ import (
 	outboxadmin "github.com/outboxkit/outbox/admin"
 	outbox "github.com/outboxkit/outbox/core"
 	"github.com/outboxkit/outbox/core/outboxtest"
+	"github.com/outboxkit/outbox/core/storage"
 	"github.com/outboxkit/outbox/internal/admintest"
 )
 
@@ -283,7 +284,7 @@ func TestBrowserPartialPage(t *testing.T) {
 			Payload: json.RawMessage(`{}`), CreatedAt: created.Add(time.Duration(i) * time.Millisecond), AvailableAt: later}
 	}
 	events[len(events)-1].Type = "Rare"
-	if _, err := store.Insert(t.Context(), nil, outbox.InsertParams{Events: events}); err != nil {
+	if _, err := store.Insert(t.Context(), nil, storage.InsertParams{Events: events}); err != nil {
 		t.Fatal(err)
 	}
 	h, err := outboxadmin.New(deadEventsOver(t, store), outboxadmin.Options{Authorize: outboxadmin.AllowAll(), Logger: slog.New(slog.DiscardHandler)})

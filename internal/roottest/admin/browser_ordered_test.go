@@ -13,6 +13,7 @@ import (
 
 	outboxadmin "github.com/outboxkit/outbox/admin"
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // TestBrowserOrderedDeadEvent: in headless Chromium, a DEAD ordered event that holds its
@@ -25,17 +26,17 @@ func TestBrowserOrderedDeadEvent(t *testing.T) {
 	store, ob, created := deadOrderedKey(t)
 	// And an event a listener's fallback handled: the overview shows a FALLBACK chip.
 	handled := outbox.Event{ID: "f0", Type: "Shipped", AggregateType: "Order", Payload: []byte(`{}`), CreatedAt: created, AvailableAt: created}
-	if _, err := store.Insert(t.Context(), nil, outbox.InsertParams{Events: []outbox.Event{handled}}); err != nil {
+	if _, err := store.Insert(t.Context(), nil, storage.InsertParams{Events: []outbox.Event{handled}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.MarkDead(t.Context(), outbox.MarkDeadParams{ID: "f0", DeadAt: time.Now(), Reason: "carrier refused",
+	if _, err := store.MarkDead(t.Context(), storage.MarkDeadParams{ID: "f0", DeadAt: time.Now(), Reason: "carrier refused",
 		CountAttempt: true, Fallback: true}); err != nil {
 		t.Fatal(err)
 	}
 	// And a discarded one: a DISCARDED chip.
 	dropped := handled
 	dropped.ID = "x0"
-	if _, err := store.Insert(t.Context(), nil, outbox.InsertParams{Events: []outbox.Event{dropped}}); err != nil {
+	if _, err := store.Insert(t.Context(), nil, storage.InsertParams{Events: []outbox.Event{dropped}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := ob.Dead().Discard(t.Context(), "x0"); err != nil {
@@ -104,7 +105,7 @@ func TestBrowserKeyWaitingList(t *testing.T) {
 		other = append(other, outbox.Event{ID: id, Type: "Changed", AggregateType: "Account", Payload: []byte(`{}`),
 			CreatedAt: created, AvailableAt: created, OrderKey: "Account:7"})
 	}
-	if _, err := store.Insert(t.Context(), nil, outbox.InsertParams{Events: other}); err != nil {
+	if _, err := store.Insert(t.Context(), nil, storage.InsertParams{Events: other}); err != nil {
 		t.Fatal(err)
 	}
 	srv := adminAtRoot(t, ob)
@@ -158,10 +159,10 @@ func TestBrowserBlockingFilter(t *testing.T) {
 		{ID: "alone", Type: "Changed", AggregateType: "Account", Payload: []byte(`{}`), CreatedAt: created, AvailableAt: created, OrderKey: "Account:9"},
 		{ID: "plain", Type: "Changed", AggregateType: "Account", Payload: []byte(`{}`), CreatedAt: created, AvailableAt: created},
 	} {
-		if _, err := store.Insert(t.Context(), nil, outbox.InsertParams{Events: []outbox.Event{e}}); err != nil {
+		if _, err := store.Insert(t.Context(), nil, storage.InsertParams{Events: []outbox.Event{e}}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := store.MarkDead(t.Context(), outbox.MarkDeadParams{ID: e.ID, DeadAt: time.Now(), Reason: "poison", CountAttempt: true}); err != nil {
+		if _, err := store.MarkDead(t.Context(), storage.MarkDeadParams{ID: e.ID, DeadAt: time.Now(), Reason: "poison", CountAttempt: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -260,10 +261,10 @@ func TestBrowserBlockedKeysChip(t *testing.T) {
 		held = append(held, outbox.Event{ID: fmt.Sprint("r", i), Type: "Changed", AggregateType: "Account",
 			Payload: []byte(`{}`), CreatedAt: created, AvailableAt: created, OrderKey: "Account:7"})
 	}
-	if _, err := store.Insert(t.Context(), nil, outbox.InsertParams{Events: held}); err != nil {
+	if _, err := store.Insert(t.Context(), nil, storage.InsertParams{Events: held}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Reschedule(t.Context(), outbox.RescheduleParams{ID: "r0", Status: outbox.StatusRetry,
+	if _, err := store.Reschedule(t.Context(), storage.RescheduleParams{ID: "r0", Status: outbox.StatusRetry,
 		AvailableAt: time.Now().Add(time.Hour), CountAttempt: true, LastError: "timeout"}); err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	outboxadmin "github.com/outboxkit/outbox/admin"
 	outbox "github.com/outboxkit/outbox/core"
 	"github.com/outboxkit/outbox/core/outboxtest"
+	"github.com/outboxkit/outbox/core/storage"
 	"github.com/outboxkit/outbox/internal/fuzztally"
 )
 
@@ -50,10 +51,10 @@ func FuzzAdminRequest(f *testing.F) {
 		now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 		for _, id := range []string{"e1", "e2", "e3"} {
 			e := outbox.Event{ID: id, Type: "T", AggregateType: "A", Payload: json.RawMessage(`{}`), CreatedAt: now, AvailableAt: now}
-			if _, err := store.Insert(ctx, nil, outbox.InsertParams{Events: []outbox.Event{e}}); err != nil {
+			if _, err := store.Insert(ctx, nil, storage.InsertParams{Events: []outbox.Event{e}}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := store.MarkDead(ctx, outbox.MarkDeadParams{ID: id, DeadAt: now, Reason: "x"}); err != nil {
+			if _, err := store.MarkDead(ctx, storage.MarkDeadParams{ID: id, DeadAt: now, Reason: "x"}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -16,6 +16,7 @@ import (
 
 	outbox "github.com/outboxkit/outbox/core"
 	"github.com/outboxkit/outbox/core/outboxtest"
+	"github.com/outboxkit/outbox/core/storage"
 	"github.com/outboxkit/outbox/internal/testdb"
 )
 
@@ -413,7 +414,7 @@ func TestAcceptancePurgeDeletesOnlyOldFinishedRows(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.Insert(ctx, tx, outbox.InsertParams{Events: events}); err != nil {
+		if _, err := st.Insert(ctx, tx, storage.InsertParams{Events: events}); err != nil {
 			t.Fatal(err)
 		}
 		if err := tx.Commit(); err != nil {
@@ -426,12 +427,12 @@ func TestAcceptancePurgeDeletesOnlyOldFinishedRows(t *testing.T) {
 			}
 		}
 		for _, id := range []string{"done-old-1", "done-old-2", "done-old-3"} {
-			mustN(st.MarkDone(ctx, outbox.MarkDoneParams{IDs: []string{id}, DoneAt: old}))
+			mustN(st.MarkDone(ctx, storage.MarkDoneParams{IDs: []string{id}, DoneAt: old}))
 		}
-		mustN(st.MarkDone(ctx, outbox.MarkDoneParams{IDs: []string{"done-recent"}, DoneAt: recent}))
-		mustN(st.MarkDead(ctx, outbox.MarkDeadParams{DeadAt: old, ID: "dead-old", Reason: "x"}))
-		mustN(st.MarkDead(ctx, outbox.MarkDeadParams{DeadAt: recent, ID: "dead-recent", Reason: "x"}))
-		mustN(st.Reschedule(ctx, outbox.RescheduleParams{ID: "retry-old", Status: outbox.StatusRetry, AvailableAt: old, CountAttempt: true, LastError: "x"}))
+		mustN(st.MarkDone(ctx, storage.MarkDoneParams{IDs: []string{"done-recent"}, DoneAt: recent}))
+		mustN(st.MarkDead(ctx, storage.MarkDeadParams{DeadAt: old, ID: "dead-old", Reason: "x"}))
+		mustN(st.MarkDead(ctx, storage.MarkDeadParams{DeadAt: recent, ID: "dead-recent", Reason: "x"}))
+		mustN(st.Reschedule(ctx, storage.RescheduleParams{ID: "retry-old", Status: outbox.StatusRetry, AvailableAt: old, CountAttempt: true, LastError: "x"}))
 
 		n, err := outboxtest.Purge(ctx, a.ob)
 		if err != nil || n != 4 {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // TestClaimLocksBlockNoWriter holds a claim's locking read open (as a slow claim
@@ -93,7 +94,7 @@ func TestClaimLocksBlockNoWriter(t *testing.T) {
 			}
 			e := outbox.Event{ID: id, Type: "Ping", AggregateType: "Thing", Payload: json.RawMessage(`{}`),
 				CreatedAt: seeded.CreatedAt, AvailableAt: seeded.AvailableAt}
-			if _, err := c.store.Insert(ctx, tx, outbox.InsertParams{Events: []outbox.Event{e}}); err != nil {
+			if _, err := c.store.Insert(ctx, tx, storage.InsertParams{Events: []outbox.Event{e}}); err != nil {
 				_ = tx.Rollback()
 				return time.Since(start), err
 			}
@@ -105,7 +106,7 @@ func TestClaimLocksBlockNoWriter(t *testing.T) {
 			t.Fatalf("held claim locked %v, want the first 10 rows", held)
 		}
 		start := time.Now()
-		batch, err := c.store.Claim(ctx, outbox.ClaimParams{Token: "n2/1", TTL: time.Hour, Limit: 10})
+		batch, err := c.store.Claim(ctx, storage.ClaimParams{Token: "n2/1", TTL: time.Hour, Limit: 10})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,7 +127,7 @@ func TestClaimLocksBlockNoWriter(t *testing.T) {
 		} else {
 			t.Logf("%s: business INSERT into the locked range took %s", b.name, took.Round(time.Microsecond))
 		}
-		n, err := c.store.MarkDone(ctx, outbox.MarkDoneParams{IDs: []string{ids[10]}, DoneAt: time.Now(), Token: "n2/1"})
+		n, err := c.store.MarkDone(ctx, storage.MarkDoneParams{IDs: []string{ids[10]}, DoneAt: time.Now(), Token: "n2/1"})
 		if err != nil || n != 1 {
 			t.Fatalf("MarkDone beside a held claim = %d, %v", n, err)
 		}
@@ -155,7 +156,7 @@ func TestClaimTakesNoLockOfAnOpenWriter(t *testing.T) {
 	ctx := t.Context()
 	ids := c.seed(t, "row-", 20)
 	w := openWriter(t, c, ids[0])
-	batch, err := c.store.Claim(ctx, outbox.ClaimParams{Token: "n1/1", TTL: time.Hour, Limit: 10})
+	batch, err := c.store.Claim(ctx, storage.ClaimParams{Token: "n1/1", TTL: time.Hour, Limit: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +208,7 @@ func TestByIDStatementsTakeNoLockOfAnOpenWriter(t *testing.T) {
 	}
 	markDead := func(c *claimTable, ids []string) error {
 		for _, id := range ids {
-			if _, err := c.store.MarkDead(ctx, outbox.MarkDeadParams{ID: id, DeadAt: at, Reason: "x"}); err != nil {
+			if _, err := c.store.MarkDead(ctx, storage.MarkDeadParams{ID: id, DeadAt: at, Reason: "x"}); err != nil {
 				return err
 			}
 		}
@@ -221,29 +222,29 @@ func TestByIDStatementsTakeNoLockOfAnOpenWriter(t *testing.T) {
 		run     func(c *claimTable, ids []string) (int64, error)
 	}{
 		{"MarkDone", nil, func(c *claimTable, ids []string) (int64, error) {
-			return c.store.MarkDone(ctx, outbox.MarkDoneParams{IDs: ids, DoneAt: at})
+			return c.store.MarkDone(ctx, storage.MarkDoneParams{IDs: ids, DoneAt: at})
 		}},
 		{"MarkDone fenced", func(c *claimTable, ids []string) error {
-			_, err := c.store.Claim(ctx, outbox.ClaimParams{Token: "n1/1", TTL: time.Hour, Limit: len(ids)})
+			_, err := c.store.Claim(ctx, storage.ClaimParams{Token: "n1/1", TTL: time.Hour, Limit: len(ids)})
 			return err
 		}, func(c *claimTable, ids []string) (int64, error) {
-			return c.store.MarkDone(ctx, outbox.MarkDoneParams{IDs: ids, Token: "n1/1", DoneAt: at})
+			return c.store.MarkDone(ctx, storage.MarkDoneParams{IDs: ids, Token: "n1/1", DoneAt: at})
 		}},
 		{"MarkDone fenced row by row", func(c *claimTable, ids []string) error {
-			_, err := c.store.Claim(ctx, outbox.ClaimParams{Token: "n1/1", TTL: time.Hour, Limit: len(ids)})
+			_, err := c.store.Claim(ctx, storage.ClaimParams{Token: "n1/1", TTL: time.Hour, Limit: len(ids)})
 			return err
 		}, func(c *claimTable, ids []string) (int64, error) {
 			tokens := slices.Repeat([]string{"n1/1"}, len(ids))
-			return c.store.MarkDone(ctx, outbox.MarkDoneParams{IDs: ids, Tokens: tokens, DoneAt: at})
+			return c.store.MarkDone(ctx, storage.MarkDoneParams{IDs: ids, Tokens: tokens, DoneAt: at})
 		}},
 		{"FanOut", nil, func(c *claimTable, ids []string) (int64, error) {
-			p := outbox.FanOutParams{DoneAt: at}
+			p := storage.FanOutParams{DoneAt: at}
 			for _, id := range ids {
 				d := ping(outbox.DeliveryID(id, "l1"))
 				d.Listener = "l1"
-				p.Events = append(p.Events, outbox.FanOutEvent{ID: id, Deliveries: []outbox.Event{d}})
+				p.Events = append(p.Events, storage.FanOutEvent{ID: id, Deliveries: []outbox.Event{d}})
 			}
-			r, err := c.store.(outbox.FanOutStore).FanOut(ctx, p)
+			r, err := c.store.(storage.FanOutStore).FanOut(ctx, p)
 			return int64(len(r.Split)), err
 		}},
 		{"Insert of existing IDs", nil, func(c *claimTable, ids []string) (int64, error) {
@@ -255,7 +256,7 @@ func TestByIDStatementsTakeNoLockOfAnOpenWriter(t *testing.T) {
 			// a gap lock on the next row of the primary key, and when that row is
 			// the open writer's, InnoDB converts the writer's lock whatever the plan:
 			// it does not wait, and an insert that repeats some IDs is rare.)
-			r, err := c.store.Insert(ctx, c.db, outbox.InsertParams{Events: again})
+			r, err := c.store.Insert(ctx, c.db, storage.InsertParams{Events: again})
 			return int64(len(r.Existing)), err
 		}},
 		{"Promote by IDs", func(c *claimTable, ids []string) error {
@@ -268,24 +269,24 @@ func TestByIDStatementsTakeNoLockOfAnOpenWriter(t *testing.T) {
 				heads, next = append(heads, h), append(next, w)
 				ids[i] = w.ID
 			}
-			if _, err := c.store.Insert(ctx, c.db, outbox.InsertParams{Events: append(heads, next...)}); err != nil {
+			if _, err := c.store.Insert(ctx, c.db, storage.InsertParams{Events: append(heads, next...)}); err != nil {
 				return err
 			}
 			var done []string
 			for _, h := range heads {
 				done = append(done, h.ID)
 			}
-			_, err := c.store.MarkDone(ctx, outbox.MarkDoneParams{IDs: done, DoneAt: at})
+			_, err := c.store.MarkDone(ctx, storage.MarkDoneParams{IDs: done, DoneAt: at})
 			return err
 		}, func(c *claimTable, ids []string) (int64, error) {
-			res, err := c.store.Promote(ctx, outbox.PromoteParams{IDs: ids})
+			res, err := c.store.Promote(ctx, storage.PromoteParams{IDs: ids})
 			return res.Promoted, err
 		}},
 		{"Replay", func(c *claimTable, ids []string) error { return markDead(c, ids) }, func(c *claimTable, ids []string) (int64, error) {
-			return c.store.Replay(ctx, outbox.ReplayParams{IDs: ids, Now: at})
+			return c.store.Replay(ctx, storage.ReplayParams{IDs: ids, Now: at})
 		}},
 		{"Discard", nil, func(c *claimTable, ids []string) (int64, error) {
-			return c.store.(outbox.DiscardStore).Discard(ctx, ids, at)
+			return c.store.(storage.DiscardStore).Discard(ctx, ids, at)
 		}},
 		{"DeleteDead", func(c *claimTable, ids []string) error { return markDead(c, ids) }, func(c *claimTable, ids []string) (int64, error) {
 			return c.store.DeleteDead(ctx, ids)
@@ -345,7 +346,7 @@ func openWriter(t *testing.T, c *claimTable, first string) *openWriterTx {
 	}
 	open := outbox.Event{ID: "open-1", Type: "Ping", AggregateType: "Thing", Payload: json.RawMessage(`{}`),
 		CreatedAt: e.CreatedAt.Add(-time.Minute), AvailableAt: e.AvailableAt.Add(-time.Minute)}
-	if _, err := c.store.Insert(ctx, tx, outbox.InsertParams{Events: []outbox.Event{open}}); err != nil {
+	if _, err := c.store.Insert(ctx, tx, storage.InsertParams{Events: []outbox.Event{open}}); err != nil {
 		t.Fatal(err)
 	}
 	w.structs, w.rows = w.locks(t)
@@ -399,14 +400,14 @@ func TestClaimReportsUndecodableRows(t *testing.T) {
 		if _, err := c.db.ExecContext(ctx, q, ids[1]); err != nil {
 			t.Fatal(err)
 		}
-		batch, err := c.store.Claim(ctx, outbox.ClaimParams{Token: "n1/1", TTL: time.Hour, Limit: 10})
+		batch, err := c.store.Claim(ctx, storage.ClaimParams{Token: "n1/1", TTL: time.Hour, Limit: 10})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(batch.Events) != 2 || len(batch.Undecodable) != 1 || batch.Undecodable[0].EventID != ids[1] {
 			t.Fatalf("claimed %d events, undecodable %v; want 2 and %s", len(batch.Events), batch.Undecodable, ids[1])
 		}
-		n, err := c.store.MarkDead(ctx, outbox.MarkDeadParams{ID: ids[1], DeadAt: time.Now(), Reason: "undecodable", Token: "n1/1"})
+		n, err := c.store.MarkDead(ctx, storage.MarkDeadParams{ID: ids[1], DeadAt: time.Now(), Reason: "undecodable", Token: "n1/1"})
 		if err != nil || n != 1 {
 			t.Fatalf("MarkDead under the claim = %d, %v", n, err)
 		}

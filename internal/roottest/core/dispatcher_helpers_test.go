@@ -11,6 +11,7 @@ import (
 
 	outbox "github.com/outboxkit/outbox/core"
 	"github.com/outboxkit/outbox/core/outboxtest"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // countingMetrics is a Metrics that records every call.
@@ -177,8 +178,8 @@ func (h *logSink) atLevel(level slog.Level) []logRecord {
 type faultStore struct {
 	*outboxtest.MemoryStore
 
-	beforePending func(ctx context.Context, p outbox.PendingParams) error
-	afterPending  func(b outbox.PendingBatch)
+	beforePending func(ctx context.Context, p storage.PendingParams) error
+	afterPending  func(b storage.PendingBatch)
 	markDoneErr   error
 	markDoneZero  bool
 	purgeErr      func(ctx context.Context, call int) error
@@ -193,14 +194,14 @@ type faultStore struct {
 
 func newFaultStore() *faultStore { return &faultStore{MemoryStore: outboxtest.NewMemoryStore()} }
 
-func (s *faultStore) Pending(ctx context.Context, p outbox.PendingParams) (outbox.PendingBatch, error) {
+func (s *faultStore) Pending(ctx context.Context, p storage.PendingParams) (storage.PendingBatch, error) {
 	s.mu.Lock()
 	s.pendingLimits = append(s.pendingLimits, p.Limit)
 	s.pendingAfter = append(s.pendingAfter, p.After.ID)
 	s.mu.Unlock()
 	if s.beforePending != nil {
 		if err := s.beforePending(ctx, p); err != nil {
-			return outbox.PendingBatch{}, err
+			return storage.PendingBatch{}, err
 		}
 	}
 	b, err := s.MemoryStore.Pending(ctx, p)
@@ -210,7 +211,7 @@ func (s *faultStore) Pending(ctx context.Context, p outbox.PendingParams) (outbo
 	return b, err
 }
 
-func (s *faultStore) MarkDone(ctx context.Context, p outbox.MarkDoneParams) (int64, error) {
+func (s *faultStore) MarkDone(ctx context.Context, p storage.MarkDoneParams) (int64, error) {
 	if s.markDoneErr != nil {
 		return 0, s.markDoneErr
 	}
@@ -220,14 +221,14 @@ func (s *faultStore) MarkDone(ctx context.Context, p outbox.MarkDoneParams) (int
 	return s.MemoryStore.MarkDone(ctx, p)
 }
 
-func (s *faultStore) MarkDead(ctx context.Context, p outbox.MarkDeadParams) (int64, error) {
+func (s *faultStore) MarkDead(ctx context.Context, p storage.MarkDeadParams) (int64, error) {
 	s.mu.Lock()
 	s.markDeadCalls++
 	s.mu.Unlock()
 	return s.MemoryStore.MarkDead(ctx, p)
 }
 
-func (s *faultStore) FanOut(ctx context.Context, p outbox.FanOutParams) (outbox.FanOutResult, error) {
+func (s *faultStore) FanOut(ctx context.Context, p storage.FanOutParams) (storage.FanOutResult, error) {
 	s.mu.Lock()
 	s.fanOuts = append(s.fanOuts, len(p.Events))
 	s.mu.Unlock()
@@ -240,7 +241,7 @@ func (s *faultStore) fanOutCalls() []int {
 	return slices.Clone(s.fanOuts)
 }
 
-func (s *faultStore) Purge(ctx context.Context, p outbox.PurgeParams) (int64, error) {
+func (s *faultStore) Purge(ctx context.Context, p storage.PurgeParams) (int64, error) {
 	s.mu.Lock()
 	s.purgeCalls++
 	call := s.purgeCalls

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 	"github.com/outboxkit/outbox/internal/testdb"
 )
 
@@ -230,14 +231,14 @@ func (ec *envelopeChecker) check(ctx context.Context, t *testing.T, c envelopeCa
 			t.Errorf("%s on %s: %+v read back as %+v", c.name, b.d, env, got)
 		}
 		// The poller's read of the due rows, and the move that takes the row out of it.
-		batch, err := b.store.Pending(ctx, outbox.PendingParams{Now: time.Now().Add(time.Duration(max(c.delay, 0)) + time.Hour), Limit: 1000})
+		batch, err := b.store.Pending(ctx, storage.PendingParams{Now: time.Now().Add(time.Duration(max(c.delay, 0)) + time.Hour), Limit: 1000})
 		if err != nil {
 			t.Errorf("%s on %s: Pending = %v", c.name, b.d, err)
 		}
 		if len(batch.Undecodable) > 0 {
 			t.Errorf("%s on %s: Pending reports undecodable rows: %v", c.name, b.d, batch.Undecodable)
 		}
-		if _, err := b.store.MarkDead(ctx, outbox.MarkDeadParams{ID: id, DeadAt: time.Now(), Reason: "read back"}); err != nil {
+		if _, err := b.store.MarkDead(ctx, storage.MarkDeadParams{ID: id, DeadAt: time.Now(), Reason: "read back"}); err != nil {
 			t.Errorf("%s on %s: MarkDead = %v", c.name, b.d, err)
 		}
 	}

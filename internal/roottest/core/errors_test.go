@@ -17,6 +17,7 @@ import (
 
 	outbox "github.com/outboxkit/outbox/core"
 	"github.com/outboxkit/outbox/core/outboxtest"
+	"github.com/outboxkit/outbox/core/storage"
 	"github.com/outboxkit/outbox/internal/testdb"
 )
 
@@ -165,7 +166,7 @@ func TestEveryExportedErrorIsReturned(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			batch, err := ob.Store().Pending(t.Context(), outbox.PendingParams{Now: time.Now().Add(time.Hour), Limit: 10})
+			batch, err := ob.Store().Pending(t.Context(), storage.PendingParams{Now: time.Now().Add(time.Hour), Limit: 10})
 			if err != nil || len(batch.Undecodable) != 1 {
 				t.Fatalf("Pending = %+v, %v; want the row reported", batch, err)
 			}
@@ -308,7 +309,7 @@ func writerOnly(t *testing.T, db *sql.DB) *outbox.Outbox {
 	return ob
 }
 
-func newOutbox(t *testing.T, store outbox.Store, cfg outbox.Config) *outbox.Outbox {
+func newOutbox(t *testing.T, store storage.Store, cfg outbox.Config) *outbox.Outbox {
 	t.Helper()
 	cfg.Store = store
 	if cfg.Mode == outbox.WriterOnly {
@@ -363,25 +364,25 @@ func must(t *testing.T, err error) {
 // coreOnlyStore has the Store methods of a memory store and none of the optional ones.
 type coreOnlyStore struct{ s *outboxtest.MemoryStore }
 
-func (c coreOnlyStore) Insert(ctx context.Context, exec outbox.Executor, p outbox.InsertParams) (outbox.InsertResult, error) {
+func (c coreOnlyStore) Insert(ctx context.Context, exec outbox.Executor, p storage.InsertParams) (storage.InsertResult, error) {
 	return c.s.Insert(ctx, exec, p)
 }
 func (c coreOnlyStore) Get(ctx context.Context, id string) (outbox.Event, error) {
 	return c.s.Get(ctx, id)
 }
-func (c coreOnlyStore) Pending(ctx context.Context, p outbox.PendingParams) (outbox.PendingBatch, error) {
+func (c coreOnlyStore) Pending(ctx context.Context, p storage.PendingParams) (storage.PendingBatch, error) {
 	return c.s.Pending(ctx, p)
 }
-func (c coreOnlyStore) MarkDone(ctx context.Context, p outbox.MarkDoneParams) (int64, error) {
+func (c coreOnlyStore) MarkDone(ctx context.Context, p storage.MarkDoneParams) (int64, error) {
 	return c.s.MarkDone(ctx, p)
 }
-func (c coreOnlyStore) Reschedule(ctx context.Context, p outbox.RescheduleParams) (int64, error) {
+func (c coreOnlyStore) Reschedule(ctx context.Context, p storage.RescheduleParams) (int64, error) {
 	return c.s.Reschedule(ctx, p)
 }
-func (c coreOnlyStore) MarkDead(ctx context.Context, p outbox.MarkDeadParams) (int64, error) {
+func (c coreOnlyStore) MarkDead(ctx context.Context, p storage.MarkDeadParams) (int64, error) {
 	return c.s.MarkDead(ctx, p)
 }
-func (c coreOnlyStore) Purge(ctx context.Context, p outbox.PurgeParams) (int64, error) {
+func (c coreOnlyStore) Purge(ctx context.Context, p storage.PurgeParams) (int64, error) {
 	return c.s.Purge(ctx, p)
 }
 

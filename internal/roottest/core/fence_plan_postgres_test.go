@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 	"github.com/outboxkit/outbox/internal/testdb"
 )
 
@@ -51,7 +52,7 @@ func (r *pgStatements) take(prefix string) []pgStatement {
 
 // tracedPostgresStore returns a store on b's table whose pool records the statements
 // it sends.
-func tracedPostgresStore(t *testing.T, b sqlBundle) (outbox.Store, *pgStatements) {
+func tracedPostgresStore(t *testing.T, b sqlBundle) (storage.Store, *pgStatements) {
 	t.Helper()
 	cfg, err := pgx.ParseConfig(testdb.PostgresDSN(t))
 	if err != nil {
@@ -92,10 +93,10 @@ func TestPostgresTokenFencesDriveFromTheIDs(t *testing.T) {
 			ids[i] = fmt.Sprintf("done-%02d-%04d", chunk, i)
 			events[i] = testEvent(ids[i], base)
 		}
-		if _, err := b.store.Insert(ctx, b.db, outbox.InsertParams{Events: events}); err != nil {
+		if _, err := b.store.Insert(ctx, b.db, storage.InsertParams{Events: events}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := b.store.MarkDone(ctx, outbox.MarkDoneParams{IDs: ids, DoneAt: base}); err != nil {
+		if _, err := b.store.MarkDone(ctx, storage.MarkDoneParams{IDs: ids, DoneAt: base}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -110,7 +111,7 @@ func TestPostgresTokenFencesDriveFromTheIDs(t *testing.T) {
 		pending[i] = testEvent(fmt.Sprintf("p-%04d", i), base)
 		pending[i].LockedBy = fmt.Sprintf("n1/%04d", i)
 	}
-	if _, err := b.store.Insert(ctx, b.db, outbox.InsertParams{Events: pending, ClaimTTL: time.Hour}); err != nil {
+	if _, err := b.store.Insert(ctx, b.db, storage.InsertParams{Events: pending, ClaimTTL: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -132,7 +133,7 @@ func TestPostgresTokenFencesDriveFromTheIDs(t *testing.T) {
 		}
 		ids, tokens = append(ids, pending[from+500].ID), append(tokens, "n2/other")
 		rec.take("")
-		n, err := store.MarkDone(ctx, outbox.MarkDoneParams{IDs: ids, Tokens: tokens, DoneAt: base, Delete: del})
+		n, err := store.MarkDone(ctx, storage.MarkDoneParams{IDs: ids, Tokens: tokens, DoneAt: base, Delete: del})
 		if err != nil || n != 500 {
 			t.Fatalf("%s: MarkDone = %d, %v; want the 500 rows whose tokens match", name, n, err)
 		}
@@ -158,15 +159,15 @@ func TestPostgresTokenFencesDriveFromTheIDs(t *testing.T) {
 	check(t, "DONE delete (DeleteDone)", 500, true)
 
 	// A split of claimed events marks them with the same predicate, in its transaction.
-	var p outbox.FanOutParams
+	var p storage.FanOutParams
 	p.DoneAt = base
 	for _, e := range pending[1000:1500] {
 		d := testEvent(outbox.DeliveryID(e.ID, "l1"), base)
 		d.Listener = "l1"
-		p.Events = append(p.Events, outbox.FanOutEvent{ID: e.ID, Token: e.LockedBy, Deliveries: []outbox.Event{d}})
+		p.Events = append(p.Events, storage.FanOutEvent{ID: e.ID, Token: e.LockedBy, Deliveries: []outbox.Event{d}})
 	}
 	rec.take("")
-	r, err := store.(outbox.FanOutStore).FanOut(ctx, p)
+	r, err := store.(storage.FanOutStore).FanOut(ctx, p)
 	if err != nil || len(r.Split) != 500 {
 		t.Fatalf("FanOut split %d, %v; want 500", len(r.Split), err)
 	}

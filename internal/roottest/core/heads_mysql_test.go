@@ -6,6 +6,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // TestMySQLHeadsFollowTheSnapshot checks how MySQL decides that the first event of a key
@@ -21,7 +22,7 @@ func TestMySQLHeadsFollowTheSnapshot(t *testing.T) {
 	insert := func(id string) step { // committed by itself while the snapshot is open
 		return func(t *testing.T, b sqlBundle, _ *sql.Tx) {
 			t.Helper()
-			if _, err := b.store.Insert(t.Context(), b.db, outbox.InsertParams{Events: []outbox.Event{ordered(id)}}); err != nil {
+			if _, err := b.store.Insert(t.Context(), b.db, storage.InsertParams{Events: []outbox.Event{ordered(id)}}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -29,14 +30,14 @@ func TestMySQLHeadsFollowTheSnapshot(t *testing.T) {
 	done := func(id string) step {
 		return func(t *testing.T, b sqlBundle, _ *sql.Tx) {
 			t.Helper()
-			if _, err := b.store.MarkDone(t.Context(), outbox.MarkDoneParams{IDs: []string{id}, DoneAt: base}); err != nil {
+			if _, err := b.store.MarkDone(t.Context(), storage.MarkDoneParams{IDs: []string{id}, DoneAt: base}); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 	purge := func(t *testing.T, b sqlBundle, _ *sql.Tx) { // the DONE rows and the idle key's row
 		t.Helper()
-		if _, err := b.store.Purge(t.Context(), outbox.PurgeParams{Before: time.Now().Add(time.Hour), Limit: 100}); err != nil {
+		if _, err := b.store.Purge(t.Context(), storage.PurgeParams{Before: time.Now().Add(time.Hour), Limit: 100}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -93,7 +94,7 @@ func TestMySQLHeadsFollowTheSnapshot(t *testing.T) {
 				s(t, b, tx)
 			}
 			last := []outbox.Event{orderedOnK("last")}
-			if _, err := b.store.Insert(ctx, tx, outbox.InsertParams{Events: last}); err != nil {
+			if _, err := b.store.Insert(ctx, tx, storage.InsertParams{Events: last}); err != nil {
 				t.Fatal(err)
 			}
 			if last[0].Status != c.want || last[0].OrderSeq != c.seq {
@@ -101,7 +102,7 @@ func TestMySQLHeadsFollowTheSnapshot(t *testing.T) {
 			}
 			// A second write of the key in the same transaction waits behind the first.
 			again := []outbox.Event{ordered("again")}
-			if _, err := b.store.Insert(ctx, tx, outbox.InsertParams{Events: again}); err != nil {
+			if _, err := b.store.Insert(ctx, tx, storage.InsertParams{Events: again}); err != nil {
 				t.Fatal(err)
 			}
 			if again[0].Status != outbox.StatusWaiting || again[0].OrderSeq != c.seq+1 {
@@ -173,7 +174,7 @@ func TestMySQLHeadsFollowThePromotesRead(t *testing.T) {
 			tx := runHeadsSteps(t, b, c.steps)
 			before := comSelect(t, tx)
 			last := []outbox.Event{orderedOnK("last")}
-			if _, err := b.store.Insert(ctx, tx, outbox.InsertParams{Events: last}); err != nil {
+			if _, err := b.store.Insert(ctx, tx, storage.InsertParams{Events: last}); err != nil {
 				t.Fatal(err)
 			}
 			if n := comSelect(t, tx) - before; n != c.selects {

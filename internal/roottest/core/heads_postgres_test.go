@@ -7,6 +7,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // TestPostgresHeadsFollowTheVersion checks how PostgreSQL writes ordered events in one
@@ -23,9 +24,9 @@ func TestPostgresHeadsFollowTheVersion(t *testing.T) {
 		e.OrderKey = key
 		return e
 	}
-	insert := func(t *testing.T, b sqlBundle, exec outbox.Executor, events ...outbox.Event) ([]outbox.Event, outbox.InsertResult) {
+	insert := func(t *testing.T, b sqlBundle, exec outbox.Executor, events ...outbox.Event) ([]outbox.Event, storage.InsertResult) {
 		t.Helper()
-		res, err := b.store.Insert(t.Context(), exec, outbox.InsertParams{Events: events})
+		res, err := b.store.Insert(t.Context(), exec, storage.InsertParams{Events: events})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -33,7 +34,7 @@ func TestPostgresHeadsFollowTheVersion(t *testing.T) {
 	}
 	done := func(t *testing.T, b sqlBundle, id string) {
 		t.Helper()
-		if _, err := b.store.MarkDone(t.Context(), outbox.MarkDoneParams{IDs: []string{id}, DoneAt: base}); err != nil {
+		if _, err := b.store.MarkDone(t.Context(), storage.MarkDoneParams{IDs: []string{id}, DoneAt: base}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -102,7 +103,7 @@ func TestPostgresHeadsFollowTheVersion(t *testing.T) {
 			written := make(chan result, 1)
 			go func() {
 				events := []outbox.Event{ordered("last", "K"), ordered("o2", "other"), ordered("last2", "K")}
-				_, err := b.store.Insert(ctx, tx, outbox.InsertParams{Events: events})
+				_, err := b.store.Insert(ctx, tx, storage.InsertParams{Events: events})
 				written <- result{events, err}
 			}()
 			if holder != nil {
@@ -166,10 +167,10 @@ func TestPostgresHeadsRepeatableRead(t *testing.T) {
 				return []outbox.Event{e}
 			}
 			if existed {
-				if _, err := b.store.Insert(ctx, b.db, outbox.InsertParams{Events: ordered("e0")}); err != nil {
+				if _, err := b.store.Insert(ctx, b.db, storage.InsertParams{Events: ordered("e0")}); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := b.store.MarkDone(ctx, outbox.MarkDoneParams{IDs: []string{"e0"}, DoneAt: base}); err != nil {
+				if _, err := b.store.MarkDone(ctx, storage.MarkDoneParams{IDs: []string{"e0"}, DoneAt: base}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -182,11 +183,11 @@ func TestPostgresHeadsRepeatableRead(t *testing.T) {
 			if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+b.quoted()).Scan(&n); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := b.store.Insert(ctx, b.db, outbox.InsertParams{Events: ordered("e1")}); err != nil {
+			if _, err := b.store.Insert(ctx, b.db, storage.InsertParams{Events: ordered("e1")}); err != nil {
 				t.Fatal(err)
 			}
 			events := ordered("last")
-			_, err = b.store.Insert(ctx, tx, outbox.InsertParams{Events: events})
+			_, err = b.store.Insert(ctx, tx, storage.InsertParams{Events: events})
 			if err == nil || !strings.Contains(err.Error(), "could not serialize") {
 				t.Fatalf("Insert = %v (reported %s, OrderSeq %d), want a serialization failure", err, events[0].Status, events[0].OrderSeq)
 			}

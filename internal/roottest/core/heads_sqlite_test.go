@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // countingExec counts the statements a write runs: Exec (the event INSERT, or the
@@ -44,7 +45,7 @@ func TestSQLiteHeadsFollowThePromotesRead(t *testing.T) {
 	deleteDead := func(id string) step {
 		return func(t *testing.T, s, _ sqlTestStore, _ *sql.DB) {
 			t.Helper()
-			if n, err := s.(outbox.DeadStore).DeleteDead(t.Context(), []string{id}); err != nil || n != 1 {
+			if n, err := s.(storage.DeadStore).DeleteDead(t.Context(), []string{id}); err != nil || n != 1 {
 				t.Fatalf("DeleteDead(%s) = %d, %v", id, n, err)
 			}
 		}
@@ -103,7 +104,7 @@ func TestSQLiteHeadsFollowThePromotesRead(t *testing.T) {
 			tx := runHeadsSteps(t, b, c.steps)
 			exec := &countingExec{Tx: tx}
 			last := []outbox.Event{orderedOnK("last")}
-			if _, err := b.store.Insert(ctx, exec, outbox.InsertParams{Events: last}); err != nil {
+			if _, err := b.store.Insert(ctx, exec, storage.InsertParams{Events: last}); err != nil {
 				t.Fatal(err)
 			}
 			if guarded := exec.queries == 0; guarded != c.guarded || exec.execs != c.execs {
@@ -153,7 +154,7 @@ func TestSQLiteKeysCarryTheirNumbers(t *testing.T) {
 			key := fmt.Sprint("K", k)
 			e := testEvent(fmt.Sprintf("e-%d-%d", r, k), headsBase)
 			e.OrderKey = key
-			if _, err := s.Insert(ctx, b.db, outbox.InsertParams{Events: []outbox.Event{e}}); err != nil {
+			if _, err := s.Insert(ctx, b.db, storage.InsertParams{Events: []outbox.Event{e}}); err != nil {
 				t.Fatal(err)
 			}
 			want[key]++
@@ -164,22 +165,22 @@ func TestSQLiteKeysCarryTheirNumbers(t *testing.T) {
 			// Finish it in one of several ways, or leave it open for a round.
 			switch (r + k) % 4 {
 			case 0:
-				if _, err := s.MarkDone(ctx, outbox.MarkDoneParams{IDs: []string{e.ID}, DoneAt: headsBase}); err != nil {
+				if _, err := s.MarkDone(ctx, storage.MarkDoneParams{IDs: []string{e.ID}, DoneAt: headsBase}); err != nil {
 					t.Fatal(err)
 				}
 			case 1:
-				if _, err := s.(outbox.DiscardStore).Discard(ctx, []string{e.ID}, headsBase); err != nil {
+				if _, err := s.(storage.DiscardStore).Discard(ctx, []string{e.ID}, headsBase); err != nil {
 					t.Fatal(err)
 				}
 			case 2:
-				if _, err := s.MarkDead(ctx, outbox.MarkDeadParams{ID: e.ID, DeadAt: headsBase, Reason: "x"}); err != nil {
+				if _, err := s.MarkDead(ctx, storage.MarkDeadParams{ID: e.ID, DeadAt: headsBase, Reason: "x"}); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := s.(outbox.DeadStore).DeleteDead(ctx, []string{e.ID}); err != nil {
+				if _, err := s.(storage.DeadStore).DeleteDead(ctx, []string{e.ID}); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if _, err := s.Promote(ctx, outbox.PromoteParams{Keys: []string{key}, Read: true}); err != nil {
+			if _, err := s.Promote(ctx, storage.PromoteParams{Keys: []string{key}, Read: true}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -201,7 +202,7 @@ func TestSQLiteOrderedInsertsOutsideATransaction(t *testing.T) {
 			for i := range each {
 				e := testEvent(fmt.Sprintf("w%d-%d", w, i), headsBase)
 				e.OrderKey = fmt.Sprint("K", i%2)
-				if _, err := b.store.Insert(ctx, b.db, outbox.InsertParams{Events: []outbox.Event{e}}); err != nil {
+				if _, err := b.store.Insert(ctx, b.db, storage.InsertParams{Events: []outbox.Event{e}}); err != nil {
 					errs <- err
 					return
 				}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // headsStep is one step of the tests of how a write after a promote decides its key's
@@ -21,7 +22,7 @@ func headsInsert(id string, byOther bool) headsStep {
 		if byOther {
 			s = other
 		}
-		if _, err := s.Insert(t.Context(), db, outbox.InsertParams{Events: []outbox.Event{orderedOnK(id)}}); err != nil {
+		if _, err := s.Insert(t.Context(), db, storage.InsertParams{Events: []outbox.Event{orderedOnK(id)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -31,7 +32,7 @@ func headsInsert(id string, byOther bool) headsStep {
 func headsDone(id string) headsStep {
 	return func(t *testing.T, s, _ sqlTestStore, _ *sql.DB) {
 		t.Helper()
-		if n, err := s.MarkDone(t.Context(), outbox.MarkDoneParams{IDs: []string{id}, DoneAt: headsBase}); err != nil || n != 1 {
+		if n, err := s.MarkDone(t.Context(), storage.MarkDoneParams{IDs: []string{id}, DoneAt: headsBase}); err != nil || n != 1 {
 			t.Fatalf("MarkDone(%s) = %d, %v", id, n, err)
 		}
 	}
@@ -42,7 +43,7 @@ func headsDone(id string) headsStep {
 func headsPromote(deadBlocks bool) headsStep {
 	return func(t *testing.T, s, _ sqlTestStore, _ *sql.DB) {
 		t.Helper()
-		if _, err := s.Promote(t.Context(), outbox.PromoteParams{Keys: []string{"K"}, DeadBlocks: deadBlocks, Read: true}); err != nil {
+		if _, err := s.Promote(t.Context(), storage.PromoteParams{Keys: []string{"K"}, DeadBlocks: deadBlocks, Read: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -52,7 +53,7 @@ func headsPromote(deadBlocks bool) headsStep {
 func headsDead(id string) headsStep {
 	return func(t *testing.T, s, _ sqlTestStore, _ *sql.DB) {
 		t.Helper()
-		if _, err := s.MarkDead(t.Context(), outbox.MarkDeadParams{ID: id, DeadAt: headsBase, Reason: "x"}); err != nil {
+		if _, err := s.MarkDead(t.Context(), storage.MarkDeadParams{ID: id, DeadAt: headsBase, Reason: "x"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -62,7 +63,7 @@ func headsDead(id string) headsStep {
 func headsDiscard(id string) headsStep {
 	return func(t *testing.T, s, _ sqlTestStore, _ *sql.DB) {
 		t.Helper()
-		if n, err := s.(outbox.DiscardStore).Discard(t.Context(), []string{id}, headsBase); err != nil || n != 1 {
+		if n, err := s.(storage.DiscardStore).Discard(t.Context(), []string{id}, headsBase); err != nil || n != 1 {
 			t.Fatalf("discard: %d rows, %v", n, err)
 		}
 	}
@@ -72,7 +73,7 @@ func headsDiscard(id string) headsStep {
 // keys written before an hour from now.
 func headsPurge(t *testing.T, _, other sqlTestStore, _ *sql.DB) {
 	t.Helper()
-	if _, err := other.Purge(t.Context(), outbox.PurgeParams{Before: time.Now().Add(time.Hour), Limit: 100}); err != nil {
+	if _, err := other.Purge(t.Context(), storage.PurgeParams{Before: time.Now().Add(time.Hour), Limit: 100}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -84,7 +85,7 @@ func headsRolledBack(t *testing.T, s, _ sqlTestStore, db *sql.DB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Insert(t.Context(), tx, outbox.InsertParams{Events: []outbox.Event{orderedOnK("undone")}}); err != nil {
+	if _, err := s.Insert(t.Context(), tx, storage.InsertParams{Events: []outbox.Event{orderedOnK("undone")}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Rollback(); err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 	"github.com/outboxkit/outbox/internal/testdb"
 )
 
@@ -44,15 +45,15 @@ func TestMigrateDropsTheKeyIndexOfATableWithRows(t *testing.T) {
 				e.OrderKey = fmt.Sprint("K", i%7)
 				events = append(events, e)
 			}
-			if _, err := store.Insert(ctx, db, outbox.InsertParams{Events: events}); err != nil {
+			if _, err := store.Insert(ctx, db, storage.InsertParams{Events: events}); err != nil {
 				t.Fatal(err)
 			}
 			done := func(ids ...string) {
 				t.Helper()
-				if n, err := store.MarkDone(ctx, outbox.MarkDoneParams{IDs: ids, DoneAt: now.Add(-time.Minute)}); err != nil || n != int64(len(ids)) {
+				if n, err := store.MarkDone(ctx, storage.MarkDoneParams{IDs: ids, DoneAt: now.Add(-time.Minute)}); err != nil || n != int64(len(ids)) {
 					t.Fatalf("MarkDone(%v) = %d, %v", ids, n, err)
 				}
-				if _, err := store.Promote(ctx, outbox.PromoteParams{Limit: 100}); err != nil {
+				if _, err := store.Promote(ctx, storage.PromoteParams{Limit: 100}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -139,7 +140,7 @@ func TestMigrateDropsTheKeyIndexOfATableWithRows(t *testing.T) {
 			// K5 goes on numbering after its two events.
 			next := testEvent("o-next", now)
 			next.OrderKey = "K5"
-			if _, err := store.Insert(ctx, db, outbox.InsertParams{Events: []outbox.Event{next}}); err != nil {
+			if _, err := store.Insert(ctx, db, storage.InsertParams{Events: []outbox.Event{next}}); err != nil {
 				t.Fatal(err)
 			}
 			if got, err := store.Get(ctx, "o-next"); err != nil || got.OrderSeq != 3 || got.Status != outbox.StatusWaiting {
@@ -149,7 +150,7 @@ func TestMigrateDropsTheKeyIndexOfATableWithRows(t *testing.T) {
 			// A purge in batches of 2 walks the key table in four stretches; the key
 			// rows written before its cutoff whose keys have nothing open go.
 			for {
-				n, err := store.Purge(ctx, outbox.PurgeParams{Before: now.Add(time.Hour), Limit: 2})
+				n, err := store.Purge(ctx, storage.PurgeParams{Before: now.Add(time.Hour), Limit: 2})
 				if err != nil {
 					t.Fatal(err)
 				}

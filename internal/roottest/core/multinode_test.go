@@ -20,6 +20,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // serverBackends are the backends with a database server: the tests of concurrency
@@ -69,7 +70,7 @@ func (c *claimTable) seed(t *testing.T, prefix string, n int) []string {
 		events[i] = outbox.Event{ID: ids[i], Type: "Ping", AggregateType: "Thing", Payload: json.RawMessage(`{}`),
 			CreatedAt: created.Add(time.Duration(i) * time.Microsecond), AvailableAt: created}
 	}
-	if _, err := c.store.Insert(t.Context(), c.db, outbox.InsertParams{Events: events}); err != nil {
+	if _, err := c.store.Insert(t.Context(), c.db, storage.InsertParams{Events: events}); err != nil {
 		t.Fatalf("seed: %v", err)
 	}
 	return ids
@@ -135,7 +136,7 @@ func TestClaimTwoClaimersSameRows(t *testing.T) {
 				for i := 0; ; i++ {
 					limit := 1 + rnd.IntN(64)
 					token := fmt.Sprintf("claimer%d/%d", n, i)
-					batch, err := c.store.Claim(ctx, outbox.ClaimParams{Token: token, TTL: time.Hour, Limit: limit})
+					batch, err := c.store.Claim(ctx, storage.ClaimParams{Token: token, TTL: time.Hour, Limit: limit})
 					mu.Lock()
 					if err == nil && len(batch.Events) > limit {
 						err = fmt.Errorf("%s: batch of %d exceeds the limit %d", token, len(batch.Events), limit)
@@ -170,16 +171,16 @@ func TestClaimTwoClaimersSameRows(t *testing.T) {
 		t.Logf("claim batches per claimer: %v", batches)
 
 		// Every claim is live for an hour: nothing is left to claim.
-		if b, err := c.store.Claim(ctx, outbox.ClaimParams{Token: "late/1", TTL: time.Hour, Limit: 10}); err != nil || len(b.Events) != 0 {
+		if b, err := c.store.Claim(ctx, storage.ClaimParams{Token: "late/1", TTL: time.Hour, Limit: 10}); err != nil || len(b.Events) != 0 {
 			t.Fatalf("claim over live claims = %d events, %v", len(b.Events), err)
 		}
 		// An expired claim is taken again; the live ones are not.
 		expiring := c.seed(t, "exp-", 10)
-		if b, err := c.store.Claim(ctx, outbox.ClaimParams{Token: "dead-node/1", TTL: 200 * time.Millisecond, Limit: 100}); err != nil || len(b.Events) != 10 {
+		if b, err := c.store.Claim(ctx, storage.ClaimParams{Token: "dead-node/1", TTL: 200 * time.Millisecond, Limit: 100}); err != nil || len(b.Events) != 10 {
 			t.Fatalf("short claim = %d events, %v", len(b.Events), err)
 		}
 		time.Sleep(500 * time.Millisecond)
-		b2, err := c.store.Claim(ctx, outbox.ClaimParams{Token: "heir/1", TTL: time.Hour, Limit: 100})
+		b2, err := c.store.Claim(ctx, storage.ClaimParams{Token: "heir/1", TTL: time.Hour, Limit: 100})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -355,7 +356,7 @@ func TestMultiNodeClockSkew(t *testing.T) {
 			e := outbox.Event{ID: "ghost-" + name, Type: "Ping", AggregateType: "Thing", Payload: json.RawMessage(`{}`),
 				CreatedAt: time.Now().Add(-time.Minute), LockedBy: "dead-node/" + name}
 			inserted := time.Now()
-			if _, err := c.store.Insert(t.Context(), c.db, outbox.InsertParams{Events: []outbox.Event{e}, ClaimTTL: ghostTTL}); err != nil {
+			if _, err := c.store.Insert(t.Context(), c.db, storage.InsertParams{Events: []outbox.Event{e}, ClaimTTL: ghostTTL}); err != nil {
 				t.Fatal(err)
 			}
 			eventually(t, name+" takes over the expired claim", func() bool { return done(e.ID) })

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // TestMySQLPurgeAndReplayRace: Purge (oldest finished first) and Replay by filter
@@ -34,7 +35,7 @@ func TestMySQLPurgeAndReplayRace(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := b.store.Insert(ctx, tx, outbox.InsertParams{Events: events}); err != nil {
+		if _, err := b.store.Insert(ctx, tx, storage.InsertParams{Events: events}); err != nil {
 			t.Fatal(err)
 		}
 		if err := tx.Commit(); err != nil {
@@ -42,21 +43,21 @@ func TestMySQLPurgeAndReplayRace(t *testing.T) {
 		}
 		for i, e := range events { // finished in the opposite order
 			deadAt := base.Add(time.Duration(rows-i) * time.Second)
-			if _, err := b.store.MarkDead(ctx, outbox.MarkDeadParams{ID: e.ID, DeadAt: deadAt, Reason: "r"}); err != nil {
+			if _, err := b.store.MarkDead(ctx, storage.MarkDeadParams{ID: e.ID, DeadAt: deadAt, Reason: "r"}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		wg.Go(func() {
-			if _, err := b.store.Purge(ctx, outbox.PurgeParams{Before: time.Now(), Limit: rows}); err != nil {
+			if _, err := b.store.Purge(ctx, storage.PurgeParams{Before: time.Now(), Limit: rows}); err != nil {
 				mu.Lock()
 				failures = append(failures, err)
 				mu.Unlock()
 			}
 		})
 		wg.Go(func() {
-			if _, err := b.store.Replay(ctx, outbox.ReplayParams{Limit: rows, Now: time.Now()}); err != nil {
+			if _, err := b.store.Replay(ctx, storage.ReplayParams{Limit: rows, Now: time.Now()}); err != nil {
 				mu.Lock()
 				failures = append(failures, err)
 				mu.Unlock()
@@ -98,25 +99,25 @@ func TestMySQLStatusUpdatesAndPurgeRace(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := b.store.Insert(ctx, tx, outbox.InsertParams{Events: events}); err != nil {
+		if _, err := b.store.Insert(ctx, tx, storage.InsertParams{Events: events}); err != nil {
 			t.Fatal(err)
 		}
 		if err := tx.Commit(); err != nil {
 			t.Fatal(err)
 		}
 		for i := range rows { // the purge's rows: DEAD an hour ago, interleaved with the others
-			if _, err := b.store.MarkDead(ctx, outbox.MarkDeadParams{ID: events[2*i].ID, DeadAt: base, Reason: "r"}); err != nil {
+			if _, err := b.store.MarkDead(ctx, storage.MarkDeadParams{ID: events[2*i].ID, DeadAt: base, Reason: "r"}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		var wg sync.WaitGroup
 		wg.Go(func() {
-			if _, err := b.store.Purge(ctx, outbox.PurgeParams{Before: time.Now(), Limit: rows}); err != nil {
+			if _, err := b.store.Purge(ctx, storage.PurgeParams{Before: time.Now(), Limit: rows}); err != nil {
 				fail(err)
 			}
 		})
 		wg.Go(func() {
-			if _, err := b.store.Replay(ctx, outbox.ReplayParams{Limit: rows / 2, Now: time.Now()}); err != nil {
+			if _, err := b.store.Replay(ctx, storage.ReplayParams{Limit: rows / 2, Now: time.Now()}); err != nil {
 				fail(err)
 			}
 		})
@@ -126,11 +127,11 @@ func TestMySQLStatusUpdatesAndPurgeRace(t *testing.T) {
 				var err error
 				switch i % 3 {
 				case 0:
-					_, err = b.store.MarkDead(ctx, outbox.MarkDeadParams{ID: id, DeadAt: time.Now(), Reason: "r"})
+					_, err = b.store.MarkDead(ctx, storage.MarkDeadParams{ID: id, DeadAt: time.Now(), Reason: "r"})
 				case 1:
-					_, err = b.store.MarkDone(ctx, outbox.MarkDoneParams{IDs: []string{id}, DoneAt: time.Now()})
+					_, err = b.store.MarkDone(ctx, storage.MarkDoneParams{IDs: []string{id}, DoneAt: time.Now()})
 				default:
-					_, err = b.store.Reschedule(ctx, outbox.RescheduleParams{ID: id, Status: outbox.StatusRetry,
+					_, err = b.store.Reschedule(ctx, storage.RescheduleParams{ID: id, Status: outbox.StatusRetry,
 						AvailableAt: time.Now(), CountAttempt: true, LastError: "e"})
 				}
 				if err != nil {

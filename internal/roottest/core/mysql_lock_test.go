@@ -6,6 +6,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // TestMySQLMarkDoneTakesNoGapLocks: a MarkDone of several events runs while a business
@@ -28,7 +29,7 @@ func TestMySQLMarkDoneTakesNoGapLocks(t *testing.T) {
 		for i, id := range ids {
 			events[i] = ev(id)
 		}
-		_, err := b.store.Insert(ctx, exec, outbox.InsertParams{Events: events})
+		_, err := b.store.Insert(ctx, exec, storage.InsertParams{Events: events})
 		return err
 	}
 	tx, err := b.db.BeginTx(ctx, nil)
@@ -56,7 +57,7 @@ func TestMySQLMarkDoneTakesNoGapLocks(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		n, err := b.store.MarkDone(ctx, outbox.MarkDoneParams{IDs: []string{"k1", "k4", "k9"}, DoneAt: now})
+		n, err := b.store.MarkDone(ctx, storage.MarkDoneParams{IDs: []string{"k1", "k4", "k9"}, DoneAt: now})
 		done <- result{n, err}
 	}()
 	check := func(r result) {

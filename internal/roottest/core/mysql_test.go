@@ -15,6 +15,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 	"github.com/outboxkit/outbox/internal/testdb"
 )
 
@@ -66,7 +67,7 @@ func TestMySQLConnectionCheck(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = s.(outbox.ConnectionChecker).CheckConnection(t.Context())
+			err = s.(storage.ConnectionChecker).CheckConnection(t.Context())
 			ob, nerr := outbox.New(db, outbox.Config{Dialect: outbox.MySQL, Table: table, Logger: discardLogger()})
 			if nerr != nil {
 				t.Fatal(nerr)
@@ -123,7 +124,7 @@ func TestMySQLStoresTypedColumns(t *testing.T) {
 	e.Headers = map[string]string{"k": "v"}
 	spaced := testEvent("typed ", time.Now()) // differs only by a trailing space
 	spaced.Type = "t"                         // differs only by case
-	if _, err := b.store.Insert(ctx, b.db, outbox.InsertParams{Events: []outbox.Event{e, spaced}}); err != nil {
+	if _, err := b.store.Insert(ctx, b.db, storage.InsertParams{Events: []outbox.Event{e, spaced}}); err != nil {
 		t.Fatal(err)
 	}
 	var payloadType, headerValue string
@@ -151,7 +152,7 @@ func TestMySQLStoresTypedColumns(t *testing.T) {
 
 	// finished_at is set on DONE and DEAD rows only.
 	doneAt := time.Date(2031, 5, 6, 7, 8, 9, 123456000, time.UTC)
-	if _, err := b.store.MarkDone(ctx, outbox.MarkDoneParams{IDs: []string{"typed"}, DoneAt: doneAt}); err != nil {
+	if _, err := b.store.MarkDone(ctx, storage.MarkDoneParams{IDs: []string{"typed"}, DoneAt: doneAt}); err != nil {
 		t.Fatal(err)
 	}
 	finished := map[string]sql.NullTime{}
@@ -201,7 +202,7 @@ func TestMySQLLargeBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	if _, err := b.store.Insert(ctx, tx, outbox.InsertParams{Events: events}); err != nil {
+	if _, err := b.store.Insert(ctx, tx, storage.InsertParams{Events: events}); err != nil {
 		t.Fatalf("Insert of %d events of %d bytes (max_allowed_packet %d): %v", n, len(payload), maxPacket, err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -235,14 +236,14 @@ func TestMySQLQueriesUseIndexes(t *testing.T) {
 			done = append(done, e.ID)
 		}
 	}
-	if _, err := b.store.Insert(ctx, b.db, outbox.InsertParams{Events: events}); err != nil {
+	if _, err := b.store.Insert(ctx, b.db, storage.InsertParams{Events: events}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.store.MarkDone(ctx, outbox.MarkDoneParams{IDs: done, DoneAt: base.Add(time.Hour)}); err != nil {
+	if _, err := b.store.MarkDone(ctx, storage.MarkDoneParams{IDs: done, DoneAt: base.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	for i := 7; i < 2000; i += 10 {
-		if _, err := b.store.MarkDead(ctx, outbox.MarkDeadParams{ID: events[i].ID, DeadAt: base, Reason: "x"}); err != nil {
+		if _, err := b.store.MarkDead(ctx, storage.MarkDeadParams{ID: events[i].ID, DeadAt: base, Reason: "x"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -252,7 +253,7 @@ func TestMySQLQueriesUseIndexes(t *testing.T) {
 		e.OrderKey = fmt.Sprint("K", i%40)
 		ordered = append(ordered, e)
 	}
-	if _, err := b.store.Insert(ctx, b.db, outbox.InsertParams{Events: ordered}); err != nil {
+	if _, err := b.store.Insert(ctx, b.db, storage.InsertParams{Events: ordered}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.db.ExecContext(ctx, `ANALYZE TABLE `+b.quoted()); err != nil {
@@ -396,10 +397,10 @@ func TestMySQLMigrateUpgradesAVersionOneTable(t *testing.T) {
 		// Created in reverse ID order, so that the scan's order is created_at's.
 		events = append(events, testEvent(fmt.Sprintf("e-%02d", 49-i), base.Add(time.Duration(i)*time.Second)))
 	}
-	if _, err := store.Insert(ctx, db, outbox.InsertParams{Events: events}); err != nil {
+	if _, err := store.Insert(ctx, db, storage.InsertParams{Events: events}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.MarkDone(ctx, outbox.MarkDoneParams{IDs: []string{"e-49", "e-48"}, DoneAt: base}); err != nil {
+	if _, err := store.MarkDone(ctx, storage.MarkDoneParams{IDs: []string{"e-49", "e-48"}, DoneAt: base}); err != nil {
 		t.Fatal(err)
 	}
 	var cfgErr *outbox.ConfigError
@@ -416,7 +417,7 @@ func TestMySQLMigrateUpgradesAVersionOneTable(t *testing.T) {
 	if err := store.CheckConnection(ctx); err != nil {
 		t.Fatalf("CheckConnection after the upgrade: %v", err)
 	}
-	batch, err := store.Pending(ctx, outbox.PendingParams{Now: base.Add(time.Hour), Limit: 100})
+	batch, err := store.Pending(ctx, storage.PendingParams{Now: base.Add(time.Hour), Limit: 100})
 	if err != nil {
 		t.Fatal(err)
 	}

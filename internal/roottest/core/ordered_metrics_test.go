@@ -9,6 +9,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // TestOrderedKeysHeldMetric: Metrics.KeysHeld follows the ordered events a process
@@ -107,8 +108,8 @@ func TestClaimTakeOverMetric(t *testing.T) {
 			})
 		}
 		// The dead node claims them for a second and never comes back.
-		claimed, err := store.(outbox.ClaimStore).Claim(context.Background(),
-			outbox.ClaimParams{Token: "dead/1", TTL: time.Second, Limit: 10})
+		claimed, err := store.(storage.ClaimStore).Claim(context.Background(),
+			storage.ClaimParams{Token: "dead/1", TTL: time.Second, Limit: 10})
 		if err != nil || len(claimed.Events) != n || claimed.TakenOver != 0 {
 			t.Fatalf("dead node's claim: %d events, %d taken over, %v; want %d, 0", len(claimed.Events), claimed.TakenOver, err, n)
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // TestPostgresPromoteCostsTheKeysNotTheBacklog runs the promotes of a dispatcher (by
@@ -26,7 +27,7 @@ func TestPostgresPromoteCostsTheKeysNotTheBacklog(t *testing.T) {
 	base := time.Date(2031, 6, 1, 0, 0, 0, 0, time.UTC)
 
 	store, rec := tracedPostgresStore(t, b)
-	orders := store.(outbox.OrderStore)
+	orders := store.(storage.OrderStore)
 
 	// 24 keys of 400 events: each key's first NEW, the others WAITING.
 	const keys, perKey = 24, 400
@@ -38,7 +39,7 @@ func TestPostgresPromoteCostsTheKeysNotTheBacklog(t *testing.T) {
 			events[k] = testEvent(id(k, i), base)
 			events[k].OrderKey = key(k)
 		}
-		if _, err := b.store.Insert(ctx, b.db, outbox.InsertParams{Events: events}); err != nil {
+		if _, err := b.store.Insert(ctx, b.db, storage.InsertParams{Events: events}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -47,7 +48,7 @@ func TestPostgresPromoteCostsTheKeysNotTheBacklog(t *testing.T) {
 	for k := range keys {
 		firsts = append(firsts, id(k, 0))
 	}
-	if n, err := b.store.MarkDone(ctx, outbox.MarkDoneParams{IDs: firsts, DoneAt: base}); err != nil || n != keys {
+	if n, err := b.store.MarkDone(ctx, storage.MarkDoneParams{IDs: firsts, DoneAt: base}); err != nil || n != keys {
 		t.Fatalf("MarkDone = %d, %v", n, err)
 	}
 	if _, err := b.db.ExecContext(ctx, "ANALYZE "+b.quoted()); err != nil {
@@ -57,7 +58,7 @@ func TestPostgresPromoteCostsTheKeysNotTheBacklog(t *testing.T) {
 	loops := regexp.MustCompile(`loops=(\d+)`)
 	// run promotes p for real (recording its statement), then EXPLAIN ANALYZEs that
 	// statement with its arguments rewritten by swap, in a transaction rolled back.
-	run := func(t *testing.T, name string, p outbox.PromoteParams, want int64, swap map[string]string) {
+	run := func(t *testing.T, name string, p storage.PromoteParams, want int64, swap map[string]string) {
 		t.Helper()
 		rec.take("")
 		res, err := orders.Promote(ctx, p)
@@ -121,7 +122,7 @@ func TestPostgresPromoteCostsTheKeysNotTheBacklog(t *testing.T) {
 	}
 	// After DONE outcomes: the dispatcher's promote by key, read back and claimed.
 	literal := func(ks []string) string { return `{"` + strings.Join(ks, `","`) + `"}` } // as the store binds them
-	run(t, "by key", outbox.PromoteParams{Keys: half(0), DeadBlocks: true, Read: true, Token: "n1/t", TTL: time.Minute},
+	run(t, "by key", storage.PromoteParams{Keys: half(0), DeadBlocks: true, Read: true, Token: "n1/t", TTL: time.Minute},
 		keys/2, map[string]string{literal(half(0)): literal(half(keys / 2))})
 	// After a commit: the writer's promote of its events by ID, explained with the next
 	// events of the first half, whose second events are delivered meanwhile.
@@ -131,9 +132,9 @@ func TestPostgresPromoteCostsTheKeysNotTheBacklog(t *testing.T) {
 		seconds = append(seconds, id(k, 1))
 		next = append(next, id(k, 2))
 	}
-	if n, err := b.store.MarkDone(ctx, outbox.MarkDoneParams{IDs: seconds, DoneAt: base}); err != nil || n != keys/2 {
+	if n, err := b.store.MarkDone(ctx, storage.MarkDoneParams{IDs: seconds, DoneAt: base}); err != nil || n != keys/2 {
 		t.Fatalf("MarkDone = %d, %v", n, err)
 	}
-	run(t, "by ID", outbox.PromoteParams{IDs: ids, DeadBlocks: true, Token: "n1/w", TTL: time.Minute, Read: true},
+	run(t, "by ID", storage.PromoteParams{IDs: ids, DeadBlocks: true, Token: "n1/w", TTL: time.Minute, Read: true},
 		keys/2, map[string]string{literal(ids): literal(next)})
 }

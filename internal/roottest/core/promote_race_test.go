@@ -10,6 +10,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // TestPromoteKeepsOneHeadPerKey races every way a key moves on (promotes by key, by ID
@@ -45,7 +46,7 @@ func TestPromoteKeepsOneHeadPerKey(t *testing.T) {
 					e.OrderKey = fmt.Sprint("k", k)
 					events = append(events, e)
 				}
-				if _, err := b.store.Insert(ctx, tx, outbox.InsertParams{Events: events}); err != nil {
+				if _, err := b.store.Insert(ctx, tx, storage.InsertParams{Events: events}); err != nil {
 					t.Fatal(err)
 				}
 				if err := tx.Commit(); err != nil {
@@ -76,10 +77,10 @@ func TestPromoteKeepsOneHeadPerKey(t *testing.T) {
 			finish := func(rng *rand.Rand, e outbox.Event) {
 				var err error
 				if rng.IntN(5) == 0 { // a failed attempt: RETRY, due at once
-					_, err = b.store.Reschedule(ctx, outbox.RescheduleParams{ID: e.ID, Status: outbox.StatusRetry,
+					_, err = b.store.Reschedule(ctx, storage.RescheduleParams{ID: e.ID, Status: outbox.StatusRetry,
 						AvailableAt: time.Now().Add(-time.Second), CountAttempt: true, LastError: "transient", Token: e.LockedBy})
 				} else {
-					_, err = b.store.MarkDone(ctx, outbox.MarkDoneParams{IDs: []string{e.ID}, DoneAt: time.Now(), Token: e.LockedBy})
+					_, err = b.store.MarkDone(ctx, storage.MarkDoneParams{IDs: []string{e.ID}, DoneAt: time.Now(), Token: e.LockedBy})
 				}
 				if err != nil {
 					t.Error(err)
@@ -101,7 +102,7 @@ func TestPromoteKeepsOneHeadPerKey(t *testing.T) {
 						k := rng.IntN(keys)
 						e := testEvent(fmt.Sprintf("w%d-%03d", g, i), time.Now().Add(-time.Hour))
 						e.OrderKey = fmt.Sprint("k", k)
-						if _, err := b.store.Insert(ctx, tx, outbox.InsertParams{Events: []outbox.Event{e}}); err != nil {
+						if _, err := b.store.Insert(ctx, tx, storage.InsertParams{Events: []outbox.Event{e}}); err != nil {
 							_ = tx.Rollback()
 							t.Error(err)
 							return
@@ -113,17 +114,17 @@ func TestPromoteKeepsOneHeadPerKey(t *testing.T) {
 						}
 						written.Add(1)
 						token := fmt.Sprintf("writer%d/%d", g, i)
-						res, err := b.store.Promote(ctx, outbox.PromoteParams{IDs: []string{e.ID}, Token: token, TTL: time.Minute})
+						res, err := b.store.Promote(ctx, storage.PromoteParams{IDs: []string{e.ID}, Token: token, TTL: time.Minute})
 						if err != nil {
 							t.Error(err)
 							return
 						}
 						if res.Promoted > 0 {
-							if _, err := b.store.MarkDone(ctx, outbox.MarkDoneParams{IDs: []string{e.ID}, DoneAt: time.Now(), Token: token}); err != nil {
+							if _, err := b.store.MarkDone(ctx, storage.MarkDoneParams{IDs: []string{e.ID}, DoneAt: time.Now(), Token: token}); err != nil {
 								t.Error(err)
 							}
 						}
-						if _, err := b.store.Promote(ctx, outbox.PromoteParams{Keys: []string{e.OrderKey}}); err != nil {
+						if _, err := b.store.Promote(ctx, storage.PromoteParams{Keys: []string{e.OrderKey}}); err != nil {
 							t.Error(err)
 							return
 						}
@@ -135,7 +136,7 @@ func TestPromoteKeepsOneHeadPerKey(t *testing.T) {
 				wg.Go(func() {
 					rng := rand.New(rand.NewPCG(uint64(g), 7))
 					for !stop.Load() {
-						claimed, err := b.store.Claim(ctx, outbox.ClaimParams{Token: fmt.Sprintf("d%d/%d", g, rng.Int()),
+						claimed, err := b.store.Claim(ctx, storage.ClaimParams{Token: fmt.Sprintf("d%d/%d", g, rng.Int()),
 							TTL: time.Minute, Limit: 20})
 						if err != nil {
 							t.Error(err)
@@ -149,7 +150,7 @@ func TestPromoteKeepsOneHeadPerKey(t *testing.T) {
 							finish(rng, e)
 							ks = append(ks, e.OrderKey)
 						}
-						var p outbox.PromoteParams
+						var p storage.PromoteParams
 						switch rng.IntN(5) {
 						case 0:
 							p.Keys = ks

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // TestPurgesDoNotWaitForEachOther: on MySQL/MariaDB one purge of a table runs at a time
@@ -34,10 +35,10 @@ func TestPurgesDoNotWaitForEachOther(t *testing.T) {
 			events = append(events, outbox.Event{ID: id, Type: "T", AggregateType: "A", Payload: json.RawMessage(`{}`),
 				CreatedAt: now.Add(-time.Hour), AvailableAt: now.Add(-time.Hour)})
 		}
-		if _, err := c.store.Insert(ctx, c.db, outbox.InsertParams{Events: events}); err != nil {
+		if _, err := c.store.Insert(ctx, c.db, storage.InsertParams{Events: events}); err != nil {
 			t.Fatal(err)
 		}
-		if n, err := c.store.MarkDone(ctx, outbox.MarkDoneParams{IDs: ids, DoneAt: now.Add(-time.Minute)}); err != nil || n != 10 {
+		if n, err := c.store.MarkDone(ctx, storage.MarkDoneParams{IDs: ids, DoneAt: now.Add(-time.Minute)}); err != nil || n != 10 {
 			t.Fatalf("MarkDone = %d, %v", n, err)
 		}
 		// A business transaction holds the oldest row: the first purge waits for it.
@@ -50,7 +51,7 @@ func TestPurgesDoNotWaitForEachOther(t *testing.T) {
 		if err := tx.QueryRowContext(ctx, "SELECT event_id FROM "+quoteTable(b.dialect, c.table)+" WHERE event_id = 'p00' FOR UPDATE").Scan(&locked); err != nil {
 			t.Fatal(err)
 		}
-		params := outbox.PurgeParams{Before: now.Add(time.Hour), Limit: 100}
+		params := storage.PurgeParams{Before: now.Add(time.Hour), Limit: 100}
 		type result struct {
 			n   int64
 			err error

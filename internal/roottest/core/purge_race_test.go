@@ -7,6 +7,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // TestPurgeSkipsRowReplayedMeanwhile: a purge whose statement has already picked a
@@ -29,13 +30,13 @@ func TestPurgeSkipsRowReplayedMeanwhile(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := b.store.Insert(ctx, tx, outbox.InsertParams{Events: []outbox.Event{e}}); err != nil {
+			if _, err := b.store.Insert(ctx, tx, storage.InsertParams{Events: []outbox.Event{e}}); err != nil {
 				t.Fatal(err)
 			}
 			if err := tx.Commit(); err != nil {
 				t.Fatal(err)
 			}
-			if n, err := b.store.MarkDead(ctx, outbox.MarkDeadParams{ID: "x", DeadAt: old, Reason: "r"}); err != nil || n != 1 {
+			if n, err := b.store.MarkDead(ctx, storage.MarkDeadParams{ID: "x", DeadAt: old, Reason: "r"}); err != nil || n != 1 {
 				t.Fatalf("MarkDead = %d, %v", n, err)
 			}
 
@@ -54,7 +55,7 @@ func TestPurgeSkipsRowReplayedMeanwhile(t *testing.T) {
 			}
 			purged := make(chan result, 1)
 			go func() {
-				n, err := b.store.Purge(ctx, outbox.PurgeParams{Before: time.Now(), Limit: 10})
+				n, err := b.store.Purge(ctx, storage.PurgeParams{Before: time.Now(), Limit: 10})
 				purged <- result{n, err}
 			}()
 			time.Sleep(300 * time.Millisecond) // the purge picks the row and waits for its lock

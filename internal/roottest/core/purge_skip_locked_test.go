@@ -9,6 +9,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // TestPurgeSkipsLockedRows: on PostgreSQL, a purge never waits for the rows or order
@@ -35,17 +36,17 @@ func TestPurgeSkipsLockedRows(t *testing.T) {
 			}
 			events = append(events, e)
 		}
-		if _, err := c.store.Insert(ctx, c.db, outbox.InsertParams{Events: events}); err != nil {
+		if _, err := c.store.Insert(ctx, c.db, storage.InsertParams{Events: events}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.store.Promote(ctx, outbox.PromoteParams{Limit: 10}); err != nil {
+		if _, err := c.store.Promote(ctx, storage.PromoteParams{Limit: 10}); err != nil {
 			t.Fatal(err)
 		}
 		ids := make([]string, len(events))
 		for i, e := range events {
 			ids[i] = e.ID
 		}
-		if n, err := c.store.MarkDone(ctx, outbox.MarkDoneParams{IDs: ids, DoneAt: now.Add(-time.Minute)}); err != nil || n != 10 {
+		if n, err := c.store.MarkDone(ctx, storage.MarkDoneParams{IDs: ids, DoneAt: now.Add(-time.Minute)}); err != nil || n != 10 {
 			t.Fatalf("MarkDone = %d, %v", n, err)
 		}
 
@@ -73,7 +74,7 @@ func TestPurgeSkipsLockedRows(t *testing.T) {
 			t.Helper()
 			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
-			n, err := c.store.Purge(pctx, outbox.PurgeParams{Before: now.Add(time.Hour), Limit: 100})
+			n, err := c.store.Purge(pctx, storage.PurgeParams{Before: now.Add(time.Hour), Limit: 100})
 			if err != nil {
 				t.Fatalf("Purge: %v (it waited for a locked row?)", err)
 			}
@@ -123,7 +124,7 @@ func TestDoneWritesDoNotWaitForWriters(t *testing.T) {
 				events = append(events, outbox.Event{ID: id, Type: "T", AggregateType: "A", Payload: json.RawMessage(`{}`),
 					CreatedAt: created, AvailableAt: created})
 			}
-			if _, err := c.store.Insert(ctx, c.db, outbox.InsertParams{Events: events}); err != nil {
+			if _, err := c.store.Insert(ctx, c.db, storage.InsertParams{Events: events}); err != nil {
 				t.Fatal(err)
 			}
 			tx, err := c.db.BeginTx(ctx, nil)
@@ -131,11 +132,11 @@ func TestDoneWritesDoNotWaitForWriters(t *testing.T) {
 				t.Fatal(err)
 			}
 			newer := outbox.Event{ID: "d99", Type: "T", AggregateType: "A", Payload: json.RawMessage(`{}`), CreatedAt: created, AvailableAt: created}
-			if _, err := c.store.Insert(ctx, tx, outbox.InsertParams{Events: []outbox.Event{newer}}); err != nil {
+			if _, err := c.store.Insert(ctx, tx, storage.InsertParams{Events: []outbox.Event{newer}}); err != nil {
 				t.Fatal(err)
 			}
 			dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			n, err := c.store.MarkDone(dctx, outbox.MarkDoneParams{IDs: ids, DoneAt: time.Now(), Delete: del})
+			n, err := c.store.MarkDone(dctx, storage.MarkDoneParams{IDs: ids, DoneAt: time.Now(), Delete: del})
 			cancel()
 			if err != nil || n != 9 {
 				t.Errorf("MarkDone (delete %v) = %d, %v; want 9 rows without waiting for the open insert", del, n, err)

@@ -10,6 +10,7 @@ import (
 
 	outbox "github.com/outboxkit/outbox/core"
 	"github.com/outboxkit/outbox/core/outboxtest"
+	"github.com/outboxkit/outbox/core/storage"
 	"github.com/outboxkit/outbox/internal/testdb"
 )
 
@@ -56,7 +57,7 @@ func TestReplayWithEarlierClockIsDelivered(t *testing.T) {
 		e, err := ob.Store().Get(ctx, id)
 		return err == nil && e.Status == outbox.StatusDead
 	})
-	if n, err := ob.Store().(outbox.DeadStore).Replay(ctx, outbox.ReplayParams{IDs: []string{id}, Now: time.Now().Add(-time.Second)}); err != nil || n != 1 {
+	if n, err := ob.Store().(storage.DeadStore).Replay(ctx, storage.ReplayParams{IDs: []string{id}, Now: time.Now().Add(-time.Second)}); err != nil || n != 1 {
 		t.Fatalf("Replay = %d, %v", n, err)
 	}
 	deadline := time.Now().Add(30 * time.Second) // the tombstone would hold it for a minute

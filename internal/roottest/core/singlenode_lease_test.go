@@ -26,13 +26,14 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 	"github.com/outboxkit/outbox/internal/testdb"
 )
 
 // leaseOf returns the store's LeaseStore.
-func leaseOf(t *testing.T, s outbox.Store) outbox.LeaseStore {
+func leaseOf(t *testing.T, s storage.Store) storage.LeaseStore {
 	t.Helper()
-	ls, ok := s.(outbox.LeaseStore)
+	ls, ok := s.(storage.LeaseStore)
 	if !ok {
 		t.Fatalf("%T is not a LeaseStore", s)
 	}
@@ -56,17 +57,17 @@ func TestSQLLeaseStore(t *testing.T) {
 		}
 		ls := leaseOf(t, s)
 		ctx := t.Context()
-		acquire := func(holder string, mode outbox.Mode, ttl time.Duration) outbox.Lease {
+		acquire := func(holder string, mode outbox.Mode, ttl time.Duration) storage.Lease {
 			t.Helper()
-			l, err := ls.AcquireLease(ctx, outbox.LeaseParams{Holder: holder, Mode: mode, TTL: ttl})
+			l, err := ls.AcquireLease(ctx, storage.LeaseParams{Holder: holder, Shared: mode == outbox.MultiNode, TTL: ttl})
 			if err != nil {
 				t.Fatalf("AcquireLease(%s, %s, %s): %v", holder, mode, ttl, err)
 			}
 			return l
 		}
-		want := func(l outbox.Lease, held bool, holder string, mode outbox.Mode) {
+		want := func(l storage.Lease, held bool, holder string, mode outbox.Mode) {
 			t.Helper()
-			if l.Held != held || l.Holder != holder || l.Mode != mode {
+			if l.Held != held || l.Holder != holder || l.Shared != (mode == outbox.MultiNode) {
 				t.Fatalf("lease %+v, want held %v by %s in %s", l, held, holder, mode)
 			}
 		}
@@ -111,7 +112,7 @@ func TestSQLLeaseStore(t *testing.T) {
 		if _, err := db.ExecContext(ctx, "DROP TABLE "+quoteTable(b.dialect, table+"_lease")); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ls.AcquireLease(ctx, outbox.LeaseParams{Holder: "a", Mode: outbox.SingleNode, TTL: time.Hour}); !errors.Is(err, errors.ErrUnsupported) {
+		if _, err := ls.AcquireLease(ctx, storage.LeaseParams{Holder: "a", TTL: time.Hour}); !errors.Is(err, errors.ErrUnsupported) {
 			t.Fatalf("AcquireLease without the lease table: %v, want ErrUnsupported", err)
 		}
 	})
@@ -146,7 +147,7 @@ func TestLeaseMigrationUpgradesATableWithRows(t *testing.T) {
 			events = append(events, outbox.Event{ID: fmt.Sprintf("old-%d", i), Type: "Ping", AggregateType: "Thing",
 				Payload: json.RawMessage(`{}`), CreatedAt: at, AvailableAt: at})
 		}
-		if _, err := s.Insert(ctx, db, outbox.InsertParams{Events: events}); err != nil {
+		if _, err := s.Insert(ctx, db, storage.InsertParams{Events: events}); err != nil {
 			t.Fatal(err)
 		}
 		start := func(logs *logSink, got *deliveries) *outbox.Outbox {
@@ -189,8 +190,8 @@ func TestLeaseMigrationUpgradesATableWithRows(t *testing.T) {
 		}
 		logs = newLogSink()
 		ob = start(logs, newDeliveries(nil))
-		other := outbox.LeaseParams{Holder: "other", Mode: outbox.SingleNode, TTL: time.Minute}
-		if l, err := leaseOf(t, s).AcquireLease(ctx, other); err != nil || l.Held || l.Mode != outbox.SingleNode || !ob.Dispatching() {
+		other := storage.LeaseParams{Holder: "other", TTL: time.Minute}
+		if l, err := leaseOf(t, s).AcquireLease(ctx, other); err != nil || l.Held || l.Shared || !ob.Dispatching() {
 			t.Fatalf("after the upgrade: lease %+v, %v, dispatching %v; want held by the outbox", l, err, ob.Dispatching())
 		}
 		if w := logs.find(slog.LevelWarn, "lease"); len(w) != 0 {

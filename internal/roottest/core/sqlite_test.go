@@ -13,6 +13,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 func TestSQLiteDSN(t *testing.T) {
@@ -90,7 +91,7 @@ func TestSQLiteConcurrentWriters(t *testing.T) {
 					}
 					ev := outbox.Event{ID: id, Type: "OrderPlaced", AggregateType: "Order", AggregateID: id,
 						Payload: json.RawMessage(`{"total":1}`), CreatedAt: time.Now()}
-					if _, err := b.store.Insert(ctx, tx, outbox.InsertParams{Events: []outbox.Event{ev}}); err != nil {
+					if _, err := b.store.Insert(ctx, tx, storage.InsertParams{Events: []outbox.Event{ev}}); err != nil {
 						return err
 					}
 					return tx.Commit()
@@ -104,7 +105,7 @@ func TestSQLiteConcurrentWriters(t *testing.T) {
 	var pollers sync.WaitGroup
 	pollers.Go(func() {
 		for {
-			batch, err := b.store.Pending(ctx, outbox.PendingParams{Now: time.Now(), Limit: 100})
+			batch, err := b.store.Pending(ctx, storage.PendingParams{Now: time.Now(), Limit: 100})
 			if err != nil {
 				report(fmt.Errorf("pending: %w", err))
 			} else if len(batch.Events) > 0 {
@@ -112,7 +113,7 @@ func TestSQLiteConcurrentWriters(t *testing.T) {
 				for i, e := range batch.Events {
 					ids[i] = e.ID
 				}
-				n, err := b.store.MarkDone(ctx, outbox.MarkDoneParams{IDs: ids, DoneAt: time.Now()})
+				n, err := b.store.MarkDone(ctx, storage.MarkDoneParams{IDs: ids, DoneAt: time.Now()})
 				if err != nil {
 					report(fmt.Errorf("mark done: %w", err))
 				}

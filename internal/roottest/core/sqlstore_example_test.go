@@ -12,6 +12,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // A store on SQLite: migrate, insert an event in the business transaction, poll it and
@@ -42,7 +43,7 @@ func Example_newSQLStore() {
 		return
 	}
 	created := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	_, err = store.Insert(ctx, tx, outbox.InsertParams{Events: []outbox.Event{{
+	_, err = store.Insert(ctx, tx, storage.InsertParams{Events: []outbox.Event{{
 		ID: "evt-1", Type: "OrderPlaced", AggregateType: "Order", AggregateID: "42",
 		Payload: json.RawMessage(`{"total":99}`), CreatedAt: created, AvailableAt: created,
 	}}})
@@ -56,7 +57,7 @@ func Example_newSQLStore() {
 		return
 	}
 
-	batch, err := store.Pending(ctx, outbox.PendingParams{Now: created.Add(time.Minute), Limit: 10})
+	batch, err := store.Pending(ctx, storage.PendingParams{Now: created.Add(time.Minute), Limit: 10})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -64,7 +65,7 @@ func Example_newSQLStore() {
 	for _, e := range batch.Events {
 		fmt.Println(e.ID, e.Type, e.Status, string(e.Payload))
 	}
-	n, err := store.MarkDone(ctx, outbox.MarkDoneParams{IDs: []string{"evt-1"}, DoneAt: created.Add(time.Minute)})
+	n, err := store.MarkDone(ctx, storage.MarkDoneParams{IDs: []string{"evt-1"}, DoneAt: created.Add(time.Minute)})
 	fmt.Println("marked done:", n, err)
 	// Output:
 	// evt-1 OrderPlaced NEW {"total":99}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 	"github.com/outboxkit/outbox/internal/fuzztally"
 	"github.com/outboxkit/outbox/internal/testdb"
 )
@@ -88,7 +89,7 @@ func FuzzStoredRow(f *testing.F) {
 		if _, err := db.ExecContext(ctx, `UPDATE outbox_event SET status = 3`); err != nil {
 			t.Fatal(err)
 		}
-		dead, err := store.ListDead(ctx, outbox.ListDeadParams{Limit: 10})
+		dead, err := store.ListDead(ctx, storage.ListDeadParams{Limit: 10})
 		if checkErr("ListDead", err) != lenientOK || (lenientOK && len(dead) != 1) {
 			t.Fatalf("ListDead = %d events, %v; Get decoded: %v", len(dead), err, lenientOK)
 		}
@@ -98,7 +99,7 @@ func FuzzStoredRow(f *testing.F) {
 		if _, err := db.ExecContext(ctx, `UPDATE outbox_event SET status = 0`); err != nil {
 			t.Fatal(err)
 		}
-		batch, err := store.Pending(ctx, outbox.PendingParams{Now: far, Limit: 10})
+		batch, err := store.Pending(ctx, storage.PendingParams{Now: far, Limit: 10})
 		if err != nil {
 			t.Fatalf("Pending: %v", err)
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 	"github.com/outboxkit/outbox/core/storetest"
 	"github.com/outboxkit/outbox/internal/testdb"
 )
@@ -142,7 +143,7 @@ func TestSQLStoreUndecodableRows(t *testing.T) {
 			for i, c := range cases[s.name] {
 				events = append(events, testEvent(c.id, t0.Add(time.Duration(i+1)*time.Minute)))
 			}
-			if _, err := b.store.Insert(ctx, b.db, outbox.InsertParams{Events: events}); err != nil {
+			if _, err := b.store.Insert(ctx, b.db, storage.InsertParams{Events: events}); err != nil {
 				t.Fatal(err)
 			}
 			dropNotNull := map[string]string{
@@ -160,7 +161,7 @@ func TestSQLStoreUndecodableRows(t *testing.T) {
 				}
 			}
 
-			batch, err := b.store.Pending(ctx, outbox.PendingParams{Now: t0.Add(2 * time.Hour), Limit: 100})
+			batch, err := b.store.Pending(ctx, storage.PendingParams{Now: t0.Add(2 * time.Hour), Limit: 100})
 			if err != nil {
 				t.Fatalf("Pending failed because of corrupt rows: %v", err)
 			}
@@ -201,12 +202,12 @@ func TestSQLStoreUndecodableRows(t *testing.T) {
 			// The poller moves such rows to DEAD; the dead-event API must still list them.
 			for _, c := range cases[s.name] {
 				if c.lenient {
-					if _, err := b.store.MarkDead(ctx, outbox.MarkDeadParams{DeadAt: time.Now(), ID: c.id, Reason: "undecodable"}); err != nil {
+					if _, err := b.store.MarkDead(ctx, storage.MarkDeadParams{DeadAt: time.Now(), ID: c.id, Reason: "undecodable"}); err != nil {
 						t.Fatal(err)
 					}
 				}
 			}
-			dead, err := b.store.ListDead(ctx, outbox.ListDeadParams{Limit: 10})
+			dead, err := b.store.ListDead(ctx, storage.ListDeadParams{Limit: 10})
 			if err != nil {
 				t.Fatalf("ListDead: %v", err)
 			}
@@ -233,7 +234,7 @@ func TestMigrateIsIdempotent(t *testing.T) {
 					t.Fatalf("MigrateTable again: %v", err)
 				}
 			}
-			if _, err := b.store.Insert(t.Context(), b.db, outbox.InsertParams{Events: []outbox.Event{testEvent("a", time.Now())}}); err != nil {
+			if _, err := b.store.Insert(t.Context(), b.db, storage.InsertParams{Events: []outbox.Event{testEvent("a", time.Now())}}); err != nil {
 				t.Fatal(err)
 			}
 			if err := outbox.MigrateTable(t.Context(), b.db, b.d, b.table); err != nil {
@@ -378,10 +379,10 @@ func TestMigrateUpgradesAVersionOneTableWithRows(t *testing.T) {
 			for i := range 30 {
 				events = append(events, testEvent(fmt.Sprintf("e-%02d", i), base.Add(time.Duration(i)*time.Second)))
 			}
-			if _, err := store.Insert(ctx, db, outbox.InsertParams{Events: events}); err != nil {
+			if _, err := store.Insert(ctx, db, storage.InsertParams{Events: events}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := store.MarkDone(ctx, outbox.MarkDoneParams{IDs: []string{"e-00", "e-01"}, DoneAt: base}); err != nil {
+			if _, err := store.MarkDone(ctx, storage.MarkDoneParams{IDs: []string{"e-00", "e-01"}, DoneAt: base}); err != nil {
 				t.Fatal(err)
 			}
 			var cfgErr *outbox.ConfigError
@@ -396,7 +397,7 @@ func TestMigrateUpgradesAVersionOneTableWithRows(t *testing.T) {
 			if err := store.CheckConnection(ctx); err != nil {
 				t.Fatalf("CheckConnection after the upgrade: %v", err)
 			}
-			batch, err := store.Pending(ctx, outbox.PendingParams{Now: base.Add(time.Hour), Limit: 100})
+			batch, err := store.Pending(ctx, storage.PendingParams{Now: base.Add(time.Hour), Limit: 100})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -408,10 +409,10 @@ func TestMigrateUpgradesAVersionOneTableWithRows(t *testing.T) {
 			}
 			o1, o2 := testEvent("o-1", base), testEvent("o-2", base)
 			o1.OrderKey, o2.OrderKey = "K", "K"
-			if _, err := store.Insert(ctx, db, outbox.InsertParams{Events: []outbox.Event{o1, o2}}); err != nil {
+			if _, err := store.Insert(ctx, db, storage.InsertParams{Events: []outbox.Event{o1, o2}}); err != nil {
 				t.Fatalf("ordered insert after the upgrade: %v", err)
 			}
-			if _, err := store.Promote(ctx, outbox.PromoteParams{Keys: []string{"K"}, DeadBlocks: true}); err != nil {
+			if _, err := store.Promote(ctx, storage.PromoteParams{Keys: []string{"K"}, DeadBlocks: true}); err != nil {
 				t.Fatalf("Promote after the upgrade: %v", err)
 			}
 			if got, err := store.Get(ctx, "o-1"); err != nil || got.Status != outbox.StatusNew || got.OrderSeq != 1 {
@@ -454,17 +455,17 @@ func TestCustomSchemaQualifiedTable(t *testing.T) {
 			b := setupStore(t, db, d, table)
 			ctx := t.Context()
 			t0 := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
-			if _, err := b.store.Insert(ctx, db, outbox.InsertParams{Events: []outbox.Event{testEvent("a", t0), testEvent("b", t0)}}); err != nil {
+			if _, err := b.store.Insert(ctx, db, storage.InsertParams{Events: []outbox.Event{testEvent("a", t0), testEvent("b", t0)}}); err != nil {
 				t.Fatal(err)
 			}
-			if n, err := b.store.MarkDone(ctx, outbox.MarkDoneParams{IDs: []string{"a"}, DoneAt: t0}); err != nil || n != 1 {
+			if n, err := b.store.MarkDone(ctx, storage.MarkDoneParams{IDs: []string{"a"}, DoneAt: t0}); err != nil || n != 1 {
 				t.Fatalf("MarkDone = %d, %v", n, err)
 			}
-			batch, err := b.store.Pending(ctx, outbox.PendingParams{Now: t0, Limit: 10})
+			batch, err := b.store.Pending(ctx, storage.PendingParams{Now: t0, Limit: 10})
 			if err != nil || len(batch.Events) != 1 || batch.Events[0].ID != "b" {
 				t.Fatalf("Pending = %+v, %v", batch, err)
 			}
-			if n, err := b.store.Purge(ctx, outbox.PurgeParams{Before: t0.Add(time.Second), Limit: 10}); err != nil || n != 1 {
+			if n, err := b.store.Purge(ctx, storage.PurgeParams{Before: t0.Add(time.Second), Limit: 10}); err != nil || n != 1 {
 				t.Fatalf("Purge = %d, %v", n, err)
 			}
 			rows, err := db.QueryContext(ctx, indexQuery)
@@ -497,20 +498,20 @@ func TestCustomSchemaQualifiedTable(t *testing.T) {
 					"Order_Events_pending_idx,Order_Events_poll_idx,PRIMARY"
 			}
 			// The audit trail lives beside the qualified table.
-			as := b.store.(outbox.AuditStore)
+			as := b.store.(storage.AuditStore)
 			if err := as.RecordAudit(ctx, outbox.AuditEntry{ID: "01A", At: t0, Actor: "a", Action: outbox.AuditReplay, Target: "x", Count: 1}); err != nil {
 				t.Fatalf("RecordAudit: %v", err)
 			}
-			if got, err := as.ListAudit(ctx, outbox.ListAuditParams{Limit: 5}); err != nil || len(got) != 1 || got[0].ID != "01A" {
+			if got, err := as.ListAudit(ctx, storage.ListAuditParams{Limit: 5}); err != nil || len(got) != 1 || got[0].ID != "01A" {
 				t.Fatalf("ListAudit = %+v, %v", got, err)
 			}
 			// Ordered events use the key table beside the qualified table.
 			o := testEvent("o", t0)
 			o.OrderKey = "K"
-			if _, err := b.store.Insert(ctx, db, outbox.InsertParams{Events: []outbox.Event{o}}); err != nil {
+			if _, err := b.store.Insert(ctx, db, storage.InsertParams{Events: []outbox.Event{o}}); err != nil {
 				t.Fatalf("ordered insert: %v", err)
 			}
-			if _, err := b.store.Promote(ctx, outbox.PromoteParams{Keys: []string{"K"}}); err != nil {
+			if _, err := b.store.Promote(ctx, storage.PromoteParams{Keys: []string{"K"}}); err != nil {
 				t.Fatalf("Promote: %v", err)
 			}
 			if e, err := b.store.Get(ctx, "o"); err != nil || e.Status != outbox.StatusNew || e.OrderSeq != 1 {
@@ -708,15 +709,15 @@ func TestSQLStoreInsertEdgeCases(t *testing.T) {
 	t.Parallel()
 	b := setupSQLite(t)
 	ctx := t.Context()
-	if _, err := b.store.Insert(ctx, nil, outbox.InsertParams{Events: []outbox.Event{testEvent("a", time.Now())}}); !errors.Is(err, outbox.ErrNoTransaction) {
+	if _, err := b.store.Insert(ctx, nil, storage.InsertParams{Events: []outbox.Event{testEvent("a", time.Now())}}); !errors.Is(err, outbox.ErrNoTransaction) {
 		t.Errorf("nil executor: %v", err)
 	}
-	if _, err := b.store.Insert(ctx, nil, outbox.InsertParams{}); err != nil {
+	if _, err := b.store.Insert(ctx, nil, storage.InsertParams{}); err != nil {
 		t.Errorf("no events: %v", err)
 	}
 	// Zero times default like the in-memory store's: CreatedAt now, AvailableAt CreatedAt.
 	before := time.Now().UTC().Truncate(time.Microsecond)
-	if _, err := b.store.Insert(ctx, b.db, outbox.InsertParams{Events: []outbox.Event{{ID: "z", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`)}}}); err != nil {
+	if _, err := b.store.Insert(ctx, b.db, storage.InsertParams{Events: []outbox.Event{{ID: "z", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`)}}}); err != nil {
 		t.Fatal(err)
 	}
 	e, err := b.store.Get(ctx, "z")
@@ -736,7 +737,7 @@ func TestPostgresStoresTypedColumns(t *testing.T) {
 	ctx := t.Context()
 	e := testEvent("typed", time.Now())
 	e.Headers = map[string]string{"k": "v"}
-	if _, err := b.store.Insert(ctx, b.db, outbox.InsertParams{Events: []outbox.Event{e, testEvent("bare", time.Now())}}); err != nil {
+	if _, err := b.store.Insert(ctx, b.db, storage.InsertParams{Events: []outbox.Event{e, testEvent("bare", time.Now())}}); err != nil {
 		t.Fatal(err)
 	}
 	var payloadType, headerValue string
@@ -762,7 +763,7 @@ func TestQueryTimeoutBoundsStatements(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.Insert(t.Context(), b.db, outbox.InsertParams{Events: []outbox.Event{testEvent("locked", time.Now())}}); err != nil {
+			if _, err := s.Insert(t.Context(), b.db, storage.InsertParams{Events: []outbox.Event{testEvent("locked", time.Now())}}); err != nil {
 				t.Fatal(err)
 			}
 			// Hold a lock on the row so the update has to wait past the timeout.
@@ -778,7 +779,7 @@ func TestQueryTimeoutBoundsStatements(t *testing.T) {
 			// ends (PostgreSQL) or InnoDB's lock wait timeout (50 s) fails it: 20 s tells
 			// that apart from the 50 ms timeout on a loaded machine too.
 			start := time.Now()
-			_, err = s.MarkDone(context.Background(), outbox.MarkDoneParams{IDs: []string{"locked"}, DoneAt: time.Now()})
+			_, err = s.MarkDone(context.Background(), storage.MarkDoneParams{IDs: []string{"locked"}, DoneAt: time.Now()})
 			if took := time.Since(start); err == nil || took > 20*time.Second {
 				t.Errorf("MarkDone on a locked row = %v after %s, want a timeout (QueryTimeout 50ms)", err, took)
 			}
@@ -788,12 +789,12 @@ func TestQueryTimeoutBoundsStatements(t *testing.T) {
 
 // sqlTestStore is what NewSQLStore returns: a Store with every optional interface.
 type sqlTestStore interface {
-	outbox.Store
-	outbox.ClaimStore
-	outbox.DeadStore
-	outbox.StatsStore
-	outbox.ConnectionChecker
-	outbox.OrderStore
+	storage.Store
+	storage.ClaimStore
+	storage.DeadStore
+	storage.StatsStore
+	storage.ConnectionChecker
+	storage.OrderStore
 }
 
 // sqlStore is outbox.NewSQLStore with the optional interfaces the tests call directly.

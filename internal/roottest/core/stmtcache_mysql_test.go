@@ -14,6 +14,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 	"github.com/outboxkit/outbox/internal/testdb"
 )
 
@@ -128,13 +129,13 @@ func TestMySQLMultiNodeWritesStayPrepared(t *testing.T) {
 				events = append(events, outbox.Event{ID: id, Type: "Thing", AggregateType: "Thing", AggregateID: id,
 					Payload: json.RawMessage(`{}`), CreatedAt: time.Now(), LockedBy: "node-1/" + id})
 			}
-			_, err := store.Insert(ctx, tx, outbox.InsertParams{ClaimTTL: time.Minute, Events: events})
+			_, err := store.Insert(ctx, tx, storage.InsertParams{ClaimTTL: time.Minute, Events: events})
 			return err
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		n, err := store.MarkDone(ctx, outbox.MarkDoneParams{IDs: ids, Tokens: tokens, DoneAt: time.Now()})
+		n, err := store.MarkDone(ctx, storage.MarkDoneParams{IDs: ids, Tokens: tokens, DoneAt: time.Now()})
 		if err != nil || n != 2 {
 			t.Fatalf("MarkDone(%v) = %d, %v; want 2", ids, n, err)
 		}
@@ -155,7 +156,7 @@ func TestMySQLMultiNodeWritesStayPrepared(t *testing.T) {
 // preparations the returned counter counts. One connection, so that every statement is
 // prepared on the connection that runs it (with more, database/sql prepares a kept
 // statement once on each connection it runs on).
-func countedMySQL(t *testing.T) (*sql.DB, outbox.Store, *mysqlPrepareCounter) {
+func countedMySQL(t *testing.T) (*sql.DB, storage.Store, *mysqlPrepareCounter) {
 	t.Helper()
 	ctx := t.Context()
 	cfg, err := mysql.ParseDSN(testdb.MySQLDSN(t))

@@ -16,6 +16,7 @@ import (
 	"modernc.org/sqlite"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // prepareCounter connects to modernc.org/sqlite through connections that count the
@@ -56,7 +57,7 @@ func (c *countingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driv
 
 // countedSQLite opens a SQLite database through a prepareCounter, one connection as the
 // docs advise, migrated, with a store on it.
-func countedSQLite(t *testing.T) (*sql.DB, outbox.Store, *prepareCounter) {
+func countedSQLite(t *testing.T) (*sql.DB, storage.Store, *prepareCounter) {
 	t.Helper()
 	c := &prepareCounter{dsn: outbox.SQLiteDSN(filepath.Join(t.TempDir(), "app.db"))}
 	db := sql.OpenDB(c)
@@ -72,8 +73,8 @@ func countedSQLite(t *testing.T) (*sql.DB, outbox.Store, *prepareCounter) {
 	return db, store, c
 }
 
-func insertOne(ctx context.Context, store outbox.Store, tx outbox.Executor, id, key string) error {
-	_, err := store.Insert(ctx, tx, outbox.InsertParams{Events: []outbox.Event{{
+func insertOne(ctx context.Context, store storage.Store, tx outbox.Executor, id, key string) error {
+	_, err := store.Insert(ctx, tx, storage.InsertParams{Events: []outbox.Event{{
 		ID: id, Type: "Thing", AggregateType: "Thing", AggregateID: id, OrderKey: key,
 		Payload: json.RawMessage(`{}`), CreatedAt: time.Now(),
 	}}})
@@ -83,7 +84,7 @@ func insertOne(ctx context.Context, store outbox.Store, tx outbox.Executor, id, 
 // preparedWhenWarm writes events (one plain, one ordered on one of three keys) in an
 // [outbox.Tx] begun on db and polls, four rounds to warm the store's statements, then 20
 // more, and returns how many statements prepared counts during those 20.
-func preparedWhenWarm(t *testing.T, db *sql.DB, store outbox.Store, prepared func() int64) int64 {
+func preparedWhenWarm(t *testing.T, db *sql.DB, store storage.Store, prepared func() int64) int64 {
 	t.Helper()
 	ctx := t.Context()
 	round := func(i int) {
@@ -97,7 +98,7 @@ func preparedWhenWarm(t *testing.T, db *sql.DB, store outbox.Store, prepared fun
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := store.Pending(ctx, outbox.PendingParams{Now: time.Now(), Limit: 10}); err != nil {
+		if _, err := store.Pending(ctx, storage.PendingParams{Now: time.Now(), Limit: 10}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -149,7 +150,7 @@ func TestSQLiteStatementsInAnotherDBsTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		if _, err := store.Pending(ctx, outbox.PendingParams{Now: time.Now(), Limit: 10}); err != nil {
+		if _, err := store.Pending(ctx, storage.PendingParams{Now: time.Now(), Limit: 10}); err != nil {
 			t.Fatal(err)
 		}
 		err := outbox.RunInTx(ctx, other, func(ctx context.Context, tx *outbox.Tx) error {
@@ -197,11 +198,11 @@ func TestSQLiteStatementCacheEviction(t *testing.T) {
 				var err error
 				switch r.IntN(3) {
 				case 0:
-					_, err = store.MarkDone(ctx, outbox.MarkDoneParams{IDs: ids, DoneAt: time.Now()})
+					_, err = store.MarkDone(ctx, storage.MarkDoneParams{IDs: ids, DoneAt: time.Now()})
 				case 1: // fenced: a text of its own, changing nothing
-					_, err = store.MarkDone(ctx, outbox.MarkDoneParams{IDs: ids, DoneAt: time.Now(), Token: "someone"})
+					_, err = store.MarkDone(ctx, storage.MarkDoneParams{IDs: ids, DoneAt: time.Now(), Token: "someone"})
 				default: // keys that hold nothing: a text per number of keys
-					_, err = store.(outbox.OrderStore).Promote(ctx, outbox.PromoteParams{Keys: ids, DeadBlocks: r.IntN(2) == 0})
+					_, err = store.(storage.OrderStore).Promote(ctx, storage.PromoteParams{Keys: ids, DeadBlocks: r.IntN(2) == 0})
 				}
 				if err == nil {
 					err = outbox.RunInTx(ctx, db, func(ctx context.Context, tx *outbox.Tx) error {
