@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/outboxkit/outbox/core/internal/check"
+	"github.com/outboxkit/outbox/core/outboxtype"
 	"github.com/outboxkit/outbox/core/storage"
 )
 
@@ -47,24 +47,6 @@ type EventPage struct {
 	Partial bool
 }
 
-// ListTime is the time event e has in the list of q's status and filter: the key of
-// that list's order, which a Cursor holds (but in a list by OrderKey, see ListCursor).
-func ListTime(e Event, st Status, f EventFilter) time.Time {
-	if f.ListsByFinish(st) && !e.DoneAt.IsZero() {
-		return e.DoneAt
-	}
-	return e.CreatedAt
-}
-
-// ListCursor is the cursor that continues the list of st and f after event e: its
-// ListTime and ID, or in a list by OrderKey its OrderSeq and ID.
-func ListCursor(e Event, st Status, f EventFilter) Cursor {
-	if f.OrderKey != "" {
-		return Cursor{OrderSeq: e.OrderSeq, ID: e.ID}
-	}
-	return Cursor{CreatedAt: ListTime(e, st, f), ID: e.ID}
-}
-
 // Events returns a page of the events of q.Status that match the filter: the admin's
 // lists of pending, retrying, dead and recently finished events. An invalid query
 // returns an error wrapping ErrInvalidArgument.
@@ -91,7 +73,7 @@ func (d *DeadEvents) Events(ctx context.Context, q EventQuery) (EventPage, error
 	case len(events) > limit:
 		page.Events = events[:limit]
 		last := page.Events[limit-1]
-		page.Next = ListCursor(last, q.Status, q.EventFilter)
+		page.Next = outboxtype.ListCursor(last, q.Status, q.EventFilter)
 	case !stop.IsZero():
 		page.Next, page.Partial = stop, true
 	}

@@ -5,8 +5,6 @@ import (
 	"strconv"
 	"testing"
 	"time"
-
-	"github.com/outboxkit/outbox/core/storage"
 )
 
 // The micro-benchmarks of the write path's CPU work: ID generation, envelope validation
@@ -72,53 +70,5 @@ func BenchmarkEncodeEnvelopes(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*c.n), "ns/event")
 		})
-	}
-}
-
-// BenchmarkInsertQueries measures building the multi-row INSERT of one Write.
-func BenchmarkInsertQueries(b *testing.B) {
-	events, err := encodeEnvelopes(benchEnvelopes(100, func(i int) any {
-		return benchPayload{OrderID: "o-" + strconv.Itoa(i), Amount: int64(i)}
-	}, nil), time.Now(), DefaultMaxPayloadBytes, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	table, _ := parseTableName(DefaultTable)
-	for _, d := range []*dialect{Postgres.builder(), MySQL.builder(), SQLite.builder()} {
-		for _, n := range []int{1, 100} {
-			b.Run(d.name+"/"+strconv.Itoa(n), func(b *testing.B) {
-				p := storage.InsertParams{Events: events[:n]}
-				now := time.Now()
-				b.ReportAllocs()
-				for b.Loop() {
-					if _, err := d.insertQueries(table, p, now); err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
-		}
-	}
-}
-
-// BenchmarkMarkDoneQueries measures building the DONE update of one event and of a
-// batch of 64.
-func BenchmarkMarkDoneQueries(b *testing.B) {
-	ids := make([]string, 64)
-	for i := range ids {
-		ids[i] = NewID()
-	}
-	table, _ := parseTableName(DefaultTable)
-	for _, d := range []*dialect{Postgres.builder(), MySQL.builder(), SQLite.builder()} {
-		for _, n := range []int{1, 64} {
-			b.Run(d.name+"/"+strconv.Itoa(n), func(b *testing.B) {
-				p := storage.MarkDoneParams{IDs: ids[:n], DoneAt: time.Now()}
-				b.ReportAllocs()
-				for b.Loop() {
-					if _, err := d.markDoneQueries(table, p); err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
-		}
 	}
 }

@@ -33,7 +33,7 @@ var (
 	// ErrInvalidEnvelope is matched (errors.Is) by every [EnvelopeError].
 	ErrInvalidEnvelope = errors.New("outbox: invalid envelope")
 	// ErrInvalidConfig is matched (errors.Is) by every [ConfigError].
-	ErrInvalidConfig = errors.New("outbox: invalid config")
+	ErrInvalidConfig = outboxtype.ErrInvalidConfig
 	// ErrInvalidArgument is wrapped by errors for bad arguments to a call, such as a page
 	// limit out of range, or store parameters that fail their Validate method. Nothing
 	// runs in that case.
@@ -95,22 +95,6 @@ func (e *EnvelopeError) Unwrap() error { return e.Err }
 
 // Is makes errors.Is(err, ErrInvalidEnvelope) true.
 func (e *EnvelopeError) Is(target error) bool { return target == ErrInvalidEnvelope }
-
-// ConfigError reports an invalid configuration value. It matches ErrInvalidConfig.
-type ConfigError struct {
-	// Field is the configuration field, for example "Workers".
-	Field string
-	// Reason says what is wrong.
-	Reason string
-}
-
-// Error implements error.
-func (e *ConfigError) Error() string {
-	return "outbox: invalid config: " + e.Field + ": " + e.Reason
-}
-
-// Is makes errors.Is(err, ErrInvalidConfig) true.
-func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
 
 // RetryAfter returns a listener error that fails the attempt and asks for the retry
 // after d instead of the retry policy's backoff. The attempt counts: at MaxAttempts the

@@ -93,7 +93,5 @@ var (
 
 const MaxNodeIDLen = maxNodeIDLen
 
-type SQLStore = sqlStore
-
 const DefaultQueryTimeout = defaultQueryTimeout
 const SQLiteBusyTimeoutMillis = sqliteBusyTimeoutMillis

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/outboxkit/outbox/core/internal/sqlstore"
 	"github.com/outboxkit/outbox/core/storage"
 )
 
@@ -530,11 +531,11 @@ func (o *Outbox) Start(ctx context.Context) error {
 	if o.started != nil {
 		return nil
 	}
-	if s, ok := o.store.(*sqlStore); ok {
-		if err := s.checkConnection(ctx, o.writer.maxPayload); err != nil {
+	if s, ok := o.store.(*sqlstore.Store); ok {
+		if err := s.CheckConnectionFor(ctx, o.writer.maxPayload); err != nil {
 			return fmt.Errorf("outbox: start: connection check: %w", err)
 		}
-		if n := s.db.Stats().MaxOpenConnections; s.d == sqliteDialect && n != 1 {
+		if n := s.DB().Stats().MaxOpenConnections; s.Dialect() == sqlstore.SQLite && n != 1 {
 			o.logger.WarnContext(ctx, "SQLite through a pool of more than one connection: connections wait for SQLite's "+
 				"single write lock in its busy handler, which is not fair, so the outbox's status updates can starve behind "+
 				"busy writers and delivery falls behind; call db.SetMaxOpenConns(1) so that writers queue in Go",

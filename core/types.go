@@ -36,6 +36,8 @@ type (
 	AuditEntry = outboxtype.AuditEntry
 	// AuditError is the error of a change whose audit entry could not be written.
 	AuditError = outboxtype.AuditError
+	// ConfigError reports an invalid configuration value. It matches ErrInvalidConfig.
+	ConfigError = outboxtype.ConfigError
 )
 
 // The statuses of an event (see [outboxtype.Status]).

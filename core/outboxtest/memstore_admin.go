@@ -8,6 +8,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/outboxtype"
 	"github.com/outboxkit/outbox/core/storage"
 )
 
@@ -25,7 +26,7 @@ func (s *MemoryStore) ListEvents(ctx context.Context, p storage.ListEventsParams
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	key := func(e *outbox.Event) time.Time { return outbox.ListTime(*e, p.Status, p.EventFilter) }
+	key := func(e *outbox.Event) time.Time { return outboxtype.ListTime(*e, p.Status, p.EventFilter) }
 	// compare orders e against the position c in the list's order: (OrderSeq, ID) in a
 	// list by order key, else (list time, ID).
 	compare := func(e *outbox.Event, c outbox.Cursor) int {
@@ -58,7 +59,7 @@ func (s *MemoryStore) ListEvents(ctx context.Context, p storage.ListEventsParams
 		index = append(index, e)
 	}
 	slices.SortFunc(index, func(a, b *outbox.Event) int {
-		c := compare(a, outbox.ListCursor(*b, p.Status, p.EventFilter))
+		c := compare(a, outboxtype.ListCursor(*b, p.Status, p.EventFilter))
 		if p.Newest {
 			return -c
 		}
@@ -70,7 +71,7 @@ func (s *MemoryStore) ListEvents(ctx context.Context, p storage.ListEventsParams
 	var stop outbox.Cursor
 	if scanned && len(index) > p.ScanLimit {
 		last := index[p.ScanLimit-1]
-		index, stop = index[:p.ScanLimit], outbox.ListCursor(*last, p.Status, p.EventFilter)
+		index, stop = index[:p.ScanLimit], outboxtype.ListCursor(*last, p.Status, p.EventFilter)
 	}
 	var out []outbox.Event
 	for _, e := range index {

@@ -30,4 +30,6 @@ var (
 	// more than a gigabyte. The poller moves such a row to DEAD, with this reason, the
 	// server's error and the stored sizes, so that it cannot stop the other rows.
 	ErrUnreadableRow = errors.New("outbox: the database cannot return the row")
+	// ErrInvalidConfig is matched (errors.Is) by every [ConfigError].
+	ErrInvalidConfig = errors.New("outbox: invalid config")
 )

@@ -434,3 +434,41 @@ func (f EventFilter) ListsByFinish(st Status) bool {
 func (s Status) InKeyOrder() bool {
 	return s == StatusNew || s == StatusRetry || s == StatusDead || s == StatusWaiting
 }
+
+// from browse.go
+
+// ListTime is the time event e has in the list of q's status and filter: the key of
+// that list's order, which a Cursor holds (but in a list by OrderKey, see ListCursor).
+func ListTime(e Event, st Status, f EventFilter) time.Time {
+	if f.ListsByFinish(st) && !e.DoneAt.IsZero() {
+		return e.DoneAt
+	}
+	return e.CreatedAt
+}
+
+// ListCursor is the cursor that continues the list of st and f after event e: its
+// ListTime and ID, or in a list by OrderKey its OrderSeq and ID.
+func ListCursor(e Event, st Status, f EventFilter) Cursor {
+	if f.OrderKey != "" {
+		return Cursor{OrderSeq: e.OrderSeq, ID: e.ID}
+	}
+	return Cursor{CreatedAt: ListTime(e, st, f), ID: e.ID}
+}
+
+// from errors.go
+
+// ConfigError reports an invalid configuration value. It matches ErrInvalidConfig.
+type ConfigError struct {
+	// Field is the configuration field, for example "Workers".
+	Field string
+	// Reason says what is wrong.
+	Reason string
+}
+
+// Error implements error.
+func (e *ConfigError) Error() string {
+	return "outbox: invalid config: " + e.Field + ": " + e.Reason
+}
+
+// Is makes errors.Is(err, ErrInvalidConfig) true.
+func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }

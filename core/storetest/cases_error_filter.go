@@ -5,6 +5,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/outboxtype"
 	"github.com/outboxkit/outbox/core/storage"
 )
 
@@ -82,7 +83,7 @@ func testListEventsErrorFolding(x *fixture) {
 		if len(page) < p.Limit {
 			break
 		}
-		p.After = outbox.ListCursor(page[len(page)-1], p.Status, p.EventFilter)
+		p.After = outboxtype.ListCursor(page[len(page)-1], p.Status, p.EventFilter)
 	}
 	x.wantIDs("pages of five", got, want...)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/outboxtype"
 	"github.com/outboxkit/outbox/core/storage"
 )
 
@@ -107,7 +108,7 @@ func testListEvents(x *fixture) {
 			}
 			got = append(got, page...)
 			last := page[len(page)-1]
-			p.After = outbox.Cursor{CreatedAt: outbox.ListTime(last, p.Status, p.EventFilter), ID: last.ID}
+			p.After = outbox.Cursor{CreatedAt: outboxtype.ListTime(last, p.Status, p.EventFilter), ID: last.ID}
 		}
 		want := []string{"n-1", "n-2", "n-listener"}
 		if newest {
@@ -117,7 +118,7 @@ func testListEvents(x *fixture) {
 	}
 	p := storage.ListEventsParams{Status: outbox.StatusDone, Limit: 1}
 	page, _ := x.listEvents(p)
-	p.After = outbox.Cursor{CreatedAt: outbox.ListTime(page[0], p.Status, p.EventFilter), ID: page[0].ID}
+	p.After = outbox.Cursor{CreatedAt: outboxtype.ListTime(page[0], p.Status, p.EventFilter), ID: page[0].ID}
 	x.wantIDs("DONE second page", list(p), "done-1")
 }
 
@@ -146,7 +147,7 @@ func testListEventsScanLimit(x *fixture) {
 		}
 		stops++
 		if len(page) > 0 {
-			p.After = outbox.Cursor{CreatedAt: outbox.ListTime(page[len(page)-1], p.Status, p.EventFilter), ID: page[len(page)-1].ID}
+			p.After = outbox.Cursor{CreatedAt: outboxtype.ListTime(page[len(page)-1], p.Status, p.EventFilter), ID: page[len(page)-1].ID}
 		}
 		p.After = stop
 	}
@@ -217,7 +218,7 @@ func testListEventsByOrderKey(x *fixture) {
 			break
 		}
 		paged = append(paged, page...)
-		after = outbox.ListCursor(page[0], outbox.StatusWaiting, k1)
+		after = outboxtype.ListCursor(page[0], outbox.StatusWaiting, k1)
 		if after.OrderSeq != page[0].OrderSeq || !after.CreatedAt.IsZero() {
 			x.Fatalf("ListCursor(%s) = %+v, want its OrderSeq %d and no time", page[0].ID, after, page[0].OrderSeq)
 		}

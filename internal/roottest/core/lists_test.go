@@ -14,7 +14,7 @@ import (
 	outbox "github.com/outboxkit/outbox/core"
 )
 
-// listCase is one entry of core/testdata/list_queries.json: a statement of the admin's
+// listCase is one entry of core/internal/sqlstore/testdata/list_queries.json: a statement of the admin's
 // lists exactly as the dialect builds it (core's TestListQueriesGolden keeps the file
 // in step with the builder) and the index its plan must use.
 type listCase struct {
@@ -79,7 +79,7 @@ func fillSQL(b sqlBundle, n int) string {
 // It does not run beside the package's other tests (no t.Parallel at the top): writing
 // three million rows would slow down the tests that measure time against a deadline.
 func TestEventListsUseIndexes(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "core", "testdata", "list_queries.json"))
+	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "core", "internal", "sqlstore", "testdata", "list_queries.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,12 @@
-package outbox
+package sqlstore
 
 import (
 	"fmt"
 	"hash/fnv"
 	"regexp"
 	"strings"
+
+	"github.com/outboxkit/outbox/core/outboxtype"
 )
 
 // maxIdentLen is the longest identifier accepted for a table or schema name. It matches
@@ -32,7 +34,7 @@ type tableName struct {
 // parseTableName validates name and splits it into schema and table.
 func parseTableName(name string) (tableName, error) {
 	bad := func(reason string) (tableName, error) {
-		return tableName{}, &ConfigError{Field: "Table", Reason: fmt.Sprintf("%q: %s", name, reason)}
+		return tableName{}, &outboxtype.ConfigError{Field: "Table", Reason: fmt.Sprintf("%q: %s", name, reason)}
 	}
 	if name == "" {
 		return bad("empty")

@@ -1,4 +1,4 @@
-package outbox
+package sqlstore
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"io"
 	"net"
 	"strings"
+
+	"github.com/outboxkit/outbox/core/outboxtype"
 )
 
 // One row must never stop the delivery of the others. A row can be stored and yet be
@@ -65,7 +67,7 @@ func (d *dialect) sizedSQL(sqlText string) (string, bool) {
 
 // isolated is what isolate made of one row of a failed batch read.
 type isolated struct {
-	event Event
+	event outboxtype.Event
 	err   error // the row's own error: undecodable, or unreadable (ErrUnreadableRow)
 }
 
@@ -75,7 +77,7 @@ type isolated struct {
 // cannot be a row's fault or q has no event column list, and a joined error when the
 // server fails the reads that return no payload too. Use it only for a statement that
 // may run again: a SELECT, or one UPDATE … RETURNING whose failure undid it whole.
-func (s *sqlStore) isolate(ctx context.Context, exec Executor, q query, cause error, mode decodeMode) ([]isolated, error) {
+func (s *Store) isolate(ctx context.Context, exec outboxtype.Executor, q query, cause error, mode decodeMode) ([]isolated, error) {
 	if !rowFault(ctx, cause) {
 		return nil, cause
 	}
@@ -90,7 +92,7 @@ func (s *sqlStore) isolate(ctx context.Context, exec Executor, q query, cause er
 			continue
 		}
 		var (
-			e                Event
+			e                outboxtype.Event
 			rerr, unreadable error
 		)
 		if len(found) == 1 {
@@ -106,10 +108,10 @@ func (s *sqlStore) isolate(ctx context.Context, exec Executor, q query, cause er
 			continue // read again by the next cycle; the rows around it go on
 		case err != nil:
 			return nil, errors.Join(cause, err)
-		case errors.Is(rerr, ErrNotFound): // finished and purged since: nothing to read
+		case errors.Is(rerr, outboxtype.ErrNotFound): // finished and purged since: nothing to read
 			continue
 		case unreadable != nil:
-			rerr = fmt.Errorf("%w (payload %d bytes, headers %d bytes as stored): %w", ErrUnreadableRow, sr.payload, sr.headers, unreadable)
+			rerr = fmt.Errorf("%w (payload %d bytes, headers %d bytes as stored): %w", outboxtype.ErrUnreadableRow, sr.payload, sr.headers, unreadable)
 			if mode == lenient {
 				e = sr.event
 				e.Payload = unreadablePayload(rerr)
@@ -131,13 +133,13 @@ func (s *sqlStore) isolate(ctx context.Context, exec Executor, q query, cause er
 // sizedRow is one row of a failed statement read without its payload: the event's
 // other columns and the stored sizes.
 type sizedRow struct {
-	event            Event
+	event            outboxtype.Event
 	payload, headers int64
 	decodeErr        error
 }
 
 // readSized runs q with its payload and headers replaced by their stored sizes.
-func (s *sqlStore) readSized(ctx context.Context, exec Executor, q query) ([]sizedRow, error) {
+func (s *Store) readSized(ctx context.Context, exec outboxtype.Executor, q query) ([]sizedRow, error) {
 	sized, ok := s.d.sizedSQL(q.SQL)
 	if !ok {
 		return nil, errors.New("the statement returns no event columns to read apart")
@@ -164,7 +166,7 @@ func (s *sqlStore) readSized(ctx context.Context, exec Executor, q query) ([]siz
 
 // eachRow runs a statement and calls fn for each row, closing the rows before it
 // returns.
-func eachRow(ctx context.Context, exec Executor, sqlText string, args []any, fn func(*sql.Rows) error) error {
+func eachRow(ctx context.Context, exec outboxtype.Executor, sqlText string, args []any, fn func(*sql.Rows) error) error {
 	rows, err := exec.QueryContext(ctx, sqlText, args...)
 	if err != nil {
 		return err
@@ -182,7 +184,7 @@ func eachRow(ctx context.Context, exec Executor, sqlText string, args []any, fn 
 // decode, or it is gone (ErrNotFound). unreadable is the server's error when it cannot
 // return the row while it returns the row without its payload. err is any other
 // failure, which ends the isolation.
-func (s *sqlStore) readAlone(ctx context.Context, exec Executor, id string, mode decodeMode) (e Event, rowErr, unreadable, err error) {
+func (s *Store) readAlone(ctx context.Context, exec outboxtype.Executor, id string, mode decodeMode) (e outboxtype.Event, rowErr, unreadable, err error) {
 	q := s.d.getQuery(s.table, id)
 	var r rawRow
 	rctx, cancel := s.withTimeout(ctx)
@@ -190,16 +192,16 @@ func (s *sqlStore) readAlone(ctx context.Context, exec Executor, id string, mode
 	timedOut := rerr != nil && rctx.Err() != nil && ctx.Err() == nil
 	cancel()
 	if timedOut { // slow, not proven unreadable: skipped this time, never DEAD for it
-		return Event{}, nil, nil, fmt.Errorf("read event %s: %w: %w", id, errRowTimeout, rerr)
+		return outboxtype.Event{}, nil, nil, fmt.Errorf("read event %s: %w: %w", id, errRowTimeout, rerr)
 	}
 	switch {
 	case rerr == nil:
 		e, derr := r.decode(s.d, mode)
 		return e, derr, nil, nil
-	case errors.Is(rerr, ErrNotFound):
-		return Event{}, rerr, nil, nil
+	case errors.Is(rerr, outboxtype.ErrNotFound):
+		return outboxtype.Event{}, rerr, nil, nil
 	case !rowFault(ctx, rerr):
-		return Event{}, nil, nil, fmt.Errorf("read event %s: %w", id, rerr)
+		return outboxtype.Event{}, nil, nil, fmt.Errorf("read event %s: %w", id, rerr)
 	}
 	// The row alone failed. If the server returns it without its payload, the row is
 	// the fault.
@@ -208,9 +210,9 @@ func (s *sqlStore) readAlone(ctx context.Context, exec Executor, id string, mode
 	pctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	if perr := scanOne(pctx, exec, sized, q.Args, &probe); perr != nil {
-		return Event{}, nil, nil, fmt.Errorf("read event %s: %w; without its payload: %w", id, rerr, perr)
+		return outboxtype.Event{}, nil, nil, fmt.Errorf("read event %s: %w; without its payload: %w", id, rerr, perr)
 	}
-	return Event{}, nil, rerr, nil
+	return outboxtype.Event{}, nil, rerr, nil
 }
 
 // errRowTimeout marks a row whose read alone ran past QueryTimeout: isolate leaves it
@@ -220,7 +222,7 @@ var errRowTimeout = errors.New("its read ran past QueryTimeout")
 // scanOne runs a statement that returns at most one row of selectColumns into r. It
 // reads through rows, not QueryRow, so that an error the server sends with the row is
 // reported as such.
-func scanOne(ctx context.Context, exec Executor, sqlText string, args []any, r *rawRow) error {
+func scanOne(ctx context.Context, exec outboxtype.Executor, sqlText string, args []any, r *rawRow) error {
 	rows, err := exec.QueryContext(ctx, sqlText, args...)
 	if err != nil {
 		return err
@@ -228,7 +230,7 @@ func scanOne(ctx context.Context, exec Executor, sqlText string, args []any, r *
 	if !rows.Next() {
 		err = rows.Err()
 		if err == nil {
-			err = ErrNotFound
+			err = outboxtype.ErrNotFound
 		}
 		rows.Close()
 		return err
@@ -242,7 +244,7 @@ func scanOne(ctx context.Context, exec Executor, sqlText string, args []any, r *
 
 // decodeSized decodes a row of a sized statement (sizedSQL): the payload and headers
 // columns hold their stored sizes (NULL headers: none). The event's Payload is nil.
-func (r *rawRow) decodeSized(d *dialect) (e Event, payload, headers int64, err error) {
+func (r *rawRow) decodeSized(d *dialect) (e outboxtype.Event, payload, headers int64, err error) {
 	if r[5] != nil {
 		payload, _ = intValue(r[5])
 	}
@@ -263,10 +265,10 @@ func unreadablePayload(err error) json.RawMessage {
 }
 
 // splitIsolated sorts isolate's rows into events and row errors, for the poller's reads.
-func splitIsolated(rows []isolated) (events []Event, bad []RowError) {
+func splitIsolated(rows []isolated) (events []outboxtype.Event, bad []outboxtype.RowError) {
 	for _, r := range rows {
 		if r.err != nil {
-			bad = append(bad, RowError{EventID: r.event.ID, Err: r.err})
+			bad = append(bad, outboxtype.RowError{EventID: r.event.ID, Err: r.err})
 			continue
 		}
 		events = append(events, r.event)

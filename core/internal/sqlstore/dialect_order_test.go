@@ -1,4 +1,4 @@
-package outbox
+package sqlstore
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxkit/outbox/core/outboxtype"
 	"github.com/outboxkit/outbox/core/storage"
 )
 
@@ -39,13 +40,13 @@ func orderGoldenQueries(dd *dialect) []query {
 	out = append(out, dd.promoteIDsQueries(tb, []string{"a", "b"}, storage.PromoteParams{Token: "n/1", TTL: time.Second})...)
 	upTo := "K9"
 	out = append(out, dd.keyBoundQuery(tb, "K0", 10), dd.purgeKeysQuery(tb, "T", "K0", &upTo), dd.purgeKeysQuery(tb, "T", "K9", nil))
-	qs, _ := dd.insertQueries(tb, storage.InsertParams{Events: []Event{
+	qs, _ := dd.insertQueries(tb, storage.InsertParams{Events: []outboxtype.Event{
 		{ID: "a", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: time.Unix(0, 0), OrderKey: "K", OrderSeq: 7},
 		{ID: "b", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: time.Unix(0, 0)},
 	}}, time.Time{})
 	out = append(out, qs...)
 	if dd.headByVersion {
-		q, fits, err := dd.insertByVersionQuery(tb, storage.InsertParams{ClaimTTL: time.Second, Events: []Event{
+		q, fits, err := dd.insertByVersionQuery(tb, storage.InsertParams{ClaimTTL: time.Second, Events: []outboxtype.Event{
 			{ID: "a", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: time.Unix(0, 0), OrderKey: "A"},
 			{ID: "b", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: time.Unix(0, 0), OrderKey: "B", LockedBy: "n/1"},
 			{ID: "c", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: time.Unix(0, 0), OrderKey: "A"},
@@ -62,11 +63,11 @@ func orderGoldenQueries(dd *dialect) []query {
 // is NEW (and claimed) or WAITING, and returns the statuses; later events of the key wait.
 func TestHeadInInsertSQL(t *testing.T) {
 	t.Parallel()
-	events := []Event{
+	events := []outboxtype.Event{
 		{ID: "a", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: time.Unix(0, 0), OrderKey: "K", OrderSeq: 7, LockedBy: "n/1"},
 		{ID: "b", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: time.Unix(0, 0), OrderKey: "K", OrderSeq: 8, LockedBy: "n/1"},
 	}
-	qs, err := Postgres.builder().insertQueriesHeads(tableName{name: DefaultTable}, storage.InsertParams{Events: events, ClaimTTL: time.Second},
+	qs, err := Postgres.insertQueriesHeads(tableName{name: DefaultTable}, storage.InsertParams{Events: events, ClaimTTL: time.Second},
 		time.Time{}, nil, map[string]bool{"a": true})
 	if err != nil || len(qs) != 1 || !qs[0].returnsStatus {
 		t.Fatalf("insertQueriesHeads: %d queries, %v", len(qs), err)
@@ -85,7 +86,7 @@ func TestHeadInInsertSQL(t *testing.T) {
 	}
 	// SQLite decides the same way, and returns statuses only from an INSERT that decides
 	// some (dialect.skipOnlyDeciding).
-	qs, err = SQLite.builder().insertQueriesHeads(tableName{name: DefaultTable}, storage.InsertParams{Events: events[:1], ClaimTTL: time.Second}, time.Time{}, nil,
+	qs, err = SQLite.insertQueriesHeads(tableName{name: DefaultTable}, storage.InsertParams{Events: events[:1], ClaimTTL: time.Second}, time.Time{}, nil,
 		map[string]bool{"a": true})
 	if err != nil || len(qs) != 1 || !qs[0].returnsStatus {
 		t.Fatalf("SQLite insertQueriesHeads: %d queries, %v", len(qs), err)
@@ -99,7 +100,7 @@ func TestHeadInInsertSQL(t *testing.T) {
 	if qs[0].SQL != want {
 		t.Errorf("SQLite got:  %s\nwant: %s", qs[0].SQL, want)
 	}
-	qs, err = SQLite.builder().insertQueriesHeads(tableName{name: DefaultTable}, storage.InsertParams{Events: events[1:], ClaimTTL: time.Second}, time.Time{}, map[string]bool{}, nil)
+	qs, err = SQLite.insertQueriesHeads(tableName{name: DefaultTable}, storage.InsertParams{Events: events[1:], ClaimTTL: time.Second}, time.Time{}, map[string]bool{}, nil)
 	if err != nil || len(qs) != 1 || qs[0].returnsStatus || strings.Contains(qs[0].SQL, "RETURNING") {
 		t.Fatalf("SQLite insert deciding nothing: %v, %+v", err, qs)
 	}
@@ -145,7 +146,7 @@ func TestOrderGoldenSQL(t *testing.T) {
 	}
 	for _, d := range allDialects {
 		var got []string
-		qs := orderGoldenQueries(d.builder())
+		qs := orderGoldenQueries(d)
 		for _, q := range qs {
 			got = append(got, q.SQL)
 		}

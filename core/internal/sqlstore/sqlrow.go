@@ -1,4 +1,4 @@
-package outbox
+package sqlstore
 
 import (
 	"database/sql"
@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/outboxkit/outbox/core/outboxtype"
 )
 
 // rawRow holds one row of selectColumns as the driver returned it. Scanning into `any`
@@ -42,8 +44,8 @@ const (
 )
 
 // decode turns a raw row into an Event. Every error names the column.
-func (r *rawRow) decode(d *dialect, mode decodeMode) (Event, error) {
-	var e Event
+func (r *rawRow) decode(d *dialect, mode decodeMode) (outboxtype.Event, error) {
+	var e outboxtype.Event
 	var err error
 	text := func(i int, name string, dst *string, nullable bool) {
 		if err != nil {
@@ -66,56 +68,56 @@ func (r *rawRow) decode(d *dialect, mode decodeMode) (Event, error) {
 	text(15, "order_key", &e.OrderKey, true)
 	text(18, "listener", &e.Listener, true)
 	if err != nil {
-		return Event{}, err
+		return outboxtype.Event{}, err
 	}
 	if r[16] != nil {
 		if e.OrderSeq, err = intValue(r[16]); err != nil {
-			return Event{}, fmt.Errorf("order_seq: %w", err)
+			return outboxtype.Event{}, fmt.Errorf("order_seq: %w", err)
 		}
 	}
 
 	status, err := intValue(r[7])
 	if err != nil {
-		return Event{}, fmt.Errorf("status: %w", err)
+		return outboxtype.Event{}, fmt.Errorf("status: %w", err)
 	}
-	e.Status = Status(status)
+	e.Status = outboxtype.Status(status)
 	attempts, err := intValue(r[8])
 	if err != nil {
-		return Event{}, fmt.Errorf("attempts: %w", err)
+		return outboxtype.Event{}, fmt.Errorf("attempts: %w", err)
 	}
 	e.Attempts = int(attempts)
 
 	if e.AvailableAt, err = d.decodeTime(r[10]); err != nil {
-		return Event{}, fmt.Errorf("available_at: %w", err)
+		return outboxtype.Event{}, fmt.Errorf("available_at: %w", err)
 	}
 	if e.CreatedAt, err = d.decodeTime(r[11]); err != nil {
-		return Event{}, fmt.Errorf("created_at: %w", err)
+		return outboxtype.Event{}, fmt.Errorf("created_at: %w", err)
 	}
 	if r[12] != nil {
 		if e.DoneAt, err = d.decodeTime(r[12]); err != nil {
-			return Event{}, fmt.Errorf("done_at: %w", err)
+			return outboxtype.Event{}, fmt.Errorf("done_at: %w", err)
 		}
 	}
 	if r[14] != nil {
 		if e.LockedUntil, err = d.decodeTime(r[14]); err != nil {
-			return Event{}, fmt.Errorf("locked_until: %w", err)
+			return outboxtype.Event{}, fmt.Errorf("locked_until: %w", err)
 		}
 	}
 	if r[17] != nil {
 		if e.FirstAttemptAt, err = d.decodeTime(r[17]); err != nil {
-			return Event{}, fmt.Errorf("first_attempt_at: %w", err)
+			return outboxtype.Event{}, fmt.Errorf("first_attempt_at: %w", err)
 		}
 	}
 
 	if e.Payload, err = decodePayload(r[5]); err != nil {
 		if mode == strict {
-			return Event{}, fmt.Errorf("payload: %w", err)
+			return outboxtype.Event{}, fmt.Errorf("payload: %w", err)
 		}
 		e.Payload = lenientPayload(r[5])
 	}
 	if e.Headers, err = decodeHeaders(r[6]); err != nil {
 		if mode == strict {
-			return Event{}, fmt.Errorf("headers: %w", err)
+			return outboxtype.Event{}, fmt.Errorf("headers: %w", err)
 		}
 		e.Headers = nil
 	}
@@ -197,7 +199,7 @@ func decodeHeaders(v any) (map[string]string, error) {
 
 // scanEvents decodes every row. A row that does not decode is reported in bad (strict)
 // or kept leniently; only an error of the query itself fails the call.
-func scanEvents(rows *sql.Rows, d *dialect, mode decodeMode) (events []Event, bad []RowError, err error) {
+func scanEvents(rows *sql.Rows, d *dialect, mode decodeMode) (events []outboxtype.Event, bad []outboxtype.RowError, err error) {
 	for rows.Next() {
 		var r rawRow
 		if err := r.scan(rows); err != nil {
@@ -205,7 +207,7 @@ func scanEvents(rows *sql.Rows, d *dialect, mode decodeMode) (events []Event, ba
 		}
 		e, err := r.decode(d, mode)
 		if err != nil {
-			bad = append(bad, RowError{EventID: r.id(), Err: err})
+			bad = append(bad, outboxtype.RowError{EventID: r.id(), Err: err})
 			continue
 		}
 		events = append(events, e)

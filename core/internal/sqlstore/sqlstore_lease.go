@@ -1,4 +1,4 @@
-package outbox
+package sqlstore
 
 import (
 	"context"
@@ -10,13 +10,13 @@ import (
 	"github.com/outboxkit/outbox/core/storage"
 )
 
-var _ storage.LeaseStore = (*sqlStore)(nil)
+var _ storage.LeaseStore = (*Store)(nil)
 
 // AcquireLease implements [LeaseStore.AcquireLease]: an UPDATE that takes or renews the
 // lease row, an INSERT of the row when the UPDATE found none to change (the first
 // process on the table; the migration creates no row), and a read of the row, which
 // decides. Each runs on its own under QueryTimeout.
-func (s *sqlStore) AcquireLease(ctx context.Context, p storage.LeaseParams) (storage.Lease, error) {
+func (s *Store) AcquireLease(ctx context.Context, p storage.LeaseParams) (storage.Lease, error) {
 	if err := p.Validate(); err != nil {
 		return storage.Lease{}, err
 	}
@@ -45,7 +45,7 @@ func (s *sqlStore) AcquireLease(ctx context.Context, p storage.LeaseParams) (sto
 }
 
 // readLease reads the lease row and the database's current time.
-func (s *sqlStore) readLease(ctx context.Context) (storage.Lease, time.Time, error) {
+func (s *Store) readLease(ctx context.Context) (storage.Lease, time.Time, error) {
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	q := s.d.leaseReadQuery(s.table)
@@ -86,7 +86,7 @@ func (s *sqlStore) readLease(ctx context.Context) (storage.Lease, time.Time, err
 }
 
 // ReleaseLease implements [LeaseStore.ReleaseLease].
-func (s *sqlStore) ReleaseLease(ctx context.Context, holder string) error {
+func (s *Store) ReleaseLease(ctx context.Context, holder string) error {
 	if holder == "" {
 		return check.Invalid("release lease", "holder is empty")
 	}
@@ -98,7 +98,7 @@ func (s *sqlStore) ReleaseLease(ctx context.Context, holder string) error {
 
 // leaseError wraps err of a lease statement; when the table has no lease table, the
 // error matches errors.ErrUnsupported and names the migration.
-func (s *sqlStore) leaseError(ctx context.Context, what string, err error) error {
+func (s *Store) leaseError(ctx context.Context, what string, err error) error {
 	// A statement cut by its context is no missing table, and a stop must not wait for
 	// the probe.
 	if ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {

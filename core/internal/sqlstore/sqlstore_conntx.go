@@ -1,4 +1,4 @@
-package outbox
+package sqlstore
 
 import (
 	"context"
@@ -22,7 +22,7 @@ type connTx struct {
 }
 
 // beginReadCommitted starts a connTx under ctx.
-func (s *sqlStore) beginReadCommitted(ctx context.Context) (*connTx, error) {
+func (s *Store) beginReadCommitted(ctx context.Context) (*connTx, error) {
 	if s.stmts != nil {
 		s.stmts.prepareWanted(ctx) // before this transaction takes a connection
 	}

@@ -1,8 +1,10 @@
-package outbox
+package sqlstore
 
 import (
 	"context"
 	"fmt"
+
+	"github.com/outboxkit/outbox/core/outboxtype"
 )
 
 // The statement size limits of a server that refuses large packets ([MySQL]: a statement
@@ -18,7 +20,7 @@ const packetQuery = "SELECT @@max_allowed_packet"
 // an error matching [ErrEventTooLarge]. On a dialect without a packet limit it does
 // nothing. exec is the caller's: the one read it makes there, once per store, takes no
 // lock, so the caller's transaction stays usable after a refusal.
-func (s *sqlStore) checkPacket(ctx context.Context, exec Executor, events []Event) error {
+func (s *Store) checkPacket(ctx context.Context, exec outboxtype.Executor, events []outboxtype.Event) error {
 	if !s.d.packetLimited {
 		return nil
 	}
@@ -48,7 +50,7 @@ func (s *sqlStore) checkPacket(ctx context.Context, exec Executor, events []Even
 			return fmt.Errorf("%w: event %s is %d bytes (payload %d) and needs a max_allowed_packet of at least %d, "+
 				"but the server's max_allowed_packet is %d: raise max_allowed_packet, or keep payloads at most %d bytes "+
 				"(MaxPayloadBytes) and headers small",
-				ErrEventTooLarge, events[i].ID, size, len(events[i].Payload), need, packet, max(0, packet-mysqlPacketHeadroom)/2)
+				outboxtype.ErrEventTooLarge, events[i].ID, size, len(events[i].Payload), need, packet, max(0, packet-mysqlPacketHeadroom)/2)
 		}
 	}
 	return nil
@@ -57,7 +59,7 @@ func (s *sqlStore) checkPacket(ctx context.Context, exec Executor, events []Even
 // stmtBytes returns the most argument bytes one multi-row INSERT may carry: the
 // dialect's bound, and on a server with a packet limit that checkPacket has read, half
 // of what the limit leaves for them (the driver may escape every byte).
-func (s *sqlStore) stmtBytes() int {
+func (s *Store) stmtBytes() int {
 	if packet := s.packet.Load(); packet > mysqlPacketHeadroom {
 		return int(min(int64(s.d.maxStatementBytes), (packet-mysqlPacketHeadroom)/2))
 	}
@@ -78,7 +80,7 @@ const mysqlStatementText = 4 << 10
 
 // rowBytesBound returns insertRowSize of e's row without encoding its headers when an
 // upper bound of their encoded size is small (JSON escapes a byte in at most six).
-func rowBytesBound(e *Event) (int, error) {
+func rowBytesBound(e *outboxtype.Event) (int, error) {
 	bound := 2
 	for k, v := range e.Headers {
 		bound += 6*(len(k)+len(v)) + 6

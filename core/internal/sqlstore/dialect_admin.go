@@ -1,10 +1,11 @@
-package outbox
+package sqlstore
 
 import (
 	"fmt"
 	"time"
 
 	"github.com/outboxkit/outbox/core/internal/check"
+	"github.com/outboxkit/outbox/core/outboxtype"
 	"github.com/outboxkit/outbox/core/storage"
 )
 
@@ -174,9 +175,9 @@ func (d *dialect) readPlan(t tableName, p storage.ListEventsParams, byStatus boo
 		// The status index (dead_idx: status, created_at, event_id) serves them all.
 		pl = listPlan{force: force(deadIndexSuffix), timeCol: "created_at",
 			pred: func(b *builder) { b.w("status = ", st) }}
-	case p.Status == StatusDead:
+	case p.Status == outboxtype.StatusDead:
 		pl = listPlan{timeCol: "created_at", pred: func(b *builder) { b.w(d.hintedStatus(), " = 3") }}
-	case p.Status == StatusNew:
+	case p.Status == outboxtype.StatusNew:
 		pl = listPlan{timeCol: "created_at", pred: func(b *builder) { b.w("status IN (0, 2)") }}
 		extraStatus = d.hintedStatus() + " = 0"
 	case d.name == "postgres": // RETRY, WAITING: the state index
@@ -207,7 +208,7 @@ func (d *dialect) readPlan(t tableName, p storage.ListEventsParams, byStatus boo
 			b.w(" AND LOWER(last_error) LIKE ", b.arg(check.ErrorPrefilter(f.ErrorContains)), " ESCAPE '!'")
 		}
 		if f.Blocking {
-			d.holdsKey(b, t, p.Status == StatusDead)
+			d.holdsKey(b, t, p.Status == outboxtype.StatusDead)
 		}
 	}
 	return pl
@@ -261,7 +262,7 @@ func (b *builder) keyset(col, op string, at any, id string) {
 
 // listRange writes the conditions on the list's index key: after the cursor, within
 // From and To, and, when bound is set, up to the window's last row.
-func (d *dialect) listRange(b *builder, pl listPlan, p storage.ListEventsParams, bound *Cursor) error {
+func (d *dialect) listRange(b *builder, pl listPlan, p storage.ListEventsParams, bound *outboxtype.Cursor) error {
 	after, upTo := ">", "<="
 	if p.Newest {
 		after, upTo = "<", ">="
@@ -298,7 +299,7 @@ func (d *dialect) listRange(b *builder, pl listPlan, p storage.ListEventsParams,
 
 // position is the value of c in the list's order column: its OrderSeq in a list by
 // order key, else its time.
-func (pl listPlan) position(d *dialect, c Cursor) (any, error) {
+func (pl listPlan) position(d *dialect, c outboxtype.Cursor) (any, error) {
 	if pl.seq {
 		return c.OrderSeq, nil
 	}
@@ -330,7 +331,7 @@ func (d *dialect) listWindowQuery(t tableName, pl listPlan, p storage.ListEvents
 
 // listPageQuery builds a list page: the rows of the index after the cursor (and up to
 // bound) that match every filter.
-func (d *dialect) listPageQuery(t tableName, pl listPlan, p storage.ListEventsParams, bound *Cursor) (query, error) {
+func (d *dialect) listPageQuery(t tableName, pl listPlan, p storage.ListEventsParams, bound *outboxtype.Cursor) (query, error) {
 	b := d.newBuilder()
 	b.w("SELECT ", selectColumns, " FROM ", d.qualified(t), pl.force, " WHERE ")
 	pl.pred(b)
@@ -352,7 +353,7 @@ const groupColumns = "aggregate_type, event_type, listener"
 // most p.ScanLimit rows of the index whatever plan runs it. With p.Groups it counts
 // per groupColumns; with p.ErrorContains it returns the rows' last_error and
 // groupColumns instead, for MatchesError to decide (the LIKE is a superset).
-func (d *dialect) countQuery(t tableName, pl listPlan, p storage.CountEventsParams, bound *Cursor) (query, error) {
+func (d *dialect) countQuery(t tableName, pl listPlan, p storage.CountEventsParams, bound *outboxtype.Cursor) (query, error) {
 	lp := p.List()
 	b := d.newBuilder()
 	switch {
@@ -446,7 +447,7 @@ func (d *dialect) countByTypeQuery(t tableName) query {
 }
 
 // recordAuditQuery builds [AuditStore.RecordAudit].
-func (d *dialect) recordAuditQuery(t tableName, e AuditEntry) (query, error) {
+func (d *dialect) recordAuditQuery(t tableName, e outboxtype.AuditEntry) (query, error) {
 	at, err := d.time(e.At)
 	if err != nil {
 		return query{}, err
@@ -478,6 +479,6 @@ func (d *dialect) listAuditQuery(t tableName, p storage.ListAuditParams) query {
 
 // scanned reports whether f filters on a column outside the list's index, so that a
 // page must bound the rows it reads.
-func scannedFilter(f EventFilter) bool {
+func scannedFilter(f outboxtype.EventFilter) bool {
 	return f.EventType != "" || f.AggregateType != "" || f.Listener != "" || f.ErrorContains != "" || f.Blocking
 }

@@ -1,4 +1,4 @@
-package outbox
+package sqlstore
 
 import (
 	"strings"
@@ -12,7 +12,7 @@ import (
 // event column list that sizedSQL rewrites, on every dialect.
 func TestIsolationStatements(t *testing.T) {
 	tb := tableName{name: DefaultTable}
-	for _, d := range []*dialect{Postgres.builder(), MySQL.builder(), SQLite.builder()} {
+	for _, d := range []*dialect{Postgres, MySQL, SQLite} {
 		qs := map[string]query{"get": d.getQuery(tb, "id")}
 		p, err := d.pendingQuery(tb, storage.PendingParams{Now: time.Now(), Limit: 10})
 		if err != nil {

@@ -1,4 +1,4 @@
-package outbox
+package sqlstore
 
 import (
 	"bytes"
@@ -10,11 +10,12 @@ import (
 	"time"
 
 	"github.com/outboxkit/outbox/core/internal/check"
+	"github.com/outboxkit/outbox/core/outboxtype"
 	"github.com/outboxkit/outbox/core/storage"
 )
 
 // ListQueryCase is one statement of the admin's lists as a dialect builds it, with the
-// index its plan must use: core/testdata/list_queries.json holds them, and the plan
+// index its plan must use: core/internal/sqlstore/testdata/list_queries.json holds them, and the plan
 // test on the three databases (internal/roottest/core) EXPLAINs each one.
 type listQueryCase struct {
 	Dialect string    `json:"dialect"`
@@ -40,7 +41,7 @@ func listQueryCases(t *testing.T) []listQueryCase {
 		t.Fatal(err)
 	}
 	t0 := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
-	mid := Cursor{CreatedAt: t0.Add(500000 * time.Millisecond), ID: "e-0500000"}
+	mid := outboxtype.Cursor{CreatedAt: t0.Add(500000 * time.Millisecond), ID: "e-0500000"}
 	type spec struct {
 		name string
 		p    storage.ListEventsParams
@@ -48,38 +49,38 @@ func listQueryCases(t *testing.T) []listQueryCase {
 		use, useMySQL string
 	}
 	specs := []spec{
-		{"new", storage.ListEventsParams{Status: StatusNew}, pendingIndexSuffix, deadIndexSuffix},
-		{"new after", storage.ListEventsParams{Status: StatusNew, After: mid}, pendingIndexSuffix, deadIndexSuffix},
+		{"new", storage.ListEventsParams{Status: outboxtype.StatusNew}, pendingIndexSuffix, deadIndexSuffix},
+		{"new after", storage.ListEventsParams{Status: outboxtype.StatusNew, After: mid}, pendingIndexSuffix, deadIndexSuffix},
 		// PostgreSQL may walk the pending index (NEW and RETRY rows) in order instead,
 		// filtering status = 2, when its statistics say RETRY rows are common there.
-		{"retry", storage.ListEventsParams{Status: StatusRetry}, stateIndexSuffix + "|" + pendingIndexSuffix, deadIndexSuffix},
-		{"waiting newest", storage.ListEventsParams{Status: StatusWaiting, Newest: true}, stateIndexSuffix, deadIndexSuffix},
-		{"dead type", storage.ListEventsParams{Status: StatusDead, EventFilter: EventFilter{EventType: "T3"}}, deadIndexSuffix, deadIndexSuffix},
-		{"dead error", storage.ListEventsParams{Status: StatusDead, After: mid, EventFilter: EventFilter{ErrorContains: "timeout"}}, deadIndexSuffix, deadIndexSuffix},
-		{"dead time range", storage.ListEventsParams{Status: StatusDead, EventFilter: EventFilter{From: mid.CreatedAt, To: mid.CreatedAt.Add(time.Hour)}}, deadIndexSuffix, deadIndexSuffix},
-		{"done newest", storage.ListEventsParams{Status: StatusDone, Newest: true}, finishedIndexSuffix, finishedIndexSuffix},
-		{"done time range, type", storage.ListEventsParams{Status: StatusDone, EventFilter: EventFilter{EventType: "T1", From: mid.CreatedAt}}, finishedIndexSuffix, finishedIndexSuffix},
-		{"discarded", storage.ListEventsParams{Status: StatusDiscarded}, finishedIndexSuffix, finishedIndexSuffix},
-		{"aggregate", storage.ListEventsParams{Status: StatusDone, EventFilter: EventFilter{AggregateID: "agg-42"}}, aggregateIndexSuffix, aggregateIndexSuffix},
-		{"aggregate, aggregate type", storage.ListEventsParams{Status: StatusNew, EventFilter: EventFilter{AggregateID: "agg-42", AggregateType: "Thing"}}, aggregateIndexSuffix, aggregateIndexSuffix},
-		{"retry type newest", storage.ListEventsParams{Status: StatusRetry, Newest: true, EventFilter: EventFilter{EventType: "T1"}},
+		{"retry", storage.ListEventsParams{Status: outboxtype.StatusRetry}, stateIndexSuffix + "|" + pendingIndexSuffix, deadIndexSuffix},
+		{"waiting newest", storage.ListEventsParams{Status: outboxtype.StatusWaiting, Newest: true}, stateIndexSuffix, deadIndexSuffix},
+		{"dead type", storage.ListEventsParams{Status: outboxtype.StatusDead, EventFilter: outboxtype.EventFilter{EventType: "T3"}}, deadIndexSuffix, deadIndexSuffix},
+		{"dead error", storage.ListEventsParams{Status: outboxtype.StatusDead, After: mid, EventFilter: outboxtype.EventFilter{ErrorContains: "timeout"}}, deadIndexSuffix, deadIndexSuffix},
+		{"dead time range", storage.ListEventsParams{Status: outboxtype.StatusDead, EventFilter: outboxtype.EventFilter{From: mid.CreatedAt, To: mid.CreatedAt.Add(time.Hour)}}, deadIndexSuffix, deadIndexSuffix},
+		{"done newest", storage.ListEventsParams{Status: outboxtype.StatusDone, Newest: true}, finishedIndexSuffix, finishedIndexSuffix},
+		{"done time range, type", storage.ListEventsParams{Status: outboxtype.StatusDone, EventFilter: outboxtype.EventFilter{EventType: "T1", From: mid.CreatedAt}}, finishedIndexSuffix, finishedIndexSuffix},
+		{"discarded", storage.ListEventsParams{Status: outboxtype.StatusDiscarded}, finishedIndexSuffix, finishedIndexSuffix},
+		{"aggregate", storage.ListEventsParams{Status: outboxtype.StatusDone, EventFilter: outboxtype.EventFilter{AggregateID: "agg-42"}}, aggregateIndexSuffix, aggregateIndexSuffix},
+		{"aggregate, aggregate type", storage.ListEventsParams{Status: outboxtype.StatusNew, EventFilter: outboxtype.EventFilter{AggregateID: "agg-42", AggregateType: "Thing"}}, aggregateIndexSuffix, aggregateIndexSuffix},
+		{"retry type newest", storage.ListEventsParams{Status: outboxtype.StatusRetry, Newest: true, EventFilter: outboxtype.EventFilter{EventType: "T1"}},
 			stateIndexSuffix + "|" + pendingIndexSuffix, deadIndexSuffix},
-		{"retry after", storage.ListEventsParams{Status: StatusRetry, After: mid}, stateIndexSuffix + "|" + pendingIndexSuffix, deadIndexSuffix},
-		{"waiting newest after", storage.ListEventsParams{Status: StatusWaiting, Newest: true, After: mid}, stateIndexSuffix, deadIndexSuffix},
+		{"retry after", storage.ListEventsParams{Status: outboxtype.StatusRetry, After: mid}, stateIndexSuffix + "|" + pendingIndexSuffix, deadIndexSuffix},
+		{"waiting newest after", storage.ListEventsParams{Status: outboxtype.StatusWaiting, Newest: true, After: mid}, stateIndexSuffix, deadIndexSuffix},
 		// Blocking: the list's index, each row's key probed in the order index.
-		{"dead blocking", storage.ListEventsParams{Status: StatusDead, EventFilter: EventFilter{Blocking: true}}, deadIndexSuffix, deadIndexSuffix},
-		{"retry blocking newest", storage.ListEventsParams{Status: StatusRetry, Newest: true, EventFilter: EventFilter{Blocking: true}},
+		{"dead blocking", storage.ListEventsParams{Status: outboxtype.StatusDead, EventFilter: outboxtype.EventFilter{Blocking: true}}, deadIndexSuffix, deadIndexSuffix},
+		{"retry blocking newest", storage.ListEventsParams{Status: outboxtype.StatusRetry, Newest: true, EventFilter: outboxtype.EventFilter{Blocking: true}},
 			stateIndexSuffix + "|" + pendingIndexSuffix, deadIndexSuffix},
 		// The plan test's WAITING rows (i % 100 = 98) each have a key of their own, "k-<i>".
-		{"order key", storage.ListEventsParams{Status: StatusWaiting, EventFilter: EventFilter{OrderKey: "k-500098"}}, orderIndexSuffix, orderIndexSuffix},
-		{"order key after, type", storage.ListEventsParams{Status: StatusWaiting, After: Cursor{OrderSeq: 1, ID: "e-0500098"},
-			EventFilter: EventFilter{OrderKey: "k-500098", EventType: "T3"}}, orderIndexSuffix, orderIndexSuffix},
+		{"order key", storage.ListEventsParams{Status: outboxtype.StatusWaiting, EventFilter: outboxtype.EventFilter{OrderKey: "k-500098"}}, orderIndexSuffix, orderIndexSuffix},
+		{"order key after, type", storage.ListEventsParams{Status: outboxtype.StatusWaiting, After: outboxtype.Cursor{OrderSeq: 1, ID: "e-0500098"},
+			EventFilter: outboxtype.EventFilter{OrderKey: "k-500098", EventType: "T3"}}, orderIndexSuffix, orderIndexSuffix},
 	}
 	var out []listQueryCase
 	for _, d := range []*dialect{postgresDialect, mysqlDialect, sqliteDialect} {
 		for _, s := range specs {
 			p := s.p
-			p.Limit, p.ScanLimit = 51, MaxScanRows
+			p.Limit, p.ScanLimit = 51, maxScanRows
 			use := s.use
 			if d == mysqlDialect {
 				use = s.useMySQL
@@ -108,12 +109,12 @@ func listQueryCases(t *testing.T) []listQueryCase {
 				q, err := d.listWindowQuery(tn, pl, p)
 				add("(window)", q, err)
 			}
-			bound := &Cursor{CreatedAt: t0.Add(900000 * time.Millisecond), ID: "e-0900000"}
+			bound := &outboxtype.Cursor{CreatedAt: t0.Add(900000 * time.Millisecond), ID: "e-0900000"}
 			if p.Newest {
-				bound = &Cursor{CreatedAt: t0.Add(100000 * time.Millisecond), ID: "e-0100000"}
+				bound = &outboxtype.Cursor{CreatedAt: t0.Add(100000 * time.Millisecond), ID: "e-0100000"}
 			}
 			if pl.seq {
-				bound = &Cursor{OrderSeq: 1, ID: "e-0900098"}
+				bound = &outboxtype.Cursor{OrderSeq: 1, ID: "e-0900098"}
 			}
 			if !pl.window {
 				bound = nil
@@ -126,12 +127,12 @@ func listQueryCases(t *testing.T) []listQueryCase {
 		// end is where a count's window ends in the plan test's table: its 10,000th row,
 		// the row i whose index holds per100 rows of every 100 (the statuses by i % 100
 		// of fillSQL); finished lists are in finish time, a second after creation.
-		end := func(per100 int, finished bool) *Cursor {
+		end := func(per100 int, finished bool) *outboxtype.Cursor {
 			i := 10000 * 100 / per100
 			if finished { // newest first: from the end of a million rows
 				i = 1000000 - i
 			}
-			c := &Cursor{CreatedAt: t0.Add(time.Duration(i) * time.Millisecond), ID: fmt.Sprintf("e-%07d", i)}
+			c := &outboxtype.Cursor{CreatedAt: t0.Add(time.Duration(i) * time.Millisecond), ID: fmt.Sprintf("e-%07d", i)}
 			if finished && d != mysqlDialect {
 				c.CreatedAt = c.CreatedAt.Add(time.Second)
 			}
@@ -141,25 +142,25 @@ func listQueryCases(t *testing.T) []listQueryCase {
 			name          string
 			p             storage.CountEventsParams
 			use, useMySQL string
-			bound, mysql  *Cursor
+			bound, mysql  *outboxtype.Cursor
 		}{
-			{"new", storage.CountEventsParams{Status: StatusNew, Groups: true}, pendingIndexSuffix, deadIndexSuffix, end(7, false), end(5, false)},
-			{"retry", storage.CountEventsParams{Status: StatusRetry, Groups: true}, stateIndexSuffix + "|" + pendingIndexSuffix, deadIndexSuffix,
+			{"new", storage.CountEventsParams{Status: outboxtype.StatusNew, Groups: true}, pendingIndexSuffix, deadIndexSuffix, end(7, false), end(5, false)},
+			{"retry", storage.CountEventsParams{Status: outboxtype.StatusRetry, Groups: true}, stateIndexSuffix + "|" + pendingIndexSuffix, deadIndexSuffix,
 				end(2, false), end(2, false)},
-			{"waiting", storage.CountEventsParams{Status: StatusWaiting, Groups: true}, stateIndexSuffix, deadIndexSuffix, end(1, false), end(1, false)},
-			{"dead", storage.CountEventsParams{Status: StatusDead, Groups: true}, deadIndexSuffix, deadIndexSuffix, end(1, false), end(1, false)},
-			{"done", storage.CountEventsParams{Status: StatusDone, Groups: true}, finishedIndexSuffix, deadIndexSuffix, end(92, true), end(90, true)},
-			{"fallback", storage.CountEventsParams{Status: StatusFallback, Groups: true}, finishedIndexSuffix, deadIndexSuffix, end(92, true), end(1, true)},
-			{"discarded", storage.CountEventsParams{Status: StatusDiscarded, Groups: true}, finishedIndexSuffix, deadIndexSuffix, end(92, true), end(1, true)},
-			{"dead type", storage.CountEventsParams{Status: StatusDead, EventFilter: EventFilter{EventType: "T3", Listener: "mail"}, Groups: true},
+			{"waiting", storage.CountEventsParams{Status: outboxtype.StatusWaiting, Groups: true}, stateIndexSuffix, deadIndexSuffix, end(1, false), end(1, false)},
+			{"dead", storage.CountEventsParams{Status: outboxtype.StatusDead, Groups: true}, deadIndexSuffix, deadIndexSuffix, end(1, false), end(1, false)},
+			{"done", storage.CountEventsParams{Status: outboxtype.StatusDone, Groups: true}, finishedIndexSuffix, deadIndexSuffix, end(92, true), end(90, true)},
+			{"fallback", storage.CountEventsParams{Status: outboxtype.StatusFallback, Groups: true}, finishedIndexSuffix, deadIndexSuffix, end(92, true), end(1, true)},
+			{"discarded", storage.CountEventsParams{Status: outboxtype.StatusDiscarded, Groups: true}, finishedIndexSuffix, deadIndexSuffix, end(92, true), end(1, true)},
+			{"dead type", storage.CountEventsParams{Status: outboxtype.StatusDead, EventFilter: outboxtype.EventFilter{EventType: "T3", Listener: "mail"}, Groups: true},
 				deadIndexSuffix, deadIndexSuffix, end(1, false), end(1, false)},
-			{"dead aggregate type", storage.CountEventsParams{Status: StatusDead, EventFilter: EventFilter{AggregateType: "Thing"}},
+			{"dead aggregate type", storage.CountEventsParams{Status: outboxtype.StatusDead, EventFilter: outboxtype.EventFilter{AggregateType: "Thing"}},
 				deadIndexSuffix, deadIndexSuffix, end(1, false), end(1, false)},
-			{"dead error", storage.CountEventsParams{Status: StatusDead, EventFilter: EventFilter{ErrorContains: "Timeout"}, Groups: true},
+			{"dead error", storage.CountEventsParams{Status: outboxtype.StatusDead, EventFilter: outboxtype.EventFilter{ErrorContains: "Timeout"}, Groups: true},
 				deadIndexSuffix, deadIndexSuffix, end(1, false), end(1, false)},
 		} {
 			p := c.p
-			p.ScanLimit = MaxCountRows
+			p.ScanLimit = maxCountRows
 			use := c.use
 			if d == mysqlDialect {
 				use = c.useMySQL
@@ -193,7 +194,7 @@ func listQueryCases(t *testing.T) []listQueryCase {
 			q, err = d.countQuery(tn, pl, p, bound)
 			add("(count)", q, err)
 		}
-		q := d.blockedKeysWindowQuery(tn, MaxCountRows)
+		q := d.blockedKeysWindowQuery(tn, maxCountRows)
 		lc := listQueryCase{Dialect: d.name, Name: "blocked keys (keys)", SQL: q.SQL, Use: orderIndexSuffix}
 		for _, a := range q.Args {
 			v := a.(int64)
@@ -204,7 +205,7 @@ func listQueryCases(t *testing.T) []listQueryCase {
 	return out
 }
 
-// TestListQueriesGolden pins the list statements in core/testdata/list_queries.json,
+// TestListQueriesGolden pins the list statements in core/internal/sqlstore/testdata/list_queries.json,
 // which the plan test EXPLAINs on each database (OUTBOX_UPDATE_MIGRATIONS=1 rewrites it).
 func TestListQueriesGolden(t *testing.T) {
 	var buf bytes.Buffer
@@ -226,7 +227,7 @@ func TestListQueriesGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Fatalf("%s differs from the statements the dialects build: run OUTBOX_UPDATE_MIGRATIONS=1 go test -run TestListQueriesGolden ./core/", path)
+		t.Fatalf("%s differs from the statements the dialects build: run OUTBOX_UPDATE_MIGRATIONS=1 go test -run TestListQueriesGolden ./core/internal/sqlstore/", path)
 	}
 }
 
@@ -252,10 +253,17 @@ func TestErrorPrefilter(t *testing.T) {
 			t.Errorf("check.ErrorPrefilter(%q) = %q, want %q", in, got, want)
 		}
 	}
-	f := EventFilter{ErrorContains: "ÉCHEC"}
+	f := outboxtype.EventFilter{ErrorContains: "ÉCHEC"}
 	for s, want := range map[string]bool{"échec": true, "Échec": true, "echec": false, "x ÉcHeC y": true, "": false, "éche": false} {
 		if got := f.MatchesError(s); got != want {
 			t.Errorf("MatchesError(%q) with %q = %v, want %v", s, f.ErrorContains, got, want)
 		}
 	}
 }
+
+// The bounds package outbox passes as ScanLimit: outbox.MaxScanRows for a list page,
+// outbox.MaxCountRows for a count.
+const (
+	maxScanRows  = 10000
+	maxCountRows = 10_000
+)

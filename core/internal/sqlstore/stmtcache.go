@@ -1,10 +1,12 @@
-package outbox
+package sqlstore
 
 import (
 	"container/list"
 	"context"
 	"database/sql"
 	"sync"
+
+	"github.com/outboxkit/outbox/core/outboxtype"
 )
 
 // Prepared statements, kept across calls where the driver would otherwise prepare every
@@ -206,7 +208,7 @@ func (e stmtExec) QueryContext(ctx context.Context, text string, args ...any) (*
 
 // on returns exec, or an executor that runs its statements through the store's
 // statement cache where that is possible: exec is the store's DB, or a [Tx] begun on it.
-func (s *sqlStore) on(exec Executor) Executor {
+func (s *Store) on(exec outboxtype.Executor) outboxtype.Executor {
 	if s.stmts == nil {
 		return exec
 	}
@@ -215,9 +217,12 @@ func (s *sqlStore) on(exec Executor) Executor {
 		if x == s.db {
 			return stmtExec{c: s.stmts}
 		}
-	case *Tx:
-		if x.db == s.db {
-			return stmtExec{c: s.stmts, tx: x.tx}
+	default:
+		if s.txOf == nil {
+			break
+		}
+		if db, tx, ok := s.txOf(exec); ok && db == s.db {
+			return stmtExec{c: s.stmts, tx: tx}
 		}
 	}
 	return exec

@@ -1,10 +1,11 @@
-package outbox
+package sqlstore
 
 import (
 	"errors"
 	"strings"
 	"testing"
 
+	"github.com/outboxkit/outbox/core/outboxtype"
 	"github.com/outboxkit/outbox/internal/fuzztally"
 )
 
@@ -47,8 +48,8 @@ func TestValidateTableName(t *testing.T) {
 		if err == nil {
 			continue
 		}
-		var ce *ConfigError
-		if !errors.As(err, &ce) || ce.Field != "Table" || !errors.Is(err, ErrInvalidConfig) {
+		var ce *outboxtype.ConfigError
+		if !errors.As(err, &ce) || ce.Field != "Table" || !errors.Is(err, outboxtype.ErrInvalidConfig) {
 			t.Errorf("validateTableName(%q) = %#v, want *ConfigError{Field: Table}", c.name, err)
 		}
 	}
@@ -83,7 +84,7 @@ func FuzzValidateTableName(f *testing.F) {
 		tn, err := parseTableName(name)
 		fuzztally.Record(err != nil)
 		if err != nil {
-			var ce *ConfigError
+			var ce *outboxtype.ConfigError
 			if !errors.As(err, &ce) || ce.Field != "Table" {
 				t.Fatalf("error is not a Table ConfigError: %#v", err)
 			}
@@ -97,8 +98,8 @@ func FuzzValidateTableName(f *testing.F) {
 		if strings.ContainsAny(name, "\"`'; \x00") {
 			t.Fatalf("accepted %q", name)
 		}
-		for _, d := range []Dialect{Postgres, SQLite} {
-			q := d.builder().qualified(tn)
+		for _, d := range []*Dialect{Postgres, SQLite} {
+			q := d.qualified(tn)
 			if strings.Count(q, `"`) != 2*(strings.Count(name, ".")+1) {
 				t.Fatalf("%s quoted %q as %s", d.Name(), name, q)
 			}

@@ -1,4 +1,4 @@
-package outbox
+package sqlstore
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxkit/outbox/core/outboxtype"
 	"github.com/outboxkit/outbox/core/storage"
 )
 
@@ -16,7 +17,7 @@ import (
 
 func TestMySQLDDL(t *testing.T) {
 	t.Parallel()
-	dd := MySQL.builder()
+	dd := MySQL
 	m := dd.ddl(dd, tableName{schema: "app", name: "Events"})
 	want := "CREATE TABLE IF NOT EXISTS `app`.`Events` (\n" +
 		"    event_id       VARBINARY(64) NOT NULL PRIMARY KEY,\n" +
@@ -50,7 +51,7 @@ func TestMySQLDDL(t *testing.T) {
 
 func TestMySQLTimeEncoding(t *testing.T) {
 	t.Parallel()
-	d := MySQL.builder()
+	d := MySQL
 	got, err := d.time(goldenT0)
 	if err != nil || got != goldenT0U {
 		t.Errorf("time(%v) = %#v, %v; want %v", goldenT0, got, err, goldenT0U)
@@ -79,12 +80,12 @@ func TestMySQLTimeEncoding(t *testing.T) {
 func TestInsertSplitsAtStatementBytes(t *testing.T) {
 	t.Parallel()
 	big := json.RawMessage(`"` + strings.Repeat("x", 1<<20-2) + `"`) // 1 MiB
-	events := make([]Event, 10)
+	events := make([]outboxtype.Event, 10)
 	for i := range events {
-		events[i] = Event{ID: strconv.Itoa(i), Type: "T", AggregateType: "A", Payload: big, CreatedAt: goldenT0}
+		events[i] = outboxtype.Event{ID: strconv.Itoa(i), Type: "T", AggregateType: "A", Payload: big, CreatedAt: goldenT0}
 	}
 	events[9].Payload = json.RawMessage(`"` + strings.Repeat("y", 5<<20) + `"`) // larger than the bound: alone
-	qs, err := MySQL.builder().insertQueries(goldenTable, storage.InsertParams{Events: events}, time.Time{})
+	qs, err := MySQL.insertQueries(goldenTable, storage.InsertParams{Events: events}, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +101,7 @@ func TestInsertSplitsAtStatementBytes(t *testing.T) {
 		t.Errorf("last statement starts with %v", qs[3].Args[0])
 	}
 	// PostgreSQL has no such bound.
-	if qs, err := Postgres.builder().insertQueries(goldenTable, storage.InsertParams{Events: events}, time.Time{}); err != nil || len(qs) != 1 {
+	if qs, err := Postgres.insertQueries(goldenTable, storage.InsertParams{Events: events}, time.Time{}); err != nil || len(qs) != 1 {
 		t.Errorf("postgres: %d statements, %v", len(qs), err)
 	}
 }

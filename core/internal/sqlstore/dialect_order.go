@@ -1,4 +1,4 @@
-package outbox
+package sqlstore
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/outboxkit/outbox/core/internal/check"
+	"github.com/outboxkit/outbox/core/outboxtype"
 	"github.com/outboxkit/outbox/core/storage"
 )
 
@@ -66,7 +67,7 @@ type keyCount struct {
 
 // orderKeys returns the keys of events in byte order, each with its number of events.
 // Locking keys in one order keeps two inserts of the same keys from deadlocking.
-func orderKeys(events []Event) []keyCount {
+func orderKeys(events []outboxtype.Event) []keyCount {
 	counts := map[string]int64{}
 	for i := range events {
 		if k := events[i].OrderKey; k != "" {
@@ -465,7 +466,7 @@ func (d *dialect) idleCarriedQuery(t tableName, keys []string) query {
 // event_id is NULL: the statement then inserts nothing and returns no error (as for an
 // ID that exists). Being a write, it takes SQLite's one write lock before it reads, so
 // that what it reads is every commit.
-func (d *dialect) insertCarriedQuery(t tableName, e Event, seq int64, claimTTL time.Duration, now time.Time) (query, error) {
+func (d *dialect) insertCarriedQuery(t tableName, e outboxtype.Event, seq int64, claimTTL time.Duration, now time.Time) (query, error) {
 	if e.ID == "" || e.OrderKey == "" {
 		return query{}, check.Invalid("insert", "the event has no ID or no order key")
 	}
@@ -562,7 +563,7 @@ func (d *dialect) purgeKeysQuery(t tableName, before any, after string, upTo *st
 // orderSeqs assigns each ordered event of events its OrderSeq, in place, from the
 // counters after the increment (top) of its key: a key's events in insert order take
 // the numbers up to top.
-func orderSeqs(events []Event, keys []keyCount, top map[string]int64) error {
+func orderSeqs(events []outboxtype.Event, keys []keyCount, top map[string]int64) error {
 	next := make(map[string]int64, len(keys))
 	for _, k := range keys {
 		t, ok := top[k.key]

@@ -1,4 +1,4 @@
-package outbox
+package sqlstore
 
 import (
 	"encoding/json"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxkit/outbox/core/outboxtype"
 	"github.com/outboxkit/outbox/internal/fuzztally"
 )
 
@@ -40,10 +41,10 @@ func FuzzDecodeHeaders(f *testing.F) {
 			if h != nil {
 				t.Fatalf("error %v with headers %v", err, h)
 			}
-			if _, serr := row.decode(SQLite.builder(), strict); serr == nil || !strings.HasPrefix(serr.Error(), "headers: ") {
+			if _, serr := row.decode(SQLite, strict); serr == nil || !strings.HasPrefix(serr.Error(), "headers: ") {
 				t.Fatalf("strict decode of a row with headers %q: %v, want a headers error", data, serr)
 			}
-			e, lerr := row.decode(SQLite.builder(), lenient)
+			e, lerr := row.decode(SQLite, lenient)
 			if lerr != nil || e.Headers != nil {
 				t.Fatalf("lenient decode of a row with headers %q: %v, %v; want nil headers", data, e.Headers, lerr)
 			}
@@ -69,7 +70,7 @@ func FuzzDecodeHeaders(f *testing.F) {
 		if err != nil || !maps.Equal(back, h) {
 			t.Fatalf("headers %v do not round-trip: %v, %v", h, back, err)
 		}
-		e, err := row.decode(SQLite.builder(), strict)
+		e, err := row.decode(SQLite, strict)
 		if err != nil || !maps.Equal(e.Headers, h) {
 			t.Fatalf("row with headers %q: %v, %v", data, e.Headers, err)
 		}
@@ -154,7 +155,7 @@ func FuzzDecodeRow(f *testing.F) {
 		if doneAt != "" {
 			r[12] = text(doneAt)
 		}
-		d := SQLite.builder()
+		d := SQLite
 		se, serr := r.decode(d, strict)
 		le, lerr := r.decode(d, lenient)
 		fuzztally.Record(serr != nil)
@@ -212,13 +213,13 @@ func namesColumn(err error) bool {
 
 // validRawRow returns a row of selectColumns that decodes.
 func validRawRow() rawRow {
-	return rawRow{"01J", "T", GlobalAggregateType, nil, nil, `{}`, nil, int64(0), int64(0), nil,
+	return rawRow{"01J", "T", "__GLOBAL__", nil, nil, `{}`, nil, int64(0), int64(0), nil,
 		"2026-01-02T03:04:05.000000Z", "2026-01-02T03:04:05.000000Z", nil, nil, nil}
 }
 
 // encodeRow writes e back in the form the SQLite dialect stores, as a driver returns it.
 // It reports false when a time is outside what the dialect can encode.
-func encodeRow(t *testing.T, d *dialect, e Event) (rawRow, bool) {
+func encodeRow(t *testing.T, d *dialect, e outboxtype.Event) (rawRow, bool) {
 	t.Helper()
 	var r rawRow
 	enc := func(tm time.Time) (any, bool) {

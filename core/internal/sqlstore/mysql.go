@@ -1,10 +1,12 @@
-package outbox
+package sqlstore
 
 import (
 	"context"
 	"database/sql"
 	"fmt"
 	"time"
+
+	"github.com/outboxkit/outbox/core/outboxtype"
 )
 
 // MySQLDSNParams are the DSN parameters the [MySQL] dialect needs from
@@ -51,26 +53,26 @@ func checkMySQLConn(ctx context.Context, db *sql.DB, maxPayload int) error {
 		}
 		t, ok := scanned.(time.Time)
 		if !ok {
-			return &ConfigError{Field: "DSN", Reason: fmt.Sprintf(
+			return &outboxtype.ConfigError{Field: "DSN", Reason: fmt.Sprintf(
 				"DATETIME values scan as %T, not time.Time: add parseTime=true to the MySQL DSN (outbox.MySQLDSNParams)", scanned)}
 		}
 		if t.Location() == time.Local {
-			return &ConfigError{Field: "DSN", Reason: "the driver reads and writes times in loc=Local, the process's time zone: " +
+			return &outboxtype.ConfigError{Field: "DSN", Reason: "the driver reads and writes times in loc=Local, the process's time zone: " +
 				"set loc=UTC in the MySQL DSN (outbox.MySQLDSNParams)"}
 		}
 		if got := text.String; got != want.Format(mysqlTextLayout) || !t.Equal(want) {
-			return &ConfigError{Field: "DSN", Reason: fmt.Sprintf(
+			return &outboxtype.ConfigError{Field: "DSN", Reason: fmt.Sprintf(
 				"the driver sends times in loc %s, not UTC (%s was stored as %q): set loc=UTC in the MySQL DSN (outbox.MySQLDSNParams)",
 				t.Location(), want.Format(mysqlTextLayout), got)}
 		}
 		if csClient.String != "utf8mb4" || csConn.String != "utf8mb4" {
-			return &ConfigError{Field: "DSN", Reason: fmt.Sprintf(
+			return &outboxtype.ConfigError{Field: "DSN", Reason: fmt.Sprintf(
 				"the connection character set is %s/%s, not utf8mb4: remove charset from the MySQL DSN or set charset=utf8mb4",
 				csClient.String, csConn.String)}
 		}
 	}
 	if need := mysqlPacketNeed(maxPayload); maxPayload > 0 && need > maxPacket {
-		return &ConfigError{Field: "MaxPayloadBytes", Reason: fmt.Sprintf(
+		return &outboxtype.ConfigError{Field: "MaxPayloadBytes", Reason: fmt.Sprintf(
 			"%d needs a server max_allowed_packet of at least %d (twice MaxPayloadBytes plus 64 KiB), but max_allowed_packet is %d: "+
 				"lower MaxPayloadBytes to at most %d or raise max_allowed_packet", maxPayload, need, maxPacket,
 			max(0, maxPacket-mysqlPacketHeadroom)/2)}

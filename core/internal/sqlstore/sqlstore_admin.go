@@ -1,4 +1,4 @@
-package outbox
+package sqlstore
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/outboxkit/outbox/core/internal/check"
+	"github.com/outboxkit/outbox/core/outboxtype"
 	"github.com/outboxkit/outbox/core/storage"
 )
 
@@ -14,34 +15,34 @@ import (
 // index is one query. Any other first reads where the scan window ends (the
 // ScanLimit-th row of the index after the cursor, an index-only read), then the matching
 // rows up to there, so that a page reads at most ScanLimit rows whatever it searches.
-func (s *sqlStore) ListEvents(ctx context.Context, p storage.ListEventsParams) ([]Event, Cursor, error) {
+func (s *Store) ListEvents(ctx context.Context, p storage.ListEventsParams) ([]outboxtype.Event, outboxtype.Cursor, error) {
 	if err := p.Validate(); err != nil {
-		return nil, Cursor{}, err
+		return nil, outboxtype.Cursor{}, err
 	}
 	base := ctx // for listPage, whose statements each run under QueryTimeout (queryEvents)
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	pl := s.d.listPlan(s.table, p)
-	var bound *Cursor
+	var bound *outboxtype.Cursor
 	if pl.window {
 		q, err := s.d.listWindowQuery(s.table, pl, p)
 		if err != nil {
-			return nil, Cursor{}, fmt.Errorf("list events: %w", err)
+			return nil, outboxtype.Cursor{}, fmt.Errorf("list events: %w", err)
 		}
 		if bound, err = s.windowEnd(ctx, pl, q); err != nil {
-			return nil, Cursor{}, fmt.Errorf("list events: %w", err)
+			return nil, outboxtype.Cursor{}, fmt.Errorf("list events: %w", err)
 		}
 	}
 	events, err := s.listPage(base, pl, p, bound)
 	if err != nil {
-		return nil, Cursor{}, fmt.Errorf("list events: %w", err)
+		return nil, outboxtype.Cursor{}, fmt.Errorf("list events: %w", err)
 	}
 	if p.ErrorContains != "" {
 		// The statement's LIKE is a superset of the matches (check.ErrorPrefilter): keep
 		// those MatchesError accepts and, while the page is short and the statement
 		// was cut by its LIMIT, read on after the last row, twice as many at a time.
 		// Every read stays between the cursor and the window's end.
-		var kept []Event
+		var kept []outboxtype.Event
 		for limit := p.Limit; ; {
 			for _, e := range events {
 				if len(kept) < p.Limit && p.MatchesError(e.LastError) {
@@ -52,23 +53,23 @@ func (s *sqlStore) ListEvents(ctx context.Context, p storage.ListEventsParams) (
 				break
 			}
 			next := p
-			next.After = ListCursor(events[len(events)-1], p.Status, p.EventFilter)
+			next.After = outboxtype.ListCursor(events[len(events)-1], p.Status, p.EventFilter)
 			limit = min(2*limit, p.ScanLimit)
 			next.Limit = limit
 			if events, err = s.listPage(base, pl, next, bound); err != nil {
-				return nil, Cursor{}, fmt.Errorf("list events: %w", err)
+				return nil, outboxtype.Cursor{}, fmt.Errorf("list events: %w", err)
 			}
 		}
 		events = kept
 	}
 	if bound == nil || len(events) >= p.Limit {
-		return events, Cursor{}, nil
+		return events, outboxtype.Cursor{}, nil
 	}
 	return events, *bound, nil
 }
 
 // listPage reads the rows of one statement of a list page (listPageQuery).
-func (s *sqlStore) listPage(ctx context.Context, pl listPlan, p storage.ListEventsParams, bound *Cursor) ([]Event, error) {
+func (s *Store) listPage(ctx context.Context, pl listPlan, p storage.ListEventsParams, bound *outboxtype.Cursor) ([]outboxtype.Event, error) {
 	q, err := s.d.listPageQuery(s.table, pl, p, bound)
 	if err != nil {
 		return nil, err
@@ -84,43 +85,43 @@ func (s *sqlStore) listPage(ctx context.Context, pl listPlan, p storage.ListEven
 	return events, nil
 }
 
-var _ storage.EventCountStore = (*sqlStore)(nil)
+var _ storage.EventCountStore = (*Store)(nil)
 
 // CountEvents implements [EventCountStore.CountEvents] on the list's index (countPlan)
 // with two statements, as a windowed list page: the window's end (the ScanLimit-th row
 // of the index, an index-only read), then the count up to it (countQuery).
-func (s *sqlStore) CountEvents(ctx context.Context, p storage.CountEventsParams) (EventCounts, error) {
+func (s *Store) CountEvents(ctx context.Context, p storage.CountEventsParams) (outboxtype.EventCounts, error) {
 	if err := p.Validate(); err != nil {
-		return EventCounts{}, err
+		return outboxtype.EventCounts{}, err
 	}
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	pl := s.d.countPlan(s.table, p)
 	q, err := s.d.countWindowQuery(s.table, pl, p)
 	if err != nil {
-		return EventCounts{}, fmt.Errorf("count events: %w", err)
+		return outboxtype.EventCounts{}, fmt.Errorf("count events: %w", err)
 	}
 	bound, err := s.windowEnd(ctx, pl, q)
 	if err != nil {
-		return EventCounts{}, fmt.Errorf("count events: %w", err)
+		return outboxtype.EventCounts{}, fmt.Errorf("count events: %w", err)
 	}
 	q, err = s.d.countQuery(s.table, pl, p, bound)
 	if err != nil {
-		return EventCounts{}, fmt.Errorf("count events: %w", err)
+		return outboxtype.EventCounts{}, fmt.Errorf("count events: %w", err)
 	}
 	rows, err := s.db.QueryContext(ctx, q.SQL, q.Args...)
 	if err != nil {
-		return EventCounts{}, fmt.Errorf("count events: %w", err)
+		return outboxtype.EventCounts{}, fmt.Errorf("count events: %w", err)
 	}
 	defer rows.Close()
 	var (
-		out EventCounts
+		out outboxtype.EventCounts
 		n   int64
 	)
-	groups := map[GroupCount]int64{}
+	groups := map[outboxtype.GroupCount]int64{}
 	for rows.Next() {
 		var (
-			g                   GroupCount
+			g                   outboxtype.GroupCount
 			lastError, listener sql.NullString
 			k                   int64
 		)
@@ -132,7 +133,7 @@ func (s *sqlStore) CountEvents(ctx context.Context, p storage.CountEventsParams)
 			dest = []any{&g.AggregateType, &g.EventType, &listener, &k}
 		}
 		if err := rows.Scan(dest...); err != nil {
-			return EventCounts{}, fmt.Errorf("count events: %w", err)
+			return outboxtype.EventCounts{}, fmt.Errorf("count events: %w", err)
 		}
 		if p.ErrorContains != "" && !p.MatchesError(lastError.String) {
 			continue
@@ -142,7 +143,7 @@ func (s *sqlStore) CountEvents(ctx context.Context, p storage.CountEventsParams)
 		groups[g] += k
 	}
 	if err := rows.Err(); err != nil {
-		return EventCounts{}, fmt.Errorf("count events: %w", err)
+		return outboxtype.EventCounts{}, fmt.Errorf("count events: %w", err)
 	}
 	if p.Groups {
 		for g, k := range groups {
@@ -150,13 +151,13 @@ func (s *sqlStore) CountEvents(ctx context.Context, p storage.CountEventsParams)
 			out.Groups = append(out.Groups, g)
 		}
 	}
-	out.EventCount = EventCount{N: n, AtLeast: bound != nil}
+	out.EventCount = outboxtype.EventCount{N: n, AtLeast: bound != nil}
 	return out, nil
 }
 
 // windowEnd runs the window statement q of plan pl and returns the position of its row,
 // or nil when the index ends before the window does.
-func (s *sqlStore) windowEnd(ctx context.Context, pl listPlan, q query) (*Cursor, error) {
+func (s *Store) windowEnd(ctx context.Context, pl listPlan, q query) (*outboxtype.Cursor, error) {
 	var (
 		at  any
 		seq int64
@@ -172,21 +173,21 @@ func (s *sqlStore) windowEnd(ctx context.Context, pl listPlan, q query) (*Cursor
 	case err != nil:
 		return nil, fmt.Errorf("scan window: %w", err)
 	case pl.seq:
-		return &Cursor{OrderSeq: seq, ID: string(id)}, nil
+		return &outboxtype.Cursor{OrderSeq: seq, ID: string(id)}, nil
 	default:
 		t, err := s.d.decodeTime(at)
 		if err != nil {
 			return nil, fmt.Errorf("scan window: %w", err)
 		}
-		return &Cursor{CreatedAt: t, ID: string(id)}, nil
+		return &outboxtype.Cursor{CreatedAt: t, ID: string(id)}, nil
 	}
 }
 
 // CountBlockedKeys implements [EventCountStore.CountBlockedKeys] with one statement
 // (blockedKeysWindowQuery).
-func (s *sqlStore) CountBlockedKeys(ctx context.Context, scanLimit int) (BlockedKeys, error) {
+func (s *Store) CountBlockedKeys(ctx context.Context, scanLimit int) (outboxtype.BlockedKeys, error) {
 	if scanLimit <= 0 {
-		return BlockedKeys{}, check.Invalid("count blocked keys", "scanLimit must be positive, got %d", scanLimit)
+		return outboxtype.BlockedKeys{}, check.Invalid("count blocked keys", "scanLimit must be positive, got %d", scanLimit)
 	}
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
@@ -196,13 +197,13 @@ func (s *sqlStore) CountBlockedKeys(ctx context.Context, scanLimit int) (Blocked
 		oldest  any
 	)
 	if err := s.db.QueryRowContext(ctx, q.SQL, q.Args...).Scan(&n, &oldest, &read); err != nil {
-		return BlockedKeys{}, fmt.Errorf("count blocked keys: %w", err)
+		return outboxtype.BlockedKeys{}, fmt.Errorf("count blocked keys: %w", err)
 	}
-	b := BlockedKeys{EventCount: EventCount{N: n, AtLeast: read >= int64(scanLimit)}}
+	b := outboxtype.BlockedKeys{EventCount: outboxtype.EventCount{N: n, AtLeast: read >= int64(scanLimit)}}
 	if oldest != nil {
 		t, err := s.d.decodeTime(oldest)
 		if err != nil {
-			return BlockedKeys{}, fmt.Errorf("count blocked keys: oldest: %w", err)
+			return outboxtype.BlockedKeys{}, fmt.Errorf("count blocked keys: oldest: %w", err)
 		}
 		b.Oldest = t
 	}
@@ -210,7 +211,7 @@ func (s *sqlStore) CountBlockedKeys(ctx context.Context, scanLimit int) (Blocked
 }
 
 // CountByType implements [EventStore.CountByType] with one grouped query.
-func (s *sqlStore) CountByType(ctx context.Context) ([]TypeCount, error) {
+func (s *Store) CountByType(ctx context.Context) ([]outboxtype.TypeCount, error) {
 	q := s.d.countByTypeQuery(s.table)
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
@@ -219,14 +220,14 @@ func (s *sqlStore) CountByType(ctx context.Context) ([]TypeCount, error) {
 		return nil, fmt.Errorf("count by type: %w", err)
 	}
 	defer rows.Close()
-	var out []TypeCount
+	var out []outboxtype.TypeCount
 	for rows.Next() {
-		var c TypeCount
+		var c outboxtype.TypeCount
 		var st int64
 		if err := rows.Scan(&st, &c.EventType, &c.Count); err != nil {
 			return nil, fmt.Errorf("count by type: %w", err)
 		}
-		c.Status = Status(st)
+		c.Status = outboxtype.Status(st)
 		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {
@@ -235,10 +236,10 @@ func (s *sqlStore) CountByType(ctx context.Context) ([]TypeCount, error) {
 	return out, nil
 }
 
-var _ storage.AuditedStore = (*sqlStore)(nil)
+var _ storage.AuditedStore = (*Store)(nil)
 
 // RecordAudit implements [AuditStore.RecordAudit].
-func (s *sqlStore) RecordAudit(ctx context.Context, e AuditEntry) error {
+func (s *Store) RecordAudit(ctx context.Context, e outboxtype.AuditEntry) error {
 	q, err := s.d.recordAuditQuery(s.table, e)
 	if err != nil {
 		return fmt.Errorf("record audit: %w", err)
@@ -254,7 +255,7 @@ func (s *sqlStore) RecordAudit(ctx context.Context, e AuditEntry) error {
 // DeleteDead or Discard) and the entry's INSERT, or with p.Continue the UPDATE that
 // adds to its count. A failed entry rolls the change back; a lock conflict rolls it all
 // back and it is retried, as claims are.
-func (s *sqlStore) ChangeAudited(ctx context.Context, p storage.AuditedChangeParams) (int64, error) {
+func (s *Store) ChangeAudited(ctx context.Context, p storage.AuditedChangeParams) (int64, error) {
 	if err := p.Validate(); err != nil {
 		return 0, err
 	}
@@ -263,11 +264,11 @@ func (s *sqlStore) ChangeAudited(ctx context.Context, p storage.AuditedChangePar
 		err error
 	)
 	switch p.Entry.Action {
-	case AuditReplay, AuditReplayAll:
+	case outboxtype.AuditReplay, outboxtype.AuditReplayAll:
 		qs, err = s.d.replayQueries(s.table, storage.ReplayParams{IDs: p.IDs, DeadFilter: p.DeadFilter, Limit: p.Limit, Now: p.Now})
-	case AuditDelete:
+	case outboxtype.AuditDelete:
 		qs = s.d.deleteDeadQueries(s.table, p.IDs)
-	case AuditDiscard:
+	case outboxtype.AuditDiscard:
 		qs, err = s.d.discardQueries(s.table, p.IDs, p.Now)
 	}
 	if err != nil {
@@ -285,11 +286,11 @@ func (s *sqlStore) ChangeAudited(ctx context.Context, p storage.AuditedChangePar
 }
 
 // changeAuditedOnce runs one transaction of ChangeAudited.
-func (s *sqlStore) changeAuditedOnce(ctx context.Context, qs []query, p storage.AuditedChangeParams) (n int64, err error) {
+func (s *Store) changeAuditedOnce(ctx context.Context, qs []query, p storage.AuditedChangeParams) (n int64, err error) {
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	var tx interface {
-		Executor
+		outboxtype.Executor
 		Commit() error
 		Rollback() error
 	}
@@ -339,7 +340,7 @@ func (s *sqlStore) changeAuditedOnce(ctx context.Context, qs []query, p storage.
 			if isLockConflict(err) {
 				return 0, err // retried whole
 			}
-			return 0, &AuditError{Action: p.Entry.Action, Reason: check.AuditReason(err), Err: err}
+			return 0, &outboxtype.AuditError{Action: p.Entry.Action, Reason: check.AuditReason(err), Err: err}
 		}
 	}
 	if err := tx.Commit(); err != nil {
@@ -350,7 +351,7 @@ func (s *sqlStore) changeAuditedOnce(ctx context.Context, qs []query, p storage.
 }
 
 // ListAudit implements [AuditStore.ListAudit].
-func (s *sqlStore) ListAudit(ctx context.Context, p storage.ListAuditParams) ([]AuditEntry, error) {
+func (s *Store) ListAudit(ctx context.Context, p storage.ListAuditParams) ([]outboxtype.AuditEntry, error) {
 	if p.Limit <= 0 {
 		return nil, check.Invalid("list audit", "Limit must be positive, got %d", p.Limit)
 	}
@@ -362,10 +363,10 @@ func (s *sqlStore) ListAudit(ctx context.Context, p storage.ListAuditParams) ([]
 		return nil, fmt.Errorf("list audit: %w", err)
 	}
 	defer rows.Close()
-	var out []AuditEntry
+	var out []outboxtype.AuditEntry
 	for rows.Next() {
 		var (
-			e  AuditEntry
+			e  outboxtype.AuditEntry
 			id []byte
 			at any
 		)

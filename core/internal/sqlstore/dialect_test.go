@@ -1,4 +1,4 @@
-package outbox
+package sqlstore
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxkit/outbox/core/outboxtype"
 	"github.com/outboxkit/outbox/core/storage"
 )
 
@@ -23,7 +24,7 @@ var (
 )
 
 // allDialects are the dialects every builder test covers.
-var allDialects = []Dialect{Postgres, MySQL, SQLite}
+var allDialects = []*Dialect{Postgres, MySQL, SQLite}
 
 type goldenCase struct {
 	name    string
@@ -55,9 +56,9 @@ func goldenCases() []goldenCase {
 		{
 			name: "insert two",
 			build: func(d *dialect) ([]query, error) {
-				return d.insertQueries(t, storage.InsertParams{Events: []Event{
+				return d.insertQueries(t, storage.InsertParams{Events: []outboxtype.Event{
 					{ID: "a", Type: "T", AggregateType: "A", AggregateID: "1", TenantID: "t", Payload: json.RawMessage(`{"x":1}`),
-						Headers: map[string]string{"k": "v"}, CreatedAt: goldenT0, AvailableAt: goldenT0, Status: StatusDead, Attempts: 3},
+						Headers: map[string]string{"k": "v"}, CreatedAt: goldenT0, AvailableAt: goldenT0, Status: outboxtype.StatusDead, Attempts: 3},
 					{ID: "b", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: goldenT0},
 				}}, time.Time{})
 			},
@@ -99,7 +100,7 @@ func goldenCases() []goldenCase {
 		{
 			name: "reschedule retry counting",
 			build: func(d *dialect) ([]query, error) {
-				return one2(d.rescheduleQuery(t, storage.RescheduleParams{ID: "a", Status: StatusRetry, AvailableAt: goldenT0, CountAttempt: true, LastError: "boom"}))
+				return one2(d.rescheduleQuery(t, storage.RescheduleParams{ID: "a", Status: outboxtype.StatusRetry, AvailableAt: goldenT0, CountAttempt: true, LastError: "boom"}))
 			},
 			pg:      []string{`UPDATE "outbox_event" SET status = $1, available_at = $2, attempts = attempts + 1, first_attempt_at = COALESCE(first_attempt_at, statement_timestamp()), last_error = $3, locked_by = NULL, locked_until = NULL WHERE event_id = $4 AND status IN (0, 2, 3)`},
 			sqlite:  []string{`UPDATE "outbox_event" SET status = ?, available_at = ?, attempts = attempts + 1, first_attempt_at = COALESCE(first_attempt_at, strftime('%Y-%m-%dT%H:%M:%f000Z', 'now')), last_error = ?, locked_by = NULL, locked_until = NULL WHERE event_id = ? AND status IN (0, 2, 3)`},
@@ -111,7 +112,7 @@ func goldenCases() []goldenCase {
 		{
 			name: "reschedule deferral",
 			build: func(d *dialect) ([]query, error) {
-				return one2(d.rescheduleQuery(t, storage.RescheduleParams{ID: "a", Status: StatusNew, AvailableAt: goldenT0}))
+				return one2(d.rescheduleQuery(t, storage.RescheduleParams{ID: "a", Status: outboxtype.StatusNew, AvailableAt: goldenT0}))
 			},
 			pg:     []string{`UPDATE "outbox_event" SET status = $1, available_at = $2, locked_by = NULL, locked_until = NULL WHERE event_id = $3 AND status IN (0, 2, 3)`},
 			sqlite: []string{`UPDATE "outbox_event" SET status = ?, available_at = ?, locked_by = NULL, locked_until = NULL WHERE event_id = ? AND status IN (0, 2, 3)`},
@@ -157,7 +158,7 @@ func goldenCases() []goldenCase {
 			name: "pending after a cursor",
 			build: func(d *dialect) ([]query, error) {
 				return one2(d.pendingQuery(t, storage.PendingParams{Now: goldenT0, SkipRecent: time.Second, Limit: 10,
-					After: Cursor{CreatedAt: goldenT0.Add(-time.Hour), ID: "c"}}))
+					After: outboxtype.Cursor{CreatedAt: goldenT0.Add(-time.Hour), ID: "c"}}))
 			},
 			pg: []string{sel + `"outbox_event" WHERE status IN (0, 2) AND available_at <= $1 AND created_at <= $2` +
 				` AND (created_at, event_id) > ($3, $4) ORDER BY created_at, event_id LIMIT $5`},
@@ -171,7 +172,7 @@ func goldenCases() []goldenCase {
 		{
 			name: "insert claimed",
 			build: func(d *dialect) ([]query, error) {
-				return d.insertQueries(t, storage.InsertParams{ClaimTTL: 30 * time.Second, Events: []Event{
+				return d.insertQueries(t, storage.InsertParams{ClaimTTL: 30 * time.Second, Events: []outboxtype.Event{
 					{ID: "a", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: goldenT0, LockedBy: "n1/01J"},
 					{ID: "b", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: goldenT0},
 				}}, time.Time{})
@@ -287,7 +288,7 @@ func goldenCases() []goldenCase {
 		{
 			name: "fenced reschedule",
 			build: func(d *dialect) ([]query, error) {
-				return one2(d.rescheduleQuery(t, storage.RescheduleParams{ID: "a", Status: StatusNew, AvailableAt: goldenT0, Token: "n1/01J"}))
+				return one2(d.rescheduleQuery(t, storage.RescheduleParams{ID: "a", Status: outboxtype.StatusNew, AvailableAt: goldenT0, Token: "n1/01J"}))
 			},
 			pg:      []string{`UPDATE "outbox_event" SET status = $1, available_at = $2, locked_by = NULL, locked_until = NULL WHERE event_id = $3 AND status IN (0, 2, 3) AND locked_by = $4`},
 			sqlite:  []string{`UPDATE "outbox_event" SET status = ?, available_at = ?, locked_by = NULL, locked_until = NULL WHERE event_id = ? AND status IN (0, 2, 3) AND locked_by = ?`},
@@ -328,8 +329,8 @@ func goldenCases() []goldenCase {
 		{
 			name: "list dead filtered next page",
 			build: func(d *dialect) ([]query, error) {
-				return one2(d.listDeadQuery(t, storage.ListDeadParams{DeadFilter: DeadFilter{EventType: "E", AggregateType: "A"},
-					After: Cursor{CreatedAt: goldenT0, ID: "x"}, Limit: 2}))
+				return one2(d.listDeadQuery(t, storage.ListDeadParams{DeadFilter: outboxtype.DeadFilter{EventType: "E", AggregateType: "A"},
+					After: outboxtype.Cursor{CreatedAt: goldenT0, ID: "x"}, Limit: 2}))
 			},
 			pg:      []string{sel + `"outbox_event" WHERE status = 3 AND event_type = $1 AND aggregate_type = $2 AND (created_at, event_id) > ($3, $4) ORDER BY created_at, event_id LIMIT $5`},
 			sqlite:  []string{sel + `"outbox_event" WHERE +status = 3 AND event_type = ? AND aggregate_type = ? AND (created_at, event_id) > (?, ?) ORDER BY created_at, event_id LIMIT 2`},
@@ -340,7 +341,7 @@ func goldenCases() []goldenCase {
 		},
 		{
 			name:   "count dead",
-			build:  func(d *dialect) ([]query, error) { return one(d.countDeadQuery(t, DeadFilter{})) },
+			build:  func(d *dialect) ([]query, error) { return one(d.countDeadQuery(t, outboxtype.DeadFilter{})) },
 			pg:     []string{`SELECT COUNT(*) FROM "outbox_event" WHERE status = 3`},
 			sqlite: []string{`SELECT COUNT(*) FROM "outbox_event" WHERE status = 3`},
 			mysql:  []string{"SELECT COUNT(*) FROM `outbox_event` WHERE status = 3"},
@@ -348,7 +349,7 @@ func goldenCases() []goldenCase {
 		{
 			name: "count dead by aggregate type",
 			build: func(d *dialect) ([]query, error) {
-				return one(d.countDeadQuery(t, DeadFilter{AggregateType: "A"}))
+				return one(d.countDeadQuery(t, outboxtype.DeadFilter{AggregateType: "A"}))
 			},
 			pg:     []string{`SELECT COUNT(*) FROM "outbox_event" WHERE status = 3 AND aggregate_type = $1`},
 			sqlite: []string{`SELECT COUNT(*) FROM "outbox_event" WHERE status = 3 AND aggregate_type = ?`},
@@ -370,7 +371,7 @@ func goldenCases() []goldenCase {
 		{
 			name: "replay filter",
 			build: func(d *dialect) ([]query, error) {
-				return d.replayQueries(t, storage.ReplayParams{DeadFilter: DeadFilter{EventType: "E"}, Limit: 100, Now: goldenT0})
+				return d.replayQueries(t, storage.ReplayParams{DeadFilter: outboxtype.DeadFilter{EventType: "E"}, Limit: 100, Now: goldenT0})
 			},
 			pg:      []string{`UPDATE "outbox_event" SET status = CASE WHEN order_key IS NULL THEN 0 ELSE 4 END, attempts = 0, last_error = NULL, done_at = NULL, first_attempt_at = NULL, available_at = $1, locked_by = NULL, locked_until = NULL WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE status = 3 AND event_type = $2 ORDER BY created_at, event_id LIMIT $3) AND status = 3`},
 			sqlite:  []string{`UPDATE "outbox_event" SET status = CASE WHEN order_key IS NULL THEN 0 ELSE 4 END, attempts = 0, last_error = NULL, done_at = NULL, first_attempt_at = NULL, available_at = ?, locked_by = NULL, locked_until = NULL WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE +status = 3 AND event_type = ? ORDER BY created_at, event_id LIMIT 100) AND +status = 3`},
@@ -435,7 +436,7 @@ func TestDialectGoldenSQL(t *testing.T) {
 				case MySQL:
 					want, wantArgs = tc.mysql, tc.myArgs
 				}
-				qs, err := tc.build(d.builder())
+				qs, err := tc.build(d)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -450,7 +451,7 @@ func TestDialectGoldenSQL(t *testing.T) {
 					t.Errorf("args\n got: %#v\nwant: %#v", qs[0].Args, wantArgs)
 				}
 				for _, q := range qs {
-					if n := placeholders(d.builder(), q.SQL); n != len(q.Args) {
+					if n := placeholders(d, q.SQL); n != len(q.Args) {
 						t.Errorf("%d placeholders, %d args: %s", n, len(q.Args), q.SQL)
 					}
 				}
@@ -504,9 +505,9 @@ func TestDialectGoldenDDL(t *testing.T) {
 			`DROP TABLE IF EXISTS "app"."Events"`,
 		},
 	}
-	for _, d := range []Dialect{Postgres, SQLite} {
+	for _, d := range []*Dialect{Postgres, SQLite} {
 		for tn, tab := range tables {
-			dd := d.builder()
+			dd := d
 			m := dd.ddl(dd, tab)
 			var got []string
 			for _, s := range append(m.up[1:], m.down...) {
@@ -525,11 +526,11 @@ func TestDialectGoldenDDL(t *testing.T) {
 func TestInsertSplitsAtBindLimit(t *testing.T) {
 	t.Parallel()
 	for _, d := range allDialects {
-		dd := d.builder()
+		dd := d
 		perStmt := dd.maxBindParams / insertParamsPerRow
-		events := make([]Event, 2*perStmt+1)
+		events := make([]outboxtype.Event, 2*perStmt+1)
 		for i := range events {
-			events[i] = Event{ID: strconv.Itoa(i), Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: goldenT0}
+			events[i] = outboxtype.Event{ID: strconv.Itoa(i), Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: goldenT0}
 		}
 		qs, err := dd.insertQueries(goldenTable, storage.InsertParams{Events: events}, time.Time{})
 		if err != nil {
@@ -555,7 +556,7 @@ func TestInsertSplitsAtBindLimit(t *testing.T) {
 func TestInsertDefaultsTimes(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2030, 1, 1, 0, 0, 0, 999, time.UTC)
-	qs, err := Postgres.builder().insertQueries(goldenTable, storage.InsertParams{Events: []Event{
+	qs, err := Postgres.insertQueries(goldenTable, storage.InsertParams{Events: []outboxtype.Event{
 		{ID: "a", Payload: json.RawMessage(`1`)},
 		{ID: "b", Payload: json.RawMessage(`1`), CreatedAt: goldenT0},
 	}}, now)
@@ -572,7 +573,7 @@ func TestInsertDefaultsTimes(t *testing.T) {
 func TestIDListsAreChunked(t *testing.T) {
 	t.Parallel()
 	for _, d := range allDialects {
-		dd := d.builder()
+		dd := d
 		ids := make([]string, 2*dd.maxIDs+3)
 		for i := range ids {
 			ids[i] = strconv.Itoa(i)
@@ -604,15 +605,15 @@ func TestBuildersRejectBadParams(t *testing.T) {
 			return err
 		},
 		"reschedule no id": func(d *dialect) error {
-			_, err := d.rescheduleQuery(goldenTable, storage.RescheduleParams{Status: StatusRetry, AvailableAt: t0})
+			_, err := d.rescheduleQuery(goldenTable, storage.RescheduleParams{Status: outboxtype.StatusRetry, AvailableAt: t0})
 			return err
 		},
 		"reschedule to dead": func(d *dialect) error {
-			_, err := d.rescheduleQuery(goldenTable, storage.RescheduleParams{ID: "a", Status: StatusDead, AvailableAt: t0})
+			_, err := d.rescheduleQuery(goldenTable, storage.RescheduleParams{ID: "a", Status: outboxtype.StatusDead, AvailableAt: t0})
 			return err
 		},
 		"reschedule zero time": func(d *dialect) error {
-			_, err := d.rescheduleQuery(goldenTable, storage.RescheduleParams{ID: "a", Status: StatusRetry})
+			_, err := d.rescheduleQuery(goldenTable, storage.RescheduleParams{ID: "a", Status: outboxtype.StatusRetry})
 			return err
 		},
 		"mark dead no id": func(d *dialect) error {
@@ -652,38 +653,38 @@ func TestBuildersRejectBadParams(t *testing.T) {
 			return err
 		},
 		"insert without id": func(d *dialect) error {
-			_, err := d.insertQueries(goldenTable, storage.InsertParams{Events: []Event{{Payload: json.RawMessage(`1`)}}}, t0)
+			_, err := d.insertQueries(goldenTable, storage.InsertParams{Events: []outboxtype.Event{{Payload: json.RawMessage(`1`)}}}, t0)
 			return err
 		},
 		"insert claimed without ttl": func(d *dialect) error {
-			_, err := d.insertQueries(goldenTable, storage.InsertParams{Events: []Event{{ID: "a", Payload: json.RawMessage(`1`), LockedBy: "n/1"}}}, t0)
+			_, err := d.insertQueries(goldenTable, storage.InsertParams{Events: []outboxtype.Event{{ID: "a", Payload: json.RawMessage(`1`), LockedBy: "n/1"}}}, t0)
 			return err
 		},
 		"insert token too long": func(d *dialect) error {
 			_, err := d.insertQueries(goldenTable, storage.InsertParams{ClaimTTL: time.Second,
-				Events: []Event{{ID: "a", Payload: json.RawMessage(`1`), LockedBy: strings.Repeat("t", MaxClaimTokenLen+1)}}}, t0)
+				Events: []outboxtype.Event{{ID: "a", Payload: json.RawMessage(`1`), LockedBy: strings.Repeat("t", outboxtype.MaxClaimTokenLen+1)}}}, t0)
 			return err
 		},
 		"insert negative ttl": func(d *dialect) error {
-			_, err := d.insertQueries(goldenTable, storage.InsertParams{ClaimTTL: -time.Second, Events: []Event{{ID: "a", Payload: json.RawMessage(`1`)}}}, t0)
+			_, err := d.insertQueries(goldenTable, storage.InsertParams{ClaimTTL: -time.Second, Events: []outboxtype.Event{{ID: "a", Payload: json.RawMessage(`1`)}}}, t0)
 			return err
 		},
 		"mark done token too long": func(d *dialect) error {
-			_, err := d.markDoneQueries(goldenTable, storage.MarkDoneParams{IDs: []string{"a"}, DoneAt: t0, Token: strings.Repeat("t", MaxClaimTokenLen+1)})
+			_, err := d.markDoneQueries(goldenTable, storage.MarkDoneParams{IDs: []string{"a"}, DoneAt: t0, Token: strings.Repeat("t", outboxtype.MaxClaimTokenLen+1)})
 			return err
 		},
 		"reschedule token too long": func(d *dialect) error {
-			_, err := d.rescheduleQuery(goldenTable, storage.RescheduleParams{ID: "a", Status: StatusNew, AvailableAt: t0, Token: strings.Repeat("t", MaxClaimTokenLen+1)})
+			_, err := d.rescheduleQuery(goldenTable, storage.RescheduleParams{ID: "a", Status: outboxtype.StatusNew, AvailableAt: t0, Token: strings.Repeat("t", outboxtype.MaxClaimTokenLen+1)})
 			return err
 		},
 		"mark dead token too long": func(d *dialect) error {
-			_, err := d.markDeadQuery(goldenTable, storage.MarkDeadParams{ID: "a", DeadAt: t0, Token: strings.Repeat("t", MaxClaimTokenLen+1)})
+			_, err := d.markDeadQuery(goldenTable, storage.MarkDeadParams{ID: "a", DeadAt: t0, Token: strings.Repeat("t", outboxtype.MaxClaimTokenLen+1)})
 			return err
 		},
 	}
 	claimCases := map[string]storage.ClaimParams{
 		"claim empty token":     {TTL: time.Second, Limit: 1},
-		"claim token too long":  {Token: strings.Repeat("t", MaxClaimTokenLen+1), TTL: time.Second, Limit: 1},
+		"claim token too long":  {Token: strings.Repeat("t", outboxtype.MaxClaimTokenLen+1), TTL: time.Second, Limit: 1},
 		"claim zero ttl":        {Token: "n/1", Limit: 1},
 		"claim sub-microsecond": {Token: "n/1", TTL: time.Nanosecond, Limit: 1},
 		"claim negative skip":   {Token: "n/1", TTL: time.Second, SkipRecent: -time.Second, Limit: 1},
@@ -702,7 +703,7 @@ func TestBuildersRejectBadParams(t *testing.T) {
 	for name, p := range claimCases {
 		cases[name] = func(d *dialect) error {
 			if d.claimInTx {
-				if _, err := d.claimLockQuery(goldenTable, p, []string{"a"}); !errors.Is(err, ErrInvalidArgument) {
+				if _, err := d.claimLockQuery(goldenTable, p, []string{"a"}); !errors.Is(err, outboxtype.ErrInvalidArgument) {
 					return fmt.Errorf("claimLockQuery: %w", err)
 				}
 				_, err := d.claimReadQuery(goldenTable, p, 10, nil)
@@ -714,7 +715,7 @@ func TestBuildersRejectBadParams(t *testing.T) {
 	}
 	for name, build := range cases {
 		for _, d := range allDialects {
-			if err := build(d.builder()); !errors.Is(err, ErrInvalidArgument) {
+			if err := build(d); !errors.Is(err, outboxtype.ErrInvalidArgument) {
 				t.Errorf("%s/%s: err = %v, want ErrInvalidArgument", d.Name(), name, err)
 			}
 		}
@@ -734,7 +735,7 @@ func TestSQLiteTimeEncoding(t *testing.T) {
 		{time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC), "9999-12-31T23:59:59.000000Z"},
 	}
 	for _, c := range cases {
-		got, err := SQLite.builder().time(c.in)
+		got, err := SQLite.time(c.in)
 		if err != nil || got != c.want {
 			t.Errorf("time(%v) = %v, %v; want %s", c.in, got, err, c.want)
 		}
@@ -743,7 +744,7 @@ func TestSQLiteTimeEncoding(t *testing.T) {
 			t.Errorf("decodeTime(%v) = %v, %v", got, back, err)
 		}
 	}
-	if _, err := SQLite.builder().time(time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)); err == nil {
+	if _, err := SQLite.time(time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)); err == nil {
 		t.Error("year 10000 encoded without error")
 	}
 	// Text order is time order, the property every range condition relies on.
@@ -775,12 +776,12 @@ func TestDecodeTimeAcceptsDriverForms(t *testing.T) {
 
 func TestTruncateLastError(t *testing.T) {
 	t.Parallel()
-	long := strings.Repeat("é", MaxLastErrorLen) // 2 bytes each
+	long := strings.Repeat("é", outboxtype.MaxLastErrorLen) // 2 bytes each
 	cases := map[string]struct{ in, want string }{
 		"short":       {"boom", "boom"},
-		"exact":       {strings.Repeat("a", MaxLastErrorLen), strings.Repeat("a", MaxLastErrorLen)},
-		"cut ascii":   {strings.Repeat("a", MaxLastErrorLen+5), strings.Repeat("a", MaxLastErrorLen)},
-		"cut rune":    {"a" + long, "a" + strings.Repeat("é", (MaxLastErrorLen-1)/2)},
+		"exact":       {strings.Repeat("a", outboxtype.MaxLastErrorLen), strings.Repeat("a", outboxtype.MaxLastErrorLen)},
+		"cut ascii":   {strings.Repeat("a", outboxtype.MaxLastErrorLen+5), strings.Repeat("a", outboxtype.MaxLastErrorLen)},
+		"cut rune":    {"a" + long, "a" + strings.Repeat("é", (outboxtype.MaxLastErrorLen-1)/2)},
 		"invalid":     {"a\xffb", "a\uFFFDb"},
 		"nul":         {"a\x00b", "a\uFFFDb"},
 		"empty stays": {"", ""},
@@ -816,7 +817,7 @@ func TestMarkDoneTokensChunks(t *testing.T) {
 		ids[i], tokens[i] = fmt.Sprintf("e%d", i), fmt.Sprintf("n/%d", i%7)
 	}
 	for _, d := range allDialects {
-		dd := d.builder()
+		dd := d
 		qs, err := dd.markDoneQueries(goldenTable, storage.MarkDoneParams{IDs: ids, Tokens: tokens, DoneAt: goldenT0})
 		if err != nil {
 			t.Fatal(err)

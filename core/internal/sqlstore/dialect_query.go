@@ -1,4 +1,4 @@
-package outbox
+package sqlstore
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/outboxkit/outbox/core/internal/check"
+	"github.com/outboxkit/outbox/core/outboxtype"
 	"github.com/outboxkit/outbox/core/storage"
 )
 
@@ -185,7 +186,7 @@ type insertRow struct {
 
 // encodeRow encodes e's headers and times for insertRow, a zero CreatedAt as now and a
 // zero AvailableAt as CreatedAt.
-func (d *dialect) encodeRow(e Event, now time.Time) (insertRow, error) {
+func (d *dialect) encodeRow(e outboxtype.Event, now time.Time) (insertRow, error) {
 	var r insertRow
 	var err error
 	if r.headers, err = encodeHeaders(e.Headers); err != nil {
@@ -207,7 +208,7 @@ func (d *dialect) encodeRow(e Event, now time.Time) (insertRow, error) {
 }
 
 // insertRow writes the values of e as one row, in insertQueriesHeads' column order.
-func (b *builder) insertRow(t tableName, e Event, claimTTL time.Duration, r insertRow) {
+func (b *builder) insertRow(t tableName, e outboxtype.Event, claimTTL time.Duration, r insertRow) {
 	cast := func(v, typ string) string {
 		if r.typed {
 			return "CAST(" + v + " AS " + typ + ")"
@@ -267,7 +268,7 @@ func (b *builder) openKeyCase(t tableName, key, open string, closed func() strin
 
 // insertRowSize approximates the bytes one row's arguments take on the wire: its text
 // columns plus 32 bytes for the two times.
-func insertRowSize(e Event, headers any) int {
+func insertRowSize(e outboxtype.Event, headers any) int {
 	n := len(e.OrderKey) + len(e.Listener) + len(e.ID) + len(e.Type) + len(e.AggregateType) + len(e.AggregateID) + len(e.TenantID) + len(e.Payload) + 32
 	if h, ok := headers.(string); ok {
 		n += len(h)
@@ -584,10 +585,10 @@ func firstAttempt(d *dialect) string {
 func truncateLastError(s string) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	s = strings.ReplaceAll(s, "\x00", "\uFFFD")
-	if len(s) <= MaxLastErrorLen {
+	if len(s) <= outboxtype.MaxLastErrorLen {
 		return s
 	}
-	cut := MaxLastErrorLen
+	cut := outboxtype.MaxLastErrorLen
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
@@ -673,7 +674,7 @@ func (d *dialect) getQuery(t tableName, id string) query {
 
 // deadWhere writes the WHERE clause selecting DEAD rows that match f. hinted is set
 // for the queries that walk DEAD rows in created_at order, which the dead index serves.
-func (b *builder) deadWhere(f DeadFilter, hinted bool) *builder {
+func (b *builder) deadWhere(f outboxtype.DeadFilter, hinted bool) *builder {
 	status := "status"
 	if hinted {
 		status = b.d.hintedStatus()
@@ -711,7 +712,7 @@ func (d *dialect) listDeadQuery(t tableName, p storage.ListDeadParams) (query, e
 }
 
 // countDeadQuery builds [DeadStore.CountDead].
-func (d *dialect) countDeadQuery(t tableName, f DeadFilter) query {
+func (d *dialect) countDeadQuery(t tableName, f outboxtype.DeadFilter) query {
 	b := d.newBuilder()
 	b.w("SELECT COUNT(*) FROM ", d.qualified(t))
 	return b.deadWhere(f, false).query()
@@ -745,7 +746,7 @@ func (d *dialect) deleteDeadQueries(t tableName, ids []string) []query {
 func (d *dialect) discardQueries(t tableName, ids []string, at time.Time) ([]query, error) {
 	for _, id := range ids {
 		if !check.PossibleID(id) {
-			return nil, check.Invalid("discard", "ID %q is empty, longer than %d bytes, or not valid text", id, MaxIDLen)
+			return nil, check.Invalid("discard", "ID %q is empty, longer than %d bytes, or not valid text", id, outboxtype.MaxIDLen)
 		}
 	}
 	if at.IsZero() {
