@@ -13,6 +13,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/outboxtype"
 )
 
 func (c *cli) events(ctx context.Context, args []string) error {
@@ -160,7 +161,7 @@ func (c *cli) list(ctx context.Context, args []string) error {
 		if q.OrderKey != "" {
 			seq = fmt.Sprintf("%d\t", e.OrderSeq)
 		}
-		fmt.Fprintf(w, "%s\t%s%s\t%s\t%s\t%s\t%d\t%s\n", cell(e.ID, 0), seq, utc(outbox.ListTime(e, q.Status, q.EventFilter)),
+		fmt.Fprintf(w, "%s\t%s%s\t%s\t%s\t%s\t%d\t%s\n", cell(e.ID, 0), seq, utc(outboxtype.ListTime(e, q.Status, q.EventFilter)),
 			cell(e.Type, 0), agg, orDash(cell(e.Listener, 0)), e.Attempts, cell(e.LastError, 80))
 	}
 	if err := w.Flush(); err != nil {
@@ -179,10 +180,10 @@ func (c *cli) list(ctx context.Context, args []string) error {
 }
 
 // finishOrder reports whether the list of q is in the order the events finished: the
-// list time (outbox.ListTime) of a finished event is then its DoneAt.
+// list time (outboxtype.ListTime) of a finished event is then its DoneAt.
 func finishOrder(q outbox.EventQuery) bool {
 	probe := outbox.Event{CreatedAt: time.Unix(1, 0), DoneAt: time.Unix(2, 0)}
-	return outbox.ListTime(probe, q.Status, q.EventFilter).Equal(probe.DoneAt)
+	return outboxtype.ListTime(probe, q.Status, q.EventFilter).Equal(probe.DoneAt)
 }
 
 // nextCommand returns the command line that continues a list: cmd with the flags set
