@@ -26,17 +26,23 @@ func (s *scene) backlog(w *outbox.Writer, prefix string, n int) {
 }
 
 // slowThenHeld is a behaviour whose first n attempts take d (or until their context
-// ends) and whose later ones run until their context ends.
-func slowThenHeld(d time.Duration, n int64) behaviour {
+// ends) and whose later ones run until their context ends. held is closed when the
+// first of those starts.
+func slowThenHeld(d time.Duration, n int64) (b behaviour, held <-chan struct{}) {
 	var attempts atomic.Int64
+	heldc := make(chan struct{})
 	return func(ctx context.Context, _ *outbox.Event) error {
-		if attempts.Add(1) <= n {
+		switch k := attempts.Add(1); {
+		case k <= n:
 			sleepCtx(ctx, d)
-		} else {
+		default:
+			if k == n+1 {
+				close(heldc)
+			}
 			<-ctx.Done()
 		}
 		return ctx.Err()
-	}
+	}, heldc
 }
 
 // lastStart returns the time of the last Started record of node.
@@ -107,10 +113,17 @@ func TestInprocShutdown(t *testing.T) {
 			for round := range rounds {
 				node := fmt.Sprintf("node%d", round)
 				// The first attempts take 5ms each, the later ones run until Stop cancels
-				// them: whatever the database's speed, deliveries are under way when the
-				// deadline passes.
-				ob := s.start(outbox.Config{Workers: 2, PollInterval: time.Hour}, node, slowThenHeld(5*time.Millisecond, 20))
+				// them: once one of those has started (on a loaded machine the workers
+				// can lag far behind the writer), deliveries are under way when the
+				// deadline passes, whatever the database's speed.
+				behave, held := slowThenHeld(5*time.Millisecond, 20)
+				ob := s.start(outbox.Config{Workers: 2, PollInterval: time.Hour}, node, behave)
 				s.backlog(ob.Writer(), fmt.Sprintf("h%d", round), 150)
+				select {
+				case <-held:
+				case <-time.After(time.Minute):
+					t.Fatalf("round %d: no held attempt started within a minute of the backlog", round)
+				}
 				// Stop with a deadline that ends mid-backlog, or already ended.
 				var ctx context.Context
 				var cancel context.CancelFunc

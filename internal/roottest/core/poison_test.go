@@ -81,8 +81,17 @@ func TestPoisonRowsDoNotStopDelivery(t *testing.T) {
 			t.Parallel()
 			forEachBackend(t, func(t *testing.T, b backend) {
 				logs := newLogSink()
+				// PostgreSQL writes the unreadable payload out to its 1 GB limit before it
+				// fails the read, which takes it seconds, more on a loaded machine. Each
+				// statement is bounded by QueryTimeout, set long enough for that failure to
+				// come first (a read that times out alone is left for the next cycle, never
+				// DEAD); a poll cycle that meets the row runs at most three statements that
+				// long (the batch, the batch without payloads, the row alone), so every wait
+				// below is bounded by a multiple of it.
+				const queryTimeout = time.Minute
+				wait := 4 * queryTimeout
 				cfg := outbox.Config{Mode: mode, PollInterval: 20 * time.Millisecond, SkipRecent: -1, PurgeInterval: -1,
-					Logger: logs.logger()}
+					QueryTimeout: queryTimeout, Logger: logs.logger()}
 				if mode == outbox.MultiNode {
 					cfg.ClaimTTL, cfg.NodeID = time.Minute, "node-a"
 				}
@@ -141,12 +150,12 @@ func TestPoisonRowsDoNotStopDelivery(t *testing.T) {
 				}
 				a.start(t)
 				for _, id := range good {
-					eventually(t, "delivery of "+id, func() bool { return rec.of(id) == 1 })
+					eventuallyWithin(t, wait, "delivery of "+id, func() bool { return rec.of(id) == 1 })
 				}
 				for id, p := range badIDs {
 					// The status alone: a read of the whole row that PostgreSQL cannot write out
 					// takes it seconds to fail.
-					eventually(t, p.name+" moved to DEAD", func() bool {
+					eventuallyWithin(t, wait, p.name+" moved to DEAD", func() bool {
 						var status outbox.Status
 						err := a.db.QueryRowContext(ctx, `SELECT status FROM `+a.table+` WHERE event_id = `+ph1(b.dialect), id).Scan(&status)
 						if err != nil {
