@@ -78,8 +78,8 @@ type Config struct {
 
 	// Workers is the number of concurrent deliveries. Defaults to DefaultWorkers.
 	Workers int
-	// HotQueueSize bounds the events handed over after commit; when it is full they are
-	// left for the poller (a write never blocks). -1 disables the hot path.
+	// HotQueueSize bounds the events handed over after commit (more are left for the poller;
+	// a write never blocks); -1 disables the hot path. Defaults to DefaultHotQueueSize.
 	HotQueueSize int
 	// ColdQueueSize bounds the events the poller hands over. Defaults to DefaultColdQueueSize.
 	ColdQueueSize int
