@@ -153,16 +153,16 @@ type Config struct {
 	// purging. Defaults to DefaultPurgeInterval. On PostgreSQL, purges on several nodes
 	// skip each other's rows instead of waiting for them.
 	PurgeInterval time.Duration
-	// PurgeRetention is how long finished rows are kept, from when they finished.
-	// Defaults to DefaultRetention.
+	// PurgeRetention is how long finished rows (DONE, DEAD, FALLBACK, DISCARDED) are
+	// kept, from when they finished. Defaults to DefaultRetention.
 	PurgeRetention time.Duration
 	// DeleteDone deletes an event's row when its delivery succeeds instead of keeping it
 	// DONE until the purge: the table holds only pending and failed events. An event ID
 	// is then free to be written again once its event is delivered (writes are
 	// idempotent only while the row exists).
 	DeleteDone bool
-	// PurgeDeadRetention, when set, is how long DEAD and FALLBACK rows are kept instead
-	// (DONE rows keep PurgeRetention): longer, say, to investigate failures.
+	// PurgeDeadRetention, when set, is how long DEAD, FALLBACK and DISCARDED rows are
+	// kept instead (DONE rows keep PurgeRetention): longer, say, to investigate failures.
 	PurgeDeadRetention time.Duration
 	// PurgeBatchSize bounds the rows one purge statement deletes. Defaults to DefaultPurgeBatchSize.
 	PurgeBatchSize int
