@@ -2,6 +2,9 @@ package outbox
 
 import (
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -107,6 +110,36 @@ func TestDDLCommentsHaveNoSemicolons(t *testing.T) {
 		for _, s := range append(m.up, m.down...) {
 			if strings.Contains(s.comment, ";") || strings.Contains(s.sql, ";") {
 				t.Errorf("%s: statement or comment contains a semicolon: %q", d.Name(), s)
+			}
+		}
+	}
+}
+
+// TestMigrationsDocNamesEveryVersion: the doc comment of Migrations names every version
+// file it returns, for every dialect.
+func TestMigrationsDocNamesEveryVersion(t *testing.T) {
+	t.Parallel()
+	f, err := parser.ParseFile(token.NewFileSet(), "migrate.go", nil, parser.ParseComments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc string
+	for _, decl := range f.Decls {
+		if fn, ok := decl.(*ast.FuncDecl); ok && fn.Name.Name == "Migrations" && fn.Recv == nil {
+			doc = fn.Doc.Text()
+		}
+	}
+	if doc == "" {
+		t.Fatal("no doc comment of Migrations in migrate.go")
+	}
+	for _, d := range allDialects {
+		ups, err := fs.Glob(Migrations(d), "*.up.sql")
+		if err != nil || len(ups) == 0 {
+			t.Fatalf("%s: no up files (%v)", d.Name(), err)
+		}
+		for _, up := range ups {
+			if version := strings.TrimSuffix(up, ".up.sql"); !strings.Contains(doc, version) {
+				t.Errorf("the doc of Migrations does not name %s's version %s", d.Name(), version)
 			}
 		}
 	}

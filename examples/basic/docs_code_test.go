@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -47,6 +48,27 @@ func TestConfigurationPageListsEveryConfigField(t *testing.T) {
 	for name := range rows {
 		if !fields[name] {
 			t.Errorf("docs/configuration.md has a row for %s, which is not a field of outbox.Config", name)
+		}
+	}
+}
+
+// TestDatabasesPageNamesEveryMigration: the versions table of docs/databases.md names
+// every migration file outbox.Migrations returns, for every database.
+func TestDatabasesPageNamesEveryMigration(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile(filepath.Join(repoRoot, "docs", "databases.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []outbox.Dialect{outbox.Postgres, outbox.MySQL, outbox.SQLite} {
+		ups, err := fs.Glob(outbox.Migrations(d), "*.up.sql")
+		if err != nil || len(ups) == 0 {
+			t.Fatalf("%s: no migration files (%v)", d.Name(), err)
+		}
+		for _, up := range ups {
+			if version := strings.TrimSuffix(up, ".up.sql"); !strings.Contains(string(src), "`"+version+"`") {
+				t.Errorf("docs/databases.md does not name %s's migration %s", d.Name(), version)
+			}
 		}
 	}
 }
