@@ -576,12 +576,12 @@ func (o *Outbox) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop stops the purger and the poller, then drains the dispatcher within ctx: events
-// already queued are delivered if ctx allows, and anything left stays in the table for the
-// next start. It returns by ctx's deadline whatever listeners do (attempts still running
-// are abandoned, their rows left pending) with ctx.Err(), and then leaves the dispatch
-// lease to expire; otherwise it releases it. Calling Stop before Start, or twice, does
-// nothing.
+// Stop stops the purger and the poller, then drains the dispatcher within ctx: queued
+// events are delivered if ctx allows, the rest stay in the table. Stuck attempts
+// ([Config.OnStuck]) are abandoned, not waited for. If ctx ends first, it abandons
+// running attempts, returns ctx.Err() and leaves the dispatch lease to expire;
+// otherwise it returns nil and releases it. An abandoned attempt leaves its row
+// pending. Stop before Start, or twice, does nothing.
 func (o *Outbox) Stop(ctx context.Context) error {
 	if err := o.lock(ctx); err != nil {
 		return err
