@@ -18,7 +18,7 @@ const (
 	DefaultPollBatchSize   = 100                    // rows one poll query reads
 	DefaultSkipRecent      = time.Second            // the poller leaves younger rows to the hot path
 	DefaultPurgeInterval   = time.Hour              // between two purges
-	DefaultRetention       = 7 * 24 * time.Hour     // DONE and DEAD rows kept this long
+	DefaultRetention       = 7 * 24 * time.Hour     // DONE, DEAD, FALLBACK and DISCARDED rows kept this long
 	DefaultPurgeBatchSize  = 500                    // rows one purge statement deletes
 	DefaultMaxPayloadBytes = 1 << 20                // 1 MiB, an encoded payload
 	DefaultBatchSize       = 100                    // events per BatchListener.HandleBatch call

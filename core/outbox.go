@@ -81,8 +81,8 @@ type Config struct {
 
 	// Workers is the number of concurrent deliveries. Defaults to DefaultWorkers.
 	Workers int
-	// HotQueueSize bounds the events handed over after commit; when it is full they are
-	// left for the poller (a write never blocks). -1 disables the hot path.
+	// HotQueueSize bounds the events handed over after commit (more are left for the poller;
+	// a write never blocks); -1 disables the hot path. Defaults to DefaultHotQueueSize.
 	HotQueueSize int
 	// ColdQueueSize bounds the events the poller hands over. Defaults to DefaultColdQueueSize.
 	ColdQueueSize int
@@ -156,16 +156,16 @@ type Config struct {
 	// purging. Defaults to DefaultPurgeInterval. On PostgreSQL, purges on several nodes
 	// skip each other's rows instead of waiting for them.
 	PurgeInterval time.Duration
-	// PurgeRetention is how long finished rows are kept, from when they finished.
-	// Defaults to DefaultRetention.
+	// PurgeRetention is how long finished rows (DONE, DEAD, FALLBACK, DISCARDED) are
+	// kept, from when they finished. Defaults to DefaultRetention.
 	PurgeRetention time.Duration
 	// DeleteDone deletes an event's row when its delivery succeeds instead of keeping it
 	// DONE until the purge: the table holds only pending and failed events. An event ID
 	// is then free to be written again once its event is delivered (writes are
 	// idempotent only while the row exists).
 	DeleteDone bool
-	// PurgeDeadRetention, when set, is how long DEAD and FALLBACK rows are kept instead
-	// (DONE rows keep PurgeRetention): longer, say, to investigate failures.
+	// PurgeDeadRetention, when set, is how long DEAD, FALLBACK and DISCARDED rows are
+	// kept instead (DONE rows keep PurgeRetention): longer, say, to investigate failures.
 	PurgeDeadRetention time.Duration
 	// PurgeBatchSize bounds the rows one purge statement deletes. Defaults to DefaultPurgeBatchSize.
 	PurgeBatchSize int
@@ -579,12 +579,12 @@ func (o *Outbox) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop stops the purger and the poller, then drains the dispatcher within ctx: events
-// already queued are delivered if ctx allows, and anything left stays in the table for the
-// next start. It returns by ctx's deadline whatever listeners do (attempts still running
-// are abandoned, their rows left pending) with ctx.Err(), and then leaves the dispatch
-// lease to expire; otherwise it releases it. Calling Stop before Start, or twice, does
-// nothing.
+// Stop stops the purger and the poller, then drains the dispatcher within ctx: queued
+// events are delivered if ctx allows, the rest stay in the table. Stuck attempts
+// ([Config.OnStuck]) are abandoned, not waited for. If ctx ends first, it abandons
+// running attempts, returns ctx.Err() and leaves the dispatch lease to expire;
+// otherwise it returns nil and releases it. An abandoned attempt leaves its row
+// pending. Stop before Start, or twice, does nothing.
 func (o *Outbox) Stop(ctx context.Context) error {
 	if err := o.lock(ctx); err != nil {
 		return err

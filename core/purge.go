@@ -20,7 +20,8 @@ type purgerConfig struct {
 	// Retention is how long finished rows are kept, from done_at (created_at where it
 	// is NULL). Defaults to DefaultRetention.
 	Retention time.Duration
-	// DeadRetention, when positive, is the retention of DEAD and FALLBACK rows instead.
+	// DeadRetention, when positive, is the retention of DEAD, FALLBACK and DISCARDED rows
+	// instead.
 	DeadRetention time.Duration
 	// BatchSize bounds the rows deleted by one statement. Defaults to
 	// DefaultPurgeBatchSize.
@@ -62,7 +63,7 @@ func (c purgerConfig) validate() error {
 	return nil
 }
 
-// Purger periodically deletes DONE and DEAD rows older than the retention, in batches,
+// Purger periodically deletes finished rows older than their retention, in batches,
 // so the table stays small. Errors are logged and the next run tries again.
 type purger struct {
 	store  storage.Store

@@ -67,10 +67,11 @@
 // deadline, so they run until the app stops. OnStop calls [outbox.Outbox.Stop]: the
 // purger and the poller stop, then the dispatcher delivers the events it has queued,
 // within the context fx gives OnStop (15 seconds by default, see fx.StopTimeout).
-// When that deadline passes, fx's Stop returns at once while the Outbox cancels the
-// running deliveries and waits for them to return; the events it did not deliver stay
-// in the table and are delivered after the next start. Events written before the app
-// started are found by the poller.
+// When that deadline passes, the Outbox cancels the running deliveries and returns
+// without waiting for their listeners (it never waits for stuck ones, see
+// [outbox.Outbox.Stop]); the events it did not deliver stay in the table and are
+// delivered after the next start. Events written before the app started are found by
+// the poller.
 //
 // fx stops hooks in the reverse order of their constructors, and the module's
 // constructor depends on the *sql.DB, so a DB constructor that closes the DB in its own

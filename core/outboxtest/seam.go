@@ -19,9 +19,10 @@ func Poll(ctx context.Context, ob *outbox.Outbox) (int, error) {
 	return testseam.Poll(ctx, ob)
 }
 
-// Purge runs one purge of ob now: it deletes DONE and DEAD rows older than
-// Config.PurgeRetention, in batches, and returns how many it deleted. It returns an
-// error wrapping outbox.ErrInvalidArgument when purging is disabled.
+// Purge runs one purge of ob now: it deletes finished rows older than their retention
+// (Config.PurgeRetention; PurgeDeadRetention, when set, for DEAD, FALLBACK and DISCARDED
+// rows), in batches, and returns how many it deleted. It returns an error wrapping
+// outbox.ErrInvalidArgument when purging is disabled.
 func Purge(ctx context.Context, ob *outbox.Outbox) (int64, error) {
 	return testseam.Purge(ctx, ob)
 }
