@@ -66,11 +66,13 @@
 //
 // # Storage
 //
-// [Store] is the delivery core a backend implements; [ClaimStore], [DeadStore],
-// [StatsStore] and [ConnectionChecker] are optional and found by type assertion, so a
-// new backend can start small and pass the conformance suite in package storetest.
-// [NewSQLStore] implements all of them for a [Dialect] ([Postgres], [MySQL] or [SQLite]);
-// [Migrate] creates the table, and [Migrations] ships the same DDL for migration tools.
+// The table is reached through a [storage.Store]: [NewSQLStore] is the one for a
+// [Dialect] ([Postgres], [MySQL] or [SQLite]), which [New] builds from the Config.
+// Package storage holds the interface a backend implements and its optional
+// capabilities, and package storetest the conformance suite it passes; a user of the
+// outbox needs neither. [Migrate] creates the table, and [Migrations] ships the same
+// DDL for migration tools. docs/ARCHITECTURE.md shows the packages and one event's path
+// through them.
 // Open SQLite with [SQLiteDSN] and MySQL with [MySQLDSNParams] in the DSN.
 //
 // # Observability

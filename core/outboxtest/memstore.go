@@ -16,7 +16,7 @@ import (
 	"github.com/outboxkit/outbox/core/storage"
 )
 
-// MemoryStore is an in-memory [outbox.Store] for tests. It is safe for concurrent use and
+// MemoryStore is an in-memory [storage.Store] for tests. It is safe for concurrent use and
 // follows the Store contract: status updates are fenced (a DONE row never changes, and
 // an update with a claim token changes only a row claimed by it), Pending returns due
 // NEW and RETRY rows oldest first, Claim claims atomically, times are stored in UTC
@@ -170,7 +170,7 @@ func (s *MemoryStore) insertLocked(events []outbox.Event, rows []*memRow, claimT
 	return res
 }
 
-// FanOut implements [outbox.FanOutStore.FanOut]: under the store's lock, each event is
+// FanOut implements [storage.FanOutStore.FanOut]: under the store's lock, each event is
 // marked DONE (or deleted) as MarkDone would, and the deliveries of those that changed
 // are inserted as Insert would.
 func (s *MemoryStore) FanOut(ctx context.Context, p storage.FanOutParams) (storage.FanOutResult, error) {
@@ -199,7 +199,7 @@ func (s *MemoryStore) FanOut(ctx context.Context, p storage.FanOutParams) (stora
 	return res, nil
 }
 
-// Promote implements [outbox.OrderStore.Promote].
+// Promote implements [storage.OrderStore.Promote].
 func (s *MemoryStore) Promote(ctx context.Context, p storage.PromoteParams) (storage.PromoteResult, error) {
 	var res storage.PromoteResult
 	if err := check(ctx, p.Validate()); err != nil {
@@ -268,7 +268,7 @@ func (s *MemoryStore) Promote(ctx context.Context, p storage.PromoteParams) (sto
 	return res, nil
 }
 
-// Claim implements [outbox.ClaimStore.Claim] with the store's clock as the database clock.
+// Claim implements [storage.ClaimStore.Claim] with the store's clock as the database clock.
 // Rows marked with [MemoryStore.Corrupt] are claimed and come back in Undecodable.
 func (s *MemoryStore) Claim(ctx context.Context, p storage.ClaimParams) (storage.PendingBatch, error) {
 	if err := check(ctx, p.Validate()); err != nil {
@@ -307,7 +307,7 @@ func (s *MemoryStore) Claim(ctx context.Context, p storage.ClaimParams) (storage
 	return b, nil
 }
 
-// RenewClaim implements [outbox.ClaimStore.RenewClaim] with the store's clock as the
+// RenewClaim implements [storage.ClaimStore.RenewClaim] with the store's clock as the
 // database clock.
 func (s *MemoryStore) RenewClaim(ctx context.Context, p storage.RenewClaimParams) (int64, error) {
 	if err := check(ctx, p.Validate()); err != nil {
@@ -345,7 +345,7 @@ func (s *MemoryStore) countAttempt(e *outbox.Event) {
 // clearClaim ends the row's claim, as every outcome does.
 func clearClaim(e *outbox.Event) { e.LockedBy, e.LockedUntil = "", time.Time{} }
 
-// MarkDone implements [outbox.Store.MarkDone].
+// MarkDone implements [storage.Store.MarkDone].
 func (s *MemoryStore) MarkDone(ctx context.Context, p storage.MarkDoneParams) (int64, error) {
 	if err := check(ctx, p.Validate()); err != nil {
 		return 0, err
@@ -387,7 +387,7 @@ func (s *MemoryStore) markDone(r *memRow, doneAt time.Time, del bool) {
 	clearClaim(&r.ev)
 }
 
-// Reschedule implements [outbox.Store.Reschedule].
+// Reschedule implements [storage.Store.Reschedule].
 func (s *MemoryStore) Reschedule(ctx context.Context, p storage.RescheduleParams) (int64, error) {
 	if err := check(ctx, p.Validate()); err != nil {
 		return 0, err
@@ -409,7 +409,7 @@ func (s *MemoryStore) Reschedule(ctx context.Context, p storage.RescheduleParams
 	return 1, nil
 }
 
-// MarkDead implements [outbox.Store.MarkDead].
+// MarkDead implements [storage.Store.MarkDead].
 func (s *MemoryStore) MarkDead(ctx context.Context, p storage.MarkDeadParams) (int64, error) {
 	if err := check(ctx, p.Validate()); err != nil {
 		return 0, err
@@ -434,7 +434,7 @@ func (s *MemoryStore) MarkDead(ctx context.Context, p storage.MarkDeadParams) (i
 	return 1, nil
 }
 
-// Pending implements [outbox.Store.Pending]. Rows marked with [MemoryStore.Corrupt] come
+// Pending implements [storage.Store.Pending]. Rows marked with [MemoryStore.Corrupt] come
 // back in Undecodable.
 func (s *MemoryStore) Pending(ctx context.Context, p storage.PendingParams) (storage.PendingBatch, error) {
 	if err := check(ctx, p.Validate()); err != nil {
@@ -461,7 +461,7 @@ func (s *MemoryStore) Pending(ctx context.Context, p storage.PendingParams) (sto
 	return b, nil
 }
 
-// Get implements [outbox.Store.Get]. It returns an error matching outbox.ErrNotFound when
+// Get implements [storage.Store.Get]. It returns an error matching outbox.ErrNotFound when
 // no row has the ID.
 func (s *MemoryStore) Get(ctx context.Context, id string) (outbox.Event, error) {
 	if err := ctx.Err(); err != nil {
@@ -479,7 +479,7 @@ func (s *MemoryStore) Get(ctx context.Context, id string) (outbox.Event, error) 
 	return clone(r.ev), nil
 }
 
-// ListDead implements [outbox.DeadStore.ListDead].
+// ListDead implements [storage.DeadStore.ListDead].
 func (s *MemoryStore) ListDead(ctx context.Context, p storage.ListDeadParams) ([]outbox.Event, error) {
 	if err := check(ctx, p.Validate()); err != nil {
 		return nil, err
@@ -497,7 +497,7 @@ func (s *MemoryStore) ListDead(ctx context.Context, p storage.ListDeadParams) ([
 	return out, nil
 }
 
-// CountDead implements [outbox.DeadStore.CountDead].
+// CountDead implements [storage.DeadStore.CountDead].
 func (s *MemoryStore) CountDead(ctx context.Context, f outbox.DeadFilter) (int64, error) {
 	if err := check(ctx, f.Validate()); err != nil {
 		return 0, err
@@ -513,7 +513,7 @@ func (s *MemoryStore) CountDead(ctx context.Context, f outbox.DeadFilter) (int64
 	return n, nil
 }
 
-// Replay implements [outbox.DeadStore.Replay].
+// Replay implements [storage.DeadStore.Replay].
 func (s *MemoryStore) Replay(ctx context.Context, p storage.ReplayParams) (int64, error) {
 	if err := check(ctx, p.Validate()); err != nil {
 		return 0, err
@@ -543,7 +543,7 @@ func (s *MemoryStore) Replay(ctx context.Context, p storage.ReplayParams) (int64
 	return int64(len(rows)), nil
 }
 
-// Discard implements [outbox.DiscardStore.Discard].
+// Discard implements [storage.DiscardStore.Discard].
 func (s *MemoryStore) Discard(ctx context.Context, ids []string, at time.Time) (int64, error) {
 	for _, id := range ids {
 		if id == "" {
@@ -574,7 +574,7 @@ func (s *MemoryStore) Discard(ctx context.Context, ids []string, at time.Time) (
 	return n, nil
 }
 
-// DeleteDead implements [outbox.DeadStore.DeleteDead].
+// DeleteDead implements [storage.DeadStore.DeleteDead].
 func (s *MemoryStore) DeleteDead(ctx context.Context, ids []string) (int64, error) {
 	for _, id := range ids {
 		if id == "" {
@@ -596,7 +596,7 @@ func (s *MemoryStore) DeleteDead(ctx context.Context, ids []string) (int64, erro
 	return n, nil
 }
 
-// Purge implements [outbox.Store.Purge]: a row's finish time is its DoneAt, or its
+// Purge implements [storage.Store.Purge]: a row's finish time is its DoneAt, or its
 // CreatedAt when DoneAt is zero (DEAD rows).
 func (s *MemoryStore) Purge(ctx context.Context, p storage.PurgeParams) (int64, error) {
 	if err := check(ctx, p.Validate()); err != nil {
@@ -640,7 +640,7 @@ func (s *MemoryStore) Purge(ctx context.Context, p storage.PurgeParams) (int64, 
 	return int64(len(rows)), nil
 }
 
-// Stats implements [outbox.StatsStore.Stats].
+// Stats implements [storage.StatsStore.Stats].
 func (s *MemoryStore) Stats(ctx context.Context) (outbox.Stats, error) {
 	if err := ctx.Err(); err != nil {
 		return outbox.Stats{}, err

@@ -17,7 +17,7 @@ var (
 	_ storage.AuditStore = (*MemoryStore)(nil)
 )
 
-// ListEvents implements [outbox.EventStore.ListEvents]. Its "index" of a list is the
+// ListEvents implements [storage.EventStore.ListEvents]. Its "index" of a list is the
 // events of the status (or of the aggregate, with AggregateID), in the list's order;
 // the scan window counts them.
 func (s *MemoryStore) ListEvents(ctx context.Context, p storage.ListEventsParams) ([]outbox.Event, outbox.Cursor, error) {
@@ -109,7 +109,7 @@ func (s *MemoryStore) holdsKey(e *outbox.Event) bool {
 	return waiting && (e.Status != outbox.StatusDead || !moving)
 }
 
-// CountByType implements [outbox.EventStore.CountByType].
+// CountByType implements [storage.EventStore.CountByType].
 func (s *MemoryStore) CountByType(ctx context.Context) ([]outbox.TypeCount, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -134,7 +134,7 @@ func (s *MemoryStore) CountByType(ctx context.Context) ([]outbox.TypeCount, erro
 	return out, nil
 }
 
-// RecordAudit implements [outbox.AuditStore.RecordAudit].
+// RecordAudit implements [storage.AuditStore.RecordAudit].
 func (s *MemoryStore) RecordAudit(ctx context.Context, e outbox.AuditEntry) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -146,7 +146,7 @@ func (s *MemoryStore) RecordAudit(ctx context.Context, e outbox.AuditEntry) erro
 	return nil
 }
 
-// ListAudit implements [outbox.AuditStore.ListAudit].
+// ListAudit implements [storage.AuditStore.ListAudit].
 func (s *MemoryStore) ListAudit(ctx context.Context, p storage.ListAuditParams) ([]outbox.AuditEntry, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

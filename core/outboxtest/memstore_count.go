@@ -14,7 +14,7 @@ import (
 
 var _ storage.EventCountStore = (*MemoryStore)(nil)
 
-// CountEvents implements [outbox.EventCountStore.CountEvents]: the events ListEvents
+// CountEvents implements [storage.EventCountStore.CountEvents]: the events ListEvents
 // would list in pages, within the same scan window.
 func (s *MemoryStore) CountEvents(ctx context.Context, p storage.CountEventsParams) (outbox.EventCounts, error) {
 	if err := check(ctx, p.Validate()); err != nil {
@@ -40,7 +40,7 @@ func (s *MemoryStore) CountEvents(ctx context.Context, p storage.CountEventsPara
 	return out, nil
 }
 
-// CountBlockedKeys implements [outbox.EventCountStore.CountBlockedKeys]: its "order
+// CountBlockedKeys implements [storage.EventCountStore.CountBlockedKeys]: its "order
 // index" is the ordered events that are not finished, in (OrderKey, OrderSeq, ID) order.
 func (s *MemoryStore) CountBlockedKeys(ctx context.Context, scanLimit int) (outbox.BlockedKeys, error) {
 	if err := ctx.Err(); err != nil {

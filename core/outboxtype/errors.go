@@ -33,3 +33,19 @@ var (
 	// ErrInvalidConfig is matched (errors.Is) by every [ConfigError].
 	ErrInvalidConfig = errors.New("outbox: invalid config")
 )
+
+// ConfigError reports an invalid configuration value. It matches ErrInvalidConfig.
+type ConfigError struct {
+	// Field is the configuration field, for example "Workers".
+	Field string
+	// Reason says what is wrong.
+	Reason string
+}
+
+// Error implements error.
+func (e *ConfigError) Error() string {
+	return "outbox: invalid config: " + e.Field + ": " + e.Reason
+}
+
+// Is makes errors.Is(err, ErrInvalidConfig) true.
+func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }

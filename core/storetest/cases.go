@@ -485,7 +485,7 @@ func testBadParams(x *fixture) {
 	}
 	for name, call := range calls {
 		if !dead && (strings.HasPrefix(name, "ListDead") || strings.HasPrefix(name, "CountDead") || strings.HasPrefix(name, "Replay")) {
-			continue // the store does not implement outbox.DeadStore
+			continue // the store does not implement storage.DeadStore
 		}
 		if err := call(); !errors.Is(err, outbox.ErrInvalidArgument) {
 			x.Errorf("%s: err = %v, want one matching ErrInvalidArgument", name, err)

@@ -16,11 +16,11 @@ import (
 func testAuditedChange(x *fixture) {
 	as, ok := x.h.Store.(storage.AuditedStore)
 	if !ok {
-		x.Skipf("%T does not implement outbox.AuditedStore", x.h.Store)
+		x.Skipf("%T does not implement storage.AuditedStore", x.h.Store)
 	}
 	audit, ok := x.h.Store.(storage.AuditStore)
 	if !ok {
-		x.Fatalf("%T implements outbox.AuditedStore but not outbox.AuditStore", x.h.Store)
+		x.Fatalf("%T implements storage.AuditedStore but not storage.AuditStore", x.h.Store)
 	}
 	x.deadSet()
 	x.insert(ev("n-1", at(0)))

@@ -10,11 +10,11 @@ import (
 	"github.com/outboxkit/outbox/core/storage"
 )
 
-// counts returns the store as an outbox.EventCountStore, or skips the test.
+// counts returns the store as an storage.EventCountStore, or skips the test.
 func (x *fixture) counts() storage.EventCountStore {
 	cs, ok := x.h.Store.(storage.EventCountStore)
 	if !ok {
-		x.Skipf("%T does not implement outbox.EventCountStore", x.h.Store)
+		x.Skipf("%T does not implement storage.EventCountStore", x.h.Store)
 	}
 	return cs
 }

@@ -10,11 +10,11 @@ import (
 	"github.com/outboxkit/outbox/core/storage"
 )
 
-// events returns the store as an outbox.EventStore, or skips the test.
+// events returns the store as an storage.EventStore, or skips the test.
 func (x *fixture) events() storage.EventStore {
 	es, ok := x.h.Store.(storage.EventStore)
 	if !ok {
-		x.Skipf("%T does not implement outbox.EventStore", x.h.Store)
+		x.Skipf("%T does not implement storage.EventStore", x.h.Store)
 	}
 	return es
 }
@@ -352,7 +352,7 @@ func testCountByType(x *fixture) {
 func testAudit(x *fixture) {
 	as, ok := x.h.Store.(storage.AuditStore)
 	if !ok {
-		x.Skipf("%T does not implement outbox.AuditStore", x.h.Store)
+		x.Skipf("%T does not implement storage.AuditStore", x.h.Store)
 	}
 	for i, id := range []string{"01A", "01B", "01C"} {
 		e := outbox.AuditEntry{ID: id, At: at(time.Duration(i) * time.Second), Actor: "alice", Action: outbox.AuditReplay,

@@ -91,7 +91,7 @@ func testFallbackReleasesKey(x *fixture) {
 func testDiscard(x *fixture) {
 	ds, ok := x.h.Store.(storage.DiscardStore)
 	if !ok {
-		x.Skipf("%T does not implement outbox.DiscardStore", x.h.Store)
+		x.Skipf("%T does not implement storage.DiscardStore", x.h.Store)
 	}
 	x.insert(ev("n", base), ev("r", base), ev("d", base), ev("done", base), ev("f", base))
 	x.retry("r", at(time.Minute))

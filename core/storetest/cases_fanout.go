@@ -7,11 +7,11 @@ import (
 	"github.com/outboxkit/outbox/core/storage"
 )
 
-// fanOut returns the store as an outbox.FanOutStore, or skips the test.
+// fanOut returns the store as an storage.FanOutStore, or skips the test.
 func (x *fixture) fanOut() storage.FanOutStore {
 	fs, ok := x.h.Store.(storage.FanOutStore)
 	if !ok {
-		x.Skipf("%T does not implement outbox.FanOutStore", x.h.Store)
+		x.Skipf("%T does not implement storage.FanOutStore", x.h.Store)
 	}
 	return fs
 }

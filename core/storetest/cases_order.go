@@ -12,11 +12,11 @@ import (
 	"github.com/outboxkit/outbox/core/storage"
 )
 
-// orders returns the store as an outbox.OrderStore, or skips the test.
+// orders returns the store as an storage.OrderStore, or skips the test.
 func (x *fixture) orders() storage.OrderStore {
 	os, ok := x.h.Store.(storage.OrderStore)
 	if !ok {
-		x.Skipf("%T does not implement outbox.OrderStore", x.h.Store)
+		x.Skipf("%T does not implement storage.OrderStore", x.h.Store)
 	}
 	return os
 }

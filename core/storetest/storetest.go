@@ -1,8 +1,8 @@
-// Package storetest is the conformance suite every [outbox.Store] must pass: the SQL
+// Package storetest is the conformance suite every [storage.Store] must pass: the SQL
 // store on each database, the in-memory store, and stores written by users.
 //
 // Import path: github.com/outboxkit/outbox/core/storetest (package storetest). It
-// imports only the standard library and the outbox package.
+// imports only the standard library and the packages outbox, storage and outboxtype.
 //
 // # Usage
 //
@@ -182,29 +182,29 @@ type fixture struct {
 
 func (x *fixture) store() storage.Store { return x.h.Store }
 
-// claims returns the store as an outbox.ClaimStore, or skips the test.
+// claims returns the store as an storage.ClaimStore, or skips the test.
 func (x *fixture) claims() storage.ClaimStore {
 	cs, ok := x.h.Store.(storage.ClaimStore)
 	if !ok {
-		x.Skipf("%T does not implement outbox.ClaimStore", x.h.Store)
+		x.Skipf("%T does not implement storage.ClaimStore", x.h.Store)
 	}
 	return cs
 }
 
-// dead returns the store as an outbox.DeadStore, or skips the test.
+// dead returns the store as an storage.DeadStore, or skips the test.
 func (x *fixture) dead() storage.DeadStore {
 	ds, ok := x.h.Store.(storage.DeadStore)
 	if !ok {
-		x.Skipf("%T does not implement outbox.DeadStore", x.h.Store)
+		x.Skipf("%T does not implement storage.DeadStore", x.h.Store)
 	}
 	return ds
 }
 
-// stats returns the store as an outbox.StatsStore, or skips the test.
+// stats returns the store as an storage.StatsStore, or skips the test.
 func (x *fixture) stats() storage.StatsStore {
 	ss, ok := x.h.Store.(storage.StatsStore)
 	if !ok {
-		x.Skipf("%T does not implement outbox.StatsStore", x.h.Store)
+		x.Skipf("%T does not implement storage.StatsStore", x.h.Store)
 	}
 	return ss
 }
