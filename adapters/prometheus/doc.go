@@ -65,7 +65,7 @@
 //	outbox_stats_up                       gauge      1 if the last read succeeded, else 0
 //	outbox_stats_errors_total             counter    failed or timed-out reads
 //
-// The [StatsCollector] runs one grouped query ([outbox.Store.Stats]) per read, bounded by
+// The [StatsCollector] runs one grouped query (storage.StatsStore.Stats) per read, bounded by
 // [StatsOptions.Timeout] and cached for [StatsOptions.CacheTTL]; concurrent scrapes share
 // a read. When the read fails, the table series are left out and outbox_stats_up is 0:
 // the scrape itself succeeds, so the hook's metrics are never lost to a database outage.

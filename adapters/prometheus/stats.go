@@ -23,7 +23,7 @@ const (
 )
 
 // StatsSource reports the outbox table's statistics. [*outbox.DeadEvents] (what
-// [outbox.Outbox.Dead] returns) and every [outbox.StatsStore] satisfy it.
+// [outbox.Outbox.Dead] returns) and every storage.StatsStore satisfy it.
 type StatsSource interface {
 	Stats(ctx context.Context) (outbox.Stats, error)
 }
