@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -22,105 +21,14 @@ var (
 	SQLite   = sqliteDialect
 )
 
-var (
-	postgresDialect = &dialect{
-		sizeFunc:         "pg_column_size",
-		name:             "postgres",
-		bindVar:          func(n int) string { return "$" + strconv.Itoa(n) },
-		quoteChar:        '"',
-		encodeTime:       func(t time.Time) (any, error) { return t, nil },
-		decodeTime:       decodeTime,
-		maxBindParams:    65535, // the wire protocol's Int16 parameter count
-		idsAsArray:       true,
-		maxIDs:           5000,
-		transactionalDDL: true,
-		dbNow:            "statement_timestamp()",
-		dbTimeOffset: func(b *builder, d time.Duration) string {
-			return "statement_timestamp() + CAST(" + b.arg(d.Microseconds()) + " AS BIGINT) * INTERVAL '1 microsecond'"
-		},
-		ddl:               postgresDDL,
-		lockKeysReturning: true,
-		headInTx:          true,
-		headInInsert:      true,
-		headByVersion:     true,
-		perRowProbe:       " OFFSET 0",
-		skipExisting:      " ON CONFLICT (event_id) DO NOTHING",
-		skipLocked:        true,
-	}
-
-	mysqlDialect = &dialect{
-		name:              "mysql",
-		bindVar:           func(int) string { return "?" },
-		quoteChar:         '`',
-		encodeTime:        encodeMySQLTime,
-		decodeTime:        decodeTime,
-		maxBindParams:     65535, // the protocol's 2-byte parameter count
-		maxIDs:            1000,
-		maxStatementBytes: 4 << 20,
-		packetLimited:     true,
-		sizeFunc:          "LENGTH",
-		orderedDML:        true,
-		expandKeyset:      true,
-		dueColumn:         "due_at",
-		finishedColumn:    "finished_at",
-		pollColumn:        "pending_created_at",
-		dbNow:             "UTC_TIMESTAMP(6)",
-		dbTimeOffset: func(b *builder, d time.Duration) string {
-			return "UTC_TIMESTAMP(6) + INTERVAL " + b.arg(d.Microseconds()) + " MICROSECOND"
-		},
-		claimInTx:        true,
-		readCommittedDML: true,
-		byIDHint:         " FORCE INDEX (PRIMARY)",
-		orderOpenColumn:  "order_open_key",
-		headBySnapshot:   true,
-		ddl:              mysqlDDL,
-		checkConn:        checkMySQLConn,
-		cachedStatements: 16,
-	}
-
-	sqliteDialect = &dialect{
-		// octet_length (SQLite 3.43) reads the size from the record's header, not the
-		// value: an overflow page that is corrupt is not read.
-		sizeFunc:   "octet_length",
-		name:       "sqlite",
-		bindVar:    func(int) string { return "?" },
-		quoteChar:  '"',
-		encodeTime: encodeSQLiteTime,
-		decodeTime: decodeTime,
-		// SQLite before 3.32 allows 999 parameters, newer builds 32766; modernc.org/sqlite
-		// also binds arguments in time quadratic in their number, so several statements
-		// of 999 are faster than one of 32766.
-		maxBindParams: 999,
-		maxIDs:        500,
-		statusHint:    "+",
-		dbNow:         sqliteNow("'now'"),
-		dbTimeOffset: func(b *builder, d time.Duration) string {
-			return sqliteNow("'now', " + b.arg(fmt.Sprintf("%+.6f seconds", d.Seconds())))
-		},
-		ddl:               sqliteDDL,
-		literalLimit:      true,
-		processClock:      true,
-		lockKeysReturning: true,
-		upsertTargetBare:  true,
-		transactionalDDL:  true,
-		headInTx:          true,
-		headInUpsert:      true,
-		carryKeys:         true,
-		skipExisting:      " ON CONFLICT (event_id) DO NOTHING",
-		skipOnlyDeciding:  true,
-		cachedStatements:  128,
-		splitKeyset:       true,
-	}
-)
-
-// sqliteTimeLayout is how the [SQLite] dialect stores times: UTC with exactly six
-// fractional digits, so that comparing the text compares the times.
-const sqliteTimeLayout = "2006-01-02T15:04:05.000000Z"
-
-// dialect is the one implementation of Dialect. Every difference between databases is a
-// field, so a new database is a new value, not a new code path through the store.
+// dialect is the one implementation of Dialect. Each database's values are in its file
+// (postgres.go, mysql.go, sqlite.go): the differences in SQL are fields, and how the
+// database keeps ordered events in order, under concurrent writers, claimers and
+// purges, is its orderStrategy (order), whose doc comment is that database's argument.
 type dialect struct {
 	name string
+	// order is how Insert writes ordered events and how Promote moves a key on.
+	order orderStrategy
 	// bindVar returns the placeholder of the n-th argument, counting from 1.
 	bindVar func(n int) string
 	// quoteChar encloses identifiers: '"' (standard SQL) or '`' (MySQL).
@@ -159,9 +67,6 @@ type dialect struct {
 	// ordered events about 3 % of the CPU of an ordered write. The literal costs one
 	// cached statement per distinct limit, and the limits are few.
 	literalLimit bool
-	// processClock: the database's clock is this process's (SQLite, a library in the
-	// process), so a time the statement would read from it may be bound instead.
-	processClock bool
 	// orderedDML writes bounded updates and deletes as "UPDATE/DELETE … ORDER BY … LIMIT ?"
 	// (MySQL) instead of "… WHERE event_id IN (SELECT event_id … ORDER BY … LIMIT ?)".
 	orderedDML bool
@@ -228,69 +133,6 @@ type dialect struct {
 	// orderOpenColumn, when set, names the generated column that stands in for the
 	// partial order index (MySQL): order_key on rows that are not DONE, else NULL.
 	orderOpenColumn string
-	// lockKeysReturning locks order keys with one multi-row upsert … RETURNING
-	// (PostgreSQL, SQLite) instead of one INSERT … ON DUPLICATE KEY UPDATE per key.
-	lockKeysReturning bool
-	// upsertTargetBare refers to the existing row of an upsert by bare column names
-	// (SQLite, which has no INSERT … AS alias) instead of through the alias k.
-	upsertTargetBare bool
-	// headInTx lets Insert find, after locking the keys, which keys have events that
-	// are not DONE, and insert the first event of each other key NEW at once instead of
-	// WAITING for a promote after commit; the event INSERT reads it (headInInsert, which
-	// every dialect with headInTx has). Safe where that read sees every commit of the
-	// key before the lock was granted: PostgreSQL (a statement's snapshot under READ
-	// COMMITTED; under REPEATABLE READ the upsert of a key that changed since the
-	// snapshot fails), SQLite (one writer at a time). Not MySQL, whose REPEATABLE READ
-	// snapshot may predate the lock (see headBySnapshot).
-	headInTx bool
-	// headBySnapshot lets Insert insert the first event of an idle key NEW where
-	// headInTx is not safe (MySQL): a consistent read before the key lock
-	// (snapshotKeysQuery) reads each key's row and whether the key has events that are
-	// not DONE, and the upsert that takes the lock reports whether the row is still the
-	// version that read saw (lockKeysQueries). If it is, the read saw every commit of
-	// the key, so a key it saw idle is idle; if not, the key's events wait for a promote.
-	// Keys that the promote after a DONE outcome read idle need no read in the writer's
-	// transaction (idleKeys).
-	headBySnapshot bool
-	// headInInsert, with headInTx, lets the event INSERT itself decide whether the
-	// first event of each key is NEW, with an EXISTS per row, instead of a read before
-	// it: one statement fewer in the writer's transaction, with the same snapshot
-	// argument (the INSERT is a statement after the key lock). The INSERT returns the
-	// statuses, with skipExisting's RETURNING (PostgreSQL, and SQLite, where it needs
-	// 3.35, as the key upsert's RETURNING does: with the statements kept prepared, an
-	// A/B of W1o / W1 gave 0.64 with the read and 0.70 without, docs/BENCHMARKS.md).
-	headInInsert bool
-	// headInUpsert, with headInTx and lockKeysReturning, lets the key upsert decide
-	// instead: its RETURNING also reads, per key, whether the key has an event that is
-	// not DONE (an EXISTS on the order index; with carryKeys, the highest order_seq of
-	// those events, NULL when there is none), and the event INSERT writes the statuses
-	// Insert decides from it, as a plain INSERT that returns nothing. The same snapshot
-	// argument holds (SQLite: the upsert holds the one write lock, so what it reads is
-	// every commit), with one result set fewer a write: eight alternations of W1o / W1
-	// on SQLite gave a median of 0.625 with the INSERT deciding and 0.665 with the
-	// upsert (docs/BENCHMARKS.md).
-	headInUpsert bool
-	// carryKeys, with headInUpsert (SQLite): the key row holds the highest number of the
-	// key's events that left the order index, which triggers carry into it (schema
-	// version 7, keyCarryMigration), not a counter that every write advances. A write
-	// numbers its events from the highest order_seq of the key's open rows, or when the
-	// key has none from the key row, and writes nothing to the key row. The key upsert
-	// of lockKeysQueries then changes nothing in a key row that exists (SQLite rewrites
-	// no page for an unchanged row), so that a write dirties no key-table page, and
-	// serves to take SQLite's one write lock before the read: every commit is then
-	// visible to it, and the numbers follow commit order. A key that the promote after
-	// a DONE outcome read idle is written by one guarded INSERT instead
-	// (insertCarriedQuery, idleKeys). Eight alternations of W1o / W1 on SQLite gave
-	// medians of 0.77 this way against 0.665 with a counter every write advanced
-	// (docs/BENCHMARKS.md).
-	carryKeys bool
-	// headByVersion, with headInInsert, writes a transaction's ordered events in one
-	// statement (insertByVersionQuery): the key upsert and the event INSERT of
-	// headInInsert, joined in a data-modifying WITH. One statement has one snapshot,
-	// taken before the upsert waits for a key's lock, so the upsert advances only rows
-	// still at the snapshot's version (the argument of headBySnapshot), and the events
-	// of the other keys are written by the two statements of headInInsert (PostgreSQL).
-	headByVersion bool
 	// perRowProbe ends the correlated [NOT] EXISTS subqueries of ordering (promote,
 	// blocked keys, key purge) so that each runs per outer row as a probe of the order
 	// index by key. PostgreSQL otherwise turns them into (anti-)joins, and on a table
@@ -313,10 +155,12 @@ type dialect struct {
 	// only that statement (MySQL/MariaDB, SQLite), reads which of its IDs exist and runs
 	// it again without them.
 	skipExisting string
-	// skipOnlyDeciding uses skipExisting only in the INSERTs that decide statuses
-	// (headInInsert), and insertSkipping's retry in the others (SQLite, where a unique
-	// violation undoes only its statement; with RETURNING on every insert, W1's median
-	// was 8 % lower in the A/B of headInInsert, five rounds a side).
+	// skipOnlyDeciding uses skipExisting only in the INSERTs that decide statuses (the
+	// candidates of insertQueriesHeads), and insertSkipping's retry in the others
+	// (SQLite, where a unique violation undoes only its statement; with RETURNING on
+	// every insert, W1's median was 8 % lower in the A/B of the INSERT deciding, five
+	// rounds a side). SQLite's store decides in the key upsert (sqliteOrder), so its
+	// INSERTs never return.
 	skipOnlyDeciding bool
 	// transactionalDDL applies a later migration in one transaction (PostgreSQL,
 	// SQLite), so that a crash leaves the table at one version or the next.
@@ -364,30 +208,6 @@ func utcMicro(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond)
 
 // time encodes a time argument in the dialect's format.
 func (d *dialect) time(t time.Time) (any, error) { return d.encodeTime(utcMicro(t)) }
-
-// sqliteNow returns the SQLite expression for the time strftime computes from args
-// ("'now'" and modifiers) in the sqliteTimeLayout text form. SQLite's clock has
-// millisecond precision, so the microseconds are always "000". Within one statement
-// every 'now' is the same instant.
-func sqliteNow(args string) string {
-	return "strftime('%Y-%m-%dT%H:%M:%f000Z', " + args + ")"
-}
-
-func encodeSQLiteTime(t time.Time) (any, error) {
-	if y := t.Year(); y < 1 || y > 9999 {
-		return nil, fmt.Errorf("time %s is outside the years 1 to 9999 that SQLite text times hold", t)
-	}
-	return t.Format(sqliteTimeLayout), nil
-}
-
-// encodeMySQLTime passes t (UTC, microseconds) to the driver, which formats it in its
-// loc: UTC when the DSN is right, see [MySQL].
-func encodeMySQLTime(t time.Time) (any, error) {
-	if y := t.Year(); y < 1000 || y > 9999 {
-		return nil, fmt.Errorf("time %s is outside the years 1000 to 9999 that MySQL DATETIME holds", t)
-	}
-	return t, nil
-}
 
 // timeTextLayouts are the textual time forms decodeTime accepts: the SQLite dialect's
 // own, then what drivers or hand-written rows commonly hold.

@@ -20,10 +20,11 @@ import (
 // imply "status IN (2, 4)". SQLite drops such a term from a query (the column is NOT
 // NULL), and its order queries write +status, which no index matches.
 func (d *dialect) stateIndexCondition() string {
+	cond := "status IN (" + sqlStatuses(outboxtype.StatusRetry, outboxtype.StatusWaiting) + ")"
 	if d.name == "sqlite" {
-		return "status IN (2, 4)"
+		return cond
 	}
-	return "status IN (2, 4) AND created_at IS NOT NULL"
+	return cond + " AND created_at IS NOT NULL"
 }
 
 const (
@@ -140,7 +141,7 @@ func (d *dialect) countPlan(t tableName, p storage.CountEventsParams) listPlan {
 
 // readPlan is listPlan, or with byStatus countPlan.
 func (d *dialect) readPlan(t tableName, p storage.ListEventsParams, byStatus bool) listPlan {
-	st := fmt.Sprint(int(p.Status))
+	st := sqlStatus(p.Status)
 	mysql := d.name == "mysql"
 	force := func(suffix string) string {
 		if !mysql {
@@ -176,10 +177,10 @@ func (d *dialect) readPlan(t tableName, p storage.ListEventsParams, byStatus boo
 		pl = listPlan{force: force(deadIndexSuffix), timeCol: "created_at",
 			pred: func(b *builder) { b.w("status = ", st) }}
 	case p.Status == outboxtype.StatusDead:
-		pl = listPlan{timeCol: "created_at", pred: func(b *builder) { b.w(d.hintedStatus(), " = 3") }}
+		pl = listPlan{timeCol: "created_at", pred: func(b *builder) { b.w(d.hintedStatus(), " = ", sqlStatus(outboxtype.StatusDead)) }}
 	case p.Status == outboxtype.StatusNew:
-		pl = listPlan{timeCol: "created_at", pred: func(b *builder) { b.w("status IN (0, 2)") }}
-		extraStatus = d.hintedStatus() + " = 0"
+		pl = listPlan{timeCol: "created_at", pred: func(b *builder) { b.w("status IN (", pendingStatuses(), ")") }}
+		extraStatus = d.hintedStatus() + " = " + sqlStatus(outboxtype.StatusNew)
 	case d.name == "postgres": // RETRY, WAITING: the state index
 		// status = 2 implies the index's status IN (2, 4); written beside it, the IN
 		// made PostgreSQL count the status twice, expect a few hundred of 20,000 RETRY
@@ -238,9 +239,9 @@ func (d *dialect) holdsKey(b *builder, t tableName, dead bool) {
 		b.w(map[bool]string{true: " AND EXISTS", false: " AND NOT EXISTS"}[yes], " (SELECT 1 FROM ", table, " ", alias, " WHERE ", alias, ".", col, " = ", table, ".", col,
 			d.orderOpen(alias), " AND ", alias, ".status IN (", statuses, ")", d.perRowProbe, ")")
 	}
-	exists("w", "4", true)
+	exists("w", sqlStatus(outboxtype.StatusWaiting), true)
 	if dead {
-		exists("a", "0, 2", false)
+		exists("a", pendingStatuses(), false)
 	}
 }
 
@@ -419,7 +420,7 @@ func (d *dialect) blockedKeysWindowQuery(t tableName, limit int) query {
 	window("1")
 	b.w(") r) FROM (SELECT f.", col, ", MIN(f.created_at) AS oldest FROM (")
 	window(col + ", status, created_at")
-	b.w(") f WHERE f.status IN (2, 3)")
+	b.w(") f WHERE f.status IN (", sqlStatuses(outboxtype.StatusRetry, outboxtype.StatusDead), ")")
 	probe := func(alias, status string, yes bool) {
 		if d.name == "mysql" {
 			// A scalar subquery with the order index forced, as holdsKey writes it:
@@ -431,8 +432,8 @@ func (d *dialect) blockedKeysWindowQuery(t tableName, limit int) query {
 		b.w(map[bool]string{true: " AND EXISTS", false: " AND NOT EXISTS"}[yes], " (SELECT 1 FROM ", table, " ", alias, " WHERE ",
 			alias, ".", col, " = f.", col, d.orderOpen(alias), " AND ", alias, ".status = ", status, d.perRowProbe, ")")
 	}
-	probe("w", "4", true)
-	probe("n", "0", false)
+	probe("w", sqlStatus(outboxtype.StatusWaiting), true)
+	probe("n", sqlStatus(outboxtype.StatusNew), false)
 	b.w(" GROUP BY f.", col)
 	if d.name == "mysql" {
 		b.w(" ORDER BY NULL")

@@ -18,7 +18,7 @@ func (b *builder) claimWhere(p storage.ClaimParams) *builder {
 		// NULL unless the row is NEW or RETRY, so no status test is needed.
 		b.w(" WHERE ", col, " <= ", d.dbNow)
 	} else {
-		b.w(" WHERE status IN (0, 2) AND available_at <= ", d.dbNow)
+		b.w(" WHERE status IN (", pendingStatuses(), ") AND available_at <= ", d.dbNow)
 	}
 	return b.w(" AND created_at <= ", d.dbTimeOffset(b, -p.SkipRecent),
 		" AND (locked_until IS NULL OR locked_until < ", d.dbNow, ")")
@@ -134,7 +134,7 @@ func (d *dialect) renewClaimQuery(t tableName, p storage.RenewClaimParams) (quer
 	}
 	b := d.newBuilder()
 	b.w("UPDATE ", d.qualified(t), " SET locked_until = ", d.dbTimeOffset(b, p.TTL),
-		" WHERE event_id = ", b.arg(p.ID), " AND locked_by = ", b.arg(p.Token), " AND status IN (0, 2)")
+		" WHERE event_id = ", b.arg(p.ID), " AND locked_by = ", b.arg(p.Token), " AND status IN (", pendingStatuses(), ")")
 	return b.query(), nil
 }
 

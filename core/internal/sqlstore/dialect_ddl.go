@@ -1,6 +1,10 @@
 package sqlstore
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/outboxkit/outbox/core/outboxtype"
+)
 
 // ddlStatement is one DDL statement with the comment that explains it in the migration
 // files.
@@ -116,7 +120,7 @@ func postgresDDL(d *dialect, t tableName) migration {
 				"    tenant_id      VARCHAR(64)  NULL,\n" +
 				"    payload        JSONB        NOT NULL,\n" +
 				"    headers        JSONB        NULL,\n" +
-				"    status         SMALLINT     NOT NULL DEFAULT 0,\n" +
+				"    status         SMALLINT     NOT NULL DEFAULT " + sqlStatus(outboxtype.StatusNew) + ",\n" +
 				"    attempts       INTEGER      NOT NULL DEFAULT 0,\n" +
 				"    last_error     TEXT         NULL,\n" +
 				"    available_at   TIMESTAMPTZ  NOT NULL,\n" +
@@ -126,13 +130,13 @@ func postgresDDL(d *dialect, t tableName) migration {
 				"    locked_until   TIMESTAMPTZ  NULL\n" +
 				")"},
 			{pendingIndexComment, "CREATE INDEX IF NOT EXISTS " + index(pendingIndexSuffix) + " ON " + table +
-				" (created_at, event_id) WHERE status IN (0, 2)"},
+				" (created_at, event_id) WHERE status IN (" + pendingStatuses() + ")"},
 			{claimIndexComment, "CREATE INDEX IF NOT EXISTS " + index(claimIndexSuffix) + " ON " + table +
-				" (available_at, created_at, event_id) WHERE status IN (0, 2)"},
+				" (available_at, created_at, event_id) WHERE status IN (" + pendingStatuses() + ")"},
 			{deadIndexComment, "CREATE INDEX IF NOT EXISTS " + index(deadIndexSuffix) + " ON " + table +
-				" (created_at, event_id) WHERE " + d.hintedStatus() + " = 3"},
+				" (created_at, event_id) WHERE " + d.hintedStatus() + " = " + sqlStatus(outboxtype.StatusDead)},
 			{finishedIndexComment, "CREATE INDEX IF NOT EXISTS " + index(finishedIndexSuffix) + " ON " + table +
-				" (" + finishedAt + ", event_id) WHERE " + d.hintedStatus() + " IN (1, 3)"},
+				" (" + finishedAt + ", event_id) WHERE " + d.hintedStatus() + " IN (" + doneOrDead() + ")"},
 		},
 		down: []ddlStatement{{"Drops the table and its indexes.", "DROP TABLE IF EXISTS " + table}},
 		later: []laterMigration{orderingMigration(d, t), fallbackMigration(d, t), listenerMigration(d, t), adminMigration(d, t),
@@ -161,7 +165,7 @@ func sqliteDDL(d *dialect, t tableName) migration {
 				"    tenant_id      VARCHAR(64)  NULL,\n" +
 				"    payload        TEXT         NOT NULL,\n" +
 				"    headers        TEXT         NULL,\n" +
-				"    status         SMALLINT     NOT NULL DEFAULT 0,\n" +
+				"    status         SMALLINT     NOT NULL DEFAULT " + sqlStatus(outboxtype.StatusNew) + ",\n" +
 				"    attempts       INTEGER      NOT NULL DEFAULT 0,\n" +
 				"    last_error     TEXT         NULL,\n" +
 				"    available_at   TEXT         NOT NULL,\n" +
@@ -171,13 +175,13 @@ func sqliteDDL(d *dialect, t tableName) migration {
 				"    locked_until   TEXT         NULL\n" +
 				")"},
 			{pendingIndexComment, "CREATE INDEX IF NOT EXISTS " + index(pendingIndexSuffix) +
-				" (created_at, event_id) WHERE status IN (0, 2)"},
+				" (created_at, event_id) WHERE status IN (" + pendingStatuses() + ")"},
 			{claimIndexComment, "CREATE INDEX IF NOT EXISTS " + index(claimIndexSuffix) +
-				" (available_at, created_at, event_id) WHERE status IN (0, 2)"},
+				" (available_at, created_at, event_id) WHERE status IN (" + pendingStatuses() + ")"},
 			{deadIndexComment + sqliteHintComment, "CREATE INDEX IF NOT EXISTS " + index(deadIndexSuffix) +
-				" (created_at, event_id) WHERE " + d.hintedStatus() + " = 3"},
+				" (created_at, event_id) WHERE " + d.hintedStatus() + " = " + sqlStatus(outboxtype.StatusDead)},
 			{finishedIndexComment + sqliteHintComment, "CREATE INDEX IF NOT EXISTS " + index(finishedIndexSuffix) +
-				" (" + finishedAt + ", event_id) WHERE " + d.hintedStatus() + " IN (1, 3)"},
+				" (" + finishedAt + ", event_id) WHERE " + d.hintedStatus() + " IN (" + doneOrDead() + ")"},
 		},
 		down: []ddlStatement{{"Drops the table and its indexes.", "DROP TABLE IF EXISTS " + table}},
 		later: []laterMigration{orderingMigration(d, t), fallbackMigration(d, t), listenerMigration(d, t), adminMigration(d, t),
@@ -204,7 +208,7 @@ const keyCarryComment = "The key row carries a key's counter from when its event
 
 // keyCarryMigration is version 7 on SQLite: the triggers that carry a key's counter
 // into its key row when an event leaves the order index, so that an ordered write
-// writes nothing to the key table (see dialect.carryKeys).
+// writes nothing to the key table (see sqliteOrder).
 func keyCarryMigration(d *dialect, t tableName) laterMigration {
 	// Bare table names: a trigger's body names tables of the trigger's own schema.
 	table, kt := d.quote(t.name), d.quote(keyTable(t).name)
@@ -217,7 +221,7 @@ func keyCarryMigration(d *dialect, t tableName) laterMigration {
 	}
 	carry := "INSERT INTO " + kt + " (order_key, last_seq, updated_at) VALUES (old.order_key, old.order_seq, " + d.dbNow + ")\n" +
 		"            ON CONFLICT (order_key) DO UPDATE SET last_seq = max(last_seq, excluded.last_seq), updated_at = excluded.updated_at;\n"
-	open := func(row string) string { return strings.ReplaceAll(orderOpenStatus, "status", row+".status") }
+	open := func(row string) string { return strings.ReplaceAll(orderOpenStatus(), "status", row+".status") }
 	left := "old.order_key IS NOT NULL AND " + open("old")
 	return laterMigration{
 		name:    "key_carry",
@@ -318,7 +322,7 @@ func orderingMigration(d *dialect, t tableName) laterMigration {
 		column: "order_key",
 		up: append(addColumns,
 			ddlStatement{orderIndexComment, "CREATE INDEX IF NOT EXISTS " + orderIndex + " ON " + orderOn +
-				" (order_key, order_seq) WHERE order_key IS NOT NULL AND status <> 1"},
+				" (order_key, order_seq) WHERE order_key IS NOT NULL AND " + notDone()},
 			ddlStatement{keyTableComment, "CREATE TABLE IF NOT EXISTS " + kq + " (\n" +
 				"    order_key  VARCHAR(255) NOT NULL PRIMARY KEY,\n" +
 				"    last_seq   BIGINT       NOT NULL,\n" +
@@ -342,17 +346,28 @@ const fallbackComment = "Fallback (docs/listeners.md): status 5 FALLBACK is an e
 	"first_attempt_at is when the first failed attempt was recorded, for the fallback's\n" +
 	"failure context; a replay clears it."
 
-// The status conditions of the fallback migration's indexes: finished (purged) rows, and
-// rows that hold their order key. The queries that use the indexes write the same.
-const (
-	finishedStatus  = "status IN (1, 3) OR status >= 5"
-	orderOpenStatus = "status <> 1 AND status < 5"
-)
+// finishedStatus and orderOpenStatus are the status conditions of the fallback
+// migration's indexes: finished (purged) rows, and rows that hold their order key. The
+// queries that use the indexes write the same.
+func finishedStatus() string {
+	return "status IN (" + doneOrDead() + ") OR status >= " + sqlStatus(outboxtype.StatusFallback)
+}
+
+func orderOpenStatus() string {
+	return notDone() + " AND status < " + sqlStatus(outboxtype.StatusFallback)
+}
+
+// doneOrDead and notDone are the conditions of the versions before the fallback
+// migration: finished rows were DONE or DEAD ("status IN (" + doneOrDead() + ")"), and a
+// row held its order key until DONE (notDone).
+func doneOrDead() string { return sqlStatuses(outboxtype.StatusDone, outboxtype.StatusDead) }
+
+func notDone() string { return "status <> " + sqlStatus(outboxtype.StatusDone) }
 
 // finishedStatus is finishedStatus as the queries that the finished index serves write
 // it (SQLite: +status).
 func (d *dialect) finishedStatus() string {
-	return strings.ReplaceAll(finishedStatus, "status", d.hintedStatus())
+	return strings.ReplaceAll(finishedStatus(), "status", d.hintedStatus())
 }
 
 // fallbackMigration is version 3 on PostgreSQL and SQLite, 4 on MySQL: the
@@ -370,10 +385,10 @@ func fallbackMigration(d *dialect, t tableName) laterMigration {
 		}
 		m.up = []ddlStatement{{fallbackComment + "\nChanging STORED columns rebuilds the table: on a large table, run it when the\n" +
 			"outbox is quiet.", "ALTER TABLE " + table + " ADD COLUMN first_attempt_at DATETIME(6) NULL,\n" +
-			"    " + genFinished(finishedStatus) + ",\n    " + genOpen(orderOpenStatus)}}
+			"    " + genFinished(finishedStatus()) + ",\n    " + genOpen(orderOpenStatus())}}
 		m.down = []ddlStatement{{"Drops first_attempt_at and restores the generated columns of version 3.",
 			"ALTER TABLE " + table + " DROP COLUMN first_attempt_at,\n" +
-				"    " + genFinished("status IN (1, 3)") + ",\n    " + genOpen("status <> 1")}}
+				"    " + genFinished("status IN ("+doneOrDead()+")") + ",\n    " + genOpen(notDone())}}
 		return m
 	}
 	// PostgreSQL creates an index in its table's schema and rejects a qualified index
@@ -402,8 +417,8 @@ func fallbackMigration(d *dialect, t tableName) laterMigration {
 	}
 	m.up = append([]ddlStatement{{fallbackComment + "\nThe indexes are rebuilt with the new conditions.",
 		"ALTER TABLE " + table + " ADD COLUMN first_attempt_at " + timeType + " NULL"}},
-		indexes(hinted, orderOpenStatus)...)
-	m.down = append(indexes(d.hintedStatus()+" IN (1, 3)", "status <> 1"),
+		indexes(hinted, orderOpenStatus())...)
+	m.down = append(indexes(d.hintedStatus()+" IN ("+doneOrDead()+")", notDone()),
 		ddlStatement{"", "ALTER TABLE " + table + " DROP COLUMN first_attempt_at"})
 	m.down[0].comment = "Restores the indexes of version 2 and drops first_attempt_at."
 	return m
@@ -454,7 +469,7 @@ func mysqlDDL(d *dialect, t tableName) migration {
 				"    tenant_id      VARCHAR(64)   NULL,\n" +
 				"    payload        JSON          NOT NULL,\n" +
 				"    headers        JSON          NULL,\n" +
-				"    status         SMALLINT      NOT NULL DEFAULT 0,\n" +
+				"    status         SMALLINT      NOT NULL DEFAULT " + sqlStatus(outboxtype.StatusNew) + ",\n" +
 				"    attempts       INTEGER       NOT NULL DEFAULT 0,\n" +
 				"    last_error     TEXT          NULL,\n" +
 				"    available_at   DATETIME(6)   NOT NULL,\n" +
@@ -462,8 +477,8 @@ func mysqlDDL(d *dialect, t tableName) migration {
 				"    done_at        DATETIME(6)   NULL,\n" +
 				"    locked_by      VARCHAR(128)  NULL,\n" +
 				"    locked_until   DATETIME(6)   NULL,\n" +
-				"    " + d.dueColumn + "         DATETIME(6)   AS (CASE WHEN status IN (0, 2) THEN available_at END) STORED,\n" +
-				"    " + d.finishedColumn + "    DATETIME(6)   AS (CASE WHEN status IN (1, 3) THEN " + finishedAt + " END) STORED,\n" +
+				"    " + d.dueColumn + "         DATETIME(6)   AS (CASE WHEN status IN (" + pendingStatuses() + ") THEN available_at END) STORED,\n" +
+				"    " + d.finishedColumn + "    DATETIME(6)   AS (CASE WHEN status IN (" + doneOrDead() + ") THEN " + finishedAt + " END) STORED,\n" +
 				"    INDEX " + index(pendingIndexSuffix) + " (" + d.dueColumn + ", created_at),\n" +
 				"    INDEX " + index(deadIndexSuffix) + " (status, created_at, event_id),\n" +
 				"    INDEX " + index(finishedIndexSuffix) + " (" + d.finishedColumn + ", event_id)\n" +
@@ -479,7 +494,7 @@ func mysqlDDL(d *dialect, t tableName) migration {
 				"on the others, so the index holds only those. Adding a STORED column rebuilds the\n" +
 				"table: on a large table, run it when the outbox is quiet.",
 				"ALTER TABLE " + table + " ADD COLUMN " + d.pollColumn +
-					" DATETIME(6) AS (CASE WHEN status IN (0, 2) THEN created_at END) STORED,\n" +
+					" DATETIME(6) AS (CASE WHEN status IN (" + pendingStatuses() + ") THEN created_at END) STORED,\n" +
 					"    ADD INDEX " + index(pollIndexSuffix) + " (" + d.pollColumn + ", event_id)"}},
 			down: []ddlStatement{{"Drops the poll index and its column.",
 				"ALTER TABLE " + table + " DROP INDEX " + index(pollIndexSuffix) + ", DROP COLUMN " + d.pollColumn}},
@@ -499,7 +514,7 @@ func mysqlDDL(d *dialect, t tableName) migration {
 					"migration stopped between the two statements is completed by running it again.",
 					"ALTER TABLE " + table + " ADD COLUMN order_key VARCHAR(255) NULL,\n" +
 						"    ADD COLUMN order_seq BIGINT NULL,\n" +
-						"    ADD COLUMN " + d.orderOpenColumn + " VARCHAR(255) AS (CASE WHEN status <> 1 THEN order_key END) STORED,\n" +
+						"    ADD COLUMN " + d.orderOpenColumn + " VARCHAR(255) AS (CASE WHEN " + notDone() + " THEN order_key END) STORED,\n" +
 						"    ADD INDEX " + index(orderIndexSuffix) + " (" + d.orderOpenColumn + ", order_seq)"},
 			},
 			down: []ddlStatement{

@@ -25,14 +25,15 @@ func orderGoldenQueries(dd *dialect) []query {
 	tb := tableName{name: DefaultTable}
 	var out []query
 	keys := []keyCount{{"A", 2}, {"B", 1}}
-	if dd.headBySnapshot {
-		out = append(out, dd.snapshotKeysQuery(tb, keys))
+	mo, isMySQL := dd.order.(mysqlOrder)
+	if isMySQL {
+		out = append(out, mo.snapshotKeysQuery(dd, tb, keys))
 	}
-	out = append(out, dd.lockKeysQueries(tb, keys, map[string]keySnapshot{"A": {seq: 5, at: 7}}, goldenT0)...)
+	out = append(out, dd.order.lockKeysQueries(dd, tb, keys, map[string]keySnapshot{"A": {seq: 5, at: 7}}, goldenT0)...)
 	q, _ := dd.promoteQuery(tb, storage.PromoteParams{Keys: []string{"A", "B"}, DeadBlocks: true})
 	out = append(out, q)
-	if dd.headBySnapshot {
-		q, _ = dd.promoteIdleQuery(tb, storage.PromoteParams{Keys: []string{"A", "B"}, DeadBlocks: true})
+	if isMySQL {
+		q, _ = mo.promoteIdleQuery(dd, tb, storage.PromoteParams{Keys: []string{"A", "B"}, DeadBlocks: true})
 		out = append(out, q)
 	}
 	q, _ = dd.promoteQuery(tb, storage.PromoteParams{Limit: 100})
@@ -45,8 +46,8 @@ func orderGoldenQueries(dd *dialect) []query {
 		{ID: "b", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: time.Unix(0, 0)},
 	}}, time.Time{})
 	out = append(out, qs...)
-	if dd.headByVersion {
-		q, fits, err := dd.insertByVersionQuery(tb, storage.InsertParams{ClaimTTL: time.Second, Events: []outboxtype.Event{
+	if po, ok := dd.order.(postgresOrder); ok {
+		q, fits, err := po.insertByVersionQuery(dd, tb, storage.InsertParams{ClaimTTL: time.Second, Events: []outboxtype.Event{
 			{ID: "a", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: time.Unix(0, 0), OrderKey: "A"},
 			{ID: "b", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: time.Unix(0, 0), OrderKey: "B", LockedBy: "n/1"},
 			{ID: "c", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: time.Unix(0, 0), OrderKey: "A"},
@@ -155,7 +156,7 @@ func TestOrderGoldenSQL(t *testing.T) {
 		}
 		// SQLite's key upsert binds updated_at: the time it was given (in a zone two
 		// hours east of UTC), in UTC, in the form of the table's other times. It
-		// inserts a new key's row at 0 and changes no existing row (dialect.carryKeys).
+		// inserts a new key's row at 0 and changes no existing row (sqliteOrder).
 		if d == SQLite {
 			wantArgs := []any{"A", int64(0), goldenT0S, "B", int64(0), goldenT0S}
 			if !reflect.DeepEqual(qs[0].Args, wantArgs) {

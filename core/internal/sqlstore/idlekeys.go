@@ -5,21 +5,23 @@ import (
 	"time"
 )
 
-// On SQLite (dialect.carryKeys) an entry is the number the key row carried when the
-// promote read the key idle, and a writer of the key inserts its event with one INSERT
-// guarded by that number (dialect.insertCarriedQuery); a stale entry inserts nothing
-// and the writer takes the key upsert. The bounds and the stale share below apply alike.
+// idleKeys holds what reads outside any writer's transaction saw of keys that had no
+// event left that was not DONE, for the store's writers, on the databases whose
+// orderStrategy keeps them (keepsIdleKeys).
 //
-// idleKeys holds, on MySQL (dialect.headBySnapshot), what reads outside any writer's
-// transaction saw of keys that had no event left that was not DONE: each key's row
-// version (last_seq, updated_at) at that read. A writer of such a key takes the entry
-// instead of reading the key itself before its lock (snapshotKeysQuery), one statement
-// fewer in the writer's transaction.
+// On MySQL (mysqlOrder) an entry is each key's row version (last_seq, updated_at) at
+// that read. A writer of such a key takes the entry instead of reading the key itself
+// before its lock (snapshotKeysQuery), one statement fewer in the writer's transaction.
 //
-// It is safe for the reason the read in the writer's transaction is: that read may
-// already predate the lock by as long as the transaction's REPEATABLE READ snapshot is
-// old, and what makes it usable is the upsert's check, under the key's lock, that the
-// row is still the version the read saw. A row at that version had no write committed
+// On SQLite (sqliteOrder) an entry is the number the key row carried when the promote
+// read the key idle, and a writer of the key inserts its event with one INSERT guarded
+// by that number (insertCarriedQuery); a stale entry inserts nothing and the writer
+// takes the key upsert. The bounds and the stale share below apply alike.
+//
+// On MySQL it is safe for the reason the read in the writer's transaction is: that read
+// may already predate the lock by as long as the transaction's REPEATABLE READ snapshot
+// is old, and what makes it usable is the upsert's check, under the key's lock, that
+// the row is still the version the read saw. A row at that version had no write committed
 // since the read, and an event leaves the key's open rows (DONE, FALLBACK, DISCARDED)
 // but never comes back to them without a write of the key, so the key is still idle.
 // An entry that is stale (another process wrote the key since) fails the check: the

@@ -1,0 +1,98 @@
+package sqlstore
+
+import (
+	"fmt"
+
+	"github.com/outboxkit/outbox/core/outboxtype"
+	"github.com/outboxkit/outbox/core/storage"
+)
+
+// The purge of finished rows (DONE, DEAD, FALLBACK, DISCARDED), in batches along the
+// finished index. The key table's purge is in dialect_order.go.
+
+// finishedAt is when a finished row (DONE, DEAD, FALLBACK) finished, as far as Purge is
+// concerned. The migrations index this exact expression.
+const finishedAt = "COALESCE(done_at, created_at)"
+
+// purgeQuery builds one batch of [Store.Purge]. On PostgreSQL the batch's rows are
+// locked with SKIP LOCKED, so that two purgers (MultiNode) never wait for each other:
+// each deletes rows the other has not locked. MySQL's one DELETE … ORDER BY … LIMIT
+// waits for rows another transaction holds; SQLite has one writer at a time.
+func (d *dialect) purgeQuery(t tableName, p storage.PurgeParams) (query, error) {
+	before, dead, upTo, err := d.purgeCutoffs(p)
+	if err != nil {
+		return query{}, err
+	}
+	b := d.newBuilder()
+	if d.orderedDML {
+		b.w("DELETE FROM ", d.qualified(t))
+		b.purgeWhere(before, dead, upTo, p.Limit)
+		return b.query(), nil
+	}
+	// The outer conditions repeat the subquery's: PostgreSQL does not re-run the
+	// subquery on a row that a concurrent transaction changed (a replay) while the
+	// DELETE waited for it, but it re-checks these on the row's new version.
+	b.w("DELETE FROM ", d.qualified(t), " WHERE event_id IN (SELECT event_id FROM ", d.qualified(t))
+	b.purgeWhere(before, dead, upTo, p.Limit)
+	if d.skipLocked {
+		b.w(" FOR UPDATE SKIP LOCKED")
+	}
+	b.w(") AND (", d.finishedStatus(), ") AND ", finishedAt, " < ", b.arg(upTo))
+	b.purgeByStatus(finishedAt, before, dead)
+	return b.query(), nil
+}
+
+// purgeCutoffs validates p and returns the purge's cutoffs as arguments: DONE rows',
+// the other finished rows' (the same unless p.DeadBefore is set) and the later of the
+// two, which bounds the index range.
+func (d *dialect) purgeCutoffs(p storage.PurgeParams) (before, dead, upTo any, err error) {
+	if err := p.Validate(); err != nil {
+		return nil, nil, nil, err
+	}
+	deadBefore := p.DeadBefore
+	if deadBefore.IsZero() {
+		deadBefore = p.Before
+	}
+	if before, err = d.time(p.Before); err != nil {
+		return nil, nil, nil, fmt.Errorf("Before: %w", err)
+	}
+	if dead, err = d.time(deadBefore); err != nil {
+		return nil, nil, nil, fmt.Errorf("DeadBefore: %w", err)
+	}
+	upTo = before
+	if deadBefore.After(p.Before) {
+		upTo = dead
+	}
+	if deadBefore.Equal(p.Before) {
+		dead = nil // one cutoff: no condition per status
+	}
+	return before, dead, upTo, nil
+}
+
+// purgeWhere writes the purge's WHERE, ORDER BY and LIMIT: the finished rows up to upTo
+// in the finished index's order and, with two cutoffs (dead not nil), each row against
+// its status's.
+func (b *builder) purgeWhere(before, dead, upTo any, limit int) {
+	d := b.d
+	if col := d.finishedColumn; col != "" {
+		// NULL unless the row is finished, so no status test is needed.
+		b.w(" WHERE ", col, " < ", b.arg(upTo))
+		b.purgeByStatus(col, before, dead)
+		b.w(" ORDER BY ", col, ", event_id ").limit(int64(limit))
+		return
+	}
+	b.w(" WHERE (", d.finishedStatus(), ") AND ", finishedAt, " < ", b.arg(upTo))
+	b.purgeByStatus(finishedAt, before, dead)
+	b.w(" ORDER BY ", finishedAt, ", event_id ").limit(int64(limit))
+}
+
+// purgeByStatus writes, when dead is set, the condition that holds DONE rows to before
+// and the others to dead; at is the finish time's expression.
+func (b *builder) purgeByStatus(at string, before, dead any) {
+	if dead == nil {
+		return
+	}
+	st := b.d.hintedStatus()
+	done := sqlStatus(outboxtype.StatusDone)
+	b.w(" AND (", st, " = ", done, " AND ", at, " < ", b.arg(before), " OR ", st, " <> ", done, " AND ", at, " < ", b.arg(dead), ")")
+}
