@@ -22,7 +22,7 @@ const (
 	maxAuditTargetLen = 4000
 )
 
-// AuditEntry is one row of the audit trail: a change made through [DeadEvents].
+// AuditEntry is one row of the audit trail: a change made through [Events].
 type AuditEntry struct {
 	ID     string    // a ULID: entries sort by time
 	At     time.Time // when the change finished
@@ -34,7 +34,7 @@ type AuditEntry struct {
 
 // AuditStore is implemented by a [Store] that keeps the audit trail (the SQL store keeps
 // it in the table <table>_audit, which the admin migration creates). Without it the
-// changes of [DeadEvents] are made but not recorded, and [DeadEvents.Audit] returns an
+// changes of [Events] are made but not recorded, and [Events.Audit] returns an
 // error matching errors.ErrUnsupported.
 type AuditStore interface {
 	// RecordAudit stores e.
@@ -44,10 +44,10 @@ type AuditStore interface {
 	ListAudit(ctx context.Context, p ListAuditParams) ([]AuditEntry, error)
 }
 
-// AuditedStore is implemented by an [AuditStore] that makes a change of [DeadEvents]
+// AuditedStore is implemented by an [AuditStore] that makes a change of [Events]
 // and stores its audit entry in one transaction (the SQL store does): both are stored
 // or neither, so a change whose entry cannot be written is not made. Without it,
-// DeadEvents makes the change and then writes its entry; an entry that cannot be
+// Events makes the change and then writes its entry; an entry that cannot be
 // written then leaves a change the trail lacks ([AuditError.Unrecorded]).
 type AuditedStore interface {
 	// ChangeAudited makes the change p.Entry.Action names and stores p.Entry, its
@@ -122,7 +122,7 @@ func (p AuditedChangeParams) Validate() error {
 	return nil
 }
 
-// AuditError is the error of a change of [DeadEvents] whose audit entry could not be
+// AuditError is the error of a change of [Events] whose audit entry could not be
 // written; errors.As finds it.
 type AuditError struct {
 	// Action is the change: AuditReplay, AuditReplayAll, AuditDelete or AuditDiscard.
@@ -190,7 +190,7 @@ type ListAuditParams struct {
 type AuditQuery struct {
 	// Before continues from the Next of the previous page.
 	Before string
-	// Limit is the page size, 1 to MaxDeadPageSize. Defaults to DefaultDeadPageSize.
+	// Limit is the page size, 1 to MaxPageSize. Defaults to DefaultPageSize.
 	Limit int
 }
 
@@ -216,13 +216,13 @@ func actorFrom(ctx context.Context) string {
 }
 
 // Audit returns a page of the audit trail, newest first.
-func (d *DeadEvents) Audit(ctx context.Context, q AuditQuery) (AuditPage, error) {
+func (d *Events) Audit(ctx context.Context, q AuditQuery) (AuditPage, error) {
 	limit := q.Limit
 	if limit == 0 {
-		limit = DefaultDeadPageSize
+		limit = DefaultPageSize
 	}
-	if limit < 0 || limit > MaxDeadPageSize {
-		return AuditPage{}, fmt.Errorf("%w: limit %d is outside 1..%d", ErrInvalidArgument, q.Limit, MaxDeadPageSize)
+	if limit < 0 || limit > MaxPageSize {
+		return AuditPage{}, fmt.Errorf("%w: limit %d is outside 1..%d", ErrInvalidArgument, q.Limit, MaxPageSize)
 	}
 	if q.Before != "" && !possibleID(q.Before) {
 		return AuditPage{}, fmt.Errorf("%w: audit cursor %q", ErrInvalidArgument, q.Before)
@@ -244,7 +244,7 @@ func (d *DeadEvents) Audit(ctx context.Context, q AuditQuery) (AuditPage, error)
 }
 
 // entry returns a new audit entry of action on target, by the actor of ctx.
-func (d *DeadEvents) entry(ctx context.Context, action, target string) AuditEntry {
+func (d *Events) entry(ctx context.Context, action, target string) AuditEntry {
 	at := d.now()
 	e := AuditEntry{ID: defaultIDs.next(at), At: at, Actor: cut(actorFrom(ctx), maxActorLen), Action: action,
 		Target: cut(target, maxAuditTargetLen)}
@@ -257,7 +257,7 @@ func (d *DeadEvents) entry(ctx context.Context, action, target string) AuditEntr
 // change makes the change p describes and records it in the audit trail: both in one
 // transaction on an [AuditedStore]; else the change alone, then its entry. It returns
 // the rows changed; an error about the entry is an *AuditError.
-func (d *DeadEvents) change(ctx context.Context, p AuditedChangeParams) (int64, error) {
+func (d *Events) change(ctx context.Context, p AuditedChangeParams) (int64, error) {
 	if as, ok := d.store.(AuditedStore); ok {
 		return as.ChangeAudited(ctx, p)
 	}
@@ -297,7 +297,7 @@ func (d *DeadEvents) change(ctx context.Context, p AuditedChangeParams) (int64, 
 
 // record stores e, when the store keeps an audit trail, even if ctx is canceled (the
 // change is made by then).
-func (d *DeadEvents) record(ctx context.Context, e AuditEntry) *AuditError {
+func (d *Events) record(ctx context.Context, e AuditEntry) *AuditError {
 	as, ok := d.store.(AuditStore)
 	if !ok {
 		return nil

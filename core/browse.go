@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 )
 
-// MaxScanRows bounds the rows one page of [DeadEvents.Events] reads when it filters on a
+// MaxScanRows bounds the rows one page of [Events.List] reads when it filters on a
 // column that its index does not hold (event type, aggregate type, listener, error
 // text): a page stops after that many rows of the index, full or not, and its Next
 // cursor continues the scan. A list can never lock up the table, whatever it searches.
@@ -20,7 +20,7 @@ const MaxScanRows = 10000
 // MaxErrorSearchLen bounds [EventFilter.ErrorContains].
 const MaxErrorSearchLen = 256
 
-// EventFilter narrows the lists of [DeadEvents.Events]. Empty fields match every event.
+// EventFilter narrows the lists of [Events.List]. Empty fields match every event.
 type EventFilter struct {
 	EventType     string
 	AggregateType string
@@ -63,11 +63,11 @@ type EventQuery struct {
 	// After continues from the Next cursor of the previous page; zero starts at the
 	// beginning.
 	After Cursor
-	// Limit is the page size, 1 to MaxDeadPageSize. Defaults to DefaultDeadPageSize.
+	// Limit is the page size, 1 to MaxPageSize. Defaults to DefaultPageSize.
 	Limit int
 }
 
-// EventPage is one page of [DeadEvents.Events].
+// EventPage is one page of [Events.List].
 type EventPage struct {
 	Events []Event
 	// Next is the cursor of the following page; zero when this page is the last.
@@ -264,7 +264,7 @@ func ListCursor(e Event, st Status, f EventFilter) Cursor {
 }
 
 // EventStore is implemented by a [Store] that lists events of every status, for
-// [DeadEvents.Events] and [DeadEvents.CountByType]. Without it they return an error
+// [Events.List] and [Events.CountByType]. Without it they return an error
 // matching errors.ErrUnsupported.
 type EventStore interface {
 	// ListEvents returns at most p.Limit events of p.Status that match the filter, in the
@@ -276,13 +276,13 @@ type EventStore interface {
 	CountByType(ctx context.Context) ([]TypeCount, error)
 }
 
-// Events returns a page of the events of q.Status that match the filter: the admin's
+// List returns a page of the events of q.Status that match the filter: the admin's
 // lists of pending, retrying, dead and recently finished events. An invalid query
 // returns an error wrapping ErrInvalidArgument.
-func (d *DeadEvents) Events(ctx context.Context, q EventQuery) (EventPage, error) {
-	limit := cmp.Or(q.Limit, DefaultDeadPageSize)
-	if limit < 0 || limit > MaxDeadPageSize {
-		return EventPage{}, fmt.Errorf("%w: limit %d is outside 1..%d", ErrInvalidArgument, q.Limit, MaxDeadPageSize)
+func (d *Events) List(ctx context.Context, q EventQuery) (EventPage, error) {
+	limit := cmp.Or(q.Limit, DefaultPageSize)
+	if limit < 0 || limit > MaxPageSize {
+		return EventPage{}, fmt.Errorf("%w: limit %d is outside 1..%d", ErrInvalidArgument, q.Limit, MaxPageSize)
 	}
 	es, ok := d.store.(EventStore)
 	if !ok {
@@ -310,9 +310,9 @@ func (d *DeadEvents) Events(ctx context.Context, q EventQuery) (EventPage, error
 }
 
 // CountByType counts the events per status and event type. It reads every row, as
-// Stats does, so its cost grows with the table; [DeadEvents.Overview] is the bounded
+// Stats does, so its cost grows with the table; [Events.Overview] is the bounded
 // summary the admin page shows.
-func (d *DeadEvents) CountByType(ctx context.Context) ([]TypeCount, error) {
+func (d *Events) CountByType(ctx context.Context) ([]TypeCount, error) {
 	es, ok := d.store.(EventStore)
 	if !ok {
 		return nil, fmt.Errorf("outbox: store %T does not implement EventStore: %w", d.store, errors.ErrUnsupported)
@@ -324,9 +324,9 @@ func (d *DeadEvents) CountByType(ctx context.Context) ([]TypeCount, error) {
 	return counts, nil
 }
 
-// MaxBulkIDs bounds the IDs of one bulk action ([DeadEvents.ReplayEvents],
-// [DeadEvents.DiscardEvents], [DeadEvents.DeleteEvents]).
-const MaxBulkIDs = MaxDeadPageSize
+// MaxBulkIDs bounds the IDs of one bulk action ([Events.ReplayIDs],
+// [Events.DiscardIDs], [Events.DeleteIDs]).
+const MaxBulkIDs = MaxPageSize
 
 // checkBulk validates the IDs of a bulk action and returns them without repeats, in
 // their first order.
@@ -348,9 +348,9 @@ func checkBulk(action string, ids []string) ([]string, error) {
 	return out, nil
 }
 
-// ReplayEvents replays the DEAD events among ids (as Replay does one; others are left
+// ReplayIDs replays the DEAD events among ids (as Replay does one; others are left
 // alone) and returns how many. It is audited, also when it changed nothing.
-func (d *DeadEvents) ReplayEvents(ctx context.Context, ids []string) (int64, error) {
+func (d *Events) ReplayIDs(ctx context.Context, ids []string) (int64, error) {
 	ids, err := checkBulk("replay", ids)
 	if err != nil {
 		return 0, err
@@ -365,9 +365,9 @@ func (d *DeadEvents) ReplayEvents(ctx context.Context, ids []string) (int64, err
 	return n, wrapErr("replay events", err)
 }
 
-// DiscardEvents discards the events among ids that are DEAD or pending (as Discard does
+// DiscardIDs discards the events among ids that are DEAD or pending (as Discard does
 // one) and returns how many it discarded. It is recorded in the audit trail.
-func (d *DeadEvents) DiscardEvents(ctx context.Context, ids []string) (int64, error) {
+func (d *Events) DiscardIDs(ctx context.Context, ids []string) (int64, error) {
 	ids, err := checkBulk("discard", ids)
 	if err != nil {
 		return 0, err
@@ -382,9 +382,9 @@ func (d *DeadEvents) DiscardEvents(ctx context.Context, ids []string) (int64, er
 	return n, wrapErr("discard events", err)
 }
 
-// DeleteEvents deletes the DEAD events among ids for good (as Delete does one) and
+// DeleteIDs deletes the DEAD events among ids for good (as Delete does one) and
 // returns how many it deleted. It is recorded in the audit trail.
-func (d *DeadEvents) DeleteEvents(ctx context.Context, ids []string) (int64, error) {
+func (d *Events) DeleteIDs(ctx context.Context, ids []string) (int64, error) {
 	ids, err := checkBulk("delete", ids)
 	if err != nil {
 		return 0, err

@@ -43,7 +43,7 @@
 // connection is held while a listener runs; DONE outcomes are written in batches. Stop
 // refuses new events, drains the queues within its context, and leaves everything
 // undelivered in the table. Delivery is at least once: listeners deduplicate by
-// [Event.ID]. Old DONE and DEAD rows are purged, and [DeadEvents] lists and replays DEAD
+// [Event.ID]. Old DONE and DEAD rows are purged, and [Events] lists and replays DEAD
 // ones.
 //
 // An event whose route matches several subscriptions (fan-out; [AnyType] routes match

@@ -24,7 +24,7 @@ var (
 // returns the implementation for PostgreSQL, MySQL/MariaDB and SQLite;
 // [github.com/outboxkit/outbox/core/outboxtest] has an in-memory one for tests. Optional
 // interfaces are found by type assertion: [ClaimStore] (required by [MultiNode] mode),
-// [DeadStore] (for [DeadEvents]), [StatsStore], [LeaseStore] and [ConnectionChecker]. Every store must
+// [DeadStore] (for [Events]), [StatsStore], [LeaseStore] and [ConnectionChecker]. Every store must
 // pass [github.com/outboxkit/outbox/core/storetest.Run].
 //
 // Status updates are fenced: they never change a DONE row, under claims they change a
@@ -106,7 +106,7 @@ type PromoteResult struct {
 }
 
 // DeadStore is implemented by a [Store] that can list, count and replay DEAD events, for
-// [DeadEvents]. Without it those methods return an error matching
+// [Events]. Without it those methods return an error matching
 // errors.ErrUnsupported.
 type DeadStore interface {
 	// ListDead returns DEAD events matching the filter in keyset order (created_at,
@@ -123,7 +123,7 @@ type DeadStore interface {
 }
 
 // DiscardStore is implemented by a [Store] that can discard events, for
-// [DeadEvents.Discard]. Without it Discard returns an error matching
+// [Events.Discard]. Without it Discard returns an error matching
 // errors.ErrUnsupported.
 type DiscardStore interface {
 	// Discard makes the rows among ids that are NEW, RETRY, DEAD or WAITING DISCARDED,
@@ -177,7 +177,7 @@ type FanOutResult struct {
 	Existing []string
 }
 
-// StatsStore is implemented by a [Store] that can count rows per status, for [DeadEvents.Stats] and
+// StatsStore is implemented by a [Store] that can count rows per status, for [Events.Stats] and
 // the metrics that read it. Without it Stats returns an error matching
 // errors.ErrUnsupported.
 type StatsStore interface {

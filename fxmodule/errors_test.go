@@ -214,7 +214,7 @@ func TestNoConstructorForProvide(t *testing.T) {
 		t.Fatal("no source files found")
 	}
 	// The outbox's own types, and the package's fx.Out structs, which provide anything.
-	provides := map[string]bool{"*outbox.Outbox": true, "*outbox.Writer": true, "*outbox.DeadEvents": true}
+	provides := map[string]bool{"*outbox.Outbox": true, "*outbox.Writer": true, "*outbox.Events": true}
 	for _, f := range files {
 		ast.Inspect(f, func(n ast.Node) bool {
 			ts, ok := n.(*ast.TypeSpec)

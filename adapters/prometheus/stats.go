@@ -21,14 +21,14 @@ const (
 	DefaultStatsCacheTTL = 5 * time.Second
 )
 
-// StatsSource reports the outbox table's statistics. [*outbox.DeadEvents] (what
+// StatsSource reports the outbox table's statistics. [*outbox.Events] (what
 // [outbox.Outbox.Dead] returns) and every [outbox.StatsStore] satisfy it.
 type StatsSource interface {
 	Stats(ctx context.Context) (outbox.Stats, error)
 }
 
 var (
-	_ StatsSource = (*outbox.DeadEvents)(nil)
+	_ StatsSource = (*outbox.Events)(nil)
 	_ StatsSource = outbox.StatsStore(nil)
 )
 
