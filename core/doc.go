@@ -24,7 +24,8 @@
 // the caller's transaction. A write outside a transaction fails with [ErrNoTransaction].
 // [RunInTx] and [BeginTx] give a [*Tx] that runs after-commit callbacks only after a
 // successful commit; through it, committed events take the hot path. Events written
-// through a plain *sql.Tx are committed the same way and delivered by the poller.
+// through a plain *sql.Tx are committed the same way but delivered by the poller, which
+// the writer logs at WARN ([Writer.WriteAll]).
 // ORM adapters are built on package adapterkit.
 //
 // # Delivering
