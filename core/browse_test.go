@@ -51,20 +51,20 @@ func TestEveryChangeIsAudited(t *testing.T) {
 		t.Fatalf("replay of a NEW event = %v", err)
 	}
 	if n, err := dead.ReplayIDs(ctx, []string{"d2", "d3", "n1", "missing", "d2"}); err != nil || n != 2 {
-		t.Fatalf("ReplayEvents = %d, %v; want 2", n, err)
+		t.Fatalf("ReplayIDs = %d, %v; want 2", n, err)
 	}
 	if n, err := dead.DiscardIDs(t.Context(), []string{"d4", "n1"}); err != nil || n != 2 {
-		t.Fatalf("DiscardEvents = %d, %v; want 2", n, err)
+		t.Fatalf("DiscardIDs = %d, %v; want 2", n, err)
 	}
 	if n, err := dead.DeleteIDs(outbox.WithActor(t.Context(), "bad\xff\x00actor"), []string{"d5"}); err != nil || n != 1 {
-		t.Fatalf("DeleteEvents = %d, %v; want 1", n, err)
+		t.Fatalf("DeleteIDs = %d, %v; want 1", n, err)
 	}
 	if n, err := dead.ReplayAll(ctx, outbox.DeadFilter{EventType: "T"}, 0); err != nil || n != 0 {
 		t.Fatalf("ReplayAll = %d, %v; want 0", n, err)
 	}
 	for _, bad := range [][]string{nil, {""}, make([]string, outbox.MaxBulkIDs+1)} {
 		if _, err := dead.ReplayIDs(ctx, bad); !errors.Is(err, outbox.ErrInvalidArgument) {
-			t.Fatalf("ReplayEvents(%d IDs) = %v, want ErrInvalidArgument", len(bad), err)
+			t.Fatalf("ReplayIDs(%d IDs) = %v, want ErrInvalidArgument", len(bad), err)
 		}
 	}
 	page, err := dead.Audit(t.Context(), outbox.AuditQuery{Limit: 3})

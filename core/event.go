@@ -51,7 +51,7 @@ func (s Status) String() string {
 	}
 }
 
-// Event is one stored outbox row, as listeners, the dead-event manager and stores see it.
+// Event is one stored outbox row, as listeners, [Events] and stores see it.
 // Times are in UTC. A listener must not modify the event it is given.
 type Event struct {
 	// ID is the event's unique identifier: a ULID unless the writer's caller set one.

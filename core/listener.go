@@ -80,9 +80,9 @@ type Subscription struct {
 	// event per call.
 	BatchSize int
 	// Fallback, when set, runs when a delivery is about to become DEAD (attempts used
-	// up, [Dead], an error matching ErrUnrecoverable), under the listener's timeout. When it
-	// returns nil the event is FALLBACK, a final state of its own, with the listener's
-	// last error; when it fails or panics the event is DEAD, the fallback's error added.
+	// up, [Dead], a permanent error), under the listener's timeout. When it returns nil
+	// the event is FALLBACK, a final state of its own, with the listener's last error;
+	// when it fails or panics the event is DEAD, the fallback's error added.
 	Fallback func(ctx context.Context, f Failure) error
 }
 

@@ -92,7 +92,7 @@ func TestListenersOnlyAppDelivers(t *testing.T) {
 
 // testHotPath starts an app wired with wiring, writes events in transactions and
 // checks that the hot path delivered them and that the app provides the writer and the
-// dead-event manager of the Outbox it provides.
+// events of the Outbox it provides.
 func testHotPath(t *testing.T, b backend, wiring fx.Option) {
 	tb := setup(t, b)
 	l := newRecordingListener(false)
@@ -109,7 +109,7 @@ func testHotPath(t *testing.T, b backend, wiring fx.Option) {
 		fx.Populate(&ob, &w, &dead),
 	)
 	if w != ob.Writer() || dead != ob.Events() {
-		t.Error("the provided writer and dead-event manager are not the Outbox's")
+		t.Error("the provided writer and events are not the Outbox's")
 	}
 	app.RequireStart()
 

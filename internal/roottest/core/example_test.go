@@ -138,8 +138,8 @@ func Example_writer_WriteAll() {
 	// Output: 2 events; delayed by 24h0m0s
 }
 
-// ExampleDeadEvents_Replay replays an event that went DEAD.
-func Example_deadEvents_Replay() {
+// Example_events_Replay replays an event that went DEAD.
+func Example_events_Replay() {
 	db, cleanup := openExampleDB()
 	defer cleanup()
 	ctx := context.Background()
