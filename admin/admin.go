@@ -17,60 +17,12 @@ import (
 // Limits of the API.
 const (
 	// DefaultLimit is the page size of a list request without limit.
-	DefaultLimit = outbox.DefaultDeadPageSize
+	DefaultLimit = outbox.DefaultPageSize
 	// MaxLimit is the largest page a list request returns; larger limits are clamped to it.
-	MaxLimit = outbox.MaxDeadPageSize
+	MaxLimit = outbox.MaxPageSize
 	// MaxBodyBytes bounds the JSON body of a POST request; a larger one gets 413.
 	MaxBodyBytes = 64 << 10
 )
-
-// DeadEvents is what the handler needs from the event manager.
-// [*outbox.DeadEvents] (from [outbox.Outbox.Dead]) implements it; tests can pass a fake.
-// Errors wrapping [outbox.ErrNotFound], [outbox.ErrNotDead] or [outbox.ErrFinished], and
-// [outbox.ErrInvalidArgument] become 404, 409 and 400; one wrapping
-// [errors.ErrUnsupported] (a store without lists of every status or an audit trail) is
-// a 501; any other error is a 500.
-type DeadEvents interface {
-	// List returns a page of DEAD events, oldest first; see [outbox.DeadEvents.List].
-	List(ctx context.Context, q outbox.DeadQuery) (outbox.DeadPage, error)
-	// Count counts the DEAD events matching f.
-	Count(ctx context.Context, f outbox.DeadFilter) (int64, error)
-	// Get returns one event, whatever its status.
-	Get(ctx context.Context, id string) (outbox.Event, error)
-	// Replay moves one DEAD event back to NEW.
-	Replay(ctx context.Context, id string) error
-	// ReplayAll replays every DEAD event matching f in batches and returns how many.
-	ReplayAll(ctx context.Context, f outbox.DeadFilter, batchSize int) (int64, error)
-	// Delete deletes one DEAD event for good; see [outbox.DeadEvents.Delete].
-	Delete(ctx context.Context, id string) error
-	// Discard makes one event DISCARDED, kept but never delivered; see
-	// [outbox.DeadEvents.Discard].
-	Discard(ctx context.Context, id string) error
-	// Stats counts events per status and finds the oldest pending one.
-	Stats(ctx context.Context) (outbox.Stats, error)
-	// Events returns a page of the events of one status; see [outbox.DeadEvents.Events].
-	Events(ctx context.Context, q outbox.EventQuery) (outbox.EventPage, error)
-	// CountByType counts the events per status and event type.
-	CountByType(ctx context.Context) ([]outbox.TypeCount, error)
-	// ReplayEvents replays the DEAD events among ids and returns how many.
-	ReplayEvents(ctx context.Context, ids []string) (int64, error)
-	// DiscardEvents discards the DEAD or pending events among ids and returns how many.
-	DiscardEvents(ctx context.Context, ids []string) (int64, error)
-	// DeleteEvents deletes the DEAD events among ids for good and returns how many.
-	DeleteEvents(ctx context.Context, ids []string) (int64, error)
-	// Audit returns a page of the audit trail, newest first; see [outbox.DeadEvents.Audit].
-	Audit(ctx context.Context, q outbox.AuditQuery) (outbox.AuditPage, error)
-	// Overview summarizes the table with bounded counts; see
-	// [outbox.DeadEvents.Overview]. GET /api/overview falls back to Stats and
-	// CountByType when it returns an error wrapping [errors.ErrUnsupported].
-	Overview(ctx context.Context) (outbox.Overview, error)
-	// CountEvents counts the events of one status with a bound; see
-	// [outbox.DeadEvents.CountEvents]. GET /api/dead-events/count falls back to Count
-	// and List when it returns an error wrapping [errors.ErrUnsupported].
-	CountEvents(ctx context.Context, q outbox.EventCountQuery) (outbox.EventCounts, error)
-}
-
-var _ DeadEvents = (*outbox.DeadEvents)(nil)
 
 // Options configures [New]. Only Authorize matters for most users: the zero value
 // serves nothing but 401s.
@@ -107,14 +59,20 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// New returns the admin handler over dead. It returns a *[outbox.ConfigError] (matching
-// [outbox.ErrInvalidConfig]) when dead is nil, when Authorize is a [BearerToken] with
-// an empty or unsendable token or a nil [AuthorizerFunc], when ReplayBatchSize is
-// negative, or when a trusted origin is malformed. Without Authorize it logs a warning,
-// since every request will get 401; with [AllowAll] it logs a louder one.
-func New(dead DeadEvents, opts Options) (http.Handler, error) {
-	if d, ok := dead.(*outbox.DeadEvents); dead == nil || ok && d == nil {
-		return nil, &outbox.ConfigError{Field: "dead", Reason: "is nil"}
+// New returns the admin handler over events, from [outbox.Outbox.Events]: every route
+// is one of its methods. Errors of those methods wrapping [outbox.ErrNotFound],
+// [outbox.ErrNotDead] or [outbox.ErrFinished], and [outbox.ErrInvalidArgument], become
+// 404, 409 and 400; one wrapping [errors.ErrUnsupported] (a store without lists of every
+// status or an audit trail) is a 501; any other error is a 500.
+//
+// New returns a *[outbox.ConfigError] (matching [outbox.ErrInvalidConfig]) when events is
+// nil, when Authorize is a [BearerToken] with an empty or unsendable token or a nil
+// [AuthorizerFunc], when ReplayBatchSize is negative, or when a trusted origin is
+// malformed. Without Authorize it logs a warning, since every request will get 401; with
+// [AllowAll] it logs a louder one.
+func New(events *outbox.Events, opts Options) (http.Handler, error) {
+	if events == nil {
+		return nil, &outbox.ConfigError{Field: "events", Reason: "is nil"}
 	}
 	if err := validAuthorizer(opts.Authorize); err != nil {
 		return nil, err
@@ -124,7 +82,7 @@ func New(dead DeadEvents, opts Options) (http.Handler, error) {
 	}
 	logger := cmp.Or(opts.Logger, slog.Default()).With(slog.String("component", "outboxadmin"))
 	h := &handler{
-		dead:   dead,
+		events: events,
 		auth:   opts.Authorize,
 		redact: opts.Redact,
 		actor:  opts.Actor,
@@ -150,7 +108,7 @@ func New(dead DeadEvents, opts Options) (http.Handler, error) {
 
 // handler is the http.Handler New returns.
 type handler struct {
-	dead   DeadEvents
+	events *outbox.Events
 	auth   Authorizer
 	redact func(*outbox.Event)
 	actor  func(*http.Request) string
@@ -221,7 +179,7 @@ func (h *handler) routes() {
 	h.mux.HandleFunc(patReplayAll, h.replayAll)
 	h.mux.HandleFunc(patDelete, h.delete)
 	h.mux.HandleFunc(patDiscard, h.discard)
-	h.mux.HandleFunc(patEvents, h.events)
+	h.mux.HandleFunc(patEvents, h.listEvents)
 	h.mux.HandleFunc(patEvent, h.get)
 	h.mux.HandleFunc(patBulkRepl, h.bulk(bulkReplay))
 	h.mux.HandleFunc(patBulkDisc, h.bulk(bulkDiscard))
@@ -338,8 +296,8 @@ func cleanPath(p string) string {
 	return np
 }
 
-// recoverPanic turns a panic in a route (for example in Options.Redact or a DeadEvents
-// implementation) into a logged error and a generic 500. http.ErrAbortHandler is
+// recoverPanic turns a panic in a route (for example in Options.Redact or a store's
+// method) into a logged error and a generic 500. http.ErrAbortHandler is
 // passed on.
 func (h *handler) recoverPanic(w http.ResponseWriter, r *http.Request) {
 	v := recover()

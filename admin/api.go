@@ -148,7 +148,7 @@ func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
 	for _, st := range allStatuses {
 		resp.Counts[st.String()] = 0
 	}
-	o, err := h.dead.Overview(r.Context())
+	o, err := h.events.Overview(r.Context())
 	if errors.Is(err, errors.ErrUnsupported) {
 		// A custom store without bounded counts: its own exact ones.
 		h.unboundedOverview(w, r, resp)
@@ -202,9 +202,9 @@ func (resp *overviewResponse) sortByType() {
 }
 
 // unboundedOverview answers GET /api/overview from Stats and CountByType, which count
-// every row: for a DeadEvents whose store has no bounded counts.
+// every row: for a store without bounded counts.
 func (h *handler) unboundedOverview(w http.ResponseWriter, r *http.Request, resp overviewResponse) {
-	s, err := h.dead.Stats(r.Context())
+	s, err := h.events.Stats(r.Context())
 	if err != nil {
 		h.fail(w, r, "stats", err)
 		return
@@ -214,7 +214,7 @@ func (h *handler) unboundedOverview(w http.ResponseWriter, r *http.Request, resp
 	}
 	resp.setOldest(s.OldestPending, s.OldestBlocked)
 	resp.BlockedKeys = s.BlockedKeys
-	counts, err := h.dead.CountByType(r.Context())
+	counts, err := h.events.CountByType(r.Context())
 	switch {
 	case errors.Is(err, errors.ErrUnsupported):
 		// A store without lists of every status: the rest of the overview still holds.
@@ -237,7 +237,7 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 		writeParamError(w, err)
 		return
 	}
-	page, err := h.dead.List(r.Context(), q)
+	page, err := h.events.ListDead(r.Context(), q)
 	if err != nil {
 		h.fail(w, r, "list dead events", err)
 		return
@@ -259,7 +259,7 @@ func (h *handler) count(w http.ResponseWriter, r *http.Request) {
 		writeParamError(w, err)
 		return
 	}
-	c, err := h.dead.CountEvents(r.Context(), outbox.EventCountQuery{Status: outbox.StatusDead, Groups: by.any(),
+	c, err := h.events.Count(r.Context(), outbox.EventCountQuery{Status: outbox.StatusDead, Groups: by.any(),
 		EventFilter: outbox.EventFilter{EventType: f.EventType, AggregateType: f.AggregateType, Listener: f.Listener}})
 	if errors.Is(err, errors.ErrUnsupported) {
 		h.unboundedCount(w, r, f, by)
@@ -295,10 +295,10 @@ func (h *handler) count(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// unboundedCount answers GET /api/dead-events/count with Count and pages of List: for
-// a DeadEvents whose store has no bounded counts.
+// unboundedCount answers GET /api/dead-events/count with CountDead and pages of
+// ListDead: for a store without bounded counts.
 func (h *handler) unboundedCount(w http.ResponseWriter, r *http.Request, f outbox.DeadFilter, by countBy) {
-	n, err := h.dead.Count(r.Context(), f)
+	n, err := h.events.CountDead(r.Context(), f)
 	if err != nil {
 		h.fail(w, r, "count dead events", err)
 		return
@@ -333,7 +333,7 @@ func (h *handler) countGroups(r *http.Request, f outbox.DeadFilter, by countBy, 
 	q := outbox.DeadQuery{DeadFilter: f, Limit: MaxLimit}
 	scanned := 0
 	for pages := 1; ; pages++ {
-		page, err := h.dead.List(r.Context(), q)
+		page, err := h.events.ListDead(r.Context(), q)
 		if err != nil {
 			return err
 		}
@@ -379,7 +379,7 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 		writeParamError(w, err)
 		return
 	}
-	e, err := h.dead.Get(r.Context(), id)
+	e, err := h.events.Get(r.Context(), id)
 	if err != nil {
 		h.fail(w, r, "get event", err)
 		return
@@ -388,7 +388,7 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) replay(w http.ResponseWriter, r *http.Request) {
-	h.onDead(w, r, "replay event", "outboxadmin: replayed dead event", h.dead.Replay,
+	h.onDead(w, r, "replay event", "outboxadmin: replayed dead event", h.events.Replay,
 		func(id string) any { return replayResponse{Replayed: 1, ID: id} })
 }
 
@@ -399,7 +399,7 @@ type deleteResponse struct {
 }
 
 func (h *handler) delete(w http.ResponseWriter, r *http.Request) {
-	h.onDead(w, r, "delete event", "outboxadmin: deleted dead event", h.dead.Delete,
+	h.onDead(w, r, "delete event", "outboxadmin: deleted dead event", h.events.Delete,
 		func(id string) any { return deleteResponse{Deleted: 1, ID: id} })
 }
 
@@ -410,7 +410,7 @@ type discardResponse struct {
 }
 
 func (h *handler) discard(w http.ResponseWriter, r *http.Request) {
-	h.onDead(w, r, "discard event", "outboxadmin: discarded event", h.dead.Discard,
+	h.onDead(w, r, "discard event", "outboxadmin: discarded event", h.events.Discard,
 		func(id string) any { return discardResponse{Discarded: 1, ID: id} })
 }
 
@@ -449,7 +449,7 @@ func (h *handler) replayAll(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx, actor := h.actorContext(r)
-	n, err := h.dead.ReplayAll(ctx, f, h.batch)
+	n, err := h.events.ReplayAll(ctx, f, h.batch)
 	if n > 0 {
 		h.logger.InfoContext(ctx, "outboxadmin: replayed dead events", slog.Int64("count", n),
 			slog.String("event_type", f.EventType), slog.String("aggregate_type", f.AggregateType),

@@ -13,7 +13,7 @@
 // [New] returns a plain [net/http.Handler] built on [net/http.ServeMux] patterns. Its
 // routes are relative, so it works under any prefix; mount it with [net/http.StripPrefix]:
 //
-//	h, err := outboxadmin.New(ob.Dead(), outboxadmin.Options{Authorize: outboxadmin.BearerToken(token)})
+//	h, err := outboxadmin.New(ob.Events(), outboxadmin.Options{Authorize: outboxadmin.BearerToken(token)})
 //	if err != nil { ... }
 //	mux.Handle("/outbox/admin/", http.StripPrefix("/outbox/admin", h))
 //
@@ -54,7 +54,7 @@
 // Every read is bounded whatever the table's size: a list page and a count each read at
 // most 10,000 rows of an index ([outbox.MaxScanRows], [outbox.MaxCountRows]). A count
 // that stopped there says so ("at_least": there are that many or more); see
-// [outbox.DeadEvents.Overview] and [outbox.DeadEvents.CountEvents].
+// [outbox.Events.Overview] and [outbox.Events.Count].
 //
 // The listener filter matches an event's listener column: the subscription a fan-out
 // delivery is for, or the listener whose delivery failed for good, so that the dead
@@ -99,7 +99,7 @@
 //
 // Every change (the single-event, bulk and filter routes) runs under
 // [outbox.WithActor] with the actor [Options.Actor] names, "admin <remote address>" by
-// default, so that the audit trail of [outbox.DeadEvents] records who made it; the
+// default, so that the audit trail of [outbox.Events] records who made it; the
 // handler also logs an Info line per change with the actor, the IDs or filter and the
 // count to [Options.Logger].
 //

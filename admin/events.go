@@ -21,14 +21,14 @@ type eventsResponse struct {
 	Limit     int  `json:"limit"`
 }
 
-// events lists the events of one status: GET /api/events?status=...
-func (h *handler) events(w http.ResponseWriter, r *http.Request) {
+// listEvents lists the events of one status: GET /api/events?status=...
+func (h *handler) listEvents(w http.ResponseWriter, r *http.Request) {
 	q, err := parseEventsQuery(r.URL.RawQuery)
 	if err != nil {
 		writeParamError(w, err)
 		return
 	}
-	page, err := h.dead.Events(r.Context(), q)
+	page, err := h.events.List(r.Context(), q)
 	if err != nil {
 		h.fail(w, r, "list events", err)
 		return
@@ -56,16 +56,16 @@ type bulkResponse struct {
 	Requested int   `json:"requested"`
 }
 
-// A bulk action: what it logs and the DeadEvents method that does it.
+// A bulk action: what it logs and the method of outbox.Events that does it.
 type bulkAction struct {
 	op, logMsg string
-	act        func(DeadEvents, context.Context, []string) (int64, error)
+	act        func(*outbox.Events, context.Context, []string) (int64, error)
 }
 
 var (
-	bulkReplay  = bulkAction{"replay events", "outboxadmin: replayed events", DeadEvents.ReplayEvents}
-	bulkDiscard = bulkAction{"discard events", "outboxadmin: discarded events", DeadEvents.DiscardEvents}
-	bulkDelete  = bulkAction{"delete events", "outboxadmin: deleted events", DeadEvents.DeleteEvents}
+	bulkReplay  = bulkAction{"replay events", "outboxadmin: replayed events", (*outbox.Events).ReplayIDs}
+	bulkDiscard = bulkAction{"discard events", "outboxadmin: discarded events", (*outbox.Events).DiscardIDs}
+	bulkDelete  = bulkAction{"delete events", "outboxadmin: deleted events", (*outbox.Events).DeleteIDs}
 )
 
 // bulk returns the handler of a bulk action: it checks the body {"ids": [...]}, runs the
@@ -84,7 +84,7 @@ func (h *handler) bulk(a bulkAction) http.HandlerFunc {
 			return
 		}
 		ctx, actor := h.actorContext(r)
-		n, err := a.act(h.dead, ctx, ids)
+		n, err := a.act(h.events, ctx, ids)
 		if err == nil || n > 0 {
 			h.logger.InfoContext(ctx, a.logMsg, slog.Int64("count", n), slog.Int("requested", len(ids)),
 				slog.Any("event_ids", ids), slog.String("actor", actor), slog.String("remote_addr", r.RemoteAddr))
@@ -121,7 +121,7 @@ func (h *handler) audit(w http.ResponseWriter, r *http.Request) {
 		writeParamError(w, err)
 		return
 	}
-	page, err := h.dead.Audit(r.Context(), q)
+	page, err := h.events.Audit(r.Context(), q)
 	if err != nil {
 		h.fail(w, r, "list audit trail", err)
 		return

@@ -304,7 +304,7 @@ func FuzzParseEventsQuery(f *testing.F) {
 // path StripPrefix leaves for the bare prefix.
 func TestPaths(t *testing.T) {
 	t.Parallel()
-	h, err := New(deadEventsOver(t, outboxtest.NewMemoryStore()), Options{Authorize: BearerToken("tok")})
+	h, err := New(eventsOver(t, outboxtest.NewMemoryStore()), Options{Authorize: BearerToken("tok")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,12 +338,12 @@ func TestPaths(t *testing.T) {
 	}
 }
 
-// deadEventsOver returns the dead-event manager of a writer-only outbox over store.
-func deadEventsOver(t testing.TB, store storage.Store) *outbox.DeadEvents {
+// eventsOver returns the events of a writer-only outbox over store.
+func eventsOver(t testing.TB, store storage.Store) *outbox.Events {
 	t.Helper()
 	ob, err := outbox.New(nil, outbox.Config{Mode: outbox.WriterOnly, Store: store, PurgeInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ob.Dead()
+	return ob.Events()
 }

@@ -14,7 +14,7 @@ import (
 type AuditQuery struct {
 	// Before continues from the Next of the previous page.
 	Before string
-	// Limit is the page size, 1 to MaxDeadPageSize. Defaults to DefaultDeadPageSize.
+	// Limit is the page size, 1 to MaxPageSize. Defaults to DefaultPageSize.
 	Limit int
 }
 
@@ -40,13 +40,13 @@ func actorFrom(ctx context.Context) string {
 }
 
 // Audit returns a page of the audit trail, newest first.
-func (d *DeadEvents) Audit(ctx context.Context, q AuditQuery) (AuditPage, error) {
+func (d *Events) Audit(ctx context.Context, q AuditQuery) (AuditPage, error) {
 	limit := q.Limit
 	if limit == 0 {
-		limit = DefaultDeadPageSize
+		limit = DefaultPageSize
 	}
-	if limit < 0 || limit > MaxDeadPageSize {
-		return AuditPage{}, fmt.Errorf("%w: limit %d is outside 1..%d", ErrInvalidArgument, q.Limit, MaxDeadPageSize)
+	if limit < 0 || limit > MaxPageSize {
+		return AuditPage{}, fmt.Errorf("%w: limit %d is outside 1..%d", ErrInvalidArgument, q.Limit, MaxPageSize)
 	}
 	if q.Before != "" && !check.PossibleID(q.Before) {
 		return AuditPage{}, fmt.Errorf("%w: audit cursor %q", ErrInvalidArgument, q.Before)
@@ -68,7 +68,7 @@ func (d *DeadEvents) Audit(ctx context.Context, q AuditQuery) (AuditPage, error)
 }
 
 // entry returns a new audit entry of action on target, by the actor of ctx.
-func (d *DeadEvents) entry(ctx context.Context, action, target string) AuditEntry {
+func (d *Events) entry(ctx context.Context, action, target string) AuditEntry {
 	at := d.now()
 	e := AuditEntry{ID: defaultIDs.next(at), At: at, Actor: cut(actorFrom(ctx), check.ActorLen), Action: action,
 		Target: cut(target, check.AuditTargetLen)}
@@ -81,7 +81,7 @@ func (d *DeadEvents) entry(ctx context.Context, action, target string) AuditEntr
 // change makes the change p describes and records it in the audit trail: both in one
 // transaction on an [AuditedStore]; else the change alone, then its entry. It returns
 // the rows changed; an error about the entry is an *AuditError.
-func (d *DeadEvents) change(ctx context.Context, p storage.AuditedChangeParams) (int64, error) {
+func (d *Events) change(ctx context.Context, p storage.AuditedChangeParams) (int64, error) {
 	if as, ok := d.store.(storage.AuditedStore); ok {
 		return as.ChangeAudited(ctx, p)
 	}
@@ -121,7 +121,7 @@ func (d *DeadEvents) change(ctx context.Context, p storage.AuditedChangeParams) 
 
 // record stores e, when the store keeps an audit trail, even if ctx is canceled (the
 // change is made by then).
-func (d *DeadEvents) record(ctx context.Context, e AuditEntry) *AuditError {
+func (d *Events) record(ctx context.Context, e AuditEntry) *AuditError {
 	as, ok := d.store.(storage.AuditStore)
 	if !ok {
 		return nil

@@ -12,7 +12,7 @@ import (
 	"github.com/outboxkit/outbox/core/storage"
 )
 
-// MaxScanRows bounds the rows one page of [DeadEvents.Events] reads when it filters on a
+// MaxScanRows bounds the rows one page of [Events.List] reads when it filters on a
 // column that its index does not hold (event type, aggregate type, listener, error
 // text): a page stops after that many rows of the index, full or not, and its Next
 // cursor continues the scan. A list can never lock up the table, whatever it searches.
@@ -33,11 +33,11 @@ type EventQuery struct {
 	// After continues from the Next cursor of the previous page; zero starts at the
 	// beginning.
 	After Cursor
-	// Limit is the page size, 1 to MaxDeadPageSize. Defaults to DefaultDeadPageSize.
+	// Limit is the page size, 1 to MaxPageSize. Defaults to DefaultPageSize.
 	Limit int
 }
 
-// EventPage is one page of [DeadEvents.Events].
+// EventPage is one page of [Events.List].
 type EventPage struct {
 	Events []Event
 	// Next is the cursor of the following page; zero when this page is the last.
@@ -47,13 +47,13 @@ type EventPage struct {
 	Partial bool
 }
 
-// Events returns a page of the events of q.Status that match the filter: the admin's
+// List returns a page of the events of q.Status that match the filter: the admin's
 // lists of pending, retrying, dead and recently finished events. An invalid query
 // returns an error wrapping ErrInvalidArgument.
-func (d *DeadEvents) Events(ctx context.Context, q EventQuery) (EventPage, error) {
-	limit := cmp.Or(q.Limit, DefaultDeadPageSize)
-	if limit < 0 || limit > MaxDeadPageSize {
-		return EventPage{}, fmt.Errorf("%w: limit %d is outside 1..%d", ErrInvalidArgument, q.Limit, MaxDeadPageSize)
+func (d *Events) List(ctx context.Context, q EventQuery) (EventPage, error) {
+	limit := cmp.Or(q.Limit, DefaultPageSize)
+	if limit < 0 || limit > MaxPageSize {
+		return EventPage{}, fmt.Errorf("%w: limit %d is outside 1..%d", ErrInvalidArgument, q.Limit, MaxPageSize)
 	}
 	es, ok := d.store.(storage.EventStore)
 	if !ok {
@@ -81,9 +81,9 @@ func (d *DeadEvents) Events(ctx context.Context, q EventQuery) (EventPage, error
 }
 
 // CountByType counts the events per status and event type. It reads every row, as
-// Stats does, so its cost grows with the table; [DeadEvents.Overview] is the bounded
+// Stats does, so its cost grows with the table; [Events.Overview] is the bounded
 // summary the admin page shows.
-func (d *DeadEvents) CountByType(ctx context.Context) ([]TypeCount, error) {
+func (d *Events) CountByType(ctx context.Context) ([]TypeCount, error) {
 	es, ok := d.store.(storage.EventStore)
 	if !ok {
 		return nil, fmt.Errorf("outbox: store %T does not implement EventStore: %w", d.store, errors.ErrUnsupported)
@@ -95,9 +95,9 @@ func (d *DeadEvents) CountByType(ctx context.Context) ([]TypeCount, error) {
 	return counts, nil
 }
 
-// MaxBulkIDs bounds the IDs of one bulk action ([DeadEvents.ReplayEvents],
-// [DeadEvents.DiscardEvents], [DeadEvents.DeleteEvents]).
-const MaxBulkIDs = MaxDeadPageSize
+// MaxBulkIDs bounds the IDs of one bulk action ([Events.ReplayIDs],
+// [Events.DiscardIDs], [Events.DeleteIDs]).
+const MaxBulkIDs = MaxPageSize
 
 // checkBulk validates the IDs of a bulk action and returns them without repeats, in
 // their first order.
@@ -119,9 +119,9 @@ func checkBulk(action string, ids []string) ([]string, error) {
 	return out, nil
 }
 
-// ReplayEvents replays the DEAD events among ids (as Replay does one; others are left
+// ReplayIDs replays the DEAD events among ids (as Replay does one; others are left
 // alone) and returns how many. It is audited, also when it changed nothing.
-func (d *DeadEvents) ReplayEvents(ctx context.Context, ids []string) (int64, error) {
+func (d *Events) ReplayIDs(ctx context.Context, ids []string) (int64, error) {
 	ids, err := checkBulk("replay", ids)
 	if err != nil {
 		return 0, err
@@ -136,9 +136,9 @@ func (d *DeadEvents) ReplayEvents(ctx context.Context, ids []string) (int64, err
 	return n, wrapErr("replay events", err)
 }
 
-// DiscardEvents discards the events among ids that are DEAD or pending (as Discard does
+// DiscardIDs discards the events among ids that are DEAD or pending (as Discard does
 // one) and returns how many it discarded. It is recorded in the audit trail.
-func (d *DeadEvents) DiscardEvents(ctx context.Context, ids []string) (int64, error) {
+func (d *Events) DiscardIDs(ctx context.Context, ids []string) (int64, error) {
 	ids, err := checkBulk("discard", ids)
 	if err != nil {
 		return 0, err
@@ -153,9 +153,9 @@ func (d *DeadEvents) DiscardEvents(ctx context.Context, ids []string) (int64, er
 	return n, wrapErr("discard events", err)
 }
 
-// DeleteEvents deletes the DEAD events among ids for good (as Delete does one) and
+// DeleteIDs deletes the DEAD events among ids for good (as Delete does one) and
 // returns how many it deleted. It is recorded in the audit trail.
-func (d *DeadEvents) DeleteEvents(ctx context.Context, ids []string) (int64, error) {
+func (d *Events) DeleteIDs(ctx context.Context, ids []string) (int64, error) {
 	ids, err := checkBulk("delete", ids)
 	if err != nil {
 		return 0, err

@@ -13,14 +13,14 @@ import (
 	"github.com/outboxkit/outbox/core/storage"
 )
 
-// deadOver returns the DeadEvents of a WriterOnly outbox over store.
-func deadOver(t *testing.T, store storage.Store) *outbox.DeadEvents {
+// deadOver returns the Events of a WriterOnly outbox over store.
+func deadOver(t *testing.T, store storage.Store) *outbox.Events {
 	t.Helper()
 	ob, err := outbox.New(nil, outbox.Config{Store: store, Mode: outbox.WriterOnly, Logger: discardLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ob.Dead()
+	return ob.Events()
 }
 
 // putEvents stores events of status st with the given IDs.
@@ -36,7 +36,7 @@ func putEvents(store *outboxtest.MemoryStore, st outbox.Status, ids ...string) {
 	}
 }
 
-// TestEveryChangeIsAudited: each change of DeadEvents leaves one audit entry with the
+// TestEveryChangeIsAudited: each change of Events leaves one audit entry with the
 // actor of its context, the action, the target and how many events it changed; a
 // change that fails leaves none.
 func TestEveryChangeIsAudited(t *testing.T) {
@@ -51,21 +51,21 @@ func TestEveryChangeIsAudited(t *testing.T) {
 	if err := dead.Replay(ctx, "n1"); !errors.Is(err, outbox.ErrNotDead) {
 		t.Fatalf("replay of a NEW event = %v", err)
 	}
-	if n, err := dead.ReplayEvents(ctx, []string{"d2", "d3", "n1", "missing", "d2"}); err != nil || n != 2 {
-		t.Fatalf("ReplayEvents = %d, %v; want 2", n, err)
+	if n, err := dead.ReplayIDs(ctx, []string{"d2", "d3", "n1", "missing", "d2"}); err != nil || n != 2 {
+		t.Fatalf("ReplayIDs = %d, %v; want 2", n, err)
 	}
-	if n, err := dead.DiscardEvents(t.Context(), []string{"d4", "n1"}); err != nil || n != 2 {
-		t.Fatalf("DiscardEvents = %d, %v; want 2", n, err)
+	if n, err := dead.DiscardIDs(t.Context(), []string{"d4", "n1"}); err != nil || n != 2 {
+		t.Fatalf("DiscardIDs = %d, %v; want 2", n, err)
 	}
-	if n, err := dead.DeleteEvents(outbox.WithActor(t.Context(), "bad\xff\x00actor"), []string{"d5"}); err != nil || n != 1 {
-		t.Fatalf("DeleteEvents = %d, %v; want 1", n, err)
+	if n, err := dead.DeleteIDs(outbox.WithActor(t.Context(), "bad\xff\x00actor"), []string{"d5"}); err != nil || n != 1 {
+		t.Fatalf("DeleteIDs = %d, %v; want 1", n, err)
 	}
 	if n, err := dead.ReplayAll(ctx, outbox.DeadFilter{EventType: "T"}, 0); err != nil || n != 0 {
 		t.Fatalf("ReplayAll = %d, %v; want 0", n, err)
 	}
 	for _, bad := range [][]string{nil, {""}, make([]string, outbox.MaxBulkIDs+1)} {
-		if _, err := dead.ReplayEvents(ctx, bad); !errors.Is(err, outbox.ErrInvalidArgument) {
-			t.Fatalf("ReplayEvents(%d IDs) = %v, want ErrInvalidArgument", len(bad), err)
+		if _, err := dead.ReplayIDs(ctx, bad); !errors.Is(err, outbox.ErrInvalidArgument) {
+			t.Fatalf("ReplayIDs(%d IDs) = %v, want ErrInvalidArgument", len(bad), err)
 		}
 	}
 	page, err := dead.Audit(t.Context(), outbox.AuditQuery{Limit: 3})
@@ -93,26 +93,26 @@ func TestEventsPages(t *testing.T) {
 	store := outboxtest.NewMemoryStore()
 	dead := deadOver(t, store)
 	putEvents(store, outbox.StatusNew, "a", "b", "c")
-	page, err := dead.Events(t.Context(), outbox.EventQuery{Status: outbox.StatusNew, Limit: 2})
+	page, err := dead.List(t.Context(), outbox.EventQuery{Status: outbox.StatusNew, Limit: 2})
 	if err != nil || len(page.Events) != 2 || page.Next.ID != "b" || page.Partial {
 		t.Fatalf("page 1 = %+v, %v", page, err)
 	}
-	page, err = dead.Events(t.Context(), outbox.EventQuery{Status: outbox.StatusNew, Limit: 2, After: page.Next})
+	page, err = dead.List(t.Context(), outbox.EventQuery{Status: outbox.StatusNew, Limit: 2, After: page.Next})
 	if err != nil || len(page.Events) != 1 || page.Events[0].ID != "c" || !page.Next.IsZero() {
 		t.Fatalf("page 2 = %+v, %v", page, err)
 	}
-	for _, q := range []outbox.EventQuery{{Limit: -1}, {Limit: outbox.MaxDeadPageSize + 1}, {Status: 42},
+	for _, q := range []outbox.EventQuery{{Limit: -1}, {Limit: outbox.MaxPageSize + 1}, {Status: 42},
 		{EventFilter: outbox.EventFilter{ErrorContains: strings.Repeat("x", outbox.MaxErrorSearchLen+1)}},
 		{EventFilter: outbox.EventFilter{From: time.Date(999, 1, 1, 0, 0, 0, 0, time.UTC)}},
 		{EventFilter: outbox.EventFilter{To: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}}} {
-		if _, err := dead.Events(t.Context(), q); !errors.Is(err, outbox.ErrInvalidArgument) {
+		if _, err := dead.List(t.Context(), q); !errors.Is(err, outbox.ErrInvalidArgument) {
 			t.Fatalf("Events(%+v) = %v, want ErrInvalidArgument", q, err)
 		}
 	}
 	// A store that stops at its scan bound: the page is partial and goes on from there.
 	stop := outbox.Cursor{CreatedAt: time.Unix(5, 0), ID: "x"}
 	dead = deadOver(t, stoppingStore{store, stop})
-	page, err = dead.Events(t.Context(), outbox.EventQuery{Status: outbox.StatusNew, EventFilter: outbox.EventFilter{EventType: "T"}})
+	page, err = dead.List(t.Context(), outbox.EventQuery{Status: outbox.StatusNew, EventFilter: outbox.EventFilter{EventType: "T"}})
 	if err != nil || !page.Partial || page.Next != stop {
 		t.Fatalf("page cut by the scan bound = %+v, %v", page, err)
 	}

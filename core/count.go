@@ -13,13 +13,13 @@ import (
 	"github.com/outboxkit/outbox/core/storage"
 )
 
-// MaxCountRows bounds the rows of an index that one count of [DeadEvents.CountEvents]
-// and [DeadEvents.Overview] reads: a count that would read more stops there, and says
+// MaxCountRows bounds the rows of an index that one count of [Events.Count]
+// and [Events.Overview] reads: a count that would read more stops there, and says
 // that the events are that many or more ([EventCount.AtLeast]). A count, like a page
 // of a list, never scans the table, whatever its size.
 const MaxCountRows = 10_000
 
-// EventCountQuery selects what [DeadEvents.CountEvents] counts: the events of one status
+// EventCountQuery selects what [Events.Count] counts: the events of one status
 // that match the filter, as [EventQuery] lists them (OrderKey and Blocking included).
 type EventCountQuery struct {
 	Status Status
@@ -29,7 +29,7 @@ type EventCountQuery struct {
 }
 
 // Overview is the summary of the table that the admin page shows, every count of which
-// is bounded ([DeadEvents.Overview]).
+// is bounded ([Events.Overview]).
 type Overview struct {
 	// Counts has the count of every status, bounded by MaxCountRows.
 	Counts map[Status]EventCount
@@ -47,19 +47,19 @@ type Overview struct {
 
 // countStore returns the store's [EventCountStore] methods, or an error matching
 // errors.ErrUnsupported.
-func (d *DeadEvents) countStore() (storage.EventCountStore, error) {
+func (d *Events) countStore() (storage.EventCountStore, error) {
 	if cs, ok := d.store.(storage.EventCountStore); ok {
 		return cs, nil
 	}
 	return nil, fmt.Errorf("outbox: store %T does not implement EventCountStore: %w", d.store, errors.ErrUnsupported)
 }
 
-// CountEvents counts the events of q.Status that match the filter, and with q.Groups
+// Count counts the events of q.Status that match the filter, and with q.Groups
 // per aggregate type, event type and listener, reading at most MaxCountRows rows of an
 // index: past that many the count is a lower bound ([EventCount.AtLeast]). It is the
-// admin's count: unlike Count and Stats, it costs the same on a table of any size. An
+// admin's count: unlike CountDead and Stats, it costs the same on a table of any size. An
 // invalid query returns an error wrapping ErrInvalidArgument.
-func (d *DeadEvents) CountEvents(ctx context.Context, q EventCountQuery) (EventCounts, error) {
+func (d *Events) Count(ctx context.Context, q EventCountQuery) (EventCounts, error) {
 	p := storage.CountEventsParams{Status: q.Status, EventFilter: q.EventFilter, Groups: q.Groups, ScanLimit: MaxCountRows}
 	if err := p.Validate(); err != nil {
 		return EventCounts{}, err
@@ -79,15 +79,15 @@ func (d *DeadEvents) CountEvents(ctx context.Context, q EventCountQuery) (EventC
 	return c, nil
 }
 
-// overviewStatuses are the statuses [DeadEvents.Overview] counts.
+// overviewStatuses are the statuses [Events.Overview] counts.
 var overviewStatuses = [...]Status{StatusNew, StatusRetry, StatusWaiting, StatusDead, StatusDone, StatusFallback, StatusDiscarded}
 
 // Overview summarizes the table for the admin page: a count per status and per status
 // and event type, the oldest pending event and the blocked order keys. Each of its
 // statements reads at most MaxCountRows rows of an index, so that it costs the same on
 // a table of any size; a count that stopped there is a lower bound
-// ([EventCount.AtLeast]). [DeadEvents.Stats] counts every row instead, for metrics.
-func (d *DeadEvents) Overview(ctx context.Context) (Overview, error) {
+// ([EventCount.AtLeast]). [Events.Stats] counts every row instead, for metrics.
+func (d *Events) Overview(ctx context.Context) (Overview, error) {
 	cs, err := d.countStore()
 	if err != nil {
 		return Overview{}, err

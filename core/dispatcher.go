@@ -128,14 +128,14 @@ func (c dispatcherConfig) validate() error {
 // Each attempt runs the interceptors and the listener under a context that ends after
 // ListenerTimeout, then writes the outcome:
 //
-//	listener returns                          row becomes                      attempt counted
-//	nil, or Done()                            DONE                             no
-//	Defer(d)                                  NEW, due now+d (deferred)        no
-//	Dead(reason), or an error wrapping        DEAD, last_error = reason        yes
+//	listener returns                        outcome   row becomes                      attempt counted
+//	nil                                     done      DONE                             no
+//	Defer(d) (a *DeferError)                deferred  NEW, due now+d                   no
+//	RetryAfter(err, d) (a *RetryAfterError) retry     RETRY, due now+d                 yes
+//	any other error, or a panic             retry     RETRY, due now+Retry.Delay(n)    yes
+//	Dead(err), or an error matching         dead      DEAD, last_error = err           yes
 //	  ErrUnrecoverable
-//	RetryAfter(err, d) (a *RetryAfterError)   RETRY, due now+d                 yes
-//	any other error, or a panic               RETRY, due now+Retry.Delay(n)    yes
-//	(no listener for the route)               DEAD, reason wraps ErrUnroutable no
+//	(no listener for the route)             dead      DEAD, reason wraps ErrUnroutable no
 //
 // A counted failure whose attempt number reaches MaxAttempts makes the event DEAD
 // instead of RETRY. A panic is recovered as a [*PanicError]: its stack is logged, its

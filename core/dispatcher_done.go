@@ -209,15 +209,15 @@ func (d *dispatcher) writeDoneGroup(runCtx context.Context, group []doneAck, cla
 func (d *dispatcher) settledAll(runCtx context.Context, group []doneAck) {
 	for i := range group {
 		a := &group[i]
-		d.settled(runCtx, &a.ev, a.path, decision{kind: outcomeDone, listener: a.listener}, a.duration, a.latency)
+		d.settled(runCtx, &a.ev, a.path, decision{kind: OutcomeDone, listener: a.listener}, a.duration, a.latency)
 	}
 }
 
 // writeDoneOne writes one event's DONE outcome with its own statement, settles the
 // event and reports whether the statement succeeded.
 func (d *dispatcher) writeDoneOne(runCtx context.Context, a *doneAck) bool {
-	written := d.finishOutcome(runCtx, &a.ev, decision{kind: outcomeDone})
-	d.settled(runCtx, &a.ev, a.path, decision{kind: outcomeDone, listener: a.listener}, a.duration, a.latency)
+	written := d.finishOutcome(runCtx, &a.ev, decision{kind: OutcomeDone})
+	d.settled(runCtx, &a.ev, a.path, decision{kind: OutcomeDone, listener: a.listener}, a.duration, a.latency)
 	return written
 }
 
@@ -234,7 +234,7 @@ func (d *dispatcher) leavePending(runCtx context.Context, group []doneAck, err e
 	for i := range group {
 		a := &group[i]
 		d.q.release(a.ev.ID, now, false, time.Time{})
-		d.settled(runCtx, &a.ev, a.path, decision{kind: outcomeDone, listener: a.listener}, a.duration, a.latency)
+		d.settled(runCtx, &a.ev, a.path, decision{kind: OutcomeDone, listener: a.listener}, a.duration, a.latency)
 	}
 }
 

@@ -208,7 +208,7 @@ func TestDispatcherBatchesDoneUpdates(t *testing.T) {
 			t.Fatalf("Dispatched %d times, want 5", len(ds))
 		}
 		for _, d := range ds {
-			if d.Outcome != outbox.OutcomeSuccess || d.Path != outbox.PathHot {
+			if d.Outcome != outbox.OutcomeDone || d.Path != outbox.PathHot {
 				t.Errorf("Dispatched %+v, want a hot success", d)
 			}
 		}

@@ -188,42 +188,34 @@ func TestDispatcherOutcomes(t *testing.T) {
 	fail := func(err error) outbox.Listener {
 		return outbox.ListenerFunc(func(context.Context, *outbox.Event) error { return err })
 	}
-	result := func(r outbox.Result, err error) outbox.Listener {
-		return outbox.ResultListenerFunc(func(context.Context, *outbox.Event) (outbox.Result, error) { return r, err })
-	}
-	viaHandle := func(l outbox.Listener) outbox.Listener {
-		return outbox.ListenerFunc(func(ctx context.Context, e *outbox.Event) error { return l.Handle(ctx, e) })
-	}
 	tests := []outcomeCase{
-		{name: "nil", listener: fail(nil), wantStatus: outbox.StatusDone, wantOutcome: outbox.OutcomeSuccess},
-		{name: "Done result", listener: result(outbox.Done(), nil), attempts: 2,
-			wantStatus: outbox.StatusDone, wantAttempts: 2, wantOutcome: outbox.OutcomeSuccess},
-		{name: "Defer result does not count", listener: result(outbox.Defer(5*time.Second), nil), attempts: 2,
+		{name: "nil", listener: fail(nil), wantStatus: outbox.StatusDone, wantOutcome: outbox.OutcomeDone},
+		{name: "nil keeps the attempts", listener: fail(nil), attempts: 2,
+			wantStatus: outbox.StatusDone, wantAttempts: 2, wantOutcome: outbox.OutcomeDone},
+		{name: "Defer does not count", listener: fail(outbox.Defer(5 * time.Second)), attempts: 2,
 			wantStatus: outbox.StatusNew, wantAttempts: 2, wantAvailable: 5 * time.Second, wantOutcome: outbox.OutcomeDeferred},
-		// A listener that wraps a ResultListenerFunc through its plain Handle keeps the
-		// same outcomes: a deferral still counts no attempt.
-		{name: "Defer through Handle does not count", listener: viaHandle(result(outbox.Defer(5*time.Second), nil)), attempts: 2,
+		// A listener that wraps the error of Defer or Dead keeps the same outcomes: a
+		// deferral still counts no attempt.
+		{name: "Defer wrapped does not count", listener: fail(fmt.Errorf("not yet: %w", outbox.Defer(5*time.Second))), attempts: 2,
 			wantStatus: outbox.StatusNew, wantAttempts: 2, wantAvailable: 5 * time.Second, wantOutcome: outbox.OutcomeDeferred},
-		{name: "Dead through Handle", listener: viaHandle(result(outbox.Dead("poison message"), nil)),
+		{name: "Dead wrapped", listener: fail(fmt.Errorf("wrapped: %w", outbox.Dead(errors.New("poison message")))),
 			wantStatus: outbox.StatusDead, wantAttempts: 1, wantLastError: "poison message", wantOutcome: outbox.OutcomeDead},
-		{name: "Defer negative is now", listener: result(outbox.Defer(-time.Second), nil),
+		{name: "Defer negative is now", listener: fail(outbox.Defer(-time.Second)),
 			wantStatus: outbox.StatusNew, wantOutcome: outbox.OutcomeDeferred},
-		{name: "Dead result", listener: result(outbox.Dead("poison message"), nil),
+		{name: "Dead", listener: fail(outbox.Dead(errors.New("poison message"))),
 			wantStatus: outbox.StatusDead, wantAttempts: 1, wantLastError: "poison message", wantOutcome: outbox.OutcomeDead},
 		{name: "ErrUnrecoverable", listener: fail(fmt.Errorf("bad input: %w", outbox.ErrUnrecoverable)),
 			wantStatus: outbox.StatusDead, wantAttempts: 1, wantLastError: "bad input: outbox: unrecoverable", wantOutcome: outbox.OutcomeDead},
 		{name: "RetryAfterError counts", listener: fail(fmt.Errorf("wrapped: %w", outbox.RetryAfter(errors.New("rate limited"), 7*time.Second))),
-			wantStatus: outbox.StatusRetry, wantAttempts: 1, wantAvailable: 7 * time.Second, wantLastError: "rate limited", wantOutcome: outbox.OutcomeFailure},
+			wantStatus: outbox.StatusRetry, wantAttempts: 1, wantAvailable: 7 * time.Second, wantLastError: "rate limited", wantOutcome: outbox.OutcomeRetry},
 		{name: "RetryAfterError at MaxAttempts", listener: fail(outbox.RetryAfter(nil, time.Second)), attempts: 2,
 			wantStatus: outbox.StatusDead, wantAttempts: 3, wantLastError: "retry after 1s", wantOutcome: outbox.OutcomeDead},
 		{name: "error", listener: fail(errors.New("broker down")),
-			wantStatus: outbox.StatusRetry, wantAttempts: 1, wantAvailable: retryDelay, wantLastError: "broker down", wantOutcome: outbox.OutcomeFailure},
+			wantStatus: outbox.StatusRetry, wantAttempts: 1, wantAvailable: retryDelay, wantLastError: "broker down", wantOutcome: outbox.OutcomeRetry},
 		{name: "error at MaxAttempts", listener: fail(errors.New("broker down")), attempts: 2,
 			wantStatus: outbox.StatusDead, wantAttempts: 3, wantLastError: "broker down", wantOutcome: outbox.OutcomeDead},
 		{name: "panic", listener: outbox.ListenerFunc(func(context.Context, *outbox.Event) error { panic("kaboom") }),
-			wantStatus: outbox.StatusRetry, wantAttempts: 1, wantAvailable: retryDelay, wantLastError: "panic: kaboom", wantOutcome: outbox.OutcomeFailure},
-		{name: "result ignored with error", listener: result(outbox.Dead("ignored"), errors.New("real error")),
-			wantStatus: outbox.StatusRetry, wantAttempts: 1, wantAvailable: retryDelay, wantLastError: "real error", wantOutcome: outbox.OutcomeFailure},
+			wantStatus: outbox.StatusRetry, wantAttempts: 1, wantAvailable: retryDelay, wantLastError: "panic: kaboom", wantOutcome: outbox.OutcomeRetry},
 		{name: "no listener", listener: nil,
 			wantStatus: outbox.StatusDead, wantLastError: "no listener for event", wantOutcome: outbox.OutcomeDead},
 	}
@@ -358,11 +350,11 @@ func TestDispatcherRetryAfterNeverCountsAttempts(t *testing.T) {
 		// MaxAttempts 1: any counted failure would be final.
 		b := setupDispatcher(t, outbox.DispatcherConfig{MaxAttempts: 1})
 		var calls atomic.Int32
-		b.listen(t, "Thing", outbox.ResultListenerFunc(func(context.Context, *outbox.Event) (outbox.Result, error) {
+		b.listen(t, "Thing", outbox.ListenerFunc(func(context.Context, *outbox.Event) error {
 			if calls.Add(1) <= 3 {
-				return outbox.Defer(2 * time.Second), nil
+				return outbox.Defer(2 * time.Second)
 			}
-			return outbox.Done(), nil
+			return nil
 		}))
 		startPoller(t, b, outbox.PollerConfig{Interval: time.Second, SkipRecent: -1})
 		b.write(t, newEvent("e1", "Thing"))

@@ -90,35 +90,9 @@ func (d *dispatcher) deliverBatch(runCtx context.Context, rt *route, items []dis
 	wg.Wait()
 }
 
-// outcomeKind is what a delivery attempt leads to.
-type outcomeKind int
-
-const (
-	outcomeDone     outcomeKind = iota
-	outcomeDeferred             // back to NEW, attempt not counted
-	outcomeRetry                // RETRY, attempt counted
-	outcomeDead
-	outcomeFallback // DEAD handled by the subscription's fallback: FALLBACK
-)
-
-func (k outcomeKind) metric() Outcome {
-	switch k {
-	case outcomeFallback:
-		return OutcomeFallback
-	case outcomeDeferred:
-		return OutcomeDeferred
-	case outcomeRetry:
-		return OutcomeFailure
-	case outcomeDead:
-		return OutcomeDead
-	default:
-		return OutcomeSuccess
-	}
-}
-
 // decision is the outcome of one attempt, ready to be written.
 type decision struct {
-	kind         outcomeKind
+	kind         Outcome
 	at           time.Time // new available_at for deferred and retry
 	reason       string    // last_error for retry and dead
 	countAttempt bool
@@ -155,10 +129,10 @@ func (d *dispatcher) deliver(runCtx context.Context, it dispatchItem, rt *route,
 		if e.Listener != "" {
 			err = fmt.Errorf("%w: no listener named %q (aggregate type %q, event type %q)", ErrUnroutable, e.Listener, e.AggregateType, e.Type)
 		}
-		dec = decision{kind: outcomeDead, reason: err.Error(), err: err}
+		dec = decision{kind: OutcomeDead, reason: err.Error(), err: err}
 	} else {
 		le := e // the listener's copy; e keeps the queued state
-		res, err, ok := d.watchAttempt(runCtx, it, rt, &le, start, latency)
+		err, ok := d.watchAttempt(runCtx, it, rt, &le, start, latency)
 		if !ok {
 			return // abandoned: the attempt's goroutine settles the event when it returns
 		}
@@ -169,7 +143,7 @@ func (d *dispatcher) deliver(runCtx context.Context, it dispatchItem, rt *route,
 			d.q.release(e.ID, d.cfg.Now(), false, time.Time{})
 			return
 		}
-		dec = d.decide(rt, &e, res, err, d.cfg.Now())
+		dec = d.decide(rt, &e, err, d.cfg.Now())
 		dec.listener = rt.name
 		if dec, ok = d.runFallback(runCtx, rt, &e, dec, it.path); !ok {
 			d.q.release(e.ID, d.cfg.Now(), false, time.Time{})
@@ -178,10 +152,10 @@ func (d *dispatcher) deliver(runCtx context.Context, it dispatchItem, rt *route,
 	}
 	duration := max(d.cfg.Now().Sub(start), 0)
 
-	if dec.kind == outcomeDone {
+	if dec.kind == OutcomeDone {
 		crashPoint("after-listener") // chaos builds only: the listener returned, DONE not yet written
 	}
-	if dec.kind == outcomeDone {
+	if dec.kind == OutcomeDone {
 		// The event stays in flight until the recorder has written its batch.
 		acks <- doneAck{ev: e, path: it.path, listener: dec.listener, duration: duration, latency: latency}
 		return
@@ -195,7 +169,7 @@ func (d *dispatcher) deliver(runCtx context.Context, it dispatchItem, rt *route,
 func (d *dispatcher) settled(ctx context.Context, e *Event, path Path, dec decision, duration, latency time.Duration) {
 	d.cfg.Metrics.Dispatched(DispatchInfo{
 		Path:          path,
-		Outcome:       dec.kind.metric(),
+		Outcome:       dec.kind,
 		EventType:     e.Type,
 		AggregateType: e.AggregateType,
 		Listener:      dec.listener,
@@ -266,7 +240,7 @@ func (d *dispatcher) renewClaim(runCtx context.Context, e *Event, left time.Dura
 
 // attempt runs the interceptors and rt's listener under the per-event context; with a
 // batch slot, the attempt joins its batch's HandleBatch call instead.
-func (d *dispatcher) attempt(runCtx context.Context, rt *route, e *Event, join *batchSlot) (Result, error) {
+func (d *dispatcher) attempt(runCtx context.Context, rt *route, e *Event, join *batchSlot) error {
 	var (
 		ctx    context.Context
 		cancel context.CancelFunc
@@ -278,49 +252,35 @@ func (d *dispatcher) attempt(runCtx context.Context, rt *route, e *Event, join *
 		ctx, cancel = context.WithCancel(runCtx)
 	}
 	defer cancel()
-	call := func(ctx context.Context, e *Event) (Result, error) {
+	call := func(ctx context.Context, e *Event) error {
 		// The last check before the listener runs: once a hard stop has cancelled the
 		// run, no listener starts (interceptors may have run; their After sees the error).
 		if err := runCtx.Err(); err != nil {
-			return Result{}, err
+			return err
 		}
 		if join != nil {
-			return Result{}, join.join(ctx, e)
+			return join.join(ctx, e)
 		}
-		if rl, ok := l.(ResultListener); ok {
-			return rl.HandleResult(ctx, e)
-		}
-		return Result{}, l.Handle(ctx, e)
+		return l.Handle(ctx, e)
 	}
 	return invokeDelivery(ctx, d.log, d.cfg.Interceptors, e, call)
 }
 
-// decide maps an attempt's result to an outcome, per the dispatch table and the policy
-// of the event's listener rt.
-func (d *dispatcher) decide(rt *route, e *Event, res Result, err error, now time.Time) decision {
+// decide maps an attempt's error to an outcome, per the table of [Listener] and the
+// policy of the event's listener rt.
+func (d *dispatcher) decide(rt *route, e *Event, err error, now time.Time) decision {
 	if err == nil {
-		switch res.kind {
-		case resultDefer:
-			return decision{kind: outcomeDeferred, at: now.Add(res.delay)}
-		case resultDead:
-			reason := res.reason
-			if reason == "" {
-				reason = "listener reported the event dead"
-			}
-			return decision{kind: outcomeDead, reason: reason, countAttempt: true, err: errors.New(reason)}
-		default:
-			return decision{kind: outcomeDone}
-		}
+		return decision{kind: OutcomeDone}
 	}
-	if de := (*deferredError)(nil); errors.As(err, &de) {
-		return decision{kind: outcomeDeferred, at: now.Add(de.delay)}
+	if de := (*DeferError)(nil); errors.As(err, &de) {
+		return decision{kind: OutcomeDeferred, at: now.Add(max(de.Delay, 0))}
 	}
 	if errors.Is(err, ErrUnrecoverable) || rt.retryable != nil && !d.retryable(rt, err) {
-		return decision{kind: outcomeDead, reason: err.Error(), countAttempt: true, err: err}
+		return decision{kind: OutcomeDead, reason: err.Error(), countAttempt: true, err: err}
 	}
 	attempt, maxAttempts, retry := e.Attempts+1, cmp.Or(rt.maxAttempts, d.cfg.MaxAttempts), cmp.Or(rt.retry, d.cfg.Retry)
 	if maxAttempts > 0 && attempt >= maxAttempts {
-		return decision{kind: outcomeDead, reason: err.Error(), countAttempt: true, err: err}
+		return decision{kind: OutcomeDead, reason: err.Error(), countAttempt: true, err: err}
 	}
 	var delay time.Duration
 	if ra := (*RetryAfterError)(nil); errors.As(err, &ra) {
@@ -328,7 +288,7 @@ func (d *dispatcher) decide(rt *route, e *Event, res Result, err error, now time
 	} else {
 		delay = retry.Delay(attempt)
 	}
-	return decision{kind: outcomeRetry, at: now.Add(max(delay, 0)), reason: err.Error(), countAttempt: true, err: err}
+	return decision{kind: OutcomeRetry, at: now.Add(max(delay, 0)), reason: err.Error(), countAttempt: true, err: err}
 }
 
 // runFallback runs rt's fallback when dec sends the event to DEAD, and returns the
@@ -337,7 +297,7 @@ func (d *dispatcher) decide(rt *route, e *Event, res Result, err error, now time
 // instead: a hard stop interrupted the fallback, or (MultiNode) the claim could not
 // cover it.
 func (d *dispatcher) runFallback(runCtx context.Context, rt *route, e *Event, dec decision, path Path) (decision, bool) {
-	if rt == nil || rt.fallback == nil || dec.kind != outcomeDead {
+	if rt == nil || rt.fallback == nil || dec.kind != OutcomeDead {
 		return dec, true
 	}
 	if left, short := d.claimTooShort(*e, rt); short && !d.renewClaim(runCtx, e, left, path) {
@@ -375,7 +335,7 @@ func (d *dispatcher) runFallback(runCtx context.Context, rt *route, e *Event, de
 		return dec, false
 	}
 	if err == nil {
-		dec.kind = outcomeFallback
+		dec.kind = OutcomeFallback
 		return dec, true
 	}
 	dec.reason += "; fallback failed: " + err.Error()
@@ -402,14 +362,14 @@ func (d *dispatcher) retryable(rt *route, err error) (ok bool) {
 func (d *dispatcher) finishOutcome(runCtx context.Context, e *Event, dec decision) bool {
 	now, written := d.writeOutcome(runCtx, e, dec)
 	d.q.release(e.ID, now, written, e.AvailableAt)
-	if written && (dec.kind == outcomeRetry || dec.kind == outcomeDeferred) {
+	if written && (dec.kind == OutcomeRetry || dec.kind == OutcomeDeferred) {
 		// The poller reads it when it falls due, not at its next tick; told after the
 		// release, or a poll at a due time very near would find it still in flight and
 		// skip it.
 		d.q.noteDue(dec.at)
 	}
 	if written && d.orders != nil && e.OrderKey != "" &&
-		(dec.kind == outcomeDone || dec.kind == outcomeFallback || dec.kind == outcomeDead && !d.orders.deadBlocks) {
+		(dec.kind == OutcomeDone || dec.kind == OutcomeFallback || dec.kind == OutcomeDead && !d.orders.deadBlocks) {
 		pctx, pcancel := d.statusContext(runCtx) // the key's next event, now that this one is finished
 		d.orders.finished(pctx, []string{e.OrderKey})
 		pcancel()
@@ -432,25 +392,25 @@ func (d *dispatcher) writeOutcome(runCtx context.Context, e *Event, dec decision
 	)
 	token := e.LockedBy // fences the update under claims; "" in single-node mode
 	switch dec.kind {
-	case outcomeDone:
+	case OutcomeDone:
 		op = "mark done"
 		n, err = d.store.MarkDone(ctx, storage.MarkDoneParams{IDs: []string{e.ID}, DoneAt: now, Token: token, Delete: d.cfg.DeleteDone})
-	case outcomeDeferred:
+	case OutcomeDeferred:
 		op = "defer"
 		n, err = d.store.Reschedule(ctx, storage.RescheduleParams{ID: e.ID, Status: StatusNew, AvailableAt: dec.at, Token: token})
-	case outcomeRetry:
+	case OutcomeRetry:
 		op = "schedule retry"
 		n, err = d.store.Reschedule(ctx, storage.RescheduleParams{
 			ID: e.ID, Status: StatusRetry, AvailableAt: dec.at, CountAttempt: true, LastError: dec.reason, Token: token,
 		})
-	case outcomeDead, outcomeFallback:
+	case OutcomeDead, OutcomeFallback:
 		op = "mark dead"
-		if dec.kind == outcomeFallback {
+		if dec.kind == OutcomeFallback {
 			op = "mark fallback"
 		}
 		n, err = d.store.MarkDead(ctx, storage.MarkDeadParams{
 			ID: e.ID, DeadAt: now, Reason: dec.reason, CountAttempt: dec.countAttempt, Token: token,
-			Fallback: dec.kind == outcomeFallback, Listener: dec.listener,
+			Fallback: dec.kind == OutcomeFallback, Listener: dec.listener,
 		})
 	}
 	returned := d.cfg.Now()
@@ -479,7 +439,7 @@ func (d *dispatcher) writeOutcome(runCtx context.Context, e *Event, dec decision
 // (once per attempt, with its number and when the next is due), DEAD at ERROR with the
 // reason, a panic at ERROR with its stack, and the rest at DEBUG.
 func (d *dispatcher) logOutcome(ctx context.Context, e *Event, path Path, dec decision, duration time.Duration) {
-	if dec.err == nil && (dec.kind == outcomeDone || dec.kind == outcomeDeferred) && !d.log.Enabled(ctx, slog.LevelDebug) {
+	if dec.err == nil && (dec.kind == OutcomeDone || dec.kind == OutcomeDeferred) && !d.log.Enabled(ctx, slog.LevelDebug) {
 		return // the common case: nothing to log, and no attributes built for nothing
 	}
 	attempts := e.Attempts
@@ -492,7 +452,7 @@ func (d *dispatcher) logOutcome(ctx context.Context, e *Event, path Path, dec de
 		slog.String("aggregate_type", e.AggregateType),
 		slog.String("listener", dec.listener),
 		slog.String("path", path.String()),
-		slog.String("outcome", dec.kind.metric().String()),
+		slog.String("outcome", dec.kind.String()),
 		slog.Duration("duration", duration),
 	}
 	if pe := (*PanicError)(nil); dec.err != nil && errors.As(dec.err, &pe) {
@@ -500,16 +460,16 @@ func (d *dispatcher) logOutcome(ctx context.Context, e *Event, path Path, dec de
 			append(attrs, slog.Int("attempt", attempts), slog.Any("panic", pe.Value), slog.String("stack", string(pe.Stack)))...)
 	}
 	switch dec.kind {
-	case outcomeDead:
+	case OutcomeDead:
 		d.log.LogAttrs(ctx, slog.LevelError, "event moved to dead",
 			append(attrs, slog.Int("attempts", attempts), slog.String("reason", dec.reason))...)
-	case outcomeFallback:
+	case OutcomeFallback:
 		d.log.LogAttrs(ctx, slog.LevelWarn, "delivery failed for good; the fallback handled the event",
 			append(attrs, slog.Int("attempts", attempts), slog.String("reason", dec.reason))...)
-	case outcomeRetry:
+	case OutcomeRetry:
 		d.log.LogAttrs(ctx, slog.LevelWarn, "delivery failed; will retry",
 			append(attrs, slog.Int("attempt", attempts), slog.Time("next_attempt_at", dec.at), slog.String("error", dec.reason))...)
-	case outcomeDeferred:
+	case OutcomeDeferred:
 		d.log.LogAttrs(ctx, slog.LevelDebug, "delivery deferred",
 			append(attrs, slog.Int("attempts", attempts), slog.Time("available_at", dec.at))...)
 	default:

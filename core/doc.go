@@ -24,7 +24,8 @@
 // the caller's transaction. A write outside a transaction fails with [ErrNoTransaction].
 // [RunInTx] and [BeginTx] give a [*Tx] that runs after-commit callbacks only after a
 // successful commit; through it, committed events take the hot path. Events written
-// through a plain *sql.Tx are committed the same way and delivered by the poller.
+// through a plain *sql.Tx are committed the same way but delivered by the poller, which
+// the writer logs at WARN ([Writer.WriteAll]).
 // ORM adapters are built on package adapterkit.
 //
 // # Delivering
@@ -43,7 +44,7 @@
 // connection is held while a listener runs; DONE outcomes are written in batches. Stop
 // refuses new events, drains the queues within its context, and leaves everything
 // undelivered in the table. Delivery is at least once: listeners deduplicate by
-// [Event.ID]. Old finished rows are purged, and [DeadEvents] lists and replays DEAD
+// [Event.ID]. Old finished rows are purged, and [Events] lists and replays DEAD
 // ones.
 //
 // An event whose route matches several subscriptions (fan-out; [AnyType] routes match

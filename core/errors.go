@@ -25,8 +25,10 @@ var (
 	// ErrDuplicateListener is returned when a listener is already registered under the
 	// same name (by default "AggregateType/EventType").
 	ErrDuplicateListener = errors.New("outbox: listener already registered")
-	// ErrUnrecoverable marks a listener error that must not be retried: an error that wraps
-	// it moves the event to DEAD at once.
+	// ErrUnrecoverable is matched by every listener error that ends its event: DEAD at
+	// once, the attempt counted (see [Listener]). [Dead] returns such an error, the way
+	// to say it in a listener; an error type of your own matches it by wrapping it (as
+	// [PayloadError] does), so that it stays a type callers can inspect.
 	ErrUnrecoverable = errors.New("outbox: unrecoverable")
 	// ErrUnroutable is the reason recorded for an event that no listener handles.
 	ErrUnroutable = errors.New("outbox: no listener for event")
@@ -95,6 +97,45 @@ func (e *EnvelopeError) Unwrap() error { return e.Err }
 
 // Is makes errors.Is(err, ErrInvalidEnvelope) true.
 func (e *EnvelopeError) Is(target error) bool { return target == ErrInvalidEnvelope }
+
+// Defer returns the listener error that puts its event back, due after d, without
+// counting an attempt: it is not a failure (the event is not ready yet, a downstream
+// asks to wait). The row goes back to NEW; the outcome is [OutcomeDeferred]. A negative
+// d is treated as 0. To retry a failure after a delay of your choice, return
+// [RetryAfter] instead, which counts the attempt.
+func Defer(d time.Duration) error { return &DeferError{Delay: max(d, 0)} }
+
+// DeferError is the error [Defer] returns; find it with errors.As (an [Interceptor]
+// tells a deferral from a failure so). A listener may return it wrapped.
+type DeferError struct {
+	Delay time.Duration
+}
+
+// Error implements error.
+func (e *DeferError) Error() string { return fmt.Sprintf("deferred for %s", e.Delay) }
+
+// Dead returns the listener error that ends its event: DEAD at once, whatever
+// MaxAttempts says, and the attempt counts. err is the reason, recorded as the event's
+// last error (nil records "listener reported the event dead"). The error reads as err
+// and matches ErrUnrecoverable and err.
+func Dead(err error) error { return &deadError{err: err} }
+
+// deadError is the error [Dead] returns.
+type deadError struct{ err error }
+
+func (e *deadError) Error() string {
+	if e.err == nil {
+		return "listener reported the event dead"
+	}
+	return e.err.Error()
+}
+
+func (e *deadError) Unwrap() []error {
+	if e.err == nil {
+		return []error{ErrUnrecoverable}
+	}
+	return []error{ErrUnrecoverable, e.err}
+}
 
 // RetryAfter returns a listener error that fails the attempt and asks for the retry
 // after d instead of the retry policy's backoff. The attempt counts: at MaxAttempts the

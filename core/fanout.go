@@ -89,7 +89,7 @@ func (d *dispatcher) fanOut(runCtx context.Context, items []fanOutItem) {
 			e := x.it.ev
 			err := fmt.Errorf("%w: event %s has %d listeners and %T cannot split it (FanOutStore)",
 				errors.ErrUnsupported, e.ID, len(x.fan), d.store)
-			dec := decision{kind: outcomeDead, reason: err.Error(), err: err}
+			dec := decision{kind: OutcomeDead, reason: err.Error(), err: err}
 			d.finishOutcome(runCtx, &e, dec)
 			d.settled(runCtx, &e, x.it.path, dec, 0, 0)
 		}

@@ -95,7 +95,7 @@ func TestFanOutIndependentOutcomes(t *testing.T) {
 		if n, err := b.store.Replay(t.Context(), storage.ReplayParams{DeadFilter: outbox.DeadFilter{Listener: "mail"}, Limit: 10, Now: time.Now()}); err != nil || n != 1 {
 			t.Fatalf("replay mail: %d, %v", n, err)
 		}
-		time.Sleep(2 * time.Minute) // the poller's idle wait has grown; DeadEvents.Replay would wake it
+		time.Sleep(2 * time.Minute) // the poller's idle wait has grown; Events.Replay would wake it
 		synctest.Wait()
 		if got := b.row(t, ids["mail"]); got.Status != outbox.StatusDone {
 			t.Errorf("replayed mail delivery is %s, want DONE", got.Status)

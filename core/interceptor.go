@@ -10,7 +10,8 @@ import (
 // Interceptor wraps every attempt (tracing, logging): each Before in order (it returns
 // the attempt's context; its error or panic fails the attempt), the listener, then each
 // After in reverse, for Befores that succeeded, with the attempt's error (After's own
-// errors and panics are only logged).
+// errors and panics are only logged). A deferral's error is a [*DeferError]: errors.As
+// tells it from a failure.
 type Interceptor interface {
 	Before(ctx context.Context, e *Event) (context.Context, error)
 	After(ctx context.Context, e *Event, err error) error
@@ -43,17 +44,13 @@ func (f InterceptorFuncs) After(ctx context.Context, e *Event, err error) error 
 	return f.AfterFunc(ctx, e, err)
 }
 
-// invokeDelivery runs the interceptors around call and returns the attempt's error and,
-// for a ResultListener, its result. Panics in Before and call become *PanicError; panics
-// and errors in After are logged.
+// invokeDelivery runs the interceptors around call and returns the attempt's error.
+// Panics in Before and call become *PanicError; panics and errors in After are logged.
 func invokeDelivery(ctx context.Context, log *slog.Logger, chain []Interceptor, e *Event,
-	call func(context.Context, *Event) (Result, error),
-) (Result, error) {
+	call func(context.Context, *Event) error,
+) error {
 	ctxs := make([]context.Context, 0, len(chain))
-	var (
-		res Result
-		err error
-	)
+	var err error
 	cur := ctx
 	for _, ic := range chain {
 		var next context.Context
@@ -67,7 +64,7 @@ func invokeDelivery(ctx context.Context, log *slog.Logger, chain []Interceptor, 
 		ctxs = append(ctxs, cur)
 	}
 	if err == nil {
-		res, err = protectCall(call, cur, e)
+		err = protectCall(call, cur, e)
 	}
 	for i := len(ctxs) - 1; i >= 0; i-- {
 		if aerr := protectAfter(chain[i], ctxs[i], e, err); aerr != nil {
@@ -82,7 +79,7 @@ func invokeDelivery(ctx context.Context, log *slog.Logger, chain []Interceptor, 
 			log.LogAttrs(ctx, slog.LevelWarn, "interceptor After failed; ignored", attrs...)
 		}
 	}
-	return res, err
+	return err
 }
 
 func newPanicError(r any) *PanicError {
@@ -111,10 +108,10 @@ func protectAfter(ic Interceptor, ctx context.Context, e *Event, derr error) (er
 	return ic.After(ctx, e, derr)
 }
 
-func protectCall(call func(context.Context, *Event) (Result, error), ctx context.Context, e *Event) (res Result, err error) {
+func protectCall(call func(context.Context, *Event) error, ctx context.Context, e *Event) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			res, err = Result{}, newPanicError(r)
+			err = newPanicError(r)
 		}
 	}()
 	return call(ctx, e)

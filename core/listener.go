@@ -13,31 +13,26 @@ import (
 
 // Listener handles one event. Delivery is at least once: deduplicate by [Event.ID].
 //
-// What the listener returns decides the event's fate. The rule a reader can check at
-// the call site: a returned error is a failed attempt and counts toward MaxAttempts; a
-// [Result] without an error never counts one, except [Dead], which ends the event.
+// What Handle returns decides the event's fate, named by its [Outcome] in metrics and
+// logs. The rule a reader can check at the call site: every returned error is a failed
+// attempt and counts toward MaxAttempts, except the one [Defer] returns, which is no
+// failure.
 //
-//	return                             the row becomes                    attempt counted
-//	nil, or Done(), nil                DONE                               no
-//	Defer(d), nil                      NEW, due in d (not a failure)      no
-//	Dead(reason), nil                  DEAD now                           yes
-//	an error wrapping ErrUnrecoverable DEAD now                           yes
-//	RetryAfter(err, d)                 RETRY in d; DEAD at MaxAttempts    yes
-//	any other error, or a panic        RETRY after the retry policy's     yes
-//	                                   backoff; DEAD at MaxAttempts
+//	Handle returns                  outcome   the row becomes                    attempt counted
+//	nil                             done      DONE                               no
+//	Defer(d)                        deferred  NEW, due in d                      no
+//	RetryAfter(err, d)              retry     RETRY in d; DEAD at MaxAttempts    yes
+//	any other error, or a panic     retry     RETRY after the retry policy's     yes
+//	                                          backoff; DEAD at MaxAttempts
+//	Dead(err), or any error         dead      DEAD now                           yes
+//	matching ErrUnrecoverable
 //
-// MaxAttempts, the retry policy and the timeout are the listener's [Subscription]'s
-// when set, else the Config's. The context ends at the timeout or a hard stop. A
-// [ResultListener]'s HandleResult is called instead of Handle.
+// A dead outcome is fallback instead (the row FALLBACK) when the [Subscription]'s
+// Fallback handles it. MaxAttempts, the retry policy and the timeout are the
+// Subscription's when set, else the Config's. The context ends at the timeout or a hard
+// stop.
 type Listener interface {
 	Handle(ctx context.Context, e *Event) error
-}
-
-// ResultListener is the richer listener form: it can defer an event without counting an
-// attempt ([Defer]) or send it to DEAD ([Dead]). A non-nil error is treated exactly as
-// an error from [Listener.Handle], and the Result is ignored.
-type ResultListener interface {
-	HandleResult(ctx context.Context, e *Event) (Result, error)
 }
 
 // ListenerFunc adapts a function to [Listener].
@@ -45,69 +40,6 @@ type ListenerFunc func(ctx context.Context, e *Event) error
 
 // Handle calls f.
 func (f ListenerFunc) Handle(ctx context.Context, e *Event) error { return f(ctx, e) }
-
-// ResultListenerFunc adapts a function to [ResultListener] (and to [Listener]).
-type ResultListenerFunc func(ctx context.Context, e *Event) (Result, error)
-
-// HandleResult calls f.
-func (f ResultListenerFunc) HandleResult(ctx context.Context, e *Event) (Result, error) {
-	return f(ctx, e)
-}
-
-// Handle calls f for a caller that only knows [Listener] (a wrapping listener). A
-// non-Done result becomes an error with the same outcome: a [Defer] stays a deferral
-// (no attempt counted), a [Dead] wraps ErrUnrecoverable.
-func (f ResultListenerFunc) Handle(ctx context.Context, e *Event) error {
-	r, err := f(ctx, e)
-	if err != nil {
-		return err
-	}
-	return r.asError()
-}
-
-// asError is r as a listener error with the same outcome; nil for Done.
-func (r Result) asError() error {
-	switch r.kind {
-	case resultDefer:
-		return &deferredError{delay: r.delay}
-	case resultDead:
-		return fmt.Errorf("%w: %s", ErrUnrecoverable, r.reason)
-	}
-	return nil
-}
-
-// deferredError carries a [Defer] result through a plain [Listener.Handle]; the
-// dispatcher turns it back into a deferral.
-type deferredError struct{ delay time.Duration }
-
-func (e *deferredError) Error() string { return fmt.Sprintf("deferred for %s", e.delay) }
-
-type resultKind int
-
-const (
-	resultDone resultKind = iota
-	resultDefer
-	resultDead
-)
-
-// Result is the outcome a [ResultListener] reports. The zero value is [Done].
-type Result struct {
-	kind   resultKind
-	delay  time.Duration
-	reason string
-}
-
-// Done reports success: the event becomes DONE.
-func Done() Result { return Result{} }
-
-// Defer puts the event back, due after d, without counting an attempt: it is not a
-// failure (the event is not ready yet, a downstream asks to wait). The row goes back to
-// NEW. A negative d is treated as 0. To retry a failure after a delay of your choice,
-// return [RetryAfter] instead, which counts the attempt.
-func Defer(d time.Duration) Result { return Result{kind: resultDefer, delay: max(d, 0)} }
-
-// Dead moves the event to DEAD at once with reason as its last error.
-func Dead(reason string) Result { return Result{kind: resultDead, reason: reason} }
 
 // AnyType in a [Subscription]'s AggregateType or EventType matches every aggregate
 // type or event type: a catch-all route, for example a broker relay that takes every
@@ -150,9 +82,9 @@ type Subscription struct {
 	// event per call.
 	BatchSize int
 	// Fallback, when set, runs when a delivery is about to become DEAD (attempts used
-	// up, a permanent error, a [Dead] result), under the listener's timeout. When it
-	// returns nil the event is FALLBACK, a final state of its own, with the listener's
-	// last error; when it fails or panics the event is DEAD, the fallback's error added.
+	// up, [Dead], a permanent error), under the listener's timeout. When it returns nil
+	// the event is FALLBACK, a final state of its own, with the listener's last error;
+	// when it fails or panics the event is DEAD, the fallback's error added.
 	Fallback func(ctx context.Context, f Failure) error
 }
 

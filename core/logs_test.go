@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -73,4 +74,54 @@ func TestLogLevels(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestBareTransactionWarns: a write through a transaction without after-commit hooks,
+// while this process has a hot path, logs a WARN that names the executor, the caller
+// and the fix: at once, then at most once a minute with the writes not logged in
+// between. A transaction with hooks, a disabled hot path and WriterOnly mode (without a
+// Notifier) log nothing.
+func TestBareTransactionWarns(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		logs := newLogSink()
+		ob, err := outbox.New(nil, outbox.Config{Store: outboxtest.NewMemoryStore(), Logger: logs.logger(), PurgeInterval: -1})
+		mustOK(t, err)
+		write := func(tx outbox.Executor) {
+			t.Helper()
+			if _, err := ob.Writer().Write(t.Context(), tx, outbox.Envelope{Type: "T", Payload: 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range 3 {
+			write(fakeTx{})
+		}
+		warns := logs.find(slog.LevelWarn, "no after-commit hooks")
+		if len(warns) != 1 {
+			t.Fatalf("%d WARN lines after 3 bare writes, want 1: %+v", len(warns), warns)
+		}
+		w := warns[0]
+		if w.attrs["executor"] != "outbox_test.fakeTx" || !strings.Contains(w.attrs["caller"], "logs_test.go:") ||
+			w.attrs["writes_not_logged"] != "0" || !strings.Contains(w.msg, "hot path") || !strings.Contains(w.msg, "outbox.RunInTx") {
+			t.Errorf("WARN %q %v, want the executor, a caller in logs_test.go, writes_not_logged=0 and the fix", w.msg, w.attrs)
+		}
+		write(&hookedTx{}) // hooks: the hot path sees the commit
+		time.Sleep(time.Minute)
+		write(fakeTx{})
+		if warns = logs.find(slog.LevelWarn, "no after-commit hooks"); len(warns) != 2 || warns[1].attrs["writes_not_logged"] != "2" {
+			t.Errorf("WARN lines a minute later: %+v, want a second one with writes_not_logged=2", warns)
+		}
+	})
+	for _, cfg := range []outbox.Config{{HotQueueSize: -1}, {Mode: outbox.WriterOnly}} {
+		logs := newLogSink()
+		cfg.Store, cfg.Logger, cfg.PurgeInterval = outboxtest.NewMemoryStore(), logs.logger(), -1
+		ob, err := outbox.New(nil, cfg)
+		mustOK(t, err)
+		if _, err := ob.Writer().Write(t.Context(), fakeTx{}, outbox.Envelope{Type: "T", Payload: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if warns := logs.atLevel(slog.LevelWarn); len(warns) != 0 {
+			t.Errorf("mode %s, HotQueueSize %d: WARN lines %+v, want none (no hot path to miss)", cfg.Mode, cfg.HotQueueSize, warns)
+		}
+	}
 }

@@ -57,18 +57,18 @@ func Example_inMemoryStore() {
 	// DONE
 }
 
-// ExampleResultListenerFunc shows the richer listener form: defer an event without
-// counting an attempt, or send it straight to DEAD.
-func ExampleResultListenerFunc_outcomes() {
-	l := outbox.ResultListenerFunc(func(ctx context.Context, e *outbox.Event) (outbox.Result, error) {
+// ExampleListenerFunc_outcomes shows the outcomes a listener chooses: defer an event
+// without counting an attempt, or send it straight to DEAD.
+func ExampleListenerFunc_outcomes() {
+	l := outbox.ListenerFunc(func(ctx context.Context, e *outbox.Event) error {
 		var body struct{ Amount int }
 		if err := json.Unmarshal(e.Payload, &body); err != nil {
-			return outbox.Dead("malformed payload: " + err.Error()), nil
+			return outbox.Dead(fmt.Errorf("malformed payload: %w", err))
 		}
 		if body.Amount > 1000 {
-			return outbox.Defer(time.Hour), nil // wait for manual approval
+			return outbox.Defer(time.Hour) // wait for manual approval
 		}
-		return outbox.Done(), nil
+		return nil
 	})
 	ob, err := outbox.New(nil, outbox.Config{Store: outboxtest.NewMemoryStore()})
 	if err != nil {

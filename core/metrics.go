@@ -22,25 +22,26 @@ func (p Path) String() string {
 	return "cold"
 }
 
-// Outcome is the result of one delivery attempt.
+// Outcome is what one delivery attempt led to. Its names are those of the table in
+// [Listener] and of the statuses the event takes.
 type Outcome int
 
 // The delivery outcomes.
 const (
-	OutcomeSuccess  Outcome = iota // the event is DONE
-	OutcomeFailure                 // the attempt failed; the event will be retried
-	OutcomeDead                    // the event moved to DEAD
-	OutcomeDeferred                // the listener deferred the event (no attempt counted)
-	OutcomeFallback                // the attempt failed for good and the fallback handled the event
+	OutcomeDone     Outcome = iota // the event is DONE
+	OutcomeRetry                   // the attempt failed and counts; the event is RETRY
+	OutcomeDead                    // the event is DEAD
+	OutcomeDeferred                // the listener returned Defer: NEW again, no attempt counted
+	OutcomeFallback                // the event failed for good and its fallback handled it: FALLBACK
 )
 
-// String returns "success", "failure", "dead", "deferred" or "fallback".
+// String returns "done", "retry", "dead", "deferred" or "fallback".
 func (o Outcome) String() string {
 	switch o {
-	case OutcomeSuccess:
-		return "success"
-	case OutcomeFailure:
-		return "failure"
+	case OutcomeDone:
+		return "done"
+	case OutcomeRetry:
+		return "retry"
 	case OutcomeDead:
 		return "dead"
 	case OutcomeDeferred:

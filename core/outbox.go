@@ -192,7 +192,7 @@ type Outbox struct {
 	store      storage.Store
 	registry   *registry
 	writer     *Writer
-	dead       *DeadEvents
+	events     *Events
 	dispatcher *dispatcher // nil in WriterOnly mode
 	poller     *poller     // nil in WriterOnly mode
 	purger     *purger     // nil when purging is disabled
@@ -239,7 +239,7 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 		store:    store,
 		registry: newRegistry(),
 		sem:      make(chan struct{}, 1),
-		dead:     newDeadEvents(store),
+		events:   newEvents(store),
 		logger:   logger.With(slog.String("component", "outbox")),
 	}
 	orders := newOrderer(store, cfg.DeadKeyPolicy, cmp.Or(cfg.QueryTimeout, defaultQueryTimeout), o.logger)
@@ -354,7 +354,7 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 			}
 		}
 	}
-	o.dead.afterReplay = o.replayed
+	o.events.afterReplay = o.replayed
 	if cfg.PurgeInterval != -1 {
 		pg, err := newPurger(store, purgerConfig{
 			Interval:      cfg.PurgeInterval,
@@ -498,8 +498,9 @@ func (o *Outbox) Subscribe(s Subscription) error {
 // Writer returns the writer business code uses inside its transactions.
 func (o *Outbox) Writer() *Writer { return o.writer }
 
-// Dead returns the dead-event manager.
-func (o *Outbox) Dead() *DeadEvents { return o.dead }
+// Events returns the inspection of the table's events, of every status: lists, counts,
+// replay, discard and delete (what the admin serves).
+func (o *Outbox) Events() *Events { return o.events }
 
 // Store returns the store.
 func (o *Outbox) Store() storage.Store { return o.store }

@@ -31,7 +31,6 @@ const stuckGrace = time.Second
 
 // attemptOutcome is what the attempt's goroutine hands back.
 type attemptOutcome struct {
-	res Result
 	err error
 }
 
@@ -39,7 +38,7 @@ type attemptOutcome struct {
 // when the worker abandoned the attempt (stuck, or a hard stop); the attempt's goroutine
 // then settles the event itself (see settleAbandoned).
 func (d *dispatcher) watchAttempt(runCtx context.Context, it dispatchItem, rt *route, le *Event, start time.Time,
-	latency time.Duration) (Result, error, bool) {
+	latency time.Duration) (error, bool) {
 	done := make(chan attemptOutcome, 1)
 	// taken decides who settles the event: the worker (it received the outcome), or the
 	// attempt's goroutine (the worker abandoned it). stuck is set before an abandonment
@@ -47,10 +46,10 @@ func (d *dispatcher) watchAttempt(runCtx context.Context, it dispatchItem, rt *r
 	var taken, stuck atomic.Bool
 	began := time.Now()
 	go func() {
-		res, err := d.attempt(runCtx, rt, le, it.join)
-		done <- attemptOutcome{res: res, err: err}
+		err := d.attempt(runCtx, rt, le, it.join)
+		done <- attemptOutcome{err: err}
 		if !taken.CompareAndSwap(false, true) {
-			d.settleAbandoned(runCtx, it, rt, *le, res, err, start, latency, stuck.Load())
+			d.settleAbandoned(runCtx, it, rt, *le, err, start, latency, stuck.Load())
 		}
 	}()
 	var stuckAt <-chan time.Time
@@ -62,13 +61,13 @@ func (d *dispatcher) watchAttempt(runCtx context.Context, it dispatchItem, rt *r
 	for {
 		select {
 		case o := <-done:
-			return o.res, o.err, true
+			return o.err, true
 		case <-runCtx.Done():
 			if taken.CompareAndSwap(false, true) {
-				return Result{}, nil, false // the goroutine leaves the row pending
+				return nil, false // the goroutine leaves the row pending
 			}
 			o := <-done
-			return o.res, o.err, true
+			return o.err, true
 		case <-stuckAt:
 			stuckAt = nil
 			running := time.Since(began)
@@ -86,7 +85,7 @@ func (d *dispatcher) watchAttempt(runCtx context.Context, it dispatchItem, rt *r
 				continue // it returned just now: take its outcome
 			}
 			d.reportStuck(runCtx, rt, le, running)
-			return Result{}, nil, false
+			return nil, false
 		}
 	}
 }
@@ -117,7 +116,7 @@ func (d *dispatcher) stuckAttrs(rt *route, e *Event, running time.Duration) []sl
 // settleAbandoned settles an event whose worker abandoned its attempt, once the listener
 // has returned: after a hard stop the row stays pending; otherwise the outcome is
 // written with a statement of its own, as for any attempt.
-func (d *dispatcher) settleAbandoned(runCtx context.Context, it dispatchItem, rt *route, le Event, res Result, err error,
+func (d *dispatcher) settleAbandoned(runCtx context.Context, it dispatchItem, rt *route, le Event, err error,
 	start time.Time, latency time.Duration, wasStuck bool) {
 	e := it.ev
 	if wasStuck {
@@ -131,7 +130,7 @@ func (d *dispatcher) settleAbandoned(runCtx context.Context, it dispatchItem, rt
 		d.q.release(e.ID, d.cfg.Now(), false, time.Time{})
 		return
 	}
-	dec := d.decide(rt, &e, res, err, d.cfg.Now())
+	dec := d.decide(rt, &e, err, d.cfg.Now())
 	dec.listener = rt.name
 	dec, ok := d.runFallback(runCtx, rt, &e, dec, it.path)
 	if !ok {

@@ -302,7 +302,7 @@ func TestNotifierWakesDispatchersOfOtherProcesses(t *testing.T) {
 		if e, _ := store.Get(t.Context(), poison); e.Status != outbox.StatusDead {
 			t.Fatalf("poison event %s, want DEAD", e.Status)
 		}
-		if err := writer.Dead().Replay(t.Context(), poison); err != nil {
+		if err := writer.Events().Replay(t.Context(), poison); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait()

@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/outboxkit/outbox/core/adapterkit"
@@ -68,7 +71,18 @@ type Writer struct {
 	orders      *orderer
 	noHooksOnce sync.Once
 	unorderOnce sync.Once
+	// speedup names what delivers committed events sooner than the poller, when a
+	// transaction runs after-commit hooks: "hot path", "notifier", or "" when nothing
+	// does. A write that misses it is warned about (warnSlowWrite).
+	speedup string
+	// slowLogged is when warnSlowWrite last logged (UnixNano; 0 before the first line),
+	// slowSkipped the writes it warned about without logging since.
+	slowLogged  atomic.Int64
+	slowSkipped atomic.Int64
 }
+
+// slowWriteLogInterval is the least time between two lines of [Writer.warnSlowWrite].
+const slowWriteLogInterval = time.Minute
 
 // NewWriter returns a writer that inserts through store. It returns a [*ConfigError] for
 // a nil store, a negative MaxPayloadBytes or ClaimTTL, or an invalid NodeID.
@@ -112,11 +126,18 @@ func newWriter(store storage.Store, cfg writerConfig) (*Writer, error) {
 	if w.now == nil {
 		w.now = time.Now
 	}
+	switch {
+	case w.hot != nil && w.hot.hotEnabled():
+		w.speedup = "hot path"
+	case slices.ContainsFunc(w.hooks, func(h WriterHook) bool { _, ok := h.(notifyHook); return ok }):
+		w.speedup = "notifier"
+	}
 	return w, nil
 }
 
 // Write writes one event in the transaction tx and returns its ID, or "" when a
-// [WriterHook] suppressed the write. See [Writer.WriteAll] for the rules and errors.
+// [WriterHook] suppressed the write. See [Writer.WriteAll] for the rules and errors,
+// and for the transactions that take the hot path.
 func (w *Writer) Write(ctx context.Context, tx Executor, env Envelope) (string, error) {
 	ids, err := w.WriteAll(ctx, tx, []Envelope{env})
 	if err != nil || len(ids) == 0 {
@@ -128,9 +149,11 @@ func (w *Writer) Write(ctx context.Context, tx Executor, env Envelope) (string, 
 // WriteAll writes a batch of events with one INSERT in the transaction tx and returns
 // their IDs in order (none when a hook suppressed the batch).
 //
-// tx must be inside a transaction: a [*Tx], an adapter's transaction, or any executor
-// with Commit and Rollback such as *sql.Tx. Through a *Tx or an adapter's transaction
-// committed events take the hot path; through a bare *sql.Tx the poller delivers them.
+// tx must be inside a transaction. Through a [*Tx] ([RunInTx], [BeginTx]) or an
+// adapter's transaction, which run after-commit hooks, committed events take the hot
+// path; through any other (a bare *sql.Tx) the poller delivers them, up to
+// PollMaxInterval later, and a WARN names the caller and the fix, at most once a minute
+// per writer (docs/how-it-works.md; HotQueueSize -1 silences it).
 //
 // An envelope whose ID is already an event (committed, or written earlier in the same
 // transaction) is a no-op that returns its ID and leaves the transaction usable;
@@ -213,12 +236,17 @@ func (w *Writer) WriteAllReport(ctx context.Context, tx Executor, envs []Envelop
 		}
 	}
 	w.runHooks(ctx, "AfterWrite", events, WriterHook.AfterWrite)
+	if hooks == nil && w.speedup != "" {
+		w.warnSlowWrite(ctx, tx)
+	}
 	if keys != nil {
 		if hooks == nil {
-			w.unorderOnce.Do(func() {
-				w.logger.InfoContext(ctx, "transaction has no after-commit hooks; its ordered events wait for the poller's sweep (once per writer)",
-					slog.String("executor", fmt.Sprintf("%T", tx)))
-			})
+			if w.speedup == "" { // else warned above
+				w.unorderOnce.Do(func() {
+					w.logger.InfoContext(ctx, "transaction has no after-commit hooks; its ordered events wait for the poller's sweep (once per writer)",
+						slog.String("executor", fmt.Sprintf("%T", tx)))
+				})
+			}
 		} else if busy := waitingKeys(events, keys); busy != nil {
 			// These keys had events before this write: once it is visible, promote
 			// the key's next event, which may be one of these by then.
@@ -238,10 +266,12 @@ func (w *Writer) WriteAllReport(ctx context.Context, tx Executor, envs []Envelop
 	}
 	if len(w.hooks) > 0 {
 		if hooks == nil {
-			w.noHooksOnce.Do(func() {
-				w.logger.InfoContext(ctx, "transaction has no after-commit hooks; its events are delivered by the poller (once per writer)",
-					slog.String("executor", fmt.Sprintf("%T", tx)))
-			})
+			if w.speedup == "" { // else warned above
+				w.noHooksOnce.Do(func() {
+					w.logger.InfoContext(ctx, "transaction has no after-commit hooks; its events are delivered by the poller (once per writer)",
+						slog.String("executor", fmt.Sprintf("%T", tx)))
+				})
+			}
 		} else {
 			hookCtx := context.WithoutCancel(ctx)
 			// The hot path's copies of these events are read now: until the hooks have
@@ -262,6 +292,40 @@ func (w *Writer) WriteAllReport(ctx context.Context, tx Executor, envs []Envelop
 		}
 	}
 	return written, nil
+}
+
+// warnSlowWrite logs that a write through tx, a transaction without after-commit
+// hooks, missed w.speedup: at once the first time, then at most once per
+// slowWriteLogInterval, with the count of the writes it did not log in between.
+func (w *Writer) warnSlowWrite(ctx context.Context, tx Executor) {
+	now := time.Now().UnixNano()
+	last := w.slowLogged.Load()
+	if last != 0 && now-last < int64(slowWriteLogInterval) || !w.slowLogged.CompareAndSwap(last, now) {
+		w.slowSkipped.Add(1)
+		return
+	}
+	w.logger.LogAttrs(ctx, slog.LevelWarn, "transaction has no after-commit hooks: its events miss the "+w.speedup+
+		" and wait for the poller; write through outbox.RunInTx, outbox.BeginTx or an adapter's transaction "+
+		"(outboxgorm.Transaction, outboxbun.RunInTx, outboxsqlx.RunInTx)",
+		slog.String("executor", fmt.Sprintf("%T", tx)), slog.String("caller", callerOutside()),
+		slog.Int64("writes_not_logged", w.slowSkipped.Swap(0)))
+}
+
+// callerOutside returns "file:line" of the first caller outside this package and the
+// adapters, which call the writer for their own callers; "" when there is none.
+func callerOutside() string {
+	var pcs [32]uintptr
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs[:])])
+	for {
+		f, more := frames.Next()
+		if !strings.HasPrefix(f.Function, "github.com/outboxkit/outbox/core.") &&
+			!strings.HasPrefix(f.Function, "github.com/outboxkit/outbox/adapters/") {
+			return fmt.Sprintf("%s:%d", f.File, f.Line)
+		}
+		if !more {
+			return ""
+		}
+	}
 }
 
 // orderKeys gives the events their order keys (Config.OrderByAggregate), marks the

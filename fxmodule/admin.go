@@ -22,8 +22,8 @@ type AdminHandler struct{ http.Handler }
 type AdminParams struct {
 	fx.In
 
-	// Dead is the dead-event manager the handler lists and replays.
-	Dead *outbox.DeadEvents
+	// Events is the Outbox's events, which the handler lists and changes.
+	Events *outbox.Events
 	// Options configures the handler; supply them with fx.Supply(outboxadmin.Options{...}).
 	// Without them the handler answers every request with 401 (there is no authorizer).
 	Options outboxadmin.Options `optional:"true"`
@@ -34,7 +34,7 @@ type AdminParams struct {
 // does not mount the admin pays nothing. It returns outboxadmin.New's error for invalid
 // options.
 func NewAdmin(p AdminParams) (AdminHandler, error) {
-	h, err := outboxadmin.New(p.Dead, p.Options)
+	h, err := outboxadmin.New(p.Events, p.Options)
 	if err != nil {
 		return AdminHandler{}, err
 	}

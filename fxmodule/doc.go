@@ -21,7 +21,7 @@
 // Module is an fx.Option, so it goes to fx.New (or into another fx.Module), not to
 // fx.Provide: fx.New fails on fx.Provide(outboxfx.Module) with "fx.Option should be
 // passed to fx.New directly, not to fx.Provide". It provides *outbox.Outbox,
-// *outbox.Writer and *outbox.DeadEvents, and it always builds them, even when nothing in
+// *outbox.Writer and *outbox.Events, and it always builds them, even when nothing in
 // the app depends on them, so the outbox runs as soon as the module is added.
 //
 // # Why only a module
@@ -31,7 +31,7 @@
 // with [AsListener] are no such dependency: fx builds a value group only for a
 // constructor it is already building. Provided on its own, the constructor would build
 // the Outbox only if something took its *outbox.Writer (or the Outbox, or its
-// DeadEvents). An app that registers listeners but writes its events elsewhere (another
+// *outbox.Events). An app that registers listeners but writes its events elsewhere (another
 // service, a WriterOnly outbox, a migration) would start without a dispatcher or a
 // poller, and its events would stay NEW forever, with no error anywhere.
 //

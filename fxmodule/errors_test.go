@@ -188,7 +188,7 @@ func newPublishingListener(p *publisher) outboxfx.Listener {
 func newRecordingListenerForTest() *recordingListener { return newRecordingListener(false) }
 
 // TestNoConstructorForProvide checks that the package exports no function that
-// provides the Outbox, its writer or its dead-event manager: such a constructor, passed
+// provides the Outbox, its writer or its events: such a constructor, passed
 // to fx.Provide, would build the outbox only when something depends on one of them, and
 // an app with listeners but no such dependency would never start its dispatcher (see
 // "Why only a module" in the package documentation). Module is the only way in.
@@ -214,7 +214,7 @@ func TestNoConstructorForProvide(t *testing.T) {
 		t.Fatal("no source files found")
 	}
 	// The outbox's own types, and the package's fx.Out structs, which provide anything.
-	provides := map[string]bool{"*outbox.Outbox": true, "*outbox.Writer": true, "*outbox.DeadEvents": true}
+	provides := map[string]bool{"*outbox.Outbox": true, "*outbox.Writer": true, "*outbox.Events": true}
 	for _, f := range files {
 		ast.Inspect(f, func(n ast.Node) bool {
 			ts, ok := n.(*ast.TypeSpec)

@@ -151,7 +151,7 @@ func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // dispatchRecorder is an outbox.Metrics that reports every finished delivery attempt.
 // Dispatched is called after the outcome is written, so a received DispatchInfo with
-// OutcomeSuccess means the row is DONE.
+// OutcomeDone means the row is DONE.
 type dispatchRecorder struct {
 	outbox.NopMetrics
 	ch chan outbox.DispatchInfo
@@ -172,7 +172,7 @@ func (r *dispatchRecorder) await(t *testing.T, n int, path outbox.Path) {
 	for i := range n {
 		select {
 		case info := <-r.ch:
-			if info.Outcome != outbox.OutcomeSuccess || info.Path != path {
+			if info.Outcome != outbox.OutcomeDone || info.Path != path {
 				t.Errorf("delivery %d: %s through the %s path, want success through the %s path", i, info.Outcome, info.Path, path)
 			}
 		case <-timeout.C:

@@ -224,7 +224,7 @@ func TestFanOutFromGraph(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if n, err := ob.Dead().Count(context.Background(), outbox.DeadFilter{Listener: "read-model"}); err != nil || n != 0 {
+	if n, err := ob.Events().CountDead(context.Background(), outbox.DeadFilter{Listener: "read-model"}); err != nil || n != 0 {
 		t.Fatalf("dead deliveries of the read model: %d, %v", n, err)
 	}
 }

@@ -19,7 +19,7 @@ import (
 type Config outbox.Config
 
 // Module builds an [outbox.Outbox] and provides it, its writer (*outbox.Writer) and its
-// dead-event manager (*outbox.DeadEvents). It builds them even when nothing in the app
+// events (*outbox.Events, for inspection and replay). It builds them even when nothing in the app
 // depends on them, so adding the module is enough for the outbox to start and stop with
 // the app. It also provides the admin handler, [AdminHandler], built by [NewAdmin] when
 // something depends on it. Pass it to fx.New (or put it in another fx.Module), not to
@@ -75,8 +75,8 @@ type results struct {
 	Outbox *outbox.Outbox
 	// Writer is Outbox.Writer(), for business code that writes events.
 	Writer *outbox.Writer
-	// Dead is Outbox.Dead(), for code that inspects and replays dead events.
-	Dead *outbox.DeadEvents
+	// Events is Outbox.Events(), for code that inspects and replays events.
+	Events *outbox.Events
 }
 
 // newOutbox is the constructor behind [Module]: it builds the Outbox with [outbox.New]
@@ -102,5 +102,5 @@ func newOutbox(p params) (results, error) {
 		}
 	}
 	p.Lifecycle.Append(fx.Hook{OnStart: ob.Start, OnStop: ob.Stop})
-	return results{Outbox: ob, Writer: ob.Writer(), Dead: ob.Dead()}, nil
+	return results{Outbox: ob, Writer: ob.Writer(), Events: ob.Events()}, nil
 }

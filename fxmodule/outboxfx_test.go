@@ -55,7 +55,7 @@ func TestListenersOnlyAppDelivers(t *testing.T) {
 				outboxOption,
 				tb.provideDB(),
 				fx.Provide(outboxfx.AsListener(l.asListener())),
-				// Nothing takes the *outbox.Writer, the *outbox.Outbox or the DeadEvents.
+				// Nothing takes the *outbox.Writer, the *outbox.Outbox or the Events.
 			}
 		}
 
@@ -92,14 +92,14 @@ func TestListenersOnlyAppDelivers(t *testing.T) {
 
 // testHotPath starts an app wired with wiring, writes events in transactions and
 // checks that the hot path delivered them and that the app provides the writer and the
-// dead-event manager of the Outbox it provides.
+// events of the Outbox it provides.
 func testHotPath(t *testing.T, b backend, wiring fx.Option) {
 	tb := setup(t, b)
 	l := newRecordingListener(false)
 	var (
 		ob   *outbox.Outbox
 		w    *outbox.Writer
-		dead *outbox.DeadEvents
+		dead *outbox.Events
 	)
 	app := fxtest.New(t,
 		fx.Supply(tb.config()),
@@ -108,8 +108,8 @@ func testHotPath(t *testing.T, b backend, wiring fx.Option) {
 		fx.Provide(outboxfx.AsListener(l.asListener())),
 		fx.Populate(&ob, &w, &dead),
 	)
-	if w != ob.Writer() || dead != ob.Dead() {
-		t.Error("the provided writer and dead-event manager are not the Outbox's")
+	if w != ob.Writer() || dead != ob.Events() {
+		t.Error("the provided writer and events are not the Outbox's")
 	}
 	app.RequireStart()
 
@@ -127,7 +127,7 @@ func testHotPath(t *testing.T, b backend, wiring fx.Option) {
 	if !slices.Equal(got, written) {
 		t.Errorf("listener handled %v, want %v", got, written)
 	}
-	if n, err := dead.Count(t.Context(), outbox.DeadFilter{}); err != nil || n != 0 {
+	if n, err := dead.CountDead(t.Context(), outbox.DeadFilter{}); err != nil || n != 0 {
 		t.Errorf("dead events: %d, %v; want 0", n, err)
 	}
 }

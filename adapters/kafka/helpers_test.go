@@ -137,7 +137,7 @@ func (b *testBundle) event(t *testing.T, id string) outbox.Event {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	e, err := b.ob.Dead().Get(ctx, id)
+	e, err := b.ob.Events().Get(ctx, id)
 	if err != nil {
 		t.Fatalf("get event %s: %v", id, err)
 	}

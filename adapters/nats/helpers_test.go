@@ -269,7 +269,7 @@ func event(t *testing.T, ob *outbox.Outbox, id string) outbox.Event {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	e, err := ob.Dead().Get(ctx, id)
+	e, err := ob.Events().Get(ctx, id)
 	if err != nil {
 		t.Fatalf("get event %s: %v", id, err)
 	}
@@ -301,7 +301,7 @@ func waitStatus(t *testing.T, ob *outbox.Outbox, want outbox.Status, ids ...stri
 	pending := append([]string(nil), ids...)
 	waitFor(t, "events "+want.String(), func() (bool, string) {
 		for len(pending) > 0 {
-			e, err := ob.Dead().Get(ctx, pending[0])
+			e, err := ob.Events().Get(ctx, pending[0])
 			if err != nil {
 				return false, err.Error()
 			}

@@ -203,7 +203,7 @@ func TestServerRestart(t *testing.T) {
 	countDone := func() int {
 		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 		defer cancel()
-		st, err := ob.Dead().Stats(ctx)
+		st, err := ob.Events().Stats(ctx)
 		if err != nil {
 			t.Fatalf("stats: %v", err)
 		}

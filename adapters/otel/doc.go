@@ -63,12 +63,13 @@
 //	outbox.order_key          the order key, when set
 //	outbox.attempt            this attempt's number, from 1: failed attempts before it + 1 (a deferral does not count)
 //	outbox.instance           [Config.Instance], when set
-//	outbox.outcome            "success" or "failure", set when the attempt ends
+//	outbox.outcome            "done", "deferred" or "failure", set when the attempt ends
 //
 // A failed attempt also records its error as an exception event and has the status
-// Error. The outcome is the error the interceptors see: a ResultListener's Defer or Dead
-// result reaches them without an error, so its span says "success"; the metrics'
-// outbox.outcome tells deferred and dead apart.
+// Error. The outcome is the error the interceptors see: nil is done, the error of
+// [outbox.Defer] deferred (no failure: no attempt counted), any other error, [outbox.Dead]'s
+// included, failure; the metrics' outbox.outcome says whether a failure was retry, dead
+// or fallback.
 //
 // # Child or link
 //
@@ -102,11 +103,11 @@
 //	outbox.claims                counter         {claim}    MultiNode claims {outbox.claim.event: taken, renewed, lost, expired, released, taken_over}
 //
 // outbox.path is "hot" or "cold" and outbox.outcome is [outbox.Outcome]'s name
-// (success, failure, dead, deferred). The histograms advise the boundaries of
+// (done, retry, dead, deferred, fallback). The histograms advise the boundaries of
 // [DefaultBuckets]. The last four are observed when the SDK collects, from values the
 // outbox's calls store, so they cost the dispatch path an atomic store. The event type
 // attributes multiply the series by the number of (aggregate type, event type) pairs,
 // which code fixes; to drop them, give the MeterProvider a View on [ScopeName] with an
 // attribute filter. The table's own state (rows per status, the oldest pending row) is
-// not measured here; read it with [outbox.DeadEvents.Stats].
+// not measured here; read it with [outbox.Events.Stats].
 package outboxotel

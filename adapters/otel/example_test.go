@@ -80,7 +80,7 @@ func Example() {
 	// Output:
 	// message header traceparent: true
 	// POST /orders (server)
-	//   outbox deliver OrderPlaced (consumer) outcome=success
+	//   outbox deliver OrderPlaced (consumer) outcome=done
 	//     reserve stock (internal)
 }
 
@@ -135,7 +135,7 @@ func ExampleNewMetrics() {
 		}
 	}
 	// Output:
-	// outbox.dispatch.attempts outbox.aggregate.type=Order,outbox.event.type=OrderPlaced,outbox.instance=orders,outbox.outcome=success,outbox.path=hot 1
+	// outbox.dispatch.attempts outbox.aggregate.type=Order,outbox.event.type=OrderPlaced,outbox.instance=orders,outbox.outcome=done,outbox.path=hot 1
 }
 
 // openExampleDB opens a migrated SQLite database in a temporary directory.

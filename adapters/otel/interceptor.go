@@ -2,6 +2,7 @@ package outboxotel
 
 import (
 	"context"
+	"errors"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -31,10 +32,13 @@ const (
 	keyOutcome                = attribute.Key("outbox.outcome")
 )
 
-// The values of outbox.outcome on a delivery span.
+// The values of outbox.outcome on a delivery span: the names of [outbox.Outcome] where
+// the attempt's error decides it, and failure for an error whose outcome (retry, dead
+// or fallback) the attempt count and the policy decide after the span ends.
 const (
-	outcomeSuccess = "success"
-	outcomeFailure = "failure"
+	outcomeDone     = "done"
+	outcomeDeferred = "deferred"
+	outcomeFailure  = "failure"
 )
 
 // Interceptor returns the interceptor that traces every delivery attempt: put it first
@@ -50,9 +54,9 @@ const (
 // context Before returns carries the span and the extracted baggage, so the listener,
 // and a broker relay calling [Propagate], run inside it.
 //
-// After sets outbox.outcome to "success" when the attempt's error is nil and to
-// "failure" otherwise, records the error and sets the status Error on failure, and ends
-// the span. Neither method returns an error. The attributes are listed in the package
+// After sets outbox.outcome to "done" when the attempt's error is nil, to "deferred"
+// when it is [outbox.Defer]'s, and to "failure" otherwise, recording the error and
+// setting the status Error then, and ends the span. Neither method returns an error. The attributes are listed in the package
 // documentation.
 func Interceptor(cfg Config) outbox.Interceptor {
 	ic := interceptor{
@@ -115,8 +119,12 @@ func (ic interceptor) Before(ctx context.Context, e *outbox.Event) (context.Cont
 // After ends the delivery span that Before put in ctx; see [Interceptor].
 func (ic interceptor) After(ctx context.Context, _ *outbox.Event, err error) error {
 	span := trace.SpanFromContext(ctx)
-	if err == nil {
-		span.SetAttributes(keyOutcome.String(outcomeSuccess))
+	if de := (*outbox.DeferError)(nil); err == nil || errors.As(err, &de) {
+		outcome := outcomeDone
+		if err != nil {
+			outcome = outcomeDeferred // no failure: no attempt counted
+		}
+		span.SetAttributes(keyOutcome.String(outcome))
 	} else {
 		span.SetAttributes(keyOutcome.String(outcomeFailure))
 		span.RecordError(err)

@@ -87,7 +87,7 @@ func NewMetrics(cfg Config) (outbox.Metrics, error) {
 	m.coldEnqueued = counter("outbox.cold.enqueued", "{event}",
 		"Pending events the poller handed to the cold queue.")
 	m.dispatched = counter("outbox.dispatch.attempts", "{attempt}",
-		"Finished delivery attempts by path (hot, cold), outcome (success, failure: will be retried, dead, deferred: the listener asked for a later attempt), aggregate type and event type.")
+		"Finished delivery attempts by path (hot, cold), outcome (done, retry: failed and will be retried, dead, deferred: the listener asked for a later attempt, fallback: failed for good and handled by the fallback), aggregate type and event type.")
 	m.duration = histogram("outbox.dispatch.duration",
 		"Time the interceptors and the listener took for one delivery attempt.")
 	m.latency = histogram("outbox.dispatch.latency",

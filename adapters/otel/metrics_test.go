@@ -135,7 +135,7 @@ func TestMetricsDeliveries(t *testing.T) {
 	var ms map[string]metricdata.Metrics
 	waitFor(t, "the retry's successful attempt", func() bool {
 		ms = collect(t, reader)
-		n, _ := sumPoint(t, ms, "outbox.dispatch.attempts", attempt("cold", "success", "OrderShipped")...)
+		n, _ := sumPoint(t, ms, "outbox.dispatch.attempts", attempt("cold", "done", "OrderShipped")...)
 		return n == 1
 	})
 
@@ -152,9 +152,9 @@ func TestMetricsDeliveries(t *testing.T) {
 		t.Errorf("outbox.dispatch.duration unit = %q, want s", duration.Unit)
 	}
 	for _, a := range [][]attribute.KeyValue{
-		attempt("hot", "success", "OrderPlaced"),
-		attempt("hot", "failure", "OrderShipped"),
-		attempt("cold", "success", "OrderShipped"),
+		attempt("hot", "done", "OrderPlaced"),
+		attempt("hot", "retry", "OrderShipped"),
+		attempt("cold", "done", "OrderShipped"),
 	} {
 		if n, ok := sumPoint(t, ms, "outbox.dispatch.attempts", a...); n != 1 {
 			t.Errorf("outbox.dispatch.attempts%v = %d (present %v), want 1", a, n, ok)
@@ -293,13 +293,13 @@ func TestMetricsViewDropsEventTypes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.Dispatched(outbox.DispatchInfo{Outcome: outbox.OutcomeSuccess, EventType: "E1", AggregateType: "A"})
-	m.Dispatched(outbox.DispatchInfo{Outcome: outbox.OutcomeSuccess, EventType: "E2", AggregateType: "B"})
+	m.Dispatched(outbox.DispatchInfo{Outcome: outbox.OutcomeDone, EventType: "E1", AggregateType: "A"})
+	m.Dispatched(outbox.DispatchInfo{Outcome: outbox.OutcomeDone, EventType: "E2", AggregateType: "B"})
 	ms := collect(t, reader)
-	if n, ok := sumPoint(t, ms, "outbox.dispatch.attempts", kv("outbox.path", "hot", "outbox.outcome", "success")...); n != 2 {
-		t.Errorf("outbox.dispatch.attempts{hot, success} = %d (present %v), want 2 in one series", n, ok)
+	if n, ok := sumPoint(t, ms, "outbox.dispatch.attempts", kv("outbox.path", "hot", "outbox.outcome", "done")...); n != 2 {
+		t.Errorf("outbox.dispatch.attempts{hot, done} = %d (present %v), want 2 in one series", n, ok)
 	}
-	if dp, ok := histPoint(t, ms, "outbox.dispatch.duration", kv("outbox.path", "hot", "outbox.outcome", "success")...); dp.Count != 2 {
-		t.Errorf("outbox.dispatch.duration{hot, success} count = %d (present %v), want 2", dp.Count, ok)
+	if dp, ok := histPoint(t, ms, "outbox.dispatch.duration", kv("outbox.path", "hot", "outbox.outcome", "done")...); dp.Count != 2 {
+		t.Errorf("outbox.dispatch.duration{hot, done} count = %d (present %v), want 2", dp.Count, ok)
 	}
 }

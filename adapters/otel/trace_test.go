@@ -8,6 +8,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/baggage"
@@ -62,7 +63,7 @@ func TestSpanTree(t *testing.T) {
 		"outbox.tenant.id":         "acme",
 		"outbox.order_key":         "order-42",
 		"outbox.attempt":           int64(1),
-		"outbox.outcome":           "success",
+		"outbox.outcome":           "done",
 		"outbox.instance":          "orders",
 	})
 	if st := del.Status(); st.Code != codes.Unset {
@@ -92,6 +93,36 @@ func TestSpanOptionalAttributes(t *testing.T) {
 		"outbox.aggregate.type": outbox.GlobalAggregateType,
 		"outbox.attempt":        int64(1),
 	}, "outbox.aggregate.id", "outbox.tenant.id", "outbox.order_key", "outbox.instance")
+}
+
+// TestSpanDeferral checks that a deferral is no failure: its span says deferred, with
+// no error status nor exception, and the next attempt is still attempt 1.
+func TestSpanDeferral(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	b := setup(t, setupOptions{}, func(b *testBundle) error {
+		return b.ob.Register("Order", "OrderPlaced", outbox.ListenerFunc(func(context.Context, *outbox.Event) error {
+			if calls.Add(1) == 1 {
+				return outbox.Defer(time.Millisecond)
+			}
+			return nil
+		}))
+	})
+	id, _ := b.writeInSpan(t, outbox.Envelope{Type: "OrderPlaced", AggregateType: "Order", Payload: 1})
+
+	spans := b.deliverySpans(t, id, 2)
+	checkAttrs(t, attrs(spans[0]), map[attribute.Key]any{"outbox.attempt": int64(1), "outbox.outcome": "deferred"})
+	checkAttrs(t, attrs(spans[1]), map[attribute.Key]any{"outbox.attempt": int64(1), "outbox.outcome": "done"})
+	for i, s := range spans {
+		if st := s.Status(); st.Code != codes.Unset {
+			t.Errorf("span %d: status = %v %q, want unset", i+1, st.Code, st.Description)
+		}
+		for _, ev := range s.Events() {
+			if ev.Name == "exception" {
+				t.Errorf("span %d: exception event %v, want none", i+1, ev.Attributes)
+			}
+		}
+	}
 }
 
 // TestSpanFailureThenSuccess checks two attempts of one event: the failed one has status
@@ -130,7 +161,7 @@ func TestSpanFailureThenSuccess(t *testing.T) {
 	if !recorded {
 		t.Errorf("first attempt: no exception event with the error; events %v", first.Events())
 	}
-	checkAttrs(t, attrs(second), map[attribute.Key]any{"outbox.attempt": int64(2), "outbox.outcome": "success"})
+	checkAttrs(t, attrs(second), map[attribute.Key]any{"outbox.attempt": int64(2), "outbox.outcome": "done"})
 	if st := second.Status(); st.Code != codes.Unset {
 		t.Errorf("second attempt: status = %v %q, want unset", st.Code, st.Description)
 	}

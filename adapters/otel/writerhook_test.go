@@ -28,7 +28,7 @@ func TestStoredHeaders(t *testing.T) {
 	if want := map[string]string{"source": "checkout", "traceparent": "stale", "tracestate": "stale=1"}; !maps.Equal(headers, want) {
 		t.Errorf("the caller's headers became %v, want %v", headers, want)
 	}
-	e, err := b.ob.Dead().Get(ctx, id)
+	e, err := b.ob.Events().Get(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestStoredHeaders(t *testing.T) {
 	plain := b.write(t, ctx, outbox.Envelope{Type: "Ping", Payload: 1})
 	withHeaders := b.write(t, ctx, outbox.Envelope{Type: "Ping", Payload: 1, Headers: map[string]string{"k": "v"}})
 	for _, id := range []string{plain, withHeaders} {
-		e, err := b.ob.Dead().Get(ctx, id)
+		e, err := b.ob.Events().Get(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}

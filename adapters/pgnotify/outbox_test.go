@@ -5,6 +5,7 @@ package pgnotify_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"testing"
@@ -70,16 +71,16 @@ func setupE2E(t *testing.T) *e2eBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = b.dispatcher.Register("Order", "OrderPlaced", outbox.ResultListenerFunc(func(_ context.Context, e *outbox.Event) (outbox.Result, error) {
+	err = b.dispatcher.Register("Order", "OrderPlaced", outbox.ListenerFunc(func(_ context.Context, e *outbox.Event) error {
 		b.deliveries <- e.ID
 		b.mu.Lock()
 		dead := b.deadOnce[e.ID]
 		delete(b.deadOnce, e.ID)
 		b.mu.Unlock()
 		if dead {
-			return outbox.Dead("the test fails the first delivery"), nil
+			return outbox.Dead(errors.New("the test fails the first delivery"))
 		}
-		return outbox.Done(), nil
+		return nil
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +148,7 @@ func (b *e2eBundle) awaitStatus(t *testing.T, id string, want outbox.Status) {
 	t.Helper()
 	deadline := time.Now().Add(waitTimeout)
 	for {
-		e, err := b.dispatcher.Dead().Get(context.Background(), id)
+		e, err := b.dispatcher.Events().Get(context.Background(), id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -183,7 +184,7 @@ func TestOutboxDeliversOtherProcessesEventsOnNotification(t *testing.T) {
 	b.awaitDelivery(t, "order-2")
 	b.awaitStatus(t, "order-2", outbox.StatusDead)
 	wakes = b.wakes.n.Load()
-	if err := b.writer.Dead().Replay(context.Background(), "order-2"); err != nil {
+	if err := b.writer.Events().Replay(context.Background(), "order-2"); err != nil {
 		t.Fatalf("replay: %v", err)
 	}
 	b.awaitDelivery(t, "order-2")

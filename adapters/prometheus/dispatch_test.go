@@ -143,25 +143,25 @@ func (b *dispatchBundle) status(t *testing.T, id string) outbox.Status {
 	return e.Status
 }
 
-// dispatched returns outbox_dispatch_total{path, result}.
-func (b *dispatchBundle) dispatched(path, result string) float64 {
-	return testutil.ToFloat64(b.m.dispatchVec.WithLabelValues(path, result))
+// dispatched returns outbox_dispatch_total{path, outcome}.
+func (b *dispatchBundle) dispatched(path, outcome string) float64 {
+	return testutil.ToFloat64(b.m.dispatchVec.WithLabelValues(path, outcome))
 }
 
-// waitDispatched waits until outbox_dispatch_total{path, result} reaches want. The hook
+// waitDispatched waits until outbox_dispatch_total{path, outcome} reaches want. The hook
 // is called after the outcome is written, so waiting for the row is not enough.
-func (b *dispatchBundle) waitDispatched(t *testing.T, path, result string, want float64) {
+func (b *dispatchBundle) waitDispatched(t *testing.T, path, outcome string, want float64) {
 	t.Helper()
-	waitValue(t, b.reg, want, "outbox_dispatch_total", "path", path, "result", result)
+	waitValue(t, b.reg, want, "outbox_dispatch_total", "path", path, "outcome", outcome)
 }
 
 // wantDispatches checks every outbox_dispatch_total series: want lists the non-zero ones.
 func (b *dispatchBundle) wantDispatches(t *testing.T, want map[[2]string]float64) {
 	t.Helper()
 	for _, path := range pathNames {
-		for _, result := range resultNames {
-			if got := b.dispatched(path, result); got != want[[2]string{path, result}] {
-				t.Errorf("outbox_dispatch_total{path=%q,result=%q} = %v, want %v", path, result, got, want[[2]string{path, result}])
+		for _, outcome := range outcomeNames {
+			if got := b.dispatched(path, outcome); got != want[[2]string{path, outcome}] {
+				t.Errorf("outbox_dispatch_total{path=%q,outcome=%q} = %v, want %v", path, outcome, got, want[[2]string{path, outcome}])
 			}
 		}
 	}
@@ -175,7 +175,7 @@ func TestDispatchSuccessOnTheHotPath(t *testing.T) {
 		return ob.Register("Order", "OrderPlaced", outbox.ListenerFunc(func(context.Context, *outbox.Event) error { return nil }))
 	})
 	id := b.write(t, orderPlaced)
-	b.waitDispatched(t, "hot", "success", 1)
+	b.waitDispatched(t, "hot", "done", 1)
 	if s := b.status(t, id); s != outbox.StatusDone {
 		t.Fatalf("status %s", s)
 	}
@@ -187,15 +187,15 @@ func TestDispatchSuccessOnTheHotPath(t *testing.T) {
 			t.Errorf("%s = %v", name, got)
 		}
 	}
-	b.wantDispatches(t, map[[2]string]float64{{"hot", "success"}: 1})
+	b.wantDispatches(t, map[[2]string]float64{{"hot", "done"}: 1})
 	if n := value(t, b.reg, "outbox_dispatch_latency_seconds", "path", "hot"); n != 1 {
 		t.Errorf("hot latency observations = %v", n)
 	}
 	if n := value(t, b.reg, "outbox_dispatch_latency_seconds", "path", "cold"); n != 0 {
 		t.Errorf("cold latency observations = %v", n)
 	}
-	if n := value(t, b.reg, "outbox_listener_duration_seconds", "result", "success"); n != 1 {
-		t.Errorf("success duration observations = %v", n)
+	if n := value(t, b.reg, "outbox_listener_duration_seconds", "outcome", "done"); n != 1 {
+		t.Errorf("done duration observations = %v", n)
 	}
 }
 
@@ -238,21 +238,21 @@ func TestDispatchDropOnAFullHotQueue(t *testing.T) {
 		t.Errorf("queue_depth hot %v, cold %v; want 1, and 0 or 1", hot, cold)
 	}
 	close(release)
-	b.waitDispatched(t, "hot", "success", 2)
+	b.waitDispatched(t, "hot", "done", 2)
 
 	// The poll loop catches up with a drop at once, so it may have queued the dropped
 	// event already (0); either way the cold path delivers it, once.
 	if n := b.poll(t); n > 1 {
 		t.Fatalf("poll queued %d events, want at most the dropped one", n)
 	}
-	b.waitDispatched(t, "cold", "success", 1)
+	b.waitDispatched(t, "cold", "done", 1)
 	if s := b.status(t, dropped); s != outbox.StatusDone {
 		t.Fatalf("dropped event %s", s)
 	}
 	if got := testutil.ToFloat64(b.m.coldEnqueued); got != 1 {
 		t.Errorf("cold_enqueued_total = %v, want 1", got)
 	}
-	b.wantDispatches(t, map[[2]string]float64{{"hot", "success"}: 2, {"cold", "success"}: 1})
+	b.wantDispatches(t, map[[2]string]float64{{"hot", "done"}: 2, {"cold", "done"}: 1})
 	if n := value(t, b.reg, "outbox_dispatch_latency_seconds", "path", "cold"); n != 1 {
 		t.Errorf("cold latency observations = %v", n)
 	}
@@ -275,7 +275,7 @@ func TestDispatchRetryThenDead(t *testing.T) {
 		}))
 	})
 	id := b.write(t, orderPlaced)
-	b.waitDispatched(t, "hot", "failure", 1)
+	b.waitDispatched(t, "hot", "retry", 1)
 	// The poller reads the retry when it falls due (1 ms later), if the test's poll does
 	// not first.
 	b.pollUntil(t, "cold", "dead", 1)
@@ -285,17 +285,17 @@ func TestDispatchRetryThenDead(t *testing.T) {
 	if s := b.status(t, id); s != outbox.StatusDead {
 		t.Fatalf("after the second attempt: %s", s)
 	}
-	b.wantDispatches(t, map[[2]string]float64{{"hot", "failure"}: 1, {"cold", "dead"}: 1})
+	b.wantDispatches(t, map[[2]string]float64{{"hot", "retry"}: 1, {"cold", "dead"}: 1})
 	if got := testutil.ToFloat64(b.m.coldEnqueued); got != 1 {
 		t.Errorf("cold_enqueued_total = %v", got)
 	}
-	for result, want := range map[string]float64{"failure": 1, "dead": 1, "success": 0} {
-		if n := value(t, b.reg, "outbox_listener_duration_seconds", "result", result); n != want {
+	for result, want := range map[string]float64{"retry": 1, "dead": 1, "done": 0} {
+		if n := value(t, b.reg, "outbox_listener_duration_seconds", "outcome", result); n != want {
 			t.Errorf("%s duration observations = %v, want %v", result, n, want)
 		}
 	}
 
-	_, reg, _ := newStats(t, b.ob.Dead(), StatsOptions{})
+	_, reg, _ := newStats(t, b.ob.Events(), StatsOptions{})
 	g := scrape(t, reg)
 	if dead, up := value(t, g, "outbox_dead_events"), value(t, g, "outbox_stats_up"); dead != 1 || up != 1 {
 		t.Fatalf("stats: dead %v, up %v", dead, up)
@@ -309,22 +309,22 @@ func TestDispatchDeferredAndDeadResults(t *testing.T) {
 	calls := 0
 	b := setupDispatch(t, outbox.Config{}, func(ob *outbox.Outbox) error {
 		return errors.Join(
-			ob.Register("Order", "Deferred", outbox.ResultListenerFunc(func(context.Context, *outbox.Event) (outbox.Result, error) {
+			ob.Register("Order", "Deferred", outbox.ListenerFunc(func(context.Context, *outbox.Event) error {
 				calls++ // one worker: no concurrent calls
 				if calls == 1 {
-					return outbox.Defer(time.Millisecond), nil
+					return outbox.Defer(time.Millisecond)
 				}
-				return outbox.Done(), nil
+				return nil
 			})),
-			ob.Register("Order", "Poison", outbox.ResultListenerFunc(func(context.Context, *outbox.Event) (outbox.Result, error) {
-				return outbox.Dead("cannot be processed"), nil
+			ob.Register("Order", "Poison", outbox.ListenerFunc(func(context.Context, *outbox.Event) error {
+				return outbox.Dead(errors.New("cannot be processed"))
 			})),
 		)
 	})
 	deferred := b.write(t, outbox.Envelope{Type: "Deferred", AggregateType: "Order", Payload: 1})
 	b.waitDispatched(t, "hot", "deferred", 1)
 	// The poller reads it when it falls due (1 ms later), if the test's poll does not first.
-	b.pollUntil(t, "cold", "success", 1)
+	b.pollUntil(t, "cold", "done", 1)
 	if e, err := b.ob.Store().Get(t.Context(), deferred); err != nil || e.Status != outbox.StatusDone || e.Attempts != 0 {
 		t.Fatalf("deferred event %+v, %v; want DONE with no attempt counted", e, err)
 	}
@@ -338,7 +338,7 @@ func TestDispatchDeferredAndDeadResults(t *testing.T) {
 			t.Fatalf("event %s is %s, want DEAD", id, s)
 		}
 	}
-	b.wantDispatches(t, map[[2]string]float64{{"hot", "deferred"}: 1, {"cold", "success"}: 1, {"hot", "dead"}: 2})
+	b.wantDispatches(t, map[[2]string]float64{{"hot", "deferred"}: 1, {"cold", "done"}: 1, {"hot", "dead"}: 2})
 	if got := testutil.ToFloat64(b.m.hotEnqueued); got != 3 {
 		t.Errorf("hot_enqueued_total = %v, want 3", got)
 	}
@@ -375,7 +375,7 @@ func TestDispatchColdLatencyAndPollLag(t *testing.T) {
 	if lag := testutil.ToFloat64(b.m.pollLag); lag < 3600 || lag > 3600+300 {
 		t.Fatalf("poll_lag_seconds = %v, want about an hour", lag)
 	}
-	b.waitDispatched(t, "cold", "success", 1)
+	b.waitDispatched(t, "cold", "done", 1)
 	if sum := histSum(t, b.reg, "outbox_dispatch_latency_seconds", "path", "cold"); sum < 3600 {
 		t.Fatalf("cold latency sum = %v, want at least an hour", sum)
 	}

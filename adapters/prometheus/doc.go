@@ -18,7 +18,7 @@
 //	...
 //	ob, err := outbox.New(db, outbox.Config{Dialect: outbox.Postgres, Metrics: m})
 //	...
-//	stats, err := outboxprom.NewStatsCollector(ob.Dead(), outboxprom.StatsOptions{Instance: "orders"})
+//	stats, err := outboxprom.NewStatsCollector(ob.Events(), outboxprom.StatsOptions{Instance: "orders"})
 //	...
 //	if err := reg.Register(stats); err != nil { ... }
 //	http.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
@@ -35,8 +35,8 @@
 //	outbox_hot_dropped_total              counter    committed events the full (or stopped) hot queue refused; the poller delivers them
 //	outbox_hot_delayed_skipped_total      counter    committed events that skipped the hot queue because they are delayed
 //	outbox_cold_enqueued_total            counter    pending events the poller handed to the cold queue
-//	outbox_dispatch_total                 counter    finished delivery attempts {path, result}
-//	outbox_listener_duration_seconds      histogram  interceptors + listener time of an attempt {result}
+//	outbox_dispatch_total                 counter    finished delivery attempts {path, outcome}
+//	outbox_listener_duration_seconds      histogram  interceptors + listener time of an attempt {outcome}
 //	outbox_dispatch_latency_seconds       histogram  commit (hot) or due time (cold) to attempt start {path}
 //	outbox_queue_depth                    gauge      events waiting in the in-memory queue {path}
 //	outbox_poll_lag_seconds               gauge      age of the oldest due event the poller's last cycle saw
@@ -44,11 +44,11 @@
 //	outbox_claims_total                   counter    MultiNode claims {event: taken, renewed, lost, expired, released}
 //
 // The label path is "hot" (handed over after commit) or "cold" (read by the poller). The
-// label result maps [outbox.Outcome]:
+// label outcome is [outbox.Outcome]'s name:
 //
-//	success   OutcomeSuccess   the event is DONE
-//	failure   OutcomeFailure   the attempt failed (error, panic, timeout); the event is RETRY
-//	dead      OutcomeDead      the event is DEAD: attempts exhausted, Dead result, unrecoverable, unroutable or undecodable
+//	done      OutcomeDone      the event is DONE
+//	retry     OutcomeRetry     the attempt failed (error, panic, timeout, RetryAfter); the event is RETRY
+//	dead      OutcomeDead      the event is DEAD: attempts exhausted, Dead, ErrUnrecoverable, unroutable or undecodable
 //	deferred  OutcomeDeferred  the listener returned Defer; no attempt was counted
 //	fallback  OutcomeFallback  the event failed for good and its Subscription.Fallback handled it: FALLBACK
 //

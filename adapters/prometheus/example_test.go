@@ -47,7 +47,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	stats, err := outboxprom.NewStatsCollector(ob.Dead(), outboxprom.StatsOptions{Instance: "orders"})
+	stats, err := outboxprom.NewStatsCollector(ob.Events(), outboxprom.StatsOptions{Instance: "orders"})
 	if err != nil {
 		panic(err)
 	}
@@ -84,7 +84,7 @@ func Example() {
 	for sc.Scan() {
 		line := sc.Text()
 		for _, prefix := range []string{
-			"outbox_hot_enqueued_total", `outbox_dispatch_total{outbox="orders",path="hot",result="success"}`,
+			"outbox_hot_enqueued_total", `outbox_dispatch_total{outbox="orders",outcome="done",path="hot"}`,
 			"outbox_events{", "outbox_stats_up",
 		} {
 			if strings.HasPrefix(line, prefix) {
@@ -93,7 +93,7 @@ func Example() {
 		}
 	}
 	// Output:
-	// outbox_dispatch_total{outbox="orders",path="hot",result="success"} 1
+	// outbox_dispatch_total{outbox="orders",outcome="done",path="hot"} 1
 	// outbox_events{outbox="orders",status="dead"} 0
 	// outbox_events{outbox="orders",status="discarded"} 0
 	// outbox_events{outbox="orders",status="done"} 1

@@ -23,7 +23,7 @@ const InstanceLabel = "outbox"
 // The variable labels of the metrics.
 const (
 	labelPath          = "path"
-	labelResult        = "result"
+	labelOutcome       = "outcome"
 	labelAggregateType = "aggregate_type"
 	labelEventType     = "event_type"
 	labelListener      = "listener"
@@ -108,8 +108,8 @@ type Metrics struct {
 	claimsVec      *prometheus.CounterVec
 	claims         [outbox.ClaimTakenOver + 1]prometheus.Counter
 	depth          [numPaths]prometheus.Gauge
-	dispatch       [numPaths][numResults]prometheus.Counter
-	duration       [numResults]prometheus.Observer
+	dispatch       [numPaths][numOutcomes]prometheus.Counter
+	duration       [numOutcomes]prometheus.Observer
 	latency        [numPaths]prometheus.Observer
 
 	// The vectors, for Describe and Collect and for the series created per call.
@@ -127,16 +127,16 @@ var (
 	_ prometheus.Collector = (*Metrics)(nil)
 )
 
-// The paths and results in label order, indexed by pathIndex and resultIndex.
+// The paths and outcomes in label order, indexed by pathIndex and outcomeIndex.
 const (
-	numPaths   = 2
-	numResults = 5
+	numPaths    = 2
+	numOutcomes = 5
 )
 
 var (
-	pathNames   = [numPaths]string{outbox.PathHot.String(), outbox.PathCold.String()}
-	resultNames = [numResults]string{
-		outbox.OutcomeSuccess.String(), outbox.OutcomeFailure.String(),
+	pathNames    = [numPaths]string{outbox.PathHot.String(), outbox.PathCold.String()}
+	outcomeNames = [numOutcomes]string{
+		outbox.OutcomeDone.String(), outbox.OutcomeRetry.String(),
 		outbox.OutcomeDead.String(), outbox.OutcomeDeferred.String(), outbox.OutcomeFallback.String(),
 	}
 )
@@ -150,13 +150,13 @@ func pathIndex(p outbox.Path) int {
 	return 1
 }
 
-// resultIndex maps an outcome to its index in resultNames, or reports false for an
+// outcomeIndex maps an outcome to its index in outcomeNames, or reports false for an
 // outcome this package does not know.
-func resultIndex(o outbox.Outcome) (int, bool) {
+func outcomeIndex(o outbox.Outcome) (int, bool) {
 	switch o {
-	case outbox.OutcomeSuccess:
+	case outbox.OutcomeDone:
 		return 0, true
-	case outbox.OutcomeFailure:
+	case outbox.OutcomeRetry:
 		return 1, true
 	case outbox.OutcomeDead:
 		return 2, true
@@ -219,8 +219,8 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 	}, []string{labelPath})
 	m.collectors = append(m.collectors, depthVec)
 
-	dispatchLabels := []string{labelPath, labelResult}
-	durationLabels := []string{labelResult}
+	dispatchLabels := []string{labelPath, labelOutcome}
+	durationLabels := []string{labelOutcome}
 	if m.eventTypes {
 		dispatchLabels = append(dispatchLabels, labelAggregateType, labelEventType)
 		durationLabels = append(durationLabels, labelAggregateType, labelEventType)
@@ -231,11 +231,11 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 	}
 	m.dispatchVec = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: m.namespace, Name: "dispatch_total", ConstLabels: m.instanceLabels,
-		Help: "Finished delivery attempts by path (hot, cold) and result (success, failure: will be retried, dead, deferred: listener asked for a later attempt, fallback: failed for good and handled by the fallback).",
+		Help: "Finished delivery attempts by path (hot, cold) and outcome (done, retry: failed and will be retried, dead, deferred: the listener asked for a later attempt, fallback: failed for good and handled by the fallback).",
 	}, dispatchLabels)
 	m.durationVec = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: m.namespace, Name: "listener_duration_seconds", ConstLabels: m.instanceLabels,
-		Help:    "Time the interceptors and the listener took for one delivery attempt, by result.",
+		Help:    "Time the interceptors and the listener took for one delivery attempt, by outcome.",
 		Buckets: opts.DurationBuckets,
 	}, durationLabels)
 	latencyVec := prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -251,14 +251,14 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 		m.depth[p] = depthVec.WithLabelValues(path)
 		m.latency[p] = latencyVec.WithLabelValues(path)
 		if !m.perCall() {
-			for r, result := range resultNames {
-				m.dispatch[p][r] = m.dispatchVec.WithLabelValues(path, result)
+			for r, outcome := range outcomeNames {
+				m.dispatch[p][r] = m.dispatchVec.WithLabelValues(path, outcome)
 			}
 		}
 	}
 	if !m.perCall() {
-		for r, result := range resultNames {
-			m.duration[r] = m.durationVec.WithLabelValues(result)
+		for r, outcome := range outcomeNames {
+			m.duration[r] = m.durationVec.WithLabelValues(outcome)
 		}
 	}
 
@@ -336,12 +336,12 @@ func (m *Metrics) KeysHeld(n int) { m.keysHeld.Set(float64(n)) }
 
 // Dispatched increments outbox_dispatch_total and observes the attempt's duration in
 // outbox_listener_duration_seconds and its latency in outbox_dispatch_latency_seconds.
-// The result label is info.Outcome's name (success, failure, dead or deferred; see the
-// package documentation) and the path label info.Path's (hot or cold).
+// The outcome label is info.Outcome's name (done, retry, dead, deferred or fallback;
+// see the package documentation) and the path label info.Path's (hot or cold).
 func (m *Metrics) Dispatched(info outbox.DispatchInfo) {
 	p := pathIndex(info.Path)
 	m.latency[p].Observe(info.Latency.Seconds())
-	r, known := resultIndex(info.Outcome)
+	r, known := outcomeIndex(info.Outcome)
 	if known && !m.perCall() {
 		m.dispatch[p][r].Inc()
 		m.duration[r].Observe(info.Duration.Seconds())
@@ -349,12 +349,12 @@ func (m *Metrics) Dispatched(info outbox.DispatchInfo) {
 	}
 	// Series created per call: an outcome added to core after this package was
 	// written, or the event type labels.
-	result := info.Outcome.String()
+	outcome := info.Outcome.String()
 	if known {
-		result = resultNames[r]
+		outcome = outcomeNames[r]
 	}
-	dl := []string{pathNames[p], result}
-	hl := []string{result}
+	dl := []string{pathNames[p], outcome}
+	hl := []string{outcome}
 	if m.eventTypes {
 		agg, typ := labelValue(info.AggregateType), labelValue(info.EventType)
 		dl = append(dl, agg, typ)
@@ -373,7 +373,7 @@ func (m *Metrics) Dispatched(info outbox.DispatchInfo) {
 }
 
 // perCall reports whether Dispatched looks its series up per call (labels beyond path
-// and result).
+// and outcome).
 func (m *Metrics) perCall() bool { return m.eventTypes || m.listeners }
 
 // labelValue makes s a valid label value: the registry rejects invalid UTF-8.

@@ -55,10 +55,10 @@ func TestNewAcceptsCustomOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Dispatched(outbox.DispatchInfo{Path: outbox.PathHot, Duration: 500 * time.Millisecond, Latency: time.Second})
-	if got := value(t, reg, "shop_outbox_dispatch_total", "path", "hot", "result", "success"); got != 1 {
+	if got := value(t, reg, "shop_outbox_dispatch_total", "path", "hot", "outcome", "done"); got != 1 {
 		t.Fatalf("dispatch_total = %v", got)
 	}
-	s, _ := series(t, reg, "shop_outbox_listener_duration_seconds", "result", "success")
+	s, _ := series(t, reg, "shop_outbox_listener_duration_seconds", "outcome", "done")
 	if b := s.GetHistogram().GetBucket(); len(b) != 2 || b[0].GetUpperBound() != 0.1 || b[1].GetCumulativeCount() != 1 {
 		t.Fatalf("duration buckets %v", b)
 	}
@@ -163,10 +163,10 @@ func TestMetricsHookMethods(t *testing.T) {
 		outcome outbox.Outcome
 		n       int
 	}{
-		{outbox.PathHot, outbox.OutcomeSuccess, 3},
-		{outbox.PathHot, outbox.OutcomeFailure, 2},
+		{outbox.PathHot, outbox.OutcomeDone, 3},
+		{outbox.PathHot, outbox.OutcomeRetry, 2},
 		{outbox.PathHot, outbox.OutcomeDeferred, 1},
-		{outbox.PathCold, outbox.OutcomeSuccess, 1},
+		{outbox.PathCold, outbox.OutcomeDone, 1},
 		{outbox.PathCold, outbox.OutcomeDead, 4},
 	} {
 		for range d.n {
@@ -177,18 +177,18 @@ func TestMetricsHookMethods(t *testing.T) {
 # HELP outbox_cold_enqueued_total Pending events the poller handed to the cold queue.
 # TYPE outbox_cold_enqueued_total counter
 outbox_cold_enqueued_total 1
-# HELP outbox_dispatch_total Finished delivery attempts by path (hot, cold) and result (success, failure: will be retried, dead, deferred: listener asked for a later attempt, fallback: failed for good and handled by the fallback).
+# HELP outbox_dispatch_total Finished delivery attempts by path (hot, cold) and outcome (done, retry: failed and will be retried, dead, deferred: the listener asked for a later attempt, fallback: failed for good and handled by the fallback).
 # TYPE outbox_dispatch_total counter
-outbox_dispatch_total{path="cold",result="dead"} 4
-outbox_dispatch_total{path="cold",result="deferred"} 0
-outbox_dispatch_total{path="cold",result="failure"} 0
-outbox_dispatch_total{path="cold",result="fallback"} 0
-outbox_dispatch_total{path="cold",result="success"} 1
-outbox_dispatch_total{path="hot",result="dead"} 0
-outbox_dispatch_total{path="hot",result="deferred"} 1
-outbox_dispatch_total{path="hot",result="failure"} 2
-outbox_dispatch_total{path="hot",result="fallback"} 0
-outbox_dispatch_total{path="hot",result="success"} 3
+outbox_dispatch_total{outcome="dead",path="cold"} 4
+outbox_dispatch_total{outcome="dead",path="hot"} 0
+outbox_dispatch_total{outcome="deferred",path="cold"} 0
+outbox_dispatch_total{outcome="deferred",path="hot"} 1
+outbox_dispatch_total{outcome="done",path="cold"} 1
+outbox_dispatch_total{outcome="done",path="hot"} 3
+outbox_dispatch_total{outcome="fallback",path="cold"} 0
+outbox_dispatch_total{outcome="fallback",path="hot"} 0
+outbox_dispatch_total{outcome="retry",path="cold"} 0
+outbox_dispatch_total{outcome="retry",path="hot"} 2
 # HELP outbox_hot_delayed_skipped_total Committed events that skipped the hot queue because their delivery is delayed; the poller delivers them when due.
 # TYPE outbox_hot_delayed_skipped_total counter
 outbox_hot_delayed_skipped_total 1
@@ -216,10 +216,10 @@ outbox_queue_depth{path="hot"} 7
 	}{
 		{"outbox_dispatch_latency_seconds", "path", "hot", 6},
 		{"outbox_dispatch_latency_seconds", "path", "cold", 5},
-		{"outbox_listener_duration_seconds", "result", "success", 4},
-		{"outbox_listener_duration_seconds", "result", "failure", 2},
-		{"outbox_listener_duration_seconds", "result", "dead", 4},
-		{"outbox_listener_duration_seconds", "result", "deferred", 1},
+		{"outbox_listener_duration_seconds", "outcome", "done", 4},
+		{"outbox_listener_duration_seconds", "outcome", "retry", 2},
+		{"outbox_listener_duration_seconds", "outcome", "dead", 4},
+		{"outbox_listener_duration_seconds", "outcome", "deferred", 1},
 	} {
 		if got := value(t, reg, c.name, c.label, c.value); got != c.count {
 			t.Errorf("%s{%s=%q} count = %v, want %v", c.name, c.label, c.value, got, c.count)
@@ -228,7 +228,7 @@ outbox_queue_depth{path="hot"} 7
 	if got := histSum(t, reg, "outbox_dispatch_latency_seconds", "path", "hot"); math.Abs(got-12) > 1e-9 {
 		t.Errorf("hot latency sum = %v, want 12", got)
 	}
-	if got := histSum(t, reg, "outbox_listener_duration_seconds", "result", "dead"); math.Abs(got-0.08) > 1e-9 {
+	if got := histSum(t, reg, "outbox_listener_duration_seconds", "outcome", "dead"); math.Abs(got-0.08) > 1e-9 {
 		t.Errorf("dead duration sum = %v, want 0.08", got)
 	}
 	m.KeysHeld(4)
@@ -257,10 +257,10 @@ func TestMetricsUnknownOutcome(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Dispatched(outbox.DispatchInfo{Path: outbox.PathCold, Outcome: outbox.Outcome(42)})
-	if got := value(t, reg, "outbox_dispatch_total", "path", "cold", "result", "unknown"); got != 1 {
+	if got := value(t, reg, "outbox_dispatch_total", "path", "cold", "outcome", "unknown"); got != 1 {
 		t.Fatalf("unknown outcome counted %v", got)
 	}
-	if got := value(t, reg, "outbox_listener_duration_seconds", "result", "unknown"); got != 1 {
+	if got := value(t, reg, "outbox_listener_duration_seconds", "outcome", "unknown"); got != 1 {
 		t.Fatalf("unknown outcome duration count %v", got)
 	}
 }
@@ -272,21 +272,21 @@ func TestMetricsEventTypeLabels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	placed := outbox.DispatchInfo{Path: outbox.PathHot, Outcome: outbox.OutcomeSuccess, AggregateType: "Order", EventType: "OrderPlaced"}
+	placed := outbox.DispatchInfo{Path: outbox.PathHot, Outcome: outbox.OutcomeDone, AggregateType: "Order", EventType: "OrderPlaced"}
 	m.Dispatched(placed)
 	m.Dispatched(placed)
 	m.Dispatched(outbox.DispatchInfo{Path: outbox.PathCold, Outcome: outbox.OutcomeDead, AggregateType: "Order", EventType: "Bad\xffType"})
 	err = testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP outbox_dispatch_total Finished delivery attempts by path (hot, cold) and result (success, failure: will be retried, dead, deferred: listener asked for a later attempt, fallback: failed for good and handled by the fallback).
+# HELP outbox_dispatch_total Finished delivery attempts by path (hot, cold) and outcome (done, retry: failed and will be retried, dead, deferred: the listener asked for a later attempt, fallback: failed for good and handled by the fallback).
 # TYPE outbox_dispatch_total counter
-outbox_dispatch_total{aggregate_type="Order",event_type="Bad`+"\uFFFD"+`Type",outbox="orders",path="cold",result="dead"} 1
-outbox_dispatch_total{aggregate_type="Order",event_type="OrderPlaced",outbox="orders",path="hot",result="success"} 2
+outbox_dispatch_total{aggregate_type="Order",event_type="Bad`+"\uFFFD"+`Type",outbox="orders",outcome="dead",path="cold"} 1
+outbox_dispatch_total{aggregate_type="Order",event_type="OrderPlaced",outbox="orders",outcome="done",path="hot"} 2
 `), "outbox_dispatch_total")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := value(t, reg, "outbox_listener_duration_seconds",
-		"outbox", "orders", "result", "success", "aggregate_type", "Order", "event_type", "OrderPlaced"); got != 2 {
+		"outbox", "orders", "outcome", "done", "aggregate_type", "Order", "event_type", "OrderPlaced"); got != 2 {
 		t.Fatalf("duration count = %v", got)
 	}
 	// The latency histogram keeps only the path label.
@@ -302,19 +302,19 @@ func TestMetricsListenerLabels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.Dispatched(outbox.DispatchInfo{Path: outbox.PathHot, Outcome: outbox.OutcomeSuccess, Listener: "mailer"})
-	m.Dispatched(outbox.DispatchInfo{Path: outbox.PathHot, Outcome: outbox.OutcomeSuccess, Listener: "mailer"})
+	m.Dispatched(outbox.DispatchInfo{Path: outbox.PathHot, Outcome: outbox.OutcomeDone, Listener: "mailer"})
+	m.Dispatched(outbox.DispatchInfo{Path: outbox.PathHot, Outcome: outbox.OutcomeDone, Listener: "mailer"})
 	m.Dispatched(outbox.DispatchInfo{Path: outbox.PathCold, Outcome: outbox.OutcomeDead})
 	err = testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP outbox_dispatch_total Finished delivery attempts by path (hot, cold) and result (success, failure: will be retried, dead, deferred: listener asked for a later attempt, fallback: failed for good and handled by the fallback).
+# HELP outbox_dispatch_total Finished delivery attempts by path (hot, cold) and outcome (done, retry: failed and will be retried, dead, deferred: the listener asked for a later attempt, fallback: failed for good and handled by the fallback).
 # TYPE outbox_dispatch_total counter
-outbox_dispatch_total{listener="",path="cold",result="dead"} 1
-outbox_dispatch_total{listener="mailer",path="hot",result="success"} 2
+outbox_dispatch_total{listener="",outcome="dead",path="cold"} 1
+outbox_dispatch_total{listener="mailer",outcome="done",path="hot"} 2
 `), "outbox_dispatch_total")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := value(t, reg, "outbox_listener_duration_seconds", "result", "success", "listener", "mailer"); got != 2 {
+	if got := value(t, reg, "outbox_listener_duration_seconds", "outcome", "done", "listener", "mailer"); got != 2 {
 		t.Fatalf("duration count = %v", got)
 	}
 }
@@ -326,7 +326,7 @@ func TestMetricsHookDoesNotAllocate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	info := outbox.DispatchInfo{Path: outbox.PathCold, Outcome: outbox.OutcomeFailure, EventType: "OrderPlaced",
+	info := outbox.DispatchInfo{Path: outbox.PathCold, Outcome: outbox.OutcomeRetry, EventType: "OrderPlaced",
 		AggregateType: "Order", Duration: time.Millisecond, Latency: time.Second}
 	allocs := testing.AllocsPerRun(200, func() {
 		m.HotEnqueued()

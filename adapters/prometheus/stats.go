@@ -22,14 +22,14 @@ const (
 	DefaultStatsCacheTTL = 5 * time.Second
 )
 
-// StatsSource reports the outbox table's statistics. [*outbox.DeadEvents] (what
-// [outbox.Outbox.Dead] returns) and every storage.StatsStore satisfy it.
+// StatsSource reports the outbox table's statistics. [*outbox.Events] (what
+// [outbox.Outbox.Events] returns) and every storage.StatsStore satisfy it.
 type StatsSource interface {
 	Stats(ctx context.Context) (outbox.Stats, error)
 }
 
 var (
-	_ StatsSource = (*outbox.DeadEvents)(nil)
+	_ StatsSource = (*outbox.Events)(nil)
 	_ StatsSource = storage.StatsStore(nil)
 )
 
@@ -134,7 +134,7 @@ type statsRead struct {
 }
 
 // NewStatsCollector returns a collector of the statistics of src, typically
-// [outbox.Outbox.Dead]. Register it on your registry (reg.Register); registering two
+// [outbox.Outbox.Events]. Register it on your registry (reg.Register); registering two
 // with the same Namespace and Instance on one registry fails with a
 // prometheus.AlreadyRegisteredError.
 //

@@ -92,7 +92,7 @@ func TestStatsCollectorOnDatabases(t *testing.T) {
 	t.Parallel()
 	forEachDB(t, func(t *testing.T, b dbBackend) {
 		s := setupStatsTable(t, b)
-		sc, reg, logs := newStats(t, s.ob.Dead(), StatsOptions{Instance: "orders", CacheTTL: -1})
+		sc, reg, logs := newStats(t, s.ob.Events(), StatsOptions{Instance: "orders", CacheTTL: -1})
 
 		// An empty table.
 		err := testutil.CollectAndCompare(sc, strings.NewReader(`
@@ -223,7 +223,7 @@ func TestStatsCollectorLockedTablePostgres(t *testing.T) {
 	b := dbBackends[1]
 	s := setupStatsTable(t, b)
 	s.insert(t, "e-1", time.Minute, outbox.StatusNew)
-	_, reg, logs := newStats(t, s.ob.Dead(), StatsOptions{Timeout: 300 * time.Millisecond, CacheTTL: -1})
+	_, reg, logs := newStats(t, s.ob.Events(), StatsOptions{Timeout: 300 * time.Millisecond, CacheTTL: -1})
 
 	ctx := context.Background()
 	tx, err := s.db.BeginTx(ctx, nil)

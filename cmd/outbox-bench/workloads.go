@@ -247,7 +247,7 @@ func newBenchMetrics(target int) *benchMetrics {
 }
 
 func (m *benchMetrics) Dispatched(info outbox.DispatchInfo) {
-	if info.Outcome != outbox.OutcomeSuccess {
+	if info.Outcome != outbox.OutcomeDone {
 		m.failures.Add(1)
 		return
 	}

@@ -23,7 +23,7 @@ type auditEntry struct {
 func (c *cli) audit(ctx context.Context, args []string) error {
 	fs := c.flags("audit", "audit [-limit N] [-before ID]")
 	var q outbox.AuditQuery
-	fs.IntVar(&q.Limit, "limit", outbox.DefaultDeadPageSize, fmt.Sprintf("entries per page (at most %d)", outbox.MaxDeadPageSize))
+	fs.IntVar(&q.Limit, "limit", outbox.DefaultPageSize, fmt.Sprintf("entries per page (at most %d)", outbox.MaxPageSize))
 	fs.StringVar(&q.Before, "before", "", "list the entries older than entry `ID` (as a previous page printed)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -31,8 +31,8 @@ func (c *cli) audit(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return usagef("audit takes flags only")
 	}
-	if q.Limit < 1 || q.Limit > outbox.MaxDeadPageSize {
-		return usagef("audit: -limit must be between 1 and %d", outbox.MaxDeadPageSize)
+	if q.Limit < 1 || q.Limit > outbox.MaxPageSize {
+		return usagef("audit: -limit must be between 1 and %d", outbox.MaxPageSize)
 	}
 	dead, err := c.dead()
 	if err != nil {

@@ -23,14 +23,14 @@ type action struct {
 }
 
 // actionOf returns the action of cmd on d.
-func actionOf(d *outbox.DeadEvents, cmd string) action {
+func actionOf(d *outbox.Events, cmd string) action {
 	switch cmd {
 	case "replay":
-		return action{"replayed", "not DEAD", d.Replay, d.ReplayEvents}
+		return action{"replayed", "not DEAD", d.Replay, d.ReplayIDs}
 	case "discard":
-		return action{"discarded", "DONE, FALLBACK or DISCARDED already", d.Discard, d.DiscardEvents}
+		return action{"discarded", "DONE, FALLBACK or DISCARDED already", d.Discard, d.DiscardIDs}
 	default:
-		return action{"deleted", "not DEAD", d.Delete, d.DeleteEvents}
+		return action{"deleted", "not DEAD", d.Delete, d.DeleteIDs}
 	}
 }
 
@@ -148,7 +148,7 @@ func (c *cli) replayAll(ctx context.Context, f outbox.DeadFilter, yes bool) erro
 	if err := c.requireLatest(ctx, "replay -all"); err != nil {
 		return err
 	}
-	n, err := dead.Count(ctx, f)
+	n, err := dead.CountDead(ctx, f)
 	if err != nil {
 		return asUsage(err)
 	}

@@ -106,7 +106,7 @@ func (c *cli) list(ctx context.Context, args []string) error {
 	fs.Var(timeFlag{&q.From}, "from", "only events at or after this RFC 3339 `time` (created, or finished for done, fallback and discarded)")
 	fs.Var(timeFlag{&q.To}, "to", "only events before this RFC 3339 `time`")
 	fs.BoolVar(&q.Newest, "newest", false, "newest first (default oldest first)")
-	fs.IntVar(&q.Limit, "limit", outbox.DefaultDeadPageSize, fmt.Sprintf("events per page (at most %d)", outbox.MaxDeadPageSize))
+	fs.IntVar(&q.Limit, "limit", outbox.DefaultPageSize, fmt.Sprintf("events per page (at most %d)", outbox.MaxPageSize))
 	after := fs.String("after", "", "continue after the `cursor` a previous page printed")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -114,8 +114,8 @@ func (c *cli) list(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return usagef("events list takes flags only")
 	}
-	if q.Limit < 1 || q.Limit > outbox.MaxDeadPageSize {
-		return usagef("events list: -limit must be between 1 and %d", outbox.MaxDeadPageSize)
+	if q.Limit < 1 || q.Limit > outbox.MaxPageSize {
+		return usagef("events list: -limit must be between 1 and %d", outbox.MaxPageSize)
 	}
 	if *after != "" {
 		cur, err := decodeCursor(*after)
@@ -128,7 +128,7 @@ func (c *cli) list(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	page, err := dead.Events(ctx, q)
+	page, err := dead.List(ctx, q)
 	if err != nil {
 		return asUsage(err)
 	}

@@ -322,16 +322,16 @@ func (c *cli) open(ctx context.Context, kind, dsn string) error {
 
 // dead returns the event manager of a WriterOnly outbox on the table (it starts
 // nothing).
-func (c *cli) dead() (*outbox.DeadEvents, error) {
+func (c *cli) dead() (*outbox.Events, error) {
 	if c.ob != nil {
-		return c.ob.Dead(), nil
+		return c.ob.Events(), nil
 	}
 	ob, err := outbox.New(c.db, outbox.Config{Mode: outbox.WriterOnly, Dialect: c.dialect, Table: c.table, PurgeInterval: -1})
 	if err != nil {
 		return nil, asUsage(err)
 	}
 	c.ob = ob
-	return ob.Dead(), nil
+	return ob.Events(), nil
 }
 
 // asUsage turns a *ConfigError (a bad table name) or an error wrapping

@@ -13,7 +13,7 @@ const (
 	AuditDiscard   = "discard"    // events discarded
 )
 
-// AuditEntry is one row of the audit trail: a change made through outbox.DeadEvents.
+// AuditEntry is one row of the audit trail: a change made through outbox.Events.
 type AuditEntry struct {
 	ID     string    // a ULID: entries sort by time
 	At     time.Time // when the change finished
@@ -23,7 +23,7 @@ type AuditEntry struct {
 	Count  int64     // how many events it changed
 }
 
-// AuditError is the error of a change of outbox.DeadEvents whose audit entry could not be
+// AuditError is the error of a change of outbox.Events whose audit entry could not be
 // written; errors.As finds it.
 type AuditError struct {
 	// Action is the change: AuditReplay, AuditReplayAll, AuditDelete or AuditDiscard.

@@ -169,7 +169,7 @@ const (
 	// handled the event; terminal, purged like DONE and DEAD, and it lets its order key
 	// move on like DONE.
 	StatusFallback Status = 5
-	// StatusDiscarded: an operator discarded the event (outbox.DeadEvents.Discard); final,
+	// StatusDiscarded: an operator discarded the event (outbox.Events.Discard); final,
 	// never delivered, kept until the purge (as DEAD rows are) and releasing its order key.
 	StatusDiscarded Status = 6
 )

@@ -11,7 +11,7 @@ import (
 // MaxErrorSearchLen bounds [EventFilter.ErrorContains].
 const MaxErrorSearchLen = 256
 
-// EventFilter narrows the lists of outbox.DeadEvents.Events. Empty fields match every event.
+// EventFilter narrows the lists of outbox.Events.List. Empty fields match every event.
 type EventFilter struct {
 	EventType     string
 	AggregateType string
@@ -137,7 +137,7 @@ type GroupCount struct {
 	N             int64
 }
 
-// EventCounts is the answer of outbox.DeadEvents.CountEvents.
+// EventCounts is the answer of outbox.Events.Count.
 type EventCounts struct {
 	EventCount
 	// Groups are the counts per aggregate type, event type and listener of the events

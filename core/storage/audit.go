@@ -10,7 +10,7 @@ import (
 
 // AuditStore is implemented by a [Store] that keeps the audit trail (the SQL store keeps
 // it in the table <table>_audit, which the admin migration creates). Without it the
-// changes of outbox.DeadEvents are made but not recorded, and outbox.DeadEvents.Audit returns an
+// changes of outbox.Events are made but not recorded, and outbox.Events.Audit returns an
 // error matching errors.ErrUnsupported.
 type AuditStore interface {
 	// RecordAudit stores e.
@@ -20,10 +20,10 @@ type AuditStore interface {
 	ListAudit(ctx context.Context, p ListAuditParams) ([]outboxtype.AuditEntry, error)
 }
 
-// AuditedStore is implemented by an [AuditStore] that makes a change of outbox.DeadEvents
+// AuditedStore is implemented by an [AuditStore] that makes a change of outbox.Events
 // and stores its audit entry in one transaction (the SQL store does): both are stored
 // or neither, so a change whose entry cannot be written is not made. Without it,
-// DeadEvents makes the change and then writes its entry; an entry that cannot be
+// Events makes the change and then writes its entry; an entry that cannot be
 // written then leaves a change the trail lacks ([outboxtype.AuditError.Unrecorded]).
 type AuditedStore interface {
 	// ChangeAudited makes the change p.Entry.Action names and stores p.Entry, its

@@ -52,7 +52,7 @@ func (p ListEventsParams) Validate() error {
 }
 
 // EventStore is implemented by a [Store] that lists events of every status, for
-// outbox.DeadEvents.Events and outbox.DeadEvents.CountByType. Without it they return an error
+// outbox.Events.List and outbox.Events.CountByType. Without it they return an error
 // matching errors.ErrUnsupported.
 type EventStore interface {
 	// ListEvents returns at most p.Limit events of p.Status that match the filter, in the
@@ -93,7 +93,7 @@ func (p CountEventsParams) List() ListEventsParams {
 }
 
 // EventCountStore is implemented by an [EventStore] that counts with a bound, for
-// outbox.DeadEvents.CountEvents and outbox.DeadEvents.Overview (the admin's counts). Without it
+// outbox.Events.Count and outbox.Events.Overview (the admin's counts). Without it
 // they return an error matching errors.ErrUnsupported.
 type EventCountStore interface {
 	// CountEvents counts the events of p.Status that match the filter. It reads at

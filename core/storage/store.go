@@ -11,7 +11,7 @@ import (
 // returns the implementation for PostgreSQL, MySQL/MariaDB and SQLite;
 // [github.com/outboxkit/outbox/core/outboxtest] has an in-memory one for tests. Optional
 // interfaces are found by type assertion: [ClaimStore] (required by outbox.MultiNode mode),
-// [DeadStore] (for outbox.DeadEvents), [StatsStore], [LeaseStore] and [ConnectionChecker]. Every store must
+// [DeadStore] (for outbox.Events), [StatsStore], [LeaseStore] and [ConnectionChecker]. Every store must
 // pass [github.com/outboxkit/outbox/core/storetest.Run].
 //
 // Status updates are fenced: they never change a DONE row, under claims they change a
@@ -93,7 +93,7 @@ type PromoteResult struct {
 }
 
 // DeadStore is implemented by a [Store] that can list, count and replay DEAD events, for
-// outbox.DeadEvents. Without it those methods return an error matching
+// outbox.Events. Without it those methods return an error matching
 // errors.ErrUnsupported.
 type DeadStore interface {
 	// ListDead returns DEAD events matching the filter in keyset order (created_at,
@@ -110,7 +110,7 @@ type DeadStore interface {
 }
 
 // DiscardStore is implemented by a [Store] that can discard events, for
-// outbox.DeadEvents.Discard. Without it Discard returns an error matching
+// outbox.Events.Discard. Without it Discard returns an error matching
 // errors.ErrUnsupported.
 type DiscardStore interface {
 	// Discard makes the rows among ids that are NEW, RETRY, DEAD or WAITING DISCARDED,
@@ -164,7 +164,7 @@ type FanOutResult struct {
 	Existing []string
 }
 
-// StatsStore is implemented by a [Store] that can count rows per status, for outbox.DeadEvents.Stats and
+// StatsStore is implemented by a [Store] that can count rows per status, for outbox.Events.Stats and
 // the metrics that read it. Without it Stats returns an error matching
 // errors.ErrUnsupported.
 type StatsStore interface {

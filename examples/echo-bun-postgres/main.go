@@ -141,7 +141,7 @@ func run(ctx context.Context, cfg config, stdout io.Writer, logger *slog.Logger)
 		}
 	}()
 
-	admin, err := outboxadmin.New(app.outbox.Dead(), outboxadmin.Options{
+	admin, err := outboxadmin.New(app.outbox.Events(), outboxadmin.Options{
 		Authorize: outboxadmin.BearerToken(cfg.token),
 		Logger:    logger,
 	})

@@ -105,9 +105,9 @@ func run(ctx context.Context) error {
 
 	// The mailer's delivery is a row of its own: it ends DEAD after two attempts,
 	// and the other two listeners are not run again.
-	dead := ob.Dead()
+	dead := ob.Events()
 	mailer := outbox.DeadFilter{Listener: "mailer"}
-	if err := waitFor(ctx, func() bool { n, err := dead.Count(ctx, mailer); return err == nil && n == 1 }); err != nil {
+	if err := waitFor(ctx, func() bool { n, err := dead.CountDead(ctx, mailer); return err == nil && n == 1 }); err != nil {
 		return fmt.Errorf("the mailer's delivery did not end DEAD: %w", err)
 	}
 	e, err := dead.Get(ctx, outbox.DeliveryID(id, "mailer"))

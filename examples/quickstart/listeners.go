@@ -59,8 +59,8 @@ type mailer struct{ logger *slog.Logger }
 func (m *mailer) Handle(ctx context.Context, e *outbox.Event) error {
 	var email confirmationEmail
 	if err := json.Unmarshal(e.Payload, &email); err != nil {
-		// Retrying cannot fix a bad payload: ErrUnrecoverable makes the event DEAD at once.
-		return fmt.Errorf("%w: decode payload: %v", outbox.ErrUnrecoverable, err)
+		// Retrying cannot fix a bad payload: Dead makes the event DEAD at once.
+		return outbox.Dead(fmt.Errorf("decode payload: %w", err))
 	}
 	if strings.HasSuffix(email.To, "@bounce.example") {
 		// The outbox logs each failed attempt (WARN, with the next attempt's due

@@ -36,7 +36,7 @@ func newMetrics() (*prometheus.Registry, *outboxprom.Metrics, error) {
 
 // registerOutboxStats adds the collector that counts the outbox table's rows per status
 // (outbox_events, outbox_dead_events…) when /metrics is scraped.
-func registerOutboxStats(reg *prometheus.Registry, dead *outbox.DeadEvents) error {
+func registerOutboxStats(reg *prometheus.Registry, dead *outbox.Events) error {
 	stats, err := outboxprom.NewStatsCollector(dead, outboxprom.StatsOptions{})
 	if err != nil {
 		return fmt.Errorf("outbox stats: %w", err)

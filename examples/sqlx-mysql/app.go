@@ -103,7 +103,7 @@ func newApp(db *sqlx.DB, logger *slog.Logger) (*app, error) {
 	if err != nil {
 		return nil, fmt.Errorf("outbox: %w", err)
 	}
-	stats, err := outboxprom.NewStatsCollector(ob.Dead(), outboxprom.StatsOptions{Logger: logger})
+	stats, err := outboxprom.NewStatsCollector(ob.Events(), outboxprom.StatsOptions{Logger: logger})
 	if err != nil {
 		return nil, fmt.Errorf("outbox table metrics: %w", err)
 	}

@@ -118,18 +118,18 @@ type env struct {
 func setup(t *testing.T, mount Mount, fo FixtureOptions, configure func(*outboxadmin.Options)) *env {
 	t.Helper()
 	fx := NewFixture(t, fo)
-	return mountHandler(t, mount, fx, fx.Outbox.Dead(), configure)
+	return mountHandler(t, mount, fx, fx.Outbox.Events(), configure)
 }
 
-// mountHandler mounts a handler over dead (fx may be nil).
-func mountHandler(t *testing.T, mount Mount, fx *Fixture, dead outboxadmin.DeadEvents, configure func(*outboxadmin.Options)) *env {
+// mountHandler mounts a handler over events (fx may be nil).
+func mountHandler(t *testing.T, mount Mount, fx *Fixture, events *outbox.Events, configure func(*outboxadmin.Options)) *env {
 	t.Helper()
 	e := &env{fx: fx, token: "tok-" + outbox.NewID(), logs: &logRecorder{}}
 	opts := outboxadmin.Options{Authorize: outboxadmin.BearerToken(e.token), Logger: newLogger(e.logs)}
 	if configure != nil {
 		configure(&opts)
 	}
-	h, err := outboxadmin.New(dead, opts)
+	h, err := outboxadmin.New(events, opts)
 	if err != nil {
 		t.Fatalf("outboxadmin.New: %v", err)
 	}

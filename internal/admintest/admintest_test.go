@@ -24,13 +24,13 @@ func TestFixture(t *testing.T) {
 	fx := NewFixture(t, FixtureOptions{})
 	ids := fx.SeedDead(t, Seed{Reason: "boom"}, Seed{})
 	for i, want := range []string{"boom", DefaultReason} {
-		e, err := fx.Outbox.Dead().Get(t.Context(), ids[i])
+		e, err := fx.Outbox.Events().Get(t.Context(), ids[i])
 		if err != nil || e.Status != outbox.StatusDead || e.LastError != want {
 			t.Fatalf("seeded event %d = %+v, %v; want DEAD with %q", i, e, err, want)
 		}
 	}
 	fx.Fix()
-	if err := fx.Outbox.Dead().Replay(t.Context(), ids[0]); err != nil {
+	if err := fx.Outbox.Events().Replay(t.Context(), ids[0]); err != nil {
 		t.Fatal(err)
 	}
 	fx.Poll(t)
@@ -44,7 +44,7 @@ func TestFixture(t *testing.T) {
 func TestServeMuxMountsUnderPrefix(t *testing.T) {
 	t.Parallel()
 	fx := NewFixture(t, FixtureOptions{})
-	e := mountHandler(t, ServeMux("/outbox/admin"), fx, fx.Outbox.Dead(), nil)
+	e := mountHandler(t, ServeMux("/outbox/admin"), fx, fx.Outbox.Events(), nil)
 	if u := mustParse(t, e.base); u.Path != "/outbox/admin/" {
 		t.Fatalf("base %s", e.base)
 	}

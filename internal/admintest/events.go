@@ -116,14 +116,14 @@ func runEvents(t *testing.T, mount Mount, backend string) {
 		Seed{Type: TypeOrderShipped, AggregateID: "order-3", OccurredAt: at(7), AvailableAt: later},
 	)
 	e.discard = fx.Write(t, Seed{AggregateID: "order-4", OccurredAt: at(8), AvailableAt: later})[0]
-	if err := fx.Outbox.Dead().Discard(context.Background(), e.discard); err != nil {
+	if err := fx.Outbox.Events().Discard(context.Background(), e.discard); err != nil {
 		t.Fatalf("discard: %v", err)
 	}
 	fx.Fix()
 	for _, s := range []Seed{{AggregateID: "order-1", OccurredAt: at(9)}, {AggregateType: AggregatePayment, Type: TypePaymentTaken, AggregateID: "pay-2", OccurredAt: at(10)}} {
 		id := fx.Write(t, s)[0]
 		fx.WaitStatus(t, outbox.StatusDone, id)
-		ev, err := fx.Outbox.Dead().Get(context.Background(), id)
+		ev, err := fx.Outbox.Events().Get(context.Background(), id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -445,7 +445,7 @@ func testEventsOverview(t *testing.T, e *eventsEnv) {
 }
 
 func testAuditEmpty(t *testing.T, e *eventsEnv) {
-	// The fixture's discard went through ob.Dead() without an actor.
+	// The fixture's discard went through ob.Events() without an actor.
 	var a auditBody
 	e.c.get(t, "api/audit").decode(t, http.StatusOK, &a)
 	if a.Next == nil || *a.Next != "" || len(a.Entries) != 1 || a.Entries[0].Actor != "unknown" ||

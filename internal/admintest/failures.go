@@ -4,16 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	outboxadmin "github.com/outboxkit/outbox/admin"
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
-// runFailures covers errors of the dead-event manager and of Options.Redact, and
-// redaction itself.
+// runFailures covers errors of the store behind outbox.Events and of Options.Redact,
+// and redaction itself.
 func runFailures(t *testing.T, mount Mount) {
 	tests := []struct {
 		name string
@@ -33,36 +36,57 @@ func runFailures(t *testing.T, mount Mount) {
 	}
 }
 
-// failingDead is a DeadEvents whose every call fails with err.
-type failingDead struct{ err error }
+// failingStore is a store whose every method the admin reaches fails with err: the
+// optional interfaces of lists, bounded counts, discards, stats and the audit trail
+// included, so that each call of outbox.Events gets as far as the store.
+type failingStore struct {
+	storage.Store // nil: the admin never writes, claims or purges
+	err           error
+}
 
-func (f failingDead) List(context.Context, outbox.DeadQuery) (outbox.DeadPage, error) {
-	return outbox.DeadPage{}, f.err
+// failingEvents returns the events of a writer-only outbox over a failingStore.
+func failingEvents(t *testing.T, err error) *outbox.Events {
+	return eventsOver(t, failingStore{err: err})
 }
-func (f failingDead) Count(context.Context, outbox.DeadFilter) (int64, error) { return 0, f.err }
-func (f failingDead) Get(context.Context, string) (outbox.Event, error)       { return outbox.Event{}, f.err }
-func (f failingDead) Replay(context.Context, string) error                    { return f.err }
-func (f failingDead) Delete(context.Context, string) error                    { return f.err }
-func (f failingDead) Discard(context.Context, string) error                   { return f.err }
-func (f failingDead) ReplayAll(context.Context, outbox.DeadFilter, int) (int64, error) {
-	return 0, f.err
+
+// eventsOver returns the events of a writer-only outbox over store.
+func eventsOver(t *testing.T, store storage.Store) *outbox.Events {
+	t.Helper()
+	ob, err := outbox.New(nil, outbox.Config{Mode: outbox.WriterOnly, Store: store, PurgeInterval: -1,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ob.Events()
 }
-func (f failingDead) Stats(context.Context) (outbox.Stats, error) { return outbox.Stats{}, f.err }
-func (f failingDead) Events(context.Context, outbox.EventQuery) (outbox.EventPage, error) {
-	return outbox.EventPage{}, f.err
+
+func (f failingStore) Get(context.Context, string) (outbox.Event, error) {
+	return outbox.Event{}, f.err
 }
-func (f failingDead) CountByType(context.Context) ([]outbox.TypeCount, error) { return nil, f.err }
-func (f failingDead) ReplayEvents(context.Context, []string) (int64, error)   { return 0, f.err }
-func (f failingDead) DiscardEvents(context.Context, []string) (int64, error)  { return 0, f.err }
-func (f failingDead) DeleteEvents(context.Context, []string) (int64, error)   { return 0, f.err }
-func (f failingDead) Audit(context.Context, outbox.AuditQuery) (outbox.AuditPage, error) {
-	return outbox.AuditPage{}, f.err
+func (f failingStore) ListDead(context.Context, storage.ListDeadParams) ([]outbox.Event, error) {
+	return nil, f.err
 }
-func (f failingDead) Overview(context.Context) (outbox.Overview, error) {
-	return outbox.Overview{}, f.err
+func (f failingStore) CountDead(context.Context, outbox.DeadFilter) (int64, error) { return 0, f.err }
+func (f failingStore) Replay(context.Context, storage.ReplayParams) (int64, error) { return 0, f.err }
+func (f failingStore) DeleteDead(context.Context, []string) (int64, error)         { return 0, f.err }
+func (f failingStore) Discard(context.Context, []string, time.Time) (int64, error) { return 0, f.err }
+func (f failingStore) Stats(context.Context) (outbox.Stats, error)                 { return outbox.Stats{}, f.err }
+func (f failingStore) CountByType(context.Context) ([]outbox.TypeCount, error)     { return nil, f.err }
+func (f failingStore) RecordAudit(context.Context, outbox.AuditEntry) error        { return f.err }
+func (f failingStore) CountBlockedKeys(context.Context, int) (outbox.BlockedKeys, error) {
+	return outbox.BlockedKeys{}, f.err
 }
-func (f failingDead) CountEvents(context.Context, outbox.EventCountQuery) (outbox.EventCounts, error) {
+func (f failingStore) ListEvents(context.Context, storage.ListEventsParams) ([]outbox.Event, outbox.Cursor, error) {
+	return nil, outbox.Cursor{}, f.err
+}
+func (f failingStore) CountEvents(context.Context, storage.CountEventsParams) (outbox.EventCounts, error) {
 	return outbox.EventCounts{}, f.err
+}
+func (f failingStore) ListAudit(context.Context, storage.ListAuditParams) ([]outbox.AuditEntry, error) {
+	return nil, f.err
+}
+func (f failingStore) ChangeAudited(context.Context, storage.AuditedChangeParams) (int64, error) {
+	return 0, f.err
 }
 
 // apiRoutes lists one request per API route: method, path, body.
@@ -78,7 +102,7 @@ func apiRoutes() [][3]string {
 
 func testStoreErrors(t *testing.T, mount Mount) {
 	const secret = `pq: column "secret_column" does not exist (SQLSTATE 42703) at SELECT secret_column FROM outbox_event`
-	e := mountHandler(t, mount, nil, failingDead{err: fmt.Errorf("outbox: list dead events: %w", errors.New(secret))}, nil)
+	e := mountHandler(t, mount, nil, failingEvents(t, fmt.Errorf("outbox: list dead events: %w", errors.New(secret))), nil)
 	for _, r := range apiRoutes() {
 		res := e.c.do(t, e.c.request(t, r[0], r[1], r[2]))
 		got := res.wantError(t, http.StatusInternalServerError, "internal")
@@ -107,7 +131,7 @@ func testTypedErrors(t *testing.T, mount Mount) {
 		{fmt.Errorf("%w: dead filter: SELECT internals", outbox.ErrInvalidArgument), http.StatusBadRequest, "invalid_argument"},
 	}
 	for _, c := range cases {
-		e := mountHandler(t, mount, nil, failingDead{err: c.err}, nil)
+		e := mountHandler(t, mount, nil, failingEvents(t, c.err), nil)
 		for _, r := range [][3]string{
 			{http.MethodGet, "api/dead-events/01ARZ3NDEKTSV4RRFFQ69G5FAV", ""},
 			{http.MethodPost, "api/dead-events/01ARZ3NDEKTSV4RRFFQ69G5FAV/replay", "{}"},
@@ -121,22 +145,19 @@ func testTypedErrors(t *testing.T, mount Mount) {
 	}
 }
 
-// noTypeCounts is a dead-event manager whose store cannot count per type, nor with a
-// bound (the overview falls back to Stats and CountByType).
-type noTypeCounts struct{ outboxadmin.DeadEvents }
+// statsOnly is a store that counts per status (Stats) but neither lists the events of
+// every status nor counts with a bound: the overview falls back to Stats and
+// CountByType, which it cannot answer.
+type statsOnly struct{ storage.Store }
 
-func (noTypeCounts) Overview(context.Context) (outbox.Overview, error) {
-	return outbox.Overview{}, fmt.Errorf("outbox: store does not implement EventCountStore: %w", errors.ErrUnsupported)
-}
-
-func (noTypeCounts) CountByType(context.Context) ([]outbox.TypeCount, error) {
-	return nil, fmt.Errorf("outbox: store does not implement EventStore: %w", errors.ErrUnsupported)
+func (s statsOnly) Stats(ctx context.Context) (outbox.Stats, error) {
+	return s.Store.(storage.StatsStore).Stats(ctx)
 }
 
 // testUnsupported: a store without lists of every status or an audit trail gets 501
 // from their routes, and an overview without by_type.
 func testUnsupported(t *testing.T, mount Mount) {
-	e := mountHandler(t, mount, nil, failingDead{err: fmt.Errorf("outbox: store X does not implement EventStore: %w", errors.ErrUnsupported)}, nil)
+	e := mountHandler(t, mount, nil, failingEvents(t, fmt.Errorf("outbox: store X does not implement EventStore: %w", errors.ErrUnsupported)), nil)
 	for _, r := range [][3]string{
 		{http.MethodGet, "api/events?status=dead", ""},
 		{http.MethodGet, "api/audit", ""},
@@ -149,7 +170,7 @@ func testUnsupported(t *testing.T, mount Mount) {
 	}
 	fx := NewFixture(t, FixtureOptions{})
 	fx.SeedDead(t, Seed{})
-	e = mountHandler(t, mount, fx, noTypeCounts{fx.Outbox.Dead()}, nil)
+	e = mountHandler(t, mount, fx, eventsOver(t, statsOnly{fx.Outbox.Store()}), nil)
 	res := e.c.get(t, "api/overview")
 	var o fullOverviewBody
 	res.decode(t, http.StatusOK, &o)
@@ -195,7 +216,7 @@ func testRedact(t *testing.T, mount Mount) {
 		}
 	}
 	// The stored event is unchanged.
-	stored, err := e.fx.Outbox.Dead().Get(context.Background(), ids[0])
+	stored, err := e.fx.Outbox.Events().Get(context.Background(), ids[0])
 	if err != nil || stored.AggregateID != "customer-42" || stored.Headers["authorization"] == "" {
 		t.Errorf("stored event changed by Redact: %+v, %v", stored, err)
 	}

@@ -109,13 +109,13 @@ func NewFixture(t *testing.T, o FixtureOptions) *Fixture {
 		t.Fatalf("new outbox: %v", err)
 	}
 	for _, r := range routes {
-		if err := ob.Register(r[0], r[1], outbox.ResultListenerFunc(f.handle)); err != nil {
+		if err := ob.Register(r[0], r[1], outbox.ListenerFunc(f.handle)); err != nil {
 			t.Fatalf("register: %v", err)
 		}
 	}
 	for _, name := range fanOutListeners {
 		err := ob.Subscribe(outbox.Subscription{Name: name, AggregateType: AggregateOrder, EventType: TypeOrderCancelled,
-			Listener: outbox.ResultListenerFunc(f.handle)})
+			Listener: outbox.ListenerFunc(f.handle)})
 		if err != nil {
 			t.Fatalf("subscribe %s: %v", name, err)
 		}
@@ -136,18 +136,18 @@ func NewFixture(t *testing.T, o FixtureOptions) *Fixture {
 
 // handle is the listener: DEAD with the seed's reason until Fix (or a failure retried
 // in an hour, for a Seed with Retry), then a delivery.
-func (f *Fixture) handle(_ context.Context, e *outbox.Event) (outbox.Result, error) {
+func (f *Fixture) handle(_ context.Context, e *outbox.Event) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.fixed {
 		reason := cmp.Or(f.reasons[e.ID], DefaultReason)
 		if f.retries[e.ID] {
-			return outbox.Result{}, outbox.RetryAfter(errors.New(reason), time.Hour)
+			return outbox.RetryAfter(errors.New(reason), time.Hour)
 		}
-		return outbox.Dead(reason), nil
+		return outbox.Dead(errors.New(reason))
 	}
 	f.deliveries[e.ID]++
-	return outbox.Done(), nil
+	return nil
 }
 
 // Fix makes the listener deliver every event from now on: the fix of the bug that

@@ -415,11 +415,11 @@ func checkAdminAnswer(t *testing.T, what string, code int, body []byte) bool {
 }
 
 // deadEventsOver returns the dead-event manager of a writer-only outbox over store.
-func deadEventsOver(t testing.TB, store storage.Store) *outbox.DeadEvents {
+func deadEventsOver(t testing.TB, store storage.Store) *outbox.Events {
 	t.Helper()
 	ob, err := outbox.New(nil, outbox.Config{Mode: outbox.WriterOnly, Store: store, PurgeInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ob.Dead()
+	return ob.Events()
 }

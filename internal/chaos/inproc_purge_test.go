@@ -18,7 +18,7 @@ const bulkEvent = "Bulk"
 
 // TestInprocPurgeRacingReplay: the purger deletes DONE and DEAD rows a few
 // milliseconds after they finish, in small batches, while replayers bring DEAD events
-// back, one by one (DeadEvents.Replay) and by filter (ReplayAll). Half of the events
+// back, one by one (Events.Replay) and by filter (ReplayAll). Half of the events
 // fail unrecoverably on their first attempt and succeed once replayed. Whatever the
 // interleaving: no error escapes either side; an event whose replay succeeded is
 // delivered (the purge must not delete a row replayed under it); an event found
@@ -70,9 +70,9 @@ func TestInprocPurgeRacingReplay(t *testing.T) {
 		var stop atomic.Bool // the writers are done: the replayers finish
 		var wg sync.WaitGroup
 		wg.Go(func() { // one by one
-			dead := ob.Dead()
+			dead := ob.Events()
 			for rctx.Err() == nil && !stop.Load() {
-				page, err := dead.List(rctx, outbox.DeadQuery{DeadFilter: outbox.DeadFilter{EventType: chaosEvent}, Limit: 20})
+				page, err := dead.ListDead(rctx, outbox.DeadQuery{DeadFilter: outbox.DeadFilter{EventType: chaosEvent}, Limit: 20})
 				if err != nil {
 					// A dial or read cut short by rctx's deadline can fail a moment before
 					// rctx reports it ("dial tcp …: i/o timeout"): an error that close to
@@ -102,7 +102,7 @@ func TestInprocPurgeRacingReplay(t *testing.T) {
 			}
 		})
 		wg.Go(func() { // by filter
-			dead := ob.Dead()
+			dead := ob.Events()
 			for rctx.Err() == nil && !stop.Load() {
 				n, err := dead.ReplayAll(context.WithoutCancel(rctx), outbox.DeadFilter{AggregateType: chaosAggregate, EventType: bulkEvent}, 3)
 				bulkN.Add(n)

@@ -47,11 +47,11 @@ func TestInprocSQLiteWritersNeverLocked(t *testing.T) {
 			var reads, readErrs atomic.Int64
 			wg.Go(func() { // an admin page open on the dead events
 				for ctx.Err() == nil {
-					if _, err := ob.Dead().List(ctx, outbox.DeadQuery{}); err != nil && ctx.Err() == nil {
+					if _, err := ob.Events().ListDead(ctx, outbox.DeadQuery{}); err != nil && ctx.Err() == nil {
 						readErrs.Add(1)
 						t.Errorf("list dead: %v", err)
 					}
-					if _, err := ob.Dead().Stats(ctx); err != nil && ctx.Err() == nil {
+					if _, err := ob.Events().Stats(ctx); err != nil && ctx.Err() == nil {
 						readErrs.Add(1)
 						t.Errorf("stats: %v", err)
 					}

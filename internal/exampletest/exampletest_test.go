@@ -57,9 +57,9 @@ func TestParseMetrics(t *testing.T) {
 	t.Parallel()
 	text := `# HELP outbox_dispatch_total Finished delivery attempts.
 # TYPE outbox_dispatch_total counter
-outbox_dispatch_total{path="cold",result="success"} 2
-outbox_dispatch_total{path="hot",result="success"} 3
-outbox_dispatch_total{path="hot",result="failure"} 1
+outbox_dispatch_total{path="cold",outcome="done"} 2
+outbox_dispatch_total{path="hot",outcome="done"} 3
+outbox_dispatch_total{path="hot",outcome="retry"} 1
 outbox_events{outbox="a \"quoted\" name, with comma",status="dead"} 1 1700000000000
 outbox_stats_up 1
 go_gc_duration_seconds{quantile="0.5"} 1.5e-05
@@ -73,7 +73,7 @@ go_gc_duration_seconds{quantile="0.5"} 1.5e-05
 		labels map[string]string
 		want   float64
 	}{
-		{"outbox_dispatch_total", map[string]string{"result": "success"}, 5},
+		{"outbox_dispatch_total", map[string]string{"outcome": "done"}, 5},
 		{"outbox_dispatch_total", nil, 6},
 		{"outbox_events", map[string]string{"status": "dead", "outbox": `a "quoted" name, with comma`}, 1},
 		{"outbox_stats_up", nil, 1},
@@ -95,10 +95,10 @@ go_gc_duration_seconds{quantile="0.5"} 1.5e-05
 
 func TestCheckSamples(t *testing.T) {
 	t.Parallel()
-	text := `outbox_dispatch_total{path="hot",result="success"} 5
-outbox_dispatch_total{path="cold",result="failure"} 4
-outbox_dispatch_total{path="cold",result="dead"} 2
-outbox_listener_duration_seconds_count{result="success"} 9
+	text := `outbox_dispatch_total{path="hot",outcome="done"} 5
+outbox_dispatch_total{path="cold",outcome="retry"} 4
+outbox_dispatch_total{path="cold",outcome="dead"} 2
+outbox_listener_duration_seconds_count{outcome="done"} 9
 outbox_queue_depth{path="hot"} 0
 outbox_events{status="done"} 5
 outbox_events{status="dead"} 1

@@ -44,9 +44,9 @@ func checkSamples(samples []sample, wantDone, wantDead float64) string {
 	for _, w := range []want{
 		// Three OrderPlaced and two emails delivered; two deaths of the bounced email,
 		// each after two failed attempts.
-		{"outbox_dispatch_total", map[string]string{"result": "success"}, atLeast(5), ">= 5"},
-		{"outbox_dispatch_total", map[string]string{"result": "failure"}, atLeast(4), ">= 4"},
-		{"outbox_dispatch_total", map[string]string{"result": "dead"}, atLeast(2), ">= 2"},
+		{"outbox_dispatch_total", map[string]string{"outcome": "done"}, atLeast(5), ">= 5"},
+		{"outbox_dispatch_total", map[string]string{"outcome": "retry"}, atLeast(4), ">= 4"},
+		{"outbox_dispatch_total", map[string]string{"outcome": "dead"}, atLeast(2), ">= 2"},
 		{"outbox_listener_duration_seconds_count", nil, atLeast(9), ">= 9"},
 		{"outbox_queue_depth", nil, atLeast(0), "present"},
 		{"outbox_events", map[string]string{"status": "done"}, equal(wantDone), fmt.Sprint(wantDone)},

@@ -8,7 +8,7 @@
 // [Mount] serves an [net/http.Handler], such as the one outboxadmin.New returns, under
 // a group, with every method and the path below the group's prefix intact:
 //
-//	admin, err := outboxadmin.New(ob.Dead(), outboxadmin.Options{Authorize: outboxadmin.BearerToken(token)})
+//	admin, err := outboxadmin.New(ob.Events(), outboxadmin.Options{Authorize: outboxadmin.BearerToken(token)})
 //	if err != nil { ... }
 //	outboxecho.Mount(e.Group("/outbox/admin"), admin)
 //

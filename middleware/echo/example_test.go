@@ -63,7 +63,7 @@ func ExampleMount() {
 		panic(err)
 	}
 
-	admin, err := outboxadmin.New(ob.Dead(), outboxadmin.Options{Authorize: outboxadmin.BearerToken("s3cret")})
+	admin, err := outboxadmin.New(ob.Events(), outboxadmin.Options{Authorize: outboxadmin.BearerToken("s3cret")})
 	if err != nil {
 		panic(err)
 	}

@@ -122,7 +122,7 @@ func listQueryCases(t *testing.T) []listQueryCase {
 			q, err := d.listPageQuery(tn, pl, p, bound)
 			add("(page)", q, err)
 		}
-		// The counts of the overview and of the Dead tab (DeadEvents.CountEvents): a
+		// The counts of the overview and of the Dead tab (Events.Count): a
 		// windowed one reads its window's end, then counts up to it.
 		// end is where a count's window ends in the plan test's table: its 10,000th row,
 		// the row i whose index holds per100 rows of every 100 (the statuses by i % 100

@@ -132,7 +132,7 @@ func sendConfirmationEmail(logger *slog.Logger) outbox.ListenerFunc {
 	return func(ctx context.Context, e *outbox.Event) error {
 		var p confirmationEmail
 		if err := json.Unmarshal(e.Payload, &p); err != nil {
-			return fmt.Errorf("%w: decode payload: %w", outbox.ErrUnrecoverable, err)
+			return outbox.Dead(fmt.Errorf("decode payload: %w", err))
 		}
 		if strings.HasSuffix(strings.ToLower(p.To), bounceDomain) {
 			return fmt.Errorf("mailbox unavailable: %s", p.To)

@@ -32,30 +32,30 @@ func TestAPI(t *testing.T) {
 
 func TestNewRejectsBadOptions(t *testing.T) {
 	t.Parallel()
-	dead := deadEventsOver(t, outboxtest.NewMemoryStore())
+	events := eventsOver(t, outboxtest.NewMemoryStore())
 	quiet := slog.New(slog.DiscardHandler)
 	cases := []struct {
-		name  string
-		dead  outboxadmin.DeadEvents
-		opts  outboxadmin.Options
-		field string
+		name   string
+		events *outbox.Events
+		opts   outboxadmin.Options
+		field  string
 	}{
-		{"nil dead events", nil, outboxadmin.Options{Authorize: outboxadmin.AllowAll()}, "dead"},
-		{"typed nil dead events", (*outbox.DeadEvents)(nil), outboxadmin.Options{Authorize: outboxadmin.AllowAll()}, "dead"},
-		{"empty bearer token", dead, outboxadmin.Options{Authorize: outboxadmin.BearerToken("")}, "Authorize"},
-		{"bearer token with a space", dead, outboxadmin.Options{Authorize: outboxadmin.BearerToken("a b")}, "Authorize"},
-		{"bearer token with a newline", dead, outboxadmin.Options{Authorize: outboxadmin.BearerToken("ab\n")}, "Authorize"},
-		{"bearer token not ASCII", dead, outboxadmin.Options{Authorize: outboxadmin.BearerToken("jeton-é")}, "Authorize"},
-		{"nil AuthorizerFunc", dead, outboxadmin.Options{Authorize: outboxadmin.AuthorizerFunc(nil)}, "Authorize"},
-		{"negative batch", dead, outboxadmin.Options{Authorize: outboxadmin.AllowAll(), ReplayBatchSize: -1}, "ReplayBatchSize"},
-		{"origin with a path", dead, outboxadmin.Options{Authorize: outboxadmin.AllowAll(), TrustedOrigins: []string{"https://a.example/x"}}, "TrustedOrigins"},
-		{"origin without scheme", dead, outboxadmin.Options{Authorize: outboxadmin.AllowAll(), TrustedOrigins: []string{"a.example"}}, "TrustedOrigins"},
+		{"nil events", nil, outboxadmin.Options{Authorize: outboxadmin.AllowAll()}, "events"},
+		{"typed nil events", (*outbox.Events)(nil), outboxadmin.Options{Authorize: outboxadmin.AllowAll()}, "events"},
+		{"empty bearer token", events, outboxadmin.Options{Authorize: outboxadmin.BearerToken("")}, "Authorize"},
+		{"bearer token with a space", events, outboxadmin.Options{Authorize: outboxadmin.BearerToken("a b")}, "Authorize"},
+		{"bearer token with a newline", events, outboxadmin.Options{Authorize: outboxadmin.BearerToken("ab\n")}, "Authorize"},
+		{"bearer token not ASCII", events, outboxadmin.Options{Authorize: outboxadmin.BearerToken("jeton-é")}, "Authorize"},
+		{"nil AuthorizerFunc", events, outboxadmin.Options{Authorize: outboxadmin.AuthorizerFunc(nil)}, "Authorize"},
+		{"negative batch", events, outboxadmin.Options{Authorize: outboxadmin.AllowAll(), ReplayBatchSize: -1}, "ReplayBatchSize"},
+		{"origin with a path", events, outboxadmin.Options{Authorize: outboxadmin.AllowAll(), TrustedOrigins: []string{"https://a.example/x"}}, "TrustedOrigins"},
+		{"origin without scheme", events, outboxadmin.Options{Authorize: outboxadmin.AllowAll(), TrustedOrigins: []string{"a.example"}}, "TrustedOrigins"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			c.opts.Logger = quiet
-			h, err := outboxadmin.New(c.dead, c.opts)
+			h, err := outboxadmin.New(c.events, c.opts)
 			var ce *outbox.ConfigError
 			if h != nil || !errors.As(err, &ce) || !errors.Is(err, outbox.ErrInvalidConfig) || ce.Field != c.field {
 				t.Fatalf("New = %v, %v; want a *outbox.ConfigError for %s", h, err, c.field)
@@ -69,20 +69,20 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{Authorize: outboxadmin.AllowAll(), ReplayBatchSize: 1, TrustedOrigins: []string{"https://ops.example:8443"}},
 	} {
 		opts.Logger = quiet
-		if _, err := outboxadmin.New(dead, opts); err != nil {
+		if _, err := outboxadmin.New(events, opts); err != nil {
 			t.Errorf("New(%+v) = %v", opts, err)
 		}
 	}
 }
 
-// deadEventsOver returns the dead-event manager of a writer-only outbox over store.
-func deadEventsOver(t testing.TB, store storage.Store) *outbox.DeadEvents {
+// eventsOver returns the events of a writer-only outbox over store.
+func eventsOver(t testing.TB, store storage.Store) *outbox.Events {
 	t.Helper()
 	ob, err := outbox.New(nil, outbox.Config{Mode: outbox.WriterOnly, Store: store, PurgeInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ob.Dead()
+	return ob.Events()
 }
 
 // TestOrderedDeadEventHoldsItsKeyInTheAPI: a DEAD ordered event with WAITING events
@@ -92,7 +92,7 @@ func TestOrderedDeadEventHoldsItsKeyInTheAPI(t *testing.T) {
 	t.Parallel()
 	_, ob, created := deadOrderedKey(t)
 	ctx := t.Context()
-	h, err := outboxadmin.New(ob.Dead(), outboxadmin.Options{Authorize: outboxadmin.AllowAll(), Logger: slog.New(slog.DiscardHandler)})
+	h, err := outboxadmin.New(ob.Events(), outboxadmin.Options{Authorize: outboxadmin.AllowAll(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestOrderedDeadEventHoldsItsKeyInTheAPI(t *testing.T) {
 	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "order_key") {
 		t.Fatalf("DONE events by order key: %d %s; want a 400 naming order_key", rec.Code, rec.Body)
 	}
-	if err := ob.Dead().Replay(ctx, "e0"); err != nil {
+	if err := ob.Events().Replay(ctx, "e0"); err != nil {
 		t.Fatal(err)
 	}
 	get("api/overview", &overview)

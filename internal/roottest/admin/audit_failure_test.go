@@ -55,7 +55,7 @@ func TestChangeWithoutAuditTrailChangesNothing(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				h, err := outboxadmin.New(ob.Dead(), outboxadmin.Options{Authorize: outboxadmin.AllowAll(), Logger: slog.New(slog.DiscardHandler)})
+				h, err := outboxadmin.New(ob.Events(), outboxadmin.Options{Authorize: outboxadmin.AllowAll(), Logger: slog.New(slog.DiscardHandler)})
 				if err != nil {
 					t.Fatal(err)
 				}

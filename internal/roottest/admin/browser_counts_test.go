@@ -49,7 +49,7 @@ func TestBrowserCappedCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	h, err := outboxadmin.New(fx.Outbox.Dead(), outboxadmin.Options{Authorize: outboxadmin.AllowAll(), Logger: slog.New(slog.DiscardHandler)})
+	h, err := outboxadmin.New(fx.Outbox.Events(), outboxadmin.Options{Authorize: outboxadmin.AllowAll(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

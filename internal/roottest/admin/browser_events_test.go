@@ -56,7 +56,7 @@ func TestBrowserEventLists(t *testing.T) {
 
 	token := rand.Text()
 	const actor = "alice@example.com"
-	h, err := outboxadmin.New(fx.Outbox.Dead(), outboxadmin.Options{
+	h, err := outboxadmin.New(fx.Outbox.Events(), outboxadmin.Options{
 		Authorize: outboxadmin.BearerToken(token),
 		Actor:     func(*http.Request) string { return actor },
 		Logger:    slog.New(slog.DiscardHandler),
@@ -287,7 +287,7 @@ func TestBrowserPartialPage(t *testing.T) {
 	if _, err := store.Insert(t.Context(), nil, storage.InsertParams{Events: events}); err != nil {
 		t.Fatal(err)
 	}
-	h, err := outboxadmin.New(deadEventsOver(t, store), outboxadmin.Options{Authorize: outboxadmin.AllowAll(), Logger: slog.New(slog.DiscardHandler)})
+	h, err := outboxadmin.New(eventsOver(t, store), outboxadmin.Options{Authorize: outboxadmin.AllowAll(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

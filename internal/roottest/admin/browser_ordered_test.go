@@ -39,10 +39,10 @@ func TestBrowserOrderedDeadEvent(t *testing.T) {
 	if _, err := store.Insert(t.Context(), nil, storage.InsertParams{Events: []outbox.Event{dropped}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := ob.Dead().Discard(t.Context(), "x0"); err != nil {
+	if err := ob.Events().Discard(t.Context(), "x0"); err != nil {
 		t.Fatal(err)
 	}
-	h, err := outboxadmin.New(ob.Dead(), outboxadmin.Options{Authorize: outboxadmin.AllowAll(), Logger: slog.New(slog.DiscardHandler)})
+	h, err := outboxadmin.New(ob.Events(), outboxadmin.Options{Authorize: outboxadmin.AllowAll(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func TestBrowserDiscard(t *testing.T) {
 // adminAtRoot serves the admin of ob at the root of a test server, closed when t ends.
 func adminAtRoot(t *testing.T, ob *outbox.Outbox) *httptest.Server {
 	t.Helper()
-	h, err := outboxadmin.New(ob.Dead(), outboxadmin.Options{Authorize: outboxadmin.AllowAll(), Logger: slog.New(slog.DiscardHandler)})
+	h, err := outboxadmin.New(ob.Events(), outboxadmin.Options{Authorize: outboxadmin.AllowAll(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +296,7 @@ func TestBrowserBlockedKeysChip(t *testing.T) {
 		t.Errorf("the chip lists %q, want e0", got)
 	}
 	// Discard the DEAD holder (its key moves on): the only holder left is RETRY.
-	if err := ob.Dead().Discard(t.Context(), "e0"); err != nil {
+	if err := ob.Events().Discard(t.Context(), "e0"); err != nil {
 		t.Fatal(err)
 	}
 	err = chromedp.Do(bctx,

@@ -72,7 +72,7 @@ func TestBrowserReplay(t *testing.T) {
 	fx.Fix()
 
 	token := rand.Text()
-	h, err := outboxadmin.New(fx.Outbox.Dead(), outboxadmin.Options{
+	h, err := outboxadmin.New(fx.Outbox.Events(), outboxadmin.Options{
 		Authorize: outboxadmin.BearerToken(token),
 		Logger:    slog.New(slog.DiscardHandler),
 	})
@@ -207,7 +207,7 @@ func TestBrowserReplay(t *testing.T) {
 	if err != nil {
 		t.Fatalf("confirm the delete: %v", err)
 	}
-	if _, err := fx.Outbox.Dead().Get(context.Background(), doomed); !errors.Is(err, outbox.ErrNotFound) {
+	if _, err := fx.Outbox.Events().Get(context.Background(), doomed); !errors.Is(err, outbox.ErrNotFound) {
 		t.Errorf("the deleted event is still in the table: %v", err)
 	}
 	if n := fx.Deliveries(doomed); n != 0 {
@@ -306,7 +306,7 @@ func TestBrowserStates(t *testing.T) {
 	)
 
 	token := rand.Text()
-	h, err := outboxadmin.New(fx.Outbox.Dead(), outboxadmin.Options{
+	h, err := outboxadmin.New(fx.Outbox.Events(), outboxadmin.Options{
 		Authorize: outboxadmin.BearerToken(token),
 		Logger:    slog.New(slog.DiscardHandler),
 	})
@@ -426,7 +426,7 @@ func TestBrowserListener(t *testing.T) {
 	plain := fx.SeedDead(t, admintest.Seed{AggregateID: "order-9"})[0]
 	fx.Fix()
 
-	h, err := outboxadmin.New(fx.Outbox.Dead(), outboxadmin.Options{Authorize: outboxadmin.AllowAll(), Logger: slog.New(slog.DiscardHandler)})
+	h, err := outboxadmin.New(fx.Outbox.Events(), outboxadmin.Options{Authorize: outboxadmin.AllowAll(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,7 @@
 package outboxadmin_test
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -16,20 +14,9 @@ import (
 	"github.com/outboxkit/outbox/core/outboxtest"
 )
 
-// unboundedDead is a dead-event manager whose store has no bounded counts.
-type unboundedDead struct{ *outbox.DeadEvents }
-
-func (unboundedDead) Overview(context.Context) (outbox.Overview, error) {
-	return outbox.Overview{}, fmt.Errorf("outbox: store does not implement EventCountStore: %w", errors.ErrUnsupported)
-}
-
-func (unboundedDead) CountEvents(context.Context, outbox.EventCountQuery) (outbox.EventCounts, error) {
-	return outbox.EventCounts{}, fmt.Errorf("outbox: store does not implement EventCountStore: %w", errors.ErrUnsupported)
-}
-
-// TestCountsWithoutBoundedCounts: a DeadEvents whose store cannot count with a bound
+// TestCountsWithoutBoundedCounts: outbox.Events whose store cannot count with a bound
 // (errors.ErrUnsupported) gets the overview from Stats and CountByType and the Dead
-// tab's count from Count and pages of List, exact, as before.
+// tab's count from CountDead and pages of ListDead, exact, as before.
 func TestCountsWithoutBoundedCounts(t *testing.T) {
 	t.Parallel()
 	store := outboxtest.NewMemoryStore()
@@ -38,7 +25,7 @@ func TestCountsWithoutBoundedCounts(t *testing.T) {
 		store.Put(outbox.Event{ID: fmt.Sprint("d", i), Type: typ, AggregateType: "Thing", Listener: "mail", Payload: []byte(`{}`),
 			Status: outbox.StatusDead, CreatedAt: t0.Add(time.Duration(i) * time.Second), AvailableAt: t0, DoneAt: t0.Add(time.Hour)})
 	}
-	h, err := outboxadmin.New(unboundedDead{deadEventsOver(t, store)}, outboxadmin.Options{Authorize: outboxadmin.AllowAll(),
+	h, err := outboxadmin.New(eventsOver(t, store), outboxadmin.Options{Authorize: outboxadmin.AllowAll(),
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

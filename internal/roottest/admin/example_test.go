@@ -48,7 +48,7 @@ func Example_new() {
 	defer cleanup()
 
 	token := "s3cr3t-example-token" // use crypto/rand.Text()
-	admin, err := outboxadmin.New(ob.Dead(), outboxadmin.Options{Authorize: outboxadmin.BearerToken(token)})
+	admin, err := outboxadmin.New(ob.Events(), outboxadmin.Options{Authorize: outboxadmin.BearerToken(token)})
 	if err != nil {
 		panic(err)
 	}
@@ -75,7 +75,7 @@ func Example_authorizerFunc() {
 	ob, cleanup := openExampleOutbox()
 	defer cleanup()
 
-	admin, err := outboxadmin.New(ob.Dead(), outboxadmin.Options{
+	admin, err := outboxadmin.New(ob.Events(), outboxadmin.Options{
 		Authorize: outboxadmin.AuthorizerFunc(func(r *http.Request) bool {
 			return r.Header.Get("X-Auth-Role") == "ops"
 		}),
@@ -100,7 +100,7 @@ func Example_actor() {
 	ob, cleanup := openExampleOutbox()
 	defer cleanup()
 
-	admin, err := outboxadmin.New(ob.Dead(), outboxadmin.Options{
+	admin, err := outboxadmin.New(ob.Events(), outboxadmin.Options{
 		Authorize: outboxadmin.AuthorizerFunc(func(r *http.Request) bool { return r.Header.Get("X-Auth-Role") == "ops" }),
 		Actor:     func(r *http.Request) string { return r.Header.Get("X-Auth-User") },
 	})

@@ -58,7 +58,7 @@ func FuzzAdminRequest(f *testing.F) {
 				t.Fatal(err)
 			}
 		}
-		h, err := outboxadmin.New(deadEventsOver(t, store), outboxadmin.Options{
+		h, err := outboxadmin.New(eventsOver(t, store), outboxadmin.Options{
 			Authorize: outboxadmin.BearerToken("tok"),
 			Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 		})

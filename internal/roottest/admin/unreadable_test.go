@@ -50,7 +50,7 @@ func TestAPIShowsARowTheDatabaseCannotReturn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := outboxadmin.New(ob.Dead(), outboxadmin.Options{Authorize: outboxadmin.AllowAll(), Logger: slog.New(slog.DiscardHandler)})
+	h, err := outboxadmin.New(ob.Events(), outboxadmin.Options{Authorize: outboxadmin.AllowAll(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

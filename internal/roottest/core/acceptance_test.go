@@ -271,7 +271,7 @@ func TestAcceptanceHotQueueOverflowFallsBackToPoller(t *testing.T) {
 		}
 		eventually(t, "all 200 delivered", func() bool { return rec.total() >= n })
 		eventually(t, "all 200 DONE", func() bool {
-			s, err := a.ob.Dead().Stats(context.Background())
+			s, err := a.ob.Events().Stats(context.Background())
 			return err == nil && s.Counts[outbox.StatusDone] == n
 		})
 		if c := a.metrics.counts(); c.hotDropped == 0 || c.coldEnqueued == 0 {
@@ -342,11 +342,11 @@ func TestAcceptanceUnroutableDeferredAndDelayed(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		a := setupOutbox(t, b, outbox.Config{PollInterval: 20 * time.Millisecond, SkipRecent: -1})
 		var deferrals atomic.Int32
-		if err := a.ob.Register("Order", "Deferred", outbox.ResultListenerFunc(func(context.Context, *outbox.Event) (outbox.Result, error) {
+		if err := a.ob.Register("Order", "Deferred", outbox.ListenerFunc(func(context.Context, *outbox.Event) error {
 			if deferrals.Add(1) <= 2 {
-				return outbox.Defer(10 * time.Millisecond), nil
+				return outbox.Defer(10 * time.Millisecond)
 			}
-			return outbox.Done(), nil
+			return nil
 		})); err != nil {
 			t.Fatal(err)
 		}
@@ -470,21 +470,21 @@ func TestAcceptanceReplayOnlyFromDeadAndRedelivers(t *testing.T) {
 			t.Fatal(err)
 		}
 		eventually(t, "DEAD", func() bool { return a.event(t, id).Status == outbox.StatusDead })
-		if n, err := a.ob.Dead().Count(ctx, outbox.DeadFilter{EventType: "OrderPlaced"}); err != nil || n != 1 {
+		if n, err := a.ob.Events().CountDead(ctx, outbox.DeadFilter{EventType: "OrderPlaced"}); err != nil || n != 1 {
 			t.Fatalf("count = %d, %v", n, err)
 		}
-		if err := a.ob.Dead().Replay(ctx, "no-such-id"); !errors.Is(err, outbox.ErrNotFound) {
+		if err := a.ob.Events().Replay(ctx, "no-such-id"); !errors.Is(err, outbox.ErrNotFound) {
 			t.Fatalf("unknown id: %v", err)
 		}
 		healthy.Store(true)
-		if err := a.ob.Dead().Replay(ctx, id); err != nil {
+		if err := a.ob.Events().Replay(ctx, id); err != nil {
 			t.Fatal(err)
 		}
 		eventually(t, "replayed event DONE", func() bool { return a.event(t, id).Status == outbox.StatusDone })
 		if rec.of(id) != 2 {
 			t.Fatalf("delivered %d times, want 2 (failure, then after replay)", rec.of(id))
 		}
-		if err := a.ob.Dead().Replay(ctx, id); !errors.Is(err, outbox.ErrNotDead) {
+		if err := a.ob.Events().Replay(ctx, id); !errors.Is(err, outbox.ErrNotDead) {
 			t.Fatalf("replay of a DONE event: %v, want ErrNotDead", err)
 		}
 		if e := a.event(t, id); e.Status != outbox.StatusDone {

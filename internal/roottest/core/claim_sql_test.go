@@ -421,15 +421,15 @@ func TestMultiNodeRetriesAndDefers(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		c := newClaimTable(t, b)
 		var calls sync.Map
-		l := outbox.ResultListenerFunc(func(ctx context.Context, e *outbox.Event) (outbox.Result, error) {
+		l := outbox.ListenerFunc(func(ctx context.Context, e *outbox.Event) error {
 			n, _ := calls.LoadOrStore(e.ID, new(atomic.Int32))
 			switch n.(*atomic.Int32).Add(1) {
 			case 1:
-				return outbox.Result{}, outbox.RetryAfter(errors.New("flaky"), 100*time.Millisecond)
+				return outbox.RetryAfter(errors.New("flaky"), 100*time.Millisecond)
 			case 2:
-				return outbox.Defer(100 * time.Millisecond), nil
+				return outbox.Defer(100 * time.Millisecond)
 			default:
-				return outbox.Done(), nil
+				return nil
 			}
 		})
 		cfg := outbox.Config{ClaimTTL: 5 * time.Second, ListenerTimeout: time.Second, StatusTimeout: time.Second,

@@ -52,7 +52,7 @@ func TestEveryExportedErrorIsReturned(t *testing.T) {
 		"ErrStopped": stoppedCause,
 		"ErrNotFound": func(t *testing.T) error {
 			ob := newOutbox(t, outboxtest.NewMemoryStore(), outbox.Config{Mode: outbox.WriterOnly})
-			_, err := ob.Dead().Get(t.Context(), "missing")
+			_, err := ob.Events().Get(t.Context(), "missing")
 			return err
 		},
 		"ErrNotDead": func(t *testing.T) error {
@@ -60,14 +60,14 @@ func TestEveryExportedErrorIsReturned(t *testing.T) {
 			store.Put(outbox.Event{ID: "e1", Type: "T", AggregateType: outbox.GlobalAggregateType, Payload: json.RawMessage(`1`),
 				Status: outbox.StatusNew, CreatedAt: time.Now(), AvailableAt: time.Now()})
 			ob := newOutbox(t, store, outbox.Config{Mode: outbox.WriterOnly})
-			return ob.Dead().Replay(t.Context(), "e1")
+			return ob.Events().Replay(t.Context(), "e1")
 		},
 		"ErrFinished": func(t *testing.T) error {
 			store := outboxtest.NewMemoryStore()
 			store.Put(outbox.Event{ID: "e1", Type: "T", AggregateType: outbox.GlobalAggregateType, Payload: json.RawMessage(`1`),
 				Status: outbox.StatusDone, CreatedAt: time.Now(), AvailableAt: time.Now()})
 			ob := newOutbox(t, store, outbox.Config{Mode: outbox.WriterOnly})
-			return ob.Dead().Discard(t.Context(), "e1")
+			return ob.Events().Discard(t.Context(), "e1")
 		},
 		"ErrDuplicateListener": func(t *testing.T) error {
 			ob := newOutbox(t, outboxtest.NewMemoryStore(), outbox.Config{})
@@ -77,8 +77,8 @@ func TestEveryExportedErrorIsReturned(t *testing.T) {
 		},
 		"ErrUnrecoverable": func(t *testing.T) error {
 			// A Dead result seen through the plain Listener method.
-			l := outbox.ResultListenerFunc(func(context.Context, *outbox.Event) (outbox.Result, error) {
-				return outbox.Dead("poison"), nil
+			l := outbox.ListenerFunc(func(context.Context, *outbox.Event) error {
+				return outbox.Dead(errors.New("poison"))
 			})
 			return l.Handle(t.Context(), &outbox.Event{ID: "e1"})
 		},
@@ -104,7 +104,7 @@ func TestEveryExportedErrorIsReturned(t *testing.T) {
 		},
 		"ErrInvalidArgument": func(t *testing.T) error {
 			ob := newOutbox(t, outboxtest.NewMemoryStore(), outbox.Config{Mode: outbox.WriterOnly})
-			_, err := ob.Dead().List(t.Context(), outbox.DeadQuery{Limit: -1})
+			_, err := ob.Events().ListDead(t.Context(), outbox.DeadQuery{Limit: -1})
 			return err
 		},
 		"ErrEmptyType": func(t *testing.T) error { return writeEnvelope(t, outbox.Envelope{Payload: 1}) },
@@ -409,10 +409,10 @@ func TestStoreWithoutOptionalInterfaces(t *testing.T) {
 	if id := <-got; id != ids[0] {
 		t.Fatalf("delivered %s, want %s", id, ids[0])
 	}
-	if _, err := ob.Dead().Count(t.Context(), outbox.DeadFilter{}); !errors.Is(err, errors.ErrUnsupported) {
+	if _, err := ob.Events().CountDead(t.Context(), outbox.DeadFilter{}); !errors.Is(err, errors.ErrUnsupported) {
 		t.Fatalf("Dead().Count = %v, want errors.ErrUnsupported", err)
 	}
-	if _, err := ob.Dead().Stats(t.Context()); !errors.Is(err, errors.ErrUnsupported) {
+	if _, err := ob.Events().Stats(t.Context()); !errors.Is(err, errors.ErrUnsupported) {
 		t.Fatalf("Dead().Stats = %v, want errors.ErrUnsupported", err)
 	}
 }

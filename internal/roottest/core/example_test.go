@@ -96,7 +96,7 @@ func Example_runInTx() {
 		return fmt.Errorf("card declined")
 	})
 	fmt.Println("error:", err)
-	stats, err := ob.Dead().Stats(ctx)
+	stats, err := ob.Events().Stats(ctx)
 	if err != nil {
 		panic(err)
 	}
@@ -138,8 +138,8 @@ func Example_writer_WriteAll() {
 	// Output: 2 events; delayed by 24h0m0s
 }
 
-// ExampleDeadEvents_Replay replays an event that went DEAD.
-func Example_deadEvents_Replay() {
+// Example_events_Replay replays an event that went DEAD.
+func Example_events_Replay() {
 	db, cleanup := openExampleDB()
 	defer cleanup()
 	ctx := context.Background()
@@ -164,7 +164,7 @@ func Example_deadEvents_Replay() {
 		panic(err)
 	}
 	for {
-		if e, err := ob.Dead().Get(ctx, id); err == nil && e.Status == outbox.StatusDead {
+		if e, err := ob.Events().Get(ctx, id); err == nil && e.Status == outbox.StatusDead {
 			fmt.Println("dead:", e.LastError != "")
 			break
 		}
@@ -178,7 +178,7 @@ func Example_deadEvents_Replay() {
 		}
 		return nil
 	}))
-	if err := ob.Dead().Replay(ctx, id); err != nil {
+	if err := ob.Events().Replay(ctx, id); err != nil {
 		panic(err)
 	}
 	<-delivered

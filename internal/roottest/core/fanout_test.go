@@ -59,9 +59,9 @@ func TestFanOutThreeListeners(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		dead := a.ob.Dead()
+		dead := a.ob.Events()
 		eventually(t, "every delivery settled", func() bool {
-			c, err := dead.Count(ctx, outbox.DeadFilter{Listener: "mail"})
+			c, err := dead.CountDead(ctx, outbox.DeadFilter{Listener: "mail"})
 			return err == nil && c == n && broker.total() == n && readModel.total() == n
 		})
 		// A listener's return comes before its DONE is written (the recorder batches).
@@ -89,11 +89,11 @@ func TestFanOutThreeListeners(t *testing.T) {
 				t.Errorf("delivery of %s to mail: %s after %d attempts", id, e.Status, e.Attempts)
 			}
 		}
-		page, err := dead.List(ctx, outbox.DeadQuery{DeadFilter: outbox.DeadFilter{Listener: "mail"}})
+		page, err := dead.ListDead(ctx, outbox.DeadQuery{DeadFilter: outbox.DeadFilter{Listener: "mail"}})
 		if err != nil || len(page.Events) != n {
 			t.Fatalf("dead deliveries of mail: %d, %v", len(page.Events), err)
 		}
-		if c, err := dead.Count(ctx, outbox.DeadFilter{Listener: "broker"}); err != nil || c != 0 {
+		if c, err := dead.CountDead(ctx, outbox.DeadFilter{Listener: "broker"}); err != nil || c != 0 {
 			t.Fatalf("dead deliveries of broker: %d, %v", c, err)
 		}
 		mailUp.Store(true)

@@ -24,7 +24,7 @@ const pageLoadReadBound = 30 * outbox.MaxCountRows
 // groups, unfiltered and filtered, its first page, the list of the type and a search of
 // the error text. It checks what a million-row table (fillSQL) must give: counts that
 // stopped at MaxCountRows.
-func adminPageLoad(t *testing.T, dead *outbox.DeadEvents) {
+func adminPageLoad(t *testing.T, dead *outbox.Events) {
 	t.Helper()
 	ctx := t.Context()
 	o, err := dead.Overview(ctx)
@@ -43,18 +43,18 @@ func adminPageLoad(t *testing.T, dead *outbox.DeadEvents) {
 		t.Error("Overview: no oldest pending event")
 	}
 	for _, f := range []outbox.EventFilter{{}, {EventType: "T3"}} {
-		c, err := dead.CountEvents(ctx, outbox.EventCountQuery{Status: outbox.StatusDead, EventFilter: f, Groups: true})
+		c, err := dead.Count(ctx, outbox.EventCountQuery{Status: outbox.StatusDead, EventFilter: f, Groups: true})
 		if err != nil || c.N > outbox.MaxCountRows {
 			t.Fatalf("CountEvents(DEAD, %+v) = %+v, %v", f, c.EventCount, err)
 		}
 	}
-	if _, err := dead.Events(ctx, outbox.EventQuery{Status: outbox.StatusDead}); err != nil {
+	if _, err := dead.List(ctx, outbox.EventQuery{Status: outbox.StatusDead}); err != nil {
 		t.Fatalf("Events: %v", err)
 	}
-	if _, err := dead.List(ctx, outbox.DeadQuery{DeadFilter: outbox.DeadFilter{EventType: "T3"}}); err != nil {
+	if _, err := dead.ListDead(ctx, outbox.DeadQuery{DeadFilter: outbox.DeadFilter{EventType: "T3"}}); err != nil {
 		t.Fatalf("List: %v", err)
 	}
-	if _, err := dead.Events(ctx, outbox.EventQuery{Status: outbox.StatusDead, EventFilter: outbox.EventFilter{ErrorContains: "TIMEOUT"}}); err != nil {
+	if _, err := dead.List(ctx, outbox.EventQuery{Status: outbox.StatusDead, EventFilter: outbox.EventFilter{ErrorContains: "TIMEOUT"}}); err != nil {
 		t.Fatalf("Events by error: %v", err)
 	}
 }
@@ -71,14 +71,14 @@ func checkPageLoadBounded(t *testing.T, b sqlBundle) {
 		t.Fatal(err)
 	}
 	if b.d == outbox.SQLite {
-		adminPageLoad(t, ob.Dead())
+		adminPageLoad(t, ob.Events())
 		return
 	}
 	// One connection: the reads and the counters of its session are the same.
 	b.db.SetMaxOpenConns(1)
 	ctx := t.Context()
 	before := readCounters(ctx, t, b)
-	adminPageLoad(t, ob.Dead())
+	adminPageLoad(t, ob.Events())
 	after := readCounters(ctx, t, b)
 	for name, v := range after {
 		d := v - before[name]

@@ -70,7 +70,7 @@ func fillSQL(b sqlBundle, n int) string {
 }
 
 // TestEventListsUseIndexes: on a table of a million rows (listRows), every statement of
-// the admin's lists (DeadEvents.Events) and counts (DeadEvents.CountEvents and
+// the admin's lists (Events.List) and counts (Events.Count and
 // Overview) reads the index of its list in the list's order and stops after its LIMIT
 // or at its window's end: the plan names the index and has no sort (but of a windowed
 // page's or a count's rows, see windowed below) and no scan of the table. It also runs

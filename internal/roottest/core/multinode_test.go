@@ -223,11 +223,11 @@ func TestMultiNodeFencing(t *testing.T) {
 		}))
 		cfgB := timing
 		cfgB.PollInterval, cfgB.NodeID = 50*time.Millisecond, "node-b"
-		c.node(t, cfgB, outbox.ResultListenerFunc(func(ctx context.Context, e *outbox.Event) (outbox.Result, error) {
+		c.node(t, cfgB, outbox.ListenerFunc(func(ctx context.Context, e *outbox.Event) error {
 			now := time.Now()
 			bCalledAt.Store(&now)
 			bCalls.Add(1)
-			return outbox.Defer(time.Hour), nil // B's outcome: deferred, NEW and unclaimed
+			return outbox.Defer(time.Hour) // B's outcome: deferred, NEW and unclaimed
 		}))
 
 		written := time.Now()

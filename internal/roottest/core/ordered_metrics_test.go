@@ -59,7 +59,7 @@ func TestOrderedKeysHeldMetric(t *testing.T) {
 		eventually(t, "three keys held", func() bool { return last() == 3 })
 		close(release)
 		eventually(t, "every event delivered and nothing held", func() bool {
-			st, err := a.ob.Dead().Stats(context.Background())
+			st, err := a.ob.Events().Stats(context.Background())
 			return err == nil && st.Counts[outbox.StatusDone] == 5 && last() == 0
 		})
 		if h := a.metrics.held(); slices.Max(h) > 3 {

@@ -142,7 +142,7 @@ func TestOrderedDeliveryKeepsKeyOrder(t *testing.T) {
 			t.Fatalf("no ordered event took the hot path: %+v", c)
 		}
 		eventually(t, "every row DONE", func() bool {
-			st, err := a.ob.Dead().Stats(context.Background())
+			st, err := a.ob.Events().Stats(context.Background())
 			return err == nil && st.Counts[outbox.StatusDone] == writers*perWriter
 		})
 	})
@@ -190,7 +190,7 @@ func TestOrderedDeadEventHoldsItsKey(t *testing.T) {
 					// replay while p3 still waited would put p1 back ahead of it).
 					eventually(t, "p2 and p3 delivered past the DEAD p1", func() bool { return c.count() == 7 })
 				}
-				if err := a.ob.Dead().Replay(context.Background(), p1); err != nil {
+				if err := a.ob.Events().Replay(context.Background(), p1); err != nil {
 					t.Fatal(err)
 				}
 				eventually(t, "every event delivered", func() bool { return c.count() == 8 })
@@ -385,7 +385,7 @@ func unfinishedRows(t *testing.T, c *claimTable) string {
 }
 
 // TestOrderedDeletedDeadEventFreesItsKey: under DeadKeyWaits, deleting the DEAD event
-// that holds a key (DeadEvents.Delete) lets the key's later events go, in order, and it
+// that holds a key (Events.Delete) lets the key's later events go, in order, and it
 // is never delivered. Delete refuses an event that is not DEAD, and a missing one.
 func TestOrderedDeletedDeadEventFreesItsKey(t *testing.T) {
 	t.Parallel()
@@ -411,16 +411,16 @@ func TestOrderedDeletedDeadEventFreesItsKey(t *testing.T) {
 			t.Fatalf("event behind the DEAD head is %s, want WAITING", s)
 		}
 		ctx := context.Background()
-		if err := a.ob.Dead().Delete(ctx, ids[1]); !errors.Is(err, outbox.ErrNotDead) {
+		if err := a.ob.Events().Delete(ctx, ids[1]); !errors.Is(err, outbox.ErrNotDead) {
 			t.Fatalf("Delete of a WAITING event: %v, want ErrNotDead", err)
 		}
-		if err := a.ob.Dead().Delete(ctx, "missing"); !errors.Is(err, outbox.ErrNotFound) {
+		if err := a.ob.Events().Delete(ctx, "missing"); !errors.Is(err, outbox.ErrNotFound) {
 			t.Fatalf("Delete of a missing event: %v, want ErrNotFound", err)
 		}
-		if err := a.ob.Dead().Delete(ctx, ids[0]); err != nil {
+		if err := a.ob.Events().Delete(ctx, ids[0]); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := a.ob.Dead().Get(ctx, ids[0]); !errors.Is(err, outbox.ErrNotFound) {
+		if _, err := a.ob.Events().Get(ctx, ids[0]); !errors.Is(err, outbox.ErrNotFound) {
 			t.Fatalf("Get of the deleted event: %v, want ErrNotFound", err)
 		}
 		eventually(t, "the key's other events delivered", func() bool { return c.count() == 2 })
@@ -457,13 +457,13 @@ func TestOrderedDiscardedEventFreesItsKey(t *testing.T) {
 		}
 		eventually(t, "the head DEAD", func() bool { return a.event(t, ids[0]).Status == outbox.StatusDead })
 		ctx := context.Background()
-		if err := a.ob.Dead().Discard(ctx, ids[2]); err != nil { // WAITING behind the head
+		if err := a.ob.Events().Discard(ctx, ids[2]); err != nil { // WAITING behind the head
 			t.Fatal(err)
 		}
-		if err := a.ob.Dead().Discard(ctx, "missing"); !errors.Is(err, outbox.ErrNotFound) {
+		if err := a.ob.Events().Discard(ctx, "missing"); !errors.Is(err, outbox.ErrNotFound) {
 			t.Fatalf("Discard of a missing event: %v, want ErrNotFound", err)
 		}
-		if err := a.ob.Dead().Discard(ctx, ids[0]); err != nil {
+		if err := a.ob.Events().Discard(ctx, ids[0]); err != nil {
 			t.Fatal(err)
 		}
 		if e := a.event(t, ids[0]); e.Status != outbox.StatusDiscarded || e.DoneAt.IsZero() {
@@ -477,13 +477,13 @@ func TestOrderedDiscardedEventFreesItsKey(t *testing.T) {
 			t.Fatalf("delivered %s, want [2 4] (the discarded events never)", got)
 		}
 		eventually(t, "stats to count 2 DISCARDED and 2 DONE", func() bool {
-			st, err := a.ob.Dead().Stats(ctx)
+			st, err := a.ob.Events().Stats(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
 			return st.Counts[outbox.StatusDiscarded] == 2 && st.Counts[outbox.StatusDone] == 2
 		})
-		if err := a.ob.Dead().Discard(ctx, ids[1]); !errors.Is(err, outbox.ErrFinished) {
+		if err := a.ob.Events().Discard(ctx, ids[1]); !errors.Is(err, outbox.ErrFinished) {
 			t.Fatalf("Discard of a DONE event: %v, want ErrFinished", err)
 		}
 	})

@@ -136,7 +136,7 @@ func TestPoisonRowsDoNotStopDelivery(t *testing.T) {
 				}
 				// Before the poller moves them: the admin's list of pending events shows
 				// every row, a row the database cannot return with a placeholder payload.
-				page, err := a.ob.Dead().Events(ctx, outbox.EventQuery{Status: outbox.StatusNew, Limit: 50})
+				page, err := a.ob.Events().List(ctx, outbox.EventQuery{Status: outbox.StatusNew, Limit: 50})
 				if err != nil {
 					t.Fatalf("list pending events = %v", err)
 				}
@@ -186,7 +186,7 @@ func TestPoisonRowsDoNotStopDelivery(t *testing.T) {
 						t.Errorf("%s: no ERROR log names %s", p.name, id)
 					}
 				}
-				dead, err := a.ob.Dead().List(ctx, outbox.DeadQuery{Limit: 10})
+				dead, err := a.ob.Events().ListDead(ctx, outbox.DeadQuery{Limit: 10})
 				if err != nil {
 					t.Fatalf("List dead = %v", err)
 				}

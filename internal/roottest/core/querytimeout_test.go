@@ -59,7 +59,7 @@ func TestConfigQueryTimeoutBoundsTheOutboxsOwnStatements(t *testing.T) {
 	if _, err := outboxtest.Purge(ctx, ob); err == nil || !isDeadline(err) {
 		t.Errorf("purge with the table locked: err = %v, want a deadline error", err)
 	}
-	if _, err := ob.Dead().Count(ctx, outbox.DeadFilter{}); err == nil || !isDeadline(err) {
+	if _, err := ob.Events().CountDead(ctx, outbox.DeadFilter{}); err == nil || !isDeadline(err) {
 		t.Errorf("dead count with the table locked: err = %v, want a deadline error", err)
 	}
 	if _, err := outbox.New(db, outbox.Config{Dialect: outbox.Postgres, QueryTimeout: -2}); !errors.Is(err, outbox.ErrInvalidConfig) {

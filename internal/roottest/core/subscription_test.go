@@ -279,7 +279,7 @@ func TestFallbackOnDatabases(t *testing.T) {
 		if len(delivered) != 1 || delivered[0] != "after-poison" {
 			t.Errorf("delivered %v, want after-poison only", delivered)
 		}
-		st, err := a.ob.Dead().Stats(ctx)
+		st, err := a.ob.Events().Stats(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,34 +9,34 @@ import (
 	"github.com/outboxkit/outbox/core/storage"
 )
 
-// Page sizes for [DeadEvents.List].
+// Page sizes of the lists of [Events].
 const (
-	// DefaultDeadPageSize is the page size when DeadQuery.Limit is 0.
-	DefaultDeadPageSize = 50
-	// MaxDeadPageSize is the largest page DeadEvents.List returns.
-	MaxDeadPageSize = 500
-	// DefaultReplayBatchSize is the batch size of DeadEvents.ReplayAll when 0 is given.
+	// DefaultPageSize is the page size of a query whose Limit is 0.
+	DefaultPageSize = 50
+	// MaxPageSize is the largest page a list returns.
+	MaxPageSize = 500
+	// DefaultReplayBatchSize is the batch size of Events.ReplayAll when 0 is given.
 	DefaultReplayBatchSize = 100
 )
 
-// DeadEvents inspects the events of every status and changes them: replay, discard,
-// delete. Every change it makes is recorded in the audit trail when the store keeps one
+// Events inspects the events of every status, from [Outbox.Events], and changes them:
+// replay, discard, delete. Every change it makes is recorded in the audit trail when the store keeps one
 // ([AuditStore]), with the actor of the context ([WithActor]). It is safe for concurrent
 // use.
-type DeadEvents struct {
+type Events struct {
 	store       storage.Store
 	now         func() time.Time
 	afterReplay func() // wakes the pollers; nil until New sets it
 }
 
-// newDeadEvents returns a dead-event manager over store.
-func newDeadEvents(store storage.Store) *DeadEvents {
-	return &DeadEvents{store: store, now: time.Now}
+// newEvents returns the inspection of store's events.
+func newEvents(store storage.Store) *Events {
+	return &Events{store: store, now: time.Now}
 }
 
 // deadStore returns the store's [DeadStore] methods, or an error matching
 // errors.ErrUnsupported.
-func (d *DeadEvents) deadStore() (storage.DeadStore, error) {
+func (d *Events) deadStore() (storage.DeadStore, error) {
 	if ds, ok := d.store.(storage.DeadStore); ok {
 		return ds, nil
 	}
@@ -48,7 +48,7 @@ type DeadQuery struct {
 	DeadFilter
 	// After continues from the Next cursor of the previous page; zero starts at the oldest.
 	After Cursor
-	// Limit is the page size, 1 to MaxDeadPageSize. Defaults to DefaultDeadPageSize.
+	// Limit is the page size, 1 to MaxPageSize. Defaults to DefaultPageSize.
 	Limit int
 }
 
@@ -63,18 +63,18 @@ type DeadPage struct {
 	Partial bool
 }
 
-// List returns a page of DEAD events matching q, oldest first (created_at, then ID).
+// ListDead returns a page of DEAD events matching q, oldest first (created_at, then ID).
 // On a store that lists events of every status ([EventStore], the SQL store) it is
-// [DeadEvents.Events] of the DEAD list: a page reads at most MaxScanRows rows whatever
-// its filter, and may be Partial. A limit outside 0..MaxDeadPageSize returns an error
+// [Events.List] of the DEAD list: a page reads at most MaxScanRows rows whatever
+// its filter, and may be Partial. A limit outside 0..MaxPageSize returns an error
 // wrapping ErrInvalidArgument.
-func (d *DeadEvents) List(ctx context.Context, q DeadQuery) (DeadPage, error) {
+func (d *Events) ListDead(ctx context.Context, q DeadQuery) (DeadPage, error) {
 	limit := q.Limit
 	if limit == 0 {
-		limit = DefaultDeadPageSize
+		limit = DefaultPageSize
 	}
-	if limit < 0 || limit > MaxDeadPageSize {
-		return DeadPage{}, fmt.Errorf("%w: limit %d is outside 1..%d", ErrInvalidArgument, q.Limit, MaxDeadPageSize)
+	if limit < 0 || limit > MaxPageSize {
+		return DeadPage{}, fmt.Errorf("%w: limit %d is outside 1..%d", ErrInvalidArgument, q.Limit, MaxPageSize)
 	}
 	if _, ok := d.store.(storage.EventStore); ok {
 		if err := q.DeadFilter.Validate(); err != nil {
@@ -83,7 +83,7 @@ func (d *DeadEvents) List(ctx context.Context, q DeadQuery) (DeadPage, error) {
 		if q.After.OrderSeq != 0 {
 			return DeadPage{}, fmt.Errorf("%w: list dead events: After is a cursor of a list by order key", ErrInvalidArgument)
 		}
-		page, err := d.Events(ctx, EventQuery{Status: StatusDead, After: q.After, Limit: limit,
+		page, err := d.List(ctx, EventQuery{Status: StatusDead, After: q.After, Limit: limit,
 			EventFilter: EventFilter{EventType: q.EventType, AggregateType: q.AggregateType, Listener: q.Listener}})
 		if err != nil {
 			return DeadPage{}, fmt.Errorf("outbox: list dead events: %w", err)
@@ -108,10 +108,9 @@ func (d *DeadEvents) List(ctx context.Context, q DeadQuery) (DeadPage, error) {
 	return page, nil
 }
 
-// Count returns the number of DEAD events matching f. It counts every one of them, so
-// its cost grows with their number; [DeadEvents.CountEvents] reads at most
-// MaxCountRows rows.
-func (d *DeadEvents) Count(ctx context.Context, f DeadFilter) (int64, error) {
+// CountDead returns the number of DEAD events matching f. It counts every one of them,
+// so its cost grows with their number; [Events.Count] reads at most MaxCountRows rows.
+func (d *Events) CountDead(ctx context.Context, f DeadFilter) (int64, error) {
 	ds, err := d.deadStore()
 	if err != nil {
 		return 0, err
@@ -124,7 +123,7 @@ func (d *DeadEvents) Count(ctx context.Context, f DeadFilter) (int64, error) {
 }
 
 // Get returns one event by ID, whatever its status, or an error wrapping ErrNotFound.
-func (d *DeadEvents) Get(ctx context.Context, id string) (Event, error) {
+func (d *Events) Get(ctx context.Context, id string) (Event, error) {
 	if id == "" {
 		return Event{}, fmt.Errorf("%w: empty event ID", ErrInvalidArgument)
 	}
@@ -137,7 +136,7 @@ func (d *DeadEvents) Get(ctx context.Context, id string) (Event, error) {
 
 // Replay moves one DEAD event back to NEW, attempts reset, for the poller to deliver; the
 // error wraps ErrNotFound or ErrNotDead (the event exists but is not DEAD) otherwise.
-func (d *DeadEvents) Replay(ctx context.Context, id string) error {
+func (d *Events) Replay(ctx context.Context, id string) error {
 	if id == "" {
 		return fmt.Errorf("%w: empty event ID", ErrInvalidArgument)
 	}
@@ -160,7 +159,7 @@ func (d *DeadEvents) Replay(ctx context.Context, id string) error {
 
 // Delete deletes one DEAD event for good (never delivered; its order key moves on); the
 // error wraps ErrNotFound or ErrNotDead otherwise.
-func (d *DeadEvents) Delete(ctx context.Context, id string) error {
+func (d *Events) Delete(ctx context.Context, id string) error {
 	if id == "" {
 		return fmt.Errorf("%w: empty event ID", ErrInvalidArgument)
 	}
@@ -187,7 +186,7 @@ func (d *DeadEvents) Delete(ctx context.Context, id string) error {
 // dispatcher is delivering right now may still be delivered once, and its outcome is
 // then not recorded. The error wraps ErrNotFound, or ErrFinished when the event is
 // DONE, FALLBACK or DISCARDED already.
-func (d *DeadEvents) Discard(ctx context.Context, id string) error {
+func (d *Events) Discard(ctx context.Context, id string) error {
 	if id == "" {
 		return fmt.Errorf("%w: empty event ID", ErrInvalidArgument)
 	}
@@ -215,12 +214,12 @@ func (d *DeadEvents) Discard(ctx context.Context, id string) error {
 // holds every batch that was made.
 //
 // On a store that lists events of every status ([EventStore], the SQL store) it walks
-// the DEAD list of f, oldest first, a page of batchSize (at most MaxDeadPageSize)
+// the DEAD list of f, oldest first, a page of batchSize (at most MaxPageSize)
 // events at a time, each page reading at most MaxScanRows rows of the list's index, and
 // replays each page's events by ID: every read and change is bounded, and an event that
 // dies again meanwhile is behind the walk and not replayed twice. Elsewhere it replays
 // at most as many as were DEAD when it started, the oldest matching ones first.
-func (d *DeadEvents) ReplayAll(ctx context.Context, f DeadFilter, batchSize int) (int64, error) {
+func (d *Events) ReplayAll(ctx context.Context, f DeadFilter, batchSize int) (int64, error) {
 	if batchSize == 0 {
 		batchSize = DefaultReplayBatchSize
 	}
@@ -234,7 +233,7 @@ func (d *DeadEvents) ReplayAll(ctx context.Context, f DeadFilter, batchSize int)
 		if _, err := d.deadStore(); err != nil {
 			return 0, err
 		}
-		return d.replayListed(ctx, f, min(batchSize, MaxDeadPageSize))
+		return d.replayListed(ctx, f, min(batchSize, MaxPageSize))
 	}
 	ds, err := d.deadStore()
 	if err != nil {
@@ -294,7 +293,7 @@ func (d *DeadEvents) ReplayAll(ctx context.Context, f DeadFilter, batchSize int)
 
 // replayListed is ReplayAll on an EventStore: pages of the DEAD list of f, each
 // replayed by ID.
-func (d *DeadEvents) replayListed(ctx context.Context, f DeadFilter, batch int) (int64, error) {
+func (d *Events) replayListed(ctx context.Context, f DeadFilter, batch int) (int64, error) {
 	entry := d.entry(ctx, AuditReplayAll, filterTarget(f))
 	_, audited := d.store.(storage.AuditedStore)
 	q := EventQuery{Status: StatusDead, Limit: batch,
@@ -316,7 +315,7 @@ func (d *DeadEvents) replayListed(ctx context.Context, f DeadFilter, batch int) 
 		return total, fmt.Errorf("outbox: replay dead events: %w", err)
 	}
 	for {
-		page, err := d.Events(ctx, q)
+		page, err := d.List(ctx, q)
 		if err != nil {
 			return fail(err)
 		}
@@ -367,16 +366,16 @@ func wrapErr(what string, err error) error {
 	return fmt.Errorf("outbox: %s: %w", what, err)
 }
 
-func (d *DeadEvents) replayed() {
+func (d *Events) replayed() {
 	if d.afterReplay != nil {
 		d.afterReplay()
 	}
 }
 
 // Stats counts events per status and reports the oldest pending one. It reads every
-// row (metrics read it), so its cost grows with the table; [DeadEvents.Overview] is
+// row (metrics read it), so its cost grows with the table; [Events.Overview] is
 // the bounded summary the admin page shows.
-func (d *DeadEvents) Stats(ctx context.Context) (Stats, error) {
+func (d *Events) Stats(ctx context.Context) (Stats, error) {
 	ss, ok := d.store.(storage.StatsStore)
 	if !ok {
 		return Stats{}, fmt.Errorf("outbox: store %T does not implement StatsStore: %w", d.store, errors.ErrUnsupported)
