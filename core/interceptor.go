@@ -7,42 +7,7 @@ import (
 	"runtime/debug"
 )
 
-// Interceptor wraps every attempt (tracing, logging): each Before in order (it returns
-// the attempt's context; its error or panic fails the attempt), the listener, then each
-// After in reverse, for Befores that succeeded, with the attempt's error (After's own
-// errors and panics are only logged). A deferral's error is a [*DeferError]: errors.As
-// tells it from a failure.
-type Interceptor interface {
-	Before(ctx context.Context, e *Event) (context.Context, error)
-	After(ctx context.Context, e *Event, err error) error
-}
-
-// InterceptorFuncs adapts a pair of functions to [Interceptor]. A nil function does
-// nothing.
-type InterceptorFuncs struct {
-	// BeforeFunc is called by Before.
-	BeforeFunc func(ctx context.Context, e *Event) (context.Context, error)
-	// AfterFunc is called by After.
-	AfterFunc func(ctx context.Context, e *Event, err error) error
-}
-
 var _ Interceptor = InterceptorFuncs{}
-
-// Before calls f.BeforeFunc, or returns ctx when it is nil.
-func (f InterceptorFuncs) Before(ctx context.Context, e *Event) (context.Context, error) {
-	if f.BeforeFunc == nil {
-		return ctx, nil
-	}
-	return f.BeforeFunc(ctx, e)
-}
-
-// After calls f.AfterFunc, or returns nil when it is nil.
-func (f InterceptorFuncs) After(ctx context.Context, e *Event, err error) error {
-	if f.AfterFunc == nil {
-		return nil
-	}
-	return f.AfterFunc(ctx, e, err)
-}
 
 // invokeDelivery runs the interceptors around call and returns the attempt's error.
 // Panics in Before and call become *PanicError; panics and errors in After are logged.

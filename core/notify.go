@@ -9,20 +9,6 @@ import (
 	"github.com/outboxkit/outbox/core/internal/startstop"
 )
 
-// Notifier wakes dispatching processes for events another process committed, dropped
-// or replayed, instead of leaving them to the next poll (package pgnotify: PostgreSQL
-// LISTEN/NOTIFY). The outbox calls Notify after commit in WriterOnly mode, after hot-path
-// drops in MultiNode mode and after replays, from one goroutine, outside transactions,
-// coalescing signals; a failure costs only latency. Dispatching modes run Listen while
-// started: a wake makes the poller read every due row at once; an error is logged,
-// wakes the poller, and Listen runs again after a back-off of up to 30 seconds.
-type Notifier interface {
-	// Notify tells the listening processes that events may be due.
-	Notify(ctx context.Context) error
-	// Listen calls wake for each notification until ctx ends, then returns ctx.Err().
-	Listen(ctx context.Context, wake func()) error
-}
-
 // notifyHook signals the notifier after each commit with a due event (WriterOnly mode).
 type notifyHook struct {
 	NopWriterHook

@@ -73,3 +73,37 @@ const (
 	MaxHeadersBytes     = outboxtype.MaxHeadersBytes
 	MaxErrorSearchLen   = outboxtype.MaxErrorSearchLen
 )
+
+// The extension points an adapter implements: metrics (adapters/prometheus,
+// adapters/otel), interceptors around each delivery (adapters/otel's tracing) and a
+// notifier that wakes pollers (adapters/pgnotify). See package [outboxtype].
+type (
+	Metrics          = outboxtype.Metrics
+	NopMetrics       = outboxtype.NopMetrics
+	DispatchInfo     = outboxtype.DispatchInfo
+	Path             = outboxtype.Path
+	Outcome          = outboxtype.Outcome
+	ClaimEvent       = outboxtype.ClaimEvent
+	Interceptor      = outboxtype.Interceptor
+	InterceptorFuncs = outboxtype.InterceptorFuncs
+	Notifier         = outboxtype.Notifier
+)
+
+// The values of the extension points' vocabulary: how an event reached the dispatcher,
+// what an attempt led to (the words of [Listener]'s table and of the statuses), and what
+// happened to a claim.
+const (
+	PathHot         = outboxtype.PathHot
+	PathCold        = outboxtype.PathCold
+	OutcomeDone     = outboxtype.OutcomeDone
+	OutcomeRetry    = outboxtype.OutcomeRetry
+	OutcomeDead     = outboxtype.OutcomeDead
+	OutcomeDeferred = outboxtype.OutcomeDeferred
+	OutcomeFallback = outboxtype.OutcomeFallback
+	ClaimTaken      = outboxtype.ClaimTaken
+	ClaimRenewed    = outboxtype.ClaimRenewed
+	ClaimLost       = outboxtype.ClaimLost
+	ClaimExpired    = outboxtype.ClaimExpired
+	ClaimReleased   = outboxtype.ClaimReleased
+	ClaimTakenOver  = outboxtype.ClaimTakenOver
+)

@@ -1,7 +1,9 @@
-// Package outboxtype holds the types that the outbox package and its storage layer
-// (package storage) share: an event as stored ([Event]) and its [Status], the filters,
-// cursors and counts of inspection, the audit trail's entries, the limits on stored
-// fields and the errors a store returns.
+// Package outboxtype holds the types that the outbox package shares with its storage
+// layer (package storage) and its adapters: an event as stored ([Event]) and its
+// [Status], the filters, cursors and counts of inspection, the audit trail's entries,
+// the limits on stored fields, the errors a store returns, and the extension points an
+// adapter implements ([Metrics], [Interceptor], [Notifier]) with their vocabulary
+// ([Path], [Outcome], [ClaimEvent]).
 //
 // Import path: github.com/outboxkit/outbox/core/outboxtype (package outboxtype). It
 // imports only the standard library.
