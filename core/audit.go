@@ -26,9 +26,7 @@ type AuditPage struct {
 
 type actorKey struct{}
 
-// WithActor returns a context that names who makes the changes done under it, for the
-// audit trail (the admin page names the authorized user, the command-line tool the OS
-// user).
+// WithActor returns ctx naming who makes the changes under it, for the audit.
 func WithActor(ctx context.Context, actor string) context.Context {
 	return context.WithValue(ctx, actorKey{}, actor)
 }

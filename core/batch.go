@@ -7,18 +7,10 @@ import (
 	"time"
 )
 
-// BatchListener is a [Listener] that handles several events per call (a broker relay
-// publishing them in one round trip). A worker that takes an event of its subscription
-// also takes, without waiting, the events of that subscription queued behind it, up to
-// [Subscription.BatchSize], and hands them to one HandleBatch call; the dispatcher never
-// calls Handle, which serves wrappers.
-//
-// Each event stays an attempt of its own: its interceptors run around it (BatchItem.Ctx
-// is the context they returned), and its error in the result, one per item in order,
-// decides its fate as an error from Handle does (see [Listener]). An event whose
-// interceptors fail leaves the batch before the call. A result of another length fails
-// every event, and a panic fails each with a *[PanicError]. ctx ends at the listener
-// timeout, counted from the call, or at a hard stop.
+// BatchListener is a [Listener] whose HandleBatch gets the events of its subscription
+// queued together, up to [Subscription.BatchSize]; the dispatcher never calls Handle.
+// The result holds one error per item, in order, each read as Handle's; one of another
+// length fails all. Each item keeps its interceptors, whose context is BatchItem.Ctx.
 type BatchListener interface {
 	Listener
 	HandleBatch(ctx context.Context, batch []BatchItem) []error

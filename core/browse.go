@@ -12,26 +12,18 @@ import (
 	"github.com/outboxkit/outbox/core/storage"
 )
 
-// MaxScanRows bounds the rows one page of [Events.List] reads when it filters on a
-// column that its index does not hold (event type, aggregate type, listener, error
-// text): a page stops after that many rows of the index, full or not, and its Next
-// cursor continues the scan. A list can never lock up the table, whatever it searches.
+// MaxScanRows bounds the rows one page of [Events.List] reads when it filters on a column
+// its index does not hold: the page stops there, full or not ([EventPage.Partial]).
 const MaxScanRows = 10000
 
-// EventQuery selects one page of the events of one status, for the admin's lists.
-//
-// A list is in the order of its time: when the event finished for DONE, FALLBACK and
-// DISCARDED, when it was created for the other statuses, and when it was created for
-// every status when AggregateID is set; a list of one OrderKey is in the key's order.
-// Each list reads an index in that order (see docs/operations.md): pages are keyset
-// pages, as fast on the millionth row as on the first.
+// EventQuery selects one keyset page of the events of one status, in the order of when
+// they finished (DONE, FALLBACK, DISCARDED) or were created (docs/operations.md).
 type EventQuery struct {
 	Status Status
 	EventFilter
 	// Newest lists the newest first; the default is oldest first.
 	Newest bool
-	// After continues from the Next cursor of the previous page; zero starts at the
-	// beginning.
+	// After continues from the previous page's Next; zero starts at the beginning.
 	After Cursor
 	// Limit is the page size, 1 to MaxPageSize. Defaults to DefaultPageSize.
 	Limit int
@@ -42,14 +34,11 @@ type EventPage struct {
 	Events []Event
 	// Next is the cursor of the following page; zero when this page is the last.
 	Next Cursor
-	// Partial is set when the page stopped after MaxScanRows rows of its index with fewer
-	// events than the limit: Next continues the search from where it stopped.
+	// Partial is set when the page stopped after MaxScanRows rows of its index with fewer events than the limit.
 	Partial bool
 }
 
-// List returns a page of the events of q.Status that match the filter: the admin's
-// lists of pending, retrying, dead and recently finished events. An invalid query
-// returns an error wrapping ErrInvalidArgument.
+// List returns q's page; an invalid query's error wraps ErrInvalidArgument.
 func (d *Events) List(ctx context.Context, q EventQuery) (EventPage, error) {
 	limit := cmp.Or(q.Limit, DefaultPageSize)
 	if limit < 0 || limit > MaxPageSize {
@@ -80,9 +69,7 @@ func (d *Events) List(ctx context.Context, q EventQuery) (EventPage, error) {
 	return page, nil
 }
 
-// CountByType counts the events per status and event type. It reads every row, as
-// Stats does, so its cost grows with the table; [Events.Overview] is the bounded
-// summary the admin page shows.
+// CountByType counts the events per status and event type, reading every row.
 func (d *Events) CountByType(ctx context.Context) ([]TypeCount, error) {
 	es, ok := d.store.(storage.EventStore)
 	if !ok {
@@ -95,8 +82,7 @@ func (d *Events) CountByType(ctx context.Context) ([]TypeCount, error) {
 	return counts, nil
 }
 
-// MaxBulkIDs bounds the IDs of one bulk action ([Events.ReplayIDs],
-// [Events.DiscardIDs], [Events.DeleteIDs]).
+// MaxBulkIDs bounds the IDs of one bulk action, such as [Events.ReplayIDs].
 const MaxBulkIDs = MaxPageSize
 
 // checkBulk validates the IDs of a bulk action and returns them without repeats, in
@@ -119,8 +105,8 @@ func checkBulk(action string, ids []string) ([]string, error) {
 	return out, nil
 }
 
-// ReplayIDs replays the DEAD events among ids (as Replay does one; others are left
-// alone) and returns how many. It is audited, also when it changed nothing.
+// ReplayIDs replays the DEAD events among ids, as Replay does one, and returns how many.
+// It is audited, also when it changed nothing.
 func (d *Events) ReplayIDs(ctx context.Context, ids []string) (int64, error) {
 	ids, err := checkBulk("replay", ids)
 	if err != nil {
@@ -136,8 +122,8 @@ func (d *Events) ReplayIDs(ctx context.Context, ids []string) (int64, error) {
 	return n, wrapErr("replay events", err)
 }
 
-// DiscardIDs discards the events among ids that are DEAD or pending (as Discard does
-// one) and returns how many it discarded. It is recorded in the audit trail.
+// DiscardIDs discards the DEAD or pending events among ids, as Discard does one, and
+// returns how many. It is audited.
 func (d *Events) DiscardIDs(ctx context.Context, ids []string) (int64, error) {
 	ids, err := checkBulk("discard", ids)
 	if err != nil {
@@ -153,8 +139,7 @@ func (d *Events) DiscardIDs(ctx context.Context, ids []string) (int64, error) {
 	return n, wrapErr("discard events", err)
 }
 
-// DeleteIDs deletes the DEAD events among ids for good (as Delete does one) and
-// returns how many it deleted. It is recorded in the audit trail.
+// DeleteIDs deletes the DEAD events among ids (audited); it returns how many.
 func (d *Events) DeleteIDs(ctx context.Context, ids []string) (int64, error) {
 	ids, err := checkBulk("delete", ids)
 	if err != nil {

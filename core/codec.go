@@ -8,10 +8,7 @@ import (
 	"reflect"
 )
 
-// Codec turns payloads into the JSON text an event stores, and back. The stored
-// payload is JSON on every database (jsonb, JSON, TEXT), so a codec for another
-// encoding wraps it in JSON: protojson for protocol buffers, a base64 JSON string for
-// raw bytes. Config.Codec encodes the writer's payloads; [TypedCodec] decodes them.
+// Codec turns payloads into stored JSON text and back (docs/listeners.md).
 type Codec interface {
 	Marshal(v any) ([]byte, error)
 	Unmarshal(data []byte, v any) error
@@ -26,16 +23,13 @@ func (JSONCodec) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
 // Unmarshal calls json.Unmarshal.
 func (JSONCodec) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
 
-// Typed returns a listener that decodes each event's payload into a new T with
-// [JSONCodec] and calls fn with it. See [TypedCodec].
+// Typed is [TypedCodec] with [JSONCodec].
 func Typed[T any](fn func(ctx context.Context, e *Event, payload T) error) Listener {
 	return TypedCodec(JSONCodec{}, fn)
 }
 
-// TypedCodec returns a listener that decodes each event's payload into a new T with c
-// (nil: JSONCodec) and calls fn with it. A payload that does not decode is permanent:
-// the event goes DEAD at once with a [*PayloadError] naming T and, when the codec
-// tells, the field. fn's own errors count as usual.
+// TypedCodec returns a listener that decodes each payload into a new T with c (nil:
+// JSONCodec) and calls fn; a payload that does not decode is a [*PayloadError].
 func TypedCodec[T any](c Codec, fn func(ctx context.Context, e *Event, payload T) error) Listener {
 	if c == nil {
 		c = JSONCodec{}
@@ -53,9 +47,7 @@ func TypedCodec[T any](c Codec, fn func(ctx context.Context, e *Event, payload T
 	})
 }
 
-// PayloadError is a typed listener's payload that did not decode into GoType; Field
-// is the offending field when the codec names it. It is permanent: it matches
-// ErrUnrecoverable.
+// PayloadError is a payload that failed to decode into GoType; it is permanent.
 type PayloadError struct {
 	EventID, GoType, Field string
 	Err                    error

@@ -13,14 +13,11 @@ import (
 	"github.com/outboxkit/outbox/core/storage"
 )
 
-// MaxCountRows bounds the rows of an index that one count of [Events.Count]
-// and [Events.Overview] reads: a count that would read more stops there, and says
-// that the events are that many or more ([EventCount.AtLeast]). A count, like a page
-// of a list, never scans the table, whatever its size.
+// MaxCountRows bounds the index rows one count of [Events.Count] and [Events.Overview]
+// reads; a count that stops there is a lower bound ([EventCount.AtLeast]).
 const MaxCountRows = 10_000
 
-// EventCountQuery selects what [Events.Count] counts: the events of one status
-// that match the filter, as [EventQuery] lists them (OrderKey and Blocking included).
+// EventCountQuery selects what [Events.Count] counts, filtered as an EventQuery.
 type EventCountQuery struct {
 	Status Status
 	EventFilter
@@ -28,19 +25,15 @@ type EventCountQuery struct {
 	Groups bool
 }
 
-// Overview is the summary of the table that the admin page shows, every count of which
-// is bounded ([Events.Overview]).
+// Overview is the bounded summary of the table that [Events.Overview] returns.
 type Overview struct {
 	// Counts has the count of every status, bounded by MaxCountRows.
 	Counts map[Status]EventCount
-	// ByType counts the events per status and event type among those Counts counted
-	// (all of a status unless its count is AtLeast), by status then event type.
+	// ByType counts the events Counts counted per status and event type.
 	ByType []TypeCount
 	// OldestPending is created_at of the oldest NEW or RETRY event; zero when none.
 	OldestPending time.Time
-	// BlockedKeys counts the order keys held by a RETRY or DEAD event, bounded by
-	// MaxCountRows rows of the order index; OldestBlocked is created_at of the oldest
-	// holder among them, or zero.
+	// BlockedKeys counts the order keys held by a RETRY or DEAD event; OldestBlocked is the oldest holder's created_at.
 	BlockedKeys   EventCount
 	OldestBlocked time.Time
 }
@@ -54,11 +47,9 @@ func (d *Events) countStore() (storage.EventCountStore, error) {
 	return nil, fmt.Errorf("outbox: store %T does not implement EventCountStore: %w", d.store, errors.ErrUnsupported)
 }
 
-// Count counts the events of q.Status that match the filter, and with q.Groups
-// per aggregate type, event type and listener, reading at most MaxCountRows rows of an
-// index: past that many the count is a lower bound ([EventCount.AtLeast]). It is the
-// admin's count: unlike CountDead and Stats, it costs the same on a table of any size. An
-// invalid query returns an error wrapping ErrInvalidArgument.
+// Count counts the events of q.Status matching the filter (with q.Groups, per group too),
+// reading at most MaxCountRows index rows. An invalid query's error wraps
+// ErrInvalidArgument.
 func (d *Events) Count(ctx context.Context, q EventCountQuery) (EventCounts, error) {
 	p := storage.CountEventsParams{Status: q.Status, EventFilter: q.EventFilter, Groups: q.Groups, ScanLimit: MaxCountRows}
 	if err := p.Validate(); err != nil {
@@ -82,11 +73,8 @@ func (d *Events) Count(ctx context.Context, q EventCountQuery) (EventCounts, err
 // overviewStatuses are the statuses [Events.Overview] counts.
 var overviewStatuses = [...]Status{StatusNew, StatusRetry, StatusWaiting, StatusDead, StatusDone, StatusFallback, StatusDiscarded}
 
-// Overview summarizes the table for the admin page: a count per status and per status
-// and event type, the oldest pending event and the blocked order keys. Each of its
-// statements reads at most MaxCountRows rows of an index, so that it costs the same on
-// a table of any size; a count that stopped there is a lower bound
-// ([EventCount.AtLeast]). [Events.Stats] counts every row instead, for metrics.
+// Overview returns the counts per status and event type, the oldest pending event and
+// the blocked keys, each statement reading at most MaxCountRows index rows.
 func (d *Events) Overview(ctx context.Context) (Overview, error) {
 	cs, err := d.countStore()
 	if err != nil {

@@ -3,7 +3,7 @@ package outbox
 import "github.com/outboxkit/outbox/core/internal/sqlstore"
 
 // Dialect describes one SQL database to [NewSQLStore] and [Migrate]. The values are
-// [Postgres], [MySQL] and [SQLite]; the interface is sealed (see the package doc).
+// [Postgres], [MySQL] and [SQLite]; the interface is sealed (docs/how-it-works.md).
 type Dialect interface {
 	// Name returns the dialect's name: "postgres", "mysql" or "sqlite".
 	Name() string
@@ -11,30 +11,14 @@ type Dialect interface {
 	sql() *sqlstore.Dialect
 }
 
-// The supported dialects.
+// The supported dialects (docs/databases.md).
 var (
-	// Postgres is PostgreSQL 12 or newer (tested with 15) through any database/sql
-	// driver (pgx's stdlib, lib/pq). Payload and headers are jsonb, times timestamptz; a
-	// claim is one statement (FOR UPDATE SKIP LOCKED, then UPDATE … RETURNING).
+	// Postgres is PostgreSQL 12 or newer, through any database/sql driver.
 	Postgres Dialect = dialect{sqlstore.Postgres}
-
-	// MySQL is MySQL 8.0 or newer and MariaDB 10.6 or newer, through
-	// github.com/go-sql-driver/mysql (driver name "mysql"). The DSN must carry
-	// [MySQLDSNParams] (parseTime=true&loc=UTC), and the connection character set must
-	// be utf8mb4, the driver's default: [Outbox.Start] returns a *[ConfigError] with
-	// Field "DSN" naming the fix otherwise. Times are DATETIME(6) in UTC; the table is
-	// InnoDB with the case-sensitive utf8mb4_bin collation and a VARBINARY(64) event_id.
-	// Claims and the store's range updates run READ COMMITTED, so business transactions
-	// inserting into the table never wait for them; deadlocks and lock wait timeouts
-	// are retried. A multi-row INSERT is split past 4 MiB of arguments; Start rejects a
-	// MaxPayloadBytes above (max_allowed_packet - 64 KiB) / 2. docs/databases.md has the
-	// details.
+	// MySQL is MySQL 8.0 or newer and MariaDB 10.6 or newer, through github.com/go-sql-driver/mysql. The DSN
+	// must carry [MySQLDSNParams] and the utf8mb4 character set, or [Outbox.Start] returns a *[ConfigError].
 	MySQL Dialect = dialect{sqlstore.MySQL}
-
-	// SQLite is SQLite 3.15 or newer (3.35 for [MultiNode] claims), normally through
-	// modernc.org/sqlite opened with [SQLiteDSN]. Payload and headers are TEXT; times are
-	// TEXT in the fixed-width UTC layout "2006-01-02T15:04:05.000000Z", so text order is
-	// time order. The database clock is the host's, at millisecond precision.
+	// SQLite is SQLite 3.15 or newer (3.35 for [MultiNode] claims), through modernc.org/sqlite and [SQLiteDSN].
 	SQLite Dialect = dialect{sqlstore.SQLite}
 )
 

@@ -9,26 +9,20 @@ import (
 )
 
 var (
-	// ErrNoTransaction is returned by [Writer.Write] when the executor is not inside a
-	// transaction. Nothing is inserted.
+	// ErrNoTransaction is returned by [Writer.Write] when the executor is not inside a transaction.
 	ErrNoTransaction = outboxtype.ErrNoTransaction
-	// ErrStopped is the cause (context.Cause) of a listener's context when
-	// [Outbox.Stop]'s deadline passes and running deliveries are cancelled.
+	// ErrStopped is the cause (context.Cause) of a listener's context when [Outbox.Stop]'s deadline passes.
 	ErrStopped = errors.New("outbox: stopped")
 	// ErrNotFound is returned when no event has the given ID.
 	ErrNotFound = outboxtype.ErrNotFound
-	// ErrNotDead is returned by a replay of an event that exists but is not DEAD.
+	// ErrNotDead is returned by a replay or delete of an event that exists but is not DEAD.
 	ErrNotDead = errors.New("outbox: event is not dead")
-	// ErrFinished is returned by a discard of an event that is DONE, FALLBACK or
-	// DISCARDED already.
+	// ErrFinished is returned by a discard of an event that is DONE, FALLBACK or DISCARDED already.
 	ErrFinished = errors.New("outbox: event is finished")
-	// ErrDuplicateListener is returned when a listener is already registered under the
-	// same name (by default "AggregateType/EventType").
+	// ErrDuplicateListener is returned when a listener is already registered under the same name.
 	ErrDuplicateListener = errors.New("outbox: listener already registered")
-	// ErrUnrecoverable is matched by every listener error that ends its event: DEAD at
-	// once, the attempt counted (see [Listener]). [Dead] returns such an error, the way
-	// to say it in a listener; an error type of your own matches it by wrapping it (as
-	// [PayloadError] does), so that it stays a type callers can inspect.
+	// ErrUnrecoverable is matched by every listener error that makes its event DEAD at once, the attempt
+	// counted: [Dead]'s, or an error type of your own that wraps it.
 	ErrUnrecoverable = errors.New("outbox: unrecoverable")
 	// ErrUnroutable is the reason recorded for an event that no listener handles.
 	ErrUnroutable = errors.New("outbox: no listener for event")
@@ -36,22 +30,16 @@ var (
 	ErrInvalidEnvelope = errors.New("outbox: invalid envelope")
 	// ErrInvalidConfig is matched (errors.Is) by every [ConfigError].
 	ErrInvalidConfig = outboxtype.ErrInvalidConfig
-	// ErrInvalidArgument is wrapped by errors for bad arguments to a call, such as a page
-	// limit out of range, or store parameters that fail their Validate method. Nothing
-	// runs in that case.
+	// ErrInvalidArgument is wrapped by the error of a call with bad arguments (a page limit out of range),
+	// which runs nothing.
 	ErrInvalidArgument = outboxtype.ErrInvalidArgument
-	// ErrTxDone is returned by [Writer.Write] through a transaction that has already
-	// committed or rolled back (it also matches the driver's sql.ErrTxDone).
+	// ErrTxDone is returned by [Writer.Write] through a transaction that has ended; it matches sql.ErrTxDone.
 	ErrTxDone = outboxtype.ErrTxDone
-	// ErrEventTooLarge is returned by a write whose event the database server would
-	// refuse as one statement: on MySQL/MariaDB, a row that needs more than the server's
-	// max_allowed_packet. The write is refused before any SQL, so the caller's
-	// transaction stays usable; the error names the setting and the sizes.
+	// ErrEventTooLarge is returned, before any SQL, by a write whose row the server would refuse (MySQL's
+	// max_allowed_packet); the caller's transaction stays usable.
 	ErrEventTooLarge = outboxtype.ErrEventTooLarge
-	// ErrUnreadableRow is wrapped by the reason of a row that the database stores but
-	// cannot return, for example a PostgreSQL jsonb payload whose numbers write out to
-	// more than a gigabyte. The poller moves such a row to DEAD, with this reason, the
-	// server's error and the stored sizes, so that it cannot stop the other rows.
+	// ErrUnreadableRow is wrapped by the reason of a row the database stores but cannot return; the poller
+	// moves such a row to DEAD (docs/databases.md).
 	ErrUnreadableRow = outboxtype.ErrUnreadableRow
 )
 
@@ -70,8 +58,7 @@ var (
 	ErrInvalidTime     = errors.New("time is outside the years 1000 to 9999 that every supported database stores")
 )
 
-// EnvelopeError reports an envelope that failed validation. It wraps one of the
-// ErrEmptyType … ErrInvalidText reasons and matches ErrInvalidEnvelope.
+// EnvelopeError reports an invalid envelope. It matches ErrInvalidEnvelope.
 type EnvelopeError struct {
 	// Index is the envelope's position in the batch given to WriteAll (0 for Write).
 	Index int
@@ -98,15 +85,11 @@ func (e *EnvelopeError) Unwrap() error { return e.Err }
 // Is makes errors.Is(err, ErrInvalidEnvelope) true.
 func (e *EnvelopeError) Is(target error) bool { return target == ErrInvalidEnvelope }
 
-// Defer returns the listener error that puts its event back, due after d, without
-// counting an attempt: it is not a failure (the event is not ready yet, a downstream
-// asks to wait). The row goes back to NEW; the outcome is [OutcomeDeferred]. A negative
-// d is treated as 0. To retry a failure after a delay of your choice, return
-// [RetryAfter] instead, which counts the attempt.
+// Defer returns the listener error that makes its event NEW again, due after d (at least
+// 0), without counting an attempt; [RetryAfter] counts it.
 func Defer(d time.Duration) error { return &DeferError{Delay: max(d, 0)} }
 
-// DeferError is the error [Defer] returns; find it with errors.As (an [Interceptor]
-// tells a deferral from a failure so). A listener may return it wrapped.
+// DeferError is Defer's error, maybe wrapped: find it with errors.As.
 type DeferError struct {
 	Delay time.Duration
 }
@@ -114,10 +97,8 @@ type DeferError struct {
 // Error implements error.
 func (e *DeferError) Error() string { return fmt.Sprintf("deferred for %s", e.Delay) }
 
-// Dead returns the listener error that ends its event: DEAD at once, whatever
-// MaxAttempts says, and the attempt counts. err is the reason, recorded as the event's
-// last error (nil records "listener reported the event dead"). The error reads as err
-// and matches ErrUnrecoverable and err.
+// Dead returns the listener error that makes its event DEAD at once, the attempt counted,
+// with err as its last error; it matches ErrUnrecoverable and err (which may be nil).
 func Dead(err error) error { return &deadError{err: err} }
 
 // deadError is the error [Dead] returns.
@@ -137,14 +118,11 @@ func (e *deadError) Unwrap() []error {
 	return []error{ErrUnrecoverable, e.err}
 }
 
-// RetryAfter returns a listener error that fails the attempt and asks for the retry
-// after d instead of the retry policy's backoff. The attempt counts: at MaxAttempts the
-// event is DEAD. err is the cause, recorded as the event's last error; it may be nil.
-// To wait without counting an attempt, return [Defer] instead.
+// RetryAfter returns a listener error that fails the attempt, counted, and retries after d
+// instead of the policy's backoff; err, which may be nil, is recorded as the last error.
 func RetryAfter(err error, d time.Duration) error { return &RetryAfterError{Delay: d, Err: err} }
 
-// RetryAfterError is the error [RetryAfter] returns; find it with errors.As. A listener
-// may return it wrapped.
+// RetryAfterError is RetryAfter's error, maybe wrapped: find it with errors.As.
 type RetryAfterError struct {
 	Delay time.Duration
 	Err   error
@@ -161,8 +139,7 @@ func (e *RetryAfterError) Error() string {
 // Unwrap returns the underlying error.
 func (e *RetryAfterError) Unwrap() error { return e.Err }
 
-// PanicError is the error recorded when a listener or interceptor panics. The panic is
-// recovered and the delivery counts as a failed attempt.
+// PanicError is a recovered listener or interceptor panic: a failed attempt.
 type PanicError struct {
 	// Value is what was passed to panic.
 	Value any

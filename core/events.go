@@ -19,10 +19,8 @@ const (
 	DefaultReplayBatchSize = 100
 )
 
-// Events inspects the events of every status, from [Outbox.Events], and changes them:
-// replay, discard, delete. Every change it makes is recorded in the audit trail when the store keeps one
-// ([AuditStore]), with the actor of the context ([WithActor]). It is safe for concurrent
-// use.
+// Events inspects and changes events (docs/operations.md), recording each change with
+// the context's actor ([WithActor]). It is safe for concurrent use.
 type Events struct {
 	store       storage.Store
 	now         func() time.Time
@@ -57,17 +55,12 @@ type DeadPage struct {
 	Events []Event
 	// Next is the cursor for the following page; zero when this page is the last.
 	Next Cursor
-	// Partial is set when a filtered page stopped after MaxScanRows rows of the DEAD
-	// events with fewer events than the limit (as [EventPage.Partial]): Next continues
-	// the search from where it stopped.
+	// Partial is set when a filtered page stopped after MaxScanRows rows: Next continues.
 	Partial bool
 }
 
-// ListDead returns a page of DEAD events matching q, oldest first (created_at, then ID).
-// On a store that lists events of every status ([EventStore], the SQL store) it is
-// [Events.List] of the DEAD list: a page reads at most MaxScanRows rows whatever
-// its filter, and may be Partial. A limit outside 0..MaxPageSize returns an error
-// wrapping ErrInvalidArgument.
+// ListDead returns a page of DEAD events matching q, oldest first. A limit outside
+// 0..MaxPageSize returns an error wrapping ErrInvalidArgument.
 func (d *Events) ListDead(ctx context.Context, q DeadQuery) (DeadPage, error) {
 	limit := q.Limit
 	if limit == 0 {
@@ -108,8 +101,7 @@ func (d *Events) ListDead(ctx context.Context, q DeadQuery) (DeadPage, error) {
 	return page, nil
 }
 
-// CountDead returns the number of DEAD events matching f. It counts every one of them,
-// so its cost grows with their number; [Events.Count] reads at most MaxCountRows rows.
+// CountDead counts the DEAD events matching f, reading every one of them.
 func (d *Events) CountDead(ctx context.Context, f DeadFilter) (int64, error) {
 	ds, err := d.deadStore()
 	if err != nil {
@@ -122,7 +114,7 @@ func (d *Events) CountDead(ctx context.Context, f DeadFilter) (int64, error) {
 	return n, nil
 }
 
-// Get returns one event by ID, whatever its status, or an error wrapping ErrNotFound.
+// Get returns an event by ID, any status, or an error wrapping ErrNotFound.
 func (d *Events) Get(ctx context.Context, id string) (Event, error) {
 	if id == "" {
 		return Event{}, fmt.Errorf("%w: empty event ID", ErrInvalidArgument)
@@ -134,8 +126,8 @@ func (d *Events) Get(ctx context.Context, id string) (Event, error) {
 	return e, nil
 }
 
-// Replay moves one DEAD event back to NEW, attempts reset, for the poller to deliver; the
-// error wraps ErrNotFound or ErrNotDead (the event exists but is not DEAD) otherwise.
+// Replay moves one DEAD event back to NEW, attempts reset; the error wraps ErrNotFound,
+// or ErrNotDead when the event is not DEAD.
 func (d *Events) Replay(ctx context.Context, id string) error {
 	if id == "" {
 		return fmt.Errorf("%w: empty event ID", ErrInvalidArgument)
@@ -157,8 +149,7 @@ func (d *Events) Replay(ctx context.Context, id string) error {
 	return fmt.Errorf("outbox: replay event %s (status %s): %w", id, e.Status, ErrNotDead)
 }
 
-// Delete deletes one DEAD event for good (never delivered; its order key moves on); the
-// error wraps ErrNotFound or ErrNotDead otherwise.
+// Delete deletes a DEAD event; the error wraps ErrNotFound or ErrNotDead.
 func (d *Events) Delete(ctx context.Context, id string) error {
 	if id == "" {
 		return fmt.Errorf("%w: empty event ID", ErrInvalidArgument)
@@ -180,12 +171,9 @@ func (d *Events) Delete(ctx context.Context, id string) error {
 	return fmt.Errorf("outbox: delete event %s (status %s): %w", id, e.Status, ErrNotDead)
 }
 
-// Discard makes one event DISCARDED: it is never delivered (again), and its row is kept
-// until the purge, as DEAD rows are. It takes an event that is DEAD or pending (NEW,
-// RETRY, WAITING); an ordered event's key moves on at once. A pending event that a
-// dispatcher is delivering right now may still be delivered once, and its outcome is
-// then not recorded. The error wraps ErrNotFound, or ErrFinished when the event is
-// DONE, FALLBACK or DISCARDED already.
+// Discard makes a DEAD or pending event DISCARDED: never delivered (again), kept until the
+// purge; an ordered event's key moves on. One being delivered right now may still be
+// delivered once, its outcome unrecorded. The error wraps ErrNotFound, or ErrFinished.
 func (d *Events) Discard(ctx context.Context, id string) error {
 	if id == "" {
 		return fmt.Errorf("%w: empty event ID", ErrInvalidArgument)
@@ -208,17 +196,8 @@ func (d *Events) Discard(ctx context.Context, id string) error {
 }
 
 // ReplayAll replays every DEAD event matching f in batches of batchSize (0 means
-// DefaultReplayBatchSize) and returns how many it replayed (so far, with the error,
-// when one stops it). It is one entry of the audit trail; on an [AuditedStore] each
-// batch adds its count to the entry in the batch's transaction, so that the entry
-// holds every batch that was made.
-//
-// On a store that lists events of every status ([EventStore], the SQL store) it walks
-// the DEAD list of f, oldest first, a page of batchSize (at most MaxPageSize)
-// events at a time, each page reading at most MaxScanRows rows of the list's index, and
-// replays each page's events by ID: every read and change is bounded, and an event that
-// dies again meanwhile is behind the walk and not replayed twice. Elsewhere it replays
-// at most as many as were DEAD when it started, the oldest matching ones first.
+// DefaultReplayBatchSize) and returns how many it replayed, so far when an error stops
+// it. It is one audit entry; an event that dies again meanwhile is not replayed twice.
 func (d *Events) ReplayAll(ctx context.Context, f DeadFilter, batchSize int) (int64, error) {
 	if batchSize == 0 {
 		batchSize = DefaultReplayBatchSize
@@ -372,9 +351,7 @@ func (d *Events) replayed() {
 	}
 }
 
-// Stats counts events per status and reports the oldest pending one. It reads every
-// row (metrics read it), so its cost grows with the table; [Events.Overview] is
-// the bounded summary the admin page shows.
+// Stats counts events per status, with the oldest pending, reading every row.
 func (d *Events) Stats(ctx context.Context) (Stats, error) {
 	ss, ok := d.store.(storage.StatsStore)
 	if !ok {

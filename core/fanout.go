@@ -30,10 +30,8 @@ import (
 // deliveries only. The listeners are the subscriptions registered on the node that
 // splits the event, when it does: one registered later never sees events split before.
 
-// DeliveryID is the ID of the delivery of event id to the listener named listener when
-// the event is split (fan-out): the event's ID, cut to 47 bytes, a dot and 16 characters
-// of a SHA-256 of both, so that it is the same on every node and every attempt, and at
-// most MaxIDLen bytes.
+// DeliveryID is the ID of event id's delivery to the named listener when it is split
+// (fan-out): the same on every node, at most MaxIDLen bytes.
 func DeliveryID(id, listener string) string {
 	sum := sha256.Sum256([]byte(id + "\x00" + listener))
 	// The last 16 characters of a ULID encoding carry the last 80 bits of its 16 bytes.

@@ -2,11 +2,10 @@ package outbox
 
 import "context"
 
-// WriterHook observes and shapes writes: for each batch, BeforeWrite (it may transform
-// or suppress the batch; its error aborts the write), the INSERT, AfterWrite, and when
-// the transaction ends (through a [*Tx] or an adapter's) AfterCommit or AfterRollback,
-// with a context that is never cancelled. Errors and panics after BeforeWrite are only
-// logged. Embed [NopWriterHook] to implement only some methods.
+// WriterHook runs around each batch written: BeforeWrite may transform or suppress it
+// (its error aborts the write), then AfterWrite, and AfterCommit or AfterRollback when a
+// [*Tx] or an adapter's transaction ends, under a context never cancelled. Later errors
+// and panics are only logged.
 type WriterHook interface {
 	BeforeWrite(ctx context.Context, envs []Envelope) ([]Envelope, error)
 	AfterWrite(ctx context.Context, events []Event) error
@@ -14,8 +13,7 @@ type WriterHook interface {
 	AfterRollback(ctx context.Context, events []Event) error
 }
 
-// NopWriterHook implements [WriterHook] and does nothing (BeforeWrite returns the
-// envelopes unchanged); embed it to implement only some methods.
+// NopWriterHook is a WriterHook that does nothing; embed it to pick methods.
 type NopWriterHook struct{}
 
 var _ WriterHook = NopWriterHook{}

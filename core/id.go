@@ -22,9 +22,7 @@ type idGenerator struct {
 // monotonicity state that must be shared by every writer in the process.
 var defaultIDs idGenerator
 
-// NewID returns a new monotonic ULID: 26 characters of Crockford base32 that sort
-// lexically in creation order within this process. It is what [Writer.Write] assigns
-// when an envelope has no ID.
+// NewID returns a new ULID; IDs sort in creation order within this process.
 func NewID() string { return defaultIDs.next(time.Now()) }
 
 func (g *idGenerator) next(now time.Time) string {

@@ -13,24 +13,11 @@ import (
 
 // Listener handles one event. Delivery is at least once: deduplicate by [Event.ID].
 //
-// What Handle returns decides the event's fate, named by its [Outcome] in metrics and
-// logs. The rule a reader can check at the call site: every returned error is a failed
-// attempt and counts toward MaxAttempts, except the one [Defer] returns, which is no
-// failure.
-//
-//	Handle returns                  outcome   the row becomes                    attempt counted
-//	nil                             done      DONE                               no
-//	Defer(d)                        deferred  NEW, due in d                      no
-//	RetryAfter(err, d)              retry     RETRY in d; DEAD at MaxAttempts    yes
-//	any other error, or a panic     retry     RETRY after the retry policy's     yes
-//	                                          backoff; DEAD at MaxAttempts
-//	Dead(err), or any error         dead      DEAD now                           yes
-//	matching ErrUnrecoverable
-//
-// A dead outcome is fallback instead (the row FALLBACK) when the [Subscription]'s
-// Fallback handles it. MaxAttempts, the retry policy and the timeout are the
-// Subscription's when set, else the Config's. The context ends at the timeout or a hard
-// stop.
+// What Handle returns decides the event's fate (docs/how-it-works.md): nil makes it DONE;
+// [Defer] makes it NEW again without counting an attempt; every other error counts one.
+// [RetryAfter]'s, any other error and a panic make it RETRY, DEAD at MaxAttempts; [Dead]'s,
+// or one matching ErrUnrecoverable, makes it DEAD now (or FALLBACK, see
+// [Subscription.Fallback]). The context ends at the timeout or a hard stop.
 type Listener interface {
 	Handle(ctx context.Context, e *Event) error
 }
@@ -41,54 +28,36 @@ type ListenerFunc func(ctx context.Context, e *Event) error
 // Handle calls f.
 func (f ListenerFunc) Handle(ctx context.Context, e *Event) error { return f(ctx, e) }
 
-// AnyType in a [Subscription]'s AggregateType or EventType matches every aggregate
-// type or event type: a catch-all route, for example a broker relay that takes every
-// event ({AggregateType: AnyType, EventType: AnyType}).
+// AnyType in a [Subscription]'s AggregateType or EventType matches every value: a
+// catch-all route.
 const AnyType = "*"
 
-// Subscription is one listener with its route and, optionally, its own delivery
-// policy; the zero value of each policy field means the [Config] setting.
-// [Outbox.Register] is Subscribe with the route and the listener only.
-//
-// An event goes to every subscription whose route matches it (fan-out): when that is
-// more than one, the dispatcher splits it into one delivery per listener, each with its
-// own attempts, retries, DEAD state and replay (docs/listeners.md).
+// Subscription is a listener, its route and its own policy (zero: the [Config] setting);
+// each matching one gets a delivery (fan-out, docs/listeners.md).
 type Subscription struct {
-	// Name names the listener in logs, metrics, fan-out deliveries and dead events.
-	// Defaults to "AggregateType/EventType". Unique, at most MaxListenerLen bytes; keep
-	// it stable across releases, since stored deliveries name their listener by it.
+	// Name names the listener, unique and stable across releases, at most MaxListenerLen bytes. Defaults to
+	// "AggregateType/EventType".
 	Name string
-	// AggregateType and EventType are the route: the events of EventType (required) on
-	// AggregateType ("" means GlobalAggregateType); AnyType in either matches every
-	// value. Several subscriptions may share a route (a second one needs a Name).
+	// AggregateType and EventType (required) are the route; "" means GlobalAggregateType.
 	AggregateType string
 	EventType     string
 	// Listener handles the events. Required.
 	Listener Listener
 	// Retry replaces Config.Retry for this listener's failures.
 	Retry RetryPolicy
-	// MaxAttempts replaces Config.MaxAttempts: 1 makes the first failure final, -1
-	// retries forever.
+	// MaxAttempts replaces Config.MaxAttempts; -1 retries forever.
 	MaxAttempts int
-	// Timeout replaces Config.ListenerTimeout; -1 means none (not in MultiNode mode).
-	// In MultiNode mode it must stay below ClaimTTL - StatusTimeout, as the default.
+	// Timeout replaces Config.ListenerTimeout; -1 means none. In MultiNode mode it must be below ClaimTTL - StatusTimeout.
 	Timeout time.Duration
-	// Retryable, when set, decides whether an error the listener returns is worth a
-	// retry: false makes the event DEAD at once, as an error wrapping ErrUnrecoverable
-	// does (which stays final whatever Retryable says). Deferrals never reach it.
+	// Retryable, when set, returns false for an error that makes the event DEAD at once. Deferrals never reach it.
 	Retryable func(error) bool
-	// BatchSize bounds the events of one [BatchListener.HandleBatch] call when Listener
-	// is a BatchListener (ignored otherwise); 0 means DefaultBatchSize, 1 hands over one
-	// event per call.
+	// BatchSize bounds the events of one [BatchListener.HandleBatch] call. Defaults to DefaultBatchSize.
 	BatchSize int
-	// Fallback, when set, runs when a delivery is about to become DEAD (attempts used
-	// up, [Dead], a permanent error), under the listener's timeout. When it returns nil
-	// the event is FALLBACK, a final state of its own, with the listener's last error;
-	// when it fails or panics the event is DEAD, the fallback's error added.
+	// Fallback, when set, runs before a delivery becomes DEAD: nil makes it FALLBACK instead (docs/listeners.md).
 	Fallback func(ctx context.Context, f Failure) error
 }
 
-// Failure is what a [Subscription.Fallback] gets: the event and how its delivery failed.
+// Failure is what a [Subscription.Fallback] gets.
 type Failure struct {
 	Event          *Event
 	Listener       string    // the subscription's name

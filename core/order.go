@@ -10,8 +10,7 @@ import (
 	"github.com/outboxkit/outbox/core/storage"
 )
 
-// DeadKeyPolicy decides what a key's later events do while one of its ordered events
-// is DEAD (docs/ordering.md).
+// DeadKeyPolicy is what a key's events do while one of them is DEAD.
 type DeadKeyPolicy int
 
 const (

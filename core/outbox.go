@@ -13,42 +13,20 @@ import (
 	"github.com/outboxkit/outbox/core/storage"
 )
 
-// Mode selects which parts of the outbox run. See [Config.Mode].
+// Mode selects which parts of the outbox run (docs/modes.md).
 type Mode int
 
-// The modes of an [Outbox].
-//
-// Choose by how many processes dispatch from the table and what order you need:
-//
-//	one process dispatches                     SingleNode (default)
-//	several processes dispatch (replicas)      MultiNode, with Config.ClaimTTL
-//	nothing dispatches here (CDC, or another   WriterOnly
-//	  deployment runs the dispatchers)
-//
-// WriterOnly processes may write beside dispatching ones; never run two dispatching
-// modes, or two SingleNode processes, on one table: the dispatch lease ([Outbox.Start])
-// makes such a process stand by. Ordered delivery (per-key FIFO, [Envelope.OrderKey])
-// works in every mode.
+// The modes of an [Outbox]. Never run two dispatching modes, or two SingleNode processes,
+// on one table: the dispatch lease ([Outbox.Start]) makes such a process stand by.
 const (
-	// SingleNode runs the hot path and a poller that does not claim rows: exactly one
-	// process may dispatch from the table (it holds the dispatch lease alone). It is
-	// the default.
+	// SingleNode runs the hot path and a poller that does not claim rows: one process
+	// dispatches from the table. It is the default.
 	SingleNode Mode = iota
-	// MultiNode runs the hot path and a claiming poller so that several processes (the
-	// replicas of a service) can share one table. It requires [Config.ClaimTTL].
-	//
-	// Pollers claim the rows they read with a fresh token and an expiry measured by the
-	// database clock (FOR UPDATE SKIP LOCKED on PostgreSQL and MySQL/MariaDB), and the
-	// writer inserts the events it hands to its own hot path already claimed, so in a
-	// fault-free run no two nodes deliver one event. A dead node's claims expire after
-	// ClaimTTL and other nodes take its events. Every outcome is fenced by the claim's
-	// token: a node whose claim expired and was taken over records nothing. Delivery
-	// remains at least once: a node that stalls beyond ClaimTTL may deliver an event that
-	// another node delivers too, but only the current claim's outcome is recorded.
-	// docs/multinode.md has the details.
+	// MultiNode runs the hot path and a claiming poller, so that several processes share
+	// one table (docs/multinode.md). It requires [Config.ClaimTTL].
 	MultiNode
-	// WriterOnly writes events and runs nothing else (except purge): use it when change
-	// data capture reads the table, or when another process dispatches.
+	// WriterOnly writes events and runs nothing else but the purge: change data capture
+	// reads the table, or another process dispatches.
 	WriterOnly Mode = 3
 )
 
@@ -66,127 +44,87 @@ func (m Mode) String() string {
 	}
 }
 
-// Config configures an [Outbox]. Only Dialect is required. A zero field takes its
-// default; where a field says so, -1 disables the feature.
+// Config configures an [Outbox] (docs/configuration.md). Only Dialect is required; a
+// zero field takes its default.
 type Config struct {
 	// Mode selects what runs. Defaults to SingleNode.
 	Mode Mode
-	// Dialect is the SQL dialect of db: Postgres, MySQL or SQLite. Required unless Store is set.
+	// Dialect is db's SQL dialect: Postgres, MySQL or SQLite. Required unless Store is set.
 	Dialect Dialect
 	// Table is the outbox table, optionally schema-qualified. Defaults to DefaultTable.
 	Table string
-	// Store replaces the SQL store built from Dialect and Table (for example an
-	// in-memory store in tests). Defaults to NewSQLStore(db, Dialect, …).
+	// Store replaces the SQL store. Defaults to NewSQLStore(db, Dialect, …).
 	Store storage.Store
-
 	// Workers is the number of concurrent deliveries. Defaults to DefaultWorkers.
 	Workers int
-	// HotQueueSize bounds the events handed over after commit (more are left for the poller;
-	// a write never blocks); -1 disables the hot path. Defaults to DefaultHotQueueSize.
+	// HotQueueSize bounds the events handed over after commit; -1 disables the hot path. Defaults to DefaultHotQueueSize.
 	HotQueueSize int
 	// ColdQueueSize bounds the events the poller hands over. Defaults to DefaultColdQueueSize.
 	ColdQueueSize int
-	// MaxAttempts is the number of failed deliveries after which an event is DEAD; -1
-	// retries forever. Defaults to DefaultMaxAttempts.
+	// MaxAttempts is the failed attempts after which an event is DEAD; -1 retries forever. Defaults to DefaultMaxAttempts.
 	MaxAttempts int
-	// Retry computes the delay before a retry. Defaults to an ExponentialBackoff with
-	// DefaultRetryBase and DefaultRetryMax.
+	// Retry computes the delay before a retry. Defaults to an ExponentialBackoff of DefaultRetryBase and DefaultRetryMax.
 	Retry RetryPolicy
-	// ListenerTimeout bounds one delivery attempt; -1 means no timeout (not allowed in
-	// MultiNode mode). Defaults to DefaultListenerTimeout.
+	// ListenerTimeout bounds one attempt; -1 means none (not in MultiNode mode). Defaults to DefaultListenerTimeout.
 	ListenerTimeout time.Duration
-	// StatusTimeout bounds each statement that records an outcome; -1 means no timeout
-	// (not allowed in MultiNode mode). Defaults to DefaultStatusTimeout.
+	// StatusTimeout bounds each outcome statement; -1 means none (not in MultiNode mode). Defaults to DefaultStatusTimeout.
 	StatusTimeout time.Duration
-	// DoneBatchWindow is how long DONE outcomes wait for more to share their statement
-	// (listeners are not delayed; a delivered event shows DONE up to that much later).
-	// Defaults to DefaultDoneBatchWindow; -1 writes a batch as soon as the last is
-	// written.
+	// DoneBatchWindow is how long DONE outcomes wait to share a statement; -1 means no wait. Defaults to DefaultDoneBatchWindow.
 	DoneBatchWindow time.Duration
 	// Interceptors run around every delivery: Before in order, After in reverse.
 	Interceptors []Interceptor
-	// OnStuck is called (on the worker: do not block) when an attempt runs a second past
-	// ListenerTimeout; its worker takes the next event (at most Workers stuck at once).
+	// OnStuck is called on the worker (do not block) when an attempt runs a second past ListenerTimeout.
 	OnStuck func(e Event, running time.Duration)
-
 	// PollInterval is the time between poller cycles. Defaults to DefaultPollInterval.
 	PollInterval time.Duration
-	// PollMaxInterval caps an idle poller's wait, doubled after each empty cycle; -1 keeps
-	// PollInterval. Defaults to the larger of DefaultPollMaxInterval and PollInterval.
+	// PollMaxInterval caps an idle poller's wait; -1 keeps PollInterval. Defaults to DefaultPollMaxInterval or PollInterval, the larger.
 	PollMaxInterval time.Duration
-	// Notifier wakes pollers across processes (see [Notifier]). Defaults to none.
+	// Notifier wakes pollers across processes. Defaults to none.
 	Notifier Notifier
 	// PollBatchSize bounds the rows one poll query reads. Defaults to DefaultPollBatchSize.
 	PollBatchSize int
-	// SkipRecent makes the poller leave events younger than this to the hot path;
-	// -1 means none. Defaults to DefaultSkipRecent.
+	// SkipRecent makes the poller leave younger events to the hot path; -1 means none. Defaults to DefaultSkipRecent.
 	SkipRecent time.Duration
-	// QueryTimeout bounds each statement the outbox runs on its own connection (polls,
-	// claims, purges, replays, the SQL store's); -1 means none. Defaults to 10 seconds.
+	// QueryTimeout bounds each statement on the outbox's own connection; -1 means none. Defaults to 10 seconds.
 	QueryTimeout time.Duration
-
-	// ClaimTTL is how long a claim holds in MultiNode mode (required there, rejected in
-	// the others), by the database clock: how long a crashed node's events wait. It must
-	// exceed ListenerTimeout + StatusTimeout; choose a few times that (docs/multinode.md).
+	// ClaimTTL is how long a claim holds by the database clock, more than ListenerTimeout + StatusTimeout:
+	// required in MultiNode mode, rejected in the others.
 	ClaimTTL time.Duration
-	// NodeID names this process in claim tokens ("<NodeID>/<ULID>" in locked_by): 1 to 96
-	// bytes of printable ASCII but space and '/', unique per node. MultiNode only.
-	// Defaults to "<host>-<pid>-<random>".
+	// NodeID names this process in claim tokens (MultiNode only): 1 to 96 bytes of printable ASCII but space
+	// and '/'. Defaults to "<host>-<pid>-<random>".
 	NodeID string
-	// LeaseTTL is how long the dispatch lease lasts unrenewed, by the database clock: a
-	// holder renews it every LeaseTTL/3, a process standing by tries every LeaseTTL/6
-	// and logs an ERROR after 4 × LeaseTTL, and after a crash the next process delivers
-	// once it expired (docs/modes.md). At least a second; -1 runs without the lease.
-	// Not in WriterOnly mode. Defaults to DefaultLeaseTTL.
+	// LeaseTTL is how long the dispatch lease lasts unrenewed, by the database clock: at least a second; -1
+	// runs without the lease; not in WriterOnly mode. Defaults to DefaultLeaseTTL.
 	LeaseTTL time.Duration
-	// OrderByAggregate orders every event with an AggregateID that this outbox writes
-	// by its aggregate, as if its Envelope.OrderKey were AggregateType + ":" +
-	// AggregateID (docs/ordering.md). Defaults to false: only events with an OrderKey.
+	// OrderByAggregate orders every event with an AggregateID by AggregateType + ":" + AggregateID.
 	OrderByAggregate bool
-	// DeadKeyPolicy decides what a key does when one of its ordered events is DEAD.
-	// Give every process on the table the same. Defaults to DeadKeyWaits.
+	// DeadKeyPolicy is what a key does while one of its events is DEAD. Defaults to DeadKeyWaits.
 	DeadKeyPolicy DeadKeyPolicy
-
-	// Now is the application clock: OccurredAt of events written without one, retry
-	// and deferral due times, poller and latency measurements. It exists for tests;
-	// claims never use it. Defaults to time.Now.
+	// Now is the application clock, for tests; claims never use it. Defaults to time.Now.
 	Now func() time.Time
-
-	// PurgeInterval is the time between purges of old finished rows; -1 disables
-	// purging. Defaults to DefaultPurgeInterval. On PostgreSQL, purges on several nodes
-	// skip each other's rows instead of waiting for them.
+	// PurgeInterval is the time between purges; -1 disables purging. Defaults to DefaultPurgeInterval.
 	PurgeInterval time.Duration
-	// PurgeRetention is how long finished rows (DONE, DEAD, FALLBACK, DISCARDED) are
-	// kept, from when they finished. Defaults to DefaultRetention.
+	// PurgeRetention is how long finished rows are kept, from when they finished. Defaults to DefaultRetention.
 	PurgeRetention time.Duration
-	// DeleteDone deletes an event's row when its delivery succeeds instead of keeping it
-	// DONE until the purge: the table holds only pending and failed events. An event ID
-	// is then free to be written again once its event is delivered (writes are
-	// idempotent only while the row exists).
+	// DeleteDone deletes a row when its delivery succeeds instead of keeping it DONE; its ID is then free.
 	DeleteDone bool
-	// PurgeDeadRetention, when set, is how long DEAD, FALLBACK and DISCARDED rows are
-	// kept instead (DONE rows keep PurgeRetention): longer, say, to investigate failures.
+	// PurgeDeadRetention, when set, is how long DEAD, FALLBACK and DISCARDED rows are kept instead.
 	PurgeDeadRetention time.Duration
 	// PurgeBatchSize bounds the rows one purge statement deletes. Defaults to DefaultPurgeBatchSize.
 	PurgeBatchSize int
-
-	// Codec encodes the payloads that are not JSON text already ([]byte,
-	// json.RawMessage). Defaults to JSONCodec.
+	// Codec encodes payloads that are not JSON text already. Defaults to JSONCodec.
 	Codec Codec
 	// MaxPayloadBytes bounds an encoded payload. Defaults to DefaultMaxPayloadBytes.
-	// On MySQL, Start rejects more than (max_allowed_packet - 64 KiB) / 2.
 	MaxPayloadBytes int
 	// WriterHooks run around every write, before the dispatcher's own hook.
 	WriterHooks []WriterHook
-
 	// Logger receives operational logs. Defaults to slog.Default().
 	Logger *slog.Logger
 	// Metrics receives measurements. Defaults to NopMetrics.
 	Metrics Metrics
 }
 
-// Outbox is the outbox over one table, running what [Config.Mode] says. Create it with
-// [New], register listeners, then Start.
+// Outbox is the outbox over one table. Create it with New, then Start it.
 type Outbox struct {
 	mode       Mode
 	store      storage.Store
@@ -475,18 +413,14 @@ func (o *Outbox) replayed() {
 	}
 }
 
-// Register routes events of eventType on aggregateType ("" for GlobalAggregateType) to
-// l, under the name "aggregateType/eventType". It returns an error wrapping
-// ErrDuplicateListener when that name is taken (a second listener of a route needs
-// [Outbox.Subscribe] and a Name). Listeners may be registered before or after Start.
+// Register is [Outbox.Subscribe] of l on a route ("" aggregate type: GlobalAggregateType),
+// named "aggregateType/eventType", before or after Start.
 func (o *Outbox) Register(aggregateType, eventType string, l Listener) error {
 	return o.Subscribe(Subscription{AggregateType: aggregateType, EventType: eventType, Listener: l})
 }
 
-// Subscribe is [Outbox.Register] with a name and a delivery policy of the listener's
-// own. Several subscriptions of one route fan its events out (see [Subscription]). It
-// returns an error wrapping ErrDuplicateListener when the name is taken, and a
-// [*ConfigError] for a bad field.
+// Subscribe adds a listener with its route and policy. Its error wraps
+// ErrDuplicateListener when the name is taken, or is a *[ConfigError].
 func (o *Outbox) Subscribe(s Subscription) error {
 	if o.attemptBound > 0 && (s.Timeout == -1 || s.Timeout >= o.attemptBound) {
 		return &ConfigError{Field: "Subscription.Timeout", Reason: fmt.Sprintf(
@@ -498,8 +432,7 @@ func (o *Outbox) Subscribe(s Subscription) error {
 // Writer returns the writer business code uses inside its transactions.
 func (o *Outbox) Writer() *Writer { return o.writer }
 
-// Events returns the inspection of the table's events, of every status: lists, counts,
-// replay, discard and delete (what the admin serves).
+// Events returns the inspection of the table's events.
 func (o *Outbox) Events() *Events { return o.events }
 
 // Store returns the store.
@@ -508,22 +441,14 @@ func (o *Outbox) Store() storage.Store { return o.store }
 // Mode returns the configured mode.
 func (o *Outbox) Mode() Mode { return o.mode }
 
-// Dispatching reports whether this process delivers events now: false before Start,
-// after Stop, in WriterOnly mode, and while it stands by because another process holds
-// the table's dispatch lease (see [Outbox.Start]).
+// Dispatching reports whether this process delivers events now ([Outbox.Start]).
 func (o *Outbox) Dispatching() bool { return o.lease != nil && o.lease.dispatching.Load() }
 
-// Start checks the connection (when the store is a [ConnectionChecker], as the SQL store is
-// is) and that the table is reachable, then starts the dispatcher, the poller and
-// the purger, in that order. It does not block; ctx bounds only the start-up (the loops
-// keep running after ctx ends). If a part fails to start, the parts already started are
-// stopped and the error is returned. Calling Start on a started Outbox does nothing.
-//
-// The dispatcher and the poller run only while this process holds the table's dispatch
-// lease ([LeaseStore]). When another process holds it (a second SingleNode process, a
-// SingleNode one beside MultiNode ones, the old process of a rolling update), Start
-// stands by: writes work, and delivery begins when the lease is free
-// ([Outbox.Dispatching]). A table without the lease version runs without it (a WARN).
+// Start checks the connection and the table, then starts the dispatcher, the poller and
+// the purger. It does not block; ctx bounds only the start-up. If a part fails, the parts
+// started are stopped and the error returned; a second Start does nothing. When another
+// process holds the table's dispatch lease, this one stands by until it is free
+// ([Outbox.Dispatching], docs/modes.md).
 func (o *Outbox) Start(ctx context.Context) error {
 	if err := o.lock(ctx); err != nil {
 		return fmt.Errorf("outbox: start: %w", err)
@@ -580,12 +505,10 @@ func (o *Outbox) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop stops the purger and the poller, then drains the dispatcher within ctx: queued
-// events are delivered if ctx allows, the rest stay in the table. Stuck attempts
-// ([Config.OnStuck]) are abandoned, not waited for. If ctx ends first, it abandons
-// running attempts, returns ctx.Err() and leaves the dispatch lease to expire;
-// otherwise it returns nil and releases it. An abandoned attempt leaves its row
-// pending. Stop before Start, or twice, does nothing.
+// Stop stops the purger and the poller, then drains the dispatcher within ctx; the rest
+// stay in the table, and stuck attempts are not waited for. If ctx ends first, it abandons
+// running attempts (rows stay pending), returns ctx.Err() and leaves the dispatch lease to
+// expire; else it returns nil and releases it. Stop before Start, or twice, does nothing.
 func (o *Outbox) Stop(ctx context.Context) error {
 	if err := o.lock(ctx); err != nil {
 		return err

@@ -6,9 +6,8 @@ import (
 	"time"
 )
 
-// RetryPolicy decides how long a failed event waits before its next attempt. Delay is
-// called with the number of failed attempts so far, including the one that just failed
-// (1 after the first failure). It must be safe for concurrent use.
+// RetryPolicy gives the wait before the next attempt after attempt failures (1 after the
+// first). It must be safe for concurrent use.
 type RetryPolicy interface {
 	Delay(attempt int) time.Duration
 }
@@ -19,24 +18,22 @@ type RetryPolicyFunc func(attempt int) time.Duration
 // Delay calls f.
 func (f RetryPolicyFunc) Delay(attempt int) time.Duration { return f(attempt) }
 
-// ExponentialBackoff is the default [RetryPolicy]: after attempt n,
-// min(Max, Base·Multiplier^(n-1)) times a random factor in [0.5, 1.5) unless
-// DisableJitter is set.
+// ExponentialBackoff is the default [RetryPolicy]: min(Max, Base·Multiplier^(n-1))
+// after n failures, times a random [0.5, 1.5) unless DisableJitter.
 type ExponentialBackoff struct {
 	// Base is the delay after the first failure. Defaults to DefaultRetryBase.
 	Base time.Duration
 	// Max caps the delay before jitter is applied. Defaults to DefaultRetryMax.
 	Max time.Duration
-	// Multiplier is the growth from one delay to the next; values below 1 mean 2, the
-	// default.
+	// Multiplier is the growth from one delay to the next; below 1 means 2, the default.
 	Multiplier float64
-	// DisableJitter makes delays exact (jitter spreads retries of events that failed together).
+	// DisableJitter makes delays exact.
 	DisableJitter bool
 }
 
 var _ RetryPolicy = ExponentialBackoff{}
 
-// Delay returns the wait after attempt failures (at least 1); it never overflows.
+// Delay returns the wait after attempt failures; it never overflows.
 func (b ExponentialBackoff) Delay(attempt int) time.Duration {
 	base, limit := b.Base, b.Max
 	if base <= 0 {
@@ -60,8 +57,7 @@ func (b ExponentialBackoff) Delay(attempt int) time.Duration {
 	return jitter(d, 0.5)
 }
 
-// FixedBackoff waits Wait after every failure, varied at random by the fraction
-// Jitter (0.2 spreads the delays over ±20%; at most 1).
+// FixedBackoff waits Wait, varied at random by the fraction Jitter (≤ 1).
 type FixedBackoff struct {
 	Wait   time.Duration
 	Jitter float64
@@ -70,15 +66,15 @@ type FixedBackoff struct {
 // Delay returns b.Wait with its jitter; a negative Wait means 0.
 func (b FixedBackoff) Delay(int) time.Duration { return jitter(max(b.Wait, 0), b.Jitter) }
 
-// LinearBackoff waits Step·n after the n-th failure, at most Max (DefaultRetryMax when
-// 0), varied at random by the fraction Jitter (at most 1).
+// LinearBackoff waits Step·n after the n-th failure, at most Max (0: DefaultRetryMax),
+// varied at random by the fraction Jitter (≤ 1).
 type LinearBackoff struct {
 	Step   time.Duration
 	Max    time.Duration
 	Jitter float64
 }
 
-// Delay returns the wait after attempt failures (at least 1); it never overflows.
+// Delay returns the wait after attempt failures; it never overflows.
 func (b LinearBackoff) Delay(attempt int) time.Duration {
 	limit, step, n := b.Max, max(b.Step, 0), time.Duration(max(attempt, 1))
 	if limit <= 0 {

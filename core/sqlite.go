@@ -10,11 +10,9 @@ import (
 // another writer's lock before it reports "database is locked".
 const sqliteBusyTimeoutMillis = 10000
 
-// SQLiteDSN returns a data source name for modernc.org/sqlite (driver "sqlite") that
-// opens or creates the file at path with busy_timeout(10000), WAL, synchronous(NORMAL)
-// and _txlock=immediate (each transaction takes the write lock at BEGIN, so none fails
-// with SQLITE_BUSY mid-way; keep them short). Append parameters as "&_pragma=…". Use a
-// file, not ":memory:" (each connection would get its own database).
+// SQLiteDSN returns a modernc.org/sqlite DSN (driver "sqlite") that opens or creates the
+// file at path with a 10 s busy timeout, WAL and _txlock=immediate (docs/databases.md).
+// Append parameters as "&_pragma=…".
 func SQLiteDSN(path string) string {
 	prefix := "file:"
 	if strings.HasPrefix(path, "/") {

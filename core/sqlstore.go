@@ -9,34 +9,20 @@ import (
 	"github.com/outboxkit/outbox/core/storage"
 )
 
-// MySQLDSNParams are the DSN parameters the [MySQL] dialect needs from
-// github.com/go-sql-driver/mysql, to append to the DSN:
-// "user:password@tcp(127.0.0.1:3306)/app?" + outbox.MySQLDSNParams.
+// MySQLDSNParams are the DSN parameters the [MySQL] dialect needs, to append to the DSN after "?".
 const MySQLDSNParams = "parseTime=true&loc=UTC"
 
 // SQLStoreConfig configures [NewSQLStore]. The zero value is ready to use.
 type SQLStoreConfig struct {
-	// Table is the outbox table, optionally schema-qualified ("app.outbox_event"). It
-	// must match ^[A-Za-z_][A-Za-z0-9_]{0,62}$, optionally "schema.table", and is always quoted. Defaults to DefaultTable.
+	// Table is the outbox table, optionally "schema.table", each part ^[A-Za-z_][A-Za-z0-9_]{0,62}$. Defaults to DefaultTable.
 	Table string
-	// QueryTimeout bounds every statement the store runs on its own connection (all
-	// methods but Insert, which runs on the caller's executor under the caller's
-	// context). -1 disables the bound. Defaults to 10 seconds.
+	// QueryTimeout bounds each statement but Insert (the caller's); -1 means none. Defaults to 10 seconds.
 	QueryTimeout time.Duration
 }
 
-// NewSQLStore returns the [storage.Store] for PostgreSQL, MySQL/MariaDB and SQLite on
-// db, for dialect d, with every optional capability of package storage. [New] builds
-// one from the Config; call it yourself to wrap the store or share it. Create the table
-// with [Migrate], [MigrateTable] or the files from [Migrations]. It does no I/O. It
-// returns a *[ConfigError] when db or d is nil, the table name is invalid or
-// QueryTimeout is negative other than -1.
-//
-// Values are bound as arguments; times are stored in UTC, truncated to microseconds.
-// Insert writes a batch with one multi-row INSERT, split only past the database's limits
-// (atomic together inside a transaction). A row that cannot be decoded is reported in
-// [storage.PendingBatch].Undecodable; Get and ListDead return it leniently so that it
-// can be inspected. The store is safe for concurrent use.
+// NewSQLStore returns the [storage.Store] of dialect d on db with every capability of
+// package storage; [New] builds one. It does no I/O; the store is safe for concurrent
+// use. It returns a *[ConfigError] for a nil db or d, a bad table or QueryTimeout < -1.
 func NewSQLStore(db *sql.DB, d Dialect, cfg SQLStoreConfig) (storage.Store, error) {
 	if d == nil {
 		return nil, &ConfigError{Field: "Dialect", Reason: "nil; use outbox.Postgres, outbox.MySQL or outbox.SQLite"}

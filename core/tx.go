@@ -9,8 +9,7 @@ import (
 	"github.com/outboxkit/outbox/core/adapterkit"
 )
 
-// Tx is a database/sql transaction that runs after-commit and after-rollback callbacks
-// (from [BeginTx] or [RunInTx]): through it, committed events take the hot path.
+// Tx is a *sql.Tx with after-commit and after-rollback callbacks.
 type Tx struct {
 	tx *sql.Tx
 	db *sql.DB // the DB it was begun on: a store on the same DB may run prepared statements in it
@@ -22,7 +21,7 @@ var (
 	_ adapterkit.Registrar = (*Tx)(nil)
 )
 
-// BeginTx starts a transaction on db. The caller must call [Tx.Commit] or [Tx.Rollback].
+// BeginTx starts a transaction on db; call [Tx.Commit] or [Tx.Rollback].
 func BeginTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions) (*Tx, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: nil *sql.DB", ErrInvalidArgument)
@@ -72,8 +71,8 @@ func (t *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sq
 	return t.tx.QueryRowContext(ctx, query, args...)
 }
 
-// SQLTx returns the underlying *sql.Tx (for an ORM, a prepared statement). Commit and
-// roll back through t, or the callbacks will not run.
+// SQLTx returns the underlying *sql.Tx; commit and roll back through t, or the callbacks
+// will not run.
 func (t *Tx) SQLTx() *sql.Tx { return t.tx }
 
 // AfterCommit registers fn to run after a successful commit.
@@ -82,9 +81,8 @@ func (t *Tx) AfterCommit(fn func()) { t.cb.AfterCommit(fn) }
 // AfterRollback registers fn to run after a rollback or a failed commit.
 func (t *Tx) AfterRollback(fn func()) { t.cb.AfterRollback(fn) }
 
-// Commit commits the transaction, then runs the after-commit callbacks; if the commit
-// fails, the after-rollback callbacks (a commit lost with its connection may still have
-// committed: the poller then delivers the events).
+// Commit commits, then runs the after-commit callbacks, or the after-rollback ones when
+// it fails (the commit may still have happened: the poller then delivers).
 func (t *Tx) Commit() error {
 	if err := t.tx.Commit(); err != nil {
 		if !errors.Is(err, sql.ErrTxDone) {
@@ -109,8 +107,7 @@ func (t *Tx) Rollback() error {
 
 type txContextKey struct{}
 
-// ContextWithTx returns a context that carries exec, the current transaction, for
-// transaction-per-request middleware (passing the transaction is the primary API).
+// ContextWithTx returns ctx carrying exec, the transaction, for middleware.
 func ContextWithTx(ctx context.Context, exec Executor) context.Context {
 	return context.WithValue(ctx, txContextKey{}, exec)
 }

@@ -6,7 +6,7 @@ import "github.com/outboxkit/outbox/core/outboxtype"
 // declared in package [outboxtype], which the storage layer shares; these names are the
 // same types.
 type (
-	// Event is an event as stored, handed to a listener and returned by inspection.
+	// Event is an event as stored, handed to listeners and to inspection.
 	Event = outboxtype.Event
 	// Status is an event's state in the table.
 	Status = outboxtype.Status
@@ -36,7 +36,7 @@ type (
 	AuditEntry = outboxtype.AuditEntry
 	// AuditError is the error of a change whose audit entry could not be written.
 	AuditError = outboxtype.AuditError
-	// ConfigError reports an invalid configuration value. It matches ErrInvalidConfig.
+	// ConfigError reports an invalid config value. It matches ErrInvalidConfig.
 	ConfigError = outboxtype.ConfigError
 )
 
@@ -74,24 +74,29 @@ const (
 	MaxErrorSearchLen   = outboxtype.MaxErrorSearchLen
 )
 
-// The extension points an adapter implements: metrics (adapters/prometheus,
-// adapters/otel), interceptors around each delivery (adapters/otel's tracing) and a
-// notifier that wakes pollers (adapters/pgnotify). See package [outboxtype].
+// The extension points an adapter implements (docs/modules.md); see package [outboxtype].
 type (
-	Metrics          = outboxtype.Metrics
-	NopMetrics       = outboxtype.NopMetrics
-	DispatchInfo     = outboxtype.DispatchInfo
-	Path             = outboxtype.Path
-	Outcome          = outboxtype.Outcome
-	ClaimEvent       = outboxtype.ClaimEvent
-	Interceptor      = outboxtype.Interceptor
+	// Metrics receives measurements; it must be fast and safe for concurrent use.
+	Metrics = outboxtype.Metrics
+	// NopMetrics is the default Metrics: it does nothing.
+	NopMetrics = outboxtype.NopMetrics
+	// DispatchInfo describes one finished delivery attempt to Metrics.
+	DispatchInfo = outboxtype.DispatchInfo
+	// Path is how an event reached the dispatcher: PathHot or PathCold.
+	Path = outboxtype.Path
+	// Outcome is what an attempt led to (see [Listener]).
+	Outcome = outboxtype.Outcome
+	// ClaimEvent is what happened to claims in MultiNode mode.
+	ClaimEvent = outboxtype.ClaimEvent
+	// Interceptor runs around every delivery (adapters/otel's tracing).
+	Interceptor = outboxtype.Interceptor
+	// InterceptorFuncs adapts functions to Interceptor.
 	InterceptorFuncs = outboxtype.InterceptorFuncs
-	Notifier         = outboxtype.Notifier
+	// Notifier wakes pollers across processes (adapters/pgnotify).
+	Notifier = outboxtype.Notifier
 )
 
-// The values of the extension points' vocabulary: how an event reached the dispatcher,
-// what an attempt led to (the words of [Listener]'s table and of the statuses), and what
-// happened to a claim.
+// The values of [Path], [Outcome] and [ClaimEvent].
 const (
 	PathHot         = outboxtype.PathHot
 	PathCold        = outboxtype.PathCold

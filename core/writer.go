@@ -55,8 +55,7 @@ type writerConfig struct {
 	orders *orderer
 }
 
-// Writer inserts events into the outbox table inside the caller's transaction. It is safe
-// for concurrent use.
+// Writer writes in the caller's transaction. It is safe for concurrent use.
 type Writer struct {
 	store       storage.Store
 	hooks       []WriterHook
@@ -135,9 +134,7 @@ func newWriter(store storage.Store, cfg writerConfig) (*Writer, error) {
 	return w, nil
 }
 
-// Write writes one event in the transaction tx and returns its ID, or "" when a
-// [WriterHook] suppressed the write. See [Writer.WriteAll] for the rules and errors,
-// and for the transactions that take the hot path.
+// Write is [Writer.WriteAll] of one envelope; "" means a hook suppressed it.
 func (w *Writer) Write(ctx context.Context, tx Executor, env Envelope) (string, error) {
 	ids, err := w.WriteAll(ctx, tx, []Envelope{env})
 	if err != nil || len(ids) == 0 {
@@ -147,21 +144,12 @@ func (w *Writer) Write(ctx context.Context, tx Executor, env Envelope) (string, 
 }
 
 // WriteAll writes a batch of events with one INSERT in the transaction tx and returns
-// their IDs in order (none when a hook suppressed the batch).
-//
-// tx must be inside a transaction. Through a [*Tx] ([RunInTx], [BeginTx]) or an
-// adapter's transaction, which run after-commit hooks, committed events take the hot
-// path; through any other (a bare *sql.Tx) the poller delivers them, up to
-// PollMaxInterval later, and a WARN names the caller and the fix, at most once a minute
-// per writer (docs/how-it-works.md; HotQueueSize -1 silences it).
-//
-// An envelope whose ID is already an event (committed, or written earlier in the same
-// transaction) is a no-op that returns its ID and leaves the transaction usable;
-// [Writer.WriteAllReport] tells which were.
-//
-// Errors: ErrNoTransaction (tx is not in a transaction), ErrTxDone (it has ended), an
-// [*EnvelopeError] (also for one ID twice in envs), a hook's BeforeWrite error, or the
-// INSERT's. On error nothing is inserted, and no SQL runs before validation passes.
+// their IDs in order (none when a hook suppressed the batch). Through a [*Tx] or an
+// adapter's transaction the events take the hot path after commit; through a bare
+// *sql.Tx the poller delivers them (docs/how-it-works.md). An envelope whose ID is an
+// event already is a no-op that returns its ID. It returns ErrNoTransaction, ErrTxDone,
+// an [*EnvelopeError], a hook's BeforeWrite error or the INSERT's, and then inserts
+// nothing; no SQL runs before validation passes.
 func (w *Writer) WriteAll(ctx context.Context, tx Executor, envs []Envelope) ([]string, error) {
 	written, err := w.WriteAllReport(ctx, tx, envs)
 	if err != nil || len(written) == 0 {
@@ -174,15 +162,13 @@ func (w *Writer) WriteAll(ctx context.Context, tx Executor, envs []Envelope) ([]
 	return ids, nil
 }
 
-// Written is what a write did with one envelope: its event ID, and whether an event
-// with that ID existed, so that the write left it as it was and no hook saw it.
+// Written is an envelope's event ID and whether that event existed already.
 type Written struct {
 	ID      string
 	Existed bool
 }
 
-// WriteAllReport is [Writer.WriteAll] reporting, for each envelope in order, whether
-// its event already existed.
+// WriteAllReport is [Writer.WriteAll] reporting which events existed already.
 func (w *Writer) WriteAllReport(ctx context.Context, tx Executor, envs []Envelope) ([]Written, error) {
 	hooks, ok := transactionOf(tx)
 	if !ok {
