@@ -34,7 +34,8 @@ type EventPage struct {
 	Events []Event
 	// Next is the cursor of the following page; zero when this page is the last.
 	Next Cursor
-	// Partial is set when the page stopped after MaxScanRows rows of its index with fewer events than the limit.
+	// Partial is set when the page stopped after MaxScanRows rows of its index with fewer
+	// events than the limit.
 	Partial bool
 }
 

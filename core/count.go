@@ -33,7 +33,8 @@ type Overview struct {
 	ByType []TypeCount
 	// OldestPending is created_at of the oldest NEW or RETRY event; zero when none.
 	OldestPending time.Time
-	// BlockedKeys counts the order keys held by a RETRY or DEAD event; OldestBlocked is the oldest holder's created_at.
+	// BlockedKeys counts the order keys held by a RETRY or DEAD event; OldestBlocked is the
+	// oldest holder's created_at.
 	BlockedKeys   EventCount
 	OldestBlocked time.Time
 }

@@ -15,10 +15,12 @@ type Dialect interface {
 var (
 	// Postgres is PostgreSQL 12 or newer, through any database/sql driver.
 	Postgres Dialect = dialect{sqlstore.Postgres}
-	// MySQL is MySQL 8.0 or newer and MariaDB 10.6 or newer, through github.com/go-sql-driver/mysql. The DSN
-	// must carry [MySQLDSNParams] and the utf8mb4 character set, or [Outbox.Start] returns a *[ConfigError].
+	// MySQL is MySQL 8.0 or newer and MariaDB 10.6 or newer, through
+	// github.com/go-sql-driver/mysql. The DSN must carry [MySQLDSNParams] and the utf8mb4
+	// character set, or [Outbox.Start] returns a *[ConfigError].
 	MySQL Dialect = dialect{sqlstore.MySQL}
-	// SQLite is SQLite 3.15 or newer (3.35 for [MultiNode] claims), through modernc.org/sqlite and [SQLiteDSN].
+	// SQLite is SQLite 3.15 or newer (3.35 for [MultiNode] claims), through modernc.org/sqlite
+	// and [SQLiteDSN].
 	SQLite Dialect = dialect{sqlstore.SQLite}
 )
 

@@ -11,7 +11,8 @@ import (
 var (
 	// ErrNoTransaction is returned by [Writer.Write] when the executor is not inside a transaction.
 	ErrNoTransaction = outboxtype.ErrNoTransaction
-	// ErrStopped is the cause (context.Cause) of a listener's context when [Outbox.Stop]'s deadline passes.
+	// ErrStopped is the cause (context.Cause) of a listener's context when [Outbox.Stop]'s
+	// deadline passes.
 	ErrStopped = errors.New("outbox: stopped")
 	// ErrNotFound is returned when no event has the given ID.
 	ErrNotFound = outboxtype.ErrNotFound
@@ -21,8 +22,8 @@ var (
 	ErrFinished = errors.New("outbox: event is finished")
 	// ErrDuplicateListener is returned when a listener is already registered under the same name.
 	ErrDuplicateListener = errors.New("outbox: listener already registered")
-	// ErrUnrecoverable is matched by every listener error that makes its event DEAD at once, the attempt
-	// counted: [Dead]'s, or an error type of your own that wraps it.
+	// ErrUnrecoverable is matched by every listener error that makes its event DEAD at once,
+	// the attempt counted: [Dead]'s, or an error type of your own that wraps it.
 	ErrUnrecoverable = errors.New("outbox: unrecoverable")
 	// ErrUnroutable is the reason recorded for an event that no listener handles.
 	ErrUnroutable = errors.New("outbox: no listener for event")
@@ -30,16 +31,17 @@ var (
 	ErrInvalidEnvelope = errors.New("outbox: invalid envelope")
 	// ErrInvalidConfig is matched (errors.Is) by every [ConfigError].
 	ErrInvalidConfig = outboxtype.ErrInvalidConfig
-	// ErrInvalidArgument is wrapped by the error of a call with bad arguments (a page limit out of range),
-	// which runs nothing.
+	// ErrInvalidArgument is wrapped by the error of a call with bad arguments (a page limit out
+	// of range), which runs nothing.
 	ErrInvalidArgument = outboxtype.ErrInvalidArgument
-	// ErrTxDone is returned by [Writer.Write] through a transaction that has ended; it matches sql.ErrTxDone.
+	// ErrTxDone is returned by [Writer.Write] through a transaction that has ended; it matches
+	// sql.ErrTxDone.
 	ErrTxDone = outboxtype.ErrTxDone
-	// ErrEventTooLarge is returned, before any SQL, by a write whose row the server would refuse (MySQL's
-	// max_allowed_packet); the caller's transaction stays usable.
+	// ErrEventTooLarge is returned, before any SQL, by a write whose row the server would
+	// refuse (MySQL's max_allowed_packet); the caller's transaction stays usable.
 	ErrEventTooLarge = outboxtype.ErrEventTooLarge
-	// ErrUnreadableRow is wrapped by the reason of a row the database stores but cannot return; the poller
-	// moves such a row to DEAD (docs/databases.md).
+	// ErrUnreadableRow is wrapped by the reason of a row the database stores but cannot return;
+	// the poller moves such a row to DEAD (docs/databases.md).
 	ErrUnreadableRow = outboxtype.ErrUnreadableRow
 )
 

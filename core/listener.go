@@ -35,8 +35,8 @@ const AnyType = "*"
 // Subscription is a listener, its route and its own policy (zero: the [Config] setting);
 // each matching one gets a delivery (fan-out, docs/listeners.md).
 type Subscription struct {
-	// Name names the listener, unique and stable across releases, at most MaxListenerLen bytes. Defaults to
-	// "AggregateType/EventType".
+	// Name names the listener, unique and stable across releases, at most MaxListenerLen bytes.
+	// Defaults to "AggregateType/EventType".
 	Name string
 	// AggregateType and EventType (required) are the route; "" means GlobalAggregateType.
 	AggregateType string
@@ -47,13 +47,17 @@ type Subscription struct {
 	Retry RetryPolicy
 	// MaxAttempts replaces Config.MaxAttempts; -1 retries forever.
 	MaxAttempts int
-	// Timeout replaces Config.ListenerTimeout; -1 means none. In MultiNode mode it must be below ClaimTTL - StatusTimeout.
+	// Timeout replaces Config.ListenerTimeout; -1 means none. In MultiNode mode it must be
+	// below ClaimTTL - StatusTimeout.
 	Timeout time.Duration
-	// Retryable, when set, returns false for an error that makes the event DEAD at once. Deferrals never reach it.
+	// Retryable, when set, returns false for an error that makes the event DEAD at once.
+	// Deferrals never reach it.
 	Retryable func(error) bool
-	// BatchSize bounds the events of one [BatchListener.HandleBatch] call. Defaults to DefaultBatchSize.
+	// BatchSize bounds the events of one [BatchListener.HandleBatch] call. Defaults to
+	// DefaultBatchSize.
 	BatchSize int
-	// Fallback, when set, runs before a delivery becomes DEAD: nil makes it FALLBACK instead (docs/listeners.md).
+	// Fallback, when set, runs before a delivery becomes DEAD: nil makes it FALLBACK instead
+	// (docs/listeners.md).
 	Fallback func(ctx context.Context, f Failure) error
 }
 

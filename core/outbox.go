@@ -57,44 +57,54 @@ type Config struct {
 	Store storage.Store
 	// Workers is the number of concurrent deliveries. Defaults to DefaultWorkers.
 	Workers int
-	// HotQueueSize bounds the events handed over after commit; -1 disables the hot path. Defaults to DefaultHotQueueSize.
+	// HotQueueSize bounds the events handed over after commit; -1 disables the hot path.
+	// Defaults to DefaultHotQueueSize.
 	HotQueueSize int
 	// ColdQueueSize bounds the events the poller hands over. Defaults to DefaultColdQueueSize.
 	ColdQueueSize int
-	// MaxAttempts is the failed attempts after which an event is DEAD; -1 retries forever. Defaults to DefaultMaxAttempts.
+	// MaxAttempts is the failed attempts after which an event is DEAD; -1 retries forever.
+	// Defaults to DefaultMaxAttempts.
 	MaxAttempts int
-	// Retry computes the delay before a retry. Defaults to an ExponentialBackoff of DefaultRetryBase and DefaultRetryMax.
+	// Retry computes the delay before a retry. Defaults to an ExponentialBackoff of
+	// DefaultRetryBase and DefaultRetryMax.
 	Retry RetryPolicy
-	// ListenerTimeout bounds one attempt; -1 means none (not in MultiNode mode). Defaults to DefaultListenerTimeout.
+	// ListenerTimeout bounds one attempt; -1 means none (not in MultiNode mode). Defaults to
+	// DefaultListenerTimeout.
 	ListenerTimeout time.Duration
-	// StatusTimeout bounds each outcome statement; -1 means none (not in MultiNode mode). Defaults to DefaultStatusTimeout.
+	// StatusTimeout bounds each outcome statement; -1 means none (not in MultiNode mode).
+	// Defaults to DefaultStatusTimeout.
 	StatusTimeout time.Duration
-	// DoneBatchWindow is how long DONE outcomes wait to share a statement; -1 means no wait. Defaults to DefaultDoneBatchWindow.
+	// DoneBatchWindow is how long DONE outcomes wait to share a statement; -1 means no wait.
+	// Defaults to DefaultDoneBatchWindow.
 	DoneBatchWindow time.Duration
 	// Interceptors run around every delivery: Before in order, After in reverse.
 	Interceptors []Interceptor
-	// OnStuck is called on the worker (do not block) when an attempt runs a second past ListenerTimeout.
+	// OnStuck is called on the worker (do not block) when an attempt runs a second past
+	// ListenerTimeout.
 	OnStuck func(e Event, running time.Duration)
 	// PollInterval is the time between poller cycles. Defaults to DefaultPollInterval.
 	PollInterval time.Duration
-	// PollMaxInterval caps an idle poller's wait; -1 keeps PollInterval. Defaults to DefaultPollMaxInterval or PollInterval, the larger.
+	// PollMaxInterval caps an idle poller's wait; -1 keeps PollInterval. Defaults to
+	// DefaultPollMaxInterval or PollInterval, the larger.
 	PollMaxInterval time.Duration
 	// Notifier wakes pollers across processes. Defaults to none.
 	Notifier Notifier
 	// PollBatchSize bounds the rows one poll query reads. Defaults to DefaultPollBatchSize.
 	PollBatchSize int
-	// SkipRecent makes the poller leave younger events to the hot path; -1 means none. Defaults to DefaultSkipRecent.
+	// SkipRecent makes the poller leave younger events to the hot path; -1 means none. Defaults
+	// to DefaultSkipRecent.
 	SkipRecent time.Duration
-	// QueryTimeout bounds each statement on the outbox's own connection; -1 means none. Defaults to 10 seconds.
+	// QueryTimeout bounds each statement on the outbox's own connection; -1 means none.
+	// Defaults to 10 seconds.
 	QueryTimeout time.Duration
-	// ClaimTTL is how long a claim holds by the database clock, more than ListenerTimeout + StatusTimeout:
-	// required in MultiNode mode, rejected in the others.
+	// ClaimTTL is how long a claim holds by the database clock, more than ListenerTimeout +
+	// StatusTimeout: required in MultiNode mode, rejected in the others.
 	ClaimTTL time.Duration
-	// NodeID names this process in claim tokens (MultiNode only): 1 to 96 bytes of printable ASCII but space
-	// and '/'. Defaults to "<host>-<pid>-<random>".
+	// NodeID names this process in claim tokens (MultiNode only): 1 to 96 bytes of printable
+	// ASCII but space and '/'. Defaults to "<host>-<pid>-<random>".
 	NodeID string
-	// LeaseTTL is how long the dispatch lease lasts unrenewed, by the database clock: at least a second; -1
-	// runs without the lease; not in WriterOnly mode. Defaults to DefaultLeaseTTL.
+	// LeaseTTL is how long the dispatch lease lasts unrenewed, by the database clock: at least
+	// a second; -1 runs without the lease; not in WriterOnly mode. Defaults to DefaultLeaseTTL.
 	LeaseTTL time.Duration
 	// OrderByAggregate orders every event with an AggregateID by AggregateType + ":" + AggregateID.
 	OrderByAggregate bool
@@ -102,15 +112,19 @@ type Config struct {
 	DeadKeyPolicy DeadKeyPolicy
 	// Now is the application clock, for tests; claims never use it. Defaults to time.Now.
 	Now func() time.Time
-	// PurgeInterval is the time between purges; -1 disables purging. Defaults to DefaultPurgeInterval.
+	// PurgeInterval is the time between purges; -1 disables purging. Defaults to
+	// DefaultPurgeInterval.
 	PurgeInterval time.Duration
-	// PurgeRetention is how long finished rows are kept, from when they finished. Defaults to DefaultRetention.
+	// PurgeRetention is how long finished rows are kept, from when they finished. Defaults to
+	// DefaultRetention.
 	PurgeRetention time.Duration
-	// DeleteDone deletes a row when its delivery succeeds instead of keeping it DONE; its ID is then free.
+	// DeleteDone deletes a row when its delivery succeeds instead of keeping it DONE; its ID is
+	// then free.
 	DeleteDone bool
 	// PurgeDeadRetention, when set, is how long DEAD, FALLBACK and DISCARDED rows are kept instead.
 	PurgeDeadRetention time.Duration
-	// PurgeBatchSize bounds the rows one purge statement deletes. Defaults to DefaultPurgeBatchSize.
+	// PurgeBatchSize bounds the rows one purge statement deletes. Defaults to
+	// DefaultPurgeBatchSize.
 	PurgeBatchSize int
 	// Codec encodes payloads that are not JSON text already. Defaults to JSONCodec.
 	Codec Codec

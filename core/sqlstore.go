@@ -14,9 +14,11 @@ const MySQLDSNParams = "parseTime=true&loc=UTC"
 
 // SQLStoreConfig configures [NewSQLStore]. The zero value is ready to use.
 type SQLStoreConfig struct {
-	// Table is the outbox table, optionally "schema.table", each part ^[A-Za-z_][A-Za-z0-9_]{0,62}$. Defaults to DefaultTable.
+	// Table is the outbox table, optionally "schema.table", each part
+	// ^[A-Za-z_][A-Za-z0-9_]{0,62}$. Defaults to DefaultTable.
 	Table string
-	// QueryTimeout bounds each statement but Insert (the caller's); -1 means none. Defaults to 10 seconds.
+	// QueryTimeout bounds each statement but Insert (the caller's); -1 means none. Defaults to
+	// 10 seconds.
 	QueryTimeout time.Duration
 }
 
