@@ -9,6 +9,10 @@ import (
 	"time"
 )
 
+// The dialect type: what differs between the databases (each database's values are in
+// postgres.go, mysql.go and sqlite.go), and what every builder uses of it: quoting,
+// table names and times.
+
 // Dialect is one database's SQL: its query builders, DDL and the strategy it keeps
 // ordered events in order with. The values are [Postgres], [MySQL] and [SQLite].
 type Dialect = dialect

@@ -69,9 +69,10 @@ func (d *dialect) orderColumn() string {
 	return "order_key"
 }
 
-// orderOpen is the condition the order index holds besides its key: the row is not
-// DONE nor another handled outcome (orderOpenStatus). Written in every query that reads the index so that SQLite matches it to the
-// partial index (MySQL's generated column implies it).
+// orderOpen is the condition the order index holds besides its key: the row is not DONE
+// nor another handled outcome (orderOpenStatus). Written in every query that reads the
+// index so that SQLite matches it to the partial index (MySQL's generated column
+// implies it).
 func (d *dialect) orderOpen(alias string) string {
 	if d.orderOpenColumn != "" {
 		return ""

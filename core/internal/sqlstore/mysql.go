@@ -176,21 +176,22 @@ func checkMySQLConn(ctx context.Context, db *sql.DB, maxPayload int) error {
 // and the events go WAITING. TestMySQLHeadsFollowThePromotesRead covers it.
 //
 // Promote. A key's next event becomes NEW when nothing earlier of the key is NEW, RETRY
-// (or DEAD, when DEAD blocks); only a promote turns a WAITING row NEW. The promote is two
-// statements: a plain SELECT of the heads (promoteStatement: one consistent read, no
-// locks), then an UPDATE of those rows by primary key while each is still WAITING
-// (promoteIDsQueries), in ID order; several heads in a READ COMMITTED transaction. That
-// suffices: in any snapshot a key's head is its lowest WAITING row when nothing holds
-// the key, and since only a promote makes a WAITING row NEW, a head read in an older
-// snapshot that is still WAITING now is still the head now; two promotes of one key make
-// at most one event NEW. MariaDB, asked the same in one UPDATE … JOIN, read the
-// subqueries as locking reads of the current rows, waiting on locks in between: two
-// promotes of one key then each saw a different head (found by the fault harness's order
-// checker), and their shared locks on the order index deadlocked DONE writes. The reads
-// of the order index force it (MariaDB may turn a subquery into an anti-join over a
-// materialised scan of the whole table). A promote runs after the commit it follows (the
-// writer's, after its transaction; the deliverer's, after a DONE outcome), so of the two
-// the later one sees both commits, and the poller's sweep moves on the keys nobody did.
+// (or DEAD, when DEAD blocks); only a promote turns a WAITING row NEW. The promote is
+// two statements: a plain SELECT of the heads (promoteStatement: one consistent read,
+// no locks), then an UPDATE of those rows by primary key while each is still WAITING
+// (promoteIDsQueries), in ID order: one head alone (an exact unique lookup, which takes
+// no gap lock), several in READ COMMITTED transactions. That suffices: in any snapshot
+// a key's head is its lowest WAITING row when nothing holds the key, and since only a
+// promote makes a WAITING row NEW, a head read in an older snapshot that is still
+// WAITING now is still the head now; two promotes of one key make at most one event
+// NEW. MariaDB, asked the same in one UPDATE … JOIN, read the subqueries as locking
+// reads of the current rows, waiting on locks in between: two promotes of one key then
+// each saw a different head (found by the fault harness's order checker), and their
+// shared locks on the order index deadlocked DONE writes. The reads of the order index
+// force it (MariaDB may turn a subquery into an anti-join over a materialised scan of
+// the whole table). A promote runs after the commit it follows (the writer's, after its
+// transaction; the deliverer's, after a DONE outcome), so of the two the later one sees
+// both commits, and the poller's sweep moves on the keys nobody did.
 // TestPromoteKeepsOneHeadPerKey races promotes with claims, outcomes and writers.
 //
 // Claimers. A NEW ordered event is an ordinary NEW row, and only one event of a key is

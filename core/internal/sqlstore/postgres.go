@@ -55,28 +55,29 @@ var postgresDialect = &dialect{
 //
 // NEW or WAITING. The first event of a key in the transaction is inserted NEW when the
 // key has no open event (none that is not DONE, FALLBACK or DISCARDED), the others
-// WAITING. Deciding that in the writer's transaction is safe where the read that decides
-// sees every commit of the key before the key's lock was granted. A write whose events
-// are all ordered is one statement (insertByVersionQuery): a data-modifying WITH upserts
-// the keys and returns their counters, and the INSERT reads them, with a CASE WHEN
-// EXISTS probe of the order index per key deciding the first event's status (and claim)
-// and RETURNING the statuses and numbers. One statement has one snapshot, taken before
-// the upsert waits for another writer's lock on a key, so the upsert advances a key's
-// row only while it is still the version that snapshot holds (its last_seq and
+// WAITING. Deciding that in the writer's transaction is safe where the read that
+// decides sees every commit of the key before the key's lock was granted. A write whose
+// events are all ordered is one statement (insertByVersionQuery): a data-modifying WITH
+// upserts the keys and returns their counters, and the INSERT reads them, with a CASE
+// WHEN EXISTS probe of the order index per key deciding the first event's status (and
+// claim) and RETURNING the statuses and numbers. One statement has one snapshot, taken
+// before the upsert waits for another writer's lock on a key, so the upsert advances a
+// key's row only while it is still the version that snapshot holds (its last_seq and
 // updated_at, read by a subquery in the statement's snapshot). Every write of a key
 // advances its row under the row's lock, so a row that is still that version had no
-// write committed since the snapshot: the snapshot holds every event of the key, and its
-// EXISTS is the truth. A key whose row changed (or appeared) meanwhile is locked but not
-// advanced, the statement writes none of its events, and insertLocked writes them with
-// two statements of their own, the upsert and then the INSERT, which decides with the
-// same probes (insertQueriesHeads' candidates): a statement after the lock, whose
-// snapshot under READ COMMITTED sees every commit before it. Under REPEATABLE READ and
-// SERIALIZABLE the upsert of a key written since the transaction's snapshot fails with a
-// serialization error, as PostgreSQL's upserts do. A write that also has unordered
-// events, or that does not fit one statement, takes the two statements.
-// TestPostgresHeadsFollowTheVersion makes the statement wait for another transaction
-// that creates or writes the key, commits or rolls back, and checks the statuses and
-// numbers.
+// write committed since the snapshot: the snapshot holds every event of the key, and
+// its EXISTS is the truth. A key whose row changed (or appeared) meanwhile is locked
+// but not advanced, the statement writes none of its events, and insertLocked writes
+// them with two statements of their own: the upsert, then the INSERT, which decides
+// with the same probes (insertQueriesHeads' candidates: an EXISTS per row rather than a
+// read before it, one statement fewer in the writer's transaction). That INSERT starts
+// after the lock, and under READ COMMITTED its snapshot sees every commit before it.
+// Under REPEATABLE READ and SERIALIZABLE the upsert of a key written since the
+// transaction's snapshot fails with a serialization error, as PostgreSQL's upserts do.
+// A write that also has unordered events, or that does not fit one statement, takes the
+// two statements. TestPostgresHeadsFollowTheVersion makes the statement wait for
+// another transaction that creates or writes the key, commits or rolls back, and checks
+// the statuses and numbers.
 //
 // Promote. A key's next event becomes NEW when nothing earlier of the key is NEW, RETRY
 // (or DEAD, when DEAD blocks); only a promote turns a WAITING row NEW. The promote is one
