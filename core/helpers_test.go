@@ -17,7 +17,14 @@ func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Disca
 // condition on a real database; it is not a timing assertion.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	eventuallyWithin(t, 30*time.Second, what, cond)
+}
+
+// eventuallyWithin is eventually with a bound of its own, for a wait that a
+// configuration bounds (a multiple of its QueryTimeout, say).
+func eventuallyWithin(t *testing.T, bound time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
