@@ -77,7 +77,7 @@ func (d *Events) entry(ctx context.Context, action, target string) AuditEntry {
 }
 
 // change makes the change p describes and records it in the audit trail: both in one
-// transaction on an [AuditedStore]; else the change alone, then its entry. It returns
+// transaction on an [storage.AuditedStore]; else the change alone, then its entry. It returns
 // the rows changed; an error about the entry is an *AuditError.
 func (d *Events) change(ctx context.Context, p storage.AuditedChangeParams) (int64, error) {
 	if as, ok := d.store.(storage.AuditedStore); ok {

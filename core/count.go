@@ -39,7 +39,7 @@ type Overview struct {
 	OldestBlocked time.Time
 }
 
-// countStore returns the store's [EventCountStore] methods, or an error matching
+// countStore returns the store's [storage.EventCountStore] methods, or an error matching
 // errors.ErrUnsupported.
 func (d *Events) countStore() (storage.EventCountStore, error) {
 	if cs, ok := d.store.(storage.EventCountStore); ok {

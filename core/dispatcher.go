@@ -68,7 +68,7 @@ type dispatcherConfig struct {
 	// ClaimTTL is the length of the claims this node makes in [MultiNode] mode (its
 	// writer's pre-claims and its poller's claims). A worker about to deliver a claimed
 	// event with less than ListenerTimeout + StatusTimeout left renews the claim by
-	// ClaimTTL first ([ClaimStore.RenewClaim]). 0 never renews: such an event is left for the
+	// ClaimTTL first ([storage.ClaimStore.RenewClaim]). 0 never renews: such an event is left for the
 	// next claim. Defaults to 0.
 	ClaimTTL time.Duration
 }
@@ -155,7 +155,7 @@ func (c dispatcherConfig) validate() error {
 // the error is logged and the row stays pending for the poller. DONE outcomes, the
 // common case, are written in batches: the worker hands the event to one recorder and
 // takes its next event, and the recorder marks every event handed to it while it wrote
-// the previous batch DONE with one statement ([Store.MarkDone] with
+// the previous batch DONE with one statement ([storage.Store.MarkDone] with
 // many IDs), so a busy dispatcher sends one UPDATE for many events and an idle one
 // sends it at once (claimed events, in [MultiNode] mode, with a statement that fences
 // each row by its own claim token). An event counts as in flight, and is reported to
@@ -166,13 +166,13 @@ func (c dispatcherConfig) validate() error {
 // # Claims
 //
 // In [MultiNode] mode an event arrives claimed: Event.LockedBy holds the claim token
-// (from the writer's pre-claim on the hot path, or the poller's [ClaimStore.Claim]) and
+// (from the writer's pre-claim on the hot path, or the poller's [storage.ClaimStore.Claim]) and
 // Event.LockedUntil this node's estimate of when the claim ends. Every outcome update is
 // fenced by the token, so a node whose claim expired and was taken over changes nothing
 // (logged at Warn) and the other node's outcome stands. A worker does not start an
 // attempt on a claim with less than ListenerTimeout + StatusTimeout left, measured with
 // this process's monotonic clock (an event that waited long in a queue): it renews the
-// claim by ClaimTTL first ([ClaimStore.RenewClaim]), and when the claim is gone (another node
+// claim by ClaimTTL first ([storage.ClaimStore.RenewClaim]), and when the claim is gone (another node
 // took the event over) or cannot be renewed, leaves the event to the next claim instead
 // of running while another node may take it over. Unclaimed events (LockedBy empty) are
 // recorded without a token, as in single-node mode.

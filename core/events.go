@@ -32,7 +32,7 @@ func newEvents(store storage.Store) *Events {
 	return &Events{store: store, now: time.Now}
 }
 
-// deadStore returns the store's [DeadStore] methods, or an error matching
+// deadStore returns the store's [storage.DeadStore] methods, or an error matching
 // errors.ErrUnsupported.
 func (d *Events) deadStore() (storage.DeadStore, error) {
 	if ds, ok := d.store.(storage.DeadStore); ok {

@@ -45,7 +45,7 @@ const (
 
 // leased runs the dispatcher and the poller of a SingleNode or MultiNode Outbox while
 // its process holds the dispatch lease, and keeps the lease: [Outbox.Start] starts it in
-// their place. Without a lease store (a store that is not a [LeaseStore], LeaseTTL -1,
+// their place. Without a lease store (a store that is not a [storage.LeaseStore], LeaseTTL -1,
 // or a table without the lease version) it runs them unconditionally, as before.
 type leased struct {
 	store  storage.LeaseStore // nil: no lease

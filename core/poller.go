@@ -38,10 +38,10 @@ type pollerConfig struct {
 	// follow the database clock.
 	Now func() time.Time
 	// ClaimTTL, when positive, makes the poller claim the rows it reads ([MultiNode]):
-	// each batch is read with [ClaimStore.Claim] under a fresh token of NodeID, held for
+	// each batch is read with [storage.ClaimStore.Claim] under a fresh token of NodeID, held for
 	// ClaimTTL, so that several pollers on one table never take the same row. It must
 	// exceed the dispatcher's ListenerTimeout plus StatusTimeout. Defaults to 0: rows
-	// are read with [Store.Pending] and not claimed.
+	// are read with [storage.Store.Pending] and not claimed.
 	ClaimTTL time.Duration
 	// NodeID owns the claims; see validateNodeID. Defaults to defaultNodeID() when
 	// ClaimTTL is set.
@@ -306,7 +306,7 @@ func (p *poller) loop(r startstop.Run) {
 // soon as the workers have drained the cold queue to half a batch, instead of waiting
 // for the next tick, so that a backlog is read as fast as it is delivered.
 //
-// With ClaimTTL set, Poll claims instead ([ClaimStore.Claim]) one batch, at most BatchSize
+// With ClaimTTL set, Poll claims instead ([storage.ClaimStore.Claim]) one batch, at most BatchSize
 // events minus those already waiting in the cold queue, and queues every claimed event
 // with the claim's token; undecodable claimed rows go to DEAD under that token. Claims
 // are made just in time, so that a claimed event starts long before its claim expires
