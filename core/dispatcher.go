@@ -172,9 +172,9 @@ func (c dispatcherConfig) validate() error {
 // (logged at Warn) and the other node's outcome stands. A worker does not start an
 // attempt on a claim with less than ListenerTimeout + StatusTimeout left, measured with
 // this process's monotonic clock (an event that waited long in a queue): it renews the
-// claim by ClaimTTL first ([storage.ClaimStore.RenewClaim]), and when the claim is gone (another node
-// took the event over) or cannot be renewed, leaves the event to the next claim instead
-// of running while another node may take it over. Unclaimed events (LockedBy empty) are
+// claim by ClaimTTL first ([storage.ClaimStore.RenewClaim]), and when the claim is gone
+// (another node took the event over) or cannot be renewed, leaves the event to the next
+// claim instead of running while another node may take it over. Unclaimed events (LockedBy empty) are
 // recorded without a token, as in single-node mode.
 type dispatcher struct {
 	store  storage.Store
