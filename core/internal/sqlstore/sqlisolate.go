@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"regexp"
 	"strings"
 
 	"github.com/outboxkit/outbox/core/outboxtype"
@@ -45,6 +46,19 @@ func rowFault(ctx context.Context, err error) bool {
 		// it fails) times the batch out. Isolation reads the others; a row that times
 		// out alone is left for the next cycle, never moved to DEAD (errRowTimeout).
 		return true
+	}
+	if st := sqlState(err); st != "" {
+		// Only an error of the data itself can be one row's fault: a data exception (class
+		// 22), a program limit (54: a value that writes out past PostgreSQL's 1 GB) or an
+		// internal error (XX: "invalid memory alloc request size"). A connection, shutdown,
+		// resource, lock or transaction error (08, 57, 53, 55, 40, ...) is the server's
+		// state, whichever row the statement met: a restart's "terminating connection due to
+		// administrator command" (57P01) on a row's own read must not make it unreadable.
+		switch st[:2] {
+		case "22", "54", "XX":
+			return true
+		}
+		return false
 	}
 	var ne net.Error
 	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) &&
@@ -275,3 +289,21 @@ func splitIsolated(rows []isolated) (events []outboxtype.Event, bad []outboxtype
 	}
 	return events, bad
 }
+
+// sqlState returns the SQLSTATE of err when the driver reports one, else "": pgx's and
+// lib/pq's errors have a SQLState method, and pgx ("(SQLSTATE 57P01)") and
+// go-sql-driver/mysql ("Error 1053 (08S01): ...") write it into the message.
+func sqlState(err error) string {
+	var s interface{ SQLState() string }
+	if errors.As(err, &s) {
+		if st := s.SQLState(); len(st) == 5 {
+			return st
+		}
+	}
+	if m := sqlStateRE.FindStringSubmatch(err.Error()); m != nil {
+		return m[1] + m[2]
+	}
+	return ""
+}
+
+var sqlStateRE = regexp.MustCompile(`\(SQLSTATE ([0-9A-Z]{5})\)|Error \d+ \(([0-9A-Z]{5})\)`)
