@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/outboxkit/outbox/core/internal/check"
+	"github.com/outboxkit/outbox/core/internal/ids"
 	"github.com/outboxkit/outbox/core/storage"
 )
 
@@ -68,7 +69,7 @@ func (d *Events) Audit(ctx context.Context, q AuditQuery) (AuditPage, error) {
 // entry returns a new audit entry of action on target, by the actor of ctx.
 func (d *Events) entry(ctx context.Context, action, target string) AuditEntry {
 	at := d.now()
-	e := AuditEntry{ID: defaultIDs.next(at), At: at, Actor: cut(actorFrom(ctx), check.ActorLen), Action: action,
+	e := AuditEntry{ID: ids.At(at), At: at, Actor: cut(actorFrom(ctx), check.ActorLen), Action: action,
 		Target: cut(target, check.AuditTargetLen)}
 	if e.Actor == "" {
 		e.Actor = "unknown"
@@ -137,5 +138,5 @@ func cut(s string, limit int) string {
 	if len(s) <= limit {
 		return s
 	}
-	return cutText(s, limit-len("…")) + "…"
+	return check.CutText(s, limit-len("…")) + "…"
 }

@@ -23,7 +23,5 @@ const (
 	DefaultMaxPayloadBytes = 1 << 20                // 1 MiB, an encoded payload
 	DefaultBatchSize       = 100                    // events per BatchListener.HandleBatch call
 	DefaultTable           = "outbox_event"         // the outbox table
+	DefaultLeaseTTL        = 30 * time.Second       // the dispatch lease, unrenewed
 )
-
-// defaultQueryTimeout bounds each query of the poller and the purger.
-const defaultQueryTimeout = 10 * time.Second

@@ -11,9 +11,8 @@ import (
 var (
 	// ErrNoTransaction is returned by [Writer.Write] when the executor is not inside a transaction.
 	ErrNoTransaction = outboxtype.ErrNoTransaction
-	// ErrStopped is the cause (context.Cause) of a listener's context when [Outbox.Stop]'s
-	// deadline passes.
-	ErrStopped = errors.New("outbox: stopped")
+	// ErrStopped is the cause of a listener's context when [Outbox.Stop]'s deadline passes.
+	ErrStopped = outboxtype.ErrStopped
 	// ErrNotFound is returned when no event has the given ID.
 	ErrNotFound = outboxtype.ErrNotFound
 	// ErrNotDead is returned by a replay or delete of an event that exists but is not DEAD.
@@ -24,24 +23,21 @@ var (
 	ErrDuplicateListener = errors.New("outbox: listener already registered")
 	// ErrUnrecoverable is matched by every listener error that makes its event DEAD at once,
 	// the attempt counted: [Dead]'s, or an error type of your own that wraps it.
-	ErrUnrecoverable = errors.New("outbox: unrecoverable")
+	ErrUnrecoverable = outboxtype.ErrUnrecoverable
 	// ErrUnroutable is the reason recorded for an event that no listener handles.
-	ErrUnroutable = errors.New("outbox: no listener for event")
+	ErrUnroutable = outboxtype.ErrUnroutable
 	// ErrInvalidEnvelope is matched (errors.Is) by every [EnvelopeError].
 	ErrInvalidEnvelope = errors.New("outbox: invalid envelope")
 	// ErrInvalidConfig is matched (errors.Is) by every [ConfigError].
 	ErrInvalidConfig = outboxtype.ErrInvalidConfig
-	// ErrInvalidArgument is wrapped by the error of a call with bad arguments (a page limit out
-	// of range), which runs nothing.
+	// ErrInvalidArgument is wrapped by the error of a call with bad arguments; it runs nothing.
 	ErrInvalidArgument = outboxtype.ErrInvalidArgument
-	// ErrTxDone is returned by [Writer.Write] through a transaction that has ended; it matches
-	// sql.ErrTxDone.
+	// ErrTxDone is returned by [Writer.Write] through an ended transaction (sql.ErrTxDone too).
 	ErrTxDone = outboxtype.ErrTxDone
 	// ErrEventTooLarge is returned, before any SQL, by a write whose row the server would
 	// refuse (MySQL's max_allowed_packet); the caller's transaction stays usable.
 	ErrEventTooLarge = outboxtype.ErrEventTooLarge
-	// ErrUnreadableRow is wrapped by the reason of a row the database stores but cannot return;
-	// the poller moves such a row to DEAD (docs/databases.md).
+	// ErrUnreadableRow is wrapped by the reason of a row moved DEAD as unreadable (docs/databases.md).
 	ErrUnreadableRow = outboxtype.ErrUnreadableRow
 )
 
@@ -91,14 +87,6 @@ func (e *EnvelopeError) Is(target error) bool { return target == ErrInvalidEnvel
 // 0), without counting an attempt; [RetryAfter] counts it.
 func Defer(d time.Duration) error { return &DeferError{Delay: max(d, 0)} }
 
-// DeferError is Defer's error, maybe wrapped: find it with errors.As.
-type DeferError struct {
-	Delay time.Duration
-}
-
-// Error implements error.
-func (e *DeferError) Error() string { return fmt.Sprintf("deferred for %s", e.Delay) }
-
 // Dead returns the listener error that makes its event DEAD at once, the attempt counted,
 // with err as its last error; it matches ErrUnrecoverable and err (which may be nil).
 func Dead(err error) error { return &deadError{err: err} }
@@ -124,30 +112,13 @@ func (e *deadError) Unwrap() []error {
 // instead of the policy's backoff; err, which may be nil, is recorded as the last error.
 func RetryAfter(err error, d time.Duration) error { return &RetryAfterError{Delay: d, Err: err} }
 
-// RetryAfterError is RetryAfter's error, maybe wrapped: find it with errors.As.
-type RetryAfterError struct {
-	Delay time.Duration
-	Err   error
-}
-
-// Error implements error.
-func (e *RetryAfterError) Error() string {
-	if e.Err == nil {
-		return fmt.Sprintf("retry after %s", e.Delay)
-	}
-	return fmt.Sprintf("retry after %s: %v", e.Delay, e.Err)
-}
-
-// Unwrap returns the underlying error.
-func (e *RetryAfterError) Unwrap() error { return e.Err }
-
-// PanicError is a recovered listener or interceptor panic: a failed attempt.
-type PanicError struct {
-	// Value is what was passed to panic.
-	Value any
-	// Stack is the goroutine's stack at the panic. It is logged, never stored in the table.
-	Stack []byte
-}
-
-// Error implements error.
-func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
+// The errors a listener's result is made of (see [Listener]), declared in package
+// [outboxtype].
+type (
+	// DeferError is [Defer]'s error; Delay is when the event is due again.
+	DeferError = outboxtype.DeferError
+	// RetryAfterError is [RetryAfter]'s error: Delay replaces the backoff.
+	RetryAfterError = outboxtype.RetryAfterError
+	// PanicError is a recovered panic: a failed attempt; its Stack is only logged.
+	PanicError = outboxtype.PanicError
+)

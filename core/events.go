@@ -24,12 +24,13 @@ const (
 type Events struct {
 	store       storage.Store
 	now         func() time.Time
-	afterReplay func() // wakes the pollers; nil until New sets it
+	afterReplay func() // wakes the pollers after a replay; nil: nothing to wake
 }
 
-// newEvents returns the inspection of store's events.
-func newEvents(store storage.Store) *Events {
-	return &Events{store: store, now: time.Now}
+// newEvents returns the inspection of store's events; afterReplay, when set, runs after
+// each replay.
+func newEvents(store storage.Store, afterReplay func()) *Events {
+	return &Events{store: store, now: time.Now, afterReplay: afterReplay}
 }
 
 // deadStore returns the store's [storage.DeadStore] methods, or an error matching

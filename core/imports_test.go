@@ -93,9 +93,11 @@ func TestCoreImportsOnlyStandardLibrary(t *testing.T) {
 // left 1388, then tightened the doc comments to their contract (defaults, units, errors, what a
 // call does), the explanation living in docs/*.md, and the package doc to an overview that
 // points there: 1032 with comments wrapped at 100 columns like the rest of the code (999
-// when 42 of them ran to 125 columns, which this bound does not reward). The target of
-// issue 53 is 1000.
-const maxDocLines = 1032
+// when 42 of them ran to 125 columns, which this bound does not reward). The engine's split
+// into internal packages moved DeferError, RetryAfterError, PanicError, BatchItem and Failure
+// to package outboxtype, which the dispatcher shares, declared here as aliases, and folded
+// DefaultLeaseTTL into the defaults: 1000, the target of issue 53.
+const maxDocLines = 1000
 
 func TestPublicDocSize(t *testing.T) {
 	t.Parallel()

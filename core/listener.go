@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/outboxkit/outbox/core/internal/check"
+	"github.com/outboxkit/outbox/core/internal/dispatch"
+	"github.com/outboxkit/outbox/core/outboxtype"
 )
 
 // Listener handles one event. Delivery is at least once: deduplicate by [Event.ID].
@@ -61,44 +63,27 @@ type Subscription struct {
 	Fallback func(ctx context.Context, f Failure) error
 }
 
-// Failure is what a [Subscription.Fallback] gets.
-type Failure struct {
-	Event          *Event
-	Listener       string    // the subscription's name
-	Attempts       int       // failed attempts, the last one included
-	Err            error     // the last attempt's error
-	FirstAttemptAt time.Time // when the first failed attempt ended
-	LastAttemptAt  time.Time // when the last one ended
-}
-
-// route is a subscription as the dispatcher uses it.
-type route struct {
-	name        string
-	seq         int // registration order: a fan-out's deliveries follow it
-	listener    Listener
-	retry       RetryPolicy // nil: the dispatcher's
-	maxAttempts int         // 0: the dispatcher's
-	timeout     time.Duration
-	retryable   func(error) bool
-	batch       BatchListener // nil: not a BatchListener
-	batchSize   int
-	fallback    func(context.Context, Failure) error
-}
+// Failure is what a [Subscription.Fallback] gets: the Event, the Listener's name, the
+// failed Attempts (the last included), the last Err, and when the first and the last
+// failed attempts ended.
+type Failure = outboxtype.Failure
 
 // registry maps routes to their subscriptions. It is safe for concurrent use; listeners
 // may be registered while the dispatcher runs.
 type registry struct {
-	mu     sync.RWMutex
-	routes map[routeKey][]*route // in registration order
-	names  map[string]*route
-	wild   bool // some route has AnyType
+	mu        sync.RWMutex
+	routes    map[routeKey][]*dispatch.Route // in registration order
+	names     map[string]*dispatch.Route
+	listeners map[string]Listener     // by name
+	wild      bool                    // some route has AnyType
+	seq       map[*dispatch.Route]int // registration order: a fan-out's deliveries follow it
 }
 
 type routeKey struct{ aggregateType, eventType string }
 
 // newRegistry returns an empty registry.
 func newRegistry() *registry {
-	return &registry{routes: map[routeKey][]*route{}, names: map[string]*route{}}
+	return &registry{routes: map[routeKey][]*dispatch.Route{}, names: map[string]*dispatch.Route{}, listeners: map[string]Listener{}, seq: map[*dispatch.Route]int{}}
 }
 
 // Register routes events of eventType on aggregateType to l with the default policy.
@@ -134,7 +119,8 @@ func (r *registry) Subscribe(s Subscription) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.routes == nil {
-		r.routes, r.names = map[routeKey][]*route{}, map[string]*route{}
+		r.routes, r.names, r.listeners = map[routeKey][]*dispatch.Route{}, map[string]*dispatch.Route{}, map[string]Listener{}
+		r.seq = map[*dispatch.Route]int{}
 	}
 	if _, ok := r.names[name]; ok {
 		if s.Name == "" {
@@ -143,23 +129,28 @@ func (r *registry) Subscribe(s Subscription) error {
 		}
 		return fmt.Errorf("%w: name %q", ErrDuplicateListener, name)
 	}
-	rt := &route{name: name, seq: len(r.names), listener: s.Listener, retry: s.Retry, maxAttempts: s.MaxAttempts,
-		timeout: s.Timeout, retryable: s.Retryable, fallback: s.Fallback}
+	rt := &dispatch.Route{Name: name, Handle: s.Listener.Handle, MaxAttempts: s.MaxAttempts,
+		Timeout: s.Timeout, Retryable: s.Retryable, Fallback: s.Fallback}
+	if s.Retry != nil {
+		rt.Retry = s.Retry
+	}
 	if bl, ok := s.Listener.(BatchListener); ok {
-		rt.batch, rt.batchSize = bl, cmp.Or(s.BatchSize, DefaultBatchSize)
+		rt.HandleBatch, rt.BatchSize = bl.HandleBatch, cmp.Or(s.BatchSize, DefaultBatchSize)
 	}
 	r.routes[k] = append(r.routes[k], rt)
 	r.names[name] = rt
+	r.seq[rt] = len(r.seq)
+	r.listeners[name] = s.Listener
 	r.wild = r.wild || k.aggregateType == AnyType || k.eventType == AnyType
 	return nil
 }
 
-// resolve returns where e goes: the subscription its Listener names (a fan-out
+// Resolve returns where e goes: the subscription its Listener names (a fan-out
 // delivery, or an event whose listener failed for good and was replayed), else the one
 // subscription whose route matches it. When several match, rt is nil and fan lists them
-// in registration order: the event is to be split (dispatcher.fanOut). Both nil: the
+// in registration order: the event is to be split (dispatch's fan-out). Both nil: the
 // event is unroutable.
-func (r *registry) resolve(e *Event) (rt *route, fan []*route) {
+func (r *registry) Resolve(e *Event) (rt *dispatch.Route, fan []*dispatch.Route) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if e.Listener != "" {
@@ -190,15 +181,15 @@ func (r *registry) resolve(e *Event) (rt *route, fan []*route) {
 	if n <= 1 {
 		return rt, nil
 	}
-	fan = make([]*route, 0, n)
+	fan = make([]*dispatch.Route, 0, n)
 	for i, k := range keys {
 		if i > 0 && k == keys[i-1] {
 			continue
 		}
 		fan = append(fan, r.routes[k]...)
 	}
-	slices.SortFunc(fan, func(a, b *route) int { return a.seq - b.seq })
-	fan = slices.CompactFunc(fan, func(a, b *route) bool { return a == b })
+	slices.SortFunc(fan, func(a, b *dispatch.Route) int { return r.seq[a] - r.seq[b] })
+	fan = slices.CompactFunc(fan, func(a, b *dispatch.Route) bool { return a == b })
 	if len(fan) == 1 { // an event whose own aggregate type is "*" matched a route twice
 		return fan[0], nil
 	}
@@ -207,8 +198,8 @@ func (r *registry) resolve(e *Event) (rt *route, fan []*route) {
 
 // lookup returns the one subscription of the route, or false when it has none or
 // several.
-func (r *registry) lookup(aggregateType, eventType string) (*route, bool) {
-	rt, _ := r.resolve(&Event{AggregateType: aggregateType, Type: eventType})
+func (r *registry) lookup(aggregateType, eventType string) (*dispatch.Route, bool) {
+	rt, _ := r.Resolve(&Event{AggregateType: aggregateType, Type: eventType})
 	return rt, rt != nil
 }
 
@@ -218,5 +209,10 @@ func (r *registry) Lookup(aggregateType, eventType string) (Listener, bool) {
 	if !ok {
 		return nil, false
 	}
-	return rt.listener, true
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.listeners[rt.Name], true
 }
+
+// DeliveryID is the ID, the same on every node, of event id's delivery to listener in a fan-out.
+func DeliveryID(id, listener string) string { return dispatch.DeliveryID(id, listener) }

@@ -9,7 +9,15 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/outboxkit/outbox/core/internal/dispatch"
+	"github.com/outboxkit/outbox/core/internal/ids"
+	"github.com/outboxkit/outbox/core/internal/lease"
+	"github.com/outboxkit/outbox/core/internal/notify"
+	"github.com/outboxkit/outbox/core/internal/order"
+	"github.com/outboxkit/outbox/core/internal/poll"
+	"github.com/outboxkit/outbox/core/internal/purge"
 	"github.com/outboxkit/outbox/core/internal/sqlstore"
+	"github.com/outboxkit/outbox/core/internal/startstop"
 	"github.com/outboxkit/outbox/core/storage"
 )
 
@@ -145,13 +153,16 @@ type Outbox struct {
 	registry   *registry
 	writer     *Writer
 	events     *Events
-	dispatcher *dispatcher // nil in WriterOnly mode
-	poller     *poller     // nil in WriterOnly mode
-	purger     *purger     // nil when purging is disabled
-	lease      *leased     // runs the dispatcher and the poller; nil in WriterOnly mode
-	notifier   *notifier   // nil without Config.Notifier
-	orders     *orderer    // nil when the store keeps no order
+	queues     *dispatch.Queues     // nil in WriterOnly mode
+	dispatcher *dispatch.Dispatcher // nil in WriterOnly mode
+	poller     *poll.Poller         // nil in WriterOnly mode
+	purger     *purge.Purger        // nil when purging is disabled
+	lease      *lease.Leased        // runs the dispatcher and the poller; nil in WriterOnly mode
+	notifier   *notify.Notifier     // nil without Config.Notifier
 	logger     *slog.Logger
+	// workers and pollInterval are the dispatcher's and the poller's, for Start's log.
+	workers      int
+	pollInterval time.Duration
 	// attemptBound, in MultiNode mode, is what a listener's timeout must stay below:
 	// ClaimTTL - StatusTimeout, so that a claim outlives an attempt. 0 otherwise.
 	attemptBound time.Duration
@@ -159,25 +170,21 @@ type Outbox struct {
 	// sem serialises Start and Stop; a channel, so that a caller waiting for it gives
 	// up when its context ends (a Stop never waits past its deadline for another).
 	sem     chan struct{}
-	started []service // what Start started, in order; guarded by sem
-}
-
-type service interface {
-	Start(ctx context.Context) error
-	Stop(ctx context.Context) error
+	started []startstop.Service // what Start started, in order; guarded by sem
 }
 
 // New builds an Outbox over db, or returns a [*ConfigError] naming the first bad field of
 // cfg. Nothing runs until [Outbox.Start].
+//
+// It builds the parts once, each with the parts it works with (docs/ARCHITECTURE.md):
+// the queues, the notifier, the releaser of claims (MultiNode), the hot path, the
+// orderer, the dispatcher, the poller, the lease, the purger, the inspection and the
+// writer.
 func New(db *sql.DB, cfg Config) (*Outbox, error) {
 	if err := cfg.validate(db); err != nil {
 		return nil, err
 	}
-	logger := cmp.Or(cfg.Logger, slog.Default())
-	metrics := cfg.Metrics
-	if metrics == nil {
-		metrics = NopMetrics{}
-	}
+	logger := cfg.logger()
 	store := cfg.Store
 	if store == nil {
 		s, err := NewSQLStore(db, cfg.Dialect, SQLStoreConfig{Table: cfg.Table, QueryTimeout: cfg.QueryTimeout})
@@ -191,131 +198,115 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 		store:    store,
 		registry: newRegistry(),
 		sem:      make(chan struct{}, 1),
-		events:   newEvents(store),
 		logger:   logger.With(slog.String("component", "outbox")),
 	}
-	orders := newOrderer(store, cfg.DeadKeyPolicy, cmp.Or(cfg.QueryTimeout, defaultQueryTimeout), o.logger)
-	o.orders = orders
-	hooks := append([]WriterHook(nil), cfg.WriterHooks...)
-	var claimTTL time.Duration // the writer's pre-claim
-	var hotQueue *queues       // the queue the writer pre-claims for
-	nodeID := cfg.NodeID
-	if cfg.Mode == MultiNode && nodeID == "" {
-		nodeID = defaultNodeID()
+	dispatching, multi := cfg.Mode != WriterOnly, cfg.Mode == MultiNode
+	nodeID := cfg.nodeID()
+	o.attemptBound = cfg.attemptBound()
+	var dc dispatch.Config
+	if dispatching {
+		dc = cfg.dispatchConfig()
+		if err := dc.Validate(); err != nil {
+			return nil, err
+		}
+		o.queues = dispatch.NewQueues(dc.HotQueueSize, dc.ColdQueueSize, dc.Workers, dc.Metrics, dc.Now)
+		o.workers = dc.Workers
+	}
+	var signal func() // tells other processes (the Notifier); nil without one
+	if cfg.Notifier != nil {
+		var wake func() // nothing listens in WriterOnly mode
+		if o.queues != nil {
+			wake = o.queues.SignalCatchUp
+		}
+		o.notifier = notify.New(cfg.Notifier, wake, cfg.queryTimeout(), logger)
+		signal = o.notifier.Signal
 	}
 
-	if cfg.Mode != WriterOnly {
-		dc := dispatcherConfig{
-			Workers:         cfg.Workers,
-			HotQueueSize:    cfg.HotQueueSize,
-			ColdQueueSize:   cfg.ColdQueueSize,
-			MaxAttempts:     cfg.MaxAttempts,
-			Retry:           cfg.Retry,
-			ListenerTimeout: cfg.ListenerTimeout,
-			StatusTimeout:   cfg.StatusTimeout,
-			DoneBatchWindow: doneWindow(cfg.DoneBatchWindow),
-			DeleteDone:      cfg.DeleteDone,
-			Interceptors:    cfg.Interceptors,
-			OnStuck:         cfg.OnStuck,
-			Logger:          logger,
-			Metrics:         metrics,
-			Now:             cfg.Now,
-		}
-		if cfg.Mode == MultiNode {
-			dc.ClaimTTL = cfg.ClaimTTL
-			o.attemptBound = cfg.ClaimTTL - cmp.Or(cfg.StatusTimeout, DefaultStatusTimeout)
-		}
-		d, err := newDispatcher(store, o.registry, dc)
-		if err != nil {
-			return nil, err
-		}
-		pc := pollerConfig{
-			Interval:     cfg.PollInterval,
-			MaxInterval:  cfg.PollMaxInterval,
-			BatchSize:    cfg.PollBatchSize,
-			SkipRecent:   cfg.SkipRecent,
-			QueryTimeout: cfg.QueryTimeout,
-			Logger:       logger,
-			Metrics:      metrics,
-			Now:          cfg.Now,
-		}
-		if cfg.Mode == MultiNode {
-			pc.ClaimTTL, pc.NodeID = cfg.ClaimTTL, nodeID
-		}
-		p, err := newPoller(store, d.q, pc)
-		if err != nil {
-			return nil, err
-		}
-		d.orders, p.orders = orders, orders
-		if cfg.Mode == MultiNode {
-			p.release = func(ctx context.Context, events []Event) int64 {
-				n := d.releaseClaims(ctx, events, whyRefused)
-				if n > 0 && d.notifyOthers != nil {
-					d.notifyOthers()
-				}
-				return n
+	var (
+		hot     *dispatch.HotPath
+		release *dispatch.Releaser
+	)
+	if dispatching {
+		hc := dispatch.HotConfig{Now: dc.Now, Metrics: dc.Metrics, Logger: logger,
+			WakeHolder: signal} // standing by: the lease holder delivers
+		if multi {
+			claims, err := dispatch.ClaimStoreOf(store, cfg.ClaimTTL)
+			if err != nil {
+				return nil, err
 			}
+			release = dispatch.NewReleaser(claims, o.queues, dispatch.ReleaserConfig{StatusTimeout: dc.StatusTimeout,
+				Now: dc.Now, Metrics: dc.Metrics, Logger: logger, NotifyOthers: signal})
+			hc.Notify = signal // other nodes may take what this one dropped
 		}
-		o.dispatcher, o.poller = d, p
-		if cfg.Notifier != nil {
-			o.notifier = newNotifier(cfg.Notifier, d.q.signalCatchUp, cmp.Or(cfg.QueryTimeout, defaultQueryTimeout), logger)
-		}
-		o.lease = &leased{parts: []service{d, p}, mode: cfg.Mode, ttl: cmp.Or(cfg.LeaseTTL, DefaultLeaseTTL), nodeID: nodeID,
-			log: logger.With(slog.String("component", "lease"))}
-		if ls, ok := store.(storage.LeaseStore); ok && cfg.LeaseTTL != -1 {
-			o.lease.store = ls
-		}
-		if cfg.Mode == SingleNode || cfg.Mode == MultiNode {
-			h := d.hotPath()
-			if orders != nil {
-				orders.hot, orders.now = h, h.now
-				if cfg.Mode == MultiNode {
-					orders.claimTTL, orders.nodeID = cfg.ClaimTTL, nodeID
-				}
+		hot = dispatch.NewHotPath(o.queues, release, hc)
+	}
+
+	oc := order.Config{DeadBlocks: cfg.DeadKeyPolicy == DeadKeyWaits, Timeout: cfg.queryTimeout(), Logger: o.logger,
+		Wake: func() {
+			if o.queues != nil {
+				o.queues.SignalCatchUp()
 			}
-			if o.notifier != nil && cfg.Mode == MultiNode {
-				h.notify = o.notifier.signal // other nodes may take what this one dropped
-				d.notifyOthers = o.notifier.signal
+			if signal != nil && cfg.Mode != SingleNode {
+				signal() // another process may deliver it
 			}
-			if o.notifier != nil {
-				h.wakeHolder = o.notifier.signal // standing by: the lease holder delivers
-			}
-			o.lease.hot = h
-			hooks = append(hooks, h)
-			hotQueue = d.q
-		}
-		if cfg.Mode == MultiNode && cfg.HotQueueSize != -1 {
-			claimTTL = cfg.ClaimTTL
+		}}
+	if hot != nil {
+		oc.Hot, oc.Now = hot, dc.Now
+		if multi {
+			oc.ClaimTTL, oc.NodeID = cfg.ClaimTTL, nodeID
 		}
 	}
-	if cfg.Mode == WriterOnly && cfg.Notifier != nil {
-		o.notifier = newNotifier(cfg.Notifier, nil, cmp.Or(cfg.QueryTimeout, defaultQueryTimeout), logger)
+	orders := order.New(store, oc) // nil when the store keeps no order
+
+	hooks := append([]WriterHook(nil), cfg.WriterHooks...)
+	if dispatching {
+		var ordersOf dispatch.Orders // a nil *order.Orderer must stay a nil interface
+		if orders != nil {
+			ordersOf = orders
+		}
+		d, err := dispatch.New(store, o.registry, dispatch.Parts{Queues: o.queues, Hot: hot, Release: release, Orders: ordersOf}, dc)
+		if err != nil {
+			return nil, err
+		}
+		pc := cfg.pollConfig(nodeID)
+		p, err := poll.New(store, o.queues, orders, release, pc)
+		if err != nil {
+			return nil, err
+		}
+		o.dispatcher, o.poller, o.pollInterval = d, p, pc.Interval
+		lc := lease.Config{Parts: []startstop.Service{d, p}, Hot: hot, Shared: multi,
+			TTL: cfg.leaseTTL(), NodeID: nodeID, Logger: logger}
+		if ls, ok := store.(storage.LeaseStore); ok && cfg.LeaseTTL != -1 {
+			lc.Store = ls
+		}
+		o.lease = lease.New(lc)
+		hooks = append(hooks, hotHook{h: hot})
+	} else if o.notifier != nil {
 		now := cfg.Now
 		if now == nil {
 			now = time.Now
 		}
 		hooks = append(hooks, notifyHook{n: o.notifier, now: now})
 	}
-	if orders != nil {
-		orders.wake = func() {
-			if o.dispatcher != nil {
-				o.dispatcher.q.signalCatchUp()
-			}
-			if o.notifier != nil && cfg.Mode != SingleNode {
-				o.notifier.signal() // another process may deliver it
-			}
+
+	o.events = newEvents(store, func() { // a replay: wake the pollers
+		// Replayed ordered events are WAITING: the woken poller's cycle sweeps first; a
+		// process without one (WriterOnly) sweeps here.
+		if o.poller != nil {
+			o.poller.SweepNow()
+		} else if _, err := orders.Sweep(context.Background()); err != nil {
+			o.logger.LogAttrs(context.Background(), slog.LevelWarn, "promote after replay failed; a dispatcher's sweep moves the keys on",
+				slog.String("error", err.Error()))
 		}
-	}
-	o.events.afterReplay = o.replayed
+		if o.queues != nil {
+			o.queues.SignalCatchUp()
+		}
+		if signal != nil {
+			signal()
+		}
+	})
 	if cfg.PurgeInterval != -1 {
-		pg, err := newPurger(store, purgerConfig{
-			Interval:      cfg.PurgeInterval,
-			Retention:     cfg.PurgeRetention,
-			DeadRetention: cfg.PurgeDeadRetention,
-			BatchSize:     cfg.PurgeBatchSize,
-			QueryTimeout:  cfg.QueryTimeout,
-			Logger:        logger,
-		})
+		pg, err := purge.New(store, cfg.purgeConfig())
 		if err != nil {
 			return nil, err
 		}
@@ -327,9 +318,9 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 		Hooks:            hooks,
 		Logger:           logger,
 		Now:              cfg.Now,
-		ClaimTTL:         claimTTL,
+		ClaimTTL:         cfg.preClaimTTL(),
 		NodeID:           nodeID,
-		hot:              hotQueue,
+		hot:              o.queues,
 		OrderByAggregate: cfg.OrderByAggregate,
 		orders:           orders,
 	})
@@ -367,8 +358,8 @@ func (c Config) validate(db *sql.DB) error {
 			return &ConfigError{Field: "Dialect", Reason: "is required (outbox.Postgres, outbox.MySQL or outbox.SQLite)"}
 		}
 	}
-	if c.LeaseTTL != 0 && c.LeaseTTL != -1 && c.LeaseTTL < minLeaseTTL {
-		return &ConfigError{Field: "LeaseTTL", Reason: fmt.Sprintf("must be at least %s, 0 for the default or -1 for no lease, got %s", minLeaseTTL, c.LeaseTTL)}
+	if c.LeaseTTL != 0 && c.LeaseTTL != -1 && c.LeaseTTL < lease.MinTTL {
+		return &ConfigError{Field: "LeaseTTL", Reason: fmt.Sprintf("must be at least %s, 0 for the default or -1 for no lease, got %s", lease.MinTTL, c.LeaseTTL)}
 	}
 	if c.DeadKeyPolicy != DeadKeyWaits && c.DeadKeyPolicy != DeadKeySkips {
 		return &ConfigError{Field: "DeadKeyPolicy", Reason: fmt.Sprintf("unknown policy %d", int(c.DeadKeyPolicy))}
@@ -404,27 +395,9 @@ func (c Config) validateMultiNode() error {
 			"%s must exceed ListenerTimeout + StatusTimeout (%s + %s): a claim must outlive an attempt", c.ClaimTTL, lt, st)}
 	}
 	if c.NodeID != "" {
-		return validateNodeID(c.NodeID)
+		return ids.ValidateNodeID(c.NodeID)
 	}
 	return nil
-}
-
-// replayed wakes this process's poller and the other processes for replayed events.
-func (o *Outbox) replayed() {
-	// Replayed ordered events are WAITING: the woken poller's cycle sweeps first; a
-	// process without one (WriterOnly) sweeps here.
-	if o.poller != nil {
-		o.poller.sweepNow.Store(true)
-	} else if _, err := o.orders.sweep(context.Background()); err != nil {
-		o.logger.LogAttrs(context.Background(), slog.LevelWarn, "promote after replay failed; a dispatcher's sweep moves the keys on",
-			slog.String("error", err.Error()))
-	}
-	if o.dispatcher != nil {
-		o.dispatcher.q.signalCatchUp()
-	}
-	if o.notifier != nil {
-		o.notifier.signal()
-	}
 }
 
 // Register is [Outbox.Subscribe] of l on a route ("" aggregate type: GlobalAggregateType),
@@ -456,7 +429,7 @@ func (o *Outbox) Store() storage.Store { return o.store }
 func (o *Outbox) Mode() Mode { return o.mode }
 
 // Dispatching reports whether this process delivers events now ([Outbox.Start]).
-func (o *Outbox) Dispatching() bool { return o.lease != nil && o.lease.dispatching.Load() }
+func (o *Outbox) Dispatching() bool { return o.lease != nil && o.lease.Dispatching() }
 
 // Start checks the connection and the table, then starts the dispatcher, the poller and
 // the purger. It does not block; ctx bounds only the start-up. If a part fails, the parts
@@ -489,7 +462,7 @@ func (o *Outbox) Start(ctx context.Context) error {
 	if _, err := o.store.Get(ctx, "outbox-start-probe"); err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("outbox: start: table check: %w", err)
 	}
-	var parts []service
+	var parts []startstop.Service
 	if o.notifier != nil {
 		parts = append(parts, o.notifier) // stopped last: it sends the last writes' notification
 	}
@@ -499,10 +472,10 @@ func (o *Outbox) Start(ctx context.Context) error {
 	if o.purger != nil {
 		parts = append(parts, o.purger)
 	}
-	started := make([]service, 0, len(parts))
+	started := make([]startstop.Service, 0, len(parts))
 	for _, s := range parts {
 		if err := s.Start(ctx); err != nil {
-			stopAll(context.WithoutCancel(ctx), started)
+			startstop.StopAll(context.WithoutCancel(ctx), started)
 			return fmt.Errorf("outbox: start: %w", err)
 		}
 		started = append(started, s)
@@ -511,8 +484,8 @@ func (o *Outbox) Start(ctx context.Context) error {
 	// One INFO line for the start and one for the stop; the parts log theirs at DEBUG.
 	attrs := []slog.Attr{slog.String("mode", o.mode.String())}
 	if o.dispatcher != nil {
-		attrs = append(attrs, slog.Int("workers", o.dispatcher.cfg.Workers),
-			slog.Duration("poll_interval", o.poller.cfg.Interval), slog.Bool("delivering", o.lease.dispatching.Load()))
+		attrs = append(attrs, slog.Int("workers", o.workers),
+			slog.Duration("poll_interval", o.pollInterval), slog.Bool("delivering", o.lease.Dispatching()))
 	}
 	attrs = append(attrs, slog.Bool("purge", o.purger != nil))
 	o.logger.LogAttrs(ctx, slog.LevelInfo, "outbox started", attrs...)
@@ -531,7 +504,7 @@ func (o *Outbox) Stop(ctx context.Context) error {
 	if o.started == nil {
 		return nil
 	}
-	err := stopAll(ctx, o.started)
+	err := startstop.StopAll(ctx, o.started)
 	o.started = nil
 	o.logger.InfoContext(ctx, "outbox stopped", slog.String("mode", o.mode.String()))
 	return err
@@ -553,25 +526,3 @@ func (o *Outbox) lock(ctx context.Context) error {
 }
 
 func (o *Outbox) unlock() { <-o.sem }
-
-// stopAll stops services in reverse start order and returns the first error.
-func stopAll(ctx context.Context, started []service) error {
-	var first error
-	for i := len(started) - 1; i >= 0; i-- {
-		if err := started[i].Stop(ctx); err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
-}
-
-// doneWindow is Config.DoneBatchWindow as the dispatcher takes it.
-func doneWindow(w time.Duration) time.Duration {
-	switch w {
-	case 0:
-		return DefaultDoneBatchWindow
-	case -1:
-		return 0
-	}
-	return w
-}

@@ -26,9 +26,9 @@ func init() {
 	}
 	testseam.QueueDepths = func(ob any) (hot, cold int) {
 		o := ob.(*Outbox)
-		if o.dispatcher == nil {
+		if o.queues == nil {
 			return 0, 0
 		}
-		return o.dispatcher.q.depths()
+		return o.queues.Depths()
 	}
 }

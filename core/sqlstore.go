@@ -5,9 +5,14 @@ import (
 	"database/sql"
 	"time"
 
+	"github.com/outboxkit/outbox/core/internal/dispatch"
 	"github.com/outboxkit/outbox/core/internal/sqlstore"
 	"github.com/outboxkit/outbox/core/storage"
 )
+
+// The SQL store gives back refused claims with one statement per chunk, where another
+// claim store renews each claim to expire at once.
+var _ dispatch.ClaimReleaser = (*sqlstore.Store)(nil)
 
 // MySQLDSNParams are the DSN parameters the [MySQL] dialect needs, to append to the DSN after "?".
 const MySQLDSNParams = "parseTime=true&loc=UTC"

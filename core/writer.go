@@ -16,6 +16,10 @@ import (
 	"time"
 
 	"github.com/outboxkit/outbox/core/adapterkit"
+	"github.com/outboxkit/outbox/core/internal/crash"
+	"github.com/outboxkit/outbox/core/internal/dispatch"
+	"github.com/outboxkit/outbox/core/internal/ids"
+	"github.com/outboxkit/outbox/core/internal/order"
 	"github.com/outboxkit/outbox/core/storage"
 )
 
@@ -42,17 +46,17 @@ type writerConfig struct {
 	// dispatcher's hot queue is full, batches are not pre-claimed (the hot path would
 	// drop them): any node's poller claims them. Defaults to 0, no claims.
 	ClaimTTL time.Duration
-	// NodeID owns the claims of ClaimTTL; see validateNodeID. Defaults to
-	// defaultNodeID().
+	// NodeID owns the claims of ClaimTTL; see ids.ValidateNodeID. Defaults to a
+	// fresh one.
 	NodeID string
 	// hot is the hot path's queue that pre-claims are made for: while it is full the
 	// writer makes none. Nil when the writer feeds no hot path.
-	hot *queues
+	hot *dispatch.Queues
 	// OrderByAggregate orders the events with an AggregateID by their aggregate.
 	OrderByAggregate bool
 	// orders moves the keys of ordered events on after commit; nil when the store
 	// keeps no order (ordered writes are then rejected).
-	orders *orderer
+	orders *order.Orderer
 }
 
 // Writer writes in the caller's transaction. It is safe for concurrent use.
@@ -65,9 +69,9 @@ type Writer struct {
 	now         func() time.Time
 	claimTTL    time.Duration
 	nodeID      string
-	hot         *queues // see WriterConfig.hot
+	hot         *dispatch.Queues // see WriterConfig.hot
 	byAggregate bool
-	orders      *orderer
+	orders      *order.Orderer
 	noHooksOnce sync.Once
 	unorderOnce sync.Once
 	// speedup names what delivers committed events sooner than the poller, when a
@@ -96,7 +100,7 @@ func newWriter(store storage.Store, cfg writerConfig) (*Writer, error) {
 		return nil, &ConfigError{Field: "ClaimTTL", Reason: "must not be negative"}
 	}
 	if cfg.NodeID != "" {
-		if err := validateNodeID(cfg.NodeID); err != nil {
+		if err := ids.ValidateNodeID(cfg.NodeID); err != nil {
 			return nil, err
 		}
 	}
@@ -120,13 +124,13 @@ func newWriter(store storage.Store, cfg writerConfig) (*Writer, error) {
 		orders:      cfg.orders,
 	}
 	if w.claimTTL > 0 && w.nodeID == "" {
-		w.nodeID = defaultNodeID()
+		w.nodeID = ids.DefaultNodeID()
 	}
 	if w.now == nil {
 		w.now = time.Now
 	}
 	switch {
-	case w.hot != nil && w.hot.hotEnabled():
+	case w.hot != nil && w.hot.HotEnabled():
 		w.speedup = "hot path"
 	case slices.ContainsFunc(w.hooks, func(h WriterHook) bool { _, ok := h.(notifyHook); return ok }):
 		w.speedup = "notifier"
@@ -190,7 +194,7 @@ func (w *Writer) WriteAllReport(ctx context.Context, tx Executor, envs []Envelop
 		return nil, err
 	}
 	var claimTTL time.Duration
-	if w.claimTTL > 0 && hooks != nil && (w.hot == nil || !w.hot.hotFull()) {
+	if w.claimTTL > 0 && hooks != nil && (w.hot == nil || !w.hot.HotFull()) {
 		claimTTL = w.preClaim(events)
 	}
 	res, err := w.store.Insert(ctx, tx, storage.InsertParams{Events: events, ClaimTTL: claimTTL})
@@ -200,7 +204,7 @@ func (w *Writer) WriteAllReport(ctx context.Context, tx Executor, envs []Envelop
 		}
 		return nil, fmt.Errorf("outbox: write: %w", err)
 	}
-	crashPoint("after-insert")
+	crash.Point("after-insert")
 	written := make([]Written, len(events))
 	for i := range events {
 		written[i].ID = events[i].ID
@@ -218,7 +222,7 @@ func (w *Writer) WriteAllReport(ctx context.Context, tx Executor, envs []Envelop
 			return written, nil
 		}
 		if keys != nil {
-			keys = eventKeys(events)
+			keys = dispatch.EventKeys(events)
 		}
 	}
 	w.runHooks(ctx, "AfterWrite", events, WriterHook.AfterWrite)
@@ -233,18 +237,18 @@ func (w *Writer) WriteAllReport(ctx context.Context, tx Executor, envs []Envelop
 						slog.String("executor", fmt.Sprintf("%T", tx)))
 				})
 			}
-		} else if busy := waitingKeys(events, keys); busy != nil {
+		} else if busy := dispatch.WaitingKeys(events, keys); busy != nil {
 			// These keys had events before this write: once it is visible, promote
 			// the key's next event, which may be one of these by then.
 			hookCtx := context.WithoutCancel(ctx)
 			hooks.AfterCommit(func() {
 				var keys []string
-				for _, k := range eventKeys(events) { // in write order
+				for _, k := range dispatch.EventKeys(events) { // in write order
 					if busy[k] {
 						keys = append(keys, k)
 					}
 				}
-				w.orders.afterCommit(hookCtx, slices.DeleteFunc(slices.Clone(events), func(e Event) bool {
+				w.orders.AfterCommit(hookCtx, slices.DeleteFunc(slices.Clone(events), func(e Event) bool {
 					return !busy[e.OrderKey]
 				}), keys)
 			})
@@ -262,10 +266,10 @@ func (w *Writer) WriteAllReport(ctx context.Context, tx Executor, envs []Envelop
 			hookCtx := context.WithoutCancel(ctx)
 			// The hot path's copies of these events are read now: until the hooks have
 			// run, an event another path delivers first leaves a tombstone that refuses
-			// the hot copy (see queues.beginRead).
+			// the hot copy (see Queues.BeginRead).
 			endRead := func() {}
-			if w.hot != nil && w.hot.hotEnabled() {
-				_, endRead = w.hot.beginRead()
+			if w.hot != nil && w.hot.HotEnabled() {
+				_, endRead = w.hot.BeginRead()
 			}
 			hooks.AfterCommit(func() {
 				defer endRead()
@@ -325,7 +329,7 @@ func (w *Writer) orderKeys(events []Event) ([]string, error) {
 			}
 		}
 	}
-	keys := eventKeys(events)
+	keys := dispatch.EventKeys(events)
 	if keys == nil {
 		return nil, nil
 	}
@@ -333,27 +337,6 @@ func (w *Writer) orderKeys(events []Event) ([]string, error) {
 		return nil, fmt.Errorf("outbox: write: ordered events need a store that implements OrderStore: %w", errors.ErrUnsupported)
 	}
 	return keys, nil
-}
-
-// waitingKeys returns the keys whose events the store inserted WAITING only (the key
-// had events before them): they move on by a promote after commit.
-func waitingKeys(events []Event, keys []string) map[string]bool {
-	head := make(map[string]bool, len(keys)) // keys with an event inserted NEW
-	for i := range events {
-		if events[i].OrderKey != "" && events[i].Status != StatusWaiting {
-			head[events[i].OrderKey] = true
-		}
-	}
-	var out map[string]bool
-	for _, k := range keys {
-		if !head[k] {
-			if out == nil {
-				out = map[string]bool{}
-			}
-			out[k] = true
-		}
-	}
-	return out
 }
 
 // preClaim gives the events that are due now one fresh claim token, so that Insert
@@ -370,7 +353,7 @@ func (w *Writer) preClaim(events []Event) time.Duration {
 			continue // delayed: the poller claims it when it is due
 		}
 		if token == "" {
-			token = newClaimToken(w.nodeID)
+			token = ids.NewClaimToken(w.nodeID)
 		}
 		events[i].LockedBy, events[i].LockedUntil = token, start.Add(w.claimTTL)
 	}

@@ -191,8 +191,6 @@ func (NopMetrics) Claims(ClaimEvent, int) {}
 
 func (NopMetrics) KeysHeld(int) {}
 
-// from notify.go
-
 // Notifier wakes dispatching processes for events another process committed, dropped
 // or replayed, instead of leaving them to the next poll (package pgnotify: PostgreSQL
 // LISTEN/NOTIFY). The outbox calls Notify after commit in WriterOnly mode, after hot-path

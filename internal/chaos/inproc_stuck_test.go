@@ -15,7 +15,7 @@ import (
 )
 
 // stuckGrace is core's grace past ListenerTimeout before an attempt counts as stuck
-// (core/stuck.go).
+// (core/internal/dispatch/stuck.go).
 const stuckGrace = time.Second
 
 // TestInprocStuckListener: listeners that ignore their context and block, on a few

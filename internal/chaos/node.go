@@ -415,7 +415,7 @@ func envInt(name string, def int) int {
 }
 
 // crashRecorder writes a node's crash record before a crash point of the chaos build
-// (core/crashpoint_chaos.go) kills it, so that the fault is on disk before the process
+// (core/internal/crash/crashpoint_chaos.go) kills it, so that the fault is on disk before the process
 // dies and before any other node can take its claims over. The node counts the hits the
 // way the crash point does: "after-listener" is hit when a listener returned nil (the
 // record goes out in the listener, before it returns: the hit that kills cannot come

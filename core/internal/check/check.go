@@ -92,3 +92,14 @@ var ErrAuditEntryGone = errors.New("audit entry not found")
 func LikeEscape(s string) string {
 	return strings.NewReplacer("!", "!!", "%", "!%", "_", "!_").Replace(s)
 }
+
+// CutText returns s cut to at most n bytes on a character boundary.
+func CutText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

@@ -174,8 +174,9 @@ func copyInserted(events []storage.FanOutEvent, deliveries []outboxtype.Event) {
 	}
 }
 
-// releaseClaims implements claimReleaser (see dispatcher.releaseClaims).
-func (s *Store) releaseClaims(ctx context.Context, ids, tokens []string) (int64, error) {
+// ReleaseClaims implements dispatch.ClaimReleaser: it clears the claims of the NEW and
+// RETRY rows ids[i] still held by tokens[i], one statement per chunk.
+func (s *Store) ReleaseClaims(ctx context.Context, ids, tokens []string) (int64, error) {
 	if len(ids) != len(tokens) {
 		return 0, fmt.Errorf("%w: %d IDs and %d tokens", outboxtype.ErrInvalidArgument, len(ids), len(tokens))
 	}

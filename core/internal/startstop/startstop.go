@@ -138,3 +138,21 @@ func (r *Runner) Running() bool {
 	defer r.unlock()
 	return r.cur != nil
 }
+
+// Service is a part that starts and stops: the dispatcher, the poller, the purger, the
+// notifier, the lease.
+type Service interface {
+	Start(ctx context.Context) error
+	Stop(ctx context.Context) error
+}
+
+// StopAll stops services in reverse start order and returns the first error.
+func StopAll(ctx context.Context, started []Service) error {
+	var first error
+	for i := len(started) - 1; i >= 0; i-- {
+		if err := started[i].Stop(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}

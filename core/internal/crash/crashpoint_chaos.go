@@ -1,8 +1,10 @@
 //go:build outboxchaos
 
-package outbox
+package crash
 
 import (
+	"github.com/outboxkit/outbox/core/outboxtype"
+
 	"os"
 	"strconv"
 	"strings"
@@ -13,7 +15,7 @@ import (
 // OUTBOX_CRASH_POINT names the point, the process kills itself with SIGKILL on the
 // point's OUTBOX_CRASH_AFTER-th hit (default the first). This build is for the fault
 // tests only; the variables are read once, at start-up. At a point that holds events
-// (crashPointEvents), their IDs are written first, one per line, to the file that
+// (PointEvents), their IDs are written first, one per line, to the file that
 // OUTBOX_CRASH_EVENTS names, so that the harness knows which claims died with the node.
 var (
 	crashName  = os.Getenv("OUTBOX_CRASH_POINT")
@@ -29,14 +31,14 @@ func crashAfterEnv() int64 {
 	return n
 }
 
-func crashPoint(name string) {
+func Point(name string) {
 	if name != crashName || crashHits.Add(1) < crashAfter {
 		return
 	}
 	die()
 }
 
-func crashPointEvents(name string, events []Event) {
+func PointEvents(name string, events []outboxtype.Event) {
 	if name != crashName || crashHits.Add(1) < crashAfter {
 		return
 	}

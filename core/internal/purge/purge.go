@@ -1,7 +1,8 @@
-package outbox
+// Package purge deletes finished rows older than their retention, in batches, so that
+// the outbox table stays small.
+package purge
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,43 +13,31 @@ import (
 	"github.com/outboxkit/outbox/core/storage"
 )
 
-// PurgerConfig configures a [Purger]. The zero value is ready to use.
-type purgerConfig struct {
-	// Interval is the time between two runs; the first runs at Start. Defaults to
-	// DefaultPurgeInterval.
+// Config configures a [Purger]. Every field holds its final value: package outbox
+// translates its Config, defaults included, in one place (core/config.go).
+type Config struct {
+	// Interval is the time between two runs; the first runs at Start.
 	Interval time.Duration
 	// Retention is how long finished rows are kept, from done_at (created_at where it
-	// is NULL). Defaults to DefaultRetention.
+	// is NULL).
 	Retention time.Duration
 	// DeadRetention, when positive, is the retention of DEAD, FALLBACK and DISCARDED rows
 	// instead.
 	DeadRetention time.Duration
-	// BatchSize bounds the rows deleted by one statement. Defaults to
-	// DefaultPurgeBatchSize.
+	// BatchSize bounds the rows deleted by one statement.
 	BatchSize int
-	// QueryTimeout bounds each statement. -1 means no timeout. Defaults to
-	// DefaultQueryTimeout.
+	// QueryTimeout bounds each statement. -1 means no timeout.
 	QueryTimeout time.Duration
-	// Logger receives operational logs, with component=purger. Defaults to slog.Default().
+	// Logger receives operational logs, with component=purger.
 	Logger *slog.Logger
-	// Now returns the current time. Defaults to time.Now.
+	// Now returns the current time.
 	Now func() time.Time
 }
 
-func (c purgerConfig) withDefaults() purgerConfig {
-	c.Interval = cmp.Or(c.Interval, DefaultPurgeInterval)
-	c.Retention = cmp.Or(c.Retention, DefaultRetention)
-	c.BatchSize = cmp.Or(c.BatchSize, DefaultPurgeBatchSize)
-	c.QueryTimeout = cmp.Or(c.QueryTimeout, defaultQueryTimeout)
-	c.Logger = cmp.Or(c.Logger, slog.Default())
-	if c.Now == nil {
-		c.Now = time.Now
-	}
-	return c
-}
-
-func (c purgerConfig) validate() error {
+func (c Config) validate() error {
 	switch {
+	case c.Logger == nil || c.Now == nil:
+		return &ConfigError{Field: "Purger", Reason: "Logger and Now are required"}
 	case c.Interval < 0:
 		return &ConfigError{Field: "Interval", Reason: fmt.Sprintf("must be positive, got %s", c.Interval)}
 	case c.Retention < 0:
@@ -65,24 +54,23 @@ func (c purgerConfig) validate() error {
 
 // Purger periodically deletes finished rows older than their retention, in batches,
 // so the table stays small. Errors are logged and the next run tries again.
-type purger struct {
+type Purger struct {
 	store  storage.Store
-	cfg    purgerConfig
+	cfg    Config
 	log    *slog.Logger
 	runner *startstop.Runner
 }
 
-// NewPurger returns a stopped Purger for store. It returns a [*ConfigError] when store
+// New returns a stopped Purger for store. It returns a [*ConfigError] when store
 // is nil or a config value is invalid.
-func newPurger(store storage.Store, cfg purgerConfig) (*purger, error) {
+func New(store storage.Store, cfg Config) (*Purger, error) {
 	if store == nil {
 		return nil, &ConfigError{Field: "Store", Reason: "is nil"}
 	}
-	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &purger{
+	return &Purger{
 		store:  store,
 		cfg:    cfg,
 		log:    cfg.Logger.With(slog.String("component", "purger")),
@@ -95,7 +83,7 @@ func newPurger(store storage.Store, cfg purgerConfig) (*purger, error) {
 // deadline or cancellation. Starting a running purger does nothing; a stopped one can be
 // started again. Start returns ctx.Err() only when ctx expires while a concurrent Stop
 // is in progress.
-func (p *purger) Start(ctx context.Context) error {
+func (p *Purger) Start(ctx context.Context) error {
 	started, err := p.runner.Start(ctx, func(r startstop.Run) {
 		r.Go(func() { p.loop(r) })
 	})
@@ -109,7 +97,7 @@ func (p *purger) Start(ctx context.Context) error {
 // Stop stops the loop; a running purge finishes its current batch. If ctx expires
 // first, it cancels the running statement, waits for the loop to return and returns
 // ctx.Err(). Stop is idempotent, and a no-op before Start.
-func (p *purger) Stop(ctx context.Context) error {
+func (p *Purger) Stop(ctx context.Context) error {
 	stopped, err := p.runner.Stop(ctx, ErrStopped, startstop.StopHooks{})
 	if stopped {
 		p.log.LogAttrs(ctx, slog.LevelDebug, "purger stopped")
@@ -117,7 +105,7 @@ func (p *purger) Stop(ctx context.Context) error {
 	return err
 }
 
-func (p *purger) loop(r startstop.Run) {
+func (p *Purger) loop(r startstop.Run) {
 	ticker := time.NewTicker(p.cfg.Interval)
 	defer ticker.Stop()
 	for {
@@ -149,10 +137,10 @@ func (p *purger) loop(r startstop.Run) {
 // RunOnce deletes finished rows older than their retention, batch after batch, until
 // a batch deletes fewer than BatchSize rows. It returns how many rows it deleted and,
 // when a statement fails, the store's error wrapped.
-func (p *purger) RunOnce(ctx context.Context) (int64, error) { return p.run(ctx, nil) }
+func (p *Purger) RunOnce(ctx context.Context) (int64, error) { return p.run(ctx, nil) }
 
 // run is RunOnce that also stops between batches when stop is closed.
-func (p *purger) run(ctx context.Context, stop <-chan struct{}) (int64, error) {
+func (p *Purger) run(ctx context.Context, stop <-chan struct{}) (int64, error) {
 	now := p.cfg.Now()
 	params := storage.PurgeParams{Before: now.Add(-p.cfg.Retention), Limit: p.cfg.BatchSize}
 	if p.cfg.DeadRetention > 0 {
@@ -176,7 +164,7 @@ func (p *purger) run(ctx context.Context, stop <-chan struct{}) (int64, error) {
 	}
 }
 
-func (p *purger) purgeBatch(ctx context.Context, params storage.PurgeParams) (int64, error) {
+func (p *Purger) purgeBatch(ctx context.Context, params storage.PurgeParams) (int64, error) {
 	if p.cfg.QueryTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, p.cfg.QueryTimeout)

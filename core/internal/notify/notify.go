@@ -1,4 +1,6 @@
-package outbox
+// Package notify runs a Notifier: it sends coalesced notifications after commits and,
+// in the dispatching modes, listens for other processes' and wakes the poller.
+package notify
 
 import (
 	"context"
@@ -7,30 +9,13 @@ import (
 	"time"
 
 	"github.com/outboxkit/outbox/core/internal/startstop"
+	"github.com/outboxkit/outbox/core/outboxtype"
 )
 
-// notifyHook signals the notifier after each commit with a due event (WriterOnly mode).
-type notifyHook struct {
-	NopWriterHook
-	n   *notifier
-	now func() time.Time
-}
-
-func (h notifyHook) AfterCommit(_ context.Context, events []Event) error {
-	now := h.now()
-	for i := range events {
-		if !events[i].AvailableAt.After(now) {
-			h.n.signal()
-			break
-		}
-	}
-	return nil
-}
-
-// notifier runs a [Notifier]: one goroutine sends coalesced notifications, and in the
+// Notifier runs an outbox [outboxtype.Notifier]: one goroutine sends coalesced notifications, and in the
 // dispatching modes another listens and wakes the poller.
-type notifier struct {
-	n       Notifier
+type Notifier struct {
+	n       outboxtype.Notifier
 	send    chan struct{} // one pending notification at most
 	wake    func()        // nil when nothing dispatches here: no listener runs
 	timeout time.Duration // bounds one Notify; <= 0 means none
@@ -44,8 +29,8 @@ const (
 	listenRetryMax = 30 * time.Second
 )
 
-func newNotifier(n Notifier, wake func(), timeout time.Duration, log *slog.Logger) *notifier {
-	return &notifier{
+func New(n outboxtype.Notifier, wake func(), timeout time.Duration, log *slog.Logger) *Notifier {
+	return &Notifier{
 		n:       n,
 		send:    make(chan struct{}, 1),
 		wake:    wake,
@@ -55,15 +40,15 @@ func newNotifier(n Notifier, wake func(), timeout time.Duration, log *slog.Logge
 	}
 }
 
-// signal asks for one notification; it never blocks.
-func (s *notifier) signal() {
+// Signal asks for one notification; it never blocks.
+func (s *Notifier) Signal() {
 	select {
 	case s.send <- struct{}{}:
 	default:
 	}
 }
 
-func (s *notifier) Start(ctx context.Context) error {
+func (s *Notifier) Start(ctx context.Context) error {
 	_, err := s.runner.Start(ctx, func(r startstop.Run) {
 		r.Go(func() { s.sendLoop(r) })
 		if s.wake != nil {
@@ -74,12 +59,12 @@ func (s *notifier) Start(ctx context.Context) error {
 }
 
 // Stop sends a notification still pending (within ctx) and stops listening.
-func (s *notifier) Stop(ctx context.Context) error {
-	_, err := s.runner.Stop(ctx, ErrStopped, startstop.StopHooks{})
+func (s *Notifier) Stop(ctx context.Context) error {
+	_, err := s.runner.Stop(ctx, outboxtype.ErrStopped, startstop.StopHooks{})
 	return err
 }
 
-func (s *notifier) sendLoop(r startstop.Run) {
+func (s *Notifier) sendLoop(r startstop.Run) {
 	for {
 		select {
 		case <-s.send:
@@ -95,19 +80,19 @@ func (s *notifier) sendLoop(r startstop.Run) {
 	}
 }
 
-func (s *notifier) notify(ctx context.Context) {
+func (s *Notifier) notify(ctx context.Context) {
 	if s.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.timeout)
 		defer cancel()
 	}
-	if err := s.n.Notify(ctx); err != nil && !errors.Is(err, ErrStopped) && !errors.Is(context.Cause(ctx), ErrStopped) {
+	if err := s.n.Notify(ctx); err != nil && !errors.Is(err, outboxtype.ErrStopped) && !errors.Is(context.Cause(ctx), outboxtype.ErrStopped) {
 		s.log.LogAttrs(ctx, slog.LevelWarn, "notify failed; dispatchers will find the events at their next poll",
 			slog.String("error", err.Error()))
 	}
 }
 
-func (s *notifier) listenLoop(r startstop.Run) {
+func (s *Notifier) listenLoop(r startstop.Run) {
 	ctx, cancel := context.WithCancel(r.Ctx)
 	defer cancel()
 	r.Go(func() {

@@ -1,4 +1,4 @@
-package outbox
+package dispatch
 
 import (
 	"sync"
@@ -8,24 +8,25 @@ import (
 	"github.com/outboxkit/outbox/core/internal/startstop"
 )
 
-// queues is the state that the three parts of one delivery share: the writer's
+// Queues is the state that the three parts of one delivery share: the writer's
 // after-commit hand-off (the hot path), the poller (the cold path) and the dispatcher's
 // workers. It holds the two bounded queues, the set of events in flight, the tombstones
 // of recently finished events, and the wake-ups between the parts. No part reads
 // another's fields; each calls the few methods here:
 //
-//	hot path (hotPath.AfterCommit)  enqueue(PathHot), hotEnabled, signalCatchUp
-//	writer (before pre-claiming)    hotFull
-//	poller                          enqueue(PathCold), coldCapacity, depths,
-//	                                inflightCount, maxInflight, coldDrained, catchUp,
-//	                                nextDue, dueReached, dueChanged
-//	workers                         next, tookCold, release, releaseAll, noteDue
-//	notifier, replays               signalCatchUp
-//	dispatcher Start/Stop           open, close, discard
+//	hot path (HotPath.AfterCommit)  Enqueue(PathHot), HotEnabled, SignalCatchUp
+//	orderer (package order)         BeginRead, HotEnabled, IsAccepting, NoteDue
+//	writer (before pre-claiming)    HotFull
+//	poller (package poll)           Enqueue(PathCold), ColdCapacity, Depths,
+//	                                InflightCount, MaxInflight, ColdDrained, CatchUp,
+//	                                NextDue, DueReached, DueChanged
+//	workers                         next, tookCold, release, releaseAll, NoteDue
+//	notifier, replays               SignalCatchUp
+//	Dispatcher Start/Stop           open, close, discard
 //
 // An event ID is accepted once from enqueue until release: the poller cannot queue an
 // event that is queued, running, or waiting for its outcome to be written.
-type queues struct {
+type Queues struct {
 	hot     chan dispatchItem // nil when the hot path is disabled
 	cold    chan dispatchItem
 	workers int
@@ -68,9 +69,9 @@ type dispatchItem struct {
 	join       *batchSlot // set by a worker delivering the item in a batch
 }
 
-// newQueues returns closed queues; hotSize <= 0 disables the hot path.
-func newQueues(hotSize, coldSize, workers int, metrics Metrics, now func() time.Time) *queues {
-	q := &queues{
+// NewQueues returns closed queues; hotSize <= 0 disables the hot path.
+func NewQueues(hotSize, coldSize, workers int, metrics Metrics, now func() time.Time) *Queues {
+	q := &Queues{
 		cold:     make(chan dispatchItem, coldSize),
 		workers:  workers,
 		metrics:  metrics,
@@ -91,14 +92,14 @@ func newQueues(hotSize, coldSize, workers int, metrics Metrics, now func() time.
 }
 
 // open starts accepting events.
-func (q *queues) open() {
+func (q *Queues) open() {
 	q.mu.Lock()
 	q.accepting = true
 	q.mu.Unlock()
 }
 
 // close stops accepting events; queued ones stay for the workers to drain.
-func (q *queues) close() {
+func (q *Queues) close() {
 	q.mu.Lock()
 	q.accepting = false
 	q.mu.Unlock()
@@ -107,8 +108,8 @@ func (q *queues) close() {
 // discard empties the queues after a hard stop and forgets every in-flight ID: no
 // worker runs any more, and the rows of the discarded events are still pending. It
 // returns the discarded events that are claimed (LockedBy set), whose claims the
-// dispatcher releases.
-func (q *queues) discard() []Event {
+// Dispatcher releases.
+func (q *Queues) discard() []Event {
 	var claimed []Event
 	q.mu.Lock()
 	for _, ch := range []chan dispatchItem{q.hot, q.cold} {
@@ -129,16 +130,16 @@ func (q *queues) discard() []Event {
 	return claimed
 }
 
-type enqueueResult int
+type EnqueueResult int
 
 const (
-	enqueueOK        enqueueResult = iota
-	enqueueDuplicate               // queued, running, or finished moments ago
-	enqueueFull                    // queue full or hot path disabled
-	enqueueStopped                 // dispatcher not running
+	EnqueueOK        EnqueueResult = iota
+	EnqueueDuplicate               // queued, running, or finished moments ago
+	EnqueueFull                    // queue full or hot path disabled
+	EnqueueStopped                 // Dispatcher not running
 )
 
-// beginRead opens a read of events that may later be enqueued: a poll query, or a write
+// BeginRead opens a read of events that may later be enqueued: a poll query, or a write
 // whose events the hot path will take after commit. It returns when the read began and
 // the function that closes it (idempotent). While a read is open, the tombstones of
 // events settled after it began are kept, so that a stale copy it returns is refused;
@@ -147,7 +148,7 @@ const (
 // has run, so tombstones are bounded by the events settled during one read, not by
 // tombstoneTTL's worth of completions. A read open longer than tombstoneTTL (a leaked
 // transaction) stops counting.
-func (q *queues) beginRead() (time.Time, func()) {
+func (q *Queues) BeginRead() (time.Time, func()) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	at := q.now()
@@ -166,7 +167,7 @@ func (q *queues) beginRead() (time.Time, func()) {
 
 // oldestRead returns when the oldest open read began, and false when none is open. It
 // forgets reads open longer than tombstoneTTL. Called with mu held.
-func (q *queues) oldestRead(now time.Time) (time.Time, bool) {
+func (q *Queues) oldestRead(now time.Time) (time.Time, bool) {
 	var oldest time.Time
 	found := false
 	for seq, at := range q.reads {
@@ -181,10 +182,10 @@ func (q *queues) oldestRead(now time.Time) (time.Time, bool) {
 	return oldest, found
 }
 
-// enqueue queues e on path at now. It never blocks. readAt is when the read that
+// Enqueue queues e on path at now. It never blocks. readAt is when the read that
 // returned e from the table began (see beginRead), or the zero time when unknown; see
 // tombstones.blocks.
-func (q *queues) enqueue(e Event, path Path, now, readAt time.Time) enqueueResult {
+func (q *Queues) Enqueue(e Event, path Path, now, readAt time.Time) EnqueueResult {
 	ch := q.cold
 	if path == PathHot {
 		ch = q.hot
@@ -193,14 +194,14 @@ func (q *queues) enqueue(e Event, path Path, now, readAt time.Time) enqueueResul
 	switch {
 	case !q.accepting:
 		q.mu.Unlock()
-		return enqueueStopped
+		return EnqueueStopped
 	case ch == nil:
 		q.mu.Unlock()
-		return enqueueFull
+		return EnqueueFull
 	}
 	if _, ok := q.inflight[e.ID]; ok || q.tombs.blocks(e.ID, e.AvailableAt, readAt, now) {
 		q.mu.Unlock()
-		return enqueueDuplicate
+		return EnqueueDuplicate
 	}
 	select {
 	case ch <- dispatchItem{ev: e, path: path, enqueuedAt: now}:
@@ -210,22 +211,22 @@ func (q *queues) enqueue(e Event, path Path, now, readAt time.Time) enqueueResul
 		}
 	default:
 		q.mu.Unlock()
-		return enqueueFull
+		return EnqueueFull
 	}
 	q.mu.Unlock()
 	q.reportDepths()
 	if e.OrderKey != "" {
 		q.reportHeld()
 	}
-	return enqueueOK
+	return EnqueueOK
 }
 
 // next returns the next event for a worker. Two turns out of three prefer the hot
 // queue, the third prefers the cold one; a worker never idles while either queue has
-// work. It returns false after a hard stop, or after a graceful stop once both queues
+// work. It returns false after a hard stop, or after a graceful stop once both Queues
 // are empty. A cold event taken may wake the poller (see coldDrained), and the new
 // depths are reported.
-func (q *queues) next(r startstop.Run, turn uint) (dispatchItem, bool) {
+func (q *Queues) next(r startstop.Run, turn uint) (dispatchItem, bool) {
 	it, ok := q.take(r, turn)
 	if ok {
 		if it.path == PathCold {
@@ -238,7 +239,7 @@ func (q *queues) next(r startstop.Run, turn uint) (dispatchItem, bool) {
 
 // tryNext returns the next queued event without waiting, hot queue first (cold first
 // on the turns next favours it), or false when both queues are empty.
-func (q *queues) tryNext(turn uint) (dispatchItem, bool) {
+func (q *Queues) tryNext(turn uint) (dispatchItem, bool) {
 	first, second := PathHot, PathCold
 	if turn%3 == 2 {
 		first, second = second, first
@@ -251,7 +252,7 @@ func (q *queues) tryNext(turn uint) (dispatchItem, bool) {
 
 // tryNextFrom returns the next event of path's queue without waiting, or false when it
 // is empty.
-func (q *queues) tryNextFrom(path Path) (dispatchItem, bool) {
+func (q *Queues) tryNextFrom(path Path) (dispatchItem, bool) {
 	ch := q.hot
 	if path == PathCold {
 		ch = q.cold
@@ -268,7 +269,7 @@ func (q *queues) tryNextFrom(path Path) (dispatchItem, bool) {
 	}
 }
 
-func (q *queues) take(r startstop.Run, turn uint) (dispatchItem, bool) {
+func (q *Queues) take(r startstop.Run, turn uint) (dispatchItem, bool) {
 	first, second := q.hot, q.cold
 	if turn%3 == 2 {
 		first, second = second, first
@@ -309,7 +310,7 @@ func (q *queues) take(r startstop.Run, turn uint) (dispatchItem, bool) {
 // release forgets an in-flight ID once its outcome is settled. When settled is true the
 // outcome was written by a statement that returned at now: stale copies of the event
 // (read before now, AvailableAt not after availableAt) are refused for tombstoneTTL.
-func (q *queues) release(id string, now time.Time, settled bool, availableAt time.Time) {
+func (q *Queues) release(id string, now time.Time, settled bool, availableAt time.Time) {
 	q.mu.Lock()
 	ordered := q.forget(id)
 	oldest, open := q.oldestRead(now)
@@ -325,7 +326,7 @@ func (q *queues) release(id string, now time.Time, settled bool, availableAt tim
 
 // forget removes id from the in-flight set and reports whether it was ordered. The
 // caller holds mu.
-func (q *queues) forget(id string) bool {
+func (q *Queues) forget(id string) bool {
 	ordered, ok := q.inflight[id]
 	if ok {
 		delete(q.inflight, id)
@@ -338,7 +339,7 @@ func (q *queues) forget(id string) bool {
 
 // releaseAll is release for a batch whose outcome was written by a statement that
 // returned at now, under one lock.
-func (q *queues) releaseAll(group []doneAck, now time.Time) {
+func (q *Queues) releaseAll(group []doneAck, now time.Time) {
 	q.mu.Lock()
 	oldest, open := q.oldestRead(now)
 	ordered := false
@@ -357,46 +358,46 @@ func (q *queues) releaseAll(group []doneAck, now time.Time) {
 	}
 }
 
-// tombstoneCount returns the number of tombstones kept.
-func (q *queues) tombstoneCount() int {
+// TombstoneCount returns the number of tombstones kept.
+func (q *Queues) TombstoneCount() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.tombs.byID)
 }
 
-// hotEnabled reports whether the hot path is enabled (HotQueueSize is not -1).
-func (q *queues) hotEnabled() bool { return q.hot != nil }
+// HotEnabled reports whether the hot path is enabled (HotQueueSize is not -1).
+func (q *Queues) HotEnabled() bool { return q.hot != nil }
 
-// hotFull reports whether the hot queue cannot take an event now: it is full, the hot
-// path is disabled or the dispatcher is not running. A pre-claiming writer asks before
+// HotFull reports whether the hot queue cannot take an event now: it is full, the hot
+// path is disabled or the Dispatcher is not running. A pre-claiming writer asks before
 // it claims events for the hot path.
-func (q *queues) hotFull() bool {
+func (q *Queues) HotFull() bool {
 	if q.hot == nil || len(q.hot) >= cap(q.hot) {
 		return true
 	}
-	return !q.isAccepting()
+	return !q.IsAccepting()
 }
 
-// isAccepting reports whether the dispatcher is running and takes events.
-func (q *queues) isAccepting() bool {
+// IsAccepting reports whether the Dispatcher is running and takes events.
+func (q *Queues) IsAccepting() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.accepting
 }
 
-// signalCatchUp tells the poller that committed events wait for it; see catchUps.
-func (q *queues) signalCatchUp() {
+// SignalCatchUp tells the poller that committed events wait for it; see catchUps.
+func (q *Queues) SignalCatchUp() {
 	select {
 	case q.catchUps <- struct{}{}:
 	default:
 	}
 }
 
-// catchUp is signalled when committed events wait for the poller; see catchUps.
-func (q *queues) catchUp() <-chan struct{} { return q.catchUps }
+// CatchUp is signalled when committed events wait for the poller; see catchUps.
+func (q *Queues) CatchUp() <-chan struct{} { return q.catchUps }
 
-// noteDue remembers that an event this process rescheduled falls due at t.
-func (q *queues) noteDue(t time.Time) {
+// NoteDue remembers that an event this process rescheduled falls due at t.
+func (q *Queues) NoteDue(t time.Time) {
 	q.mu.Lock()
 	first := q.due.add(t)
 	q.mu.Unlock()
@@ -408,27 +409,27 @@ func (q *queues) noteDue(t time.Time) {
 	}
 }
 
-// nextDue returns the earliest remembered due time.
-func (q *queues) nextDue() (time.Time, bool) {
+// NextDue returns the earliest remembered due time.
+func (q *Queues) NextDue() (time.Time, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.due.min()
 }
 
-// dueReached forgets the due times up to now and reports whether there were any: a
+// DueReached forgets the due times up to now and reports whether there were any: a
 // poll cycle that starts now must read those events.
-func (q *queues) dueReached(now time.Time) bool {
+func (q *Queues) DueReached(now time.Time) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.due.popUntil(now)
 }
 
-// dueChanged is signalled when a due time earlier than every other is remembered.
-func (q *queues) dueChanged() <-chan struct{} { return q.dueChanges }
+// DueChanged is signalled when a due time earlier than every other is remembered.
+func (q *Queues) DueChanged() <-chan struct{} { return q.dueChanges }
 
-// coldCapacity returns how many more events the cold queue can take now: 0 when the
-// dispatcher is not running.
-func (q *queues) coldCapacity() int {
+// ColdCapacity returns how many more events the cold queue can take now: 0 when the
+// Dispatcher is not running.
+func (q *Queues) ColdCapacity() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if !q.accepting {
@@ -437,15 +438,15 @@ func (q *queues) coldCapacity() int {
 	return cap(q.cold) - len(q.cold)
 }
 
-// coldDrained makes the workers signal the returned channel whenever they take a cold
+// ColdDrained makes the workers signal the returned channel whenever they take a cold
 // event and at most low remain queued.
-func (q *queues) coldDrained(low int) <-chan struct{} {
+func (q *Queues) ColdDrained(low int) <-chan struct{} {
 	q.coldLowWater.Store(int64(low))
 	return q.coldWake
 }
 
 // tookCold signals coldWake when the cold queue has drained to its low-water mark.
-func (q *queues) tookCold() {
+func (q *Queues) tookCold() {
 	if low := q.coldLowWater.Load(); low >= 0 && int64(len(q.cold)) <= low {
 		select {
 		case q.coldWake <- struct{}{}:
@@ -454,35 +455,35 @@ func (q *queues) tookCold() {
 	}
 }
 
-// maxInflight bounds the events in flight at once: queued, running, or handed to the
+// MaxInflight bounds the events in flight at once: queued, running, or handed to the
 // recorder of DONE outcomes.
-func (q *queues) maxInflight() int {
+func (q *Queues) MaxInflight() int {
 	return cap(q.hot) + cap(q.cold) + q.workers + doneQueueSize + maxDoneBatch
 }
 
-// inflightCount returns the number of events in flight now.
-func (q *queues) inflightCount() int {
+// InflightCount returns the number of events in flight now.
+func (q *Queues) InflightCount() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.inflight)
 }
 
-// depths returns the number of events waiting in the hot and cold queues.
-func (q *queues) depths() (hot, cold int) { return len(q.hot), len(q.cold) }
+// Depths returns the number of events waiting in the hot and cold queues.
+func (q *Queues) Depths() (hot, cold int) { return len(q.hot), len(q.cold) }
 
 // reportDepths reports the current queue lengths to the metrics hook. Every queue change
 // is followed by a call; reading and reporting under depthMu makes the final report
 // read the lengths after every change before it, so the gauge cannot stay stale.
-func (q *queues) reportDepths() {
+func (q *Queues) reportDepths() {
 	q.depthMu.Lock()
 	defer q.depthMu.Unlock()
-	q.metrics.QueueDepths(q.depths())
+	q.metrics.QueueDepths(q.Depths())
 }
 
 // reportHeld reports the ordered events in flight ([Metrics.KeysHeld]). Like
 // reportDepths it reads and reports under heldMu, so that the last report is never
 // older than the last change it follows.
-func (q *queues) reportHeld() {
+func (q *Queues) reportHeld() {
 	q.heldMu.Lock()
 	defer q.heldMu.Unlock()
 	q.mu.Lock()
@@ -490,3 +491,6 @@ func (q *queues) reportHeld() {
 	q.mu.Unlock()
 	q.metrics.KeysHeld(n)
 }
+
+// Now returns the time by the dispatcher's clock, which enqueue times follow.
+func (q *Queues) Now() time.Time { return q.now() }

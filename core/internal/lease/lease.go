@@ -1,4 +1,6 @@
-package outbox
+// Package lease keeps the table's dispatch lease, so that two SingleNode processes, or
+// a SingleNode process beside MultiNode ones, never dispatch from one table at once.
+package lease
 
 import (
 	"context"
@@ -8,6 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/outboxkit/outbox/core/internal/dispatch"
+	"github.com/outboxkit/outbox/core/internal/ids"
+	"github.com/outboxkit/outbox/core/internal/startstop"
 	"github.com/outboxkit/outbox/core/storage"
 )
 
@@ -25,11 +30,8 @@ import (
 // naming the fix when it still stands by after four LeaseTTLs, which no rolling update
 // explains. docs/modes.md has the whole story.
 
-// DefaultLeaseTTL is how long the dispatch lease lasts without renewal.
-const DefaultLeaseTTL = 30 * time.Second
-
-// minLeaseTTL is the shortest Config.LeaseTTL: the lease is renewed every third of it.
-const minLeaseTTL = time.Second
+// MinTTL is the shortest Config.LeaseTTL: the lease is renewed every third of it.
+const MinTTL = time.Second
 
 // The lease's timing, in fractions of its TTL T. A holder renews every T/3 and, after
 // a failed renewal, tries again every T/12; when none succeeded for 2T/3 since the last
@@ -43,15 +45,15 @@ const (
 	leaseErrorAfterN = 4
 )
 
-// leased runs the dispatcher and the poller of a SingleNode or MultiNode Outbox while
-// its process holds the dispatch lease, and keeps the lease: [Outbox.Start] starts it in
+// Leased runs the dispatcher and the poller of a SingleNode or MultiNode Outbox while
+// its process holds the dispatch lease, and keeps the lease: Outbox.Start starts it in
 // their place. Without a lease store (a store that is not a [storage.LeaseStore], LeaseTTL -1,
 // or a table without the lease version) it runs them unconditionally, as before.
-type leased struct {
-	store  storage.LeaseStore // nil: no lease
-	parts  []service          // the dispatcher, then the poller
-	hot    *hotPath           // nil without a hot path: told when this process stands by
-	mode   Mode
+type Leased struct {
+	store  storage.LeaseStore  // nil: no lease
+	parts  []startstop.Service // the dispatcher, then the poller
+	hot    *dispatch.HotPath   // nil without a hot path: told when this process stands by
+	shared bool                // MultiNode: the processes hold the lease together
 	ttl    time.Duration
 	nodeID string // the holder in MultiNode mode; SingleNode draws one per Start
 	log    *slog.Logger
@@ -70,10 +72,37 @@ type leased struct {
 	errorLogged  bool      // the standby's ERROR was logged
 }
 
+// Config configures a [Leased].
+type Config struct {
+	// Store keeps the lease; nil runs the parts without one.
+	Store storage.LeaseStore
+	// Parts are what runs while this process holds the lease: the dispatcher, then the
+	// poller.
+	Parts []startstop.Service
+	// Hot is this process's hot path, told when the process stands by; nil without one.
+	Hot *dispatch.HotPath
+	// Shared is true in MultiNode mode: the processes hold the lease together.
+	Shared bool
+	TTL    time.Duration
+	// NodeID is the holder in MultiNode mode; a SingleNode process draws one per Start.
+	NodeID string
+	Logger *slog.Logger
+}
+
+// New returns the stopped keeper of the dispatch lease.
+func New(cfg Config) *Leased {
+	return &Leased{store: cfg.Store, parts: cfg.Parts, hot: cfg.Hot, shared: cfg.Shared, ttl: cfg.TTL,
+		nodeID: cfg.NodeID, log: cfg.Logger.With(slog.String("component", "lease"))}
+}
+
+// Dispatching reports whether the parts run: this process holds the lease, or runs
+// without one.
+func (l *Leased) Dispatching() bool { return l.dispatching.Load() }
+
 // Start takes the lease and starts the parts, or stands by when another process holds
 // it, and starts the loop that keeps the lease. It fails when the lease cannot be read
 // (the database) or a part fails to start.
-func (l *leased) Start(ctx context.Context) error {
+func (l *Leased) Start(ctx context.Context) error {
 	if l.done != nil {
 		return nil
 	}
@@ -82,8 +111,8 @@ func (l *leased) Start(ctx context.Context) error {
 		return l.startParts(ctx)
 	}
 	l.holder = l.nodeID
-	if l.mode == SingleNode {
-		l.holder = defaultNodeID() // a new holder per start: a restart after a hard stop waits
+	if !l.shared {
+		l.holder = ids.DefaultNodeID() // a new holder per start: a restart after a hard stop waits
 	}
 	sent := time.Now()
 	lease, err := l.store.AcquireLease(ctx, l.params())
@@ -113,7 +142,7 @@ func (l *leased) Start(ctx context.Context) error {
 // Stop stops the loop and the parts, then releases a SingleNode lease, unless the parts'
 // stop passed ctx's deadline: attempts it abandoned may still run, so the lease is left
 // to expire.
-func (l *leased) Stop(ctx context.Context) error {
+func (l *Leased) Stop(ctx context.Context) error {
 	if l.done != nil {
 		l.cancel()
 		<-l.done
@@ -121,11 +150,11 @@ func (l *leased) Stop(ctx context.Context) error {
 	}
 	if !l.dispatching.Load() {
 		if l.hot != nil {
-			l.hot.standby.Store(false)
+			l.hot.SetStandby(false)
 		}
 		return nil
 	}
-	err := stopAll(ctx, l.parts)
+	err := startstop.StopAll(ctx, l.parts)
 	l.dispatching.Store(false)
 	if l.unleased {
 		return err
@@ -140,13 +169,13 @@ func (l *leased) Stop(ctx context.Context) error {
 }
 
 // params are the lease parameters of this process.
-func (l *leased) params() storage.LeaseParams {
-	return storage.LeaseParams{Holder: l.holder, Shared: l.mode == MultiNode, TTL: l.ttl}
+func (l *Leased) params() storage.LeaseParams {
+	return storage.LeaseParams{Holder: l.holder, Shared: l.shared, TTL: l.ttl}
 }
 
 // release ends a SingleNode lease (MultiNode processes share theirs: it expires).
-func (l *leased) release(ctx context.Context) {
-	if l.mode != SingleNode || l.unleased {
+func (l *Leased) release(ctx context.Context) {
+	if l.shared || l.unleased {
 		return
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.ttl/leaseRenewDiv)
@@ -158,15 +187,15 @@ func (l *leased) release(ctx context.Context) {
 }
 
 // startParts starts the dispatcher and the poller; on an error it stops what started.
-func (l *leased) startParts(ctx context.Context) error {
+func (l *Leased) startParts(ctx context.Context) error {
 	for i, s := range l.parts {
 		if err := s.Start(ctx); err != nil {
-			_ = stopAll(context.WithoutCancel(ctx), l.parts[:i])
+			_ = startstop.StopAll(context.WithoutCancel(ctx), l.parts[:i])
 			return err
 		}
 	}
 	if l.hot != nil {
-		l.hot.standby.Store(false)
+		l.hot.SetStandby(false)
 	}
 	l.dispatching.Store(true)
 	l.standbySince = time.Time{}
@@ -174,42 +203,35 @@ func (l *leased) startParts(ctx context.Context) error {
 }
 
 // stopParts stops the parts by deadline (a hard stop after it) and stands by.
-func (l *leased) stopParts(ctx context.Context, deadline time.Time) {
+func (l *Leased) stopParts(ctx context.Context, deadline time.Time) {
 	if l.hot != nil {
-		l.hot.standby.Store(true)
+		l.hot.SetStandby(true)
 	}
 	sctx, cancel := context.WithDeadline(ctx, deadline) // Outbox.Stop cancels ctx: a hard stop
 	defer cancel()
-	_ = stopAll(sctx, l.parts)
+	_ = startstop.StopAll(sctx, l.parts)
 	l.dispatching.Store(false)
 }
 
 // standBy begins to stand by beside holder's lease.
-func (l *leased) standBy(ctx context.Context, lease storage.Lease) {
+func (l *Leased) standBy(ctx context.Context, lease storage.Lease) {
 	if l.hot != nil {
-		l.hot.standby.Store(true)
+		l.hot.SetStandby(true)
 	}
 	l.standbySince, l.errorLogged = time.Now(), false
 	l.log.LogAttrs(ctx, slog.LevelWarn, "another process holds this table's dispatch lease: this one writes events but "+
 		"delivers none until the lease is free. During a rolling update that is expected and brief; an ERROR follows "+
-		"if it lasts. "+leaseFix(l.mode, leaseHolderMode(lease)), l.leaseAttrs(lease)...)
+		"if it lasts. "+leaseFix(l.shared, lease.Shared), l.leaseAttrs(lease)...)
 }
 
-// leaseHolderMode is the mode of the processes that hold lease.
-func leaseHolderMode(lease storage.Lease) Mode {
-	if lease.Shared {
-		return MultiNode
-	}
-	return SingleNode
-}
-
-// leaseFix names the fix for processes of mode mode beside a lease of mode held.
-func leaseFix(mode, held Mode) string {
+// leaseFix names the fix for processes of this mode (shared: MultiNode) beside a lease
+// held by processes of another (heldShared: MultiNode).
+func leaseFix(shared, heldShared bool) string {
 	switch {
-	case mode == SingleNode && held == SingleNode:
+	case !shared && !heldShared:
 		return "Processes that dispatch from one table together must all run Mode: MultiNode with a ClaimTTL " +
 			"and a NodeID each (docs/multinode.md); a process that only writes runs Mode: WriterOnly."
-	case mode == SingleNode:
+	case !shared:
 		return "MultiNode processes dispatch from this table: run this one with Mode: MultiNode, a ClaimTTL and " +
 			"a NodeID too (docs/multinode.md), or with Mode: WriterOnly."
 	default:
@@ -218,14 +240,14 @@ func leaseFix(mode, held Mode) string {
 	}
 }
 
-func (l *leased) leaseAttrs(lease storage.Lease) []slog.Attr {
-	return []slog.Attr{slog.String("mode", l.mode.String()), slog.String("holder", lease.Holder),
-		slog.String("holder_mode", leaseHolderMode(lease).String()), slog.Time("expires_at", lease.ExpiresAt),
+func (l *Leased) leaseAttrs(lease storage.Lease) []slog.Attr {
+	return []slog.Attr{slog.String("mode", modeName(l.shared)), slog.String("holder", lease.Holder),
+		slog.String("holder_mode", modeName(lease.Shared)), slog.Time("expires_at", lease.ExpiresAt),
 		slog.Duration("lease_ttl", l.ttl)}
 }
 
 // loop keeps the lease until ctx ends.
-func (l *leased) loop(ctx context.Context, done chan struct{}) {
+func (l *Leased) loop(ctx context.Context, done chan struct{}) {
 	defer close(done)
 	timer := time.NewTimer(l.wait())
 	defer timer.Stop()
@@ -245,7 +267,7 @@ func (l *leased) loop(ctx context.Context, done chan struct{}) {
 }
 
 // wait is the time until the loop's next attempt.
-func (l *leased) wait() time.Duration {
+func (l *Leased) wait() time.Duration {
 	switch {
 	case !l.dispatching.Load():
 		return l.ttl / leaseStandbyDiv
@@ -257,7 +279,7 @@ func (l *leased) wait() time.Duration {
 }
 
 // acquire runs one attempt, bounded by a third of the TTL.
-func (l *leased) acquire(ctx context.Context) (storage.Lease, error) {
+func (l *Leased) acquire(ctx context.Context) (storage.Lease, error) {
 	actx, cancel := context.WithTimeout(ctx, l.ttl/leaseRenewDiv)
 	defer cancel()
 	return l.store.AcquireLease(actx, l.params())
@@ -265,7 +287,7 @@ func (l *leased) acquire(ctx context.Context) (storage.Lease, error) {
 
 // renew renews the lease of a dispatching process; it stops the parts when the lease
 // is lost, or when it could not be renewed for two thirds of the TTL.
-func (l *leased) renew(ctx context.Context) {
+func (l *Leased) renew(ctx context.Context) {
 	sent := time.Now()
 	lease, err := l.acquire(ctx)
 	switch {
@@ -279,7 +301,7 @@ func (l *leased) renew(ctx context.Context) {
 		l.log.LogAttrs(ctx, slog.LevelError, "lost this table's dispatch lease to another process: stopped delivering "+
 			"and standing by. The lease expired unrenewed (this process paused, or could not reach the database, for "+
 			"longer than LeaseTTL); if processes keep taking it from each other, two of them run beside each other. "+
-			leaseFix(l.mode, leaseHolderMode(lease)), l.leaseAttrs(lease)...)
+			leaseFix(l.shared, lease.Shared), l.leaseAttrs(lease)...)
 		l.stopParts(ctx, time.Now())
 		l.standbySince, l.errorLogged = time.Now(), true
 	default:
@@ -301,7 +323,7 @@ func (l *leased) renew(ctx context.Context) {
 
 // tryTake tries to take the lease for a process standing by, and starts the parts when
 // it did.
-func (l *leased) tryTake(ctx context.Context) {
+func (l *Leased) tryTake(ctx context.Context) {
 	sent := time.Now()
 	lease, err := l.acquire(ctx)
 	switch {
@@ -320,11 +342,19 @@ func (l *leased) tryTake(ctx context.Context) {
 		}
 		l.renewedAt, l.failing = sent, false
 		l.log.LogAttrs(ctx, slog.LevelInfo, "took this table's dispatch lease: delivering",
-			slog.String("mode", l.mode.String()), slog.Duration("stood_by", waited.Round(time.Millisecond)))
+			slog.String("mode", modeName(l.shared)), slog.Duration("stood_by", waited.Round(time.Millisecond)))
 	case !l.errorLogged && time.Since(l.standbySince) >= leaseErrorAfterN*l.ttl:
 		l.errorLogged = true
 		l.log.LogAttrs(ctx, slog.LevelError, fmt.Sprintf("still standing by after %s: another process keeps this "+
 			"table's dispatch lease, so this one delivers nothing. ", time.Since(l.standbySince).Round(time.Second))+
-			leaseFix(l.mode, leaseHolderMode(lease)), l.leaseAttrs(lease)...)
+			leaseFix(l.shared, lease.Shared), l.leaseAttrs(lease)...)
 	}
+}
+
+// modeName names the mode of processes that hold a lease shared or alone.
+func modeName(shared bool) string {
+	if shared {
+		return "MultiNode"
+	}
+	return "SingleNode"
 }

@@ -1,7 +1,9 @@
-package outbox
+// Package poll is the outbox's cold path: the poller that reads due rows (claiming them
+// in MultiNode mode) into the dispatcher's cold queue, isolates rows it cannot read,
+// and runs the ordered keys' sweep.
+package poll
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,76 +11,56 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/outboxkit/outbox/core/internal/crash"
+	"github.com/outboxkit/outbox/core/internal/dispatch"
+	"github.com/outboxkit/outbox/core/internal/ids"
+	"github.com/outboxkit/outbox/core/internal/order"
 	"github.com/outboxkit/outbox/core/internal/startstop"
 	"github.com/outboxkit/outbox/core/storage"
 )
 
-// PollerConfig configures a [Poller]. The zero value is ready to use.
-type pollerConfig struct {
-	// Interval is the time between two poll cycles; the first runs at Start. Defaults
-	// to DefaultPollInterval.
+// Config configures a [Poller]. Every field holds its final value: package outbox
+// translates its Config, defaults included, in one place (core/config.go).
+type Config struct {
+	// Interval is the time between two poll cycles; the first runs at Start.
 	Interval time.Duration
 	// MaxInterval is the longest wait between two cycles: after each cycle that found
-	// nothing the wait doubles, from Interval up to MaxInterval. -1 keeps Interval.
-	// Defaults to the larger of DefaultPollMaxInterval and Interval.
+	// nothing the wait doubles, from Interval up to MaxInterval. At least
+	// Interval.
 	MaxInterval time.Duration
-	// BatchSize bounds the rows read by one query. Defaults to DefaultPollBatchSize.
+	// BatchSize bounds the rows read by one query.
 	BatchSize int
 	// SkipRecent leaves out rows created less than this long ago: the hot path is
-	// most likely delivering them. -1 reads every due row. Defaults to DefaultSkipRecent.
+	// most likely delivering them. -1 reads every due row.
 	SkipRecent time.Duration
-	// QueryTimeout bounds each query. -1 means no timeout. Defaults to
-	// DefaultQueryTimeout.
+	// QueryTimeout bounds each query. -1 means no timeout.
 	QueryTimeout time.Duration
-	// Logger receives operational logs, with component=poller. Defaults to slog.Default().
+	// Logger receives operational logs, with component=poller.
 	Logger *slog.Logger
-	// Metrics receives measurements. Defaults to NopMetrics{}.
+	// Metrics receives measurements.
 	Metrics Metrics
-	// Now returns the current time. Defaults to time.Now. Claims never use it: they
+	// Now returns the current time. Claims never use it: they
 	// follow the database clock.
 	Now func() time.Time
-	// ClaimTTL, when positive, makes the poller claim the rows it reads ([MultiNode]):
+	// ClaimTTL, when positive, makes the poller claim the rows it reads (MultiNode):
 	// each batch is read with [storage.ClaimStore.Claim] under a fresh token of NodeID, held for
 	// ClaimTTL, so that several pollers on one table never take the same row. It must
-	// exceed the dispatcher's ListenerTimeout plus StatusTimeout. Defaults to 0: rows
-	// are read with [storage.Store.Pending] and not claimed.
+	// exceed the dispatcher's ListenerTimeout plus StatusTimeout. 0: rows are read
+	// with [storage.Store.Pending] and not claimed.
 	ClaimTTL time.Duration
-	// NodeID owns the claims; see validateNodeID. Defaults to defaultNodeID() when
-	// ClaimTTL is set.
+	// NodeID owns the claims (see ids.ValidateNodeID); required when ClaimTTL is set.
 	NodeID string
 }
 
-func (c pollerConfig) withDefaults() pollerConfig {
-	c.Interval = cmp.Or(c.Interval, DefaultPollInterval)
-	switch c.MaxInterval {
-	case 0:
-		c.MaxInterval = max(DefaultPollMaxInterval, c.Interval)
-	case -1:
-		c.MaxInterval = c.Interval
-	}
-	c.BatchSize = cmp.Or(c.BatchSize, DefaultPollBatchSize)
-	c.SkipRecent = cmp.Or(c.SkipRecent, DefaultSkipRecent)
-	c.QueryTimeout = cmp.Or(c.QueryTimeout, defaultQueryTimeout)
-	c.Logger = cmp.Or(c.Logger, slog.Default())
-	if c.Metrics == nil {
-		c.Metrics = NopMetrics{}
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
-	if c.ClaimTTL > 0 && c.NodeID == "" {
-		c.NodeID = defaultNodeID()
-	}
-	return c
-}
-
-func (c pollerConfig) validate() error {
-	if c.NodeID != "" {
-		if err := validateNodeID(c.NodeID); err != nil {
+func (c Config) validate() error {
+	if c.NodeID != "" || c.ClaimTTL > 0 {
+		if err := ids.ValidateNodeID(c.NodeID); err != nil {
 			return err
 		}
 	}
 	switch {
+	case c.Logger == nil || c.Metrics == nil || c.Now == nil:
+		return &ConfigError{Field: "Poller", Reason: "Logger, Metrics and Now are required"}
 	case c.ClaimTTL < 0:
 		return &ConfigError{Field: "ClaimTTL", Reason: fmt.Sprintf("must not be negative, got %s", c.ClaimTTL)}
 	case c.Interval < 0:
@@ -96,7 +78,7 @@ func (c pollerConfig) validate() error {
 }
 
 // Poller is the fallback path: it periodically reads due NEW and RETRY rows, oldest
-// first, and feeds them to the [Dispatcher]'s cold queue. It delivers what the hot path
+// first, and feeds them to the dispatcher's cold queue. It delivers what the hot path
 // missed: events dropped by a full queue, written while the process was down, retries
 // and deferrals, and replays. It never reads more rows than the cold queue can take and
 // keeps no high-water mark, so a row committed late with an early timestamp is still
@@ -105,63 +87,70 @@ func (c pollerConfig) validate() error {
 // hot path dropped events because its queue was full: such catch-up cycles ignore
 // SkipRecent (the dropped rows are committed, and the in-flight set and tombstones
 // refuse a second copy of an event the hot path holds), so a burst larger than the hot
-// queue waits for no time floor. Replays and a [Notifier]'s wake-ups start such cycles
-// too, and so does a retry or deferral of this process falling due (queues.noteDue).
+// queue waits for no time floor. Replays and a Notifier's wake-ups start such cycles
+// too, and so does a retry or deferral of this process falling due (Queues.NoteDue).
 // Each cycle that finds nothing doubles the wait, up to MaxInterval.
-type poller struct {
+type Poller struct {
 	store  storage.Store
 	claims storage.ClaimStore // the store's claims; nil unless ClaimTTL is set
-	q      *queues
-	cfg    pollerConfig
+	q      *dispatch.Queues
+	cfg    Config
 	log    *slog.Logger
 	runner *startstop.Runner
 	wake   <-chan struct{} // the cold queue drained; see Poll
 	// orders sweeps the keys of ordered events that nobody moved on, at most every
-	// orderSweepEvery; nil when the store keeps no order.
-	orders *orderer
+	// order.SweepEvery; nil when the store keeps no order.
+	orders *order.Orderer
 	// sweepNow makes the next cycle sweep the ordered keys whenever the last sweep ran
 	// (set after a replay, whose ordered events are WAITING).
 	sweepNow atomic.Bool
-	// release gives back the claims of claimed events the dispatcher refused and
-	// returns how many it released; nil without claims (see refused).
-	release func(ctx context.Context, events []Event) int64
+	// release gives back the claims of claimed events the dispatcher refused; nil
+	// without claims (see refused).
+	release *dispatch.Releaser
 }
 
-// newPoller returns a stopped poller feeding q from store. It returns a [*ConfigError]
-// when store or q is nil or a config value is invalid.
-func newPoller(store storage.Store, q *queues, cfg pollerConfig) (*poller, error) {
+// New returns a stopped Poller feeding q from store; orders (nil when the store keeps
+// no order) sweeps the ordered keys, and release (MultiNode, else nil) gives back the
+// claims of events q refuses. It returns a [*ConfigError] when store or q is nil or a
+// config value is invalid.
+func New(store storage.Store, q *dispatch.Queues, orders *order.Orderer, release *dispatch.Releaser, cfg Config) (*Poller, error) {
 	if store == nil {
 		return nil, &ConfigError{Field: "Store", Reason: "is nil"}
 	}
 	if q == nil {
 		return nil, &ConfigError{Field: "Dispatcher", Reason: "is nil"}
 	}
-	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	claims, err := claimStoreOf(store, cfg.ClaimTTL)
+	claims, err := dispatch.ClaimStoreOf(store, cfg.ClaimTTL)
 	if err != nil {
 		return nil, err
 	}
-	p := &poller{
-		claims: claims,
-		store:  store,
-		q:      q,
-		cfg:    cfg,
-		log:    cfg.Logger.With(slog.String("component", "poller")),
-		runner: startstop.New(),
+	p := &Poller{
+		claims:  claims,
+		orders:  orders,
+		release: release,
+		store:   store,
+		q:       q,
+		cfg:     cfg,
+		log:     cfg.Logger.With(slog.String("component", "poller")),
+		runner:  startstop.New(),
 	}
-	p.wake = q.coldDrained(cfg.BatchSize / 2)
+	p.wake = q.ColdDrained(cfg.BatchSize / 2)
 	return p, nil
 }
+
+// SweepNow makes the next cycle sweep the ordered keys, whenever the last sweep ran
+// (after a replay, whose ordered events are WAITING).
+func (p *Poller) SweepNow() { p.sweepNow.Store(true) }
 
 // Start starts the poll loop and returns at once: a first cycle runs immediately, then
 // one every Interval until [Poller.Stop]. The loop keeps ctx's values but not its
 // deadline or cancellation. Starting a running poller does nothing; a stopped one can be
 // started again. Start returns ctx.Err() only when ctx expires while a concurrent Stop
 // is in progress.
-func (p *poller) Start(ctx context.Context) error {
+func (p *Poller) Start(ctx context.Context) error {
 	started, err := p.runner.Start(ctx, func(r startstop.Run) {
 		r.Go(func() { p.loop(r) })
 	})
@@ -175,7 +164,7 @@ func (p *poller) Start(ctx context.Context) error {
 // Stop stops the loop, letting a running cycle finish. If ctx expires first, it cancels
 // the cycle's queries, waits for the loop to return and returns ctx.Err(). Stop is
 // idempotent, and a no-op before Start.
-func (p *poller) Stop(ctx context.Context) error {
+func (p *Poller) Stop(ctx context.Context) error {
 	stopped, err := p.runner.Stop(ctx, ErrStopped, startstop.StopHooks{})
 	if stopped {
 		p.log.LogAttrs(ctx, slog.LevelDebug, "poller stopped")
@@ -183,7 +172,7 @@ func (p *poller) Stop(ctx context.Context) error {
 	return err
 }
 
-func (p *poller) loop(r startstop.Run) {
+func (p *Poller) loop(r startstop.Run) {
 	interval := p.cfg.Interval
 	tick := time.NewTimer(interval)
 	defer tick.Stop()
@@ -210,7 +199,7 @@ func (p *poller) loop(r startstop.Run) {
 			skip = -1
 		}
 		var promoted int64
-		if now := p.cfg.Now(); p.orders != nil && (p.sweepNow.Swap(false) || swept.IsZero() || now.Sub(swept) >= orderSweepEvery) {
+		if now := p.cfg.Now(); p.orders != nil && (p.sweepNow.Swap(false) || swept.IsZero() || now.Sub(swept) >= order.SweepEvery) {
 			swept = now
 			// A stop abandons the sweep (the next start sweeps again): a graceful stop
 			// waits for the cycle, and a dead database would hold it for QueryTimeout.
@@ -223,7 +212,7 @@ func (p *poller) loop(r startstop.Run) {
 				}
 			}()
 			var err error
-			promoted, err = p.orders.sweep(sctx)
+			promoted, err = p.orders.Sweep(sctx)
 			cancel()
 			if err != nil && !errors.Is(err, context.Canceled) {
 				p.log.LogAttrs(r.Ctx, slog.LevelError, "sweep of ordered keys failed", slog.String("error", err.Error()))
@@ -243,7 +232,7 @@ func (p *poller) loop(r startstop.Run) {
 		// however young, whatever started it (a tick or a drained queue can win the
 		// select over the due timer, and the first cycle of a start runs at once): the
 		// times are forgotten here, so no later wake-up would come for them.
-		if p.q.dueReached(p.cfg.Now()) {
+		if p.q.DueReached(p.cfg.Now()) {
 			catchUp, skip = true, -1
 		}
 		n, more, err := p.poll(r.Ctx, skip)
@@ -268,7 +257,7 @@ func (p *poller) loop(r startstop.Run) {
 	wait:
 		for {
 			var due <-chan time.Time
-			if t, ok := p.q.nextDue(); ok {
+			if t, ok := p.q.NextDue(); ok {
 				dueTimer.Reset(max(t.Sub(p.cfg.Now()), 0))
 				due = dueTimer.C
 			}
@@ -284,8 +273,8 @@ func (p *poller) loop(r startstop.Run) {
 			case <-due:
 				catchUp = true
 				break wait
-			case <-p.q.dueChanged(): // an earlier due time: wait for it instead
-			case <-p.q.catchUp():
+			case <-p.q.DueChanged(): // an earlier due time: wait for it instead
+			case <-p.q.CatchUp():
 				catchUp = true
 				interval = p.cfg.Interval
 				if wake == nil {
@@ -314,7 +303,7 @@ func (p *poller) loop(r startstop.Run) {
 // claims the next one as soon as the workers have drained the cold queue to half a
 // batch, instead of waiting for the next tick. A claimed event the queue refuses stays
 // claimed until its claim expires.
-func (p *poller) Poll(ctx context.Context) (int, error) {
+func (p *Poller) Poll(ctx context.Context) (int, error) {
 	n, _, err := p.poll(ctx, p.cfg.SkipRecent)
 	return n, err
 }
@@ -322,11 +311,11 @@ func (p *poller) Poll(ctx context.Context) (int, error) {
 // poll is Poll with the given SkipRecent, also reporting whether more rows are probably
 // due: the cycle filled the cold queue or used its whole budget on full batches (claim
 // mode: the batch came back full).
-func (p *poller) poll(ctx context.Context, skipRecent time.Duration) (int, bool, error) {
+func (p *Poller) poll(ctx context.Context, skipRecent time.Duration) (int, bool, error) {
 	skip := max(skipRecent, 0)
-	budget := p.q.coldCapacity()
+	budget := p.q.ColdCapacity()
 	if p.cfg.ClaimTTL > 0 {
-		_, queued := p.q.depths()
+		_, queued := p.q.Depths()
 		budget = min(budget, p.cfg.BatchSize-queued)
 		if budget <= 0 {
 			return 0, queued > 0, nil // wait for the workers to drain the queue
@@ -334,14 +323,14 @@ func (p *poller) poll(ctx context.Context, skipRecent time.Duration) (int, bool,
 		return p.pollClaims(ctx, budget, skip)
 	}
 	if budget == 0 {
-		_, queued := p.q.depths()
+		_, queued := p.q.Depths()
 		return 0, queued > 0, nil // full: wait for the workers to drain the queue
 	}
 	return p.pollPending(ctx, budget, skip)
 }
 
 // pollPending is Poll without claims. It reports whether more rows are probably due.
-func (p *poller) pollPending(ctx context.Context, budget int, skip time.Duration) (int, bool, error) {
+func (p *Poller) pollPending(ctx context.Context, budget int, skip time.Duration) (int, bool, error) {
 	now := p.cfg.Now()
 	total := 0
 	var oldestDue time.Time
@@ -352,14 +341,14 @@ func (p *poller) pollPending(ctx context.Context, budget int, skip time.Duration
 	var after Cursor
 	// Rows in flight come first and are skipped; at most that many, plus the budget, are
 	// worth reading in one cycle.
-	maxRead := p.q.maxInflight() + budget
+	maxRead := p.q.MaxInflight() + budget
 	read := 0
 	more := false
 	for total < budget {
 		want := min(p.cfg.BatchSize, budget-total)
 		// A row finished before readAt is read in its later state; one finished after it,
 		// until the batch is enqueued, is refused as a stale copy.
-		readAt, endRead := p.q.beginRead()
+		readAt, endRead := p.q.BeginRead()
 		batch, err := p.pending(ctx, storage.PendingParams{Now: now, SkipRecent: skip, Limit: want, After: after})
 		if err != nil {
 			endRead()
@@ -370,14 +359,14 @@ func (p *poller) pollPending(ctx context.Context, budget int, skip time.Duration
 		}
 		added, full := 0, false
 		for _, ev := range batch.Events {
-			if due := eventDueAt(ev); oldestDue.IsZero() || due.Before(oldestDue) {
+			if due := dispatch.EventDueAt(ev); oldestDue.IsZero() || due.Before(oldestDue) {
 				oldestDue = due
 			}
-			switch p.q.enqueue(ev, PathCold, p.q.now(), readAt) {
-			case enqueueOK:
+			switch p.q.Enqueue(ev, PathCold, p.q.Now(), readAt) {
+			case dispatch.EnqueueOK:
 				added++
 				p.cfg.Metrics.ColdEnqueued()
-			case enqueueDuplicate: // queued, running or just finished: skip
+			case dispatch.EnqueueDuplicate: // queued, running or just finished: skip
 			default:
 				full = true
 			}
@@ -412,17 +401,17 @@ func (p *poller) pollPending(ctx context.Context, budget int, skip time.Duration
 // pollClaims is Poll with claims: batches are claimed until budget rows are claimed, a
 // batch comes back short, or the queue refuses an event. It reports whether the last batch
 // came back full.
-func (p *poller) pollClaims(ctx context.Context, budget int, skip time.Duration) (int, bool, error) {
+func (p *Poller) pollClaims(ctx context.Context, budget int, skip time.Duration) (int, bool, error) {
 	total, claimed := 0, 0 // queued; claimed, also undecodable and refused rows
 	more := false
 	var oldestDue time.Time
 	for claimed < budget {
 		want := min(p.cfg.BatchSize, budget-claimed)
-		token := newClaimToken(p.cfg.NodeID)
+		token := ids.NewClaimToken(p.cfg.NodeID)
 		// The database starts the claim after this moment, so start+ClaimTTL is a
 		// conservative estimate of its end by this process's monotonic clock.
 		start := time.Now()
-		readAt, endRead := p.q.beginRead()
+		readAt, endRead := p.q.BeginRead()
 		batch, err := p.claim(ctx, storage.ClaimParams{Token: token, TTL: p.cfg.ClaimTTL, SkipRecent: skip, Limit: want})
 		if err != nil {
 			endRead()
@@ -435,7 +424,7 @@ func (p *poller) pollClaims(ctx context.Context, budget int, skip time.Duration)
 		var refused []Event
 		full := false
 		for _, ev := range batch.Events {
-			if due := eventDueAt(ev); oldestDue.IsZero() || due.Before(oldestDue) {
+			if due := dispatch.EventDueAt(ev); oldestDue.IsZero() || due.Before(oldestDue) {
 				oldestDue = due
 			}
 			ev.LockedUntil = start.Add(p.cfg.ClaimTTL)
@@ -443,11 +432,11 @@ func (p *poller) pollClaims(ctx context.Context, budget int, skip time.Duration)
 				refused = append(refused, ev)
 				continue
 			}
-			switch p.q.enqueue(ev, PathCold, p.q.now(), readAt) {
-			case enqueueOK:
+			switch p.q.Enqueue(ev, PathCold, p.q.Now(), readAt) {
+			case dispatch.EnqueueOK:
 				added++
 				p.cfg.Metrics.ColdEnqueued()
-			case enqueueDuplicate:
+			case dispatch.EnqueueDuplicate:
 				refused = append(refused, ev)
 			default:
 				refused = append(refused, ev)
@@ -488,19 +477,19 @@ func (p *poller) pollClaims(ctx context.Context, budget int, skip time.Duration)
 // them, so they must not wait out ClaimTTL, which would hold an ordered event's key as
 // long: their claims are released for any node's next poll. This poller is not woken
 // for them (a copy in flight here would be refused again); other nodes are notified.
-func (p *poller) refused(ctx context.Context, events []Event, token string) {
+func (p *Poller) refused(ctx context.Context, events []Event, token string) {
 	if p.release == nil {
 		p.log.LogAttrs(ctx, slog.LevelDebug, "claimed events the dispatcher refused stay claimed until the claim expires",
 			slog.Int("refused", len(events)), slog.String("claim", token))
 		p.cfg.Metrics.Claims(ClaimExpired, len(events))
 		return
 	}
-	if released := p.release(ctx, events); released < int64(len(events)) {
+	if released := p.release.Released(ctx, events); released < int64(len(events)) {
 		p.cfg.Metrics.Claims(ClaimExpired, len(events)-int(released))
 	}
 }
 
-func (p *poller) claim(ctx context.Context, params storage.ClaimParams) (storage.PendingBatch, error) {
+func (p *Poller) claim(ctx context.Context, params storage.ClaimParams) (storage.PendingBatch, error) {
 	if p.cfg.QueryTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, p.cfg.QueryTimeout)
@@ -511,12 +500,12 @@ func (p *poller) claim(ctx context.Context, params storage.ClaimParams) (storage
 		return storage.PendingBatch{}, fmt.Errorf("claim pending events: %w", err)
 	}
 	if len(b.Events) > 0 {
-		crashPointEvents("after-claim", b.Events)
+		crash.PointEvents("after-claim", b.Events)
 	}
 	return b, nil
 }
 
-func (p *poller) pending(ctx context.Context, params storage.PendingParams) (storage.PendingBatch, error) {
+func (p *Poller) pending(ctx context.Context, params storage.PendingParams) (storage.PendingBatch, error) {
 	if p.cfg.QueryTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, p.cfg.QueryTimeout)
@@ -531,7 +520,7 @@ func (p *poller) pending(ctx context.Context, params storage.PendingParams) (sto
 
 // markUndecodable moves a row that cannot be read or decoded to DEAD, fenced by token
 // when the row was claimed, so that it stops no other row: the ERROR log names it.
-func (p *poller) markUndecodable(ctx context.Context, re RowError, token string) {
+func (p *Poller) markUndecodable(ctx context.Context, re RowError, token string) {
 	if p.cfg.QueryTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, p.cfg.QueryTimeout)

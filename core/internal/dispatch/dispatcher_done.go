@@ -1,4 +1,4 @@
-package outbox
+package dispatch
 
 import (
 	"context"
@@ -59,7 +59,7 @@ type doneAck struct {
 
 // recordDone is the recorder: it writes the DONE outcomes from acks in batches until
 // acks is closed and drained.
-func (d *dispatcher) recordDone(runCtx context.Context, acks <-chan doneAck) {
+func (d *Dispatcher) recordDone(runCtx context.Context, acks <-chan doneAck) {
 	batch := make([]doneAck, 0, maxDoneBatch)
 	for {
 		a, ok := <-acks
@@ -74,7 +74,7 @@ func (d *dispatcher) recordDone(runCtx context.Context, acks <-chan doneAck) {
 
 // collectDone adds to batch the outcomes waiting in acks, and with a DoneBatchWindow
 // those arriving within the window, up to maxDoneBatch or until acks is closed.
-func (d *dispatcher) collectDone(batch []doneAck, acks <-chan doneAck) []doneAck {
+func (d *Dispatcher) collectDone(batch []doneAck, acks <-chan doneAck) []doneAck {
 	var window <-chan time.Time
 	if d.cfg.DoneBatchWindow > 0 {
 		t := time.NewTimer(d.cfg.DoneBatchWindow)
@@ -109,7 +109,7 @@ func (d *dispatcher) collectDone(batch []doneAck, acks <-chan doneAck) []doneAck
 
 // writeDone writes one batch of DONE outcomes: the unclaimed events (single-node mode)
 // with one statement, the claimed ones (MultiNode mode) with another, fenced row by row.
-func (d *dispatcher) writeDone(runCtx context.Context, batch []doneAck) {
+func (d *Dispatcher) writeDone(runCtx context.Context, batch []doneAck) {
 	unclaimed, claimed := batch, []doneAck(nil)
 	if slices.ContainsFunc(batch, func(a doneAck) bool { return a.ev.LockedBy != "" }) {
 		unclaimed, claimed = nil, nil
@@ -131,7 +131,7 @@ func (d *dispatcher) writeDone(runCtx context.Context, batch []doneAck) {
 
 // writeDoneGroup writes the DONE outcomes of a group of events that are all unclaimed,
 // or all claimed (each update then fenced by the event's own claim token).
-func (d *dispatcher) writeDoneGroup(runCtx context.Context, group []doneAck, claimed bool) {
+func (d *Dispatcher) writeDoneGroup(runCtx context.Context, group []doneAck, claimed bool) {
 	if len(group) == 1 {
 		d.writeDoneOne(runCtx, &group[0])
 		return
@@ -174,9 +174,9 @@ func (d *dispatcher) writeDoneGroup(runCtx context.Context, group []doneAck, cla
 		if d.orders == nil {
 			return
 		}
-		if keys := distinctKeys(len(group), func(i int) string { return group[i].ev.OrderKey }); keys != nil {
+		if keys := DistinctKeys(len(group), func(i int) string { return group[i].ev.OrderKey }); keys != nil {
 			ctx, cancel := d.statusContext(runCtx)
-			d.orders.finished(ctx, keys)
+			d.orders.Finished(ctx, keys)
 			cancel()
 		}
 	}
@@ -206,7 +206,7 @@ func (d *dispatcher) writeDoneGroup(runCtx context.Context, group []doneAck, cla
 }
 
 // settledAll reports a group of DONE outcomes as settled.
-func (d *dispatcher) settledAll(runCtx context.Context, group []doneAck) {
+func (d *Dispatcher) settledAll(runCtx context.Context, group []doneAck) {
 	for i := range group {
 		a := &group[i]
 		d.settled(runCtx, &a.ev, a.path, decision{kind: OutcomeDone, listener: a.listener}, a.duration, a.latency)
@@ -215,7 +215,7 @@ func (d *dispatcher) settledAll(runCtx context.Context, group []doneAck) {
 
 // writeDoneOne writes one event's DONE outcome with its own statement, settles the
 // event and reports whether the statement succeeded.
-func (d *dispatcher) writeDoneOne(runCtx context.Context, a *doneAck) bool {
+func (d *Dispatcher) writeDoneOne(runCtx context.Context, a *doneAck) bool {
 	written := d.finishOutcome(runCtx, &a.ev, decision{kind: OutcomeDone})
 	d.settled(runCtx, &a.ev, a.path, decision{kind: OutcomeDone, listener: a.listener}, a.duration, a.latency)
 	return written
@@ -223,7 +223,7 @@ func (d *dispatcher) writeDoneOne(runCtx context.Context, a *doneAck) bool {
 
 // leavePending settles events whose DONE outcome is not written: their rows stay
 // pending for the poller.
-func (d *dispatcher) leavePending(runCtx context.Context, group []doneAck, err error) {
+func (d *Dispatcher) leavePending(runCtx context.Context, group []doneAck, err error) {
 	ids := make([]string, len(group))
 	for i := range group {
 		ids[i] = group[i].ev.ID
@@ -240,7 +240,7 @@ func (d *dispatcher) leavePending(runCtx context.Context, group []doneAck, err e
 
 // statusContext is the context of one outcome statement: it survives a hard stop
 // (the attempt is over; its outcome should be recorded) but not StatusTimeout.
-func (d *dispatcher) statusContext(runCtx context.Context) (context.Context, context.CancelFunc) {
+func (d *Dispatcher) statusContext(runCtx context.Context) (context.Context, context.CancelFunc) {
 	ctx := context.WithoutCancel(runCtx)
 	if d.cfg.StatusTimeout > 0 {
 		return context.WithTimeout(ctx, d.cfg.StatusTimeout)

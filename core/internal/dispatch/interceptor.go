@@ -1,4 +1,4 @@
-package outbox
+package dispatch
 
 import (
 	"context"
@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"runtime/debug"
 )
-
-var _ Interceptor = InterceptorFuncs{}
 
 // invokeDelivery runs the interceptors around call and returns the attempt's error.
 // Panics in Before and call become *PanicError; panics and errors in After are logged.

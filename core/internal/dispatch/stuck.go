@@ -1,4 +1,4 @@
-package outbox
+package dispatch
 
 import (
 	"context"
@@ -19,9 +19,9 @@ const stuckGrace = time.Second
 //     it is logged at Warn, counted ([Metrics.StuckAttempts]) and reported to
 //     [Config.OnStuck], and its worker is freed to take the next event, while at most
 //     Workers attempts are stuck at once (beyond that a worker waits for its own, so a
-//     dispatcher never runs more than 2 × Workers listener goroutines). The event stays
+//     Dispatcher never runs more than 2 × Workers listener goroutines). The event stays
 //     in flight (never queued twice); when the listener finally returns, its outcome is
-//     written as usual if the dispatcher still runs, or the row is left pending;
+//     written as usual if the Dispatcher still runs, or the row is left pending;
 //   - a hard stop (Stop's deadline passed) abandons running attempts at once: Stop
 //     returns without waiting for listeners, and their rows stay pending for a later
 //     delivery. No listener starts after the run is cancelled: an attempt checks the
@@ -37,7 +37,7 @@ type attemptOutcome struct {
 // watchAttempt runs the attempt on its own goroutine and waits for it. It reports false
 // when the worker abandoned the attempt (stuck, or a hard stop); the attempt's goroutine
 // then settles the event itself (see settleAbandoned).
-func (d *dispatcher) watchAttempt(runCtx context.Context, it dispatchItem, rt *route, le *Event, start time.Time,
+func (d *Dispatcher) watchAttempt(runCtx context.Context, it dispatchItem, rt *Route, le *Event, start time.Time,
 	latency time.Duration) (error, bool) {
 	done := make(chan attemptOutcome, 1)
 	// taken decides who settles the event: the worker (it received the outcome), or the
@@ -91,7 +91,7 @@ func (d *dispatcher) watchAttempt(runCtx context.Context, it dispatchItem, rt *r
 }
 
 // reportStuck logs, counts and reports an attempt that was just declared stuck.
-func (d *dispatcher) reportStuck(ctx context.Context, rt *route, e *Event, running time.Duration) {
+func (d *Dispatcher) reportStuck(ctx context.Context, rt *Route, e *Event, running time.Duration) {
 	d.cfg.Metrics.StuckAttempts(int(d.stuck.Load()))
 	d.log.LogAttrs(ctx, slog.LevelWarn, "listener attempt stuck past ListenerTimeout; its worker takes the next "+
 		"event, and the event is settled when the listener returns", d.stuckAttrs(rt, e, running)...)
@@ -107,16 +107,16 @@ func (d *dispatcher) reportStuck(ctx context.Context, rt *route, e *Event, runni
 	}
 }
 
-func (d *dispatcher) stuckAttrs(rt *route, e *Event, running time.Duration) []slog.Attr {
+func (d *Dispatcher) stuckAttrs(rt *Route, e *Event, running time.Duration) []slog.Attr {
 	return []slog.Attr{slog.String("event_id", e.ID), slog.String("event_type", e.Type),
 		slog.String("aggregate_type", e.AggregateType), slog.Duration("running", running.Round(time.Millisecond)),
-		slog.String("listener", rt.name), slog.Duration("listener_timeout", d.timeout(rt)), slog.Int64("stuck_attempts", d.stuck.Load())}
+		slog.String("listener", rt.Name), slog.Duration("listener_timeout", d.timeout(rt)), slog.Int64("stuck_attempts", d.stuck.Load())}
 }
 
 // settleAbandoned settles an event whose worker abandoned its attempt, once the listener
 // has returned: after a hard stop the row stays pending; otherwise the outcome is
 // written with a statement of its own, as for any attempt.
-func (d *dispatcher) settleAbandoned(runCtx context.Context, it dispatchItem, rt *route, le Event, err error,
+func (d *Dispatcher) settleAbandoned(runCtx context.Context, it dispatchItem, rt *Route, le Event, err error,
 	start time.Time, latency time.Duration, wasStuck bool) {
 	e := it.ev
 	if wasStuck {
@@ -131,7 +131,7 @@ func (d *dispatcher) settleAbandoned(runCtx context.Context, it dispatchItem, rt
 		return
 	}
 	dec := d.decide(rt, &e, err, d.cfg.Now())
-	dec.listener = rt.name
+	dec.listener = rt.Name
 	dec, ok := d.runFallback(runCtx, rt, &e, dec, it.path)
 	if !ok {
 		d.q.release(e.ID, d.cfg.Now(), false, time.Time{})

@@ -1,8 +1,10 @@
 //go:build !outboxchaos
 
-package outbox
+package crash
 
-// crashPoint marks a place where the fault tests kill the process: a build with the
+import "github.com/outboxkit/outbox/core/outboxtype"
+
+// Point marks a place where the fault tests kill the process: a build with the
 // outboxchaos tag (crashpoint_chaos.go, used only by internal/chaos) sends SIGKILL to
 // itself there when OUTBOX_CRASH_POINT names the point. In every other build it is an
 // empty function that the compiler inlines away.
@@ -12,9 +14,9 @@ package outbox
 //   - "after-listener": a listener returned nil, DONE not yet written;
 //   - "after-insert": Writer inserted events into the caller's transaction, not yet
 //     committed.
-func crashPoint(string) {}
+func Point(string) {}
 
-// crashPointEvents is crashPoint for a point that holds events (the claim of
+// PointEvents is Point for a point that holds events (the claim of
 // "after-claim"): the chaos build also writes their IDs where the harness reads which
 // events the killed node held (OUTBOX_CRASH_EVENTS names the file).
-func crashPointEvents(string, []Event) {}
+func PointEvents(string, []outboxtype.Event) {}

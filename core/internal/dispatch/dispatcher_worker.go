@@ -1,4 +1,4 @@
-package outbox
+package dispatch
 
 import (
 	"cmp"
@@ -9,13 +9,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/outboxkit/outbox/core/internal/crash"
 	"github.com/outboxkit/outbox/core/internal/startstop"
 	"github.com/outboxkit/outbox/core/storage"
 )
 
 // work is one worker: it takes events until the queues are drained after a graceful
 // stop, or at once after a hard stop.
-func (d *dispatcher) work(r startstop.Run, acks chan<- doneAck) {
+func (d *Dispatcher) work(r startstop.Run, acks chan<- doneAck) {
 	var (
 		carry   dispatchItem
 		carried bool
@@ -29,7 +30,7 @@ func (d *dispatcher) work(r startstop.Run, acks chan<- doneAck) {
 		if !ok {
 			return
 		}
-		rt, fan := d.reg.resolve(&it.ev) // both nil: unroutable
+		rt, fan := d.routes.Resolve(&it.ev) // both nil: unroutable
 		if fan != nil {
 			// Events to split: those queued behind this one in its queue too, taken
 			// without waiting, split in one transaction; the first other one is
@@ -41,7 +42,7 @@ func (d *dispatcher) work(r startstop.Run, acks chan<- doneAck) {
 				if !ok {
 					break
 				}
-				if _, nfan := d.reg.resolve(&next.ev); nfan == nil {
+				if _, nfan := d.routes.Resolve(&next.ev); nfan == nil {
 					carry, carried = next, true
 					break
 				} else {
@@ -51,19 +52,19 @@ func (d *dispatcher) work(r startstop.Run, acks chan<- doneAck) {
 			d.fanOut(r.Ctx, items)
 			continue
 		}
-		if rt == nil || rt.batch == nil || r.Ctx.Err() != nil {
+		if rt == nil || rt.HandleBatch == nil || r.Ctx.Err() != nil {
 			d.deliver(r.Ctx, it, rt, acks)
 			continue
 		}
 		// A batch: the events of the same subscription queued behind this one, taken
 		// without waiting; the first of another subscription is delivered next.
 		items := []dispatchItem{it}
-		for len(items) < rt.batchSize {
+		for len(items) < rt.BatchSize {
 			next, ok := d.q.tryNext(turn)
 			if !ok {
 				break
 			}
-			if nrt, _ := d.reg.resolve(&next.ev); nrt != rt {
+			if nrt, _ := d.routes.Resolve(&next.ev); nrt != rt {
 				carry, carried = next, true
 				break
 			}
@@ -76,8 +77,8 @@ func (d *dispatcher) work(r startstop.Run, acks chan<- doneAck) {
 // deliverBatch delivers items, all of rt's BatchListener, with one HandleBatch call:
 // each is delivered as on its own, in a goroutine of its own, and its attempt joins the
 // call instead of running the listener (see batchCall).
-func (d *dispatcher) deliverBatch(runCtx context.Context, rt *route, items []dispatchItem, acks chan<- doneAck) {
-	call := newBatchCall(runCtx, rt, rt.batch, d.timeout(rt), len(items))
+func (d *Dispatcher) deliverBatch(runCtx context.Context, rt *Route, items []dispatchItem, acks chan<- doneAck) {
+	call := newBatchCall(runCtx, rt, d.timeout(rt), len(items))
 	var wg sync.WaitGroup
 	for i := range items {
 		it := items[i]
@@ -103,7 +104,7 @@ type decision struct {
 // deliver runs one attempt with rt's listener (nil: the event is unroutable) and writes
 // its outcome; a DONE outcome goes to acks, whose recorder writes it in a batch and
 // settles the event (see recordDone).
-func (d *dispatcher) deliver(runCtx context.Context, it dispatchItem, rt *route, acks chan<- doneAck) {
+func (d *Dispatcher) deliver(runCtx context.Context, it dispatchItem, rt *Route, acks chan<- doneAck) {
 	e := it.ev
 	if runCtx.Err() != nil { // hard stop: leave the row pending
 		d.q.release(e.ID, d.cfg.Now(), false, time.Time{})
@@ -119,7 +120,7 @@ func (d *dispatcher) deliver(runCtx context.Context, it dispatchItem, rt *route,
 	start := d.cfg.Now()
 	latency := start.Sub(it.enqueuedAt)
 	if it.path == PathCold {
-		latency = start.Sub(eventDueAt(e))
+		latency = start.Sub(EventDueAt(e))
 	}
 	latency = max(latency, 0)
 
@@ -144,7 +145,7 @@ func (d *dispatcher) deliver(runCtx context.Context, it dispatchItem, rt *route,
 			return
 		}
 		dec = d.decide(rt, &e, err, d.cfg.Now())
-		dec.listener = rt.name
+		dec.listener = rt.Name
 		if dec, ok = d.runFallback(runCtx, rt, &e, dec, it.path); !ok {
 			d.q.release(e.ID, d.cfg.Now(), false, time.Time{})
 			return
@@ -153,7 +154,7 @@ func (d *dispatcher) deliver(runCtx context.Context, it dispatchItem, rt *route,
 	duration := max(d.cfg.Now().Sub(start), 0)
 
 	if dec.kind == OutcomeDone {
-		crashPoint("after-listener") // chaos builds only: the listener returned, DONE not yet written
+		crash.Point("after-listener") // chaos builds only: the listener returned, DONE not yet written
 	}
 	if dec.kind == OutcomeDone {
 		// The event stays in flight until the recorder has written its batch.
@@ -166,7 +167,7 @@ func (d *dispatcher) deliver(runCtx context.Context, it dispatchItem, rt *route,
 
 // settled reports a finished attempt whose outcome is settled (written, or left for the
 // poller) to the metrics and the log.
-func (d *dispatcher) settled(ctx context.Context, e *Event, path Path, dec decision, duration, latency time.Duration) {
+func (d *Dispatcher) settled(ctx context.Context, e *Event, path Path, dec decision, duration, latency time.Duration) {
 	d.cfg.Metrics.Dispatched(DispatchInfo{
 		Path:          path,
 		Outcome:       dec.kind,
@@ -179,12 +180,12 @@ func (d *dispatcher) settled(ctx context.Context, e *Event, path Path, dec decis
 	d.logOutcome(ctx, e, path, dec, duration)
 }
 
-// claimTooShort reports whether e is claimed ([MultiNode]) with less time left than one
+// claimTooShort reports whether e is claimed (MultiNode) with less time left than one
 // attempt of its listener rt (nil when unroutable) may take (its timeout plus
 // StatusTimeout), and how much is left. The time left is measured by this process's
 // monotonic clock from the node's own estimate of the claim's end (Event.LockedUntil
 // as the writer or the poller set it), never against another clock.
-func (d *dispatcher) claimTooShort(e Event, rt *route) (time.Duration, bool) {
+func (d *Dispatcher) claimTooShort(e Event, rt *Route) (time.Duration, bool) {
 	if e.LockedBy == "" || e.LockedUntil.IsZero() {
 		return 0, false
 	}
@@ -194,16 +195,16 @@ func (d *dispatcher) claimTooShort(e Event, rt *route) (time.Duration, bool) {
 
 // timeout is the bound of one attempt of rt's listener: its own, or ListenerTimeout
 // (also for a nil rt); -1 means none.
-func (d *dispatcher) timeout(rt *route) time.Duration {
-	if rt != nil && rt.timeout != 0 {
-		return rt.timeout
+func (d *Dispatcher) timeout(rt *Route) time.Duration {
+	if rt != nil && rt.Timeout != 0 {
+		return rt.Timeout
 	}
 	return d.cfg.ListenerTimeout
 }
 
 // renewClaim extends e's claim before an attempt that could outlive it, and reports
 // whether the attempt may go ahead; e.LockedUntil becomes the renewed claim's end.
-func (d *dispatcher) renewClaim(runCtx context.Context, e *Event, left time.Duration, path Path) bool {
+func (d *Dispatcher) renewClaim(runCtx context.Context, e *Event, left time.Duration, path Path) bool {
 	attrs := []slog.Attr{slog.String("event_id", e.ID), slog.String("claim", e.LockedBy),
 		slog.Duration("claim_left", left), slog.String("path", path.String())}
 	if d.cfg.ClaimTTL <= 0 {
@@ -240,12 +241,11 @@ func (d *dispatcher) renewClaim(runCtx context.Context, e *Event, left time.Dura
 
 // attempt runs the interceptors and rt's listener under the per-event context; with a
 // batch slot, the attempt joins its batch's HandleBatch call instead.
-func (d *dispatcher) attempt(runCtx context.Context, rt *route, e *Event, join *batchSlot) error {
+func (d *Dispatcher) attempt(runCtx context.Context, rt *Route, e *Event, join *batchSlot) error {
 	var (
 		ctx    context.Context
 		cancel context.CancelFunc
 	)
-	l := rt.listener
 	if t := d.timeout(rt); t > 0 {
 		ctx, cancel = context.WithTimeout(runCtx, t)
 	} else {
@@ -261,24 +261,24 @@ func (d *dispatcher) attempt(runCtx context.Context, rt *route, e *Event, join *
 		if join != nil {
 			return join.join(ctx, e)
 		}
-		return l.Handle(ctx, e)
+		return rt.Handle(ctx, e)
 	}
 	return invokeDelivery(ctx, d.log, d.cfg.Interceptors, e, call)
 }
 
-// decide maps an attempt's error to an outcome, per the table of [Listener] and the
+// decide maps an attempt's error to an outcome, per the table of [Dispatcher] and the
 // policy of the event's listener rt.
-func (d *dispatcher) decide(rt *route, e *Event, err error, now time.Time) decision {
+func (d *Dispatcher) decide(rt *Route, e *Event, err error, now time.Time) decision {
 	if err == nil {
 		return decision{kind: OutcomeDone}
 	}
 	if de := (*DeferError)(nil); errors.As(err, &de) {
 		return decision{kind: OutcomeDeferred, at: now.Add(max(de.Delay, 0))}
 	}
-	if errors.Is(err, ErrUnrecoverable) || rt.retryable != nil && !d.retryable(rt, err) {
+	if errors.Is(err, ErrUnrecoverable) || rt.Retryable != nil && !d.retryable(rt, err) {
 		return decision{kind: OutcomeDead, reason: err.Error(), countAttempt: true, err: err}
 	}
-	attempt, maxAttempts, retry := e.Attempts+1, cmp.Or(rt.maxAttempts, d.cfg.MaxAttempts), cmp.Or(rt.retry, d.cfg.Retry)
+	attempt, maxAttempts, retry := e.Attempts+1, cmp.Or(rt.MaxAttempts, d.cfg.MaxAttempts), cmp.Or(rt.Retry, d.cfg.Retry)
 	if maxAttempts > 0 && attempt >= maxAttempts {
 		return decision{kind: OutcomeDead, reason: err.Error(), countAttempt: true, err: err}
 	}
@@ -296,8 +296,8 @@ func (d *dispatcher) decide(rt *route, e *Event, err error, now time.Time) decis
 // added when it failed or panicked. It reports false when the event must stay pending
 // instead: a hard stop interrupted the fallback, or (MultiNode) the claim could not
 // cover it.
-func (d *dispatcher) runFallback(runCtx context.Context, rt *route, e *Event, dec decision, path Path) (decision, bool) {
-	if rt == nil || rt.fallback == nil || dec.kind != OutcomeDead {
+func (d *Dispatcher) runFallback(runCtx context.Context, rt *Route, e *Event, dec decision, path Path) (decision, bool) {
+	if rt == nil || rt.Fallback == nil || dec.kind != OutcomeDead {
 		return dec, true
 	}
 	if left, short := d.claimTooShort(*e, rt); short && !d.renewClaim(runCtx, e, left, path) {
@@ -305,7 +305,7 @@ func (d *dispatcher) runFallback(runCtx context.Context, rt *route, e *Event, de
 	}
 	now := d.cfg.Now()
 	ev := *e
-	f := Failure{Event: &ev, Listener: rt.name, Attempts: e.Attempts, Err: dec.err,
+	f := Failure{Event: &ev, Listener: rt.Name, Attempts: e.Attempts, Err: dec.err,
 		FirstAttemptAt: e.FirstAttemptAt, LastAttemptAt: now}
 	if dec.countAttempt {
 		f.Attempts++
@@ -329,7 +329,7 @@ func (d *dispatcher) runFallback(runCtx context.Context, rt *route, e *Event, de
 				err = newPanicError(r)
 			}
 		}()
-		return rt.fallback(ctx, f)
+		return rt.Fallback(ctx, f)
 	}()
 	if runCtx.Err() != nil {
 		return dec, false
@@ -344,34 +344,34 @@ func (d *dispatcher) runFallback(runCtx context.Context, rt *route, e *Event, de
 }
 
 // retryable calls rt's classifier; a panic in it counts as "retry" and is logged.
-func (d *dispatcher) retryable(rt *route, err error) (ok bool) {
+func (d *Dispatcher) retryable(rt *Route, err error) (ok bool) {
 	defer func() {
 		if r := recover(); r != nil {
 			d.log.LogAttrs(context.Background(), slog.LevelError, "Subscription.Retryable panicked; the error is retried",
-				slog.String("listener", rt.name), slog.Any("panic", r))
+				slog.String("listener", rt.Name), slog.Any("panic", r))
 			ok = true
 		}
 	}()
-	return rt.retryable(err)
+	return rt.Retryable(err)
 }
 
 // finishOutcome records dec (writeOutcome), releases the event and, when the outcome
 // finished an ordered event, moves its key on, in that order: the promote hands the
 // key's next event to the hot queue, and this one is no longer in flight by then. It
 // reports whether the row is known to be settled.
-func (d *dispatcher) finishOutcome(runCtx context.Context, e *Event, dec decision) bool {
+func (d *Dispatcher) finishOutcome(runCtx context.Context, e *Event, dec decision) bool {
 	now, written := d.writeOutcome(runCtx, e, dec)
 	d.q.release(e.ID, now, written, e.AvailableAt)
 	if written && (dec.kind == OutcomeRetry || dec.kind == OutcomeDeferred) {
 		// The poller reads it when it falls due, not at its next tick; told after the
 		// release, or a poll at a due time very near would find it still in flight and
 		// skip it.
-		d.q.noteDue(dec.at)
+		d.q.NoteDue(dec.at)
 	}
 	if written && d.orders != nil && e.OrderKey != "" &&
-		(dec.kind == OutcomeDone || dec.kind == OutcomeFallback || dec.kind == OutcomeDead && !d.orders.deadBlocks) {
+		(dec.kind == OutcomeDone || dec.kind == OutcomeFallback || dec.kind == OutcomeDead && !d.orders.DeadBlocks()) {
 		pctx, pcancel := d.statusContext(runCtx) // the key's next event, now that this one is finished
-		d.orders.finished(pctx, []string{e.OrderKey})
+		d.orders.Finished(pctx, []string{e.OrderKey})
 		pcancel()
 	}
 	return written
@@ -381,7 +381,7 @@ func (d *dispatcher) finishOutcome(runCtx context.Context, e *Event, dec decisio
 // statement returned and whether the row is known to be settled: the statement
 // succeeded and, under a claim, its fence let it change the row (without a claim, a row
 // it did not change was finished already).
-func (d *dispatcher) writeOutcome(runCtx context.Context, e *Event, dec decision) (time.Time, bool) {
+func (d *Dispatcher) writeOutcome(runCtx context.Context, e *Event, dec decision) (time.Time, bool) {
 	ctx, cancel := d.statusContext(runCtx)
 	defer cancel()
 	now := d.cfg.Now()
@@ -438,7 +438,7 @@ func (d *dispatcher) writeOutcome(runCtx context.Context, e *Event, dec decision
 // logOutcome logs an attempt's outcome: a failed attempt that will be retried at WARN
 // (once per attempt, with its number and when the next is due), DEAD at ERROR with the
 // reason, a panic at ERROR with its stack, and the rest at DEBUG.
-func (d *dispatcher) logOutcome(ctx context.Context, e *Event, path Path, dec decision, duration time.Duration) {
+func (d *Dispatcher) logOutcome(ctx context.Context, e *Event, path Path, dec decision, duration time.Duration) {
 	if dec.err == nil && (dec.kind == OutcomeDone || dec.kind == OutcomeDeferred) && !d.log.Enabled(ctx, slog.LevelDebug) {
 		return // the common case: nothing to log, and no attributes built for nothing
 	}
@@ -477,9 +477,9 @@ func (d *dispatcher) logOutcome(ctx context.Context, e *Event, path Path, dec de
 	}
 }
 
-// eventDueAt is when an event became deliverable: the later of its creation and its
+// EventDueAt is when an event became deliverable: the later of its creation and its
 // available_at.
-func eventDueAt(e Event) time.Time {
+func EventDueAt(e Event) time.Time {
 	if e.CreatedAt.After(e.AvailableAt) {
 		return e.CreatedAt
 	}

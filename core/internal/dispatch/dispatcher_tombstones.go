@@ -1,4 +1,4 @@
-package outbox
+package dispatch
 
 import "time"
 
@@ -13,14 +13,14 @@ import "time"
 // one; a replay it refuses is accepted at the poller's next read.
 //
 // A stale copy can only come from a read that began before the outcome was written and
-// is still open (queues.beginRead): the poller enqueues a batch's rows before it closes
+// is still open (Queues.BeginRead): the poller enqueues a batch's rows before it closes
 // the batch's read, and a write's read stays open until its after-commit hook has handed
 // the events to the hot path. So an entry is kept only while a read that began before
 // it was settled is open: none is added when no read is open, and pruning from the front
 // of the FIFO drops entries settled before the oldest open read began. Memory is bounded
 // by the completions during one read (a poll query is bounded by QueryTimeout), and in
 // any case by those of the last tombstoneTTL, the most an entry lives. Not safe for
-// concurrent use; the dispatcher guards it with its mutex.
+// concurrent use; the Dispatcher guards it with its mutex.
 type tombstones struct {
 	byID map[string]tombstone
 	fifo []tombstoneRef

@@ -1,4 +1,4 @@
-package outbox
+package dispatch
 
 import (
 	"container/heap"

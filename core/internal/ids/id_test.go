@@ -1,4 +1,4 @@
-package outbox
+package ids
 
 import (
 	"sort"
@@ -11,20 +11,20 @@ import (
 func TestEncodeULIDKnownValues(t *testing.T) {
 	t.Parallel()
 	var zero [16]byte
-	if got := encodeULID(zero); got != "00000000000000000000000000" {
+	if got := EncodeULID(zero); got != "00000000000000000000000000" {
 		t.Fatalf("zero: got %s", got)
 	}
 	var ones [16]byte
 	for i := range ones {
 		ones[i] = 0xff
 	}
-	if got := encodeULID(ones); got != "7ZZZZZZZZZZZZZZZZZZZZZZZZZ" {
+	if got := EncodeULID(ones); got != "7ZZZZZZZZZZZZZZZZZZZZZZZZZ" {
 		t.Fatalf("max: got %s", got)
 	}
 	// Timestamp only: 1 ms is the last character of the 10-character time part.
 	var ts [16]byte
 	putUint48(ts[:6], 1)
-	if got := encodeULID(ts); got[:10] != "0000000001" || strings.Trim(got[10:], "0") != "" {
+	if got := EncodeULID(ts); got[:10] != "0000000001" || strings.Trim(got[10:], "0") != "" {
 		t.Fatalf("1ms: got %s", got)
 	}
 }
@@ -71,7 +71,7 @@ func TestNewIDConcurrentUniqueAndSorted(t *testing.T) {
 	for w := range workers {
 		wg.Go(func() {
 			for range n {
-				ids[w] = append(ids[w], NewID())
+				ids[w] = append(ids[w], New())
 			}
 		})
 	}
@@ -93,6 +93,6 @@ func TestNewIDConcurrentUniqueAndSorted(t *testing.T) {
 func BenchmarkNewID(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
-		_ = NewID()
+		_ = New()
 	}
 }

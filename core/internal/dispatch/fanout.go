@@ -1,4 +1,4 @@
-package outbox
+package dispatch
 
 import (
 	"context"
@@ -8,8 +8,10 @@ import (
 	"log/slog"
 	"slices"
 	"time"
-	"unicode/utf8"
 
+	"github.com/outboxkit/outbox/core/internal/check"
+	"github.com/outboxkit/outbox/core/internal/ids"
+	"github.com/outboxkit/outbox/core/outboxtype"
 	"github.com/outboxkit/outbox/core/storage"
 )
 
@@ -31,35 +33,24 @@ import (
 // splits the event, when it does: one registered later never sees events split before.
 
 // DeliveryID is the ID of event id's delivery to the named listener when it is split
-// (fan-out): the same on every node, at most MaxIDLen bytes.
+// (fan-out): the same on every node, at most outboxtype.MaxIDLen bytes.
 func DeliveryID(id, listener string) string {
 	sum := sha256.Sum256([]byte(id + "\x00" + listener))
 	// The last 16 characters of a ULID encoding carry the last 80 bits of its 16 bytes.
-	hash := encodeULID([16]byte(sum[:16]))[10:]
-	return cutText(id, MaxIDLen-1-len(hash)) + "." + hash
+	hash := ids.EncodeULID([16]byte(sum[:16]))[10:]
+	return check.CutText(id, outboxtype.MaxIDLen-1-len(hash)) + "." + hash
 }
 
 // deliveryKey is the order key of an ordered event's delivery to listener: the event's
-// key and the listener's name, cut with a hash when longer than MaxOrderKeyLen.
+// key and the listener's name, cut with a hash when longer than outboxtype.MaxOrderKeyLen.
 func deliveryKey(key, listener string) string {
 	k := key + "/" + listener
-	if len(k) <= MaxOrderKeyLen {
+	if len(k) <= outboxtype.MaxOrderKeyLen {
 		return k
 	}
 	sum := sha256.Sum256([]byte(k))
 	h := fmt.Sprintf("%x", sum[:8])
-	return cutText(k, MaxOrderKeyLen-1-len(h)) + "~" + h
-}
-
-// cutText returns s cut to at most n bytes on a character boundary.
-func cutText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
+	return check.CutText(k, outboxtype.MaxOrderKeyLen-1-len(h)) + "~" + h
 }
 
 // maxFanOutBatch bounds the events one split transaction takes.
@@ -68,12 +59,12 @@ const maxFanOutBatch = 100
 // fanOutItem is an event to split and the subscriptions it goes to.
 type fanOutItem struct {
 	it  dispatchItem
-	fan []*route
+	fan []*Route
 }
 
 // fanOut splits items' events into one delivery per subscription (see above), in one
 // transaction, then hands the deliveries that are due to the hot path.
-func (d *dispatcher) fanOut(runCtx context.Context, items []fanOutItem) {
+func (d *Dispatcher) fanOut(runCtx context.Context, items []fanOutItem) {
 	now := d.cfg.Now()
 	if runCtx.Err() != nil { // hard stop: leave the rows pending
 		for _, x := range items {
@@ -105,11 +96,11 @@ func (d *dispatcher) fanOut(runCtx context.Context, items []fanOutItem) {
 		fe := storage.FanOutEvent{ID: e.ID, Token: e.LockedBy, Deliveries: make([]Event, len(x.fan))}
 		for i, rt := range x.fan {
 			c := e
-			c.ID, c.Listener = DeliveryID(e.ID, rt.name), rt.name
+			c.ID, c.Listener = DeliveryID(e.ID, rt.Name), rt.Name
 			c.Status, c.Attempts, c.LastError, c.DoneAt, c.FirstAttemptAt, c.OrderSeq = StatusNew, 0, "", time.Time{}, time.Time{}, 0
 			c.LockedUntil = time.Time{}
 			if e.OrderKey != "" {
-				c.OrderKey = deliveryKey(e.OrderKey, rt.name)
+				c.OrderKey = deliveryKey(e.OrderKey, rt.Name)
 			}
 			if e.LockedBy != "" {
 				c.LockedUntil = start.Add(d.cfg.ClaimTTL) // the database starts the claim later: conservative
@@ -123,8 +114,8 @@ func (d *dispatcher) fanOut(runCtx context.Context, items []fanOutItem) {
 		return
 	}
 	// Until the deliveries are handed over, a copy a poll reads and a worker finishes
-	// first leaves a tombstone that refuses the hot copy (see queues.beginRead).
-	_, endRead := d.q.beginRead()
+	// first leaves a tombstone that refuses the hot copy (see Queues.BeginRead).
+	_, endRead := d.q.BeginRead()
 	defer endRead()
 	ctx, cancel := d.statusContext(runCtx)
 	res, err := fs.FanOut(ctx, p)
@@ -170,7 +161,7 @@ func (d *dispatcher) fanOut(runCtx context.Context, items []fanOutItem) {
 	pctx, pcancel := d.statusContext(runCtx)
 	defer pcancel()
 	if len(keys) > 0 && d.orders != nil {
-		d.orders.promote(pctx, keys) // the events' next ones, now that these are split
+		d.orders.Promote(pctx, keys) // the events' next ones, now that these are split
 	}
 	if len(res.Existing) > 0 {
 		// Split before: those deliveries may be delivered, or claimed by another node.
@@ -187,26 +178,26 @@ func (d *dispatcher) fanOut(runCtx context.Context, items []fanOutItem) {
 // queues the events it wrote: the due ones on the hot path, an ordered one only when it
 // is first in its key; keys that were busy are promoted. Without a hot path the poller
 // is woken: the deliveries are as old as their event, so its next poll takes them.
-func (d *dispatcher) handOver(ctx context.Context, deliveries []Event) {
+func (d *Dispatcher) handOver(ctx context.Context, deliveries []Event) {
 	if len(deliveries) == 0 {
 		return
 	}
-	if !d.q.hotEnabled() {
-		if keys := eventKeys(deliveries); keys != nil && d.orders != nil {
-			d.orders.promote(ctx, keys)
+	if !d.q.HotEnabled() {
+		if keys := EventKeys(deliveries); keys != nil && d.orders != nil {
+			d.orders.Promote(ctx, keys)
 		}
-		d.q.signalCatchUp()
+		d.q.SignalCatchUp()
 		return
 	}
-	if keys := eventKeys(deliveries); keys != nil && d.orders != nil {
-		if busy := waitingKeys(deliveries, keys); busy != nil {
+	if keys := EventKeys(deliveries); keys != nil && d.orders != nil {
+		if busy := WaitingKeys(deliveries, keys); busy != nil {
 			var bk []string
 			for _, k := range keys {
 				if busy[k] {
 					bk = append(bk, k)
 				}
 			}
-			d.orders.afterCommit(ctx, slices.DeleteFunc(slices.Clone(deliveries), func(c Event) bool { return !busy[c.OrderKey] }), bk)
+			d.orders.AfterCommit(ctx, slices.DeleteFunc(slices.Clone(deliveries), func(c Event) bool { return !busy[c.OrderKey] }), bk)
 		}
 	}
 	_ = d.hot.AfterCommit(ctx, deliveries) // never fails; WAITING deliveries are left out
