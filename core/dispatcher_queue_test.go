@@ -374,6 +374,35 @@ func TestWriterHookHotPath(t *testing.T) {
 			}
 		})
 	})
+	t.Run("a burst logs one warning", func(t *testing.T) {
+		t.Parallel()
+		synctest.Test(t, func(t *testing.T) {
+			b := setupDispatcher(t, outbox.DispatcherConfig{Workers: 1, HotQueueSize: 1})
+			g := newGate()
+			b.listen(t, "Thing", g)
+			b.write(t, newEvent("running", "Thing"))
+			synctest.Wait()
+			b.write(t, newEvent("queued", "Thing"))
+			for i := range 5 { // five transactions of a burst, each dropped
+				if err := b.d.WriterHook().AfterCommit(t.Context(), []outbox.Event{newEvent(fmt.Sprint("d", i), "Thing")}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if logs := b.logs.find(slog.LevelWarn, "left for the poller"); len(logs) != 1 || logs[0].attrs["dropped"] != "1" {
+				t.Errorf("warn logs = %+v, want one for the burst", logs)
+			}
+			g.open()
+			synctest.Wait()
+			b.write(t, newEvent("after", "Thing")) // the queue takes events again
+			synctest.Wait()
+			if logs := b.logs.find(slog.LevelInfo, "hot queue takes committed events again"); len(logs) != 1 || logs[0].attrs["dropped"] != "5" {
+				t.Errorf("info logs = %+v, want one counting the burst's 5 drops", logs)
+			}
+			if got := b.metrics.counts().hotDropped; got != 5 {
+				t.Errorf("hot dropped = %d, want 5", got)
+			}
+		})
+	})
 	t.Run("delayed events skip the hot path", func(t *testing.T) {
 		t.Parallel()
 		synctest.Test(t, func(t *testing.T) {

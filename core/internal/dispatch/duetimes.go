@@ -6,8 +6,9 @@ import (
 )
 
 // dueTimes is a bounded set of future due times, rounded up to dueGrain so that events
-// falling due together wake the poller once. When it holds maxDueTimes, later times are
-// not remembered: those events are read by the poller's next regular cycle.
+// falling due together wake the poller once. It keeps the maxDueTimes earliest: a time
+// later than all of them when it is full is not remembered (its events are read by the
+// poller's next regular cycle), and an earlier one takes the latest one's place.
 type dueTimes struct {
 	h    dueHeap
 	seen map[int64]struct{}
@@ -24,8 +25,20 @@ func (d *dueTimes) add(t time.Time) bool {
 	if r := k % int64(dueGrain); r != 0 {
 		k += int64(dueGrain) - r
 	}
-	if _, ok := d.seen[k]; ok || len(d.h) >= maxDueTimes {
+	if _, ok := d.seen[k]; ok {
 		return false
+	}
+	if len(d.h) >= maxDueTimes {
+		last := 0 // the latest time: a leaf of the heap
+		for i := len(d.h) / 2; i < len(d.h); i++ {
+			if d.h[i] > d.h[last] {
+				last = i
+			}
+		}
+		if k >= d.h[last] {
+			return false
+		}
+		delete(d.seen, heap.Remove(&d.h, last).(int64))
 	}
 	if d.seen == nil {
 		d.seen = make(map[int64]struct{})

@@ -10,11 +10,11 @@ import (
 
 // HotPath hands committed events to the dispatcher's hot queue. Package outbox adds it to the
 // writer's hooks in SingleNode and MultiNode modes. Its AfterCommit queues each
-// committed event, except events that are not due yet (they wait for the poller;
-// Metrics.DelayedSkipped) and ordered events (WAITING until promoted; the poller
+// committed event, except events that are not due yet (they wait for the poller, woken
+// when they fall due; Metrics.DelayedSkipped) and ordered events (WAITING until promoted; the poller
 // delivers them). It never blocks and never fails: an event the queue cannot
-// take (full, or dispatcher stopped) is counted with Metrics.HotDropped, logged, and
-// delivered later by the poller, which is woken to catch up. Under claims (MultiNode)
+// take (full, or dispatcher stopped) is counted with Metrics.HotDropped, logged (one
+// WARN per burst), and delivered later by the poller, which is woken to catch up. Under claims (MultiNode)
 // it queues only events the writer pre-claimed (LockedBy set), and the writer does not
 // pre-claim a batch while the hot queue is full, so that other nodes' pollers can take
 // it at once; an event pre-claimed before the queue filled up and refused at commit has
@@ -34,6 +34,12 @@ type HotPath struct {
 	// wakeHolder, when set, tells other processes about events left while standing by
 	// (the Notifier).
 	wakeHolder func()
+
+	// dropping is set from the first event a burst drops until the hot queue takes one
+	// again, and burstDropped counts the burst's drops: a burst logs one WARN when it
+	// begins and one INFO with its count when it ends, not a line per transaction.
+	dropping     atomic.Bool
+	burstDropped atomic.Int64
 }
 
 // HotConfig configures a [HotPath].
@@ -72,6 +78,15 @@ func (h *HotPath) AfterCommit(ctx context.Context, events []Event) error {
 			h.wakeHolder()
 		}
 		return nil
+	}
+	// A delayed event waits for the poller, which this process wakes when it falls due,
+	// as for its own retries: an idle poller would read it at its next tick, up to
+	// PollMaxInterval late.
+	now := h.now()
+	for i := range events {
+		if events[i].AvailableAt.After(now) && events[i].Status != StatusWaiting {
+			h.q.NoteDue(events[i].AvailableAt)
+		}
 	}
 	if !h.q.HotEnabled() {
 		return nil
@@ -128,6 +143,10 @@ func (h *HotPath) DeliverRead(ctx context.Context, events []Event, readAt time.T
 		switch r := h.q.Enqueue(events[i], PathHot, now, readAt); r {
 		case EnqueueOK:
 			h.metrics.HotEnqueued()
+			if h.dropping.Load() && h.dropping.CompareAndSwap(true, false) {
+				h.log.LogAttrs(ctx, slog.LevelInfo, "hot queue takes committed events again; those it dropped are left for the poller",
+					slog.Int64("dropped", h.burstDropped.Swap(0)))
+			}
 		case EnqueueDuplicate:
 			h.log.LogAttrs(ctx, slog.LevelDebug, "committed event already queued or delivered", slog.String("event_id", events[i].ID))
 		default:
@@ -151,7 +170,13 @@ func (h *HotPath) DeliverRead(ctx context.Context, events []Event, readAt time.T
 		if reason == EnqueueStopped {
 			why = "dispatcher not running"
 		}
-		h.log.LogAttrs(ctx, slog.LevelWarn, "committed events left for the poller: "+why, slog.Int("dropped", dropped))
+		h.burstDropped.Add(int64(dropped))
+		level := slog.LevelDebug // the burst's WARN was logged
+		if h.dropping.CompareAndSwap(false, true) {
+			level = slog.LevelWarn
+		}
+		h.log.LogAttrs(ctx, level, "committed events left for the poller: "+why+
+			" (until the queue takes events again, further drops are logged at DEBUG)", slog.Int("dropped", dropped))
 	}
 }
 

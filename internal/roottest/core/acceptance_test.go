@@ -391,6 +391,46 @@ func TestAcceptanceUnroutableDeferredAndDelayed(t *testing.T) {
 	})
 }
 
+// TestDelayedEventWakesIdlePoller: an event written with DeliverAfter is delivered when it
+// falls due, not at the idle poller's next tick. With the default PollInterval the poller's
+// first cycle (at Start) finds nothing and doubles its wait, so its next tick is
+// 2 × DefaultPollInterval away; the writing process remembers the due time instead.
+func TestDelayedEventWakesIdlePoller(t *testing.T) {
+	t.Parallel()
+	const delay = 2 * time.Second
+	// Far enough from both the due time and the next regular tick: half the poll
+	// interval, which the default configuration sets, not this machine's speed.
+	bound := delay + outbox.DefaultPollInterval/2
+	forEachBackend(t, func(t *testing.T, b backend) {
+		a := setupOutbox(t, b, outbox.Config{})
+		delivered := make(chan time.Time, 1)
+		if err := a.ob.Register("Order", "Delayed", outbox.ListenerFunc(func(context.Context, *outbox.Event) error {
+			delivered <- time.Now()
+			return nil
+		})); err != nil {
+			t.Fatal(err)
+		}
+		a.start(t)
+		id, err := a.placeOrder(context.Background(), "o-1", outbox.Envelope{Type: "Delayed", AggregateType: "Order", Payload: 1, DeliverAfter: delay}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		committed := time.Now()
+		select {
+		case at := <-delivered:
+			e := a.event(t, id)
+			if at.Before(e.AvailableAt) {
+				t.Fatalf("delivered at %v, before its time %v", at, e.AvailableAt)
+			}
+			if took := at.Sub(committed); took > bound {
+				t.Fatalf("delivered %s after the commit, more than %s: the idle poller's tick, not the due time, delivered it", took, bound)
+			}
+		case <-time.After(4 * outbox.DefaultPollMaxInterval):
+			t.Fatal("the delayed event was never delivered")
+		}
+	})
+}
+
 func TestAcceptancePurgeDeletesOnlyOldFinishedRows(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b backend) {
