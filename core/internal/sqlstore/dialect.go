@@ -135,7 +135,8 @@ type dialect struct {
 	// primary-key lookups at any table size (MySQL).
 	byIDHint string
 	// orderOpenColumn, when set, names the generated column that stands in for the
-	// partial order index (MySQL): order_key on rows that are not DONE, else NULL.
+	// partial order index (MySQL): order_key on open rows (not DONE, FALLBACK or
+	// DISCARDED), else NULL.
 	orderOpenColumn string
 	// perRowProbe ends the correlated [NOT] EXISTS subqueries of ordering (promote,
 	// blocked keys, key purge) so that each runs per outer row as a probe of the order

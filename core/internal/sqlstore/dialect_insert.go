@@ -30,9 +30,10 @@ func (d *dialect) insertQueries(t tableName, p storage.InsertParams, now time.Ti
 
 // insertQueriesHeads is insertQueries where the ordered events whose IDs are in heads
 // are inserted NEW, claimed when they have LockedBy, the ordered events whose IDs are
-// in candidates NEW (and claimed) only if their key has no event that is not DONE
-// when the statement starts, else WAITING (see postgresOrder; such a statement
-// returns its rows' statuses), and the other ordered events WAITING and unclaimed.
+// in candidates NEW (and claimed) only if their key has no open event (not DONE,
+// FALLBACK or DISCARDED) when the statement starts, else WAITING (see postgresOrder;
+// such a statement returns its rows' statuses), and the other ordered events WAITING
+// and unclaimed.
 func (d *dialect) insertQueriesHeads(t tableName, p storage.InsertParams, now time.Time, heads, candidates map[string]bool) ([]query, error) {
 	return d.insertQueriesBounded(t, p, now, heads, candidates, d.maxStatementBytes)
 }
@@ -112,8 +113,9 @@ func insertColumns(claims, ordered, listeners bool) (string, int) {
 type insertRow struct {
 	claims, ordered, listeners bool // the statement writes the claim, order, listener columns
 	// head: the ordered event is NEW (and claimed when it has LockedBy); decide: it is
-	// NEW (and claimed) only if its key has no event that is not DONE when the statement
-	// starts, else WAITING; else an ordered event is WAITING and unclaimed.
+	// NEW (and claimed) only if its key has no open event (not DONE, FALLBACK or
+	// DISCARDED) when the statement starts, else WAITING; else an ordered event is
+	// WAITING and unclaimed.
 	head, decide bool
 	// typed casts every value to its column's PostgreSQL type, for a VALUES list that a
 	// SELECT reads (insertByVersionQuery), where a bare parameter or NULL would be text.
@@ -200,8 +202,8 @@ func (b *builder) insertRow(t tableName, e outboxtype.Event, claimTTL time.Durat
 	b.w(")")
 }
 
-// openKeyCase writes a CASE that is open when key has an event that is not DONE, else
-// closed(), whose arguments follow key's.
+// openKeyCase writes a CASE that is open when key has an open event (not DONE,
+// FALLBACK or DISCARDED), else closed(), whose arguments follow key's.
 func (b *builder) openKeyCase(t tableName, key, open string, closed func() string) *builder {
 	return b.w("CASE WHEN EXISTS (SELECT 1 FROM ", b.d.qualified(t), " WHERE order_key = ", b.arg(key), " AND ", orderOpenStatus(), ") THEN ",
 		open, " ELSE ", closed(), " END")

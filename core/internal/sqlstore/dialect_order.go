@@ -61,7 +61,7 @@ func keyTable(t tableName) tableName {
 
 // orderColumn is the column the order index starts with: order_key on PostgreSQL and
 // SQLite, whose index is partial, and a generated column that is order_key on rows
-// that are not DONE on MySQL.
+// that are open (not DONE, FALLBACK or DISCARDED) on MySQL.
 func (d *dialect) orderColumn() string {
 	if d.orderOpenColumn != "" {
 		return d.orderOpenColumn
@@ -69,8 +69,8 @@ func (d *dialect) orderColumn() string {
 	return "order_key"
 }
 
-// orderOpen is the condition the order index holds besides its key: the row is not DONE
-// nor another handled outcome (orderOpenStatus). Written in every query that reads the
+// orderOpen is the condition the order index holds besides its key: the row is open,
+// neither DONE nor another handled outcome (orderOpenStatus). Written in every query that reads the
 // index so that SQLite matches it to the partial index (MySQL's generated column
 // implies it).
 func (d *dialect) orderOpen(alias string) string {
@@ -118,7 +118,7 @@ func orderKeys(events []outboxtype.Event) []keyCount {
 // MySQL, what snapshotKeysQuery read of one key before its lock.
 type keySnapshot struct {
 	seq, at int64 // the key row's last_seq and (MySQL) updated_at, in microseconds since snapshotEpoch
-	open    bool  // the key had an event that is not DONE
+	open    bool  // the key had an open event
 }
 
 // promoteQuery builds [OrderStore.Promote] as the dialect's orderStrategy runs it: one

@@ -279,9 +279,9 @@ func (sqliteOrder) lockKeysQueries(d *dialect, t tableName, keys []keyCount, _ m
 }
 
 // insertCarried inserts e, the one ordered event of a write, NEW and numbered seq+1 if
-// its key still has no event that is not DONE and its key row still carries seq, what a
-// promote read of it (insertCarriedQuery). It reports whether it inserted e, and then
-// sets its Status and OrderSeq.
+// its key still has no open event (none that is not DONE, FALLBACK or DISCARDED) and its
+// key row still carries seq, what a promote read of it (insertCarriedQuery). It reports
+// whether it inserted e, and then sets its Status and OrderSeq.
 func (o sqliteOrder) insertCarried(ctx context.Context, s *Store, exec outboxtype.Executor, e *outboxtype.Event, seq int64, claimTTL time.Duration) (bool, error) {
 	q, err := o.insertCarriedQuery(s.d, s.table, *e, seq, claimTTL, time.Now())
 	if err != nil {
