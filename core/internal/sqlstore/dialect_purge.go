@@ -120,8 +120,17 @@ func (d *dialect) purgeUndeliveredQuery(t tableName, before any, waiting bool, l
 	// The subquery writes the partial index's condition (the state index's on
 	// PostgreSQL with its created_at IS NOT NULL, see stateIndexCondition); the outer
 	// conditions repeat the statuses and the cutoff, as purgeQuery's do, with SQLite's
-	// +status, which no index matches.
-	b.w(" WHERE event_id IN (SELECT event_id FROM ", d.qualified(t), " WHERE ")
+	// +status, which no index matches. On PostgreSQL the batch's IDs drive the DELETE by
+	// primary key (= ANY(ARRAY(…))): as IN (…), the planner made it a hash semi-join
+	// with a scan of the whole table, whose rows the outer conditions match by the
+	// thousand (TestPurgeUndeliveredUsesIndexes).
+	b.w(" WHERE event_id ")
+	if d.idsAsArray {
+		b.w("= ANY(ARRAY(")
+	} else {
+		b.w("IN (")
+	}
+	b.w("SELECT event_id FROM ", d.qualified(t), " WHERE ")
 	status := "status IN (" + pendingStatuses() + ")"
 	outer := d.hintedStatus() + " IN (" + pendingStatuses() + ")"
 	if waiting {
@@ -135,6 +144,9 @@ func (d *dialect) purgeUndeliveredQuery(t tableName, before any, waiting bool, l
 	b.w(status, " AND created_at < ", b.arg(before), " ORDER BY created_at, event_id ").limit(int64(limit))
 	if d.skipLocked {
 		b.w(" FOR UPDATE SKIP LOCKED")
+	}
+	if d.idsAsArray {
+		b.w(")")
 	}
 	b.w(") AND ", outer, " AND created_at < ", b.arg(before))
 	return b.query()

@@ -416,8 +416,8 @@ func goldenCases() []goldenCase {
 				}
 				return []query{d.purgeUndeliveredQuery(t, before, false, 500), d.purgeUndeliveredQuery(t, before, true, 20)}, nil
 			},
-			pg: []string{`DELETE FROM "outbox_event" WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE status IN (0, 2) AND created_at < $1 ORDER BY created_at, event_id LIMIT $2 FOR UPDATE SKIP LOCKED) AND status IN (0, 2) AND created_at < $3`,
-				`DELETE FROM "outbox_event" WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE status = 4 AND created_at IS NOT NULL AND created_at < $1 ORDER BY created_at, event_id LIMIT $2 FOR UPDATE SKIP LOCKED) AND status = 4 AND created_at < $3`},
+			pg: []string{`DELETE FROM "outbox_event" WHERE event_id = ANY(ARRAY(SELECT event_id FROM "outbox_event" WHERE status IN (0, 2) AND created_at < $1 ORDER BY created_at, event_id LIMIT $2 FOR UPDATE SKIP LOCKED)) AND status IN (0, 2) AND created_at < $3`,
+				`DELETE FROM "outbox_event" WHERE event_id = ANY(ARRAY(SELECT event_id FROM "outbox_event" WHERE status = 4 AND created_at IS NOT NULL AND created_at < $1 ORDER BY created_at, event_id LIMIT $2 FOR UPDATE SKIP LOCKED)) AND status = 4 AND created_at < $3`},
 			sqlite: []string{`DELETE FROM "outbox_event" WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE status IN (0, 2) AND created_at < ? ORDER BY created_at, event_id LIMIT 500) AND +status IN (0, 2) AND created_at < ?`,
 				`DELETE FROM "outbox_event" WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE status IN (2, 4) AND status = 4 AND created_at < ? ORDER BY created_at, event_id LIMIT 20) AND +status = 4 AND created_at < ?`},
 			mysql: []string{"DELETE FROM `outbox_event` WHERE pending_created_at < ? ORDER BY pending_created_at, event_id LIMIT ?",
