@@ -165,15 +165,17 @@ func withPollDefaults(c poll.Config) poll.Config {
 }
 
 // purgeConfig is the purger's configuration. The purge follows the wall clock, not
-// Config.Now.
+// Config.Now. PurgeUndeliveredAfter passes through as it is: validate allows it in
+// WriterOnly mode only, and zero there deletes no undelivered row.
 func (c Config) purgeConfig() purge.Config {
 	return withPurgeDefaults(purge.Config{
-		Interval:      c.PurgeInterval,
-		Retention:     c.PurgeRetention,
-		DeadRetention: c.PurgeDeadRetention,
-		BatchSize:     c.PurgeBatchSize,
-		QueryTimeout:  c.QueryTimeout,
-		Logger:        c.logger(),
+		Interval:             c.PurgeInterval,
+		Retention:            c.PurgeRetention,
+		DeadRetention:        c.PurgeDeadRetention,
+		UndeliveredRetention: c.PurgeUndeliveredAfter,
+		BatchSize:            c.PurgeBatchSize,
+		QueryTimeout:         c.QueryTimeout,
+		Logger:               c.logger(),
 	})
 }
 

@@ -120,19 +120,19 @@ type Config struct {
 	DeadKeyPolicy DeadKeyPolicy
 	// Now is the application clock, for tests; claims never use it. Defaults to time.Now.
 	Now func() time.Time
-	// PurgeInterval is the time between purges; -1 disables purging. Defaults to
-	// DefaultPurgeInterval.
+	// PurgeInterval is the time between purges; -1 disables purging. Defaults to DefaultPurgeInterval.
 	PurgeInterval time.Duration
-	// PurgeRetention is how long finished rows are kept, from when they finished. Defaults to
-	// DefaultRetention.
+	// PurgeRetention is how long finished rows are kept, from when they finished. Defaults to DefaultRetention.
 	PurgeRetention time.Duration
 	// DeleteDone deletes a row when its delivery succeeds instead of keeping it DONE; its ID is
 	// then free.
 	DeleteDone bool
 	// PurgeDeadRetention, when set, is how long DEAD, FALLBACK and DISCARDED rows are kept instead.
 	PurgeDeadRetention time.Duration
-	// PurgeBatchSize bounds the rows one purge statement deletes. Defaults to
-	// DefaultPurgeBatchSize.
+	// PurgeUndeliveredAfter (WriterOnly mode only) makes the purge also delete the NEW, RETRY and
+	// WAITING rows created longer ago (docs/modes.md#change-data-capture). Defaults to never.
+	PurgeUndeliveredAfter time.Duration
+	// PurgeBatchSize bounds the rows one purge statement deletes. Defaults to DefaultPurgeBatchSize.
 	PurgeBatchSize int
 	// Codec encodes payloads that are not JSON text already. Defaults to JSONCodec.
 	Codec Codec
@@ -160,9 +160,11 @@ type Outbox struct {
 	lease      *lease.Leased        // runs the dispatcher and the poller; nil in WriterOnly mode
 	notifier   *notify.Notifier     // nil without Config.Notifier
 	logger     *slog.Logger
-	// workers and pollInterval are the dispatcher's and the poller's, for Start's log.
-	workers      int
-	pollInterval time.Duration
+	// workers, pollInterval and purgeUndelivered are the dispatcher's, the poller's and
+	// the purger's, for Start's log.
+	workers          int
+	pollInterval     time.Duration
+	purgeUndelivered time.Duration
 	// attemptBound, in MultiNode mode, is what a listener's timeout must stay below:
 	// ClaimTTL - StatusTimeout, so that a claim outlives an attempt. 0 otherwise.
 	attemptBound time.Duration
@@ -310,7 +312,7 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 		if err != nil {
 			return nil, err
 		}
-		o.purger = pg
+		o.purger, o.purgeUndelivered = pg, cfg.PurgeUndeliveredAfter
 	}
 	w, err := newWriter(store, writerConfig{
 		MaxPayloadBytes:  cfg.MaxPayloadBytes,
@@ -370,8 +372,28 @@ func (c Config) validate(db *sql.DB) error {
 	if c.PurgeInterval < -1 {
 		return &ConfigError{Field: "PurgeInterval", Reason: "must be positive, 0 for the default or -1 to disable"}
 	}
+	if err := c.validatePurgeUndelivered(); err != nil {
+		return err
+	}
 	if c.DoneBatchWindow < -1 {
 		return &ConfigError{Field: "DoneBatchWindow", Reason: fmt.Sprintf("must be positive, 0 for the default or -1 for none, got %s", c.DoneBatchWindow)}
+	}
+	return nil
+}
+
+// validatePurgeUndelivered checks PurgeUndeliveredAfter: a process that dispatches must
+// never delete what it has to deliver, and a retention without a purge does nothing.
+func (c Config) validatePurgeUndelivered() error {
+	switch d := c.PurgeUndeliveredAfter; {
+	case d == 0:
+		return nil
+	case d < 0:
+		return &ConfigError{Field: "PurgeUndeliveredAfter", Reason: fmt.Sprintf("must be positive, or 0 to keep undelivered rows, got %s", d)}
+	case c.Mode != WriterOnly:
+		return &ConfigError{Field: "PurgeUndeliveredAfter", Reason: "only WriterOnly mode deletes undelivered rows: a " +
+			c.Mode.String() + " process must deliver them; leave it zero"}
+	case c.PurgeInterval == -1:
+		return &ConfigError{Field: "PurgeUndeliveredAfter", Reason: "PurgeInterval is -1 (no purge), so nothing would delete them; leave it zero or enable the purge"}
 	}
 	return nil
 }
@@ -488,6 +510,9 @@ func (o *Outbox) Start(ctx context.Context) error {
 			slog.Duration("poll_interval", o.pollInterval), slog.Bool("delivering", o.lease.Dispatching()))
 	}
 	attrs = append(attrs, slog.Bool("purge", o.purger != nil))
+	if o.purgeUndelivered > 0 {
+		attrs = append(attrs, slog.Duration("purge_undelivered_after", o.purgeUndelivered))
+	}
 	o.logger.LogAttrs(ctx, slog.LevelInfo, "outbox started", attrs...)
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -33,6 +34,8 @@ func TestNewPurgerValidates(t *testing.T) {
 		{name: "negative retention", store: store, cfg: outbox.PurgerConfig{Retention: -time.Hour}, wantField: "Retention"},
 		{name: "negative dead retention", store: store, cfg: outbox.PurgerConfig{DeadRetention: -time.Hour}, wantField: "PurgeDeadRetention"},
 		{name: "negative batch size", store: store, cfg: outbox.PurgerConfig{BatchSize: -5}, wantField: "BatchSize"},
+		{name: "negative undelivered retention", store: store, cfg: outbox.PurgerConfig{UndeliveredRetention: -time.Hour},
+			wantField: "PurgeUndeliveredAfter"},
 		{name: "query timeout below -1", store: store, cfg: outbox.PurgerConfig{QueryTimeout: -2}, wantField: "QueryTimeout"},
 	}
 	for _, tt := range tests {
@@ -312,4 +315,101 @@ func TestPurgerDeadRetention(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestPurgerUndeliveredRetention: with an UndeliveredRetention, NEW, RETRY and WAITING
+// rows created longer ago go too, in the same batches as the finished ones, and the
+// purger's logs say so.
+func TestPurgerUndeliveredRetention(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		day := 24 * time.Hour
+		b := setupPurger(t, outbox.PurgerConfig{BatchSize: 4, UndeliveredRetention: 30 * day})
+		b.put("old-done", 3, outbox.StatusDone, 8*day)
+		b.put("old-new", 2, outbox.StatusNew, 31*day)
+		b.put("old-retry", 2, outbox.StatusRetry, 31*day)
+		b.put("old-waiting", 2, outbox.StatusWaiting, 31*day)
+		b.put("young-new", 1, outbox.StatusNew, 29*day)
+		b.put("young-waiting", 1, outbox.StatusWaiting, 29*day)
+		if err := b.p.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if err := b.p.Stop(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		var left []string
+		for _, e := range b.store.Events() {
+			left = append(left, e.ID)
+		}
+		slices.Sort(left)
+		if want := []string{"young-new-0000", "young-waiting-0000"}; !slices.Equal(left, want) {
+			t.Errorf("rows left %v, want %v", left, want)
+		}
+		if got := b.store.purges(); got != 3 {
+			t.Errorf("Purge calls = %d, want 3 (4 + 4 + 1 rows)", got)
+		}
+		if got := b.logs.find(slog.LevelInfo, "purged finished and undelivered events"); len(got) != 1 || got[0].attrs["deleted"] != "9" {
+			t.Errorf("info logs = %+v, want one reporting 9 deleted", got)
+		}
+		if got := b.logs.find(slog.LevelDebug, "purger started"); len(got) != 1 || got[0].attrs["undelivered_retention"] != (30*day).String() {
+			t.Errorf("start logs = %+v, want one with undelivered_retention", got)
+		}
+	})
+}
+
+// TestConfigPurgeUndeliveredAfter: the retention of undelivered rows is WriterOnly
+// mode's alone (a dispatching process must never delete what it has to deliver), needs
+// the purge, and is never negative; Start's log says when it is on, and the outbox's
+// purge deletes what it names.
+func TestConfigPurgeUndeliveredAfter(t *testing.T) {
+	t.Parallel()
+	day := 24 * time.Hour
+	for _, tc := range []struct {
+		cfg   outbox.Config
+		field string // "" when valid
+	}{
+		{outbox.Config{Mode: outbox.WriterOnly, PurgeUndeliveredAfter: 30 * day}, ""},
+		{outbox.Config{Mode: outbox.WriterOnly}, ""},
+		{outbox.Config{PurgeUndeliveredAfter: 30 * day}, "PurgeUndeliveredAfter"},
+		{outbox.Config{Mode: outbox.MultiNode, ClaimTTL: time.Minute, PurgeUndeliveredAfter: 30 * day}, "PurgeUndeliveredAfter"},
+		{outbox.Config{Mode: outbox.WriterOnly, PurgeUndeliveredAfter: -time.Hour}, "PurgeUndeliveredAfter"},
+		{outbox.Config{PurgeUndeliveredAfter: -time.Hour}, "PurgeUndeliveredAfter"},
+		{outbox.Config{Mode: outbox.WriterOnly, PurgeInterval: -1, PurgeUndeliveredAfter: 30 * day}, "PurgeUndeliveredAfter"},
+	} {
+		tc.cfg.Store = outboxtest.NewMemoryStore()
+		_, err := outbox.New(nil, tc.cfg)
+		var ce *outbox.ConfigError
+		switch {
+		case tc.field == "" && err != nil:
+			t.Errorf("mode %s, PurgeUndeliveredAfter %s: %v, want valid", tc.cfg.Mode, tc.cfg.PurgeUndeliveredAfter, err)
+		case tc.field != "" && (!errors.As(err, &ce) || ce.Field != tc.field || !errors.Is(err, outbox.ErrInvalidConfig)):
+			t.Errorf("mode %s, PurgeUndeliveredAfter %s: %v, want a ConfigError on %s", tc.cfg.Mode, tc.cfg.PurgeUndeliveredAfter, err, tc.field)
+		}
+	}
+
+	store, logs := outboxtest.NewMemoryStore(), newLogSink()
+	ob, err := outbox.New(nil, outbox.Config{Mode: outbox.WriterOnly, Store: store, PurgeUndeliveredAfter: 30 * day, Logger: logs.logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := newEvent("old", "Thing")
+	old.CreatedAt, old.AvailableAt = time.Now().Add(-31*day), time.Now().Add(-31*day)
+	young := newEvent("young", "Thing")
+	store.Put(old, young)
+	if n, err := outboxtest.Purge(t.Context(), ob); err != nil || n != 1 {
+		t.Fatalf("Purge = %d, %v; want the old NEW row", n, err)
+	}
+	if got := store.Events(); len(got) != 1 || got[0].ID != "young" {
+		t.Fatalf("rows left %+v, want young", got)
+	}
+	if err := ob.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := ob.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := logs.find(slog.LevelInfo, "outbox started"); len(got) != 1 || got[0].attrs["purge_undelivered_after"] != (30*day).String() {
+		t.Errorf("start logs = %+v, want purge_undelivered_after", got)
+	}
 }

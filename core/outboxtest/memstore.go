@@ -480,33 +480,50 @@ func (s *MemoryStore) Get(ctx context.Context, id string) (outbox.Event, error) 
 }
 
 // Purge implements [storage.Store.Purge]: a row's finish time is its DoneAt, or its
-// CreatedAt when DoneAt is zero (DEAD rows).
+// CreatedAt when DoneAt is zero (DEAD rows); undelivered rows go by their CreatedAt.
 func (s *MemoryStore) Purge(ctx context.Context, p storage.PurgeParams) (int64, error) {
 	if err := check(ctx, p.Validate()); err != nil {
 		return 0, err
 	}
-	before, deadBefore := canonical(p.Before), canonical(p.Before)
+	before, deadBefore, undelivered := canonical(p.Before), canonical(p.Before), canonical(p.UndeliveredBefore)
 	if !p.DeadBefore.IsZero() {
 		deadBefore = canonical(p.DeadBefore)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var rows []*memRow
-	for _, r := range s.rows {
-		switch st := r.ev.Status; {
-		case st == outbox.StatusDone && finishedAt(&r.ev).Before(before),
-			(st == outbox.StatusDead || st >= outbox.StatusFallback) && finishedAt(&r.ev).Before(deadBefore):
-			rows = append(rows, r)
+	// The batch: finished rows, then NEW and RETRY rows, then WAITING rows, each
+	// oldest first, as long as it has room.
+	n := 0
+	take := func(at func(e *outbox.Event) time.Time, match func(e *outbox.Event) bool) {
+		var rows []*memRow
+		for _, r := range s.rows {
+			if match(&r.ev) {
+				rows = append(rows, r)
+			}
+		}
+		slices.SortFunc(rows, func(a, b *memRow) int {
+			return cmp.Or(at(&a.ev).Compare(at(&b.ev)), strings.Compare(a.ev.ID, b.ev.ID))
+		})
+		for _, r := range rows[:min(len(rows), p.Limit-n)] {
+			delete(s.rows, r.ev.ID)
+			n++
 		}
 	}
-	slices.SortFunc(rows, func(a, b *memRow) int {
-		return cmp.Or(finishedAt(&a.ev).Compare(finishedAt(&b.ev)), strings.Compare(a.ev.ID, b.ev.ID))
+	take(finishedAt, func(e *outbox.Event) bool {
+		st := e.Status
+		return st == outbox.StatusDone && finishedAt(e).Before(before) ||
+			(st == outbox.StatusDead || st >= outbox.StatusFallback) && finishedAt(e).Before(deadBefore)
 	})
-	rows = rows[:min(len(rows), p.Limit)]
-	for _, r := range rows {
-		delete(s.rows, r.ev.ID)
+	created := func(e *outbox.Event) time.Time { return e.CreatedAt }
+	for _, statuses := range [][]outbox.Status{{outbox.StatusNew, outbox.StatusRetry}, {outbox.StatusWaiting}} {
+		if undelivered.IsZero() || n >= p.Limit {
+			break
+		}
+		take(created, func(e *outbox.Event) bool {
+			return slices.Contains(statuses, e.Status) && e.CreatedAt.Before(undelivered)
+		})
 	}
-	if len(rows) < p.Limit {
+	if n < p.Limit {
 		// Keys not written since the cutoff, with nothing left that is not DONE.
 		open := map[string]bool{}
 		for _, r := range s.rows {
@@ -520,7 +537,7 @@ func (s *MemoryStore) Purge(ctx context.Context, p storage.PurgeParams) (int64, 
 			}
 		}
 	}
-	return int64(len(rows)), nil
+	return int64(n), nil
 }
 
 // Stats implements [storage.StatsStore.Stats].

@@ -21,7 +21,8 @@ func Poll(ctx context.Context, ob *outbox.Outbox) (int, error) {
 
 // Purge runs one purge of ob now: it deletes finished rows older than their retention
 // (Config.PurgeRetention; PurgeDeadRetention, when set, for DEAD, FALLBACK and DISCARDED
-// rows), in batches, and returns how many it deleted. It returns an error wrapping
+// rows) and, with Config.PurgeUndeliveredAfter, undelivered rows older than it, in
+// batches, and returns how many it deleted. It returns an error wrapping
 // outbox.ErrInvalidArgument when purging is disabled.
 func Purge(ctx context.Context, ob *outbox.Outbox) (int64, error) {
 	return testseam.Purge(ctx, ob)

@@ -38,8 +38,10 @@ type Store interface {
 	// MarkDead moves a row to DEAD with p.Reason and done_at p.DeadAt, clears the claim
 	// and counts an attempt if asked; fenced as MarkDone.
 	MarkDead(ctx context.Context, p MarkDeadParams) (int64, error)
-	// Purge deletes at most p.Limit DONE and DEAD rows finished (done_at, else
-	// created_at) before p.Before, oldest first, and returns how many.
+	// Purge deletes at most p.Limit rows and returns how many: DONE and DEAD rows
+	// finished (done_at, else created_at) before p.Before, oldest first; then, when they
+	// are fewer and p.UndeliveredBefore is set, NEW and RETRY rows, then WAITING rows,
+	// created before it, each oldest first (created_at, event_id).
 	Purge(ctx context.Context, p PurgeParams) (int64, error)
 }
 
@@ -354,6 +356,10 @@ type PurgeParams struct {
 	// DeadBefore, unless zero, is the cutoff of DEAD and FALLBACK rows instead of Before
 	// (DONE rows keep Before).
 	DeadBefore time.Time
+	// UndeliveredBefore, unless zero, is the cutoff of the rows nobody delivered (NEW,
+	// RETRY, WAITING), by created_at: those created before it are deleted too. Zero
+	// deletes none of them.
+	UndeliveredBefore time.Time
 	// Limit bounds the batch. Must be positive.
 	Limit int
 }

@@ -260,6 +260,60 @@ func testPurge(x *fixture) {
 	x.wantStatus("retry-old", outbox.StatusRetry)
 }
 
+// testPurgeUndelivered: with UndeliveredBefore, a purge batch deletes the finished rows
+// first, then NEW and RETRY rows created before that cutoff, oldest first, within
+// Limit; without it, no undelivered row goes.
+func testPurgeUndelivered(x *fixture) {
+	day := 24 * time.Hour
+	before, undelivered := at(-7*day), at(-20*day)
+	x.insert(
+		ev("done-old", at(-30*day)),
+		ev("new-oldest", at(-30*day)),
+		ev("new-old", at(-30*day+time.Hour)),
+		ev("retry-old", at(-30*day+2*time.Hour)),
+		ev("new-mid", at(-10*day)), // older than Before, younger than the undelivered cutoff: kept
+		ev("retry-young", at(-day)),
+		ev("dead-young", at(-day)),
+	)
+	x.markDone(at(-29*day), "done-old")
+	x.retry("retry-old", at(-30*day))
+	x.retry("retry-young", at(-day))
+	x.markDeadAt("dead-young", "x", at(-day))
+	purge := func(undeliveredBefore time.Time, limit int) int64 {
+		x.Helper()
+		n, err := x.store().Purge(x.ctx, storage.PurgeParams{Before: before, UndeliveredBefore: undeliveredBefore, Limit: limit})
+		if err != nil {
+			x.Fatalf("Purge: %v", err)
+		}
+		return n
+	}
+	if n := purge(time.Time{}, 10); n != 1 {
+		x.Fatalf("Purge without UndeliveredBefore deleted %d, want done-old alone", n)
+	}
+	x.notFound("done-old")
+	x.wantStatus("new-oldest", outbox.StatusNew)
+	x.insert(ev("done-old-2", at(-30*day)))
+	x.markDone(at(-29*day), "done-old-2")
+	// Finished rows first, then the oldest undelivered ones, Limit in all.
+	if n := purge(undelivered, 2); n != 2 {
+		x.Fatalf("Purge(limit 2) deleted %d, want 2", n)
+	}
+	x.notFound("done-old-2")
+	x.notFound("new-oldest")
+	x.wantStatus("new-old", outbox.StatusNew)
+	if n := purge(undelivered, 10); n != 2 {
+		x.Fatalf("second Purge deleted %d, want new-old and retry-old", n)
+	}
+	x.notFound("new-old")
+	x.notFound("retry-old")
+	if n := purge(undelivered, 10); n != 0 {
+		x.Fatalf("third Purge deleted %d, want 0", n)
+	}
+	x.wantStatus("new-mid", outbox.StatusNew)
+	x.wantStatus("retry-young", outbox.StatusRetry)
+	x.wantStatus("dead-young", outbox.StatusDead)
+}
+
 func testStats(x *fixture) {
 	st, err := x.stats().Stats(x.ctx)
 	if err != nil {

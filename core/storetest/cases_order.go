@@ -223,6 +223,50 @@ func testPurgeForgetsIdleKeys(x *fixture) {
 	x.wantSeq("b2", outbox.StatusWaiting, 2)
 }
 
+// testPurgeUndeliveredKeys: undelivered ordered rows go by created_at like the others,
+// NEW and RETRY before WAITING; a key whose earlier events were purged is not held by
+// them (a promote moves it on), and a key with nothing left loses its key row as an
+// idle key does, so that its next event starts a new counter.
+func testPurgeUndeliveredKeys(x *fixture) {
+	x.orders()
+	day := 24 * time.Hour
+	old, cutoff := at(-30*day), at(-7*day)
+	x.insert(ordered("a1", "A", old), ordered("a2", "A", old.Add(time.Hour)),
+		ordered("b1", "B", old.Add(2*time.Hour)), ordered("b2", "B", at(-day)))
+	x.promote(storage.PromoteParams{Limit: 10}, ifWait(x.headsWait("a1"), 2))
+	x.wantStatus("a2", outbox.StatusWaiting)
+	purge := func(limit int) int64 {
+		x.Helper()
+		// Key rows carry the database's time, before base: the key purge's cutoff is
+		// past them.
+		n, err := x.store().Purge(x.ctx, storage.PurgeParams{Before: cutoff, UndeliveredBefore: cutoff, Limit: limit})
+		if err != nil {
+			x.Fatalf("Purge: %v", err)
+		}
+		return n
+	}
+	if n := purge(2); n != 2 {
+		x.Fatalf("Purge(limit 2) deleted %d, want the heads a1 and b1", n)
+	}
+	x.notFound("a1")
+	x.notFound("b1")
+	x.wantStatus("a2", outbox.StatusWaiting)
+	if n := purge(10); n != 1 {
+		x.Fatalf("second Purge deleted %d, want a2", n)
+	}
+	x.notFound("a2")
+	// b2 is young: it stays, and nothing holds its key.
+	x.wantStatus("b2", outbox.StatusWaiting)
+	x.promote(storage.PromoteParams{Limit: 10}, 1)
+	x.wantSeq("b2", outbox.StatusNew, 2)
+	// A's key row went with its last event: a new counter. B keeps counting.
+	x.insert(ordered("a3", "A", base), ordered("b3", "B", base))
+	if e := x.get("a3"); e.OrderSeq != 1 {
+		x.Fatalf("a3: OrderSeq %d, want 1 (a new counter)", e.OrderSeq)
+	}
+	x.wantSeq("b3", outbox.StatusWaiting, 3)
+}
+
 // testOrderedKeyLock checks that a transaction writing a key waits for another that
 // wrote it and has not ended, and that the numbers follow commit order.
 func testOrderedKeyLock(x *fixture) {

@@ -1,5 +1,6 @@
 // Package purge deletes finished rows older than their retention, in batches, so that
-// the outbox table stays small.
+// the outbox table stays small, and, when asked to (WriterOnly mode), the rows that
+// nobody delivered older than theirs.
 package purge
 
 import (
@@ -24,6 +25,9 @@ type Config struct {
 	// DeadRetention, when positive, is the retention of DEAD, FALLBACK and DISCARDED rows
 	// instead.
 	DeadRetention time.Duration
+	// UndeliveredRetention, when positive, is how long undelivered rows (NEW, RETRY,
+	// WAITING) are kept, from created_at; zero keeps them until they are delivered.
+	UndeliveredRetention time.Duration
 	// BatchSize bounds the rows deleted by one statement.
 	BatchSize int
 	// QueryTimeout bounds each statement. -1 means no timeout.
@@ -44,6 +48,8 @@ func (c Config) validate() error {
 		return &ConfigError{Field: "Retention", Reason: fmt.Sprintf("must be positive, got %s", c.Retention)}
 	case c.DeadRetention < 0:
 		return &ConfigError{Field: "PurgeDeadRetention", Reason: fmt.Sprintf("must be positive, got %s", c.DeadRetention)}
+	case c.UndeliveredRetention < 0:
+		return &ConfigError{Field: "PurgeUndeliveredAfter", Reason: fmt.Sprintf("must be positive, got %s", c.UndeliveredRetention)}
 	case c.BatchSize < 1:
 		return &ConfigError{Field: "BatchSize", Reason: fmt.Sprintf("must be positive, got %d", c.BatchSize)}
 	case c.QueryTimeout < 0 && c.QueryTimeout != -1:
@@ -88,8 +94,11 @@ func (p *Purger) Start(ctx context.Context) error {
 		r.Go(func() { p.loop(r) })
 	})
 	if started {
-		p.log.LogAttrs(ctx, slog.LevelDebug, "purger started",
-			slog.Duration("interval", p.cfg.Interval), slog.Duration("retention", p.cfg.Retention))
+		attrs := []slog.Attr{slog.Duration("interval", p.cfg.Interval), slog.Duration("retention", p.cfg.Retention)}
+		if p.cfg.UndeliveredRetention > 0 {
+			attrs = append(attrs, slog.Duration("undelivered_retention", p.cfg.UndeliveredRetention))
+		}
+		p.log.LogAttrs(ctx, slog.LevelDebug, "purger started", attrs...)
 	}
 	return err
 }
@@ -121,6 +130,8 @@ func (p *Purger) loop(r startstop.Run) {
 		case err != nil && !errors.Is(err, context.Canceled):
 			p.log.LogAttrs(r.Ctx, slog.LevelError, "purge failed",
 				slog.Int64("deleted", n), slog.String("error", err.Error()))
+		case n > 0 && p.cfg.UndeliveredRetention > 0:
+			p.log.LogAttrs(r.Ctx, slog.LevelInfo, "purged finished and undelivered events", slog.Int64("deleted", n))
 		case n > 0:
 			p.log.LogAttrs(r.Ctx, slog.LevelInfo, "purged finished events", slog.Int64("deleted", n))
 		}
@@ -134,8 +145,9 @@ func (p *Purger) loop(r startstop.Run) {
 	}
 }
 
-// RunOnce deletes finished rows older than their retention, batch after batch, until
-// a batch deletes fewer than BatchSize rows. It returns how many rows it deleted and,
+// RunOnce deletes finished rows older than their retention (and, with
+// UndeliveredRetention, undelivered rows older than it), batch after batch, until a
+// batch deletes fewer than BatchSize rows. It returns how many rows it deleted and,
 // when a statement fails, the store's error wrapped.
 func (p *Purger) RunOnce(ctx context.Context) (int64, error) { return p.run(ctx, nil) }
 
@@ -145,6 +157,9 @@ func (p *Purger) run(ctx context.Context, stop <-chan struct{}) (int64, error) {
 	params := storage.PurgeParams{Before: now.Add(-p.cfg.Retention), Limit: p.cfg.BatchSize}
 	if p.cfg.DeadRetention > 0 {
 		params.DeadBefore = now.Add(-p.cfg.DeadRetention)
+	}
+	if p.cfg.UndeliveredRetention > 0 {
+		params.UndeliveredBefore = now.Add(-p.cfg.UndeliveredRetention)
 	}
 	var total int64
 	for {

@@ -8,7 +8,9 @@ import (
 )
 
 // The purge of finished rows (DONE, DEAD, FALLBACK, DISCARDED), in batches along the
-// finished index. The key table's purge is in dialect_order.go.
+// finished index, and of undelivered rows (NEW, RETRY, WAITING) past
+// PurgeParams.UndeliveredBefore, along the pending and state indexes. The key table's
+// purge is in dialect_order.go.
 
 // finishedAt is when a finished row (DONE, DEAD, FALLBACK) finished, as far as Purge is
 // concerned. The migrations index this exact expression.
@@ -95,4 +97,57 @@ func (b *builder) purgeByStatus(at string, before, dead any) {
 	st := b.d.hintedStatus()
 	done := sqlStatus(outboxtype.StatusDone)
 	b.w(" AND (", st, " = ", done, " AND ", at, " < ", b.arg(before), " OR ", st, " <> ", done, " AND ", at, " < ", b.arg(dead), ")")
+}
+
+// purgeUndeliveredQuery builds one batch of the undelivered rows created before before
+// (an argument): NEW and RETRY rows along the pending index (MySQL: the poll index, on
+// pending_created_at), or with waiting WAITING rows along the state index (MySQL: the
+// status index, dead_idx), oldest first (created_at, event_id), at most limit rows. Its
+// locking is the finished purge's (purgeQuery).
+func (d *dialect) purgeUndeliveredQuery(t tableName, before any, waiting bool, limit int) query {
+	b := d.newBuilder()
+	b.w("DELETE FROM ", d.qualified(t))
+	if d.orderedDML {
+		if waiting {
+			b.w(" WHERE status = ", sqlStatus(outboxtype.StatusWaiting), " AND created_at < ", b.arg(before))
+			b.w(" ORDER BY created_at, event_id ").limit(int64(limit))
+			return b.query()
+		}
+		// NULL unless the row is NEW or RETRY, so no status test is needed.
+		b.w(" WHERE ", d.pollColumn, " < ", b.arg(before), " ORDER BY ", d.pollColumn, ", event_id ").limit(int64(limit))
+		return b.query()
+	}
+	// The subquery writes the partial index's condition (the state index's on
+	// PostgreSQL with its created_at IS NOT NULL, see stateIndexCondition); the outer
+	// conditions repeat the statuses and the cutoff, as purgeQuery's do, with SQLite's
+	// +status, which no index matches. On PostgreSQL the batch's IDs drive the DELETE by
+	// primary key (= ANY(ARRAY(…))): as IN (…), the planner made it a hash semi-join
+	// with a scan of the whole table, whose rows the outer conditions match by the
+	// thousand (TestPurgeUndeliveredUsesIndexes).
+	b.w(" WHERE event_id ")
+	if d.idsAsArray {
+		b.w("= ANY(ARRAY(")
+	} else {
+		b.w("IN (")
+	}
+	b.w("SELECT event_id FROM ", d.qualified(t), " WHERE ")
+	status := "status IN (" + pendingStatuses() + ")"
+	outer := d.hintedStatus() + " IN (" + pendingStatuses() + ")"
+	if waiting {
+		st := sqlStatus(outboxtype.StatusWaiting)
+		status = "status = " + st + " AND created_at IS NOT NULL"
+		if d.name == "sqlite" {
+			status = d.stateIndexCondition() + " AND status = " + st
+		}
+		outer = d.hintedStatus() + " = " + st
+	}
+	b.w(status, " AND created_at < ", b.arg(before), " ORDER BY created_at, event_id ").limit(int64(limit))
+	if d.skipLocked {
+		b.w(" FOR UPDATE SKIP LOCKED")
+	}
+	if d.idsAsArray {
+		b.w(")")
+	}
+	b.w(") AND ", outer, " AND created_at < ", b.arg(before))
+	return b.query()
 }

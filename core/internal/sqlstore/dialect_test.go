@@ -405,6 +405,28 @@ func goldenCases() []goldenCase {
 			myArgs: []any{goldenT0U, goldenT0U, goldenT0U.Add(-time.Hour), int64(500)},
 		},
 		{
+			// Undelivered rows (WriterOnly's retention): NEW and RETRY along the pending
+			// index (MySQL: the poll index), then WAITING along the state index (MySQL:
+			// the status index), locked as the finished purge's batch is.
+			name: "purge undelivered",
+			build: func(d *dialect) ([]query, error) {
+				before, err := d.time(goldenT0)
+				if err != nil {
+					return nil, err
+				}
+				return []query{d.purgeUndeliveredQuery(t, before, false, 500), d.purgeUndeliveredQuery(t, before, true, 20)}, nil
+			},
+			pg: []string{`DELETE FROM "outbox_event" WHERE event_id = ANY(ARRAY(SELECT event_id FROM "outbox_event" WHERE status IN (0, 2) AND created_at < $1 ORDER BY created_at, event_id LIMIT $2 FOR UPDATE SKIP LOCKED)) AND status IN (0, 2) AND created_at < $3`,
+				`DELETE FROM "outbox_event" WHERE event_id = ANY(ARRAY(SELECT event_id FROM "outbox_event" WHERE status = 4 AND created_at IS NOT NULL AND created_at < $1 ORDER BY created_at, event_id LIMIT $2 FOR UPDATE SKIP LOCKED)) AND status = 4 AND created_at < $3`},
+			sqlite: []string{`DELETE FROM "outbox_event" WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE status IN (0, 2) AND created_at < ? ORDER BY created_at, event_id LIMIT 500) AND +status IN (0, 2) AND created_at < ?`,
+				`DELETE FROM "outbox_event" WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE status IN (2, 4) AND status = 4 AND created_at < ? ORDER BY created_at, event_id LIMIT 20) AND +status = 4 AND created_at < ?`},
+			mysql: []string{"DELETE FROM `outbox_event` WHERE pending_created_at < ? ORDER BY pending_created_at, event_id LIMIT ?",
+				"DELETE FROM `outbox_event` WHERE status = 4 AND created_at < ? ORDER BY created_at, event_id LIMIT ?"},
+			pgArgs:  []any{goldenT0U, int64(500), goldenT0U},
+			sqlArgs: []any{goldenT0S, goldenT0S},
+			myArgs:  []any{goldenT0U, int64(500)},
+		},
+		{
 			name:   "stats",
 			build:  func(d *dialect) ([]query, error) { return one(d.statsQuery(t)) },
 			pg:     []string{`SELECT status, COUNT(*), MIN(created_at) FROM "outbox_event" GROUP BY status`},

@@ -215,7 +215,11 @@ func checkMySQLConn(ctx context.Context, db *sql.DB, maxPayload int) error {
 // have no open row and that were not written since the cutoff; a transaction that writes
 // the key meanwhile updates updated_at under the row's lock. A key whose row is gone
 // starts again from 1, behind nothing, and a version read before the purge fails the
-// upsert's check (updated_at).
+// upsert's check (updated_at). The purge of undelivered rows (PurgeParams.UndeliveredBefore,
+// WriterOnly mode) deletes open rows, under the same lock and READ COMMITTED: the key's
+// counter stays in its key row, a key seen with open rows that lost them is only
+// written WAITING (a promote moves it on), and the key's lowest WAITING row left is its
+// head, which a promote makes NEW.
 type mysqlOrder struct{}
 
 // insert reads the keys before their lock (or takes what a promote read of them, see

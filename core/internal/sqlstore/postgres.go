@@ -107,7 +107,11 @@ var postgresDialect = &dialect{
 // have no open row and that were not written since the cutoff, skipping with SKIP LOCKED
 // the rows another purger or a writer's transaction holds; a transaction that writes the
 // key meanwhile updates updated_at under the row's lock, which the outer test re-checks.
-// A key whose row is gone starts again from 1, behind nothing.
+// A key whose row is gone starts again from 1, behind nothing. The purge of undelivered
+// rows (PurgeParams.UndeliveredBefore, WriterOnly mode) deletes open rows, locked SKIP
+// LOCKED too: the key's counter stays in its key row, a deleted row never comes back to
+// the open rows, and the key's lowest WAITING row left is its head, which a promote
+// makes NEW.
 //
 // The correlated [NOT] EXISTS probes of ordering end with perRowProbe (OFFSET 0), so
 // that each stays a probe of the order index per outer row (TestQueriesUseIndexes).

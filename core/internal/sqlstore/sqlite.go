@@ -139,7 +139,10 @@ func encodeSQLiteTime(t time.Time) (any, error) {
 // updated_at, when the row was made or an event of the key last left the order index,
 // is before the cutoff; a write does not change updated_at, but a writer's open rows
 // keep its key's row, and a key whose row is gone starts again from 1, behind nothing. A
-// key read idle before the purge fails insertCarriedQuery's check of its row.
+// key read idle before the purge fails insertCarriedQuery's check of its row. The purge
+// of undelivered rows (PurgeParams.UndeliveredBefore, WriterOnly mode) deletes open
+// rows: the delete trigger carries their numbers into the key row, as for a purged DEAD
+// row, and the key's lowest WAITING row left is its head, which a promote makes NEW.
 type sqliteOrder struct{}
 
 // insert writes ordered events in the caller's transaction, or in one of its own when

@@ -14,18 +14,27 @@ import (
 	"github.com/outboxkit/outbox/core/storage"
 )
 
-// Purge: the finished rows in batches, then the key rows of keys with nothing left to
-// order; on MySQL one purge of the table at a time, under a named lock.
+// Purge: the finished rows in batches, then the undelivered rows past their cutoff
+// when it is set, then the key rows of keys with nothing left to order; on MySQL one
+// purge of the table at a time, under a named lock.
 
 // Purge implements [Store.Purge] with one DELETE (on MySQL in a READ COMMITTED
 // transaction, so that it takes no gap locks that would make INSERTs wait). A batch
-// that deletes fewer than p.Limit rows then deletes, in batches of p.Limit, the rows of
-// the key table whose keys have nothing left that is not DONE and were not written
-// since p.Before.
+// that deletes fewer than p.Limit rows goes on, with p.UndeliveredBefore, to the NEW and
+// RETRY rows created before it, then to the WAITING ones, one DELETE each for the rows
+// the batch has left; a batch that still deletes fewer than p.Limit rows then deletes,
+// in batches of p.Limit, the rows of the key table whose keys have nothing left that is
+// not DONE and were not written since p.Before.
 func (s *Store) Purge(ctx context.Context, p storage.PurgeParams) (int64, error) {
 	q, err := s.d.purgeQuery(s.table, p)
 	if err != nil {
 		return 0, fmt.Errorf("purge: %w", err)
+	}
+	var undelivered any
+	if !p.UndeliveredBefore.IsZero() {
+		if undelivered, err = s.d.time(p.UndeliveredBefore); err != nil {
+			return 0, fmt.Errorf("purge: UndeliveredBefore: %w", err)
+		}
 	}
 	run, read := s.execRange, s.on(s.db)
 	if s.d.claimInTx { // MySQL: one purge of the table at a time
@@ -43,6 +52,16 @@ func (s *Store) Purge(ctx context.Context, p storage.PurgeParams) (int64, error)
 	n, err := run(ctx, q)
 	if err != nil {
 		return 0, fmt.Errorf("purge: %w", err)
+	}
+	for _, waiting := range []bool{false, true} {
+		if undelivered == nil || n >= int64(p.Limit) {
+			break
+		}
+		k, err := run(ctx, s.d.purgeUndeliveredQuery(s.table, undelivered, waiting, p.Limit-int(n)))
+		n += k
+		if err != nil {
+			return n, fmt.Errorf("purge undelivered events: %w", err)
+		}
 	}
 	if n < int64(p.Limit) {
 		// The events are purged up to the cutoff: the key rows left with nothing to

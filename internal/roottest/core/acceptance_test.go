@@ -608,6 +608,8 @@ func TestNewRejectsInvalidConfig(t *testing.T) {
 		{"unknown dead key policy", db, outbox.Config{Dialect: outbox.SQLite, DeadKeyPolicy: 7}, "DeadKeyPolicy"},
 		{"negative workers", db, outbox.Config{Dialect: outbox.SQLite, Workers: -3}, "Workers"},
 		{"bad purge interval", db, outbox.Config{Dialect: outbox.SQLite, PurgeInterval: -5}, "PurgeInterval"},
+		{"undelivered retention outside writer only", db, outbox.Config{Dialect: outbox.SQLite, PurgeUndeliveredAfter: time.Hour}, "PurgeUndeliveredAfter"},
+		{"negative undelivered retention", db, outbox.Config{Dialect: outbox.SQLite, Mode: outbox.WriterOnly, PurgeUndeliveredAfter: -time.Hour}, "PurgeUndeliveredAfter"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
