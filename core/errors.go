@@ -37,7 +37,7 @@ var (
 	// ErrEventTooLarge is returned, before any SQL, by a write whose row the server would
 	// refuse (MySQL's max_allowed_packet); the caller's transaction stays usable.
 	ErrEventTooLarge = outboxtype.ErrEventTooLarge
-	// ErrUnreadableRow is wrapped by the reason of a row moved DEAD as unreadable (docs/databases.md).
+	// ErrUnreadableRow is wrapped by the reason of a row moved DEAD as unreadable (databases.md).
 	ErrUnreadableRow = outboxtype.ErrUnreadableRow
 )
 

@@ -120,9 +120,9 @@ type Config struct {
 	DeadKeyPolicy DeadKeyPolicy
 	// Now is the application clock, for tests; claims never use it. Defaults to time.Now.
 	Now func() time.Time
-	// PurgeInterval is the time between purges; -1 disables purging. Defaults to DefaultPurgeInterval.
+	// PurgeInterval is the time between purges (-1: never). Defaults to DefaultPurgeInterval.
 	PurgeInterval time.Duration
-	// PurgeRetention is how long finished rows are kept, from when they finished. Defaults to DefaultRetention.
+	// PurgeRetention is how long rows are kept once finished. Defaults to DefaultRetention.
 	PurgeRetention time.Duration
 	// DeleteDone deletes a row when its delivery succeeds instead of keeping it DONE; its ID is
 	// then free.
@@ -132,7 +132,7 @@ type Config struct {
 	// PurgeUndeliveredAfter (WriterOnly mode only) makes the purge also delete the NEW, RETRY and
 	// WAITING rows created longer ago (docs/modes.md#change-data-capture). Defaults to never.
 	PurgeUndeliveredAfter time.Duration
-	// PurgeBatchSize bounds the rows one purge statement deletes. Defaults to DefaultPurgeBatchSize.
+	// PurgeBatchSize bounds the rows of one purge statement. Defaults to DefaultPurgeBatchSize.
 	PurgeBatchSize int
 	// Codec encodes payloads that are not JSON text already. Defaults to JSONCodec.
 	Codec Codec
