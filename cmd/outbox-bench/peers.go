@@ -167,6 +167,19 @@ func runRiver(ctx context.Context, o options, t *target) (sample, error) {
 	if err := pool.Ping(ctx); err != nil {
 		return sample{}, err
 	}
+	// Open the pool's connections now, as the bench's own pool has them open from the
+	// workloads before: the measured phase opens none.
+	conns := make([]*pgxpool.Conn, 0, t.pool)
+	for range t.pool {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			return sample{}, err
+		}
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		c.Release()
+	}
 	driver := riverpgxv5.New(pool)
 	migrator, err := rivermigrate.New(driver, &rivermigrate.Config{Schema: schema, Logger: o.logger()})
 	if err != nil {

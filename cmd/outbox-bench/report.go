@@ -168,11 +168,11 @@ func minCeilingOf(w string) string {
 func describe(o options, w string) string {
 	switch w {
 	case "river":
-		return fmt.Sprintf("river: River %s (riverpgxv5), InsertTx in the business transaction, no-op worker, "+
-			"default queue at %d workers, other settings default; until every job is completed", moduleVersion(riverModule), o.riverWorkers)
+		return fmt.Sprintf("peer river: River %s (riverpgxv5), InsertTx in the business tx, no-op worker, %d workers, "+
+			"other settings default; until every job is completed", moduleVersion(riverModule), o.riverWorkers)
 	case "watermill":
-		return fmt.Sprintf("watermill: Watermill SQL %s + forwarder (watermill %s) to a GoChannel subscriber, "+
-			"default schema and offsets adapter, settings default; until every event arrived and is acknowledged",
+		return fmt.Sprintf("peer watermill: Watermill SQL %s, forwarder (watermill %s) to a GoChannel subscriber, "+
+			"settings default; until every event is acknowledged",
 			moduleVersion(watermillSQLModule), moduleVersion(watermillModule))
 	}
 	return descriptions[w]

@@ -109,7 +109,7 @@ func TestAddResultsRatios(t *testing.T) {
 		}
 	}
 	wm := byName["watermill"]
-	if wm.Skipped != "not here" || wm.Runs != 0 || !strings.HasPrefix(wm.Description, "watermill: Watermill SQL v") {
+	if wm.Skipped != "not here" || wm.Runs != 0 || !strings.HasPrefix(wm.Description, "peer watermill: Watermill SQL v") {
 		t.Errorf("skipped watermill = %+v, want Skipped %q, no runs, a description naming its version", wm, "not here")
 	}
 	if rv := byName["river"]; !strings.Contains(rv.Description, "River v") || !strings.Contains(rv.Description, "100 workers") {
