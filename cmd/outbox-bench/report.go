@@ -121,6 +121,10 @@ type result struct {
 	HotDropped   int64     `json:"hot_dropped,omitempty"`
 	ColdEnqueued int64     `json:"cold_enqueued,omitempty"`
 	Failures     int64     `json:"failures,omitempty"`
+	// Lost counts, summed over the rounds, the events a peer never delivered (it
+	// delivered nothing for a while after its producers were done); in those rounds
+	// events/s counts the delivered events up to the latest.
+	Lost int64 `json:"lost,omitempty"`
 	// ClaimsLost and ClaimsExpired are w1m's claims that another node took over or that
 	// were left to expire, summed over the nodes and rounds.
 	ClaimsLost    int64 `json:"claims_lost,omitempty"`
@@ -145,9 +149,11 @@ type latency struct {
 	Unmatched int64 `json:"unmatched,omitempty"`
 }
 
-// ceilingOf names the ceiling each workload's ratio is taken to: b, except for w2,
-// whose own shape (100 events per transaction) has the ceiling b2, and w1m, which is
-// compared with w1 (SingleNode) of the same round.
+// ceilingOf names the ceiling or reference each workload's second ratio is taken to
+// (the first is to min, see minCeilingOf): b, except for w2 and min2, whose own shape
+// (100 events per transaction) has the ceiling b2, for w1m, w1o and the other variants
+// of w1, and the peers, which are compared with w1 (SingleNode) of the same round, and
+// for w4's and w6's variants, compared with w4 and w6.
 var ceilingOf = map[string]string{"a": "b", "bm": "b", "min": "b", "min2": "b2", "mind": "b", "river": "w1", "watermill": "w1", "w1": "b", "w1m": "w1", "w1m1": "w1", "w1o": "w1", "w1n": "w1", "w1k": "w1", "w1n1": "w1", "w1k1": "w1", "w1d": "w1", "w1f3": "w1", "w4f3": "w4", "w4n": "w4", "w4k": "w4", "w4n1": "w4", "w4k1": "w4", "w2": "b2", "w3": "b", "w3o": "w3", "w4": "b", "w5": "b", "w6m": "w6"}
 
 // minCeilingOf names the reference without the library that w's first ratio is taken
@@ -331,6 +337,7 @@ func (r *report) addResults(o options, t *target, workloads []string, samples ma
 			res.HotDropped += s.hotDropped
 			res.ColdEnqueued += s.coldEnqueued
 			res.Failures += s.failures
+			res.Lost += s.lost
 			res.ClaimsLost += s.claimsLost
 			res.ClaimsExpired += s.claimsExpired
 			if s.nodeHandled != nil {
@@ -533,13 +540,16 @@ func (res result) markdownRow() string {
 	if res.Failures > 0 {
 		details = append(details, fmt.Sprintf("%d failed attempts", res.Failures))
 	}
+	if res.Lost > 0 {
+		details = append(details, fmt.Sprintf("**%d events lost** (never reached the consumer; events/s counts the delivered ones)", res.Lost))
+	}
 	return fmt.Sprintf("| %s | %d | %.0f | %s | %s | %s |\n", res.Description, res.Events, res.EventsPerSec, toMin, ratio, strings.Join(details, "; "))
 }
 
 // writeRounds writes, when the workloads ran more than once, every round's events/s
-// and ratios (to min, then to its own reference and b), in round order, and their
-// lowest, median and highest, so that a bimodal
-// workload shows (a median hides it); for w2 and w3, every round's latency p50 and p99.
+// and ratios (to min, then to its own reference and to b), in round order, and their
+// lowest, median and highest, so that a bimodal workload shows (a median hides it); for
+// w2 and w3, every round's latency p50 and p99. A skipped workload has no row.
 func writeRounds(sb *strings.Builder, results []result) {
 	first := slices.IndexFunc(results, func(r result) bool { return r.Runs > 1 })
 	if first < 0 {

@@ -156,6 +156,12 @@ func TestMarkdownRow(t *testing.T) {
 			want: "| min | 20000 | 8000 | — | 1.14 × b |  |\n",
 		},
 		{
+			name: "peer that lost events",
+			res: result{Workload: "watermill", Description: "watermill", Events: 194, EventsPerSec: 150, Runs: 1, MinCeiling: "min", RatioToMin: 0.05,
+				Ceiling: "w1", RatioToCeiling: 0.1, RatioToB: 0.08, Lost: 6},
+			want: "| watermill | 194 | 150 | 0.05 × min | 0.10 × w1 (0.08 × b) | **6 events lost** (never reached the consumer; events/s counts the delivered ones) |\n",
+		},
+		{
 			name: "skipped peer",
 			res:  result{Workload: "river", Description: "river", Skipped: "PostgreSQL only"},
 			want: "| river | — | — | — | — | skipped: PostgreSQL only |\n",

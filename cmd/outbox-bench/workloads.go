@@ -43,6 +43,9 @@ type sample struct {
 	hotDropped    int64
 	coldEnqueued  int64
 	failures      int64
+	// lost counts the events a peer never delivered (river, watermill); events then
+	// counts those it did.
+	lost int64
 }
 
 func (s sample) eventsPerSec() float64 {
