@@ -203,15 +203,20 @@ func runRiver(ctx context.Context, o options, t *target) (sample, error) {
 	// Open the pool's connections now, as the bench's own pool has them open from the
 	// workloads before: the measured phase opens none.
 	conns := make([]*pgxpool.Conn, 0, t.pool)
+	var acquireErr error
 	for range t.pool {
 		c, err := pool.Acquire(ctx)
 		if err != nil {
-			return sample{}, err
+			acquireErr = err // the others are released first, or pool.Close would wait for them
+			break
 		}
 		conns = append(conns, c)
 	}
 	for _, c := range conns {
 		c.Release()
+	}
+	if acquireErr != nil {
+		return sample{}, fmt.Errorf("open River's pool: %w", acquireErr)
 	}
 	driver := riverpgxv5.New(pool)
 	migrator, err := rivermigrate.New(driver, &rivermigrate.Config{Schema: schema, Logger: o.logger()})
