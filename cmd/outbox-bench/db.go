@@ -356,13 +356,16 @@ func (t *target) close() {
 		return
 	}
 	if t.schema != "" {
-		drop := `DROP SCHEMA IF EXISTS "` + t.schema + `" CASCADE`
+		drops := []string{`DROP SCHEMA IF EXISTS "` + t.schema + `" CASCADE`,
+			`DROP SCHEMA IF EXISTS "` + t.riverSchema() + `" CASCADE`} // the river workload's
 		if t.kind == "mysql" {
-			drop = "DROP DATABASE IF EXISTS `" + t.schema + "`"
+			drops = []string{"DROP DATABASE IF EXISTS `" + t.schema + "`"}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		if _, err := t.db.ExecContext(ctx, drop); err != nil {
-			fmt.Fprintf(os.Stderr, "outbox-bench: drop %s: %v\n", t.schema, err)
+		for _, drop := range drops {
+			if _, err := t.db.ExecContext(ctx, drop); err != nil {
+				fmt.Fprintf(os.Stderr, "outbox-bench: %s: %v\n", drop, err)
+			}
 		}
 		cancel()
 	}

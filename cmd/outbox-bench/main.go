@@ -6,6 +6,23 @@
 //	a    ceiling: the bare business transaction (one INSERT), 8 producers
 //	b    ceiling: business INSERT + outbox INSERT, no dispatch (WriterOnly mode)
 //	b2   ceiling: business INSERT + 100 outbox INSERTs (one multi-row statement), no dispatch
+//	min  reference without the library: the business transaction of a and b plus one row
+//	     into a minimal outbox table written by hand (text primary key, JSON payload,
+//	     status, created_at; no other index), one INSERT per transaction, 8 producers;
+//	     every workload's first ratio is to min of the same round
+//	min2 min in w2's shape: 200 transactions x 100 rows, one multi-row INSERT each;
+//	     the reference of w2 and b2
+//	mind min plus delivery by hand: one goroutine reads NEW rows in batches of 100
+//	     (oldest first), hands them to a no-op listener and marks each batch DONE with
+//	     one UPDATE ... WHERE id IN (...); until every row is DONE
+//	river     peer: River (riverpgxv5), the job inserted with InsertTx in the business
+//	     transaction, a no-op worker, its documented queue configuration (100 workers,
+//	     -river-workers); until every job reached the worker and is completed.
+//	     PostgreSQL only
+//	watermill peer: Watermill SQL with its forwarder: the event published to the SQL
+//	     topic in the business transaction, forwarded to a GoChannel pub/sub whose
+//	     subscriber acknowledges it; until every event arrived and its offset is
+//	     acknowledged. PostgreSQL and MySQL only
 //	w1   8 producers, 20,000 transactions of one business INSERT + one event; time until
 //	     every event was handled by a no-op listener and is DONE in the table
 //	w1m  w1 in MultiNode mode on three node processes sharing the table (the program
@@ -52,8 +69,9 @@
 //	     every second: RSS at 10, 50 and 100 % of the run, maximum, slope over the second
 //	     half, achieved rate and commit-to-listener latency
 //
-// Every workload is reported as events/s and as a ratio to ceiling b (w2 to b2, its own
-// shape). With -repeat N the tables show medians, followed by every round's value and
+// Every workload is reported as events/s, as a ratio to min (w2 and b2: to min2, their
+// own shape) and, second, as a ratio to ceiling b (w2 to b2) or to its own reference
+// (w1o to w1, ...). The peers are dependencies of this program's module only. With -repeat N the tables show medians, followed by every round's value and
 // the minimum, median and maximum. Servers: without -postgres-dsn / -mysql-dsn the
 // program starts throwaway servers with scripts/testdb.sh and stops them at the end:
 // -durability fast (the script's default: no fsync at commit), durable
@@ -129,6 +147,8 @@ type options struct {
 	// nodeGOMAXPROCS is GOMAXPROCS of the node processes of w1m, w1m1, w6 and w6m;
 	// 0 leaves the runtime's default (the machine's CPUs).
 	nodeGOMAXPROCS int
+	// riverWorkers is MaxWorkers of River's default queue (workload river).
+	riverWorkers int
 
 	postgresDSN string
 	mysqlDSN    string
@@ -140,8 +160,8 @@ type options struct {
 // allWorkloads is every workload in the order they run; defaultWorkloads leaves out the
 // long sustain run, which runs only when named.
 var (
-	allWorkloads     = []string{"a", "b", "b2", "bm", "w1", "w1o", "w1n", "w1k", "w1n1", "w1k1", "w1d", "w1f3", "w1m", "w1m1", "w2", "w3", "w3o", "w4", "w4n", "w4k", "w4n1", "w4k1", "w4f3", "w5", "w6", "w6m", "sustain"}
-	defaultWorkloads = []string{"a", "b", "b2", "w1", "w1o", "w1n", "w1k", "w1m", "w2", "w3", "w3o", "w4", "w5"}
+	allWorkloads     = []string{"a", "b", "b2", "min", "min2", "bm", "w1", "mind", "river", "watermill", "w1o", "w1n", "w1k", "w1n1", "w1k1", "w1d", "w1f3", "w1m", "w1m1", "w2", "w3", "w3o", "w4", "w4n", "w4k", "w4n1", "w4k1", "w4f3", "w5", "w6", "w6m", "sustain"}
+	defaultWorkloads = []string{"a", "b", "b2", "min", "min2", "w1", "mind", "river", "watermill", "w1o", "w1n", "w1k", "w1m", "w2", "w3", "w3o", "w4", "w5"}
 	allDurabilities  = []string{"fast", "durable"}
 )
 
@@ -215,16 +235,16 @@ func parseFlags(args []string) (options, error) {
 		"SQLite synchronous=NORMAL), durable (TESTDB_DURABLE=1: commits on disk; SQLite synchronous=FULL) or fast,durable "+
 		"(both, interleaved per round); a server given by DSN is checked against it, or labelled with its own settings when the flag is not given")
 	tiny := fs.Bool("tiny", false, "tiny sizes (proves the program works; CI): w1 and w1m 200 tx, w2 10x10, w3 50/s for 1s, w4 1000 rows; no sustain")
-	scale := fs.Float64("scale", 1, "multiply the transaction and row counts (w1, w1m, w2, w4) by this factor")
+	scale := fs.Float64("scale", 1, "multiply the transaction and row counts (-w1-tx, -w2-tx, -w4-rows: every workload but w3, w5 and sustain) by this factor")
 	fs.IntVar(&o.repeat, "repeat", 1, "run every workload this many times (interleaved) and report the median, every round's value and min/median/max")
 	fs.StringVar(&o.jsonPath, "json", "", "write the results as JSON to this file")
 	fs.StringVar(&o.mdPath, "md", "", "write the results table (Markdown) to this file too")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up on one workload after this long (sustain: after -sustain-duration plus this)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile per database and workload into this directory")
-	fs.IntVar(&o.producers, "producers", 8, "producer goroutines (a, b, b2, w1, w2, sustain; w1m splits them over its 3 node processes)")
-	fs.IntVar(&o.w1Tx, "w1-tx", 20000, "transactions of a, b, w1 and w1m (one event each; w1m: a third per node process)")
-	fs.IntVar(&o.w2Tx, "w2-tx", 200, "transactions of b2 and w2")
-	fs.IntVar(&o.w2Events, "w2-events", 100, "events per transaction in b2 and w2")
+	fs.IntVar(&o.producers, "producers", 8, "producer goroutines (a, b, b2, min, min2, mind, w1, w2, river, watermill, sustain; w1m splits them over its 3 node processes)")
+	fs.IntVar(&o.w1Tx, "w1-tx", 20000, "transactions of a, b, min, mind, w1, w1m, river and watermill (one event each; w1m: a third per node process)")
+	fs.IntVar(&o.w2Tx, "w2-tx", 200, "transactions of b2, min2 and w2")
+	fs.IntVar(&o.w2Events, "w2-events", 100, "events per transaction in b2, min2 and w2")
 	fs.IntVar(&o.w3Rate, "w3-rate", 200, "w3 transactions per second")
 	fs.DurationVar(&o.w3Duration, "w3-duration", 10*time.Second, "w3 duration")
 	fs.IntVar(&o.w4Rows, "w4-rows", 100000, "w4 rows in the table before the dispatcher starts")
@@ -238,6 +258,8 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.pollBatch, "poll-batch", 0, "poller batch size (0: library default)")
 	fs.DurationVar(&o.doneWindow, "done-window", 0, "Config.DoneBatchWindow (0: library default, 2ms; -1: no window)")
 	fs.IntVar(&o.maxConns, "max-conns", -1, "connection pool size, open = idle (0: database/sql defaults; -1: 1 on SQLite, producers+workers+4 elsewhere)")
+	fs.IntVar(&o.riverWorkers, "river-workers", 100, "river: MaxWorkers of River's default queue (100: the configuration of River's documentation; "+
+		"River fetches at most that many jobs per FetchCooldown, 100 ms by default)")
 	fs.IntVar(&o.nodeGOMAXPROCS, "node-gomaxprocs", 0, "GOMAXPROCS of the node processes of w1m, w1m1, w6 and w6m (0: the runtime's default, the machine's CPUs)")
 	fs.StringVar(&o.postgresDSN, "postgres-dsn", "", "PostgreSQL DSN (pgx); empty starts a throwaway server with scripts/testdb.sh")
 	fs.StringVar(&o.mysqlDSN, "mysql-dsn", "", "MariaDB/MySQL DSN (go-sql-driver, with parseTime=true&loc=UTC); empty starts a throwaway server")
@@ -290,6 +312,9 @@ func parseFlags(args []string) (options, error) {
 			}
 		}
 	}
+	if o.riverWorkers < 1 {
+		return o, errors.New("-river-workers must be positive")
+	}
 	if o.nodeGOMAXPROCS < 0 {
 		return o, errors.New("-node-gomaxprocs must not be negative")
 	}
@@ -318,12 +343,22 @@ const usageHeader = `usage: outbox-bench [flags]
 Measures the outbox against the database's own ceiling, in the same run (docs/BENCHMARKS.md).
 Workloads (-workloads):
   a, b, b2  ceilings: bare business transaction; + one outbox INSERT (WriterOnly); + 100 events
-  w1        8 producers, 1 event/tx, SingleNode, until every event is DONE (ratio to b)
+  min       reference without the library: the business transaction + one row into a minimal
+            outbox table by hand (text id, JSON payload, status, created_at), 8 producers;
+            every workload's first ratio is to min (w2, b2: to min2)
+  min2      min in w2's shape: 200 tx x 100 rows, one multi-row INSERT per transaction
+  mind      min + delivery by hand: batches of NEW rows to a no-op listener, one UPDATE ... IN
+            (...) per batch marks them DONE; until every row is DONE
+  river     peer: River (PostgreSQL only), InsertTx in the business transaction, no-op worker,
+            -river-workers workers (100, as River's documentation); until every job is completed
+  watermill peer: Watermill SQL (PostgreSQL, MySQL) + forwarder to a GoChannel subscriber, at
+            its defaults; until every event arrived and its offset is acknowledged
+  w1        8 producers, 1 event/tx, SingleNode, until every event is DONE (ratio to min and b)
   w1m       w1 in MultiNode mode on 3 node processes sharing the table (ratio to w1 and b; not on SQLite)
   w1m1      only when named: w1m on 1 node process (MultiNode mode's own cost; ratio to w1)
   bm        only when named: b written by w1m's 3 node processes, WriterOnly (the ceiling of that
             process layout; ratio to b)
-  w2        200 tx x 100 events, until DONE (ratio to b2 and b); commit-to-listener p50/p99 of the burst
+  w2        200 tx x 100 events, until DONE (ratio to min2, b2 and b); commit-to-listener p50/p99 of the burst
   w3        one paced producer; commit-to-listener latency
   w4        drain a pre-filled table, cold path only, in a child process; peak RSS
   w5        w3 written by a WriterOnly outbox, delivered by another on its own pool (PostgreSQL: pgnotify)
@@ -331,7 +366,9 @@ Workloads (-workloads):
             sampling its RSS every second; RSS at 10/50/100 %, max, slope, latency
 Servers (-durability): without DSNs, throwaway servers from scripts/testdb.sh, "fast" (no fsync at
 commit), "durable" (TESTDB_DURABLE=1) or both, interleaved round by round.
-With -repeat N: medians, then every round's value and min/median/max.
+With -repeat N: medians, then every round's value and min/median/max. The peers (river,
+watermill) are dependencies of this program's module only; a database a peer does not
+support is skipped, and the report says so.
 
 Flags:
 `

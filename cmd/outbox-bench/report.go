@@ -61,6 +61,10 @@ type settings struct {
 	Durability      []string `json:"durability"`
 	SustainRate     int      `json:"sustain_rate_per_s,omitempty"`
 	SustainDuration string   `json:"sustain_duration,omitempty"`
+	// Peers are the versions of the peers' modules, when a peer workload ran.
+	Peers map[string]string `json:"peers,omitempty"`
+	// RiverWorkers is MaxWorkers of River's default queue, when river ran.
+	RiverWorkers int `json:"river_workers,omitempty"`
 }
 
 // database is one database with one durability setting: each has a table of its own.
@@ -93,6 +97,15 @@ type result struct {
 	RatioToCeiling float64 `json:"ratio_to_ceiling,omitempty"`
 	// RatioToCeilingRuns are the per-round ratios, in round order.
 	RatioToCeilingRuns []float64 `json:"ratio_to_ceiling_runs,omitempty"`
+	// MinCeiling names the reference without the library that RatioToMin is taken to:
+	// min, or min2 for the 100-event shape (w2, b2). RatioToMin is the median of the
+	// per-round ratios, RatioToMinRuns every round's.
+	MinCeiling     string    `json:"min_ceiling,omitempty"`
+	RatioToMin     float64   `json:"ratio_to_min,omitempty"`
+	RatioToMinRuns []float64 `json:"ratio_to_min_runs,omitempty"`
+	// Skipped says why the workload did not run on this database (a peer that does not
+	// support it); the result has no measurement then.
+	Skipped string `json:"skipped,omitempty"`
 	// RatioToB is the same ratio to ceiling b, for every workload (the issue's unit;
 	// for w2 it compares 100-event transactions with 1-event ones).
 	RatioToB     float64   `json:"ratio_to_b,omitempty"`
@@ -108,6 +121,10 @@ type result struct {
 	HotDropped   int64     `json:"hot_dropped,omitempty"`
 	ColdEnqueued int64     `json:"cold_enqueued,omitempty"`
 	Failures     int64     `json:"failures,omitempty"`
+	// Lost counts, summed over the rounds, the events a peer never delivered (it
+	// delivered nothing for a while after its producers were done); in those rounds
+	// events/s counts the delivered events up to the latest.
+	Lost int64 `json:"lost,omitempty"`
 	// ClaimsLost and ClaimsExpired are w1m's claims that another node took over or that
 	// were left to expire, summed over the nodes and rounds.
 	ClaimsLost    int64 `json:"claims_lost,omitempty"`
@@ -132,15 +149,48 @@ type latency struct {
 	Unmatched int64 `json:"unmatched,omitempty"`
 }
 
-// ceilingOf names the ceiling each workload's ratio is taken to: b, except for w2,
-// whose own shape (100 events per transaction) has the ceiling b2, and w1m, which is
-// compared with w1 (SingleNode) of the same round.
-var ceilingOf = map[string]string{"a": "b", "bm": "b", "w1": "b", "w1m": "w1", "w1m1": "w1", "w1o": "w1", "w1n": "w1", "w1k": "w1", "w1n1": "w1", "w1k1": "w1", "w1d": "w1", "w1f3": "w1", "w4f3": "w4", "w4n": "w4", "w4k": "w4", "w4n1": "w4", "w4k1": "w4", "w2": "b2", "w3": "b", "w3o": "w3", "w4": "b", "w5": "b", "w6m": "w6"}
+// ceilingOf names the ceiling or reference each workload's second ratio is taken to
+// (the first is to min, see minCeilingOf): b, except for w2 and min2, whose own shape
+// (100 events per transaction) has the ceiling b2, for w1m, w1o and the other variants
+// of w1, and the peers, which are compared with w1 (SingleNode) of the same round, and
+// for w4's and w6's variants, compared with w4 and w6.
+var ceilingOf = map[string]string{"a": "b", "bm": "b", "min": "b", "min2": "b2", "mind": "b", "river": "w1", "watermill": "w1", "w1": "b", "w1m": "w1", "w1m1": "w1", "w1o": "w1", "w1n": "w1", "w1k": "w1", "w1n1": "w1", "w1k1": "w1", "w1d": "w1", "w1f3": "w1", "w4f3": "w4", "w4n": "w4", "w4k": "w4", "w4n1": "w4", "w4k1": "w4", "w2": "b2", "w3": "b", "w3o": "w3", "w4": "b", "w5": "b", "w6m": "w6"}
+
+// minCeilingOf names the reference without the library that w's first ratio is taken
+// to: min2 for the 100-event shape (w2, b2), min for every other workload, none for min
+// itself and for sustain (paced).
+func minCeilingOf(w string) string {
+	switch w {
+	case "min", "sustain":
+		return ""
+	case "w2", "b2":
+		return "min2"
+	}
+	return "min"
+}
+
+// describe is w's description in the report; the peers' name their versions and
+// settings.
+func describe(o options, w string) string {
+	switch w {
+	case "river":
+		return fmt.Sprintf("peer river: River %s (riverpgxv5), InsertTx in the business tx, no-op worker, %d workers, "+
+			"other settings default; until every job is completed", moduleVersion(riverModule), o.riverWorkers)
+	case "watermill":
+		return fmt.Sprintf("peer watermill: Watermill SQL %s, forwarder (watermill %s) to a GoChannel subscriber, "+
+			"settings default; until every event is acknowledged",
+			moduleVersion(watermillSQLModule), moduleVersion(watermillModule))
+	}
+	return descriptions[w]
+}
 
 var descriptions = map[string]string{
 	"a":       "ceiling a: bare business transaction (1 INSERT)",
 	"b":       "ceiling b: business INSERT + outbox INSERT, no dispatch",
 	"b2":      "ceiling b2: business INSERT + 100-event outbox INSERT, no dispatch",
+	"min":     "reference min: business INSERT + 1 row into a minimal outbox table by hand, no library",
+	"min2":    "reference min2: business INSERT + 100 rows into the minimal table (one multi-row INSERT), no library",
+	"mind":    "reference mind: min + delivery by hand (batches of 100 NEW rows, no-op listener, one UPDATE … IN per batch), until DONE",
 	"bm":      "ceiling bm: b written by 3 node processes (WriterOnly), no dispatch",
 	"w1":      "W1: 1 event/tx, end-to-end until DONE",
 	"w1m":     "W1m: W1 in MultiNode mode, 3 node processes, until DONE",
@@ -196,6 +246,17 @@ func newReport(o options) *report {
 	if slices.Contains(o.workloads, "sustain") {
 		r.Settings.SustainRate, r.Settings.SustainDuration = o.sustainRate, o.sustainDuration.String()
 	}
+	if slices.Contains(o.workloads, "river") {
+		r.Settings.RiverWorkers = o.riverWorkers
+		r.Settings.Peers = map[string]string{riverModule: moduleVersion(riverModule)}
+	}
+	if slices.Contains(o.workloads, "watermill") {
+		if r.Settings.Peers == nil {
+			r.Settings.Peers = make(map[string]string)
+		}
+		r.Settings.Peers[watermillModule] = moduleVersion(watermillModule)
+		r.Settings.Peers[watermillSQLModule] = moduleVersion(watermillSQLModule)
+	}
 	return r
 }
 
@@ -250,26 +311,33 @@ func ratios(runs, base []sample) []float64 {
 	return out
 }
 
-// addResults aggregates the runs of every workload of one database and durability.
-func (r *report) addResults(o options, t *target, workloads []string, samples map[string][]sample) {
+// addResults aggregates the runs of every workload of one database and durability;
+// skipped names the workloads that did not run there, and why.
+func (r *report) addResults(o options, t *target, workloads []string, samples map[string][]sample, skipped map[string]string) {
 	for _, w := range workloads {
+		if why := skipped[w]; why != "" {
+			r.Results = append(r.Results, result{DB: t.kind, Durability: t.durability, Workload: w,
+				Description: describe(o, w), Skipped: why})
+			continue
+		}
 		runs := samples[w]
 		if len(runs) == 0 {
 			continue
 		}
-		res := result{DB: t.kind, Durability: t.durability, Workload: w, Description: descriptions[w],
+		res := result{DB: t.kind, Durability: t.durability, Workload: w, Description: describe(o, w),
 			Txs: runs[0].txs, Events: runs[0].events, Runs: len(runs)}
 		var secs, eps, weps, evs []float64
 		for _, s := range runs {
 			secs = append(secs, s.seconds)
 			eps = append(eps, s.eventsPerSec())
 			evs = append(evs, float64(s.events))
-			if s.writeSeconds > 0 && (w == "w1" || w == "w1m" || w == "w1m1" || w == "w1o" || w == "w1n" || w == "w1k" || w == "w1n1" || w == "w1k1" || w == "w1d" || w == "w1f3" || w == "w2") {
+			if s.writeSeconds > 0 && slices.Contains(writePhaseWorkloads, w) {
 				weps = append(weps, float64(s.events)/s.writeSeconds)
 			}
 			res.HotDropped += s.hotDropped
 			res.ColdEnqueued += s.coldEnqueued
 			res.Failures += s.failures
+			res.Lost += s.lost
 			res.ClaimsLost += s.claimsLost
 			res.ClaimsExpired += s.claimsExpired
 			if s.nodeHandled != nil {
@@ -282,6 +350,11 @@ func (r *report) addResults(o options, t *target, workloads []string, samples ma
 		}
 		if len(weps) > 0 {
 			res.WriteEventsPerSec = median(weps)
+		}
+		if ceiling := minCeilingOf(w); ceiling != "" {
+			if rs := ratios(runs, samples[ceiling]); len(rs) > 0 {
+				res.MinCeiling, res.RatioToMin, res.RatioToMinRuns = ceiling, median(rs), rs
+			}
 		}
 		if ceiling := ceilingOf[w]; ceiling != "" {
 			if rs := ratios(runs, samples[ceiling]); len(rs) > 0 {
@@ -331,6 +404,10 @@ func (r *report) addResults(o options, t *target, workloads []string, samples ma
 	}
 }
 
+// writePhaseWorkloads are the end-to-end workloads whose producers' rate alone is
+// reported too (the write phase).
+var writePhaseWorkloads = []string{"w1", "w1m", "w1m1", "w1o", "w1n", "w1k", "w1n1", "w1k1", "w1d", "w1f3", "w2", "mind", "river", "watermill"}
+
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // percentile returns the q-quantile of sorted values (nearest rank).
@@ -367,7 +444,7 @@ func (r *report) markdown() string {
 	for _, d := range r.Databases {
 		fmt.Fprintf(&sb, "\n### %s, %s commits (%s; pool %s)\n\n", d.Name, d.Durability, d.Version, d.PoolSize)
 		fmt.Fprintf(&sb, "Server settings: %s.\n\n", d.ServerSettings)
-		sb.WriteString("| workload | events | events/s | ratio to ceiling | details |\n|---|---:|---:|---:|---|\n")
+		sb.WriteString(tableHeader)
 		var results []result
 		for _, res := range r.Results {
 			if res.DB == d.Name && res.Durability == d.Durability {
@@ -375,60 +452,7 @@ func (r *report) markdown() string {
 			}
 		}
 		for _, res := range results {
-			ratio := "—"
-			if res.Ceiling != "" {
-				ratio = fmt.Sprintf("%.2f × %s", res.RatioToCeiling, res.Ceiling)
-			}
-			if res.Ceiling != "b" && res.RatioToB > 0 {
-				if res.Ceiling != "" {
-					ratio += fmt.Sprintf(" (%.2f × b)", res.RatioToB)
-				} else {
-					ratio = fmt.Sprintf("%.2f × b", res.RatioToB)
-				}
-			}
-			var details []string
-			if res.Runs > 1 {
-				details = append(details, fmt.Sprintf("median of %d", res.Runs))
-			}
-			if res.WriteEventsPerSec > 0 {
-				details = append(details, fmt.Sprintf("write phase %.0f ev/s", res.WriteEventsPerSec))
-			}
-			if sr := res.SustainRuns; len(sr) > 0 {
-				details = append(details, sustainDetails(sr))
-			}
-			if l := res.Latency; l != nil {
-				what := ""
-				switch res.Workload {
-				case "w2":
-					what = "burst latency "
-				case "sustain":
-					what = "commit-to-listener latency "
-				}
-				details = append(details, fmt.Sprintf("%sp50 %.3f ms, p95 %.3f ms, p99 %.3f ms, max %.3f ms", what, l.P50, l.P95, l.P99, l.Max))
-				if len(res.LatencyRuns) > 1 {
-					worst := slices.MaxFunc(res.LatencyRuns, func(a, b latency) int { return cmp.Compare(a.P99, b.P99) })
-					details = append(details, fmt.Sprintf("worst round's p99 %.3f ms", worst.P99))
-				}
-				if l.Unmatched > 0 {
-					details = append(details, fmt.Sprintf("%d latencies not measured", l.Unmatched))
-				}
-			}
-			if res.PeakRSSMiB > 0 && res.Workload == "w4" {
-				details = append(details, fmt.Sprintf("peak RSS %.1f MiB (%.1f MiB before start)", res.PeakRSSMiB, res.BaseRSSMiB))
-			}
-			if res.HotDropped > 0 {
-				details = append(details, fmt.Sprintf("%d hot drops", res.HotDropped))
-			}
-			if res.ColdEnqueued > 0 && !strings.HasPrefix(res.Workload, "w4") {
-				details = append(details, fmt.Sprintf("%d via poller", res.ColdEnqueued))
-			}
-			if res.ClaimsLost > 0 || res.ClaimsExpired > 0 {
-				details = append(details, fmt.Sprintf("claims: %d lost, %d expired", res.ClaimsLost, res.ClaimsExpired))
-			}
-			if res.Failures > 0 {
-				details = append(details, fmt.Sprintf("%d failed attempts", res.Failures))
-			}
-			fmt.Fprintf(&sb, "| %s | %d | %.0f | %s | %s |\n", res.Description, res.Events, res.EventsPerSec, ratio, strings.Join(details, "; "))
+			sb.WriteString(res.markdownRow())
 		}
 		writeRounds(&sb, results)
 		for _, res := range results {
@@ -449,32 +473,110 @@ func (r *report) markdown() string {
 	return sb.String()
 }
 
+// tableHeader heads a database's table: the first ratio is to the reference without the
+// library (min, or min2 for the 100-event shape), the second to ceiling b or to the
+// workload's own reference (w1o to w1, ...), with its ratio to b beside.
+const tableHeader = "| workload | events | events/s | ratio to min | ratio to b or own reference | details |\n|---|---:|---:|---:|---:|---|\n"
+
+// markdownRow is res's row in its database's table.
+func (res result) markdownRow() string {
+	if res.Skipped != "" {
+		return fmt.Sprintf("| %s | — | — | — | — | skipped: %s |\n", res.Description, res.Skipped)
+	}
+	toMin := "—"
+	if res.MinCeiling != "" {
+		toMin = fmt.Sprintf("%.2f × %s", res.RatioToMin, res.MinCeiling)
+	}
+	ratio := "—"
+	if res.Ceiling != "" {
+		ratio = fmt.Sprintf("%.2f × %s", res.RatioToCeiling, res.Ceiling)
+	}
+	if res.Ceiling != "b" && res.RatioToB > 0 {
+		if res.Ceiling != "" {
+			ratio += fmt.Sprintf(" (%.2f × b)", res.RatioToB)
+		} else {
+			ratio = fmt.Sprintf("%.2f × b", res.RatioToB)
+		}
+	}
+	var details []string
+	if res.Runs > 1 {
+		details = append(details, fmt.Sprintf("median of %d", res.Runs))
+	}
+	if res.WriteEventsPerSec > 0 {
+		details = append(details, fmt.Sprintf("write phase %.0f ev/s", res.WriteEventsPerSec))
+	}
+	if sr := res.SustainRuns; len(sr) > 0 {
+		details = append(details, sustainDetails(sr))
+	}
+	if l := res.Latency; l != nil {
+		what := ""
+		switch res.Workload {
+		case "w2":
+			what = "burst latency "
+		case "sustain":
+			what = "commit-to-listener latency "
+		}
+		details = append(details, fmt.Sprintf("%sp50 %.3f ms, p95 %.3f ms, p99 %.3f ms, max %.3f ms", what, l.P50, l.P95, l.P99, l.Max))
+		if len(res.LatencyRuns) > 1 {
+			worst := slices.MaxFunc(res.LatencyRuns, func(a, b latency) int { return cmp.Compare(a.P99, b.P99) })
+			details = append(details, fmt.Sprintf("worst round's p99 %.3f ms", worst.P99))
+		}
+		if l.Unmatched > 0 {
+			details = append(details, fmt.Sprintf("%d latencies not measured", l.Unmatched))
+		}
+	}
+	if res.PeakRSSMiB > 0 && res.Workload == "w4" {
+		details = append(details, fmt.Sprintf("peak RSS %.1f MiB (%.1f MiB before start)", res.PeakRSSMiB, res.BaseRSSMiB))
+	}
+	if res.HotDropped > 0 {
+		details = append(details, fmt.Sprintf("%d hot drops", res.HotDropped))
+	}
+	if res.ColdEnqueued > 0 && !strings.HasPrefix(res.Workload, "w4") {
+		details = append(details, fmt.Sprintf("%d via poller", res.ColdEnqueued))
+	}
+	if res.ClaimsLost > 0 || res.ClaimsExpired > 0 {
+		details = append(details, fmt.Sprintf("claims: %d lost, %d expired", res.ClaimsLost, res.ClaimsExpired))
+	}
+	if res.Failures > 0 {
+		details = append(details, fmt.Sprintf("%d failed attempts", res.Failures))
+	}
+	if res.Lost > 0 {
+		details = append(details, fmt.Sprintf("**%d events lost** (never reached the consumer; events/s counts the delivered ones)", res.Lost))
+	}
+	return fmt.Sprintf("| %s | %d | %.0f | %s | %s | %s |\n", res.Description, res.Events, res.EventsPerSec, toMin, ratio, strings.Join(details, "; "))
+}
+
 // writeRounds writes, when the workloads ran more than once, every round's events/s
-// and ratio, in round order, and their minimum, median and maximum, so that a bimodal
-// workload shows (a median hides it); for w2 and w3, every round's latency p50 and p99.
+// and ratios (to min, then to its own reference and to b), in round order, and their
+// lowest, median and highest, so that a bimodal workload shows (a median hides it); for
+// w2 and w3, every round's latency p50 and p99. A skipped workload has no row.
 func writeRounds(sb *strings.Builder, results []result) {
-	if len(results) == 0 || slices.IndexFunc(results, func(r result) bool { return r.Runs > 1 }) < 0 {
+	first := slices.IndexFunc(results, func(r result) bool { return r.Runs > 1 })
+	if first < 0 {
 		return
 	}
-	fmt.Fprintf(sb, "\nPer round (rounds 1 to %d in order; each ratio to the ceiling of the same round):\n\n", results[0].Runs)
-	sb.WriteString("| workload | events/s per round | min / median / max | ratio per round | min / median / max | latency p50 / p99 per round (ms) |\n")
+	fmt.Fprintf(sb, "\nPer round (rounds 1 to %d in order; each ratio to the reference of the same round):\n\n", results[first].Runs)
+	sb.WriteString("| workload | events/s per round | lowest / median / highest | ratio per round | lowest / median / highest | latency p50 / p99 per round (ms) |\n")
 	sb.WriteString("|---|---|---|---|---|---|\n")
 	for _, res := range results {
+		if res.Runs == 0 { // skipped
+			continue
+		}
 		name := shortName[res.Workload]
 		if name == "" {
 			name = res.Workload
 		}
-		ratio, ratioSpread := "—", "—"
-		if len(res.RatioToCeilingRuns) > 0 {
-			ratio = joinFloats(res.RatioToCeilingRuns, "%.2f") + " × " + res.Ceiling
-			ratioSpread = spread(res.RatioToCeilingRuns, "%.2f") + " × " + res.Ceiling
-			if res.Ceiling != "b" && len(res.RatioToBRuns) > 0 {
-				ratio += "; " + joinFloats(res.RatioToBRuns, "%.2f") + " × b"
-				ratioSpread += "; " + spread(res.RatioToBRuns, "%.2f") + " × b"
+		var ratio, ratioSpread []string
+		add := func(runs []float64, ceiling string) {
+			if len(runs) > 0 {
+				ratio = append(ratio, joinFloats(runs, "%.2f")+" × "+ceiling)
+				ratioSpread = append(ratioSpread, spread(runs, "%.2f")+" × "+ceiling)
 			}
-		} else if len(res.RatioToBRuns) > 0 {
-			ratio = joinFloats(res.RatioToBRuns, "%.2f") + " × b"
-			ratioSpread = spread(res.RatioToBRuns, "%.2f") + " × b"
+		}
+		add(res.RatioToMinRuns, res.MinCeiling)
+		add(res.RatioToCeilingRuns, res.Ceiling)
+		if res.Ceiling != "b" {
+			add(res.RatioToBRuns, "b")
 		}
 		lat := "—"
 		if len(res.LatencyRuns) > 0 {
@@ -485,7 +587,7 @@ func writeRounds(sb *strings.Builder, results []result) {
 			lat = strings.Join(parts, ", ")
 		}
 		fmt.Fprintf(sb, "| %s | %s | %s | %s | %s | %s |\n", name, joinFloats(res.EventsPerSecRuns, "%.0f"),
-			spread(res.EventsPerSecRuns, "%.0f"), ratio, ratioSpread, lat)
+			spread(res.EventsPerSecRuns, "%.0f"), cmp.Or(strings.Join(ratio, "; "), "—"), cmp.Or(strings.Join(ratioSpread, "; "), "—"), lat)
 	}
 }
 
@@ -497,7 +599,7 @@ func joinFloats(v []float64, format string) string {
 	return strings.Join(parts, ", ")
 }
 
-// spread is "min / median / max" of v.
+// spread is "lowest / median / highest" of v.
 func spread(v []float64, format string) string {
 	if len(v) == 0 {
 		return "—"

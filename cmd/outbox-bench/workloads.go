@@ -43,6 +43,9 @@ type sample struct {
 	hotDropped    int64
 	coldEnqueued  int64
 	failures      int64
+	// lost counts the events a peer never delivered (river, watermill); events then
+	// counts those it did.
+	lost int64
 }
 
 func (s sample) eventsPerSec() float64 {
@@ -84,13 +87,24 @@ func benchDatabase(ctx context.Context, o options, kind string, servers *serverS
 		rep.Notes = append(rep.Notes, note)
 		workloads = slices.DeleteFunc(slices.Clone(workloads), multiNode)
 	}
+	// A peer that does not support the database is skipped, in the table and the notes.
+	skipped := make(map[string]string)
+	for _, w := range workloads {
+		if why := peerUnsupported(w, kind); why != "" {
+			skipped[w] = why
+			note := kind + ": " + w + " skipped: " + why
+			progress("%s", note)
+			rep.Notes = append(rep.Notes, note)
+		}
+	}
+	run := slices.DeleteFunc(slices.Clone(workloads), func(w string) bool { return skipped[w] != "" })
 	samples := make([]map[string][]sample, len(groups))
 	for i := range samples {
 		samples[i] = make(map[string][]sample)
 	}
 	for r := range o.repeat {
 		for gi, t := range groups {
-			for _, w := range workloads {
+			for _, w := range run {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
@@ -106,7 +120,7 @@ func benchDatabase(ctx context.Context, o options, kind string, servers *serverS
 	}
 	for gi, t := range groups {
 		rep.addDatabase(t)
-		rep.addResults(o, t, workloads, samples[gi])
+		rep.addResults(o, t, workloads, samples[gi], skipped)
 	}
 	return nil
 }
@@ -136,6 +150,16 @@ func runWorkload(ctx context.Context, o options, t *target, w string, r int) (sa
 		return runWrites(ctx, o, t, o.w1Tx, 1, false, 0)
 	case "b2":
 		return runWrites(ctx, o, t, o.w2Tx, o.w2Events, false, 0)
+	case "min":
+		return runMinimal(ctx, o, t, o.w1Tx, 1, false)
+	case "min2":
+		return runMinimal(ctx, o, t, o.w2Tx, o.w2Events, false)
+	case "mind":
+		return runMinimal(ctx, o, t, o.w1Tx, 1, true)
+	case "river":
+		return runRiver(ctx, o, t)
+	case "watermill":
+		return runWatermill(ctx, o, t)
 	case "w1":
 		return runWrites(ctx, o, t, o.w1Tx, 1, true, 0)
 	case "w1d":
