@@ -145,19 +145,19 @@ func (r *registry) Subscribe(s Subscription) error {
 	return nil
 }
 
-// Resolve returns where e goes: the subscription its Listener names (a fan-out
+// Resolve returns where an event goes: the subscription its listener names (a fan-out
 // delivery, or an event whose listener failed for good and was replayed), else the one
-// subscription whose route matches it. When several match, rt is nil and fan lists them
+// subscription whose route (aggregateType, eventType) matches it. When several match, rt is nil and fan lists them
 // in registration order: the event is to be split (dispatch's fan-out). Both nil: the
 // event is unroutable.
-func (r *registry) Resolve(e *Event) (rt *dispatch.Route, fan []*dispatch.Route) {
+func (r *registry) Resolve(listener, aggregateType, eventType string) (rt *dispatch.Route, fan []*dispatch.Route) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if e.Listener != "" {
-		return r.names[e.Listener], nil
+	if listener != "" {
+		return r.names[listener], nil
 	}
-	agg := cmp.Or(e.AggregateType, GlobalAggregateType)
-	exact := r.routes[routeKey{agg, e.Type}]
+	agg := cmp.Or(aggregateType, GlobalAggregateType)
+	exact := r.routes[routeKey{agg, eventType}]
 	if !r.wild {
 		if len(exact) == 1 {
 			return exact[0], nil
@@ -167,7 +167,7 @@ func (r *registry) Resolve(e *Event) (rt *dispatch.Route, fan []*dispatch.Route)
 		}
 		return nil, exact
 	}
-	keys := [...]routeKey{{agg, e.Type}, {agg, AnyType}, {AnyType, e.Type}, {AnyType, AnyType}}
+	keys := [...]routeKey{{agg, eventType}, {agg, AnyType}, {AnyType, eventType}, {AnyType, AnyType}}
 	n := 0
 	for i, k := range keys {
 		if i > 0 && k == keys[i-1] { // the event's own type or aggregate type is "*"
@@ -199,7 +199,7 @@ func (r *registry) Resolve(e *Event) (rt *dispatch.Route, fan []*dispatch.Route)
 // lookup returns the one subscription of the route, or false when it has none or
 // several.
 func (r *registry) lookup(aggregateType, eventType string) (*dispatch.Route, bool) {
-	rt, _ := r.Resolve(&Event{AggregateType: aggregateType, Type: eventType})
+	rt, _ := r.Resolve("", aggregateType, eventType)
 	return rt, rt != nil
 }
 

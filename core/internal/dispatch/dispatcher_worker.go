@@ -30,7 +30,7 @@ func (d *Dispatcher) work(r startstop.Run, acks chan<- doneAck) {
 		if !ok {
 			return
 		}
-		rt, fan := d.routes.Resolve(&it.ev) // both nil: unroutable
+		rt, fan := d.routes.Resolve(it.ev.Listener, it.ev.AggregateType, it.ev.Type) // both nil: unroutable
 		if fan != nil {
 			// Events to split: those queued behind this one in its queue too, taken
 			// without waiting, split in one transaction; the first other one is
@@ -42,7 +42,7 @@ func (d *Dispatcher) work(r startstop.Run, acks chan<- doneAck) {
 				if !ok {
 					break
 				}
-				if _, nfan := d.routes.Resolve(&next.ev); nfan == nil {
+				if _, nfan := d.routes.Resolve(next.ev.Listener, next.ev.AggregateType, next.ev.Type); nfan == nil {
 					carry, carried = next, true
 					break
 				} else {
@@ -64,7 +64,7 @@ func (d *Dispatcher) work(r startstop.Run, acks chan<- doneAck) {
 			if !ok {
 				break
 			}
-			if nrt, _ := d.routes.Resolve(&next.ev); nrt != rt {
+			if nrt, _ := d.routes.Resolve(next.ev.Listener, next.ev.AggregateType, next.ev.Type); nrt != rt {
 				carry, carried = next, true
 				break
 			}

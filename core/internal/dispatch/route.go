@@ -29,12 +29,13 @@ type RetryPolicy interface {
 	Delay(attempt int) time.Duration
 }
 
-// Routes resolves an event to where it goes: the subscription its Listener names or
-// the one whose route matches it (rt), or, when several match, all of them in
-// registration order (fan: the event is to be split). Both nil: the event is
-// unroutable. It must be safe for concurrent use.
+// Routes resolves an event (its Listener, AggregateType and Type) to where it goes: the
+// subscription its listener names or the one whose route matches it (rt), or, when
+// several match, all of them in registration order (fan: the event is to be split).
+// Both nil: the event is unroutable. It must be safe for concurrent use. It takes the
+// fields, not the event, so that a worker's event does not escape to the heap.
 type Routes interface {
-	Resolve(e *Event) (rt *Route, fan []*Route)
+	Resolve(listener, aggregateType, eventType string) (rt *Route, fan []*Route)
 }
 
 // Orders moves the keys of ordered events on (package order's Orderer).
