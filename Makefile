@@ -64,8 +64,9 @@ MODULES = cd internal/tools && GOWORK=off $(GO) run ./modules -root ../..
 
 # apirecord keeps the record of the public API in api/ (docs/API.md). It lives in a module
 # of its own, internal/tools, built outside any go.work; it loads the repository's
-# packages with the caller's GOWORK.
-APIRECORD = cd internal/tools && GOWORK=off APIRECORD_GOWORK="$$GOWORK" $(GO) run ./apirecord -root ../..
+# packages with the caller's GOWORK (APIRECORD_GOWORK comes before GOWORK=off: the shell
+# expands it after the assignments to its left).
+APIRECORD = cd internal/tools && APIRECORD_GOWORK="$$GOWORK" GOWORK=off $(GO) run ./apirecord -root ../..
 
 .PHONY: api
 api: ## Rewrite the API record in api/ from the current tree (docs/API.md).

@@ -152,8 +152,12 @@ func printPlan(w io.Writer, ws *workspace, v string, changed []string, order []*
 		fmt.Fprintf(w, "commit: none (every requirement of a published module is %s already)\n", v)
 	}
 	fmt.Fprintf(w, "tags, in dependency order (%d published modules):\n", len(order))
+	width := 0
 	for _, m := range order {
-		fmt.Fprintf(w, "\t%-28s %s\n", m.Tag(v), m.Path)
+		width = max(width, len(m.Tag(v)))
+	}
+	for _, m := range order {
+		fmt.Fprintf(w, "\t%-*s  %s\n", width, m.Tag(v), m.Path)
 	}
 }
 
@@ -167,6 +171,14 @@ func releaseChecks(ws *workspace, v string) []string {
 	}
 	cmd := exec.Command("make", "--no-print-directory", "api-check")
 	cmd.Dir = ws.Root
+	// This program runs with GOWORK=off (internal/tools is in no workspace); the API
+	// record loads the repository's packages with the caller's GOWORK, which must be
+	// go.work's: the go.mod files do not resolve the repository's modules on their own.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GOWORK=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		problems = append(problems, fmt.Sprintf("make api-check: %v: the API record in api/ does not match the code (docs/API.md):\n\t\t%s",
 			err, strings.ReplaceAll(strings.TrimSpace(lastLines(string(out), 15)), "\n", "\n\t\t")))
