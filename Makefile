@@ -77,7 +77,7 @@ api-check: ## Fail if api/ is out of date or a commit changed it incompatibly wi
 	$(APIRECORD) -check -history
 
 .PHONY: tools-test
-tools-test: ## Test internal/tools (the API record's tool).
+tools-test: ## Test internal/tools (the API record's tool and the modules tool: tidy, check, release).
 	cd internal/tools && GOWORK=off $(GO) test ./...
 
 .PHONY: tidy

@@ -167,21 +167,11 @@ func releaseChecks(ws *workspace, v string) []string {
 	if out, err := git(ws.Root, "status", "--porcelain"); err != nil {
 		problems = append(problems, err.Error())
 	} else if out != "" {
-		problems = append(problems, "the work tree has changes or untracked files (git status):\n\t\t"+strings.ReplaceAll(strings.TrimSpace(out), "\n", "\n\t\t"))
+		problems = append(problems, "the work tree has changes or untracked files (git status):\n\t\t"+strings.ReplaceAll(strings.TrimRight(out, "\n"), "\n", "\n\t\t"))
 	}
-	cmd := exec.Command("make", "--no-print-directory", "api-check")
-	cmd.Dir = ws.Root
-	// This program runs with GOWORK=off (internal/tools is in no workspace); the API
-	// record loads the repository's packages with the caller's GOWORK, which must be
-	// go.work's: the go.mod files do not resolve the repository's modules on their own.
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "GOWORK=") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	if out, err := cmd.CombinedOutput(); err != nil {
+	if out, err := apiCheck(ws.Root); err != nil {
 		problems = append(problems, fmt.Sprintf("make api-check: %v: the API record in api/ does not match the code (docs/API.md):\n\t\t%s",
-			err, strings.ReplaceAll(strings.TrimSpace(lastLines(string(out), 15)), "\n", "\n\t\t")))
+			err, strings.ReplaceAll(strings.TrimSpace(lastLines(out, 15)), "\n", "\n\t\t")))
 	}
 	if p := changelogProblem(filepath.Join(ws.Root, "CHANGELOG.md"), v); p != "" {
 		problems = append(problems, p)
@@ -194,6 +184,22 @@ func releaseChecks(ws *workspace, v string) []string {
 		}
 	}
 	return problems
+}
+
+// apiCheck runs make api-check in root and returns its output. The tests replace it.
+var apiCheck = func(root string) (string, error) {
+	cmd := exec.Command("make", "--no-print-directory", "api-check")
+	cmd.Dir = root
+	// This program runs with GOWORK=off (internal/tools is in no workspace); the API
+	// record loads the repository's packages with the caller's GOWORK, which must be
+	// go.work's: the go.mod files do not resolve the repository's modules on their own.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GOWORK=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }
 
 // changelogProblem returns why CHANGELOG.md does not allow releasing v, or "": it needs a

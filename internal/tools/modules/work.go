@@ -47,13 +47,6 @@ func workReplaces(ws *workspace, gomods map[string][]byte) ([]byte, error) {
 			}
 		}
 	}
-	for _, r := range slices.Clone(wf.Replace) {
-		if ws.ours(r.Old.Path) && !want[r.Old] {
-			if err := wf.DropReplace(r.Old.Path, r.Old.Version); err != nil {
-				return nil, err
-			}
-		}
-	}
 	have := map[module.Version]string{}
 	for _, r := range wf.Replace {
 		have[r.Old] = r.New.Path
@@ -75,6 +68,15 @@ func workReplaces(ws *workspace, gomods map[string][]byte) ([]byte, error) {
 		}
 		if err := wf.AddReplace(v.Path, v.Version, dir, ""); err != nil {
 			return nil, err
+		}
+	}
+	// Dropped after the additions, which then join the replace block (AddReplace
+	// puts a line beside the last one).
+	for _, r := range slices.Clone(wf.Replace) {
+		if ws.ours(r.Old.Path) && !want[r.Old] {
+			if err := wf.DropReplace(r.Old.Path, r.Old.Version); err != nil {
+				return nil, err
+			}
 		}
 	}
 	wf.Cleanup()
