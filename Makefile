@@ -43,9 +43,14 @@ chaos: ## Run the long fault tests (CHAOS_DURATION per scenario, seeds printed) 
 	$(GO) run ./internal/chaos/cmd/scoreboard -o docs/RELIABILITY.md -commit "$$commit" $(CHAOS_RESULTS) && exit $$status
 
 .PHONY: lint
-lint: ## go vet, gofmt, tidy modules and go.work, the published modules' go.mod files, a stdlib-only root module, and api-check.
+lint: ## go vet, gofmt, staticcheck, tidy modules and go.work, the published modules' go.mod files, a stdlib-only root module, and api-check.
 	$(GO) vet $(PKGS)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@# staticcheck, pinned in internal/tools/go.mod, with its default checks, over every
+	@# module of go.work and over internal/tools.
+	@sc=$$(cd internal/tools && GOWORK=off $(GO) tool -n staticcheck) && \
+		echo "staticcheck $(PKGS)" && $$sc $(PKGS) && \
+		echo "staticcheck internal/tools" && (cd internal/tools && GOWORK=off $$sc ./...)
 	$(MODULES) tidy -diff
 	@# The published modules: no replace or exclude directive, no requirement of an
 	@# unpublished module of this repository, and the root LICENSE in each (a nested
