@@ -43,29 +43,35 @@ chaos: ## Run the long fault tests (CHAOS_DURATION per scenario, seeds printed) 
 	$(GO) run ./internal/chaos/cmd/scoreboard -o docs/RELIABILITY.md -commit "$$commit" $(CHAOS_RESULTS) && exit $$status
 
 .PHONY: lint
-lint: ## go vet, gofmt check, go.mod tidiness of every module (internal/tools too), a stdlib-only root module, and api-check.
+lint: ## go vet, gofmt, staticcheck, tidy modules and go.work, the published modules' go.mod files, a stdlib-only root module, and api-check.
 	$(GO) vet $(PKGS)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	@for dir in $$($(GO) list -m -f '{{.Dir}}'); do \
-		echo "$(GO) mod tidy -diff ($$dir)"; (cd "$$dir" && $(GO) mod tidy -diff) || exit 1; \
-	done
+	@# staticcheck, pinned in internal/tools/go.mod, with its default checks, over every
+	@# module of go.work and over internal/tools.
+	@sc=$$(cd internal/tools && GOWORK=off $(GO) tool -n staticcheck) && \
+		echo "staticcheck $(PKGS)" && $$sc $(PKGS) && \
+		echo "staticcheck internal/tools" && (cd internal/tools && GOWORK=off $$sc ./...)
+	$(MODULES) tidy -diff
+	@# The published modules: no replace or exclude directive, no requirement of an
+	@# unpublished module of this repository, and the root LICENSE in each (a nested
+	@# module's zip holds only its directory).
+	$(MODULES) check
 	@# The root module (core, admin, ...) gives its users nothing but the standard library:
 	@# its packages and their tests may use no module but goleak.
 	@mods=$$(GOWORK=off $(GO) list -deps -test -f '{{with .Module}}{{.Path}}{{end}}' ./... | sort -u | grep -vx -e 'github.com/outboxkit/outbox' -e 'go.uber.org/goleak'); \
 	if [ -n "$$mods" ]; then echo "the root module must stay stdlib-only, its packages or tests use:"; echo "$$mods"; exit 1; fi
 	cd internal/tools && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) mod tidy -diff
-	@# Every published module ships the license in its own zip (a nested module's zip
-	@# holds only its directory): the same LICENSE file as the root's.
-	@root=$$(pwd); for dir in $$($(GO) list -m -f '{{.Dir}}'); do \
-		case "$${dir#$$root}" in /internal/*|/examples) continue;; esac; \
-		cmp -s LICENSE "$$dir/LICENSE" || { echo "$$dir/LICENSE is missing or differs from ./LICENSE"; exit 1; }; \
-	done
 	@$(MAKE) --no-print-directory api-check
+
+# modules tidies the modules, checks the published ones and makes releases
+# (internal/tools/modules, docs/modules.md). Like apirecord, it is built outside go.work.
+MODULES = cd internal/tools && GOWORK=off $(GO) run ./modules -root ../..
 
 # apirecord keeps the record of the public API in api/ (docs/API.md). It lives in a module
 # of its own, internal/tools, built outside any go.work; it loads the repository's
-# packages with the caller's GOWORK.
-APIRECORD = cd internal/tools && GOWORK=off APIRECORD_GOWORK="$$GOWORK" $(GO) run ./apirecord -root ../..
+# packages with the caller's GOWORK (APIRECORD_GOWORK comes before GOWORK=off: the shell
+# expands it after the assignments to its left).
+APIRECORD = cd internal/tools && APIRECORD_GOWORK="$$GOWORK" GOWORK=off $(GO) run ./apirecord -root ../..
 
 .PHONY: api
 api: ## Rewrite the API record in api/ from the current tree (docs/API.md).
@@ -76,12 +82,22 @@ api-check: ## Fail if api/ is out of date or a commit changed it incompatibly wi
 	$(APIRECORD) -check -history
 
 .PHONY: tools-test
-tools-test: ## Test internal/tools (the API record's tool).
+tools-test: ## Test internal/tools (the API record's tool and the modules tool: tidy, check, release).
 	cd internal/tools && GOWORK=off $(GO) test ./...
 
 .PHONY: tidy
-tidy: ## go mod tidy in every module.
-	@for dir in $$($(GO) list -m -f '{{.Dir}}'); do echo "$(GO) mod tidy ($$dir)"; (cd "$$dir" && $(GO) mod tidy) || exit 1; done
+tidy: ## go mod tidy in every module, and go.work's replaces of the versions they require each other at.
+	$(MODULES) tidy
+
+# VERSION is the version make release releases; RELEASE=1 really releases.
+VERSION ?=
+RELEASE ?=
+OUT ?=
+
+.PHONY: release
+release: ## Release VERSION=vX.Y.Z: a dry run (writes the modules to a proxy dir, OUT=dir); RELEASE=1 commits and tags (docs/modules.md).
+	@[ -n "$(VERSION)" ] || { echo "usage: make release VERSION=vX.Y.Z [RELEASE=1] [OUT=dir]"; exit 2; }
+	$(MODULES) release -version $(VERSION) $(if $(RELEASE),-tag) $(if $(OUT),-out $(abspath $(OUT)))
 
 .PHONY: db-up
 db-up: ## Start throwaway PostgreSQL and MariaDB on 127.0.0.1 and print their env, one KEY=value per line (DB=mysql for one).

@@ -88,16 +88,6 @@ func (s *batchStore) sortedCalls() []string {
 	return out
 }
 
-func (s *batchStore) tokens() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]string, len(s.calls))
-	for i, c := range s.calls {
-		out[i] = c.Token
-	}
-	return out
-}
-
 type batchBundle struct {
 	store   *batchStore
 	d       *outbox.Dispatcher

@@ -82,7 +82,7 @@ func (d *Events) ListDead(ctx context.Context, q DeadQuery) (DeadPage, error) {
 		if err != nil {
 			return DeadPage{}, fmt.Errorf("outbox: list dead events: %w", err)
 		}
-		return DeadPage{Events: page.Events, Next: page.Next, Partial: page.Partial}, nil
+		return DeadPage(page), nil
 	}
 	ds, err := d.deadStore()
 	if err != nil {

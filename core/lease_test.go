@@ -151,7 +151,7 @@ func TestLeaseSecondSingleNodeStandsBy(t *testing.T) {
 			}
 			time.Sleep(time.Second)
 			synctest.Wait()
-			if l := store.lease.get(); l.Holder != holder || l.ExpiresAt.Sub(time.Now()) < ttl*2/3-time.Second {
+			if l := store.lease.get(); l.Holder != holder || time.Until(l.ExpiresAt) < ttl*2/3-time.Second {
 				t.Fatalf("after %d s the lease is %+v, want held by %s with 2/3 of %s left", i+1, l, holder, ttl)
 			}
 		}
@@ -302,7 +302,7 @@ func TestLeaseHardStopLeavesLease(t *testing.T) {
 		if b.ob.Dispatching() {
 			t.Fatalf("a new process delivers beside the lease left by a hard stop")
 		}
-		time.Sleep(expires.Sub(time.Now()) + ttl/6 + time.Millisecond)
+		time.Sleep(time.Until(expires) + ttl/6 + time.Millisecond)
 		synctest.Wait()
 		if !b.ob.Dispatching() {
 			t.Fatalf("the new process does not deliver a sixth of the TTL after the lease expired")
@@ -351,7 +351,7 @@ func TestLeaseModesDoNotMix(t *testing.T) {
 		}
 		mustOK(t, m2.ob.Stop(t.Context()))
 		expires := store.lease.get().ExpiresAt
-		time.Sleep(expires.Sub(time.Now()) + ttl/6 + time.Millisecond)
+		time.Sleep(time.Until(expires) + ttl/6 + time.Millisecond)
 		synctest.Wait()
 		if !late.ob.Dispatching() {
 			t.Fatal("the SingleNode process does not deliver after the MultiNode lease expired")

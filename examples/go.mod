@@ -111,31 +111,3 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 )
-
-replace github.com/outboxkit/outbox => ..
-
-replace github.com/outboxkit/outbox/adapters/bun => ../adapters/bun
-
-replace github.com/outboxkit/outbox/adapters/gorm => ../adapters/gorm
-
-replace github.com/outboxkit/outbox/adapters/prometheus => ../adapters/prometheus
-
-replace github.com/outboxkit/outbox/adapters/sqlx => ../adapters/sqlx
-
-replace github.com/outboxkit/outbox/middleware/echo => ../middleware/echo
-
-replace github.com/outboxkit/outbox/middleware/gin => ../middleware/gin
-
-replace github.com/outboxkit/outbox/fxmodule => ../fxmodule
-
-replace github.com/outboxkit/outbox/internal/testdb => ../internal/testdb
-
-replace github.com/outboxkit/outbox/internal/adaptertest => ../internal/adaptertest
-
-replace github.com/outboxkit/outbox/internal/admintest => ../internal/admintest
-
-replace github.com/outboxkit/outbox/internal/exampletest => ../internal/exampletest
-
-replace github.com/outboxkit/outbox/adapters/nats => ../adapters/nats
-
-replace github.com/outboxkit/outbox/adapters/otel => ../adapters/otel

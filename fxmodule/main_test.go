@@ -3,9 +3,9 @@ package outboxfx_test
 import (
 	"testing"
 
-	"github.com/outboxkit/outbox/internal/testdb"
+	"go.uber.org/goleak"
 )
 
-// TestMain checks for leaked goroutines and stops the throwaway database servers the
-// tests started.
-func TestMain(m *testing.M) { testdb.VerifyTestMain(m) }
+// TestMain checks for leaked goroutines. The module's tests on SQLite and PostgreSQL
+// live in internal/integrationtest/fxmodule (docs/testing.md).
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -5,15 +5,16 @@ import (
 	"database/sql"
 	"encoding/json"
 	"log/slog"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	_ "modernc.org/sqlite"
 
 	outboxkafka "github.com/outboxkit/outbox/adapters/kafka"
 	outbox "github.com/outboxkit/outbox/core"
-	"github.com/outboxkit/outbox/internal/testdb"
 )
 
 // waitTimeout bounds every wait of these tests. It only turns a hang into a failure;
@@ -46,7 +47,7 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	t.Helper()
 	cluster := newCluster(t, append([]kfake.Opt{kfake.SeedTopics(testPartitions, o.topics...)}, o.kfake...)...)
 	client := newClient(t, cluster)
-	db := testdb.NewSQLiteDB(t)
+	db := newSQLiteDB(t)
 	db.SetMaxOpenConns(1) // SQLite has one writer: let them queue in Go, as the outbox advises
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -227,4 +228,23 @@ func mustJSON(t *testing.T, v any) json.RawMessage {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// newSQLiteDB opens a new SQLite database file in the test's temp dir and closes it
+// when the test ends.
+func newSQLiteDB(t *testing.T) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", outbox.SQLiteDSN(filepath.Join(t.TempDir(), "outbox.db")))
+	if err != nil {
+		t.Fatalf("open sqlite: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := db.Close(); err != nil {
+			t.Errorf("close sqlite: %v", err)
+		}
+	})
+	if err := db.PingContext(context.Background()); err != nil {
+		t.Fatalf("ping sqlite: %v", err)
+	}
+	return db
 }

@@ -3,9 +3,9 @@ package outboxkafka_test
 import (
 	"testing"
 
-	"github.com/outboxkit/outbox/internal/testdb"
+	"go.uber.org/goleak"
 )
 
 // TestMain checks for leaked goroutines: every test closes its kgo clients and its
 // kfake cluster.
-func TestMain(m *testing.M) { testdb.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -14,10 +15,10 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	_ "modernc.org/sqlite"
 
 	outboxnats "github.com/outboxkit/outbox/adapters/nats"
 	outbox "github.com/outboxkit/outbox/core"
-	"github.com/outboxkit/outbox/internal/testdb"
 )
 
 // waitTimeout bounds every wait of these tests. It only turns a hang into a failure;
@@ -195,7 +196,7 @@ func newRelay(t *testing.T, js jetstream.JetStream, cfg outboxnats.Config) *outb
 // newDB returns a migrated SQLite outbox database of the test's own.
 func newDB(t *testing.T) *sql.DB {
 	t.Helper()
-	db := testdb.NewSQLiteDB(t)
+	db := newSQLiteDB(t)
 	db.SetMaxOpenConns(1) // as the outbox advises for SQLite
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -315,4 +316,23 @@ func waitStatus(t *testing.T, ob *outbox.Outbox, want outbox.Status, ids ...stri
 		}
 		return true, ""
 	})
+}
+
+// newSQLiteDB opens a new SQLite database file in the test's temp dir and closes it
+// when the test ends.
+func newSQLiteDB(t *testing.T) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", outbox.SQLiteDSN(filepath.Join(t.TempDir(), "outbox.db")))
+	if err != nil {
+		t.Fatalf("open sqlite: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := db.Close(); err != nil {
+			t.Errorf("close sqlite: %v", err)
+		}
+	})
+	if err := db.PingContext(context.Background()); err != nil {
+		t.Fatalf("ping sqlite: %v", err)
+	}
+	return db
 }

@@ -169,7 +169,7 @@ func printTree(spans tracetest.SpanStubs) {
 			line := fmt.Sprintf("%s%s (%s)", strings.Repeat("  ", depth), s.Name, s.SpanKind)
 			for _, kv := range s.Attributes {
 				if kv.Key == "outbox.outcome" {
-					line += " outcome=" + kv.Value.Emit()
+					line += " outcome=" + kv.Value.String()
 				}
 			}
 			fmt.Println(line)
@@ -183,7 +183,7 @@ func printTree(spans tracetest.SpanStubs) {
 func attrString(set attribute.Set) string {
 	var pairs []string
 	for _, kv := range set.ToSlice() {
-		pairs = append(pairs, string(kv.Key)+"="+kv.Value.Emit())
+		pairs = append(pairs, string(kv.Key)+"="+kv.Value.String())
 	}
 	slices.Sort(pairs)
 	return strings.Join(pairs, ",")

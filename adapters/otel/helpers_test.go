@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -14,10 +15,10 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	_ "modernc.org/sqlite"
 
 	outboxotel "github.com/outboxkit/outbox/adapters/otel"
 	outbox "github.com/outboxkit/outbox/core"
-	"github.com/outboxkit/outbox/internal/testdb"
 )
 
 // propagator is the propagator of the tests: W3C trace context and baggage. The tests
@@ -51,7 +52,7 @@ type setupOptions struct {
 func setup(t *testing.T, opts setupOptions, register func(b *testBundle) error) *testBundle {
 	t.Helper()
 	ctx := context.Background()
-	db := testdb.NewSQLiteDB(t)
+	db := newSQLiteDB(t)
 	if err := outbox.Migrate(ctx, db, outbox.SQLite); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
@@ -225,4 +226,23 @@ func parseTraceparent(t *testing.T, h string) (trace.TraceID, trace.SpanID) {
 		t.Fatalf("traceparent %q: span ID: %v", h, err)
 	}
 	return tid, sid
+}
+
+// newSQLiteDB opens a new SQLite database file in the test's temp dir and closes it
+// when the test ends.
+func newSQLiteDB(t *testing.T) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", outbox.SQLiteDSN(filepath.Join(t.TempDir(), "outbox.db")))
+	if err != nil {
+		t.Fatalf("open sqlite: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := db.Close(); err != nil {
+			t.Errorf("close sqlite: %v", err)
+		}
+	})
+	if err := db.PingContext(context.Background()); err != nil {
+		t.Fatalf("ping sqlite: %v", err)
+	}
+	return db
 }

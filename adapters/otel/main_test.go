@@ -3,8 +3,8 @@ package outboxotel_test
 import (
 	"testing"
 
-	"github.com/outboxkit/outbox/internal/testdb"
+	"go.uber.org/goleak"
 )
 
 // TestMain checks for leaked goroutines.
-func TestMain(m *testing.M) { testdb.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

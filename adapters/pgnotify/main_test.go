@@ -1,11 +1,11 @@
-package pgnotify
+package pgnotify_test
 
 import (
 	"testing"
 
-	"github.com/outboxkit/outbox/internal/testdb"
+	"go.uber.org/goleak"
 )
 
-// TestMain checks for leaked goroutines and stops the throwaway database servers the
-// tests started.
-func TestMain(m *testing.M) { testdb.VerifyTestMain(m) }
+// TestMain checks for leaked goroutines. The notifier's tests on PostgreSQL live in
+// internal/integrationtest/adapters/pgnotify (docs/testing.md).
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -8,16 +8,17 @@ import (
 	"database/sql"
 	"errors"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	_ "modernc.org/sqlite"
 
 	outbox "github.com/outboxkit/outbox/core"
 	"github.com/outboxkit/outbox/core/outboxtest"
-	"github.com/outboxkit/outbox/internal/testdb"
 )
 
 // dispatchBundle is an Outbox on a fresh SQLite database reporting to its own registry.
@@ -33,7 +34,7 @@ type dispatchBundle struct {
 // register add listeners, starts it and stops it at cleanup.
 func setupDispatch(t *testing.T, cfg outbox.Config, register func(ob *outbox.Outbox) error) *dispatchBundle {
 	t.Helper()
-	db := testdb.NewSQLiteDB(t)
+	db := newSQLiteDB(t)
 	if err := outbox.Migrate(context.Background(), db, outbox.SQLite); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
@@ -387,4 +388,23 @@ func TestDispatchColdLatencyAndPollLag(t *testing.T) {
 	if lag := testutil.ToFloat64(b.m.pollLag); lag != 0 {
 		t.Fatalf("poll_lag_seconds = %v after an empty cycle", lag)
 	}
+}
+
+// newSQLiteDB opens a new SQLite database file in the test's temp dir and closes it
+// when the test ends.
+func newSQLiteDB(t *testing.T) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", outbox.SQLiteDSN(filepath.Join(t.TempDir(), "outbox.db")))
+	if err != nil {
+		t.Fatalf("open sqlite: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := db.Close(); err != nil {
+			t.Errorf("close sqlite: %v", err)
+		}
+	})
+	if err := db.PingContext(context.Background()); err != nil {
+		t.Fatalf("ping sqlite: %v", err)
+	}
+	return db
 }

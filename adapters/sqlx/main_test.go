@@ -3,9 +3,9 @@ package outboxsqlx_test
 import (
 	"testing"
 
-	"github.com/outboxkit/outbox/internal/testdb"
+	"go.uber.org/goleak"
 )
 
-// TestMain checks for leaked goroutines and stops the throwaway database servers the
-// tests started.
-func TestMain(m *testing.M) { testdb.VerifyTestMain(m) }
+// TestMain checks for leaked goroutines. The adapter's tests on SQLite, PostgreSQL and
+// MariaDB live in internal/integrationtest/adapters/sqlx (docs/testing.md).
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -376,9 +376,8 @@ func (t *target) close() {
 	}
 }
 
-// outboxTable and orderTable are the (qualified) table names.
+// outboxTable is the (qualified) outbox table's name.
 func (t *target) outboxTable() string { return t.qualify("outbox_event") }
-func (t *target) orderTable() string  { return t.qualify("bench_order") }
 
 func (t *target) qualify(name string) string {
 	if t.schema == "" {

@@ -62,13 +62,3 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 )
-
-replace github.com/outboxkit/outbox => ../..
-
-replace github.com/outboxkit/outbox/adapters/pgnotify => ../../adapters/pgnotify
-
-replace github.com/outboxkit/outbox/internal/testdb => ../../internal/testdb
-
-replace github.com/outboxkit/outbox/adapters/kafka => ../../adapters/kafka
-
-replace github.com/outboxkit/outbox/adapters/nats => ../../adapters/nats

@@ -224,7 +224,7 @@ func runRiver(ctx context.Context, o options, t *target) (sample, error) {
 		return sample{}, err
 	}
 	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		return sample{}, fmt.Errorf("River's migrations: %w", err)
+		return sample{}, fmt.Errorf("run River's migrations: %w", err)
 	}
 
 	n := o.w1Tx

@@ -1,7 +1,7 @@
 // Package adaptertest is the shared harness of the transaction adapters' tests
-// (adapters/gorm, adapters/bun, adapters/sqlx): one started [outbox.Outbox] per test on
-// SQLite, PostgreSQL or MariaDB, a business table beside it, and helpers that wait for
-// deliveries or prove that none happened.
+// (internal/integrationtest/adapters/gorm, .../bun, .../sqlx) and of the middleware's:
+// one started [outbox.Outbox] per test on SQLite, PostgreSQL or MariaDB, a business table
+// beside it, and helpers that wait for deliveries or prove that none happened.
 //
 // The Outbox runs one worker and, by default, polls once an hour, so an event delivered
 // within the test's deadline came through the hot path, and the hot queue is handled in

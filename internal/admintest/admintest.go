@@ -2,8 +2,9 @@
 // (github.com/outboxkit/outbox/admin, package outboxadmin) as mounted on a router: every
 // route, status code, limit, auth and cross-origin case, through real HTTP, over events
 // made by a real [outbox.Outbox] on SQLite, and the replay paths, the lists of every
-// status, the bulk actions and the audit trail on PostgreSQL (and MySQL/MariaDB) too. The tests of admin/ run it on an [net/http.ServeMux]; the gin and echo packages run
-// it on their routers.
+// status, the bulk actions and the audit trail on PostgreSQL (and MySQL/MariaDB) too. The
+// admin's tests (internal/roottest/admin) run it on an [net/http.ServeMux], those of the
+// gin and echo packages (internal/integrationtest/middleware/...) on their routers.
 //
 // Import path: github.com/outboxkit/outbox/internal/admintest (package admintest). Only
 // tests import it. A test package that runs [Run] needs a TestMain that stops the

@@ -28,7 +28,3 @@ require (
 	modernc.org/memory v1.12.1 // indirect
 	modernc.org/sqlite v1.59.0 // indirect
 )
-
-replace github.com/outboxkit/outbox => ../..
-
-replace github.com/outboxkit/outbox/internal/testdb => ../../internal/testdb

@@ -742,11 +742,6 @@ func (c *cluster) torn(finals []Final) []string {
 	return torn
 }
 
-// target is one database the scenarios run on.
-type target struct {
-	name string // "postgres", "mysql", "sqlite"
-}
-
 var allTargets = []string{"postgres", "mysql", "sqlite"}
 
 // openTarget opens a fresh table on the shared server (or a new SQLite file) and

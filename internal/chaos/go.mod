@@ -46,13 +46,3 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 )
-
-replace github.com/outboxkit/outbox => ../..
-
-replace github.com/outboxkit/outbox/adapters/bun => ../../adapters/bun
-
-replace github.com/outboxkit/outbox/adapters/gorm => ../../adapters/gorm
-
-replace github.com/outboxkit/outbox/internal/testdb => ../../internal/testdb
-
-replace github.com/outboxkit/outbox/internal/adaptertest => ../../internal/adaptertest

@@ -2,4 +2,5 @@ package chaos
 
 import "runtime"
 
-func runtimeGOROOT() string { return runtime.GOROOT() } //nolint:staticcheck // a fallback when go is not on PATH
+//lint:ignore SA1019 a fallback when go is not on PATH
+func runtimeGOROOT() string { return runtime.GOROOT() }

@@ -103,7 +103,8 @@ func (c *faultConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.
 	if b, ok := c.Conn.(driver.ConnBeginTx); ok {
 		tx, err = b.BeginTx(ctx, opts)
 	} else {
-		tx, err = c.Conn.Begin() //nolint:staticcheck // the fallback database/sql uses too
+		//lint:ignore SA1019 the fallback database/sql uses too
+		tx, err = c.Conn.Begin()
 	}
 	if err != nil {
 		return nil, err

@@ -26,6 +26,7 @@ require (
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/ncruces/go-strftime v1.0.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
+	golang.org/x/mod v0.38.0
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
@@ -33,11 +34,3 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 )
-
-replace github.com/outboxkit/outbox => ../..
-
-replace github.com/outboxkit/outbox/internal/testdb => ../../internal/testdb
-
-replace github.com/outboxkit/outbox/internal/adaptertest => ../../internal/adaptertest
-
-replace github.com/outboxkit/outbox/internal/admintest => ../../internal/admintest

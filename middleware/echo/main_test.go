@@ -1,19 +1,13 @@
 package outboxecho_test
 
 import (
-	"os"
 	"testing"
 
 	"go.uber.org/goleak"
-
-	"github.com/outboxkit/outbox/internal/testdb"
 )
 
-// TestMain checks for leaked goroutines and stops the throwaway database servers the
-// tests started.
+// TestMain checks for leaked goroutines. The middleware's tests on SQLite, PostgreSQL
+// and MariaDB live in internal/integrationtest/middleware/echo (docs/testing.md).
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(exitCode int) {
-		testdb.StopAll()
-		os.Exit(exitCode)
-	}))
+	goleak.VerifyTestMain(m)
 }

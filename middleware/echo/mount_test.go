@@ -9,7 +9,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/outboxkit/outbox/internal/admintest"
 	outboxecho "github.com/outboxkit/outbox/middleware/echo"
 )
 
@@ -102,16 +101,4 @@ func TestMountPassesPathAndMethod(t *testing.T) {
 	if resp := do(t, "GET", srv.URL+"/health"); resp.StatusCode != http.StatusOK {
 		t.Errorf("a route outside the group: %d", resp.StatusCode)
 	}
-}
-
-// TestMountAdmin runs the admin's conformance suite through an echo mount.
-func TestMountAdmin(t *testing.T) {
-	t.Parallel()
-	admintest.Run(t, func(t *testing.T, h http.Handler) string {
-		e := echo.New()
-		outboxecho.Mount(e.Group("/outbox/admin"), h)
-		srv := httptest.NewServer(e)
-		t.Cleanup(srv.Close)
-		return srv.URL + "/outbox/admin/"
-	})
 }

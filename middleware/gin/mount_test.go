@@ -9,7 +9,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/outboxkit/outbox/internal/admintest"
 	outboxgin "github.com/outboxkit/outbox/middleware/gin"
 )
 
@@ -97,16 +96,4 @@ func TestMountPassesPathAndMethod(t *testing.T) {
 	if resp := do(t, "GET", srv.URL+"/health"); resp.StatusCode != http.StatusOK {
 		t.Errorf("a route outside the group: %d", resp.StatusCode)
 	}
-}
-
-// TestMountAdmin runs the admin's conformance suite through a gin mount.
-func TestMountAdmin(t *testing.T) {
-	t.Parallel()
-	admintest.Run(t, func(t *testing.T, h http.Handler) string {
-		r := gin.New()
-		outboxgin.Mount(r.Group("/outbox/admin"), h)
-		srv := httptest.NewServer(r)
-		t.Cleanup(srv.Close)
-		return srv.URL + "/outbox/admin/"
-	})
 }

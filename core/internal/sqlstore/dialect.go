@@ -191,8 +191,6 @@ func (d *dialect) Name() string { return d.name }
 // String returns the dialect's name.
 func (d *dialect) String() string { return d.name }
 
-func (d *dialect) builder() *dialect { return d }
-
 // quote quotes one identifier.
 func (d *dialect) quote(ident string) string {
 	q := string(d.quoteChar)

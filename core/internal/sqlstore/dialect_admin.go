@@ -271,7 +271,7 @@ func (d *dialect) listRange(b *builder, pl listPlan, p storage.ListEventsParams,
 	if !p.After.IsZero() {
 		at, err := pl.position(d, p.After)
 		if err != nil {
-			return fmt.Errorf("After: %w", err)
+			return fmt.Errorf("the After cursor: %w", err)
 		}
 		b.keyset(pl.timeCol, after, at, p.After.ID)
 	}

@@ -43,7 +43,7 @@ func (d *dialect) listDeadQuery(t tableName, p storage.ListDeadParams) (query, e
 	if !p.After.IsZero() {
 		after, err := d.time(p.After.CreatedAt)
 		if err != nil {
-			return query{}, fmt.Errorf("After: %w", err)
+			return query{}, fmt.Errorf("the After cursor: %w", err)
 		}
 		b.keysetAfter("created_at", after, p.After.ID)
 	}
@@ -113,7 +113,7 @@ func (d *dialect) replayQueries(t tableName, p storage.ReplayParams) ([]query, e
 	}
 	now, err := d.time(p.Now)
 	if err != nil {
-		return nil, fmt.Errorf("Now: %w", err)
+		return nil, fmt.Errorf("the Now time: %w", err)
 	}
 	if len(p.IDs) > 0 {
 		var qs []query

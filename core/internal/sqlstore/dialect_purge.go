@@ -56,7 +56,7 @@ func (d *dialect) purgeCutoffs(p storage.PurgeParams) (before, dead, upTo any, e
 		deadBefore = p.Before
 	}
 	if before, err = d.time(p.Before); err != nil {
-		return nil, nil, nil, fmt.Errorf("Before: %w", err)
+		return nil, nil, nil, fmt.Errorf("the Before time: %w", err)
 	}
 	if dead, err = d.time(deadBefore); err != nil {
 		return nil, nil, nil, fmt.Errorf("DeadBefore: %w", err)

@@ -194,16 +194,16 @@ func (d *dialect) pendingQuery(t tableName, p storage.PendingParams) (query, err
 	}
 	now, err := d.time(p.Now)
 	if err != nil {
-		return query{}, fmt.Errorf("Now: %w", err)
+		return query{}, fmt.Errorf("the Now time: %w", err)
 	}
 	createdBefore, err := d.time(p.Now.Add(-p.SkipRecent))
 	if err != nil {
-		return query{}, fmt.Errorf("Now-SkipRecent: %w", err)
+		return query{}, fmt.Errorf("the Now-SkipRecent time: %w", err)
 	}
 	var after any
 	if !p.After.IsZero() {
 		if after, err = d.time(p.After.CreatedAt); err != nil {
-			return query{}, fmt.Errorf("After: %w", err)
+			return query{}, fmt.Errorf("the After cursor: %w", err)
 		}
 	}
 	b := d.newBuilder()

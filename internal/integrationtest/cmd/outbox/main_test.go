@@ -1,4 +1,4 @@
-package main
+package outboxcmd_test
 
 import (
 	"bytes"
@@ -24,6 +24,9 @@ import (
 // binary is the outbox command built for the tests, which run it as a user would.
 var binary string
 
+// command is the package of the command under test.
+const command = "github.com/outboxkit/outbox/cmd/outbox"
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "outbox-cli-")
 	if err != nil {
@@ -31,7 +34,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "outbox")
-	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", binary, command).CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
 		os.Exit(1)
 	}

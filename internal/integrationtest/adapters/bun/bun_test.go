@@ -473,7 +473,7 @@ func TestExecutor(t *testing.T) {
 // mapCtx is a context whose type is not comparable.
 type mapCtx struct {
 	context.Context
-	m map[string]int
+	_ map[string]int // a map field makes the type not comparable
 }
 
 // ctxHook is a bun query hook that replaces the context with a mapCtx.
@@ -491,7 +491,7 @@ func (ctxHook) AfterQuery(context.Context, *bun.QueryEvent) {}
 func TestUncomparableContext(t *testing.T) {
 	t.Parallel()
 	b := setup(t, adaptertest.Backends[0])
-	b.bun.AddQueryHook(ctxHook{})
+	b.bun = b.bun.WithQueryHook(ctxHook{})
 	ctx := context.Background()
 	id := outbox.NewID()
 	err := outboxbun.RunInTx(ctx, b.bun, nil, func(ctx context.Context, tx bun.Tx) error {

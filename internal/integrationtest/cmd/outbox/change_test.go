@@ -1,4 +1,4 @@
-package main
+package outboxcmd_test
 
 import (
 	"fmt"

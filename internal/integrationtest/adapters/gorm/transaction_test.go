@@ -91,9 +91,9 @@ func TestTransactionRollback(t *testing.T) {
 			order := "o-" + id
 			var counter txCounter
 			hotBefore := b.HotEnqueued() - b.Sentinels()
-			run := func() (err error, recovered any) {
+			run := func() (recovered any, err error) {
 				defer func() { recovered = recover() }()
-				return outboxgorm.Transaction(ctx, b.gdb, func(tx *gorm.DB) error {
+				return nil, outboxgorm.Transaction(ctx, b.gdb, func(tx *gorm.DB) error {
 					tx = m.in(tx)
 					if err := b.insertOrder(tx, order); err != nil {
 						return err
@@ -110,9 +110,9 @@ func TestTransactionRollback(t *testing.T) {
 						panic(errBoom)
 					}
 					return errBoom
-				}), nil
+				})
 			}
-			err, recovered := run()
+			recovered, err := run()
 			if panics {
 				if recovered != errBoom {
 					t.Fatalf("panic: recovered %v, want %v", recovered, errBoom)

@@ -1,4 +1,4 @@
-package outboxprom
+package outboxprom_test
 
 // The stats collector on real databases: SQLite, PostgreSQL and MariaDB (throwaway
 // servers, see internal/testdb).
@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	outboxprom "github.com/outboxkit/outbox/adapters/prometheus"
 	outbox "github.com/outboxkit/outbox/core"
 	"github.com/outboxkit/outbox/core/storage"
 	"github.com/outboxkit/outbox/internal/testdb"
@@ -92,7 +93,7 @@ func TestStatsCollectorOnDatabases(t *testing.T) {
 	t.Parallel()
 	forEachDB(t, func(t *testing.T, b dbBackend) {
 		s := setupStatsTable(t, b)
-		sc, reg, logs := newStats(t, s.ob.Events(), StatsOptions{Instance: "orders", CacheTTL: -1})
+		sc, reg, logs := newStats(t, s.ob.Events(), outboxprom.StatsOptions{Instance: "orders", CacheTTL: -1})
 
 		// An empty table.
 		err := testutil.CollectAndCompare(sc, strings.NewReader(`
@@ -149,7 +150,7 @@ outbox_stats_up{outbox="orders"} 1
 			t.Fatalf("oldest pending age = %v s, want about 7200", age)
 		}
 		// A StatsStore is a source too.
-		_, storeReg, _ := newStats(t, s.ob.Store().(storage.StatsStore), StatsOptions{})
+		_, storeReg, _ := newStats(t, s.ob.Store().(storage.StatsStore), outboxprom.StatsOptions{})
 		if n := value(t, storeReg, "outbox_events", "status", "new"); n != 2 {
 			t.Fatalf("store source: new = %v", n)
 		}
@@ -180,7 +181,7 @@ func TestStatsCollectorDatabaseErrors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, reg, logs := newStats(t, store.(storage.StatsStore), StatsOptions{CacheTTL: -1})
+			_, reg, logs := newStats(t, store.(storage.StatsStore), outboxprom.StatsOptions{CacheTTL: -1})
 			if up := value(t, reg, "outbox_stats_up"); up != 1 {
 				t.Fatalf("before Close: up %v", up)
 			}
@@ -206,7 +207,7 @@ func TestStatsCollectorDatabaseErrors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, reg, _ := newStats(t, store.(storage.StatsStore), StatsOptions{})
+			_, reg, _ := newStats(t, store.(storage.StatsStore), outboxprom.StatsOptions{})
 			g := scrape(t, reg)
 			if up, errs := value(t, g, "outbox_stats_up"), value(t, g, "outbox_stats_errors_total"); up != 0 || errs != 1 || hasTableSeries(t, g) {
 				t.Fatalf("missing table: up %v, errors %v", up, errs)
@@ -223,7 +224,7 @@ func TestStatsCollectorLockedTablePostgres(t *testing.T) {
 	b := dbBackends[1]
 	s := setupStatsTable(t, b)
 	s.insert(t, "e-1", time.Minute, outbox.StatusNew)
-	_, reg, logs := newStats(t, s.ob.Events(), StatsOptions{Timeout: 300 * time.Millisecond, CacheTTL: -1})
+	_, reg, logs := newStats(t, s.ob.Events(), outboxprom.StatsOptions{Timeout: 300 * time.Millisecond, CacheTTL: -1})
 
 	ctx := context.Background()
 	tx, err := s.db.BeginTx(ctx, nil)
