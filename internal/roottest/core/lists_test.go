@@ -176,7 +176,15 @@ func TestEventListsUseIndexes(t *testing.T) {
 					// the window (PostgreSQL sorted the 10,000 WAITING rows for the
 					// 10,000th rather than read their index): the plan's estimate of
 					// what it sorts bounds it.
-					if strings.HasPrefix(c.Name, "count ") && strings.HasSuffix(c.Name, " (window)") && b.d == outbox.Postgres &&
+					// So may the blocked keys' statement, which reads at most MaxCountRows rows
+					// of the order index and wants each row's status and created_at from the
+					// heap: PostgreSQL, estimating the open ordered rows as the product of
+					// two selectivities (about 1,000 of the 10,000 WAITING rows here), may
+					// read them by bitmap and sort them instead of walking the index (1 CI
+					// run of many did). As for a count's window, the estimate bounds what
+					// it sorts; with an estimate above the LIMIT it walks the index.
+					if (strings.HasPrefix(c.Name, "count ") && strings.HasSuffix(c.Name, " (window)") || strings.HasPrefix(c.Name, "blocked keys")) &&
+						b.d == outbox.Postgres &&
 						(bad == "Sort" || bad == "Bitmap") && planRowsAtMost(plan, 2*outbox.MaxCountRows) {
 						continue
 					}
