@@ -261,7 +261,7 @@ func WriteMarkdown(w io.Writer, results []Result, generated time.Time, commit st
 	p("- **lost = 0**: every event whose commit returned nil (or whose row exists after an\n  unknown commit outcome) is delivered;\n")
 	p("- **phantom = 0**: no event of a rolled-back transaction is delivered;\n")
 	p("- **unexpected = 0**: nothing is delivered that no writer wrote;\n")
-	p("- **stuck = 0**: every row is DONE or DEAD after the drain;\n")
+	p("- **stuck = 0**: every row is DONE or DEAD after the drain, which fails when the count\n  of pending rows stops falling for 2 × (query timeout + ClaimTTL + listener and status\n  timeouts + poll interval) + 15 s of the scenario's timing (how long a drain that\n  progresses takes is the machine's speed: reported, capped at 20 minutes);\n")
 	p("- **overlaps = 0**: no two attempts of one event ever run at the same time (a crash is\n  recorded before the node dies, or the moment its exit is seen, so that a take-over of\n  a dead node's claim is not an overlap);\n")
 	p("- **dead = 0** where the listener never fails (the process scenarios and every\n  in-process scenario but poison-event and purge-racing-replay): a DEAD row fails them;\n")
 	p("- a business row exists if and only if its event row does;\n")
