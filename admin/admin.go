@@ -59,19 +59,49 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// New returns the admin handler over events, from [outbox.Outbox.Events]: every route
-// is one of its methods. Errors of those methods wrapping [outbox.ErrNotFound],
+// Source is what the admin reads and changes: *[outbox.Events], from
+// [outbox.Outbox.Events], is the implementation, and every route is one of these
+// methods. To restrict or observe what the admin does (a tenant's filter, an extra
+// check before a replay), pass a type that embeds *outbox.Events and overrides the
+// methods it changes: it keeps satisfying Source when a later version of the admin
+// calls one more method.
+type Source interface {
+	// Reads of every status.
+	List(ctx context.Context, q outbox.EventQuery) (outbox.EventPage, error)
+	Count(ctx context.Context, q outbox.EventCountQuery) (outbox.EventCounts, error)
+	Get(ctx context.Context, id string) (outbox.Event, error)
+	Overview(ctx context.Context) (outbox.Overview, error)
+	Stats(ctx context.Context) (outbox.Stats, error)
+	CountByType(ctx context.Context) ([]outbox.TypeCount, error)
+	Audit(ctx context.Context, q outbox.AuditQuery) (outbox.AuditPage, error)
+	// Reads of DEAD events (the /api/dead-events routes).
+	ListDead(ctx context.Context, q outbox.DeadQuery) (outbox.DeadPage, error)
+	CountDead(ctx context.Context, f outbox.DeadFilter) (int64, error)
+	// Changes, each recorded in the audit trail.
+	Replay(ctx context.Context, id string) error
+	Discard(ctx context.Context, id string) error
+	Delete(ctx context.Context, id string) error
+	ReplayIDs(ctx context.Context, ids []string) (int64, error)
+	DiscardIDs(ctx context.Context, ids []string) (int64, error)
+	DeleteIDs(ctx context.Context, ids []string) (int64, error)
+	ReplayAll(ctx context.Context, f outbox.DeadFilter, batchSize int) (int64, error)
+}
+
+var _ Source = (*outbox.Events)(nil)
+
+// New returns the admin handler over events, usually the *[outbox.Events] of
+// [outbox.Outbox.Events]: every route is one of [Source]'s methods. Errors of those methods wrapping [outbox.ErrNotFound],
 // [outbox.ErrNotDead] or [outbox.ErrFinished], and [outbox.ErrInvalidArgument], become
 // 404, 409 and 400; one wrapping [errors.ErrUnsupported] (a store without lists of every
 // status or an audit trail) is a 501; any other error is a 500.
 //
 // New returns a *[outbox.ConfigError] (matching [outbox.ErrInvalidConfig]) when events is
-// nil, when Authorize is a [BearerToken] with an empty or unsendable token or a nil
+// nil (or a nil *outbox.Events), when Authorize is a [BearerToken] with an empty or unsendable token or a nil
 // [AuthorizerFunc], when ReplayBatchSize is negative, or when a trusted origin is
 // malformed. Without Authorize it logs a warning, since every request will get 401; with
 // [AllowAll] it logs a louder one.
-func New(events *outbox.Events, opts Options) (http.Handler, error) {
-	if events == nil {
+func New(events Source, opts Options) (http.Handler, error) {
+	if e, ok := events.(*outbox.Events); events == nil || ok && e == nil {
 		return nil, &outbox.ConfigError{Field: "events", Reason: "is nil"}
 	}
 	if err := validAuthorizer(opts.Authorize); err != nil {
@@ -108,7 +138,7 @@ func New(events *outbox.Events, opts Options) (http.Handler, error) {
 
 // handler is the http.Handler New returns.
 type handler struct {
-	events *outbox.Events
+	events Source
 	auth   Authorizer
 	redact func(*outbox.Event)
 	actor  func(*http.Request) string

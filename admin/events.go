@@ -56,16 +56,16 @@ type bulkResponse struct {
 	Requested int   `json:"requested"`
 }
 
-// A bulk action: what it logs and the method of outbox.Events that does it.
+// A bulk action: what it logs and the method of Source that does it.
 type bulkAction struct {
 	op, logMsg string
-	act        func(*outbox.Events, context.Context, []string) (int64, error)
+	act        func(Source, context.Context, []string) (int64, error)
 }
 
 var (
-	bulkReplay  = bulkAction{"replay events", "outboxadmin: replayed events", (*outbox.Events).ReplayIDs}
-	bulkDiscard = bulkAction{"discard events", "outboxadmin: discarded events", (*outbox.Events).DiscardIDs}
-	bulkDelete  = bulkAction{"delete events", "outboxadmin: deleted events", (*outbox.Events).DeleteIDs}
+	bulkReplay  = bulkAction{"replay events", "outboxadmin: replayed events", Source.ReplayIDs}
+	bulkDiscard = bulkAction{"discard events", "outboxadmin: discarded events", Source.DiscardIDs}
+	bulkDelete  = bulkAction{"delete events", "outboxadmin: deleted events", Source.DeleteIDs}
 )
 
 // bulk returns the handler of a bulk action: it checks the body {"ids": [...]}, runs the

@@ -63,7 +63,7 @@ func writeUnauthorized(w http.ResponseWriter) {
 	writeError(w, http.StatusUnauthorized, "unauthorized", "authentication required", "")
 }
 
-// fail answers a request whose call to outbox.Events returned err. Typed errors of the
+// fail answers a request whose call to Source returned err. Typed errors of the
 // core become 4xx; anything else is logged with its details and answered with a
 // generic 500.
 func (h *handler) fail(w http.ResponseWriter, r *http.Request, op string, err error) {

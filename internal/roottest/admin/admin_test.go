@@ -1,6 +1,7 @@
 package outboxadmin_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,7 +37,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	quiet := slog.New(slog.DiscardHandler)
 	cases := []struct {
 		name   string
-		events *outbox.Events
+		events outboxadmin.Source
 		opts   outboxadmin.Options
 		field  string
 	}{
@@ -72,6 +73,62 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		if _, err := outboxadmin.New(events, opts); err != nil {
 			t.Errorf("New(%+v) = %v", opts, err)
 		}
+	}
+}
+
+// tenantEvents is a Source as the admin's doc suggests writing one: it embeds
+// *outbox.Events and overrides what it restricts.
+type tenantEvents struct {
+	*outbox.Events
+	got, replayed []string
+}
+
+func (e *tenantEvents) Get(ctx context.Context, id string) (outbox.Event, error) {
+	e.got = append(e.got, id)
+	if !strings.HasPrefix(id, "tenant-a-") {
+		return outbox.Event{}, fmt.Errorf("event %s of another tenant: %w", id, outbox.ErrNotFound)
+	}
+	return e.Events.Get(ctx, id)
+}
+
+func (e *tenantEvents) Replay(_ context.Context, id string) error {
+	e.replayed = append(e.replayed, id)
+	return fmt.Errorf("replay %s: %w", id, outbox.ErrNotDead)
+}
+
+// TestNewTakesAWrappedSource: the admin calls the Source it was given, so a wrapper that
+// embeds *outbox.Events decides what its overrides decide, and the rest reaches the
+// events it embeds.
+func TestNewTakesAWrappedSource(t *testing.T) {
+	t.Parallel()
+	src := &tenantEvents{Events: eventsOver(t, outboxtest.NewMemoryStore())}
+	h, err := outboxadmin.New(src, outboxadmin.Options{Authorize: outboxadmin.AllowAll(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	do := func(method, path, body string) *httptest.ResponseRecorder {
+		t.Helper()
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(method, "/"+path, strings.NewReader(body))
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	for _, id := range []string{"tenant-b-1", "tenant-a-1"} {
+		if rec := do(http.MethodGet, "api/events/"+id, ""); rec.Code != http.StatusNotFound {
+			t.Errorf("GET %s: %d %s, want 404", id, rec.Code, rec.Body)
+		}
+	}
+	if len(src.got) != 2 {
+		t.Errorf("the override's Get was called with %v, want both IDs", src.got)
+	}
+	if rec := do(http.MethodPost, "api/dead-events/tenant-a-2/replay", "{}"); rec.Code != http.StatusConflict || len(src.replayed) != 1 || src.replayed[0] != "tenant-a-2" {
+		t.Errorf("POST replay: %d %s, override called with %v; want the override's 409", rec.Code, rec.Body, src.replayed)
+	}
+	if rec := do(http.MethodGet, "api/overview", ""); rec.Code != http.StatusOK {
+		t.Errorf("GET overview through the embedded events: %d %s", rec.Code, rec.Body)
 	}
 }
 
