@@ -385,7 +385,7 @@ func goldenCases() []goldenCase {
 			build: func(d *dialect) ([]query, error) {
 				return one2(d.purgeQuery(t, storage.PurgeParams{Before: goldenT0, Limit: 500}))
 			},
-			pg:      []string{`DELETE FROM "outbox_event" WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE (status IN (1, 3) OR status >= 5) AND COALESCE(done_at, created_at) < $1 ORDER BY COALESCE(done_at, created_at), event_id LIMIT $2 FOR UPDATE SKIP LOCKED) AND (status IN (1, 3) OR status >= 5) AND COALESCE(done_at, created_at) < $3`},
+			pg:      []string{`DELETE FROM "outbox_event" WHERE event_id = ANY(ARRAY(SELECT event_id FROM "outbox_event" WHERE (status IN (1, 3) OR status >= 5) AND COALESCE(done_at, created_at) < $1 ORDER BY COALESCE(done_at, created_at), event_id LIMIT $2 FOR UPDATE SKIP LOCKED)) AND (status IN (1, 3) OR status >= 5) AND COALESCE(done_at, created_at) < $3`},
 			sqlite:  []string{`DELETE FROM "outbox_event" WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE (+status IN (1, 3) OR +status >= 5) AND COALESCE(done_at, created_at) < ? ORDER BY COALESCE(done_at, created_at), event_id LIMIT 500) AND (+status IN (1, 3) OR +status >= 5) AND COALESCE(done_at, created_at) < ?`},
 			mysql:   []string{"DELETE FROM `outbox_event` WHERE finished_at < ? ORDER BY finished_at, event_id LIMIT ?"},
 			myArgs:  []any{goldenT0U, int64(500)},
@@ -399,7 +399,7 @@ func goldenCases() []goldenCase {
 			build: func(d *dialect) ([]query, error) {
 				return one2(d.purgeQuery(t, storage.PurgeParams{Before: goldenT0, DeadBefore: goldenT0.Add(-time.Hour), Limit: 500}))
 			},
-			pg:     []string{`DELETE FROM "outbox_event" WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE (status IN (1, 3) OR status >= 5) AND COALESCE(done_at, created_at) < $1 AND (status = 1 AND COALESCE(done_at, created_at) < $2 OR status <> 1 AND COALESCE(done_at, created_at) < $3) ORDER BY COALESCE(done_at, created_at), event_id LIMIT $4 FOR UPDATE SKIP LOCKED) AND (status IN (1, 3) OR status >= 5) AND COALESCE(done_at, created_at) < $5 AND (status = 1 AND COALESCE(done_at, created_at) < $6 OR status <> 1 AND COALESCE(done_at, created_at) < $7)`},
+			pg:     []string{`DELETE FROM "outbox_event" WHERE event_id = ANY(ARRAY(SELECT event_id FROM "outbox_event" WHERE (status IN (1, 3) OR status >= 5) AND COALESCE(done_at, created_at) < $1 AND (status = 1 AND COALESCE(done_at, created_at) < $2 OR status <> 1 AND COALESCE(done_at, created_at) < $3) ORDER BY COALESCE(done_at, created_at), event_id LIMIT $4 FOR UPDATE SKIP LOCKED)) AND (status IN (1, 3) OR status >= 5) AND COALESCE(done_at, created_at) < $5 AND (status = 1 AND COALESCE(done_at, created_at) < $6 OR status <> 1 AND COALESCE(done_at, created_at) < $7)`},
 			sqlite: []string{`DELETE FROM "outbox_event" WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE (+status IN (1, 3) OR +status >= 5) AND COALESCE(done_at, created_at) < ? AND (+status = 1 AND COALESCE(done_at, created_at) < ? OR +status <> 1 AND COALESCE(done_at, created_at) < ?) ORDER BY COALESCE(done_at, created_at), event_id LIMIT 500) AND (+status IN (1, 3) OR +status >= 5) AND COALESCE(done_at, created_at) < ? AND (+status = 1 AND COALESCE(done_at, created_at) < ? OR +status <> 1 AND COALESCE(done_at, created_at) < ?)`},
 			mysql:  []string{"DELETE FROM `outbox_event` WHERE finished_at < ? AND (status = 1 AND finished_at < ? OR status <> 1 AND finished_at < ?) ORDER BY finished_at, event_id LIMIT ?"},
 			myArgs: []any{goldenT0U, goldenT0U, goldenT0U.Add(-time.Hour), int64(500)},

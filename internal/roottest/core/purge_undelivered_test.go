@@ -200,6 +200,12 @@ func TestPurgeUndeliveredUsesIndexes(t *testing.T) {
 						` ORDER BY created_at, event_id LIMIT 500 FOR UPDATE SKIP LOCKED)) AND status IN (0, 2) AND created_at < ` + t0: "pending_idx",
 					`DELETE FROM ` + table + ` WHERE event_id = ANY(ARRAY(SELECT event_id FROM ` + table + ` WHERE status = 4 AND created_at IS NOT NULL AND created_at < ` + t0 +
 						` ORDER BY created_at, event_id LIMIT 500 FOR UPDATE SKIP LOCKED)) AND status = 4 AND created_at < ` + t0: "state_idx",
+					// The finished rows' purge, as purgeQuery builds it. Written with IN (…),
+					// PostgreSQL made it a hash semi-join over a bitmap scan of every finished
+					// row before the cutoff (per batch of 500); by ANY(ARRAY(…)) the batch's
+					// IDs drive the DELETE by primary key.
+					`DELETE FROM ` + table + ` WHERE event_id = ANY(ARRAY(SELECT event_id FROM ` + table + ` WHERE (status IN (1, 3) OR status >= 5) AND COALESCE(done_at, created_at) < ` + t0 +
+						` ORDER BY COALESCE(done_at, created_at), event_id LIMIT 500 FOR UPDATE SKIP LOCKED)) AND (status IN (1, 3) OR status >= 5) AND COALESCE(done_at, created_at) < ` + t0: "finished_idx",
 				}
 			case outbox.SQLite:
 				t0 = "'2031-01-01T00:00:15.000000Z'"
@@ -221,7 +227,17 @@ func TestPurgeUndeliveredUsesIndexes(t *testing.T) {
 				if !strings.Contains(plan, "_"+index) {
 					t.Errorf("the plan does not use %s:\n%s\n%s", index, q, plan)
 				}
+				finished := index == "finished_idx"
+				if finished && (!strings.Contains(plan, "Index Scan using outbox_event_pkey") || strings.Contains(plan, "Semi Join")) {
+					t.Errorf("the finished rows' DELETE is not driven by the primary key:\n%s\n%s", q, plan)
+				}
 				for _, bad := range avoidInPlan(b.d) {
+					// The finished batch's subquery may sort the rows the planner estimates
+					// before the cutoff when they are about as many as its LIMIT (667 on
+					// this table); the DELETE itself may not.
+					if finished && (bad == "Sort" || bad == "Bitmap") && planRowsAtMost(plan, 2*500) {
+						continue
+					}
 					if inPlan(b.d, plan, bad) {
 						t.Errorf("the plan has %q:\n%s\n%s", bad, q, plan)
 					}
