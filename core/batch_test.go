@@ -99,9 +99,10 @@ func occupy(t *testing.T, b *dispatchBundle) (release func()) {
 }
 
 // TestBatchListenerTakesQueuedEvents: a worker hands the events of one BatchListener
-// subscription queued behind each other to one HandleBatch call, stops at an event of
-// another subscription (delivered next, on its own) and at BatchSize; each event's
-// error decides its own fate, and its interceptors see its own context and error.
+// subscription queued behind each other to one HandleBatch call, up to BatchSize; an
+// event of another subscription queued among them is in its own lane and does not cut
+// the batch (it is delivered in its turn, on its own); each event's error decides its
+// own fate, and its interceptors see its own context and error.
 func TestBatchListenerTakesQueuedEvents(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -128,7 +129,7 @@ func TestBatchListenerTakesQueuedEvents(t *testing.T) {
 		}
 		release()
 		synctest.Wait()
-		want := [][]string{{"b0", "b1", "b2"}, {"b3", "b4", "b5", "b6"}, {"b7", "b8"}}
+		want := [][]string{{"b0", "b1", "b2", "b3"}, {"b4", "b5", "b6", "b7"}, {"b8"}}
 		if got := rec.got(); !slices.EqualFunc(got, want, slices.Equal) {
 			t.Fatalf("HandleBatch calls %v, want %v", got, want)
 		}

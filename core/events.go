@@ -11,12 +11,9 @@ import (
 
 // Page sizes of the lists of [Events].
 const (
-	// DefaultPageSize is the page size of a query whose Limit is 0.
-	DefaultPageSize = 50
-	// MaxPageSize is the largest page a list returns.
-	MaxPageSize = 500
-	// DefaultReplayBatchSize is the batch size of Events.ReplayAll when 0 is given.
-	DefaultReplayBatchSize = 100
+	DefaultPageSize        = 50  // the page size of a query whose Limit is 0
+	MaxPageSize            = 500 // the largest page a list returns
+	DefaultReplayBatchSize = 100 // the batch size of Events.ReplayAll when 0 is given
 )
 
 // Events inspects and changes events (docs/operations.md), recording each change with

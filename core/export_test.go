@@ -45,7 +45,7 @@ func NewDispatcher(store storage.Store, reg *Registry, cfg DispatcherConfig) (*D
 	if reg != nil {
 		routes = reg
 	}
-	q := dispatch.NewQueues(cfg.HotQueueSize, cfg.ColdQueueSize, cfg.Workers, cfg.Metrics, cfg.Now)
+	q := dispatch.NewQueues(cfg.HotQueueSize, cfg.ColdQueueSize, cfg.Workers, cfg.Metrics, cfg.Now, routes)
 	var release *dispatch.Releaser
 	if cfg.ClaimTTL > 0 {
 		claims, err := dispatch.ClaimStoreOf(store, cfg.ClaimTTL)

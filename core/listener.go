@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -49,17 +50,20 @@ type Subscription struct {
 	Retry RetryPolicy
 	// MaxAttempts replaces Config.MaxAttempts; -1 retries forever.
 	MaxAttempts int
-	// Timeout replaces Config.ListenerTimeout; -1 means none. In MultiNode mode it must be
-	// below ClaimTTL - StatusTimeout.
+	// Timeout replaces Config.ListenerTimeout (-1: none); MultiNode: < ClaimTTL - StatusTimeout.
 	Timeout time.Duration
-	// Retryable, when set, returns false for an error that makes the event DEAD at once.
-	// Deferrals never reach it.
+	// Retryable, when set, returns false for an error that is final; deferrals never reach it.
 	Retryable func(error) bool
-	// BatchSize bounds the events of one [BatchListener.HandleBatch] call. Defaults to
-	// DefaultBatchSize.
+	// BatchSize bounds the events of one [BatchListener.HandleBatch] call; 0: DefaultBatchSize.
 	BatchSize int
-	// Fallback, when set, runs before a delivery becomes DEAD: nil makes it FALLBACK instead
-	// (docs/listeners.md).
+	// MaxConcurrency bounds this process's workers delivering the listener's events at
+	// once (a batch counts one); 0: Config.Workers (docs/listeners.md, fair delivery).
+	MaxConcurrency int
+	// RateLimit bounds the events per second this process takes for the listener (0:
+	// none); up to RateBurst (default 1) at once after a pause. Per process.
+	RateLimit float64
+	RateBurst int
+	// Fallback runs before a delivery becomes DEAD: nil makes it FALLBACK (docs/listeners.md).
 	Fallback func(ctx context.Context, f Failure) error
 }
 
@@ -110,6 +114,12 @@ func (r *registry) Subscribe(s Subscription) error {
 		return &ConfigError{Field: "Subscription.MaxAttempts", Reason: fmt.Sprintf("listener %s: must be positive or -1, got %d", name, s.MaxAttempts)}
 	case s.Timeout < 0 && s.Timeout != -1:
 		return &ConfigError{Field: "Subscription.Timeout", Reason: fmt.Sprintf("listener %s: must be positive or -1, got %s", name, s.Timeout)}
+	case s.RateLimit < 0 || math.IsNaN(s.RateLimit) || math.IsInf(s.RateLimit, 0):
+		return &ConfigError{Field: "Subscription.RateLimit", Reason: fmt.Sprintf("listener %s: must be a positive number of events per second or 0, got %v", name, s.RateLimit)}
+	case s.RateBurst < 0 || s.RateBurst > 0 && s.RateLimit == 0:
+		return &ConfigError{Field: "Subscription.RateBurst", Reason: fmt.Sprintf("listener %s: must be positive with a RateLimit, or 0, got %d", name, s.RateBurst)}
+	case s.MaxConcurrency < 0:
+		return &ConfigError{Field: "Subscription.MaxConcurrency", Reason: fmt.Sprintf("listener %s: must not be negative, got %d", name, s.MaxConcurrency)}
 	case s.BatchSize < 0:
 		return &ConfigError{Field: "Subscription.BatchSize", Reason: fmt.Sprintf("listener %s: must not be negative, got %d", name, s.BatchSize)}
 	case !check.ValidText(name) || len(name) > MaxListenerLen:
@@ -130,7 +140,8 @@ func (r *registry) Subscribe(s Subscription) error {
 		return fmt.Errorf("%w: name %q", ErrDuplicateListener, name)
 	}
 	rt := &dispatch.Route{Name: name, Handle: s.Listener.Handle, MaxAttempts: s.MaxAttempts,
-		Timeout: s.Timeout, Retryable: s.Retryable, Fallback: s.Fallback}
+		Timeout: s.Timeout, Retryable: s.Retryable, Fallback: s.Fallback, MaxConcurrency: s.MaxConcurrency,
+		RateLimit: s.RateLimit, RateBurst: s.RateBurst}
 	if s.Retry != nil {
 		rt.Retry = s.Retry
 	}

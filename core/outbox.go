@@ -211,7 +211,7 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 		if err := dc.Validate(); err != nil {
 			return nil, err
 		}
-		o.queues = dispatch.NewQueues(dc.HotQueueSize, dc.ColdQueueSize, dc.Workers, dc.Metrics, dc.Now)
+		o.queues = dispatch.NewQueues(dc.HotQueueSize, dc.ColdQueueSize, dc.Workers, dc.Metrics, dc.Now, o.registry)
 		o.workers = dc.Workers
 	}
 	var signal func() // tells other processes (the Notifier); nil without one

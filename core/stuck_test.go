@@ -85,15 +85,18 @@ func TestStuckListenersDoNotWedgeTheOutbox(t *testing.T) {
 		b := newStuckBundle(t, outbox.Config{Workers: 2, ListenerTimeout: time.Second})
 		mustOK(t, b.ob.Start(t.Context()))
 		now := time.Now()
-		b.put("Block", 2, now.Add(-time.Hour)) // oldest first: both workers take one
+		b.put("Block", 2, now.Add(-time.Hour)) // oldest first: both workers take one (see below)
 		b.put("Healthy", 200, now.Add(-time.Minute))
 		b.poll(t)
 		synctest.Wait()
 		if n := b.blocked.Load(); n != 2 {
 			t.Fatalf("%d blocking attempts started, want 2", n)
 		}
-		if n := b.healthy.Load(); n != 0 {
-			t.Fatalf("%d healthy events delivered while both workers are blocked", n)
+		// The workers take the two listeners' lanes in turn, so one healthy event may
+		// be delivered between the two blocking ones (when the poller queued it before
+		// a worker took Block-001), never more.
+		if n := b.healthy.Load(); n > 1 {
+			t.Fatalf("%d healthy events delivered while both workers are blocked, want at most 1", n)
 		}
 		time.Sleep(time.Second + time.Second) // ListenerTimeout and the stuck grace
 		synctest.Wait()
@@ -186,8 +189,11 @@ func TestStuckAttemptsAreBoundedByWorkers(t *testing.T) {
 		if n := b.stuck.Load(); n != 1 {
 			t.Fatalf("OnStuck called %d times, want 1: the second stuck attempt is past the bound", n)
 		}
-		if n := b.healthy.Load(); n != 0 {
-			t.Fatalf("%d healthy events delivered while the only worker waits for a stuck attempt", n)
+		// The worker takes the two listeners' lanes in turn: Block-000 (left stuck),
+		// Healthy-000, Block-001 (stuck past the bound: the worker waits for it), and
+		// no other healthy event while it waits.
+		if n := b.healthy.Load(); n != 1 {
+			t.Fatalf("%d healthy events delivered while the only worker waits for a stuck attempt, want the 1 between the blocking ones", n)
 		}
 		if w := b.logs.find(slog.LevelWarn, "bound on stuck attempts"); len(w) != 1 {
 			t.Fatalf("%d bound warnings, want 1", len(w))

@@ -15,7 +15,8 @@ import (
 )
 
 // work is one worker: it takes events until the queues are drained after a graceful
-// stop, or at once after a hard stop.
+// stop, or at once after a hard stop. Each event it takes holds a slot of its lane
+// until the attempt, batch or split returns (Queues.done).
 func (d *Dispatcher) work(r startstop.Run, acks chan<- doneAck) {
 	var (
 		carry   dispatchItem
@@ -30,48 +31,58 @@ func (d *Dispatcher) work(r startstop.Run, acks chan<- doneAck) {
 		if !ok {
 			return
 		}
-		rt, fan := d.routes.Resolve(it.ev.Listener, it.ev.AggregateType, it.ev.Type) // both nil: unroutable
-		if fan != nil {
-			// Events to split: those queued behind this one in its queue too, taken
-			// without waiting, split in one transaction; the first other one is
-			// delivered next. (The other queue holds, under a backlog, the deliveries
-			// of earlier splits.)
-			items := []fanOutItem{{it, fan}}
-			for len(items) < maxFanOutBatch && r.Ctx.Err() == nil {
-				next, ok := d.q.tryNextFrom(it.path)
-				if !ok {
-					break
-				}
-				if _, nfan := d.routes.Resolve(next.ev.Listener, next.ev.AggregateType, next.ev.Type); nfan == nil {
-					carry, carried = next, true
-					break
-				} else {
-					items = append(items, fanOutItem{next, nfan})
-				}
-			}
-			d.fanOut(r.Ctx, items)
-			continue
+		carry, carried = d.run(r, it, acks)
+		d.q.done(it)
+		if carried {
+			d.q.adopt(carry)
 		}
-		if rt == nil || rt.HandleBatch == nil || r.Ctx.Err() != nil {
-			d.deliver(r.Ctx, it, rt, acks)
-			continue
-		}
-		// A batch: the events of the same subscription queued behind this one, taken
-		// without waiting; the first of another subscription is delivered next.
-		items := []dispatchItem{it}
-		for len(items) < rt.BatchSize {
-			next, ok := d.q.tryNext(turn)
+	}
+}
+
+// run delivers it, and those queued behind it in its lane that one call takes too (a
+// batch, a split). It returns an event it took from the lane that another
+// subscription takes now (the registry changed since it was queued), to run next.
+func (d *Dispatcher) run(r startstop.Run, it dispatchItem, acks chan<- doneAck) (carry dispatchItem, carried bool) {
+	rt, fan := d.routes.Resolve(it.ev.Listener, it.ev.AggregateType, it.ev.Type) // both nil: unroutable
+	if fan != nil {
+		// Events to split: those queued behind this one in its lane and path too,
+		// taken without waiting, split in one transaction.
+		items := []fanOutItem{{it, fan}}
+		for len(items) < maxFanOutBatch && r.Ctx.Err() == nil {
+			next, ok := d.q.more(it, true)
 			if !ok {
 				break
 			}
-			if nrt, _ := d.routes.Resolve(next.ev.Listener, next.ev.AggregateType, next.ev.Type); nrt != rt {
+			if _, nfan := d.routes.Resolve(next.ev.Listener, next.ev.AggregateType, next.ev.Type); nfan == nil {
 				carry, carried = next, true
 				break
+			} else {
+				items = append(items, fanOutItem{next, nfan})
 			}
-			items = append(items, next)
 		}
-		d.deliverBatch(r.Ctx, rt, items, acks)
+		d.fanOut(r.Ctx, items)
+		return carry, carried
 	}
+	if rt == nil || rt.HandleBatch == nil || r.Ctx.Err() != nil {
+		d.deliver(r.Ctx, it, rt, acks)
+		return carry, carried
+	}
+	// A batch: the events of the same subscription queued behind this one in its
+	// lane, taken without waiting.
+	items := []dispatchItem{it}
+	for len(items) < rt.BatchSize {
+		next, ok := d.q.more(it, false)
+		if !ok {
+			break
+		}
+		if nrt, _ := d.routes.Resolve(next.ev.Listener, next.ev.AggregateType, next.ev.Type); nrt != rt {
+			carry, carried = next, true
+			break
+		}
+		items = append(items, next)
+	}
+	d.deliverBatch(r.Ctx, rt, items, acks)
+	return carry, carried
 }
 
 // deliverBatch delivers items, all of rt's BatchListener, with one HandleBatch call:

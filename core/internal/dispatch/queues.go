@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,18 +21,31 @@ import (
 //	poller (package poll)           Enqueue(PathCold), ColdCapacity, Depths,
 //	                                InflightCount, MaxInflight, ColdDrained, CatchUp,
 //	                                NextDue, DueReached, DueChanged
-//	workers                         next, tookCold, release, releaseAll, NoteDue
+//	workers                         next, more, adopt, done, release, releaseAll, NoteDue
 //	notifier, replays               SignalCatchUp
 //	Dispatcher Start/Stop           open, close, discard
 //
 // An event ID is accepted once from enqueue until release: the poller cannot queue an
 // event that is queued, running, or waiting for its outcome to be written.
+//
+// Fair scheduling. The hot and cold queues are bounded counts (HotQueueSize,
+// ColdQueueSize); the events they count wait in lanes, one per subscription (the route
+// the event resolves to when it is queued; one lane for events to split, one for
+// unroutable ones), each with a FIFO per path. A worker takes from the lanes in turn
+// (round robin over the lanes that have events and a free slot), so an event of one
+// subscription waits behind at most one event (or batch) of each other subscription
+// that is queued before a worker is free, never behind all of them. A lane's slots are
+// its subscription's MaxConcurrency (no bound when 0): a worker that takes an event holds
+// one until the attempt (or batch, or split) returns ([Queues.done]). Within a lane,
+// two turns of a worker out of three prefer the hot FIFO and the third the cold one, as
+// across the whole queue before lanes.
 type Queues struct {
-	hot     chan dispatchItem // nil when the hot path is disabled
-	cold    chan dispatchItem
+	hotCap  int // -1: the hot path is disabled
+	coldCap int
 	workers int
 	metrics Metrics
 	now     func() time.Time // the dispatcher's clock: enqueue and release times
+	routes  Routes           // resolves an event to its lane
 
 	mu        sync.Mutex
 	accepting bool                 // guarded by mu
@@ -40,6 +54,16 @@ type Queues struct {
 	tombs     tombstones           // guarded by mu
 	reads     map[uint64]time.Time // guarded by mu: the open reads, when each began
 	readSeq   uint64               // guarded by mu
+	lanes     map[*Route]*lane     // guarded by mu: every lane, by its subscription's route
+	ready     []*lane              // guarded by mu: the lanes with queued events, in turn order
+	turn      int                  // guarded by mu: the index in ready that is served next
+	queued    [2]int               // guarded by mu: queued events by path (PathHot, PathCold)
+	// depths mirrors queued for the readers that do not take mu (Depths, HotFull,
+	// tookCold).
+	depths [2]atomic.Int64
+	// wake has a token per worker: Enqueue and done put one (never blocking) so that a
+	// waiting worker looks at the lanes again.
+	wake chan struct{}
 
 	// coldWake is signalled (never blocking) when a worker takes a cold event and at
 	// most coldLowWater remain queued; -1 disables it. A claiming poller waits on it to
@@ -61,24 +85,114 @@ type Queues struct {
 	heldMu  sync.Mutex // the same for the ordered events held
 }
 
+// Lanes of events that no single subscription takes.
+var (
+	fanOutLane     = &Route{Name: "(fan-out)"}
+	unroutableLane = &Route{Name: "(unroutable)"}
+)
+
+// lane holds the queued events of one subscription.
+type lane struct {
+	rt      *Route
+	limit   int     // the most workers at once; 0: no bound
+	fifo    [2]fifo // by path
+	running int     // workers holding a slot of the lane
+	isReady bool    // in Queues.ready
+	// A token bucket when the subscription has a rate limit (rate > 0): each event
+	// taken spends a token; tokens come back at rate per second up to burst.
+	rate, burst, tokens float64
+	filled              time.Time // when tokens was last brought up to date
+}
+
+// newLane returns the lane of rt's events.
+func newLane(rt *Route) *lane {
+	l := &lane{rt: rt, limit: rt.MaxConcurrency, rate: rt.RateLimit}
+	if l.rate > 0 {
+		l.burst = float64(max(rt.RateBurst, 1))
+		l.tokens = l.burst
+	}
+	return l
+}
+
+// free reports whether a worker may take an event of l now.
+func (l *lane) free() bool { return l.limit <= 0 || l.running < l.limit }
+
+// spend takes a token of l's rate limit at now and returns 0, or, when none is left,
+// how long until the next one. A lane without a rate limit always has one.
+func (l *lane) spend(now time.Time) time.Duration {
+	if l.rate <= 0 {
+		return 0
+	}
+	if !l.filled.IsZero() && now.After(l.filled) {
+		l.tokens = min(l.burst, l.tokens+now.Sub(l.filled).Seconds()*l.rate)
+	}
+	if l.filled.IsZero() || now.After(l.filled) {
+		l.filled = now
+	}
+	if l.tokens >= 1 {
+		l.tokens--
+		return 0
+	}
+	return max(time.Duration((1-l.tokens)/l.rate*float64(time.Second)), time.Millisecond)
+}
+
+// size returns the events queued in l.
+func (l *lane) size() int { return l.fifo[PathHot].len() + l.fifo[PathCold].len() }
+
+// fifo is a queue of items.
+type fifo struct {
+	items []dispatchItem
+	head  int
+}
+
+func (f *fifo) len() int { return len(f.items) - f.head }
+
+func (f *fifo) push(it dispatchItem) {
+	if f.head > 0 && f.head == len(f.items) {
+		f.items, f.head = f.items[:0], 0
+	}
+	f.items = append(f.items, it)
+}
+
+func (f *fifo) pop() dispatchItem {
+	it := f.items[f.head]
+	f.items[f.head] = dispatchItem{}
+	f.head++
+	if f.head == len(f.items) {
+		f.items, f.head = f.items[:0], 0
+	} else if f.head >= 64 && f.head*2 >= len(f.items) {
+		n := copy(f.items, f.items[f.head:])
+		clear(f.items[n:])
+		f.items, f.head = f.items[:n], 0
+	}
+	return it
+}
+
 // dispatchItem is one queued event.
 type dispatchItem struct {
 	ev         Event
 	path       Path
 	enqueuedAt time.Time
+	lane       *lane
 	join       *batchSlot // set by a worker delivering the item in a batch
 }
 
-// NewQueues returns closed queues; hotSize <= 0 disables the hot path.
-func NewQueues(hotSize, coldSize, workers int, metrics Metrics, now func() time.Time) *Queues {
+// NewQueues returns closed queues; hotSize <= 0 disables the hot path. routes resolves
+// an event to its subscription's lane when it is queued (see Queues); with nil routes
+// every event is in one lane.
+func NewQueues(hotSize, coldSize, workers int, metrics Metrics, now func() time.Time, routes Routes) *Queues {
 	q := &Queues{
-		cold:     make(chan dispatchItem, coldSize),
+		hotCap:   -1,
+		coldCap:  coldSize,
 		workers:  workers,
 		metrics:  metrics,
 		now:      now,
+		routes:   routes,
 		inflight: make(map[string]bool),
 		tombs:    newTombstones(),
 		reads:    make(map[uint64]time.Time),
+		lanes:    make(map[*Route]*lane),
+		wake:     make(chan struct{}, max(workers, 1)),
 		coldWake: make(chan struct{}, 1),
 		catchUps: make(chan struct{}, 1),
 
@@ -86,7 +200,7 @@ func NewQueues(hotSize, coldSize, workers int, metrics Metrics, now func() time.
 	}
 	q.coldLowWater.Store(-1)
 	if hotSize > 0 {
-		q.hot = make(chan dispatchItem, hotSize)
+		q.hotCap = hotSize
 	}
 	return q
 }
@@ -112,13 +226,19 @@ func (q *Queues) close() {
 func (q *Queues) discard() []Event {
 	var claimed []Event
 	q.mu.Lock()
-	for _, ch := range []chan dispatchItem{q.hot, q.cold} {
-		for len(ch) > 0 {
-			if it := <-ch; it.ev.LockedBy != "" {
-				claimed = append(claimed, it.ev)
+	for _, l := range q.lanes {
+		for p := range l.fifo {
+			for l.fifo[p].len() > 0 {
+				if it := l.fifo[p].pop(); it.ev.LockedBy != "" {
+					claimed = append(claimed, it.ev)
+				}
 			}
 		}
+		l.running, l.isReady = 0, false
 	}
+	q.ready, q.turn = q.ready[:0], 0
+	q.setQueued(PathHot, 0)
+	q.setQueued(PathCold, 0)
 	clear(q.inflight)
 	wasHeld := q.held
 	q.held = 0
@@ -128,6 +248,12 @@ func (q *Queues) discard() []Event {
 		q.reportHeld()
 	}
 	return claimed
+}
+
+// setQueued sets the count of path's queued events. The caller holds mu.
+func (q *Queues) setQueued(path Path, n int) {
+	q.queued[path] = n
+	q.depths[path].Store(int64(n))
 }
 
 type EnqueueResult int
@@ -186,16 +312,29 @@ func (q *Queues) oldestRead(now time.Time) (time.Time, bool) {
 // returned e from the table began (see beginRead), or the zero time when unknown; see
 // tombstones.blocks.
 func (q *Queues) Enqueue(e Event, path Path, now, readAt time.Time) EnqueueResult {
-	ch := q.cold
+	capacity := q.coldCap
 	if path == PathHot {
-		ch = q.hot
+		capacity = q.hotCap
+	}
+	var (
+		key *Route
+		fan []*Route
+	)
+	if q.routes != nil {
+		key, fan = q.routes.Resolve(e.Listener, e.AggregateType, e.Type)
+	}
+	switch {
+	case fan != nil:
+		key = fanOutLane
+	case key == nil:
+		key = unroutableLane
 	}
 	q.mu.Lock()
 	switch {
 	case !q.accepting:
 		q.mu.Unlock()
 		return EnqueueStopped
-	case ch == nil:
+	case capacity < 0 || q.queued[path] >= capacity:
 		q.mu.Unlock()
 		return EnqueueFull
 	}
@@ -203,17 +342,23 @@ func (q *Queues) Enqueue(e Event, path Path, now, readAt time.Time) EnqueueResul
 		q.mu.Unlock()
 		return EnqueueDuplicate
 	}
-	select {
-	case ch <- dispatchItem{ev: e, path: path, enqueuedAt: now}:
-		q.inflight[e.ID] = e.OrderKey != ""
-		if e.OrderKey != "" {
-			q.held++
-		}
-	default:
-		q.mu.Unlock()
-		return EnqueueFull
+	l := q.lanes[key]
+	if l == nil {
+		l = newLane(key)
+		q.lanes[key] = l
+	}
+	l.fifo[path].push(dispatchItem{ev: e, path: path, enqueuedAt: now, lane: l})
+	q.setQueued(path, q.queued[path]+1)
+	if !l.isReady {
+		l.isReady = true
+		q.ready = append(q.ready, l)
+	}
+	q.inflight[e.ID] = e.OrderKey != ""
+	if e.OrderKey != "" {
+		q.held++
 	}
 	q.mu.Unlock()
+	q.signal()
 	q.reportDepths()
 	if e.OrderKey != "" {
 		q.reportHeld()
@@ -221,89 +366,174 @@ func (q *Queues) Enqueue(e Event, path Path, now, readAt time.Time) EnqueueResul
 	return EnqueueOK
 }
 
-// next returns the next event for a worker. Two turns out of three prefer the hot
-// queue, the third prefers the cold one; a worker never idles while either queue has
-// work. It returns false after a hard stop, or after a graceful stop once both Queues
-// are empty. A cold event taken may wake the poller (see coldDrained), and the new
-// depths are reported.
-func (q *Queues) next(r startstop.Run, turn uint) (dispatchItem, bool) {
-	it, ok := q.take(r, turn)
-	if ok {
-		if it.path == PathCold {
-			q.tookCold()
-		}
-		q.reportDepths()
-	}
-	return it, ok
-}
-
-// tryNext returns the next queued event without waiting, hot queue first (cold first
-// on the turns next favours it), or false when both queues are empty.
-func (q *Queues) tryNext(turn uint) (dispatchItem, bool) {
-	first, second := PathHot, PathCold
-	if turn%3 == 2 {
-		first, second = second, first
-	}
-	if it, ok := q.tryNextFrom(first); ok {
-		return it, true
-	}
-	return q.tryNextFrom(second)
-}
-
-// tryNextFrom returns the next event of path's queue without waiting, or false when it
-// is empty.
-func (q *Queues) tryNextFrom(path Path) (dispatchItem, bool) {
-	ch := q.hot
-	if path == PathCold {
-		ch = q.cold
-	}
+// signal wakes a waiting worker, if any, to look at the lanes again.
+func (q *Queues) signal() {
 	select {
-	case it := <-ch:
-		if it.path == PathCold {
-			q.tookCold()
-		}
-		q.reportDepths()
-		return it, true
+	case q.wake <- struct{}{}:
 	default:
-		return dispatchItem{}, false
 	}
 }
 
-func (q *Queues) take(r startstop.Run, turn uint) (dispatchItem, bool) {
-	first, second := q.hot, q.cold
-	if turn%3 == 2 {
-		first, second = second, first
-	}
+// next returns the next event for a worker, from the next lane in turn that has one and
+// a free slot (see Queues), and takes a slot of that lane, which the worker gives back
+// with done once the attempt returned. Two turns out of three prefer the lane's hot
+// events, the third its cold ones. It waits while no lane has an event it may take; it
+// returns false after a hard stop, or after a graceful stop once every lane is empty. A
+// cold event taken may wake the poller (see coldDrained), and the new depths are
+// reported.
+func (q *Queues) next(r startstop.Run, turn uint) (dispatchItem, bool) {
+	stopping := r.Stopping
 	for {
 		if r.Ctx.Err() != nil {
 			return dispatchItem{}, false
 		}
-		select {
-		case it := <-first:
+		q.mu.Lock()
+		it, ok, wait := q.pick(turn)
+		empty := q.queued[PathHot]+q.queued[PathCold] == 0
+		q.mu.Unlock()
+		if ok {
+			if it.path == PathCold {
+				q.tookCold()
+			}
+			q.reportDepths()
 			return it, true
-		default:
 		}
-		select {
-		case it := <-second:
-			return it, true
-		default:
-		}
-		select {
-		case <-r.Stopping:
-			// Intake closed before Stopping: the queues are empty for good.
+		if empty && stopping == nil {
+			// Intake closed before Stopping: the lanes are empty for good.
 			return dispatchItem{}, false
-		default:
+		}
+		var token *time.Timer // a rate-limited lane's next token
+		var tokens <-chan time.Time
+		if wait > 0 {
+			token = time.NewTimer(wait)
+			tokens = token.C
 		}
 		select {
-		case it := <-q.hot:
-			return it, true
-		case it := <-q.cold:
-			return it, true
+		case <-q.wake:
+		case <-tokens:
 		case <-r.Ctx.Done():
 			return dispatchItem{}, false
-		case <-r.Stopping:
-			// Loop: drain what is left, then return.
+		case <-stopping:
+			stopping = nil // closed: look again, and return once every lane is empty
 		}
+		if token != nil {
+			token.Stop()
+		}
+	}
+}
+
+// pick takes the next event of the first lane in turn with an event, a free slot and a
+// token of its rate limit, and a slot of it. When it finds none and some lane waits
+// only for a token, it returns how long until the first such token. The caller holds mu.
+func (q *Queues) pick(turn uint) (it dispatchItem, ok bool, wait time.Duration) {
+	var now time.Time
+	for range len(q.ready) {
+		if q.turn >= len(q.ready) {
+			q.turn = 0
+		}
+		l := q.ready[q.turn]
+		if !l.free() {
+			q.turn++
+			continue
+		}
+		if l.rate > 0 {
+			if now.IsZero() {
+				now = q.now()
+			}
+			if w := l.spend(now); w > 0 {
+				if wait == 0 || w < wait {
+					wait = w
+				}
+				q.turn++
+				continue
+			}
+		}
+		it = q.popLane(l, turn%3 == 2)
+		l.running++
+		if l.isReady {
+			q.turn++ // the next worker serves the next lane
+		}
+		return it, true, 0
+	}
+	return dispatchItem{}, false, wait
+}
+
+// popLane takes the next event of l, of its cold FIFO first when coldFirst, and takes l
+// out of the ready lanes when it is empty after. The caller holds mu and knows l has
+// events.
+func (q *Queues) popLane(l *lane, coldFirst bool) dispatchItem {
+	first, second := PathHot, PathCold
+	if coldFirst {
+		first, second = second, first
+	}
+	p := first
+	if l.fifo[p].len() == 0 {
+		p = second
+	}
+	it := l.fifo[p].pop()
+	q.setQueued(p, q.queued[p]-1)
+	if l.size() == 0 {
+		l.isReady = false
+		i := slices.Index(q.ready, l)
+		q.ready = slices.Delete(q.ready, i, i+1)
+		if i < q.turn {
+			q.turn--
+		}
+	}
+	return it
+}
+
+// more returns, without waiting, the next queued event of it's lane (of it's path when
+// samePath), for a worker that delivers several in one call (a batch, a split): it
+// runs under it's slot. It returns false when there is none.
+func (q *Queues) more(it dispatchItem, samePath bool) (dispatchItem, bool) {
+	l := it.lane
+	q.mu.Lock()
+	if l == nil || l.fifo[it.path].len() == 0 && (samePath || l.fifo[1-it.path].len() == 0) {
+		q.mu.Unlock()
+		return dispatchItem{}, false
+	}
+	if l.rate > 0 && l.spend(q.now()) > 0 {
+		q.mu.Unlock()
+		return dispatchItem{}, false
+	}
+	p := it.path
+	if l.fifo[p].len() == 0 {
+		p = 1 - p
+	}
+	next := q.popLane(l, p == PathCold)
+	q.mu.Unlock()
+	if next.path == PathCold {
+		q.tookCold()
+	}
+	q.reportDepths()
+	return next, true
+}
+
+// adopt takes a slot of it's lane again for an event a worker took with another one
+// (more) and runs after it gave that one's slot back (the registry changed between
+// queueing and delivery: see Dispatcher.run).
+func (q *Queues) adopt(it dispatchItem) {
+	if it.lane == nil {
+		return
+	}
+	q.mu.Lock()
+	it.lane.running++
+	q.mu.Unlock()
+}
+
+// done gives back the slot of it's lane that next (or adopt) took.
+func (q *Queues) done(it dispatchItem) {
+	l := it.lane
+	if l == nil {
+		return
+	}
+	q.mu.Lock()
+	l.running = max(l.running-1, 0)
+	wake := l.limit > 0 && l.isReady
+	q.mu.Unlock()
+	if wake {
+		q.signal() // a worker waiting on this lane's bound may take its next event
 	}
 }
 
@@ -366,13 +596,13 @@ func (q *Queues) TombstoneCount() int {
 }
 
 // HotEnabled reports whether the hot path is enabled (HotQueueSize is not -1).
-func (q *Queues) HotEnabled() bool { return q.hot != nil }
+func (q *Queues) HotEnabled() bool { return q.hotCap >= 0 }
 
 // HotFull reports whether the hot queue cannot take an event now: it is full, the hot
 // path is disabled or the Dispatcher is not running. A pre-claiming writer asks before
 // it claims events for the hot path.
 func (q *Queues) HotFull() bool {
-	if q.hot == nil || len(q.hot) >= cap(q.hot) {
+	if q.hotCap < 0 || q.depths[PathHot].Load() >= int64(q.hotCap) {
 		return true
 	}
 	return !q.IsAccepting()
@@ -435,7 +665,7 @@ func (q *Queues) ColdCapacity() int {
 	if !q.accepting {
 		return 0
 	}
-	return cap(q.cold) - len(q.cold)
+	return q.coldCap - q.queued[PathCold]
 }
 
 // ColdDrained makes the workers signal the returned channel whenever they take a cold
@@ -447,7 +677,7 @@ func (q *Queues) ColdDrained(low int) <-chan struct{} {
 
 // tookCold signals coldWake when the cold queue has drained to its low-water mark.
 func (q *Queues) tookCold() {
-	if low := q.coldLowWater.Load(); low >= 0 && int64(len(q.cold)) <= low {
+	if low := q.coldLowWater.Load(); low >= 0 && q.depths[PathCold].Load() <= low {
 		select {
 		case q.coldWake <- struct{}{}:
 		default:
@@ -458,7 +688,7 @@ func (q *Queues) tookCold() {
 // MaxInflight bounds the events in flight at once: queued, running, or handed to the
 // recorder of DONE outcomes.
 func (q *Queues) MaxInflight() int {
-	return cap(q.hot) + cap(q.cold) + q.workers + doneQueueSize + maxDoneBatch
+	return max(q.hotCap, 0) + q.coldCap + q.workers + doneQueueSize + maxDoneBatch
 }
 
 // InflightCount returns the number of events in flight now.
@@ -469,7 +699,9 @@ func (q *Queues) InflightCount() int {
 }
 
 // Depths returns the number of events waiting in the hot and cold queues.
-func (q *Queues) Depths() (hot, cold int) { return len(q.hot), len(q.cold) }
+func (q *Queues) Depths() (hot, cold int) {
+	return int(q.depths[PathHot].Load()), int(q.depths[PathCold].Load())
+}
 
 // reportDepths reports the current queue lengths to the metrics hook. Every queue change
 // is followed by a call; reading and reporting under depthMu makes the final report

@@ -15,6 +15,14 @@ type Route struct {
 	// BatchSize then bounds a batch.
 	HandleBatch func(ctx context.Context, batch []BatchItem) []error
 	BatchSize   int
+	// MaxConcurrency bounds the workers delivering the subscription's events at once
+	// (its lane's slots, see Queues); 0: no bound but Workers.
+	MaxConcurrency int
+	// RateLimit bounds the events of the subscription taken per second (its lane's
+	// token bucket, see Queues), RateBurst (at least 1) how many at once after a pause;
+	// 0: no bound.
+	RateLimit float64
+	RateBurst int
 	// The subscription's own policy; zero values take the dispatcher's.
 	Retry       RetryPolicy   // nil: Config.Retry
 	MaxAttempts int           // 0: Config.MaxAttempts; -1 retries forever

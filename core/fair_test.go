@@ -1,0 +1,208 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	outbox "github.com/outboxkit/outbox/core"
+)
+
+// TestFairDeliveryAcrossSubscriptions is the starvation scene of docs/listeners.md
+// ("Fair delivery"): with two workers, 20 events of a listener that takes 500 ms each
+// are queued, then one event of a fast listener. The fast event is delivered within one
+// slow attempt (the workers take the subscriptions' lanes in turn), not after all 20
+// (5 s, when one queue was served in order).
+func TestFairDeliveryAcrossSubscriptions(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		b := setupDispatcher(t, outbox.DispatcherConfig{Workers: 2})
+		const slowTime = 500 * time.Millisecond
+		b.listen(t, "Slow", outbox.ListenerFunc(func(ctx context.Context, _ *outbox.Event) error {
+			select {
+			case <-time.After(slowTime):
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}))
+		fast := make(chan time.Time, 1)
+		b.listen(t, "Fast", outbox.ListenerFunc(func(context.Context, *outbox.Event) error {
+			fast <- time.Now()
+			return nil
+		}))
+		var events []outbox.Event
+		for i := range 20 {
+			events = append(events, newEvent(fmt.Sprintf("slow-%02d", i), "Slow"))
+		}
+		start := time.Now()
+		b.write(t, events...)
+		b.write(t, newEvent("fast", "Fast"))
+		at := <-fast
+		if waited := at.Sub(start); waited > slowTime {
+			t.Fatalf("the fast event waited %s behind the slow ones, more than one slow attempt (%s)", waited, slowTime)
+		}
+	})
+}
+
+// TestMaxConcurrencyBoundsASubscription: a subscription with MaxConcurrency 1 runs one
+// attempt at a time while four workers deliver the other subscription's events beside
+// it; its queued events wait without an attempt and are all delivered once it is free.
+func TestMaxConcurrencyBoundsASubscription(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		b := setupDispatcher(t, outbox.DispatcherConfig{Workers: 4})
+		var (
+			running, most atomic.Int32
+			mu            sync.Mutex
+		)
+		release := make(chan struct{})
+		limited := outbox.ListenerFunc(func(ctx context.Context, _ *outbox.Event) error {
+			n := running.Add(1)
+			defer running.Add(-1)
+			mu.Lock()
+			most.Store(max(most.Load(), n))
+			mu.Unlock()
+			select {
+			case <-release:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+		if err := b.reg.Subscribe(outbox.Subscription{EventType: "Limited", Listener: limited, MaxConcurrency: 1}); err != nil {
+			t.Fatal(err)
+		}
+		other := newDeliveries(nil)
+		b.listen(t, "Other", other)
+		var events []outbox.Event
+		for i := range 5 {
+			events = append(events, newEvent(fmt.Sprintf("limited-%d", i), "Limited"), newEvent(fmt.Sprintf("other-%d", i), "Other"))
+		}
+		b.write(t, events...)
+		synctest.Wait()
+		if n := running.Load(); n != 1 {
+			t.Fatalf("%d attempts of the limited subscription running, want 1", n)
+		}
+		if n := other.total(); n != 5 {
+			t.Fatalf("%d of the other subscription's 5 events delivered beside the limited one", n)
+		}
+		for range 5 {
+			release <- struct{}{}
+			synctest.Wait()
+		}
+		time.Sleep(outbox.DefaultDoneBatchWindow)
+		synctest.Wait()
+		if m := most.Load(); m != 1 {
+			t.Errorf("up to %d attempts of the limited subscription ran at once, want 1", m)
+		}
+		for i := range 5 {
+			if e := b.row(t, fmt.Sprintf("limited-%d", i)); e.Status != outbox.StatusDone || e.Attempts != 0 {
+				t.Errorf("limited-%d is %s after %d failed attempts, want DONE after none", i, e.Status, e.Attempts)
+			}
+		}
+	})
+}
+
+// TestSubscribeRejectsNegativeMaxConcurrency: a negative bound is a ConfigError.
+func TestSubscribeRejectsNegativeMaxConcurrency(t *testing.T) {
+	t.Parallel()
+	err := outbox.NewRegistry().Subscribe(outbox.Subscription{EventType: "T", Listener: newDeliveries(nil), MaxConcurrency: -1})
+	var ce *outbox.ConfigError
+	if !errors.As(err, &ce) || ce.Field != "Subscription.MaxConcurrency" {
+		t.Fatalf("Subscribe = %v, want a ConfigError on Subscription.MaxConcurrency", err)
+	}
+}
+
+// TestRateLimitSpacesASubscription: a subscription limited to 10 events per second
+// (burst 1) starts its attempts 100 ms apart, counts no attempt for the waits, and holds
+// no worker while it waits: with one worker the other subscription's events are all
+// delivered before the limited one's second event.
+func TestRateLimitSpacesASubscription(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		b := setupDispatcher(t, outbox.DispatcherConfig{Workers: 1})
+		var (
+			mu     sync.Mutex
+			starts []time.Time
+		)
+		limited := outbox.ListenerFunc(func(context.Context, *outbox.Event) error {
+			mu.Lock()
+			starts = append(starts, time.Now())
+			mu.Unlock()
+			return nil
+		})
+		if err := b.reg.Subscribe(outbox.Subscription{EventType: "Limited", Listener: limited, RateLimit: 10}); err != nil {
+			t.Fatal(err)
+		}
+		other := newDeliveries(nil)
+		b.listen(t, "Other", other)
+		var events []outbox.Event
+		for i := range 10 {
+			events = append(events, newEvent(fmt.Sprintf("limited-%d", i), "Limited"))
+		}
+		for i := range 5 {
+			events = append(events, newEvent(fmt.Sprintf("other-%d", i), "Other"))
+		}
+		begin := time.Now()
+		b.write(t, events...)
+		synctest.Wait()
+		mu.Lock()
+		first := len(starts)
+		mu.Unlock()
+		if n := other.total(); n != 5 || first != 1 {
+			t.Fatalf("at once: %d of the other subscription's 5 events and %d limited ones delivered, want 5 and 1 (the burst)", n, first)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(starts) != 10 {
+			t.Fatalf("%d of 10 limited events delivered in one second at 10 per second", len(starts))
+		}
+		for i := 1; i < len(starts); i++ {
+			if gap := starts[i].Sub(starts[i-1]); gap < 100*time.Millisecond {
+				t.Errorf("attempts %d and %d started %s apart, want 100 ms at 10 per second", i-1, i, gap)
+			}
+		}
+		if last := starts[len(starts)-1].Sub(begin); last > 900*time.Millisecond+10*time.Millisecond {
+			t.Errorf("the 10th attempt started %s after the write, want 900 ms", last)
+		}
+		time.Sleep(outbox.DefaultDoneBatchWindow)
+		synctest.Wait()
+		for i := range 10 {
+			if e := b.row(t, fmt.Sprintf("limited-%d", i)); e.Status != outbox.StatusDone || e.Attempts != 0 {
+				t.Errorf("limited-%d is %s after %d failed attempts, want DONE after none", i, e.Status, e.Attempts)
+			}
+		}
+	})
+}
+
+// TestSubscribeRejectsBadRateLimit: a negative, infinite or NaN rate, a negative burst,
+// or a burst without a rate is a ConfigError naming the field.
+func TestSubscribeRejectsBadRateLimit(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		rate  float64
+		burst int
+		field string
+	}{
+		{-1, 0, "Subscription.RateLimit"},
+		{math.Inf(1), 0, "Subscription.RateLimit"},
+		{math.NaN(), 0, "Subscription.RateLimit"},
+		{5, -1, "Subscription.RateBurst"},
+		{0, 3, "Subscription.RateBurst"},
+	} {
+		err := outbox.NewRegistry().Subscribe(outbox.Subscription{EventType: "T", Listener: newDeliveries(nil), RateLimit: c.rate, RateBurst: c.burst})
+		var ce *outbox.ConfigError
+		if !errors.As(err, &ce) || ce.Field != c.field {
+			t.Errorf("Subscribe(RateLimit %v, RateBurst %d) = %v, want a ConfigError on %s", c.rate, c.burst, err, c.field)
+		}
+	}
+}

@@ -1,0 +1,108 @@
+package outbox_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	outbox "github.com/outboxkit/outbox/core"
+)
+
+// TestFairDeliveryOnEveryDatabase is the starvation scene of docs/listeners.md ("Fair
+// delivery") on each database, from the hot path and from the poller: two workers, 20
+// events of a slow listener written before one event of a fast one, in one
+// transaction. The slow listener runs until the test lets it return, so the check
+// counts attempts, not time: the fast event runs while at most the two workers' first
+// slow attempts have started and at most one of them has returned.
+func TestFairDeliveryOnEveryDatabase(t *testing.T) {
+	t.Parallel()
+	paths := []struct {
+		name string
+		cfg  outbox.Config
+	}{
+		{"hot", outbox.Config{Workers: 2}},
+		// The poller alone: it reads the 21 rows in one batch.
+		{"poller", outbox.Config{Workers: 2, HotQueueSize: -1, SkipRecent: -1}},
+	}
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			forEachBackend(t, func(t *testing.T, b backend) {
+				a := setupOutbox(t, b, p.cfg)
+				var (
+					mu                    sync.Mutex
+					started, returned     int
+					fastRan               bool
+					startedAt, returnedAt int
+					release               = make(chan struct{})
+					releaseAll            sync.Once
+				)
+				t.Cleanup(func() { releaseAll.Do(func() { close(release) }) })
+				slow := newDeliveries(func(ctx context.Context, _ *outbox.Event) error {
+					mu.Lock()
+					started++
+					mu.Unlock()
+					select {
+					case <-release:
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+					mu.Lock()
+					returned++
+					mu.Unlock()
+					return nil
+				})
+				fast := newDeliveries(func(context.Context, *outbox.Event) error {
+					mu.Lock()
+					fastRan, startedAt, returnedAt = true, started, returned
+					mu.Unlock()
+					return nil
+				})
+				if err := a.ob.Register("Order", "Slow", slow); err != nil {
+					t.Fatal(err)
+				}
+				if err := a.ob.Register("Order", "Fast", fast); err != nil {
+					t.Fatal(err)
+				}
+				a.start(t)
+				envs := make([]outbox.Envelope, 0, 21)
+				for range 20 {
+					envs = append(envs, outbox.Envelope{Type: "Slow", AggregateType: "Order", Payload: 1})
+				}
+				envs = append(envs, outbox.Envelope{Type: "Fast", AggregateType: "Order", Payload: 1})
+				err := outbox.RunInTx(t.Context(), a.db, func(ctx context.Context, tx *outbox.Tx) error {
+					_, err := a.ob.Writer().WriteAll(ctx, tx, envs)
+					return err
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				state := func() (int, int, bool) {
+					mu.Lock()
+					defer mu.Unlock()
+					return started, returned, fastRan
+				}
+				eventually(t, "both workers busy, or the fast event delivered", func() bool {
+					s, _, f := state()
+					return s == 2 || f
+				})
+				if _, _, f := state(); !f {
+					release <- struct{}{} // one slow attempt returns: its worker is free
+					eventually(t, "the fast event delivered, or a third slow attempt", func() bool {
+						s, _, f := state()
+						return s == 3 || f
+					})
+				}
+				mu.Lock()
+				ran, s, r := fastRan, startedAt, returnedAt
+				mu.Unlock()
+				if !ran || s > 2 || r > 1 {
+					t.Fatalf("the fast event ran %v, after %d slow attempts started and %d returned; want it run after at most 2 and 1",
+						ran, s, r)
+				}
+				releaseAll.Do(func() { close(release) })
+				eventually(t, "all 21 delivered", func() bool { return slow.total() == 20 && fast.total() == 1 })
+			})
+		})
+	}
+}
