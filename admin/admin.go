@@ -74,6 +74,8 @@ type Source interface {
 	Stats(ctx context.Context) (outbox.Stats, error)
 	CountByType(ctx context.Context) ([]outbox.TypeCount, error)
 	Audit(ctx context.Context, q outbox.AuditQuery) (outbox.AuditPage, error)
+	// The subscriptions' load in the process that serves the admin.
+	Subscriptions(ctx context.Context) ([]outbox.SubscriptionLoad, error)
 	// Reads of DEAD events (the /api/dead-events routes).
 	ListDead(ctx context.Context, q outbox.DeadQuery) (outbox.DeadPage, error)
 	CountDead(ctx context.Context, f outbox.DeadFilter) (int64, error)
@@ -181,6 +183,7 @@ const (
 	patBulkDisc  = "POST /api/events/discard"
 	patBulkDel   = "POST /api/events/delete"
 	patAudit     = "GET /api/audit"
+	patSubs      = "GET /api/subscriptions"
 )
 
 // postOnly are the paths of POST routes that a GET pattern with an {id} would match
@@ -215,6 +218,7 @@ func (h *handler) routes() {
 	h.mux.HandleFunc(patBulkDisc, h.bulk(bulkDiscard))
 	h.mux.HandleFunc(patBulkDel, h.bulk(bulkDelete))
 	h.mux.HandleFunc(patAudit, h.audit)
+	h.mux.HandleFunc(patSubs, h.subscriptions)
 	for _, p := range postOnly {
 		h.mux.HandleFunc("GET "+p, func(w http.ResponseWriter, r *http.Request) {
 			methodNotAllowed(w, r, []string{http.MethodPost})

@@ -39,6 +39,8 @@
 //	POST /api/events/discard            discard the DEAD or pending events among the ids
 //	POST /api/events/delete             delete the DEAD events among the ids for good
 //	GET  /api/audit                     the audit trail, newest first: limit, before
+//	GET  /api/subscriptions             each subscription's load in the serving process:
+//	                                    queued, running, its limits, limited
 //	GET  /api/dead-events               list of DEAD events: event_type, aggregate_type,
 //	                                    listener, limit, after
 //	GET  /api/dead-events/count         count: event_type, aggregate_type, listener,
@@ -94,6 +96,12 @@
 // "count"}], "next": ""}: action is replay, replay-all, discard or delete, target the
 // event IDs (comma-separated) or the filter of a replay-all, count how many events the
 // change touched. Pass next as before for older entries.
+//
+// GET /api/subscriptions answers {"subscriptions": [{"listener", "queued", "running",
+// "max_concurrency", "rate_limit", "limited"}]}, by listener: the events of each
+// subscription queued for a worker in the process that serves the admin, the workers
+// running them, its limits (0: none), and whether queued events wait for those limits
+// ([outbox.Events.Subscriptions]). Another process's queues are its own.
 //
 // # Audit
 //

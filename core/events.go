@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/outboxkit/outbox/core/outboxtype"
 	"github.com/outboxkit/outbox/core/storage"
 )
 
@@ -22,6 +23,21 @@ type Events struct {
 	store       storage.Store
 	now         func() time.Time
 	afterReplay func() // wakes the pollers after a replay; nil: nothing to wake
+	loads       func() []SubscriptionLoad
+}
+
+// SubscriptionLoad is a subscription's load here (see outboxtype.SubscriptionMetrics).
+type SubscriptionLoad = outboxtype.SubscriptionLoad
+
+// Subscriptions returns each registered subscription's load in this process, by name.
+func (d *Events) Subscriptions(ctx context.Context) ([]SubscriptionLoad, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if d.loads == nil {
+		return nil, nil
+	}
+	return d.loads(), nil
 }
 
 // newEvents returns the inspection of store's events; afterReplay, when set, runs after

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,8 +39,7 @@ const AnyType = "*"
 // Subscription is a listener, its route and its own policy (zero: the [Config] setting);
 // each matching one gets a delivery (fan-out, docs/listeners.md).
 type Subscription struct {
-	// Name names the listener, unique and stable across releases, at most MaxListenerLen bytes.
-	// Defaults to "AggregateType/EventType".
+	// Name, unique and stable across releases (MaxListenerLen): "AggregateType/EventType" if "".
 	Name string
 	// AggregateType and EventType (required) are the route; "" means GlobalAggregateType.
 	AggregateType string
@@ -56,13 +56,12 @@ type Subscription struct {
 	Retryable func(error) bool
 	// BatchSize bounds the events of one [BatchListener.HandleBatch] call; 0: DefaultBatchSize.
 	BatchSize int
-	// MaxConcurrency bounds this process's workers delivering the listener's events at
-	// once (a batch counts one); 0: Config.Workers (docs/listeners.md, fair delivery).
+	// MaxConcurrency bounds this process's workers on the listener at once (a batch counts
+	// one), RateLimit the events per second it takes, RateBurst (default 1) how many at once;
+	// 0: no bound. Per process (docs/listeners.md, fair delivery).
 	MaxConcurrency int
-	// RateLimit bounds the events per second this process takes for the listener (0:
-	// none); up to RateBurst (default 1) at once after a pause. Per process.
-	RateLimit float64
-	RateBurst int
+	RateLimit      float64
+	RateBurst      int
 	// Fallback runs before a delivery becomes DEAD: nil makes it FALLBACK (docs/listeners.md).
 	Fallback func(ctx context.Context, f Failure) error
 }
@@ -205,6 +204,18 @@ func (r *registry) Resolve(listener, aggregateType, eventType string) (rt *dispa
 		return fan[0], nil
 	}
 	return nil, fan
+}
+
+// loads returns a zero load of every subscription, with its limits, by name.
+func (r *registry) loads() []SubscriptionLoad {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]SubscriptionLoad, 0, len(r.names))
+	for name, rt := range r.names {
+		out = append(out, SubscriptionLoad{Listener: name, MaxConcurrency: rt.MaxConcurrency, RateLimit: rt.RateLimit})
+	}
+	slices.SortFunc(out, func(a, b SubscriptionLoad) int { return strings.Compare(a.Listener, b.Listener) })
+	return out
 }
 
 // lookup returns the one subscription of the route, or false when it has none or

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/outboxkit/outbox/core/internal/dispatch"
@@ -76,19 +78,16 @@ type Config struct {
 	// Retry computes the delay before a retry. Defaults to an ExponentialBackoff of
 	// DefaultRetryBase and DefaultRetryMax.
 	Retry RetryPolicy
-	// ListenerTimeout bounds one attempt; -1 means none (not in MultiNode mode). Defaults to
-	// DefaultListenerTimeout.
+	// ListenerTimeout bounds one attempt (-1: none, not in MultiNode). Defaults to DefaultListenerTimeout.
 	ListenerTimeout time.Duration
-	// StatusTimeout bounds each outcome statement; -1 means none (not in MultiNode mode).
-	// Defaults to DefaultStatusTimeout.
+	// StatusTimeout bounds each outcome statement (-1: none, not in MultiNode); DefaultStatusTimeout.
 	StatusTimeout time.Duration
 	// DoneBatchWindow is how long DONE outcomes wait to share a statement; -1 means no wait.
 	// Defaults to DefaultDoneBatchWindow.
 	DoneBatchWindow time.Duration
 	// Interceptors run around every delivery: Before in order, After in reverse.
 	Interceptors []Interceptor
-	// OnStuck is called on the worker (do not block) when an attempt runs a second past
-	// ListenerTimeout.
+	// OnStuck runs on the worker (do not block) when an attempt outlives ListenerTimeout by 1 s.
 	OnStuck func(e Event, running time.Duration)
 	// PollInterval is the time between poller cycles. Defaults to DefaultPollInterval.
 	PollInterval time.Duration
@@ -99,11 +98,9 @@ type Config struct {
 	Notifier Notifier
 	// PollBatchSize bounds the rows one poll query reads. Defaults to DefaultPollBatchSize.
 	PollBatchSize int
-	// SkipRecent makes the poller leave younger events to the hot path; -1 means none. Defaults
-	// to DefaultSkipRecent.
+	// SkipRecent leaves younger events to the hot path (-1: none). Defaults to DefaultSkipRecent.
 	SkipRecent time.Duration
-	// QueryTimeout bounds each statement on the outbox's own connection; -1 means none.
-	// Defaults to 10 seconds.
+	// QueryTimeout bounds each statement on the outbox's own connection (-1: none); default 10 s.
 	QueryTimeout time.Duration
 	// ClaimTTL is how long a claim holds by the database clock, more than ListenerTimeout +
 	// StatusTimeout: required in MultiNode mode, rejected in the others.
@@ -124,8 +121,7 @@ type Config struct {
 	PurgeInterval time.Duration
 	// PurgeRetention is how long rows are kept once finished. Defaults to DefaultRetention.
 	PurgeRetention time.Duration
-	// DeleteDone deletes a row when its delivery succeeds instead of keeping it DONE; its ID is
-	// then free.
+	// DeleteDone deletes a row when its delivery succeeds (its ID is then free), keeping no DONE.
 	DeleteDone bool
 	// PurgeDeadRetention, when set, is how long DEAD, FALLBACK and DISCARDED rows are kept instead.
 	PurgeDeadRetention time.Duration
@@ -307,6 +303,7 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 			signal()
 		}
 	})
+	o.events.loads = o.subscriptionLoads
 	if cfg.PurgeInterval != -1 {
 		pg, err := purge.New(store, cfg.purgeConfig())
 		if err != nil {
@@ -440,6 +437,24 @@ func (o *Outbox) Subscribe(s Subscription) error {
 
 // Writer returns the writer business code uses inside its transactions.
 func (o *Outbox) Writer() *Writer { return o.writer }
+
+// subscriptionLoads returns the load of every registered subscription, by name: the
+// queues' for those that had events here, zero for the others.
+func (o *Outbox) subscriptionLoads() []SubscriptionLoad {
+	var queued []SubscriptionLoad
+	if o.queues != nil {
+		queued = o.queues.Loads()
+	}
+	out := o.registry.loads()
+	for i := range out {
+		if j, ok := slices.BinarySearchFunc(queued, out[i].Listener, func(l SubscriptionLoad, name string) int {
+			return strings.Compare(l.Listener, name)
+		}); ok {
+			out[i] = queued[j]
+		}
+	}
+	return out
+}
 
 // Events returns the inspection of the table's events.
 func (o *Outbox) Events() *Events { return o.events }

@@ -96,7 +96,9 @@ func (o Options) withDefaults() (Options, error) {
 // prometheus.Collector that New registers: unregister it with reg.Unregister(m).
 //
 // Its methods are safe for concurrent use and, unless [Options.EventTypeLabels] is set,
-// do not allocate: every series is created and looked up once, in New.
+// do not allocate: every series is created and looked up once, in New (a subscription's
+// series of SubscriptionLoad at its first report). It implements
+// outboxtype.SubscriptionMetrics too.
 type Metrics struct {
 	hotEnqueued    prometheus.Counter
 	hotDropped     prometheus.Counter
@@ -105,6 +107,9 @@ type Metrics struct {
 	pollLag        prometheus.Gauge
 	stuck          prometheus.Gauge
 	keysHeld       prometheus.Gauge
+	subQueued      *prometheus.GaugeVec // by listener: SubscriptionLoad
+	subRunning     *prometheus.GaugeVec
+	subLimited     *prometheus.GaugeVec
 	claimsVec      *prometheus.CounterVec
 	claims         [outbox.ClaimTakenOver + 1]prometheus.Counter
 	depth          [numPaths]prometheus.Gauge
@@ -210,6 +215,12 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 	}
 	m.keysHeld = m.gauge("keys_held",
 		"Ordered events this process holds (queued, running, or their outcome not yet written): one per order key, so the keys it holds.")
+	m.subQueued = m.gaugeVec("subscription_queued",
+		"Events of each subscription (listener) queued in this process for a worker.", labelListener)
+	m.subRunning = m.gaugeVec("subscription_running",
+		"Workers of this process delivering each subscription's (listener's) events.", labelListener)
+	m.subLimited = m.gaugeVec("subscription_limited",
+		"1 while a subscription's (listener's) queued events wait for its MaxConcurrency or RateLimit in this process, else 0.", labelListener)
 	m.stuck = m.gauge("stuck_attempts",
 		"Listener attempts running past ListenerTimeout (their listener ignored its context); their workers took other events.")
 
@@ -277,6 +288,15 @@ func (m *Metrics) counter(name, help string) prometheus.Counter {
 	return c
 }
 
+// gaugeVec creates and keeps a gauge vector with labels.
+func (m *Metrics) gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	v := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: m.namespace, Name: name, ConstLabels: m.instanceLabels, Help: help,
+	}, labels)
+	m.collectors = append(m.collectors, v)
+	return v
+}
+
 // gauge creates and keeps a gauge without variable labels.
 func (m *Metrics) gauge(name, help string) prometheus.Gauge {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{
@@ -333,6 +353,19 @@ func (m *Metrics) StuckAttempts(n int) { m.stuck.Set(float64(n)) }
 
 // KeysHeld sets outbox_keys_held.
 func (m *Metrics) KeysHeld(n int) { m.keysHeld.Set(float64(n)) }
+
+// SubscriptionLoad sets outbox_subscription_queued, outbox_subscription_running and
+// outbox_subscription_limited of l's listener ([outbox.SubscriptionLoad]). A listener's
+// series is created at its first report.
+func (m *Metrics) SubscriptionLoad(l outbox.SubscriptionLoad) {
+	m.subQueued.WithLabelValues(l.Listener).Set(float64(l.Queued))
+	m.subRunning.WithLabelValues(l.Listener).Set(float64(l.Running))
+	limited := 0.0
+	if l.Limited {
+		limited = 1
+	}
+	m.subLimited.WithLabelValues(l.Listener).Set(limited)
+}
 
 // Dispatched increments outbox_dispatch_total and observes the attempt's duration in
 // outbox_listener_duration_seconds and its latency in outbox_dispatch_latency_seconds.

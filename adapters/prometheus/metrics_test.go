@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/outboxtype"
 )
 
 func TestNewRejectsBadInput(t *testing.T) {
@@ -375,5 +376,34 @@ func TestGatherAndLintFindsNoProblems(t *testing.T) {
 	}
 	if n, err := testutil.GatherAndCount(reg); err != nil || n == 0 {
 		t.Fatalf("gathered %d series, %v", n, err)
+	}
+}
+
+// TestSubscriptionLoadGauges: Metrics is a SubscriptionMetrics, and each report sets the
+// listener's queued, running and limited gauges.
+func TestSubscriptionLoadGauges(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewPedanticRegistry()
+	m, err := New(reg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sm outboxtype.SubscriptionMetrics = m // a compile-time check too
+	sm.SubscriptionLoad(outbox.SubscriptionLoad{Listener: "mailer", Queued: 7, Running: 2, MaxConcurrency: 2, Limited: true})
+	sm.SubscriptionLoad(outbox.SubscriptionLoad{Listener: "relay", Queued: 1, Running: 1})
+	for _, c := range []struct {
+		name, listener string
+		want           float64
+	}{
+		{"outbox_subscription_queued", "mailer", 7}, {"outbox_subscription_running", "mailer", 2}, {"outbox_subscription_limited", "mailer", 1},
+		{"outbox_subscription_queued", "relay", 1}, {"outbox_subscription_running", "relay", 1}, {"outbox_subscription_limited", "relay", 0},
+	} {
+		if got := value(t, reg, c.name, "listener", c.listener); got != c.want {
+			t.Errorf("%s{listener=%q} = %v, want %v", c.name, c.listener, got, c.want)
+		}
+	}
+	sm.SubscriptionLoad(outbox.SubscriptionLoad{Listener: "mailer"})
+	if q, l := value(t, reg, "outbox_subscription_queued", "listener", "mailer"), value(t, reg, "outbox_subscription_limited", "listener", "mailer"); q != 0 || l != 0 {
+		t.Errorf("after draining: queued %v, limited %v; want 0, 0", q, l)
 	}
 }

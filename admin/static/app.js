@@ -329,6 +329,31 @@
     }
     renderTypeTable(o);
     if (state.view in LISTS && state.view !== 'dead') renderListSummary();
+    await loadSubscriptions();
+  }
+
+  // loadSubscriptions shows each subscription's load in the process serving the page
+  // (GET /api/subscriptions) under the per-type table: queued, running, its limits.
+  async function loadSubscriptions() {
+    let s;
+    try {
+      s = await api('api/subscriptions');
+    } catch (e) {
+      if (e instanceof APIError && e.status === 404) return; // an older server
+      throw e;
+    }
+    const tbody = $('sub-rows');
+    tbody.replaceChildren();
+    for (const l of s.subscriptions) {
+      const tr = el('tr');
+      tr.dataset.listener = l.listener;
+      tr.append(cellText(l.listener, 'mono'), el('td', num(l.queued), 'num'), el('td', num(l.running), 'num'),
+        el('td', l.max_concurrency > 0 ? num(l.max_concurrency) : '—', 'num'),
+        el('td', l.rate_limit > 0 ? String(l.rate_limit) + '/s' : '—', 'num'),
+        el('td', l.limited ? 'waiting for its limits' : '', 'limited'));
+      tbody.append(tr);
+    }
+    $('subs').hidden = s.subscriptions.length === 0;
   }
 
   // openHolders opens the list of the events that hold their order key: the Dead tab

@@ -108,6 +108,23 @@ type DispatchInfo struct {
 	Latency time.Duration
 }
 
+// SubscriptionLoad is one subscription's load in this process: its events queued for a
+// worker and the workers running them, its limits (outbox.Subscription), and whether
+// queued events wait for those limits now (Limited).
+type SubscriptionLoad struct {
+	Listener        string
+	Queued, Running int
+	MaxConcurrency  int
+	RateLimit       float64
+	Limited         bool
+}
+
+// SubscriptionMetrics is a [Metrics] that also takes each subscription's load, reported
+// when it changes (Outbox.Subscriptions reads it on demand).
+type SubscriptionMetrics interface {
+	SubscriptionLoad(l SubscriptionLoad)
+}
+
 // Metrics receives the outbox's measurements. Implementations must be safe for concurrent
 // use and fast: they are called on the write and dispatch paths. Embed [NopMetrics] to
 // stay compatible when methods are added.

@@ -2,11 +2,13 @@ package dispatch
 
 import (
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/outboxkit/outbox/core/internal/startstop"
+	"github.com/outboxkit/outbox/core/outboxtype"
 )
 
 // Queues is the state that the three parts of one delivery share: the writer's
@@ -82,7 +84,11 @@ type Queues struct {
 	// depthMu serialises reading the queue lengths with reporting them, so that the
 	// last report is never older than the last queue change it follows.
 	depthMu sync.Mutex
-	heldMu  sync.Mutex // the same for the ordered events held
+	// loads receives each subscription's load when it changes (nil unless metrics
+	// implements it); loadMu serialises reading a lane with reporting it, as depthMu.
+	loads  outboxtype.SubscriptionMetrics
+	loadMu sync.Mutex
+	heldMu sync.Mutex // the same for the ordered events held
 }
 
 // Lanes of events that no single subscription takes.
@@ -113,6 +119,25 @@ func newLane(rt *Route) *lane {
 	}
 	return l
 }
+
+// load returns l's load at now. The caller holds Queues.mu.
+func (l *lane) load(now time.Time) SubscriptionLoad {
+	n := l.size()
+	limited := n > 0 && !l.free()
+	if n > 0 && !limited && l.rate > 0 {
+		tokens := l.tokens
+		if !l.filled.IsZero() && now.After(l.filled) {
+			tokens = min(l.burst, tokens+now.Sub(l.filled).Seconds()*l.rate)
+		}
+		limited = tokens < 1
+	}
+	return SubscriptionLoad{Listener: l.rt.Name, Queued: n, Running: l.running, MaxConcurrency: l.limit,
+		RateLimit: l.rate, Limited: limited}
+}
+
+// isSubscription reports whether l is a subscription's lane (not the lane of events
+// to split or of unroutable ones).
+func (l *lane) isSubscription() bool { return l.rt != fanOutLane && l.rt != unroutableLane }
 
 // free reports whether a worker may take an event of l now.
 func (l *lane) free() bool { return l.limit <= 0 || l.running < l.limit }
@@ -199,6 +224,7 @@ func NewQueues(hotSize, coldSize, workers int, metrics Metrics, now func() time.
 		dueChanges: make(chan struct{}, 1),
 	}
 	q.coldLowWater.Store(-1)
+	q.loads, _ = metrics.(outboxtype.SubscriptionMetrics)
 	if hotSize > 0 {
 		q.hotCap = hotSize
 	}
@@ -242,8 +268,15 @@ func (q *Queues) discard() []Event {
 	clear(q.inflight)
 	wasHeld := q.held
 	q.held = 0
+	lanes := make([]*lane, 0, len(q.lanes))
+	for _, l := range q.lanes {
+		lanes = append(lanes, l)
+	}
 	q.mu.Unlock()
 	q.reportDepths()
+	for _, l := range lanes {
+		q.reportLoad(l)
+	}
 	if wasHeld > 0 {
 		q.reportHeld()
 	}
@@ -360,10 +393,40 @@ func (q *Queues) Enqueue(e Event, path Path, now, readAt time.Time) EnqueueResul
 	q.mu.Unlock()
 	q.signal()
 	q.reportDepths()
+	q.reportLoad(l)
 	if e.OrderKey != "" {
 		q.reportHeld()
 	}
 	return EnqueueOK
+}
+
+// reportLoad reports l's load to the metrics that take it (SubscriptionMetrics).
+func (q *Queues) reportLoad(l *lane) {
+	if q.loads == nil || l == nil || !l.isSubscription() {
+		return
+	}
+	q.loadMu.Lock()
+	defer q.loadMu.Unlock()
+	q.mu.Lock()
+	ld := l.load(q.now())
+	q.mu.Unlock()
+	q.loads.SubscriptionLoad(ld)
+}
+
+// Loads returns the load of every subscription that has had events in this process,
+// by name.
+func (q *Queues) Loads() []SubscriptionLoad {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	now := q.now()
+	var out []SubscriptionLoad
+	for _, l := range q.lanes {
+		if l.isSubscription() {
+			out = append(out, l.load(now))
+		}
+	}
+	slices.SortFunc(out, func(a, b SubscriptionLoad) int { return strings.Compare(a.Listener, b.Listener) })
+	return out
 }
 
 // signal wakes a waiting worker, if any, to look at the lanes again.
@@ -396,6 +459,7 @@ func (q *Queues) next(r startstop.Run, turn uint) (dispatchItem, bool) {
 				q.tookCold()
 			}
 			q.reportDepths()
+			q.reportLoad(it.lane)
 			return it, true
 		}
 		if empty && stopping == nil {
@@ -507,6 +571,7 @@ func (q *Queues) more(it dispatchItem, samePath bool) (dispatchItem, bool) {
 		q.tookCold()
 	}
 	q.reportDepths()
+	q.reportLoad(l)
 	return next, true
 }
 
@@ -520,6 +585,7 @@ func (q *Queues) adopt(it dispatchItem) {
 	q.mu.Lock()
 	it.lane.running++
 	q.mu.Unlock()
+	q.reportLoad(it.lane)
 }
 
 // done gives back the slot of it's lane that next (or adopt) took.
@@ -535,6 +601,7 @@ func (q *Queues) done(it dispatchItem) {
 	if wake {
 		q.signal() // a worker waiting on this lane's bound may take its next event
 	}
+	q.reportLoad(l)
 }
 
 // release forgets an in-flight ID once its outcome is settled. When settled is true the

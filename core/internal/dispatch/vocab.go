@@ -17,6 +17,8 @@ type (
 	PanicError      = outboxtype.PanicError
 	BatchItem       = outboxtype.BatchItem
 	Failure         = outboxtype.Failure
+	// SubscriptionLoad is one lane's load (Queues.Loads).
+	SubscriptionLoad = outboxtype.SubscriptionLoad
 )
 
 const (

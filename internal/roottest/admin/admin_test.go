@@ -253,3 +253,32 @@ func deadOrderedKey(t *testing.T) (*outboxtest.MemoryStore, *outbox.Outbox, time
 	}
 	return store, ob, created
 }
+
+// TestSubscriptionsRoute: GET /api/subscriptions lists every registered subscription of
+// the serving process with its limits and load (zero in a writer-only process).
+func TestSubscriptionsRoute(t *testing.T) {
+	t.Parallel()
+	ob, err := outbox.New(nil, outbox.Config{Mode: outbox.WriterOnly, Store: outboxtest.NewMemoryStore(), PurgeInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []outbox.Subscription{
+		{Name: "mailer", EventType: "OrderPlaced", Listener: outbox.ListenerFunc(func(context.Context, *outbox.Event) error { return nil }), MaxConcurrency: 2, RateLimit: 5},
+		{Name: "audit", EventType: "OrderPlaced", Listener: outbox.ListenerFunc(func(context.Context, *outbox.Event) error { return nil })},
+	} {
+		if err := ob.Subscribe(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := outboxadmin.New(ob.Events(), outboxadmin.Options{Authorize: outboxadmin.AllowAll(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/subscriptions", nil))
+	want := `{"subscriptions":[{"listener":"audit","queued":0,"running":0,"max_concurrency":0,"rate_limit":0,"limited":false},` +
+		`{"listener":"mailer","queued":0,"running":0,"max_concurrency":2,"rate_limit":5,"limited":false}]}`
+	if rec.Code != http.StatusOK || strings.TrimSpace(rec.Body.String()) != want {
+		t.Fatalf("GET /api/subscriptions: %d %s, want 200 %s", rec.Code, rec.Body, want)
+	}
+}

@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 
@@ -105,4 +106,92 @@ func TestFairDeliveryOnEveryDatabase(t *testing.T) {
 			})
 		})
 	}
+}
+
+// loadMetrics records the subscription loads an outbox reports.
+type loadMetrics struct {
+	outbox.NopMetrics
+	mu   sync.Mutex
+	last map[string]outbox.SubscriptionLoad
+}
+
+func (m *loadMetrics) SubscriptionLoad(l outbox.SubscriptionLoad) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.last == nil {
+		m.last = map[string]outbox.SubscriptionLoad{}
+	}
+	m.last[l.Listener] = l
+}
+
+func (m *loadMetrics) of(name string) outbox.SubscriptionLoad {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.last[name]
+}
+
+// TestSubscriptionLoads: Events.Subscriptions and a SubscriptionMetrics show, per
+// subscription, the events queued here and the workers running them, its limits, and
+// whether its queued events wait for those limits; a subscription without events shows
+// its limits and zeros.
+func TestSubscriptionLoads(t *testing.T) {
+	t.Parallel()
+	db, table := backends[0].open(t) // SQLite: the loads are the process's, whatever the database
+	if err := outbox.MigrateTable(t.Context(), db, outbox.SQLite, table); err != nil {
+		t.Fatal(err)
+	}
+	m := &loadMetrics{}
+	ob, err := outbox.New(db, outbox.Config{Dialect: outbox.SQLite, Table: table, Workers: 4, Metrics: m, Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(func() {
+		open()
+		if err := ob.Stop(context.Background()); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	})
+	slow := newDeliveries(func(ctx context.Context, _ *outbox.Event) error {
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	for _, s := range []outbox.Subscription{
+		{Name: "slow", EventType: "Slow", Listener: slow, MaxConcurrency: 1},
+		{Name: "idle", EventType: "Idle", Listener: newDeliveries(nil), RateLimit: 5, RateBurst: 2},
+	} {
+		if err := ob.Subscribe(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ob.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	err = outbox.RunInTx(t.Context(), db, func(ctx context.Context, tx *outbox.Tx) error {
+		_, err := ob.Writer().WriteAll(ctx, tx, []outbox.Envelope{{Type: "Slow", Payload: 1}, {Type: "Slow", Payload: 2}, {Type: "Slow", Payload: 3}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := outbox.SubscriptionLoad{Listener: "slow", Queued: 2, Running: 1, MaxConcurrency: 1, Limited: true}
+	eventually(t, "the slow subscription's load reported", func() bool { return m.of("slow") == want })
+	loads, err := ob.Events().Subscriptions(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantAll := []outbox.SubscriptionLoad{{Listener: "idle", RateLimit: 5}, want}
+	if !slices.Equal(loads, wantAll) {
+		t.Fatalf("Subscriptions = %+v, want %+v", loads, wantAll)
+	}
+	open()
+	eventually(t, "the slow subscription drained", func() bool {
+		return m.of("slow") == outbox.SubscriptionLoad{Listener: "slow", MaxConcurrency: 1}
+	})
 }
