@@ -207,8 +207,15 @@ func runNode() error {
 					return nil
 				}))
 			}
-			if err := ob.Subscribe(outbox.Subscription{Name: FanOutListener(i), AggregateType: AggregateType,
-				EventType: EventType, Listener: crash.wrap(fl)}); err != nil {
+			sub := outbox.Subscription{Name: FanOutListener(i), AggregateType: AggregateType,
+				EventType: EventType, Listener: crash.wrap(fl)}
+			if i == 1 {
+				// A limited subscription (docs/listeners.md, fair delivery) through the
+				// same kills: its events wait in its lane, claimed in MultiNode, and every
+				// gate still holds.
+				sub.MaxConcurrency, sub.RateLimit, sub.RateBurst = 1, 400, 20
+			}
+			if err := ob.Subscribe(sub); err != nil {
 				return err
 			}
 		}

@@ -153,10 +153,11 @@ func TestProcessFaults(t *testing.T) {
 					t.Errorf("no event ended DEAD: the permanent failures never happened")
 				}
 			})
-			// Fan-out: three listeners take every event, the last failing each delivery's
-			// first attempt, while nodes are killed: every delivery is delivered, none
-			// lost, none run again after its success was recorded beyond the
-			// at-least-once window the gate allows.
+			// Fan-out: three listeners take every event, the second limited (one worker
+			// per node, 400 events per second), the last failing each delivery's first
+			// attempt, while nodes are killed: every delivery is delivered, none lost,
+			// none run again after its success was recorded beyond the at-least-once
+			// window the gate allows.
 			t.Run("fan-out/kill-random", func(t *testing.T) {
 				cfg := openTarget(t, db)
 				cfg.seed, cfg.nodes, cfg.writers, cfg.timing, cfg.fanOut = Seed(t), nodesFor(db), 2, "fault", 3

@@ -488,3 +488,56 @@ func TestOrderedDiscardedEventFreesItsKey(t *testing.T) {
 		}
 	})
 }
+
+// TestOrderedLimitedSubscriptionKeepsKeyOrder: a subscription limited to two workers
+// and 200 events per second delivers each key's events one at a time, in commit order,
+// while an unlimited subscription of another event type, written between them, is
+// delivered too.
+func TestOrderedLimitedSubscriptionKeepsKeyOrder(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		a := setupOutbox(t, b, outbox.Config{OrderByAggregate: true, PollInterval: 20 * time.Millisecond})
+		c := newOrderChecker(nil)
+		other := newDeliveries(nil)
+		for _, s := range []outbox.Subscription{
+			{Name: "limited", AggregateType: "Account", EventType: "Changed", Listener: c, MaxConcurrency: 2, RateLimit: 200, RateBurst: 5},
+			{Name: "other", AggregateType: "Order", EventType: "Placed", Listener: other},
+		} {
+			if err := a.ob.Subscribe(s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a.start(t)
+		const keys, writers, perWriter = 5, 3, 20
+		var wg sync.WaitGroup
+		errs := make(chan error, writers)
+		for w := range writers {
+			wg.Go(func() {
+				for i := range perWriter {
+					env := outbox.Envelope{Type: "Changed", AggregateType: "Account",
+						AggregateID: fmt.Sprint("acct-", (w+i)%keys), Payload: i}
+					if _, err := a.placeOrder(context.Background(), fmt.Sprintf("o-%d-%d", w, i), env, nil); err != nil {
+						errs <- err
+						return
+					}
+					placed := outbox.Envelope{Type: "Placed", AggregateType: "Order", Payload: i}
+					if _, err := a.placeOrder(context.Background(), fmt.Sprintf("p-%d-%d", w, i), placed, nil); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		eventually(t, "every event delivered", func() bool { return c.count() == writers*perWriter && other.total() == writers*perWriter })
+		want := map[string]int{}
+		for k := range keys {
+			want[fmt.Sprint("Account:acct-", k)] = writers * perWriter / keys
+		}
+		c.check(t, want)
+	})
+}
