@@ -452,6 +452,7 @@ func childSoak(args []string, res *childSoakResult) error {
 	}
 	defer t.db.Close()
 	o := p.Outbox.options()
+	pollBatch := cmp.Or(o.pollBatch, outbox.DefaultPollBatchSize)
 	// The sampler reads on a pool of its own, so that its reads neither wait for nor
 	// hold up the producers' and the outbox's connections (on SQLite the main pool is
 	// one connection): the poll statement's time is then the statement's alone.
@@ -491,6 +492,10 @@ func childSoak(args []string, res *childSoakResult) error {
 		}
 		defer stop()
 	}
+	// One poll statement before the run, so that the first sample's does not include
+	// preparing it.
+	var warm soakSample
+	sampler.poll(ctx, &warm, pollBatch, p.Sample)
 	res.BaseRSSKiB = procStatusKiB("VmRSS")
 	if err := ob.Start(ctx); err != nil {
 		return err
@@ -530,7 +535,7 @@ func childSoak(args []string, res *childSoakResult) error {
 			lastStart, lastStartL = cur, curL
 			res.Last.From = s.T
 		}
-		sampler.read(ctx, &s, cmp.Or(o.pollBatch, outbox.DefaultPollBatchSize), p.Sample)
+		sampler.read(ctx, &s, pollBatch, p.Sample)
 		s.RSSKiB, s.Goroutines = procStatusKiB("VmRSS"), runtime.NumGoroutine()
 		samplesMu.Lock()
 		if len(samples) < cap(samples) {

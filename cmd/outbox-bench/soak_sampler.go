@@ -78,16 +78,23 @@ func (s *soakSampler) read(ctx context.Context, smp *soakSample, pollBatch int, 
 			return err
 		})
 	}
-	step("poll", func(ctx context.Context) error {
-		// The poller's first read of a cycle: due NEW and RETRY rows older than
-		// SkipRecent, oldest first, at most a poll batch (both at the library's defaults
-		// unless -poll-batch is given).
-		began := time.Now()
-		b, err := s.store.Pending(ctx, storage.PendingParams{Now: time.Now(), SkipRecent: outbox.DefaultSkipRecent, Limit: pollBatch})
-		smp.PollMS = ms(time.Since(began))
-		smp.PollRows = len(b.Events) + len(b.Undecodable)
-		return err
-	})
+	s.poll(ctx, smp, pollBatch, timeout)
+}
+
+// poll times one execution of the poller's statement into smp.PollMS.
+func (s *soakSampler) poll(ctx context.Context, smp *soakSample, pollBatch int, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	// The poller's first read of a cycle: due NEW and RETRY rows older than SkipRecent,
+	// oldest first, at most a poll batch (SkipRecent at the library's default, as the
+	// soak's outbox has it; the batch is -poll-batch or the default).
+	began := time.Now()
+	b, err := s.store.Pending(ctx, storage.PendingParams{Now: time.Now(), SkipRecent: outbox.DefaultSkipRecent, Limit: pollBatch})
+	smp.PollMS = ms(time.Since(began))
+	smp.PollRows = len(b.Events) + len(b.Undecodable)
+	if err != nil {
+		smp.Errors = append(smp.Errors, "poll: "+err.Error())
+	}
 }
 
 // countByStatus counts the rows per status. It reads every row of the table (no index

@@ -50,22 +50,35 @@ var svgColors = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", 
 // sizes, PostgreSQL's dead tuples (with autovacuum runs), the poll statement, RSS and
 // goroutines. A chart without data (dead tuples off PostgreSQL) is left out.
 func soakPanels(run soakRun) []svgPanel {
+	// pick makes a line of every series that keep accepts, with a point per sample. A
+	// series missing from a sample is a gap, except a status with no rows, which is 0
+	// there (as soakSlopes counts it).
 	pick := func(keep func(name, unit string) bool) []svgLine {
 		var lines []svgLine
 		index := make(map[string]int)
 		for _, s := range run.Samples {
 			for _, p := range s.series() {
-				if !keep(p.name, p.unit) {
-					continue
-				}
-				i, ok := index[p.name]
-				if !ok {
-					i = len(lines)
-					index[p.name] = i
+				if _, ok := index[p.name]; !ok && keep(p.name, p.unit) {
+					index[p.name] = len(lines)
 					lines = append(lines, svgLine{name: p.name})
 				}
+			}
+		}
+		for _, s := range run.Samples {
+			values := make(map[string]float64)
+			for _, p := range s.series() {
+				values[p.name] = p.value
+			}
+			for i := range lines {
+				v, ok := values[lines[i].name]
+				if !ok {
+					v = math.NaN()
+					if strings.HasPrefix(lines[i].name, "rows ") {
+						v = 0
+					}
+				}
 				lines[i].x = append(lines[i].x, s.T/60)
-				lines[i].y = append(lines[i].y, p.value)
+				lines[i].y = append(lines[i].y, v)
 			}
 		}
 		return lines
@@ -84,7 +97,7 @@ func soakPanels(run soakRun) []svgPanel {
 		{title: "latency over each sample interval, ms (log scale)", logY: true,
 			lines: pick(named("commit p50", "commit p99", "listener p50", "listener p99"))},
 		{title: "rows per status", lines: pick(func(n, _ string) bool { return strings.HasPrefix(n, "rows ") })},
-		{title: "table, index and TOAST size, MiB", lines: pick(func(n, unit string) bool { return unit == "MiB" && n != "RSS" })},
+		{title: "sizes on disk, MiB", lines: pick(func(n, unit string) bool { return unit == "MiB" && n != "RSS" })},
 	}
 	dead := svgPanel{title: "dead tuples (pg_stat_user_tables)", lines: pick(named("dead tuples")), markName: "autovacuum"}
 	var last int64 = -1

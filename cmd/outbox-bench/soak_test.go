@@ -190,6 +190,11 @@ func TestWriteSoakSVG(t *testing.T) {
 	if len(panels) != 7 {
 		t.Fatalf("%d panels (%q), want 7: latency, rows, sizes, dead tuples, poll, RSS, goroutines", len(panels), titles)
 	}
+	for _, l := range panels[1].lines {
+		if segs := svgSegments(l, false); len(segs) != 1 || len(segs[0]) != 60 {
+			t.Errorf("%s: %d runs, want one of 60 points (a status with no rows is 0, not a gap)", l.name, len(segs))
+		}
+	}
 	if dead := panels[3]; len(dead.marks) != 5 {
 		t.Errorf("%d autovacuum marks, want 5 (every 2 minutes after the first)", len(dead.marks))
 	}
