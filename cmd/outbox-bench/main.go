@@ -68,6 +68,18 @@
 //	     (one per transaction) for 5 minutes in a child process that samples its own RSS
 //	     every second: RSS at 10, 50 and 100 % of the run, maximum, slope over the second
 //	     half, achieved rate and commit-to-listener latency
+//	soak (only when named in -workloads) producers paced at 1,000 events/s (one per
+//	     transaction, -soak-rate) for 20 minutes (-soak-duration) in a child process,
+//	     with Config.PurgeRetention shortened to 1 minute (-soak-retention) and the purge
+//	     every 10 s, so that the table turns over and reaches a steady state. Every 10 s
+//	     (-soak-sample) the child records the transaction's and the commit-to-listener
+//	     latency p50/p99 over the interval, the rows per status, the table's, each
+//	     index's and the TOAST table's size, PostgreSQL's dead tuples and autovacuum /
+//	     autoanalyze counts, the time of one poll statement (the poller's own, through
+//	     a second SQL store of the library), its RSS and goroutines. Reported: every
+//	     sample, each series' slope over the second half, and p99 of the last 5 minutes
+//	     over the first 5 (halves of runs under 10 minutes); -soak-svg-dir writes the
+//	     charts as soak-<db>.svg
 //
 // Every workload is reported as events/s, as a ratio to min (w2 and b2: to min2, their
 // own shape) and, second, as a ratio to ceiling b (w2 to b2) or to its own reference
@@ -86,6 +98,7 @@
 //	go run ./cmd/outbox-bench -db postgres -workloads b,w1 -repeat 3 -json out.json
 //	go run ./cmd/outbox-bench -repeat 5 -durability fast,durable
 //	go run ./cmd/outbox-bench -db postgres -workloads sustain -sustain-rate 5000 -sustain-duration 5m
+//	go run ./cmd/outbox-bench -db postgres -workloads soak -soak-duration 20m -soak-svg-dir docs
 package main
 
 import (
@@ -128,6 +141,14 @@ type options struct {
 	sustainRate     int
 	sustainDuration time.Duration
 
+	// soak: the paced rate, the run's length, the purge retention, the sample interval
+	// and where to write the charts ("": nowhere).
+	soakRate      int
+	soakDuration  time.Duration
+	soakRetention time.Duration
+	soakSample    time.Duration
+	soakSVGDir    string
+
 	// durabilities are the server settings to run: "fast", "durable" or both, in this
 	// order. durabilityGiven tells whether -durability was on the command line: without
 	// it, a server given by DSN is labelled with what it does.
@@ -158,9 +179,9 @@ type options struct {
 }
 
 // allWorkloads is every workload in the order they run; defaultWorkloads leaves out the
-// long sustain run, which runs only when named.
+// long sustain and soak runs, which run only when named.
 var (
-	allWorkloads     = []string{"a", "b", "b2", "min", "min2", "bm", "w1", "mind", "river", "watermill", "w1o", "w1n", "w1k", "w1n1", "w1k1", "w1d", "w1f3", "w1m", "w1m1", "w2", "w3", "w3o", "w4", "w4n", "w4k", "w4n1", "w4k1", "w4f3", "w5", "w6", "w6m", "sustain"}
+	allWorkloads     = []string{"a", "b", "b2", "min", "min2", "bm", "w1", "mind", "river", "watermill", "w1o", "w1n", "w1k", "w1n1", "w1k1", "w1d", "w1f3", "w1m", "w1m1", "w2", "w3", "w3o", "w4", "w4n", "w4k", "w4n1", "w4k1", "w4f3", "w5", "w6", "w6m", "sustain", "soak"}
 	defaultWorkloads = []string{"a", "b", "b2", "min", "min2", "w1", "mind", "river", "watermill", "w1o", "w1n", "w1k", "w1m", "w2", "w3", "w3o", "w4", "w5"}
 	allDurabilities  = []string{"fast", "durable"}
 )
@@ -174,6 +195,8 @@ func main() {
 			os.Exit(runChildW1M(os.Args[2:]))
 		case childSustainArg:
 			os.Exit(runChildSustain(os.Args[2:]))
+		case childSoakArg:
+			os.Exit(runChildSoak(os.Args[2:]))
 		}
 	}
 	os.Exit(run())
@@ -230,18 +253,18 @@ func parseFlags(args []string) (options, error) {
 	fs := flag.NewFlagSet("outbox-bench", flag.ContinueOnError)
 	dbs := fs.String("db", "sqlite,postgres,mysql", "comma-separated databases: sqlite, postgres, mysql")
 	workloads := fs.String("workloads", strings.Join(defaultWorkloads, ","),
-		"comma-separated workloads: "+strings.Join(allWorkloads, ", ")+" (sustain runs only when named)")
+		"comma-separated workloads: "+strings.Join(allWorkloads, ", ")+" (sustain and soak run only when named)")
 	durability := fs.String("durability", "fast", "comma-separated server settings: fast (throwaway servers without fsync at commit; "+
 		"SQLite synchronous=NORMAL), durable (TESTDB_DURABLE=1: commits on disk; SQLite synchronous=FULL) or fast,durable "+
 		"(both, interleaved per round); a server given by DSN is checked against it, or labelled with its own settings when the flag is not given")
-	tiny := fs.Bool("tiny", false, "tiny sizes (proves the program works; CI): w1 and w1m 200 tx, w2 10x10, w3 50/s for 1s, w4 1000 rows; no sustain")
+	tiny := fs.Bool("tiny", false, "tiny sizes (proves the program works; CI): w1 and w1m 200 tx, w2 10x10, w3 50/s for 1s, w4 1000 rows; no sustain or soak")
 	scale := fs.Float64("scale", 1, "multiply the transaction and row counts (-w1-tx, -w2-tx, -w4-rows: every workload but w3, w5 and sustain) by this factor")
 	fs.IntVar(&o.repeat, "repeat", 1, "run every workload this many times (interleaved) and report the median, every round's value and min/median/max")
 	fs.StringVar(&o.jsonPath, "json", "", "write the results as JSON to this file")
 	fs.StringVar(&o.mdPath, "md", "", "write the results table (Markdown) to this file too")
-	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up on one workload after this long (sustain: after -sustain-duration plus this)")
+	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up on one workload after this long (sustain, soak: after -sustain-duration or -soak-duration plus this)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile per database and workload into this directory")
-	fs.IntVar(&o.producers, "producers", 8, "producer goroutines (a, b, b2, min, min2, mind, w1, w2, river, watermill, sustain; w1m splits them over its 3 node processes)")
+	fs.IntVar(&o.producers, "producers", 8, "producer goroutines (a, b, b2, min, min2, mind, w1, w2, river, watermill, sustain, soak; w1m splits them over its 3 node processes)")
 	fs.IntVar(&o.w1Tx, "w1-tx", 20000, "transactions of a, b, min, mind, w1, w1m, river and watermill (one event each; w1m: a third per node process)")
 	fs.IntVar(&o.w2Tx, "w2-tx", 200, "transactions of b2, min2 and w2")
 	fs.IntVar(&o.w2Events, "w2-events", 100, "events per transaction in b2, min2 and w2")
@@ -250,6 +273,12 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.w4Rows, "w4-rows", 100000, "w4 rows in the table before the dispatcher starts")
 	fs.IntVar(&o.sustainRate, "sustain-rate", 5000, "sustain: target events/s (one event per transaction, on -producers goroutines)")
 	fs.DurationVar(&o.sustainDuration, "sustain-duration", 5*time.Minute, "sustain: how long the producers write")
+	fs.IntVar(&o.soakRate, "soak-rate", 1000, "soak: target events/s (one event per transaction, on -producers goroutines)")
+	fs.DurationVar(&o.soakDuration, "soak-duration", 20*time.Minute, "soak: how long the producers write")
+	fs.DurationVar(&o.soakRetention, "soak-retention", time.Minute, "soak: Config.PurgeRetention, short so that the table reaches a steady state "+
+		"within the run (the purge runs every 10 s, or every retention when that is shorter)")
+	fs.DurationVar(&o.soakSample, "soak-sample", 10*time.Second, "soak: time between two samples of latencies, rows, sizes, poll statement, RSS and goroutines")
+	fs.StringVar(&o.soakSVGDir, "soak-svg-dir", "", "soak: write the charts of each database as soak-<db>.svg into this directory (e.g. docs); empty: no files")
 	fs.IntVar(&o.payloadSize, "payload", 64, "approximate payload size in bytes (a JSON object)")
 	fs.IntVar(&o.workers, "workers", 0, "dispatcher workers (0: library default)")
 	fs.IntVar(&o.hotQueue, "hot-queue", 0, "hot queue size (0: library default)")
@@ -300,6 +329,9 @@ func parseFlags(args []string) (options, error) {
 	if *tiny && slices.Contains(o.workloads, "sustain") {
 		return o, errors.New("-tiny does not run sustain (a long run by design); for a short one, leave out -tiny and set -sustain-duration and -sustain-rate")
 	}
+	if *tiny && slices.Contains(o.workloads, "soak") {
+		return o, errors.New("-tiny does not run soak (a long run by design); for a short one, leave out -tiny and set -soak-duration, -soak-retention and -soak-sample")
+	}
 	if o.durabilities, err = splitList(*durability, allDurabilities); err != nil {
 		return o, fmt.Errorf("-durability: %w", err)
 	}
@@ -324,7 +356,38 @@ func parseFlags(args []string) (options, error) {
 	if slices.Contains(o.workloads, "sustain") && (o.sustainRate < 1 || o.sustainDuration <= 0) {
 		return o, errors.New("-sustain-rate and -sustain-duration must be positive")
 	}
+	if err := o.validateSoak(); err != nil {
+		return o, err
+	}
 	return o, nil
+}
+
+// validateSoak checks the soak flags. They are checked only when soak runs, except
+// -soak-svg-dir, which would silently write nothing without it.
+func (o options) validateSoak() error {
+	if !slices.Contains(o.workloads, "soak") {
+		if o.soakSVGDir != "" {
+			return errors.New("-soak-svg-dir is given but soak is not in -workloads: add it (-workloads soak) or leave out -soak-svg-dir")
+		}
+		return nil
+	}
+	switch {
+	case o.soakRate < 1:
+		return fmt.Errorf("-soak-rate must be positive, got %d", o.soakRate)
+	case o.soakDuration <= 0:
+		return fmt.Errorf("-soak-duration must be positive, got %s", o.soakDuration)
+	case o.soakRetention < time.Second:
+		// Zero would be the library's default retention (7 days): nothing would be purged.
+		return fmt.Errorf("-soak-retention must be at least 1s, got %s", o.soakRetention)
+	case o.soakSample < time.Second:
+		return fmt.Errorf("-soak-sample must be at least 1s (each sample counts the table's rows), got %s", o.soakSample)
+	case 2*o.soakSample > o.soakDuration:
+		return fmt.Errorf("-soak-sample %s leaves fewer than two samples in -soak-duration %s", o.soakSample, o.soakDuration)
+	case 2*o.soakRetention > o.soakDuration:
+		return fmt.Errorf("-soak-retention %s is more than half of -soak-duration %s: the table would not reach a steady "+
+			"state within the run; shorten the retention or lengthen the run", o.soakRetention, o.soakDuration)
+	}
+	return nil
 }
 
 // dsnOf is the DSN given for kind, or "" (SQLite, or a throwaway server).
@@ -364,6 +427,11 @@ Workloads (-workloads):
   w5        w3 written by a WriterOnly outbox, delivered by another on its own pool (PostgreSQL: pgnotify)
   sustain   only when named: paced producers (-sustain-rate, -sustain-duration) in a child process
             sampling its RSS every second; RSS at 10/50/100 %, max, slope, latency
+  soak      only when named: paced producers (-soak-rate, -soak-duration) in a child process
+            with a short purge retention (-soak-retention); every -soak-sample: latencies,
+            rows per status, table/index sizes, dead tuples, poll statement time, RSS,
+            goroutines; slopes over the second half, p99 last/first 5 min; SVG charts
+            with -soak-svg-dir
 Servers (-durability): without DSNs, throwaway servers from scripts/testdb.sh, "fast" (no fsync at
 commit), "durable" (TESTDB_DURABLE=1) or both, interleaved round by round.
 With -repeat N: medians, then every round's value and min/median/max. The peers (river,

@@ -61,6 +61,11 @@ type settings struct {
 	Durability      []string `json:"durability"`
 	SustainRate     int      `json:"sustain_rate_per_s,omitempty"`
 	SustainDuration string   `json:"sustain_duration,omitempty"`
+	// SoakRate, SoakDuration, SoakRetention and SoakSample are the soak flags, when soak ran.
+	SoakRate      int    `json:"soak_rate_per_s,omitempty"`
+	SoakDuration  string `json:"soak_duration,omitempty"`
+	SoakRetention string `json:"soak_retention,omitempty"`
+	SoakSample    string `json:"soak_sample,omitempty"`
 	// Peers are the versions of the peers' modules, when a peer workload ran.
 	Peers map[string]string `json:"peers,omitempty"`
 	// RiverWorkers is MaxWorkers of River's default queue, when river ran.
@@ -133,6 +138,8 @@ type result struct {
 	NodeHandledRuns [][]int64 `json:"node_handled_runs,omitempty"`
 	// SustainRuns are the sustain rounds, with their RSS samples.
 	SustainRuns []sustainRun `json:"sustain_runs,omitempty"`
+	// SoakRuns are the soak rounds, with every sample and the slopes.
+	SoakRuns []soakRun `json:"soak_runs,omitempty"`
 }
 
 type latency struct {
@@ -158,10 +165,10 @@ var ceilingOf = map[string]string{"a": "b", "bm": "b", "min": "b", "min2": "b2",
 
 // minCeilingOf names the reference without the library that w's first ratio is taken
 // to: min2 for the 100-event shape (w2, b2), min for every other workload, none for min
-// itself and for sustain (paced).
+// itself and for sustain and soak (paced).
 func minCeilingOf(w string) string {
 	switch w {
-	case "min", "sustain":
+	case "min", "sustain", "soak":
 		return ""
 	case "w2", "b2":
 		return "min2"
@@ -215,6 +222,7 @@ var descriptions = map[string]string{
 	"w6":      "W6: ordered backlog (6,000 events, 1,000 keys), 5 ms listener, 1 node process",
 	"w6m":     "W6m: W6 on 3 node processes",
 	"sustain": "sustain: paced producers, RSS over time",
+	"soak":    "soak: paced producers, short purge retention, table and process sampled over time",
 }
 
 // shortName is the workload's name in the per-round table.
@@ -245,6 +253,10 @@ func newReport(o options) *report {
 	}
 	if slices.Contains(o.workloads, "sustain") {
 		r.Settings.SustainRate, r.Settings.SustainDuration = o.sustainRate, o.sustainDuration.String()
+	}
+	if slices.Contains(o.workloads, "soak") {
+		r.Settings.SoakRate, r.Settings.SoakDuration = o.soakRate, o.soakDuration.String()
+		r.Settings.SoakRetention, r.Settings.SoakSample = o.soakRetention.String(), o.soakSample.String()
 	}
 	if slices.Contains(o.workloads, "river") {
 		r.Settings.RiverWorkers = o.riverWorkers
@@ -345,7 +357,7 @@ func (r *report) addResults(o options, t *target, workloads []string, samples ma
 			}
 		}
 		res.Seconds, res.EventsPerSec, res.EventsPerSecRuns = median(secs), median(eps), eps
-		if w == "sustain" { // paced: the events written vary from round to round
+		if w == "sustain" || w == "soak" { // paced: the events written vary from round to round
 			res.Events = int(median(evs))
 		}
 		if len(weps) > 0 {
@@ -361,7 +373,7 @@ func (r *report) addResults(o options, t *target, workloads []string, samples ma
 				res.Ceiling, res.RatioToCeiling, res.RatioToCeilingRuns = ceiling, median(rs), rs
 			}
 		}
-		if w != "b" && w != "sustain" {
+		if w != "b" && w != "sustain" && w != "soak" {
 			if rs := ratios(runs, samples["b"]); len(rs) > 0 {
 				res.RatioToB, res.RatioToBRuns = median(rs), rs
 			}
@@ -389,6 +401,13 @@ func (r *report) addResults(o options, t *target, workloads []string, samples ma
 			for _, s := range runs {
 				if s.sustain != nil {
 					res.SustainRuns = append(res.SustainRuns, *s.sustain)
+				}
+			}
+		}
+		if w == "soak" {
+			for _, s := range runs {
+				if s.soak != nil {
+					res.SoakRuns = append(res.SoakRuns, *s.soak)
 				}
 			}
 		}
@@ -459,6 +478,15 @@ func (r *report) markdown() string {
 			for i, run := range res.SustainRuns {
 				fmt.Fprintf(&sb, "\nsustain, round %d: %s\n", i+1, run.String())
 			}
+			for i, run := range res.SoakRuns {
+				fmt.Fprintf(&sb, "\nsoak, round %d: %s\n\n%s", i+1, run.String(), run.markdownTable())
+				if run.SamplerErrorCount > 0 {
+					fmt.Fprintf(&sb, "\n%d sampler reads failed (see the JSON report's samples).\n", run.SamplerErrorCount)
+				}
+				if run.SVG != "" {
+					fmt.Fprintf(&sb, "\nCharts: %s\n", run.SVG)
+				}
+			}
 		}
 	}
 	if len(r.Notes) > 0 {
@@ -508,12 +536,16 @@ func (res result) markdownRow() string {
 	if sr := res.SustainRuns; len(sr) > 0 {
 		details = append(details, sustainDetails(sr))
 	}
+	for _, sr := range res.SoakRuns {
+		details = append(details, fmt.Sprintf("target %d/s for %s, purge retention %s; p99 last/first %.3g min: commit %.2f ×, commit-to-listener %.2f ×",
+			sr.TargetRate, sr.Duration, sr.Retention, sr.LatencyWindowMin, sr.CommitP99Ratio, sr.ListenerP99Ratio))
+	}
 	if l := res.Latency; l != nil {
 		what := ""
 		switch res.Workload {
 		case "w2":
 			what = "burst latency "
-		case "sustain":
+		case "sustain", "soak":
 			what = "commit-to-listener latency "
 		}
 		details = append(details, fmt.Sprintf("%sp50 %.3f ms, p95 %.3f ms, p99 %.3f ms, max %.3f ms", what, l.P50, l.P95, l.P99, l.Max))

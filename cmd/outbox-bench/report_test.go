@@ -38,7 +38,7 @@ func nearAll(got, want []float64) bool {
 func TestMinCeilingOf(t *testing.T) {
 	t.Parallel()
 	for w, want := range map[string]string{
-		"min": "", "sustain": "", "min2": "min", "mind": "min", "a": "min", "b": "min", "b2": "min2", "w1": "min",
+		"min": "", "sustain": "", "soak": "", "min2": "min", "mind": "min", "a": "min", "b": "min", "b2": "min2", "w1": "min",
 		"w1o": "min", "w1m": "min", "w2": "min2", "w3": "min", "w4": "min", "river": "min", "watermill": "min",
 	} {
 		if got := minCeilingOf(w); got != want {

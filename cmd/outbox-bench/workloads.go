@@ -31,7 +31,7 @@ type sample struct {
 	seconds float64
 	// writeSeconds is how long the producers took (w1, w1m, w2): the write phase alone.
 	writeSeconds float64
-	// lat is the commit-to-listener latency (w2, w3, sustain).
+	// lat is the commit-to-listener latency (w2, w3, sustain, soak).
 	lat        *latency
 	peakRSSKiB int64 // w4
 	baseRSSKiB int64 // w4: before the dispatcher started
@@ -40,6 +40,7 @@ type sample struct {
 	claimsExpired int64
 	nodeHandled   []int64     // w1m: listener invocations per node
 	sustain       *sustainRun // sustain
+	soak          *soakRun    // soak
 	hotDropped    int64
 	coldEnqueued  int64
 	failures      int64
@@ -127,8 +128,11 @@ func benchDatabase(ctx context.Context, o options, kind string, servers *serverS
 
 func runWorkload(ctx context.Context, o options, t *target, w string, r int) (sample, error) {
 	timeout := o.timeout
-	if w == "sustain" {
+	switch w {
+	case "sustain":
 		timeout += o.sustainDuration
+	case "soak":
+		timeout += o.soakDuration
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -207,13 +211,15 @@ func runWorkload(ctx context.Context, o options, t *target, w string, r int) (sa
 		return runOrderedBacklog(ctx, o, t, r, w, w1mNodes)
 	case "sustain":
 		return runSustain(ctx, o, t, r)
+	case "soak":
+		return runSoak(ctx, o, t, r)
 	}
 	return sample{}, fmt.Errorf("unknown workload %q", w)
 }
 
 // inChild marks the workloads that run in child processes, which take their own CPU
 // profiles.
-var inChild = map[string]bool{"bm": true, "w4": true, "w4f3": true, "w4n": true, "w4k": true, "w4n1": true, "w4k1": true, "w1m": true, "w1m1": true, "w6": true, "w6m": true, "sustain": true}
+var inChild = map[string]bool{"bm": true, "w4": true, "w4f3": true, "w4n": true, "w4k": true, "w4n1": true, "w4k1": true, "w1m": true, "w1m1": true, "w6": true, "w6m": true, "sustain": true, "soak": true}
 
 func startProfile(dir string, t *target, w string, r int) (func(), error) {
 	path, err := profilePath(dir, t, w, r, "")

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
+)
+
+// soakSampler reads the outbox table's state for the soak workload, on a connection of
+// its own.
+type soakSampler struct {
+	t  *target
+	db *sql.DB
+	// store is a second SQL store over the same table on the sampler's connection: its
+	// Pending runs the statement the poller runs (the library's own query builder and
+	// statement cache), which the benchmark could not otherwise reach, the builder being
+	// internal.
+	store storage.Store
+	// noDBStat is set once SQLite's dbstat table turned out to be missing, after which
+	// only the file's pages are read.
+	noDBStat bool
+}
+
+func newSoakSampler(ctx context.Context, t *target) (*soakSampler, error) {
+	db, err := openPool(ctx, t.driver, t.dsn, 1)
+	if err != nil {
+		return nil, fmt.Errorf("the sampler's pool: %w", err)
+	}
+	store, err := outbox.NewSQLStore(db, t.dialect, outbox.SQLStoreConfig{Table: t.outboxTable()})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("the sampler's store: %w", err)
+	}
+	return &soakSampler{t: t, db: db, store: store}, nil
+}
+
+func (s *soakSampler) close() { s.db.Close() }
+
+// read fills smp's table fields: rows per status, sizes, PostgreSQL's counters and one
+// poll statement. Each read is bounded by timeout; a failed one is recorded in
+// smp.Errors and leaves its fields zero, so that one slow read does not end the run.
+func (s *soakSampler) read(ctx context.Context, smp *soakSample, pollBatch int, timeout time.Duration) {
+	step := func(what string, fn func(ctx context.Context) error) {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		if err := fn(ctx); err != nil {
+			smp.Errors = append(smp.Errors, what+": "+err.Error())
+		}
+	}
+	step("count", func(ctx context.Context) error {
+		began := time.Now()
+		rows, err := s.countByStatus(ctx)
+		smp.CountMS = ms(time.Since(began))
+		smp.Rows = rows
+		return err
+	})
+	step("sizes", func(ctx context.Context) error {
+		began := time.Now()
+		sizes, err := s.readSizes(ctx)
+		smp.SizeMS = ms(time.Since(began))
+		smp.Sizes = sizes
+		return err
+	})
+	if s.t.kind == "postgres" {
+		step("pg_stat_user_tables", func(ctx context.Context) error {
+			var st pgTableStats
+			err := s.db.QueryRowContext(ctx, "SELECT n_dead_tup, n_live_tup, autovacuum_count, autoanalyze_count "+
+				"FROM pg_stat_user_tables WHERE relid = CAST($1 AS regclass)", s.t.quoteIdent(s.t.outboxTable())).
+				Scan(&st.DeadTuples, &st.LiveTuples, &st.Autovacuums, &st.Autoanalyzes)
+			if err == nil {
+				smp.PG = &st
+			}
+			return err
+		})
+	}
+	s.poll(ctx, smp, pollBatch, timeout)
+}
+
+// poll times one execution of the poller's statement into smp.PollMS.
+func (s *soakSampler) poll(ctx context.Context, smp *soakSample, pollBatch int, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	// The poller's first read of a cycle: due NEW and RETRY rows older than SkipRecent,
+	// oldest first, at most a poll batch (SkipRecent at the library's default, as the
+	// soak's outbox has it; the batch is -poll-batch or the default).
+	began := time.Now()
+	b, err := s.store.Pending(ctx, storage.PendingParams{Now: time.Now(), SkipRecent: outbox.DefaultSkipRecent, Limit: pollBatch})
+	smp.PollMS = ms(time.Since(began))
+	smp.PollRows = len(b.Events) + len(b.Undecodable)
+	if err != nil {
+		smp.Errors = append(smp.Errors, "poll: "+err.Error())
+	}
+}
+
+// countByStatus counts the rows per status. It reads every row of the table (no index
+// holds every status), which costs about as much as the table is large: at the soak's
+// steady state that is the rate times the retention plus up to a purge interval, some
+// 70,000 rows at the defaults, a few milliseconds to tens of milliseconds.
+func (s *soakSampler) countByStatus(ctx context.Context) (map[string]int64, error) {
+	rows, err := s.db.QueryContext(ctx, "SELECT status, COUNT(*) FROM "+s.t.quoteIdent(s.t.outboxTable())+" GROUP BY status")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make(map[string]int64)
+	for rows.Next() {
+		var st int
+		var n int64
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, err
+		}
+		out[outbox.Status(st).String()] = n
+	}
+	return out, rows.Err()
+}
+
+// readSizes returns the outbox table's relations and their sizes on disk.
+//
+// PostgreSQL: pg_relation_size of the heap (main fork) and of each index, and
+// pg_total_relation_size of the TOAST table (with its index); exact, read from the files.
+// MariaDB: information_schema.TABLES' data_length (the clustered primary key, i.e. the
+// rows), index_length and data_free, and each index's size in pages from
+// mysql.innodb_index_stats; both come from InnoDB's persistent statistics, which are
+// recalculated in the background after about 10 % of the rows changed, so they lag and
+// move in steps. SQLite: the pages of the table and of each index from the dbstat
+// virtual table (it reads every page of the database), and the file's page_count and
+// freelist_count; without dbstat, the file's pages alone.
+func (s *soakSampler) readSizes(ctx context.Context) ([]relationSize, error) {
+	switch s.t.kind {
+	case "postgres":
+		return s.postgresSizes(ctx)
+	case "mysql":
+		return s.mysqlSizes(ctx)
+	case "sqlite":
+		return s.sqliteSizes(ctx)
+	}
+	return nil, fmt.Errorf("unknown database %q", s.t.kind)
+}
+
+func (s *soakSampler) postgresSizes(ctx context.Context) ([]relationSize, error) {
+	table := s.t.quoteIdent(s.t.outboxTable())
+	var heap, toast int64
+	err := s.db.QueryRowContext(ctx, "SELECT pg_relation_size(c.oid), COALESCE(pg_total_relation_size(NULLIF(c.reltoastrelid, 0)), 0) "+
+		"FROM pg_class c WHERE c.oid = CAST($1 AS regclass)", table).Scan(&heap, &toast)
+	if err != nil {
+		return nil, err
+	}
+	out := []relationSize{{Name: "outbox_event", Kind: "heap", Bytes: heap}}
+	rows, err := s.db.QueryContext(ctx, "SELECT ci.relname, pg_relation_size(i.indexrelid) FROM pg_index i "+
+		"JOIN pg_class ci ON ci.oid = i.indexrelid WHERE i.indrelid = CAST($1 AS regclass) ORDER BY ci.relname", table)
+	if err != nil {
+		return out, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r relationSize
+		if err := rows.Scan(&r.Name, &r.Bytes); err != nil {
+			return out, err
+		}
+		r.Kind = "index"
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return out, err
+	}
+	return append(out, relationSize{Name: "outbox_event", Kind: "toast", Bytes: toast}), nil
+}
+
+func (s *soakSampler) mysqlSizes(ctx context.Context) ([]relationSize, error) {
+	var data, index, free int64
+	err := s.db.QueryRowContext(ctx, "SELECT DATA_LENGTH, INDEX_LENGTH, DATA_FREE FROM information_schema.TABLES "+
+		"WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'outbox_event'", s.t.schema).Scan(&data, &index, &free)
+	if err != nil {
+		return nil, err
+	}
+	out := []relationSize{{Name: "outbox_event", Kind: "heap", Bytes: data}, {Name: "all indexes", Kind: "index", Bytes: index},
+		{Name: "outbox_event", Kind: "free", Bytes: free}}
+	rows, err := s.db.QueryContext(ctx, "SELECT index_name, stat_value * @@innodb_page_size FROM mysql.innodb_index_stats "+
+		"WHERE database_name = ? AND table_name = 'outbox_event' AND stat_name = 'size' AND index_name <> 'PRIMARY' ORDER BY index_name", s.t.schema)
+	if err != nil {
+		return out, fmt.Errorf("per index: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r relationSize
+		if err := rows.Scan(&r.Name, &r.Bytes); err != nil {
+			return out, err
+		}
+		r.Kind = "index"
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+func (s *soakSampler) sqliteSizes(ctx context.Context) ([]relationSize, error) {
+	var out []relationSize
+	if !s.noDBStat {
+		rows, err := s.db.QueryContext(ctx, "SELECT d.name, m.type, SUM(d.pgsize) FROM dbstat d JOIN sqlite_schema m ON m.name = d.name "+
+			"WHERE m.tbl_name = 'outbox_event' GROUP BY d.name, m.type ORDER BY m.type DESC, d.name")
+		if err != nil && strings.Contains(err.Error(), "no such table") {
+			s.noDBStat = true
+		} else if err != nil {
+			return nil, err
+		} else {
+			defer rows.Close()
+			for rows.Next() {
+				var r relationSize
+				if err := rows.Scan(&r.Name, &r.Kind, &r.Bytes); err != nil {
+					return nil, err
+				}
+				if r.Kind == "table" {
+					r.Kind = "heap"
+				}
+				out = append(out, r)
+			}
+			if err := rows.Err(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var pages, free, size int64
+	for q, v := range map[string]*int64{"PRAGMA page_count": &pages, "PRAGMA freelist_count": &free, "PRAGMA page_size": &size} {
+		if err := s.db.QueryRowContext(ctx, q).Scan(v); err != nil {
+			return out, fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	return append(out, relationSize{Name: "database", Kind: "file", Bytes: pages * size},
+		relationSize{Name: "database", Kind: "free", Bytes: free * size}), nil
+}
