@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"sync"
 	"time"
@@ -34,6 +37,61 @@ func (o options) childOutbox() childOutbox {
 func (c childOutbox) options() options {
 	return options{workers: c.Workers, hotQueue: c.HotQueue, coldQueue: c.ColdQueue, pollInterval: c.PollInterval,
 		pollBatch: c.PollBatch, doneWindow: c.DoneWindow, payloadSize: c.PayloadSize, verbose: c.Verbose}
+}
+
+// childErr is the error that ended a child process, in its one JSON result line
+// (childMain writes it, runChild reads it).
+type childErr struct {
+	Error string `json:"error,omitempty"`
+}
+
+func (e *childErr) childError() *childErr { return e }
+
+// childResult is a child process's result: a struct embedding childErr.
+type childResult interface{ childError() *childErr }
+
+// runChild runs this program as the child process role, with params as its one JSON
+// argument, and decodes the JSON line the child prints into res. It returns the child's
+// process state, or an error when the child reported one, printed no result or failed.
+func runChild(ctx context.Context, role string, params any, res childResult) (*os.ProcessState, error) {
+	arg, err := json.Marshal(params)
+	if err != nil {
+		return nil, err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	var stdout bytes.Buffer
+	cmd := exec.CommandContext(ctx, exe, role, string(arg))
+	cmd.Stdout, cmd.Stderr = &stdout, os.Stderr
+	cmd.WaitDelay = 10 * time.Second
+	runErr := cmd.Run()
+	if err := json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), res); err != nil {
+		return nil, fmt.Errorf("child: %v; output %q: %w", runErr, stdout.String(), err)
+	}
+	if e := res.childError().Error; e != "" {
+		return nil, fmt.Errorf("child: %s", e)
+	}
+	if runErr != nil {
+		return nil, fmt.Errorf("child: %w", runErr)
+	}
+	return cmd.ProcessState, nil
+}
+
+// childMain is a child process's main: it runs body, prints res as one JSON line with
+// body's error in it, and returns the exit code.
+func childMain(res childResult, body func() error) int {
+	err := body()
+	if err != nil {
+		res.childError().Error = err.Error()
+	}
+	b, _ := json.Marshal(res)
+	fmt.Println(string(b))
+	if err != nil {
+		return 1
+	}
+	return 0
 }
 
 // childTarget connects a child process to the parent's database and schema with a pool

@@ -2,12 +2,10 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -49,7 +47,7 @@ type childW4Result struct {
 	HotDropped   int64   `json:"hot_dropped"`
 	ColdEnqueued int64   `json:"cold_enqueued"`
 	Failures     int64   `json:"failures"`
-	Error        string  `json:"error,omitempty"`
+	childErr
 }
 
 // runDrain is w4: it seeds o.w4Rows NEW rows (created an hour ago, so that no poller
@@ -80,30 +78,12 @@ func runDrain(ctx context.Context, o options, t *target, r int, relay string) (s
 			return sample{}, err
 		}
 	}
-	arg, err := json.Marshal(p)
-	if err != nil {
-		return sample{}, err
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return sample{}, err
-	}
-	var stdout bytes.Buffer
-	cmd := exec.CommandContext(ctx, exe, childW4Arg, string(arg))
-	cmd.Stdout, cmd.Stderr = &stdout, os.Stderr
-	cmd.WaitDelay = 10 * time.Second
-	runErr := cmd.Run()
 	var res childW4Result
-	if err := json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &res); err != nil {
-		return sample{}, fmt.Errorf("child: %v; output %q: %w", runErr, stdout.String(), err)
+	state, err := runChild(ctx, childW4Arg, p, &res)
+	if err != nil {
+		return sample{}, err
 	}
-	if res.Error != "" {
-		return sample{}, fmt.Errorf("child: %s", res.Error)
-	}
-	if runErr != nil {
-		return sample{}, fmt.Errorf("child: %w", runErr)
-	}
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && res.PeakRSSKiB == 0 {
+	if ru, ok := state.SysUsage().(*syscall.Rusage); ok && res.PeakRSSKiB == 0 {
 		res.PeakRSSKiB = ru.Maxrss // KiB on Linux
 	}
 	return sample{
@@ -153,16 +133,7 @@ func seed(ctx context.Context, o options, t *target, n int) error {
 // the exit code.
 func runChildW4(args []string) int {
 	var res childW4Result
-	err := childW4(args, &res)
-	if err != nil {
-		res.Error = err.Error()
-	}
-	b, _ := json.Marshal(res)
-	fmt.Println(string(b))
-	if err != nil {
-		return 1
-	}
-	return 0
+	return childMain(&res, func() error { return childW4(args, &res) })
 }
 
 func childW4(args []string, res *childW4Result) error {

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -126,7 +123,7 @@ type childSoakResult struct {
 	HotDropped   int64         `json:"hot_dropped"`
 	ColdEnqueued int64         `json:"cold_enqueued"`
 	Failures     int64         `json:"failures"`
-	Error        string        `json:"error,omitempty"`
+	childErr
 }
 
 // runSoak is soak: in a child process, o.producers producers write one event per
@@ -145,28 +142,10 @@ func runSoak(ctx context.Context, o options, t *target, r int) (sample, error) {
 			return sample{}, err
 		}
 	}
-	arg, err := json.Marshal(p)
-	if err != nil {
-		return sample{}, err
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return sample{}, err
-	}
-	var stdout bytes.Buffer
-	cmd := exec.CommandContext(ctx, exe, childSoakArg, string(arg))
-	cmd.Stdout, cmd.Stderr = &stdout, os.Stderr
-	cmd.WaitDelay = 10 * time.Second
-	runErr := cmd.Run()
 	var res childSoakResult
-	if err := json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &res); err != nil {
-		return sample{}, fmt.Errorf("child: %v; output %q: %w", runErr, stdout.String(), err)
-	}
-	if res.Error != "" {
-		return sample{}, fmt.Errorf("child: %s", res.Error)
-	}
-	if runErr != nil {
-		return sample{}, fmt.Errorf("child: %w", runErr)
+	_, err := runChild(ctx, childSoakArg, p, &res)
+	if err != nil {
+		return sample{}, err
 	}
 	run := analyzeSoak(res, p)
 	run.DB = t.label()
@@ -202,16 +181,7 @@ func soakSVGName(t *target, r, rounds int) string {
 // returns the exit code.
 func runChildSoak(args []string) int {
 	var res childSoakResult
-	err := childSoak(args, &res)
-	if err != nil {
-		res.Error = err.Error()
-	}
-	b, _ := json.Marshal(res)
-	fmt.Println(string(b))
-	if err != nil {
-		return 1
-	}
-	return 0
+	return childMain(&res, func() error { return childSoak(args, &res) })
 }
 
 func childSoak(args []string, res *childSoakResult) error {

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math"
 	"math/bits"
 	"os"
-	"os/exec"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -53,7 +51,7 @@ type childSustainResult struct {
 	HotDropped   int64       `json:"hot_dropped"`
 	ColdEnqueued int64       `json:"cold_enqueued"`
 	Failures     int64       `json:"failures"`
-	Error        string      `json:"error,omitempty"`
+	childErr
 }
 
 // sustainRun is one sustain round as reported.
@@ -113,28 +111,10 @@ func runSustain(ctx context.Context, o options, t *target, r int) (sample, error
 			return sample{}, err
 		}
 	}
-	arg, err := json.Marshal(p)
-	if err != nil {
-		return sample{}, err
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return sample{}, err
-	}
-	var stdout bytes.Buffer
-	cmd := exec.CommandContext(ctx, exe, childSustainArg, string(arg))
-	cmd.Stdout, cmd.Stderr = &stdout, os.Stderr
-	cmd.WaitDelay = 10 * time.Second
-	runErr := cmd.Run()
 	var res childSustainResult
-	if err := json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &res); err != nil {
-		return sample{}, fmt.Errorf("child: %v; output %q: %w", runErr, stdout.String(), err)
-	}
-	if res.Error != "" {
-		return sample{}, fmt.Errorf("child: %s", res.Error)
-	}
-	if runErr != nil {
-		return sample{}, fmt.Errorf("child: %w", runErr)
+	_, err := runChild(ctx, childSustainArg, p, &res)
+	if err != nil {
+		return sample{}, err
 	}
 	run := analyzeSustain(res, o.sustainRate, o.sustainDuration)
 	return sample{
@@ -211,16 +191,7 @@ func slope(xs, ys []float64) float64 {
 // and returns the exit code.
 func runChildSustain(args []string) int {
 	var res childSustainResult
-	err := childSustain(args, &res)
-	if err != nil {
-		res.Error = err.Error()
-	}
-	b, _ := json.Marshal(res)
-	fmt.Println(string(b))
-	if err != nil {
-		return 1
-	}
-	return 0
+	return childMain(&res, func() error { return childSustain(args, &res) })
 }
 
 func childSustain(args []string, res *childSustainResult) error {
