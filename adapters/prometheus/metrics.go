@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -110,6 +111,7 @@ type Metrics struct {
 	subQueued      *prometheus.GaugeVec // by listener: SubscriptionLoad
 	subRunning     *prometheus.GaugeVec
 	subLimited     *prometheus.GaugeVec
+	subs           sync.Map // listener → *subGauges: each listener's series, looked up once
 	claimsVec      *prometheus.CounterVec
 	claims         [outbox.ClaimTakenOver + 1]prometheus.Counter
 	depth          [numPaths]prometheus.Gauge
@@ -354,17 +356,27 @@ func (m *Metrics) StuckAttempts(n int) { m.stuck.Set(float64(n)) }
 // KeysHeld sets outbox_keys_held.
 func (m *Metrics) KeysHeld(n int) { m.keysHeld.Set(float64(n)) }
 
+// subGauges are one listener's series of SubscriptionLoad.
+type subGauges struct{ queued, running, limited prometheus.Gauge }
+
 // SubscriptionLoad sets outbox_subscription_queued, outbox_subscription_running and
-// outbox_subscription_limited of l's listener ([outbox.SubscriptionLoad]). A listener's
-// series is created at its first report.
+// outbox_subscription_limited of l's listener ([outbox.SubscriptionLoad]). It is called
+// on every change of a lane, several times per event: a listener's series are created
+// and looked up at its first report, then read from a map.
 func (m *Metrics) SubscriptionLoad(l outbox.SubscriptionLoad) {
-	m.subQueued.WithLabelValues(l.Listener).Set(float64(l.Queued))
-	m.subRunning.WithLabelValues(l.Listener).Set(float64(l.Running))
+	v, ok := m.subs.Load(l.Listener)
+	if !ok {
+		v, _ = m.subs.LoadOrStore(l.Listener, &subGauges{queued: m.subQueued.WithLabelValues(l.Listener),
+			running: m.subRunning.WithLabelValues(l.Listener), limited: m.subLimited.WithLabelValues(l.Listener)})
+	}
+	g := v.(*subGauges)
+	g.queued.Set(float64(l.Queued))
+	g.running.Set(float64(l.Running))
 	limited := 0.0
 	if l.Limited {
 		limited = 1
 	}
-	m.subLimited.WithLabelValues(l.Listener).Set(limited)
+	g.limited.Set(limited)
 }
 
 // Dispatched increments outbox_dispatch_total and observes the attempt's duration in
