@@ -402,14 +402,26 @@ func TestSubscriptionLoadGauges(t *testing.T) {
 			t.Errorf("%s{listener=%q} = %v, want %v", c.name, c.listener, got, c.want)
 		}
 	}
-	// A known listener's report is on the dispatch path: it looks nothing up again.
-	if n := testing.AllocsPerRun(100, func() {
-		sm.SubscriptionLoad(outbox.SubscriptionLoad{Listener: "relay", Queued: 2, Running: 1})
-	}); n != 0 {
-		t.Errorf("SubscriptionLoad of a known listener allocates %v times, want 0", n)
-	}
 	sm.SubscriptionLoad(outbox.SubscriptionLoad{Listener: "mailer"})
 	if q, l := value(t, reg, "outbox_subscription_queued", "listener", "mailer"), value(t, reg, "outbox_subscription_limited", "listener", "mailer"); q != 0 || l != 0 {
 		t.Errorf("after draining: queued %v, limited %v; want 0, 0", q, l)
+	}
+}
+
+// TestSubscriptionLoadKnownListenerDoesNotAllocate: a report of a listener seen before
+// is on the dispatch path (several per event) and allocates nothing. (The three label
+// lookups it replaced did not allocate either; they cost 104 ns a report against 23 ns
+// for the cached gauges, measured with a throwaway benchmark.) Not parallel:
+// AllocsPerRun counts the whole process's allocations.
+func TestSubscriptionLoadKnownListenerDoesNotAllocate(t *testing.T) {
+	m, err := New(prometheus.NewRegistry(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.SubscriptionLoad(outbox.SubscriptionLoad{Listener: "relay"})
+	if n := testing.AllocsPerRun(100, func() {
+		m.SubscriptionLoad(outbox.SubscriptionLoad{Listener: "relay", Queued: 2, Running: 1})
+	}); n != 0 {
+		t.Errorf("SubscriptionLoad of a known listener allocates %v times, want 0", n)
 	}
 }
