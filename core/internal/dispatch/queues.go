@@ -33,10 +33,14 @@ import (
 // Fair scheduling. The hot and cold queues are bounded counts (HotQueueSize,
 // ColdQueueSize); the events they count wait in lanes, one per subscription (the route
 // the event resolves to when it is queued; one lane for events to split, one for
-// unroutable ones), each with a FIFO per path. A worker takes from the lanes in turn
-// (round robin over the lanes that have events and a free slot), so an event of one
-// subscription waits behind at most one event (or batch) of each other subscription
-// that is queued before a worker is free, never behind all of them. A lane's slots are
+// unroutable ones), each with a FIFO per path. A worker takes from the lane served
+// longest ago among those that have events, a free slot and a token of their rate limit
+// (each take stamps its lane with a serial number), so an event of one subscription
+// waits behind at most one event (or batch) of each other subscription that is queued
+// before a worker is free, never behind all of them. The stamp, not a position in a
+// list, decides: a lane that emptied and filled again (as a hot burst's first events,
+// taken one by one while the rest are still being queued, make it) comes back with the
+// stamp of its last take, behind a lane that was not served since. A lane's slots are
 // its subscription's MaxConcurrency (no bound when 0): a worker that takes an event holds
 // one until the attempt (or batch, or split) returns ([Queues.done]). Within a lane,
 // two turns of a worker out of three prefer the hot FIFO and the third the cold one, as
@@ -57,8 +61,8 @@ type Queues struct {
 	reads     map[uint64]time.Time // guarded by mu: the open reads, when each began
 	readSeq   uint64               // guarded by mu
 	lanes     map[*Route]*lane     // guarded by mu: every lane, by its subscription's route
-	ready     []*lane              // guarded by mu: the lanes with queued events, in turn order
-	turn      int                  // guarded by mu: the index in ready that is served next
+	ready     []*lane              // guarded by mu: the lanes with queued events, oldest first
+	served    uint64               // guarded by mu: the stamp of the last take from a lane
 	queued    [2]int               // guarded by mu: queued events by path (PathHot, PathCold)
 	// depths mirrors queued for the readers that do not take mu (Depths, HotFull,
 	// tookCold).
@@ -104,6 +108,7 @@ type lane struct {
 	fifo    [2]fifo // by path
 	running int     // workers holding a slot of the lane
 	isReady bool    // in Queues.ready
+	served  uint64  // Queues.served when a worker last took from the lane; 0: never
 	// A token bucket when the subscription has a rate limit (rate > 0): each event
 	// taken spends a token; tokens come back at rate per second up to burst.
 	rate, burst, tokens float64
@@ -124,12 +129,8 @@ func newLane(rt *Route) *lane {
 func (l *lane) load(now time.Time) SubscriptionLoad {
 	n := l.size()
 	limited := n > 0 && !l.free()
-	if n > 0 && !limited && l.rate > 0 {
-		tokens := l.tokens
-		if !l.filled.IsZero() && now.After(l.filled) {
-			tokens = min(l.burst, tokens+now.Sub(l.filled).Seconds()*l.rate)
-		}
-		limited = tokens < 1
+	if n > 0 && !limited {
+		limited = l.wait(now) > 0
 	}
 	return SubscriptionLoad{Listener: l.rt.Name, Queued: n, Running: l.running, MaxConcurrency: l.limit,
 		RateLimit: l.rate, Limited: limited}
@@ -142,11 +143,30 @@ func (l *lane) isSubscription() bool { return l.rt != fanOutLane && l.rt != unro
 // free reports whether a worker may take an event of l now.
 func (l *lane) free() bool { return l.limit <= 0 || l.running < l.limit }
 
+// wait returns 0 when l has a token of its rate limit at now, or how long until it has
+// one. A lane without a rate limit always has one.
+func (l *lane) wait(now time.Time) time.Duration {
+	if l.rate <= 0 {
+		return 0
+	}
+	tokens := l.tokens
+	if !l.filled.IsZero() && now.After(l.filled) {
+		tokens = min(l.burst, tokens+now.Sub(l.filled).Seconds()*l.rate)
+	}
+	if tokens >= 1 {
+		return 0
+	}
+	return max(time.Duration((1-tokens)/l.rate*float64(time.Second)), time.Millisecond)
+}
+
 // spend takes a token of l's rate limit at now and returns 0, or, when none is left,
 // how long until the next one. A lane without a rate limit always has one.
 func (l *lane) spend(now time.Time) time.Duration {
 	if l.rate <= 0 {
 		return 0
+	}
+	if w := l.wait(now); w > 0 {
+		return w
 	}
 	if !l.filled.IsZero() && now.After(l.filled) {
 		l.tokens = min(l.burst, l.tokens+now.Sub(l.filled).Seconds()*l.rate)
@@ -154,11 +174,8 @@ func (l *lane) spend(now time.Time) time.Duration {
 	if l.filled.IsZero() || now.After(l.filled) {
 		l.filled = now
 	}
-	if l.tokens >= 1 {
-		l.tokens--
-		return 0
-	}
-	return max(time.Duration((1-l.tokens)/l.rate*float64(time.Second)), time.Millisecond)
+	l.tokens--
+	return 0
 }
 
 // size returns the events queued in l.
@@ -262,7 +279,7 @@ func (q *Queues) discard() []Event {
 		}
 		l.running, l.isReady = 0, false
 	}
-	q.ready, q.turn = q.ready[:0], 0
+	q.ready = q.ready[:0]
 	q.setQueued(PathHot, 0)
 	q.setQueued(PathCold, 0)
 	clear(q.inflight)
@@ -486,40 +503,45 @@ func (q *Queues) next(r startstop.Run, turn uint) (dispatchItem, bool) {
 	}
 }
 
-// pick takes the next event of the first lane in turn with an event, a free slot and a
-// token of its rate limit, and a slot of it. When it finds none and some lane waits
-// only for a token, it returns how long until the first such token. The caller holds mu.
+// pick takes the next event of the lane served longest ago among those with an event,
+// a free slot and a token of their rate limit (see Queues), and a slot of it. When it
+// finds none and some lane waits only for a token, it returns how long until the first
+// such token. The caller holds mu.
 func (q *Queues) pick(turn uint) (it dispatchItem, ok bool, wait time.Duration) {
-	var now time.Time
-	for range len(q.ready) {
-		if q.turn >= len(q.ready) {
-			q.turn = 0
-		}
-		l := q.ready[q.turn]
-		if !l.free() {
-			q.turn++
+	var (
+		now  time.Time
+		best *lane
+	)
+	for _, l := range q.ready { // oldest first: of lanes never served, the first queued
+		if !l.free() || best != nil && l.served >= best.served {
 			continue
 		}
 		if l.rate > 0 {
 			if now.IsZero() {
 				now = q.now()
 			}
-			if w := l.spend(now); w > 0 {
+			if w := l.wait(now); w > 0 {
 				if wait == 0 || w < wait {
 					wait = w
 				}
-				q.turn++
 				continue
 			}
 		}
-		it = q.popLane(l, turn%3 == 2)
-		l.running++
-		if l.isReady {
-			q.turn++ // the next worker serves the next lane
-		}
-		return it, true, 0
+		best = l
 	}
-	return dispatchItem{}, false, wait
+	if best == nil {
+		return dispatchItem{}, false, wait
+	}
+	best.spend(now)
+	q.take(best)
+	best.running++
+	return q.popLane(best, turn%3 == 2), true, 0
+}
+
+// take stamps l as the lane served last. The caller holds mu.
+func (q *Queues) take(l *lane) {
+	q.served++
+	l.served = q.served
 }
 
 // popLane takes the next event of l, of its cold FIFO first when coldFirst, and takes l
@@ -540,9 +562,6 @@ func (q *Queues) popLane(l *lane, coldFirst bool) dispatchItem {
 		l.isReady = false
 		i := slices.Index(q.ready, l)
 		q.ready = slices.Delete(q.ready, i, i+1)
-		if i < q.turn {
-			q.turn--
-		}
 	}
 	return it
 }
@@ -565,6 +584,7 @@ func (q *Queues) more(it dispatchItem, samePath bool) (dispatchItem, bool) {
 	if l.fifo[p].len() == 0 {
 		p = 1 - p
 	}
+	q.take(l) // an event of a batch or split is a take of its own
 	next := q.popLane(l, p == PathCold)
 	q.mu.Unlock()
 	if next.path == PathCold {
