@@ -45,7 +45,9 @@ func (d *dialect) insertQueriesBounded(t tableName, p storage.InsertParams, now 
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	if d.arrayInsert {
+	// One event stays a one-row VALUES: its arguments fit the statement cache, and the
+	// arrays' text encoding made a single write slower (issue 55's A/B, BENCHMARKS.md).
+	if d.arrayInsert && len(p.Events) > 1 {
 		return d.insertArrayQueries(t, p, now, heads, candidates, maxBytes)
 	}
 	events := p.Events

@@ -597,9 +597,10 @@ func TestInsertSplitsAtBindLimit(t *testing.T) {
 	}
 }
 
-// TestArrayInsertIsCached: on PostgreSQL a batch of any size, with any of the optional
-// columns, is one statement whose text does not depend on the batch's size and whose
-// arguments are few enough for the statement cache to keep it (maxCachedArgs).
+// TestArrayInsertIsCached: on PostgreSQL a batch of two events or more, with any of the
+// optional columns, is one statement whose text does not depend on the batch's size
+// and whose arguments are few enough for the statement cache to keep it
+// (maxCachedArgs). One event is a one-row VALUES, whose arguments fit the cache too.
 func TestArrayInsertIsCached(t *testing.T) {
 	t.Parallel()
 	event := func(i int, claim, order, listener bool) outboxtype.Event {
@@ -621,7 +622,7 @@ func TestArrayInsertIsCached(t *testing.T) {
 			continue
 		}
 		var text string
-		for _, n := range []int{1, 2, 100, 1000} {
+		for _, n := range []int{1, 2, 3, 100, 1000} {
 			events := make([]outboxtype.Event, n)
 			candidates := map[string]bool{}
 			for i := range events {
@@ -636,11 +637,17 @@ func TestArrayInsertIsCached(t *testing.T) {
 				t.Fatalf("mask %d, %d events: %d statements, %v", mask, n, len(qs), err)
 			}
 			q := qs[0]
-			if len(q.Args) > maxCachedArgs || len(q.Args) > arrayInsertMaxArgs {
+			if n > 1 && (len(q.Args) > maxCachedArgs || len(q.Args) > arrayInsertMaxArgs) {
 				t.Errorf("mask %d, %d events: %d arguments > %d or %d", mask, n, len(q.Args), maxCachedArgs, arrayInsertMaxArgs)
 			}
 			if q.first != 0 || q.n != n || !q.returnsStatus {
 				t.Errorf("mask %d, %d events: first %d, n %d, returnsStatus %v", mask, n, q.first, q.n, q.returnsStatus)
+			}
+			if n == 1 {
+				if strings.Contains(q.SQL, "unnest") || len(q.Args) > maxCachedArgs {
+					t.Errorf("mask %d, one event: want a one-row VALUES of at most %d arguments, got %d:\n%s", mask, maxCachedArgs, len(q.Args), q.SQL)
+				}
+				continue
 			}
 			if text == "" {
 				text = q.SQL
