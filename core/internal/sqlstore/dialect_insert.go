@@ -12,7 +12,8 @@ import (
 
 // The event INSERT: one multi-row statement per batch (or several, below the bind and
 // size limits), each row NEW, or for an ordered event NEW, WAITING or decided by the
-// statement itself (see orderStrategy).
+// statement itself (see orderStrategy). On PostgreSQL the rows are arrays, one per
+// column, instead of a VALUES list (dialect_insert_array.go).
 
 // insertParamsPerRow is the number of arguments one inserted row binds; a claimed batch
 // binds two more per row (the token and the claim TTL).
@@ -43,6 +44,11 @@ func (d *dialect) insertQueriesHeads(t tableName, p storage.InsertParams, now ti
 func (d *dialect) insertQueriesBounded(t tableName, p storage.InsertParams, now time.Time, heads, candidates map[string]bool, maxBytes int) ([]query, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
+	}
+	// One event stays a one-row VALUES: its arguments fit the statement cache, and the
+	// arrays' text encoding made a single write slower (issue 55's A/B, BENCHMARKS.md).
+	if d.arrayInsert && len(p.Events) > 1 {
+		return d.insertArrayQueries(t, p, now, heads, candidates, maxBytes)
 	}
 	events := p.Events
 	returnsStatus := d.skipExisting != "" && (!d.skipOnlyDeciding || len(candidates) > 0)

@@ -73,17 +73,26 @@ func TestHeadInInsertSQL(t *testing.T) {
 	if err != nil || len(qs) != 1 || !qs[0].returnsStatus {
 		t.Fatalf("insertQueriesHeads: %d queries, %v", len(qs), err)
 	}
-	open := "CASE WHEN EXISTS (SELECT 1 FROM \"outbox_event\" WHERE order_key = $%d AND status <> 1 AND status < 5) THEN %s ELSE %s END"
+	// PostgreSQL: the row that decides probes its own key (u.order_key), in each of the
+	// three columns it decides, as the VALUES form of SQLite below does.
+	blocked := "CASE WHEN u.decide THEN EXISTS (SELECT 1 FROM \"outbox_event\" o WHERE o.order_key = u.order_key AND o.status <> 1 AND o.status < 5) END"
 	want := "INSERT INTO \"outbox_event\" (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, " +
-		"available_at, created_at, locked_by, locked_until, order_key, order_seq) VALUES ($1, $2, $3, $4, $5, $6, $7, " +
-		fmt.Sprintf(open, 8, "4", "0") + ", 0, $9, $10, " + fmt.Sprintf(open, 11, "NULL", "$12") + ", " +
-		fmt.Sprintf(open, 13, "NULL", "statement_timestamp() + CAST($14 AS BIGINT) * INTERVAL '1 microsecond'") + ", $15, $16), " +
-		"($17, $18, $19, $20, $21, $22, $23, 4, 0, $24, $25, NULL, NULL, $26, $27) ON CONFLICT (event_id) DO NOTHING RETURNING event_id, status"
+		"available_at, created_at, locked_by, locked_until, order_key, order_seq) SELECT u.event_id, u.event_type, u.aggregate_type, u.aggregate_id, u.tenant_id, u.payload, u.headers, " +
+		"CASE WHEN " + blocked + " THEN 4 ELSE u.status END, 0, u.available_at, u.created_at, CASE WHEN " + blocked + " THEN NULL ELSE u.locked_by END, " +
+		"CASE WHEN u.locked_by IS NULL THEN NULL WHEN " + blocked + " THEN NULL ELSE statement_timestamp() + CAST($1 AS BIGINT) * INTERVAL '1 microsecond' END, u.order_key, u.order_seq " +
+		"FROM unnest(CAST($2 AS TEXT[]), CAST($3 AS TEXT[]), CAST($4 AS TEXT[]), CAST($5 AS TEXT[]), CAST($6 AS TEXT[]), CAST($7 AS JSONB[]), CAST($8 AS JSONB[]), CAST($9 AS SMALLINT[]), " +
+		"CAST($10 AS TIMESTAMPTZ[]), CAST($11 AS TIMESTAMPTZ[]), CAST($12 AS TEXT[]), CAST($13 AS TEXT[]), CAST($14 AS BIGINT[]), CAST($15 AS BOOLEAN[])) " +
+		"AS u (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, available_at, created_at, locked_by, order_key, order_seq, decide) " +
+		"ON CONFLICT (event_id) DO NOTHING RETURNING event_id, status"
 	if qs[0].SQL != want {
 		t.Errorf("got:  %s\nwant: %s", qs[0].SQL, want)
 	}
-	if got := qs[0].Args[7]; got != "K" {
-		t.Errorf("argument 8 = %v, want the key", got)
+	// The first decides, NEW and claimed unless its key is open; the second waits, unclaimed.
+	wantArgs := []any{int64(1000000), `{"a","b"}`, `{"T","T"}`, `{"A","A"}`, `{NULL,NULL}`, `{NULL,NULL}`, `{"1","1"}`, `{NULL,NULL}`, `{0,4}`,
+		`{"1970-01-01 00:00:00.000000+00","1970-01-01 00:00:00.000000+00"}`, `{"1970-01-01 00:00:00.000000+00","1970-01-01 00:00:00.000000+00"}`,
+		`{"n/1",NULL}`, `{"K","K"}`, `{7,8}`, `{true,false}`}
+	if !reflect.DeepEqual(qs[0].Args, wantArgs) {
+		t.Errorf("args %#v\nwant %#v", qs[0].Args, wantArgs)
 	}
 	// SQLite decides the same way, and returns statuses only from an INSERT that decides
 	// some (dialect.skipOnlyDeciding).
@@ -118,7 +127,11 @@ func TestOrderGoldenSQL(t *testing.T) {
 			"SELECT order_key FROM \"outbox_event_key\" WHERE order_key > $1 ORDER BY order_key LIMIT 1 OFFSET $2",
 			"DELETE FROM \"outbox_event_key\" WHERE order_key IN (SELECT k.order_key FROM \"outbox_event_key\" k WHERE k.order_key > $1 AND k.order_key <= $2 AND k.updated_at < $3 AND NOT EXISTS (SELECT 1 FROM \"outbox_event\" e WHERE e.order_key = k.order_key AND e.status <> 1 AND e.status < 5 OFFSET 0) FOR UPDATE OF k SKIP LOCKED) AND updated_at < $4",
 			"DELETE FROM \"outbox_event_key\" WHERE order_key IN (SELECT k.order_key FROM \"outbox_event_key\" k WHERE k.order_key > $1 AND k.updated_at < $2 AND NOT EXISTS (SELECT 1 FROM \"outbox_event\" e WHERE e.order_key = k.order_key AND e.status <> 1 AND e.status < 5 OFFSET 0) FOR UPDATE OF k SKIP LOCKED) AND updated_at < $3",
-			"INSERT INTO \"outbox_event\" (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at, order_key, order_seq) VALUES ($1, $2, $3, $4, $5, $6, $7, 4, 0, $8, $9, $10, $11), ($12, $13, $14, $15, $16, $17, $18, 0, 0, $19, $20, NULL, NULL) ON CONFLICT (event_id) DO NOTHING RETURNING event_id, status",
+			"INSERT INTO \"outbox_event\" (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at, order_key, order_seq) " +
+				"SELECT u.event_id, u.event_type, u.aggregate_type, u.aggregate_id, u.tenant_id, u.payload, u.headers, u.status, 0, u.available_at, u.created_at, u.order_key, u.order_seq " +
+				"FROM unnest(CAST($1 AS TEXT[]), CAST($2 AS TEXT[]), CAST($3 AS TEXT[]), CAST($4 AS TEXT[]), CAST($5 AS TEXT[]), CAST($6 AS JSONB[]), CAST($7 AS JSONB[]), CAST($8 AS SMALLINT[]), " +
+				"CAST($9 AS TIMESTAMPTZ[]), CAST($10 AS TIMESTAMPTZ[]), CAST($11 AS TEXT[]), CAST($12 AS BIGINT[])) " +
+				"AS u (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, available_at, created_at, order_key, order_seq) ON CONFLICT (event_id) DO NOTHING RETURNING event_id, status",
 			"WITH ks AS (INSERT INTO \"outbox_event_key\" AS k (order_key, last_seq, updated_at) VALUES ($1, $2, statement_timestamp()), ($3, $4, statement_timestamp()) ON CONFLICT (order_key) DO UPDATE SET last_seq = k.last_seq + excluded.last_seq, updated_at = excluded.updated_at WHERE (k.last_seq, k.updated_at) = (SELECT s.last_seq, s.updated_at FROM \"outbox_event_key\" s WHERE s.order_key = excluded.order_key) RETURNING order_key, last_seq) INSERT INTO \"outbox_event\" (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at, locked_by, locked_until, order_key, order_seq) SELECT v.event_id, v.event_type, v.aggregate_type, v.aggregate_id, v.tenant_id, v.payload, v.headers, v.status, v.attempts, v.available_at, v.created_at, v.locked_by, v.locked_until, v.order_key, ks.last_seq - v.order_seq FROM (VALUES (CAST($5 AS TEXT), CAST($6 AS TEXT), CAST($7 AS TEXT), CAST($8 AS TEXT), CAST($9 AS TEXT), CAST($10 AS JSONB), CAST($11 AS JSONB), CASE WHEN EXISTS (SELECT 1 FROM \"outbox_event\" WHERE order_key = $12 AND status <> 1 AND status < 5) THEN 4 ELSE 0 END, 0, CAST($13 AS TIMESTAMPTZ), CAST($14 AS TIMESTAMPTZ), CAST(NULL AS TEXT), CAST(NULL AS TIMESTAMPTZ), CAST($15 AS TEXT), CAST($16 AS BIGINT)), (CAST($17 AS TEXT), CAST($18 AS TEXT), CAST($19 AS TEXT), CAST($20 AS TEXT), CAST($21 AS TEXT), CAST($22 AS JSONB), CAST($23 AS JSONB), CASE WHEN EXISTS (SELECT 1 FROM \"outbox_event\" WHERE order_key = $24 AND status <> 1 AND status < 5) THEN 4 ELSE 0 END, 0, CAST($25 AS TIMESTAMPTZ), CAST($26 AS TIMESTAMPTZ), CASE WHEN EXISTS (SELECT 1 FROM \"outbox_event\" WHERE order_key = $27 AND status <> 1 AND status < 5) THEN NULL ELSE $28 END, CASE WHEN EXISTS (SELECT 1 FROM \"outbox_event\" WHERE order_key = $29 AND status <> 1 AND status < 5) THEN NULL ELSE statement_timestamp() + CAST($30 AS BIGINT) * INTERVAL '1 microsecond' END, CAST($31 AS TEXT), CAST($32 AS BIGINT)), (CAST($33 AS TEXT), CAST($34 AS TEXT), CAST($35 AS TEXT), CAST($36 AS TEXT), CAST($37 AS TEXT), CAST($38 AS JSONB), CAST($39 AS JSONB), 4, 0, CAST($40 AS TIMESTAMPTZ), CAST($41 AS TIMESTAMPTZ), CAST(NULL AS TEXT), CAST(NULL AS TIMESTAMPTZ), CAST($42 AS TEXT), CAST($43 AS BIGINT))) AS v (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at, locked_by, locked_until, order_key, order_seq) JOIN ks ON ks.order_key = v.order_key ON CONFLICT (event_id) DO NOTHING RETURNING event_id, status, order_seq",
 		},
 		"mysql": {

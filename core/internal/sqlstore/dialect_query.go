@@ -174,14 +174,7 @@ func textArrayLiteral(ids []string) string {
 		if i > 0 {
 			sb.WriteByte(',')
 		}
-		sb.WriteByte('"')
-		for j := 0; j < len(id); j++ {
-			if c := id[j]; c == '"' || c == '\\' {
-				sb.WriteByte('\\')
-			}
-			sb.WriteByte(id[j])
-		}
-		sb.WriteByte('"')
+		appendArrayText(&sb, id)
 	}
 	sb.WriteByte('}')
 	return sb.String()

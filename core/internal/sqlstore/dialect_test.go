@@ -62,11 +62,16 @@ func goldenCases() []goldenCase {
 					{ID: "b", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: goldenT0},
 				}}, time.Time{})
 			},
-			pg:     []string{`INSERT INTO "outbox_event" (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, 0, 0, $8, $9), ($10, $11, $12, $13, $14, $15, $16, 0, 0, $17, $18) ON CONFLICT (event_id) DO NOTHING RETURNING event_id, status`},
+			pg: []string{`INSERT INTO "outbox_event" (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at) ` +
+				`SELECT u.event_id, u.event_type, u.aggregate_type, u.aggregate_id, u.tenant_id, u.payload, u.headers, 0, 0, u.available_at, u.created_at ` +
+				`FROM unnest(CAST($1 AS TEXT[]), CAST($2 AS TEXT[]), CAST($3 AS TEXT[]), CAST($4 AS TEXT[]), CAST($5 AS TEXT[]), CAST($6 AS JSONB[]), CAST($7 AS JSONB[]), ` +
+				`CAST($8 AS TIMESTAMPTZ[]), CAST($9 AS TIMESTAMPTZ[])) AS u (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, available_at, created_at) ` +
+				`ON CONFLICT (event_id) DO NOTHING RETURNING event_id, status`},
 			sqlite: []string{`INSERT INTO "outbox_event" (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?), (?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?)`},
 			mysql:  []string{"INSERT INTO `outbox_event` (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?), (?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?)"},
-			pgArgs: []any{"a", "T", "A", "1", "t", `{"x":1}`, `{"k":"v"}`, goldenT0U, goldenT0U,
-				"b", "T", "A", nil, nil, "1", nil, goldenT0U, goldenT0U},
+			// One array per column; the empty strings of AggregateID and TenantID are NULL.
+			pgArgs: []any{`{"a","b"}`, `{"T","T"}`, `{"A","A"}`, `{"1",NULL}`, `{"t",NULL}`, `{"{\"x\":1}","1"}`, `{"{\"k\":\"v\"}",NULL}`,
+				`{"2024-05-06 05:08:09.123456+00","2024-05-06 05:08:09.123456+00"}`, `{"2024-05-06 05:08:09.123456+00","2024-05-06 05:08:09.123456+00"}`},
 			sqlArgs: []any{"a", "T", "A", "1", "t", `{"x":1}`, `{"k":"v"}`, goldenT0S, goldenT0S,
 				"b", "T", "A", nil, nil, "1", nil, goldenT0S, goldenT0S},
 			myArgs: []any{"a", "T", "A", "1", "t", `{"x":1}`, `{"k":"v"}`, goldenT0U, goldenT0U,
@@ -177,14 +182,18 @@ func goldenCases() []goldenCase {
 					{ID: "b", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: goldenT0},
 				}}, time.Time{})
 			},
-			pg: []string{`INSERT INTO "outbox_event" (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at, locked_by, locked_until) VALUES ` +
-				`($1, $2, $3, $4, $5, $6, $7, 0, 0, $8, $9, $10, statement_timestamp() + CAST($11 AS BIGINT) * INTERVAL '1 microsecond'), ($12, $13, $14, $15, $16, $17, $18, 0, 0, $19, $20, NULL, NULL) ON CONFLICT (event_id) DO NOTHING RETURNING event_id, status`},
+			pg: []string{`INSERT INTO "outbox_event" (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at, locked_by, locked_until) ` +
+				`SELECT u.event_id, u.event_type, u.aggregate_type, u.aggregate_id, u.tenant_id, u.payload, u.headers, 0, 0, u.available_at, u.created_at, ` +
+				`u.locked_by, CASE WHEN u.locked_by IS NULL THEN NULL ELSE statement_timestamp() + CAST($1 AS BIGINT) * INTERVAL '1 microsecond' END ` +
+				`FROM unnest(CAST($2 AS TEXT[]), CAST($3 AS TEXT[]), CAST($4 AS TEXT[]), CAST($5 AS TEXT[]), CAST($6 AS TEXT[]), CAST($7 AS JSONB[]), CAST($8 AS JSONB[]), ` +
+				`CAST($9 AS TIMESTAMPTZ[]), CAST($10 AS TIMESTAMPTZ[]), CAST($11 AS TEXT[])) AS u (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, available_at, created_at, locked_by) ` +
+				`ON CONFLICT (event_id) DO NOTHING RETURNING event_id, status`},
 			sqlite: []string{`INSERT INTO "outbox_event" (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at, locked_by, locked_until) VALUES ` +
 				`(?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%f000Z', 'now', ?)), (?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, NULL, NULL)`},
 			mysql: []string{"INSERT INTO `outbox_event` (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, status, attempts, available_at, created_at, locked_by, locked_until) VALUES " +
 				"(?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND), (?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, NULL, NULL)"},
-			pgArgs: []any{"a", "T", "A", nil, nil, "1", nil, goldenT0U, goldenT0U, "n1/01J", int64(30000000),
-				"b", "T", "A", nil, nil, "1", nil, goldenT0U, goldenT0U},
+			pgArgs: []any{int64(30000000), `{"a","b"}`, `{"T","T"}`, `{"A","A"}`, `{NULL,NULL}`, `{NULL,NULL}`, `{"1","1"}`, `{NULL,NULL}`,
+				`{"2024-05-06 05:08:09.123456+00","2024-05-06 05:08:09.123456+00"}`, `{"2024-05-06 05:08:09.123456+00","2024-05-06 05:08:09.123456+00"}`, `{"n1/01J",NULL}`},
 			sqlArgs: []any{"a", "T", "A", nil, nil, "1", nil, goldenT0S, goldenT0S, "n1/01J", "+30.000000 seconds",
 				"b", "T", "A", nil, nil, "1", nil, goldenT0S, goldenT0S},
 			myArgs: []any{"a", "T", "A", nil, nil, "1", nil, goldenT0U, goldenT0U, "n1/01J", int64(30000000),
@@ -549,7 +558,11 @@ func TestInsertSplitsAtBindLimit(t *testing.T) {
 	t.Parallel()
 	for _, d := range allDialects {
 		dd := d
-		perStmt := dd.maxBindParams / insertParamsPerRow
+		perStmt, lastArgs, firstArg := dd.maxBindParams/insertParamsPerRow, insertParamsPerRow, 0
+		if dd.arrayInsert {
+			// One array per column, of at most arrayInsertMaxRows elements.
+			perStmt = arrayInsertMaxRows
+		}
 		events := make([]outboxtype.Event, 2*perStmt+1)
 		for i := range events {
 			events[i] = outboxtype.Event{ID: strconv.Itoa(i), Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: goldenT0}
@@ -565,12 +578,104 @@ func TestInsertSplitsAtBindLimit(t *testing.T) {
 			if len(q.Args) > dd.maxBindParams {
 				t.Errorf("%s: statement %d binds %d > %d", d.Name(), i, len(q.Args), dd.maxBindParams)
 			}
+			if q.first != i*perStmt {
+				t.Errorf("%s: statement %d starts at event %d", d.Name(), i, q.first)
+			}
 		}
-		if got := len(qs[2].Args); got != insertParamsPerRow {
-			t.Errorf("%s: last statement binds %d, want one row", d.Name(), got)
+		if got := len(qs[2].Args); got != lastArgs {
+			t.Errorf("%s: last statement binds %d, want %d", d.Name(), got, lastArgs)
 		}
-		if qs[1].Args[0] != strconv.Itoa(perStmt) {
-			t.Errorf("%s: second statement starts with %v", d.Name(), qs[1].Args[0])
+		want := strconv.Itoa(perStmt)
+		if dd.arrayInsert {
+			want = `{"` + strconv.Itoa(2*perStmt) + `"}` // the last statement's IDs
+			if got := qs[2].Args[firstArg]; got != want {
+				t.Errorf("%s: last statement's IDs %v, want %v", d.Name(), got, want)
+			}
+		} else if got := qs[1].Args[firstArg]; got != want {
+			t.Errorf("%s: second statement starts with %v", d.Name(), got)
+		}
+	}
+}
+
+// TestArrayInsertIsCached: on PostgreSQL a batch of two events or more, with any of the
+// optional columns, is one statement whose text does not depend on the batch's size
+// and whose arguments are few enough for the statement cache to keep it
+// (maxCachedArgs). One event is a one-row VALUES, whose arguments fit the cache too.
+func TestArrayInsertIsCached(t *testing.T) {
+	t.Parallel()
+	event := func(i int, claim, order, listener bool) outboxtype.Event {
+		e := outboxtype.Event{ID: strconv.Itoa(i), Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: goldenT0}
+		if claim {
+			e.LockedBy = "n/1"
+		}
+		if order {
+			e.OrderKey, e.OrderSeq = "K"+strconv.Itoa(i%3), int64(i)
+		}
+		if listener {
+			e.Listener = "L"
+		}
+		return e
+	}
+	for mask := range 16 {
+		claim, order, listener, decide := mask&1 != 0, mask&2 != 0, mask&4 != 0, mask&8 != 0
+		if decide && !order {
+			continue
+		}
+		var text string
+		for _, n := range []int{1, 2, 3, 100, 1000} {
+			events := make([]outboxtype.Event, n)
+			candidates := map[string]bool{}
+			for i := range events {
+				// Every other row has the optional columns, so that both forms meet.
+				events[i] = event(i, claim && i%2 == 0, order && i%2 == 0, listener && i%2 == 0)
+				if decide && i == 0 {
+					candidates[events[i].ID] = true
+				}
+			}
+			qs, err := Postgres.insertQueriesHeads(goldenTable, storage.InsertParams{Events: events, ClaimTTL: time.Second}, time.Time{}, nil, candidates)
+			if err != nil || len(qs) != 1 {
+				t.Fatalf("mask %d, %d events: %d statements, %v", mask, n, len(qs), err)
+			}
+			q := qs[0]
+			if n > 1 && (len(q.Args) > maxCachedArgs || len(q.Args) > arrayInsertMaxArgs) {
+				t.Errorf("mask %d, %d events: %d arguments > %d or %d", mask, n, len(q.Args), maxCachedArgs, arrayInsertMaxArgs)
+			}
+			if q.first != 0 || q.n != n || !q.returnsStatus {
+				t.Errorf("mask %d, %d events: first %d, n %d, returnsStatus %v", mask, n, q.first, q.n, q.returnsStatus)
+			}
+			if n == 1 {
+				if strings.Contains(q.SQL, "unnest") || len(q.Args) > maxCachedArgs {
+					t.Errorf("mask %d, one event: want a one-row VALUES of at most %d arguments, got %d:\n%s", mask, maxCachedArgs, len(q.Args), q.SQL)
+				}
+				continue
+			}
+			if text == "" {
+				text = q.SQL
+			} else if q.SQL != text {
+				t.Errorf("mask %d: the text for %d events differs:\n%s\n%s", mask, n, q.SQL, text)
+			}
+		}
+	}
+}
+
+// TestArrayLiteralTimes: the time elements are what timestamptz reads back as the same
+// instant, years before 1 (BC) and after 9999 among them.
+func TestArrayLiteralTimes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		t    time.Time
+		want string
+	}{
+		{goldenT0U, `"2024-05-06 05:08:09.123456+00"`},
+		{time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), `"0001-01-01 00:00:00.000000+00"`},
+		{time.Date(0, 12, 31, 23, 59, 59, 999999000, time.UTC), `"0001-12-31 23:59:59.999999+00 BC"`},
+		{time.Date(-9, 2, 3, 4, 5, 6, 7000, time.UTC), `"0010-02-03 04:05:06.000007+00 BC"`},
+		{time.Date(12345, 6, 7, 8, 9, 10, 0, time.UTC), `"12345-06-07 08:09:10.000000+00"`},
+	} {
+		var sb strings.Builder
+		appendArrayTime(&sb, tc.t)
+		if got := sb.String(); got != tc.want {
+			t.Errorf("%v: %s, want %s", tc.t, got, tc.want)
 		}
 	}
 }
@@ -585,10 +690,23 @@ func TestInsertDefaultsTimes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The arrays of available_at and created_at.
 	args := qs[0].Args
-	nowU := now.Truncate(time.Microsecond)
-	if args[7] != nowU || args[8] != nowU || args[16] != goldenT0U || args[17] != goldenT0U {
-		t.Errorf("times: %v %v %v %v", args[7], args[8], args[16], args[17])
+	want := `{"2030-01-01 00:00:00.000000+00","2024-05-06 05:08:09.123456+00"}`
+	if args[7] != want || args[8] != want {
+		t.Errorf("times: %v %v", args[7], args[8])
+	}
+	qs, err = SQLite.insertQueries(goldenTable, storage.InsertParams{Events: []outboxtype.Event{
+		{ID: "a", Payload: json.RawMessage(`1`)},
+		{ID: "b", Payload: json.RawMessage(`1`), CreatedAt: goldenT0},
+	}}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args = qs[0].Args
+	nowS := "2030-01-01T00:00:00.000000Z"
+	if args[7] != nowS || args[8] != nowS || args[16] != goldenT0S || args[17] != goldenT0S {
+		t.Errorf("SQLite times: %v %v %v %v", args[7], args[8], args[16], args[17])
 	}
 }
 

@@ -27,6 +27,7 @@ var postgresDialect = &dialect{
 	decodeTime:       decodeTime,
 	maxBindParams:    65535, // the wire protocol's Int16 parameter count
 	idsAsArray:       true,
+	arrayInsert:      true,
 	maxIDs:           5000,
 	transactionalDDL: true,
 	dbNow:            "statement_timestamp()",

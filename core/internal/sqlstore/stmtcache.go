@@ -27,7 +27,8 @@ import (
 
 // maxCachedArgs: statements with more arguments (multi-row INSERTs, long ID lists),
 // whose text changes with their size, are not kept, so that they do not push out the
-// small statements that repeat.
+// small statements that repeat. PostgreSQL's event INSERT passes its rows as arrays
+// (insertArrayQueries), within this bound at any batch size.
 const maxCachedArgs = 64
 
 // maxWantedStmts bounds the texts waiting to be prepared.
