@@ -181,8 +181,8 @@ type options struct {
 // allWorkloads is every workload in the order they run; defaultWorkloads leaves out the
 // long sustain and soak runs, which run only when named.
 var (
-	allWorkloads     = []string{"a", "b", "b2", "min", "min2", "bm", "w1", "mind", "river", "watermill", "w1o", "w1n", "w1k", "w1n1", "w1k1", "w1d", "w1f3", "w1m", "w1m1", "w2", "w3", "w3o", "w4", "w4n", "w4k", "w4n1", "w4k1", "w4f3", "w5", "w6", "w6m", "sustain", "soak"}
-	defaultWorkloads = []string{"a", "b", "b2", "min", "min2", "w1", "mind", "river", "watermill", "w1o", "w1n", "w1k", "w1m", "w2", "w3", "w3o", "w4", "w5"}
+	allWorkloads     = []string{"a", "b", "b2", "min", "min2", "bm", "w1", "mind", "river", "watermill", "w1o", "w1n", "w1k", "w1n1", "w1k1", "w1d", "w1f3", "w1m", "w1m1", "w2", "w2o", "w3", "w3o", "w4", "w4n", "w4k", "w4n1", "w4k1", "w4f3", "w5", "w6", "w6m", "sustain", "soak"}
+	defaultWorkloads = []string{"a", "b", "b2", "min", "min2", "w1", "mind", "river", "watermill", "w1o", "w1n", "w1k", "w1m", "w2", "w2o", "w3", "w3o", "w4", "w5"}
 	allDurabilities  = []string{"fast", "durable"}
 )
 

@@ -158,10 +158,10 @@ type latency struct {
 
 // ceilingOf names the ceiling or reference each workload's second ratio is taken to
 // (the first is to min, see minCeilingOf): b, except for w2 and min2, whose own shape
-// (100 events per transaction) has the ceiling b2, for w1m, w1o and the other variants
-// of w1, and the peers, which are compared with w1 (SingleNode) of the same round, and
+// (100 events per transaction) has the ceiling b2, for w2o, compared with w2, for w1m,
+// w1o and the other variants of w1, and the peers, which are compared with w1 (SingleNode) of the same round, and
 // for w4's and w6's variants, compared with w4 and w6.
-var ceilingOf = map[string]string{"a": "b", "bm": "b", "min": "b", "min2": "b2", "mind": "b", "river": "w1", "watermill": "w1", "w1": "b", "w1m": "w1", "w1m1": "w1", "w1o": "w1", "w1n": "w1", "w1k": "w1", "w1n1": "w1", "w1k1": "w1", "w1d": "w1", "w1f3": "w1", "w4f3": "w4", "w4n": "w4", "w4k": "w4", "w4n1": "w4", "w4k1": "w4", "w2": "b2", "w3": "b", "w3o": "w3", "w4": "b", "w5": "b", "w6m": "w6"}
+var ceilingOf = map[string]string{"a": "b", "bm": "b", "min": "b", "min2": "b2", "mind": "b", "river": "w1", "watermill": "w1", "w1": "b", "w1m": "w1", "w1m1": "w1", "w1o": "w1", "w1n": "w1", "w1k": "w1", "w1n1": "w1", "w1k1": "w1", "w1d": "w1", "w1f3": "w1", "w4f3": "w4", "w4n": "w4", "w4k": "w4", "w4n1": "w4", "w4k1": "w4", "w2": "b2", "w2o": "w2", "w3": "b", "w3o": "w3", "w4": "b", "w5": "b", "w6m": "w6"}
 
 // minCeilingOf names the reference without the library that w's first ratio is taken
 // to: min2 for the 100-event shape (w2, b2), min for every other workload, none for min
@@ -170,7 +170,7 @@ func minCeilingOf(w string) string {
 	switch w {
 	case "min", "sustain", "soak":
 		return ""
-	case "w2", "b2":
+	case "w2", "w2o", "b2":
 		return "min2"
 	}
 	return "min"
@@ -215,6 +215,7 @@ var descriptions = map[string]string{
 	"w4n1":    "W4n1: W4n with one event per relay call (no batches)",
 	"w4k1":    "W4k1: W4k with one event per relay call (no batches)",
 	"w2":      "W2: 100 events/tx, end-to-end until DONE",
+	"w2o":     "W2o: W2 with every event ordered, 1,000 keys, until DONE",
 	"w3":      "W3: paced producer, commit-to-listener latency",
 	"w3o":     "W3o: W3 with every event ordered, 1,000 keys",
 	"w4":      "W4: drain pre-filled table (cold path only)",
@@ -226,7 +227,7 @@ var descriptions = map[string]string{
 }
 
 // shortName is the workload's name in the per-round table.
-var shortName = map[string]string{"w1": "W1", "w1m": "W1m", "w1m1": "W1m1", "w1o": "W1o", "w1n": "W1n", "w1k": "W1k", "w1n1": "W1n1", "w1k1": "W1k1", "w1d": "W1d", "w1f3": "W1f3", "w4f3": "W4f3", "w4n": "W4n", "w4k": "W4k", "w4n1": "W4n1", "w4k1": "W4k1", "w2": "W2", "w3": "W3", "w3o": "W3o", "w4": "W4", "w5": "W5", "w6": "W6", "w6m": "W6m"}
+var shortName = map[string]string{"w1": "W1", "w1m": "W1m", "w1m1": "W1m1", "w1o": "W1o", "w1n": "W1n", "w1k": "W1k", "w1n1": "W1n1", "w1k1": "W1k1", "w1d": "W1d", "w1f3": "W1f3", "w4f3": "W4f3", "w4n": "W4n", "w4k": "W4k", "w4n1": "W4n1", "w4k1": "W4k1", "w2": "W2", "w2o": "W2o", "w3": "W3", "w3o": "W3o", "w4": "W4", "w5": "W5", "w6": "W6", "w6m": "W6m"}
 
 func newReport(o options) *report {
 	def := func(v int) string {
@@ -425,7 +426,7 @@ func (r *report) addResults(o options, t *target, workloads []string, samples ma
 
 // writePhaseWorkloads are the end-to-end workloads whose producers' rate alone is
 // reported too (the write phase).
-var writePhaseWorkloads = []string{"w1", "w1m", "w1m1", "w1o", "w1n", "w1k", "w1n1", "w1k1", "w1d", "w1f3", "w2", "mind", "river", "watermill"}
+var writePhaseWorkloads = []string{"w1", "w1m", "w1m1", "w1o", "w1n", "w1k", "w1n1", "w1k1", "w1d", "w1f3", "w2", "w2o", "mind", "river", "watermill"}
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
@@ -543,7 +544,7 @@ func (res result) markdownRow() string {
 	if l := res.Latency; l != nil {
 		what := ""
 		switch res.Workload {
-		case "w2":
+		case "w2", "w2o":
 			what = "burst latency "
 		case "sustain", "soak":
 			what = "commit-to-listener latency "

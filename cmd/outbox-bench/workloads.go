@@ -189,6 +189,8 @@ func runWorkload(ctx context.Context, o options, t *target, w string, r int) (sa
 		return runWritesTo(ctx, o, t, o.w1Tx, 1, true, 0, relay)
 	case "w2":
 		return runWrites(ctx, o, t, o.w2Tx, o.w2Events, true, 0)
+	case "w2o":
+		return runWrites(ctx, o, t, o.w2Tx, o.w2Events, true, orderKeys)
 	case "w3":
 		return runPaced(ctx, o, t, false, 0)
 	case "w3o":
