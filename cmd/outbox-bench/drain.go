@@ -234,3 +234,40 @@ func procStatusKiB(field string) int64 {
 	}
 	return 0
 }
+
+// cpuTimes is the machine's CPU time from /proc/stat's first line, in clock ticks:
+// busy (every state but idle and iowait) and the total.
+type cpuTimes struct{ busy, total uint64 }
+
+// readCPUTimes reads /proc/stat; ok is false where there is none.
+func readCPUTimes() (t cpuTimes, ok bool) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return t, false
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	fields := strings.Fields(line)
+	if len(fields) < 5 || fields[0] != "cpu" {
+		return t, false
+	}
+	for i, f := range fields[1:] {
+		v, err := strconv.ParseUint(f, 10, 64)
+		if err != nil {
+			return cpuTimes{}, false
+		}
+		t.total += v
+		if i != 3 && i != 4 { // idle, iowait
+			t.busy += v
+		}
+	}
+	return t, true
+}
+
+// busyPct is the share of every core's time that was busy between a and b, in percent
+// (0 when no time passed).
+func busyPct(a, b cpuTimes) float64 {
+	if b.total <= a.total {
+		return 0
+	}
+	return 100 * float64(b.busy-a.busy) / float64(b.total-a.total)
+}

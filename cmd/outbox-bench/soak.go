@@ -79,6 +79,10 @@ type soakSample struct {
 	// RSSKiB is the child's VmRSS, Goroutines runtime.NumGoroutine().
 	RSSKiB     int64 `json:"rss_kib"`
 	Goroutines int   `json:"goroutines"`
+	// CPUBusyPct is the machine's CPU time busy (all cores, every process: the outbox,
+	// the producers and the database server) over the interval since the last sample,
+	// in percent, from /proc/stat; 0 where there is none.
+	CPUBusyPct float64 `json:"cpu_busy_pct"`
 	// Errors are the sampler's failed reads; a failed read leaves its fields zero.
 	Errors []string `json:"errors,omitempty"`
 }
@@ -256,6 +260,7 @@ func childSoak(args []string, res *childSoakResult) error {
 	}()
 
 	w, _ := soakWindow(p.Duration)
+	prevCPU, _ := readCPUTimes()
 	start := time.Now()
 	var written atomic.Int64
 	haveFirst := false
@@ -285,13 +290,17 @@ func childSoak(args []string, res *childSoakResult) error {
 		}
 		sampler.read(ctx, &s, pollBatch, p.Sample)
 		s.RSSKiB, s.Goroutines = procStatusKiB("VmRSS"), runtime.NumGoroutine()
+		if ct, ok := readCPUTimes(); ok {
+			s.CPUBusyPct = math.Round(busyPct(prevCPU, ct)*10) / 10
+			prevCPU = ct
+		}
 		samplesMu.Lock()
 		if len(samples) < cap(samples) {
 			samples = append(samples, s)
 		}
 		samplesMu.Unlock()
-		progress("soak: %.0fs, %d events written, %d handled, rows %v, poll %.2f ms, RSS %.1f MiB, %d goroutines",
-			s.T, s.Written, s.Handled, s.Rows, s.PollMS, float64(s.RSSKiB)/1024, s.Goroutines)
+		progress("soak: %.0fs, %d events written, %d handled, rows %v, poll %.2f ms, RSS %.1f MiB, %d goroutines, CPU %.0f %% busy",
+			s.T, s.Written, s.Handled, s.Rows, s.PollMS, float64(s.RSSKiB)/1024, s.Goroutines, s.CPUBusyPct)
 	}
 	samplerWG.Go(func() {
 		tick := time.NewTicker(p.Sample)

@@ -97,7 +97,8 @@ func (s soakSample) series() []seriesPoint {
 			seriesPoint{"autoanalyze count", "runs", float64(s.PG.Autoanalyzes)})
 	}
 	return append(ps, seriesPoint{"poll statement", "ms", s.PollMS},
-		seriesPoint{"RSS", "MiB", float64(s.RSSKiB) / 1024}, seriesPoint{"goroutines", "", float64(s.Goroutines)})
+		seriesPoint{"RSS", "MiB", float64(s.RSSKiB) / 1024}, seriesPoint{"goroutines", "", float64(s.Goroutines)},
+		seriesPoint{"machine CPU busy", "%", s.CPUBusyPct})
 }
 
 // soakSlopes returns, for every series of the samples, its first, last and largest

@@ -116,7 +116,8 @@ func soakPanels(run soakRun) []svgPanel {
 	return append(panels,
 		svgPanel{title: "poll statement, ms", lines: pick(named("poll statement"))},
 		svgPanel{title: "RSS, MiB", lines: pick(named("RSS"))},
-		svgPanel{title: "goroutines", lines: pick(named("goroutines"))})
+		svgPanel{title: "goroutines", lines: pick(named("goroutines"))},
+		svgPanel{title: "machine CPU busy, % of all cores", lines: pick(named("machine CPU busy"))})
 }
 
 // writeSoakSVGFile writes run's charts to path, creating its directory.

@@ -82,7 +82,7 @@ func soakSamples() []soakSample {
 			Rows:   map[string]int64{"DONE": 60000, "NEW": 3},
 			Sizes:  []relationSize{{Name: "outbox_event", Kind: "heap", Bytes: 8 << 20}, {Name: "outbox_event_pkey", Kind: "index", Bytes: 2 << 20}},
 			PG:     &pgTableStats{DeadTuples: int64(i%12) * 1000, Autovacuums: int64(i / 12)},
-			PollMS: 0.3, RSSKiB: int64((100 + 2*t/60) * 1024), Goroutines: 30,
+			PollMS: 0.3, RSSKiB: int64((100 + 2*t/60) * 1024), Goroutines: 30, CPUBusyPct: 55,
 		}
 		if t >= 300 {
 			s.Rows["RETRY"] = 5
@@ -187,8 +187,8 @@ func TestWriteSoakSVG(t *testing.T) {
 	for i, p := range panels {
 		titles[i] = p.title
 	}
-	if len(panels) != 7 {
-		t.Fatalf("%d panels (%q), want 7: latency, rows, sizes, dead tuples, poll, RSS, goroutines", len(panels), titles)
+	if len(panels) != 8 {
+		t.Fatalf("%d panels (%q), want 8: latency, rows, sizes, dead tuples, poll, RSS, goroutines, CPU", len(panels), titles)
 	}
 	for _, l := range panels[1].lines {
 		if segs := svgSegments(l, false); len(segs) != 1 || len(segs[0]) != 60 {
@@ -203,12 +203,12 @@ func TestWriteSoakSVG(t *testing.T) {
 		t.Fatal(err)
 	}
 	counts := svgElements(t, buf.Bytes())
-	// 4 latencies, 3 statuses, 2 sizes, 1 each for dead tuples, poll, RSS, goroutines.
-	if counts["polyline"] != 13 {
-		t.Errorf("%d polylines, want 13", counts["polyline"])
+	// 4 latencies, 3 statuses, 2 sizes, 1 each for dead tuples, poll, RSS, goroutines, CPU.
+	if counts["polyline"] != 14 {
+		t.Errorf("%d polylines, want 14", counts["polyline"])
 	}
-	if counts["g"] != 7 {
-		t.Errorf("%d panels drawn, want 7", counts["g"])
+	if counts["g"] != 8 {
+		t.Errorf("%d panels drawn, want 8", counts["g"])
 	}
 	if s := buf.String(); strings.Contains(s, "NaN") || strings.Contains(s, "Inf") {
 		t.Errorf("the SVG holds NaN or Inf coordinates")
@@ -291,5 +291,24 @@ func TestNiceStep(t *testing.T) {
 		if got := svgNumber(v); got != want {
 			t.Errorf("svgNumber(%v) = %q, want %q", v, got, want)
 		}
+	}
+}
+
+// TestBusyPct: the busy share is the busy ticks over every tick between two readings,
+// and /proc/stat, where the machine has one, gives readings that move forward.
+func TestBusyPct(t *testing.T) {
+	t.Parallel()
+	if got := busyPct(cpuTimes{busy: 100, total: 400}, cpuTimes{busy: 160, total: 480}); got != 75 {
+		t.Errorf("busyPct = %v, want 75", got)
+	}
+	if got := busyPct(cpuTimes{busy: 1, total: 2}, cpuTimes{busy: 1, total: 2}); got != 0 {
+		t.Errorf("busyPct with no time passed = %v, want 0", got)
+	}
+	a, ok := readCPUTimes()
+	if !ok {
+		t.Skip("no /proc/stat here")
+	}
+	if a.busy == 0 || a.total <= a.busy {
+		t.Errorf("readCPUTimes = %+v: want busy > 0 and below the total", a)
 	}
 }
