@@ -454,8 +454,8 @@ func (q *Queues) signal() {
 	}
 }
 
-// next returns the next event for a worker, from the next lane in turn that has one and
-// a free slot (see Queues), and takes a slot of that lane, which the worker gives back
+// next returns the next event for a worker, from the lane served longest ago that has
+// one, a free slot and a token (see pick), and takes a slot of that lane, which the worker gives back
 // with done once the attempt returned. Two turns out of three prefer the lane's hot
 // events, the third its cold ones. It waits while no lane has an event it may take; it
 // returns false after a hard stop, or after a graceful stop once every lane is empty. A
