@@ -63,14 +63,10 @@ func (d *dialect) insertQueriesBounded(t tableName, p storage.InsertParams, now 
 	var b *builder
 	size, first := 0, 0
 	for i, e := range events {
-		if e.ID == "" {
-			return nil, check.Invalid("insert", "event %d has no ID", i)
-		}
-		r, err := d.encodeRow(e, now)
+		r, rowSize, err := d.encodeInsertRow(i, e, now)
 		if err != nil {
 			return nil, err
 		}
-		rowSize := insertRowSize(e, r.headers)
 		if b != nil && (len(b.args)+rowArgs > d.maxBindParams || maxBytes > 0 && size+rowSize > maxBytes) {
 			qs = append(qs, b.query())
 			qs[len(qs)-1].first, qs[len(qs)-1].n = first, i-first
@@ -93,6 +89,19 @@ func (d *dialect) insertQueriesBounded(t tableName, p storage.InsertParams, now 
 		qs[len(qs)-1].first, qs[len(qs)-1].n = first, len(events)-first
 	}
 	return qs, nil
+}
+
+// encodeInsertRow encodes events[i] = e for an INSERT (encodeRow) and returns the bytes
+// its row adds to the statement (insertRowSize).
+func (d *dialect) encodeInsertRow(i int, e outboxtype.Event, now time.Time) (insertRow, int, error) {
+	if e.ID == "" {
+		return insertRow{}, 0, check.Invalid("insert", "event %d has no ID", i)
+	}
+	r, err := d.encodeRow(e, now)
+	if err != nil {
+		return insertRow{}, 0, err
+	}
+	return r, insertRowSize(e, r.headers), nil
 }
 
 // insertColumns returns the column list of an event INSERT, with the optional columns

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/outboxkit/outbox/core/internal/check"
 	"github.com/outboxkit/outbox/core/outboxtype"
 	"github.com/outboxkit/outbox/core/storage"
 )
@@ -59,14 +58,10 @@ func (d *dialect) insertArrayQueries(t tableName, p storage.InsertParams, now ti
 		rows, size, first = rows[:0], 0, end
 	}
 	for i, e := range events {
-		if e.ID == "" {
-			return nil, check.Invalid("insert", "event %d has no ID", i)
-		}
-		r, err := d.encodeRow(e, now)
+		r, rowSize, err := d.encodeInsertRow(i, e, now)
 		if err != nil {
 			return nil, err
 		}
-		rowSize := insertRowSize(e, r.headers)
 		if len(rows) > 0 && (len(rows) == arrayInsertMaxRows || maxBytes > 0 && size+rowSize > maxBytes) {
 			flush(i)
 		}
