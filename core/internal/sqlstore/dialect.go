@@ -51,9 +51,8 @@ type dialect struct {
 	maxIDs int
 	// arrayInsert writes the event INSERT of two events or more as INSERT … SELECT …
 	// FROM unnest(…), one array argument per column (insertArrayQueries), instead of a
-	// multi-row VALUES:
-	// its text and its few arguments do not change with the batch's size, so the
-	// server (and pgx's statement cache) prepares it once. It needs encodeTime to
+	// multi-row VALUES: its text and its few arguments do not change with the batch's
+	// size, so the server (and pgx's statement cache) prepares it once. It needs encodeTime to
 	// return a time.Time, which it writes as text in the array of its column.
 	arrayInsert bool
 	// maxStatementBytes, when positive, bounds the argument bytes of one multi-row
