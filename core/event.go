@@ -15,8 +15,7 @@ type Envelope struct {
 	ID string
 	// Type is the event type. Required, at most MaxTypeLen bytes.
 	Type string
-	// AggregateType routes the event with Type, at most MaxAggregateTypeLen bytes. Defaults to
-	// GlobalAggregateType.
+	// AggregateType routes the event with Type (MaxAggregateTypeLen); GlobalAggregateType if "".
 	AggregateType string
 	// AggregateID identifies the entity the event is about. At most MaxAggregateIDLen bytes.
 	AggregateID string
@@ -33,10 +32,8 @@ type Envelope struct {
 	// AvailableAt delays delivery until then, not before OccurredAt nor with DeliverAfter; it
 	// skips the hot path.
 	AvailableAt time.Time
-	// DeliverAfter delays delivery by this long after OccurredAt: not negative, not with
-	// AvailableAt.
+	// DeliverAfter delays delivery by this long after OccurredAt (≥ 0, not with AvailableAt).
 	DeliverAfter time.Duration
-	// OrderKey, when set, orders the event: one at a time per key, in commit order. At most
-	// MaxOrderKeyLen bytes.
+	// OrderKey orders the event: one at a time per key, in commit order (MaxOrderKeyLen).
 	OrderKey string
 }

@@ -22,14 +22,15 @@ const (
 type Events struct {
 	store       storage.Store
 	now         func() time.Time
-	afterReplay func() // wakes the pollers after a replay; nil: nothing to wake
+	afterReplay func()                // wakes the pollers after a replay; nil: nothing to wake
+	afterPause  func(context.Context) // applies a pause or resume here, tells the others
 	loads       func() []SubscriptionLoad
 }
 
 // SubscriptionLoad is a subscription's load here (see outboxtype.SubscriptionMetrics).
 type SubscriptionLoad = outboxtype.SubscriptionLoad
 
-// Subscriptions returns each registered subscription's load in this process, by name.
+// Subscriptions returns each registered subscription's load here, by name.
 func (d *Events) Subscriptions(ctx context.Context) ([]SubscriptionLoad, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -67,23 +67,19 @@ type Config struct {
 	Store storage.Store
 	// Workers is the number of concurrent deliveries. Defaults to DefaultWorkers.
 	Workers int
-	// HotQueueSize bounds the events handed over after commit; -1 disables the hot path.
-	// Defaults to DefaultHotQueueSize.
+	// HotQueueSize bounds the events handed over after commit (-1: no hot path); DefaultHotQueueSize.
 	HotQueueSize int
 	// ColdQueueSize bounds the events the poller hands over. Defaults to DefaultColdQueueSize.
 	ColdQueueSize int
-	// MaxAttempts is the failed attempts after which an event is DEAD; -1 retries forever.
-	// Defaults to DefaultMaxAttempts.
+	// MaxAttempts is the failed attempts that make an event DEAD (-1: never); DefaultMaxAttempts.
 	MaxAttempts int
-	// Retry computes the delay before a retry. Defaults to an ExponentialBackoff of
-	// DefaultRetryBase and DefaultRetryMax.
+	// Retry computes the delay before a retry. Defaults to ExponentialBackoff's defaults.
 	Retry RetryPolicy
 	// ListenerTimeout bounds one attempt (-1: none, not in MultiNode). Defaults to DefaultListenerTimeout.
 	ListenerTimeout time.Duration
 	// StatusTimeout bounds each outcome statement (-1: none, not in MultiNode); DefaultStatusTimeout.
 	StatusTimeout time.Duration
-	// DoneBatchWindow is how long DONE outcomes wait to share a statement; -1 means no wait.
-	// Defaults to DefaultDoneBatchWindow.
+	// DoneBatchWindow is how long DONE outcomes wait to share a statement (-1: no wait); DefaultDoneBatchWindow.
 	DoneBatchWindow time.Duration
 	// Interceptors run around every delivery: Before in order, After in reverse.
 	Interceptors []Interceptor
@@ -91,8 +87,7 @@ type Config struct {
 	OnStuck func(e Event, running time.Duration)
 	// PollInterval is the time between poller cycles. Defaults to DefaultPollInterval.
 	PollInterval time.Duration
-	// PollMaxInterval caps an idle poller's wait; -1 keeps PollInterval. Defaults to
-	// DefaultPollMaxInterval or PollInterval, the larger.
+	// PollMaxInterval caps an idle poller's wait (-1: PollInterval); DefaultPollMaxInterval or more.
 	PollMaxInterval time.Duration
 	// Notifier wakes pollers across processes. Defaults to none.
 	Notifier Notifier
@@ -108,8 +103,7 @@ type Config struct {
 	// NodeID names this process in claim tokens (MultiNode only): 1 to 96 bytes of printable
 	// ASCII but space and '/'. Defaults to "<host>-<pid>-<random>".
 	NodeID string
-	// LeaseTTL is how long the dispatch lease lasts unrenewed, by the database clock: at least
-	// a second; -1 runs without the lease; not in WriterOnly mode. Defaults to DefaultLeaseTTL.
+	// LeaseTTL is the dispatch lease's life unrenewed (database clock, ≥ 1 s, -1: none); DefaultLeaseTTL.
 	LeaseTTL time.Duration
 	// OrderByAggregate orders every event with an AggregateID by AggregateType + ":" + AggregateID.
 	OrderByAggregate bool
@@ -172,12 +166,7 @@ type Outbox struct {
 }
 
 // New builds an Outbox over db, or returns a [*ConfigError] naming the first bad field of
-// cfg. Nothing runs until [Outbox.Start].
-//
-// It builds the parts once, each with the parts it works with (docs/ARCHITECTURE.md):
-// the queues, the notifier, the releaser of claims (MultiNode), the hot path, the
-// orderer, the dispatcher, the poller, the lease, the purger, the inspection and the
-// writer.
+// cfg. Nothing runs until [Outbox.Start]. It builds each part once (docs/ARCHITECTURE.md).
 func New(db *sql.DB, cfg Config) (*Outbox, error) {
 	if err := cfg.validate(db); err != nil {
 		return nil, err
@@ -304,6 +293,17 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 		}
 	})
 	o.events.loads = o.subscriptionLoads
+	o.events.afterPause = func(ctx context.Context) {
+		if o.poller != nil {
+			_ = o.poller.RefreshPaused(ctx) // logged; the poll cycles read it again
+		}
+		if o.queues != nil {
+			o.queues.SignalCatchUp() // a resume: its events are read at once
+		}
+		if signal != nil {
+			signal()
+		}
+	}
 	if cfg.PurgeInterval != -1 {
 		pg, err := purge.New(store, cfg.purgeConfig())
 		if err != nil {
@@ -419,8 +419,7 @@ func (c Config) validateMultiNode() error {
 	return nil
 }
 
-// Register is [Outbox.Subscribe] of l on a route ("" aggregate type: GlobalAggregateType),
-// named "aggregateType/eventType", before or after Start.
+// Register is [Outbox.Subscribe] of l on a route, named "aggregateType/eventType".
 func (o *Outbox) Register(aggregateType, eventType string, l Listener) error {
 	return o.Subscribe(Subscription{AggregateType: aggregateType, EventType: eventType, Listener: l})
 }
@@ -446,7 +445,12 @@ func (o *Outbox) subscriptionLoads() []SubscriptionLoad {
 		queued = o.queues.Loads()
 	}
 	out := o.registry.loads()
+	var paused []string
+	if o.queues != nil {
+		paused = o.queues.Paused()
+	}
 	for i := range out {
+		_, out[i].Paused = slices.BinarySearch(paused, out[i].Listener)
 		if j, ok := slices.BinarySearchFunc(queued, out[i].Listener, func(l SubscriptionLoad, name string) int {
 			return strings.Compare(l.Listener, name)
 		}); ok {

@@ -22,8 +22,7 @@ type SQLStoreConfig struct {
 	// Table is the outbox table, optionally "schema.table", each part
 	// ^[A-Za-z_][A-Za-z0-9_]{0,62}$. Defaults to DefaultTable.
 	Table string
-	// QueryTimeout bounds each statement but Insert (the caller's); -1 means none. Defaults to
-	// 10 seconds.
+	// QueryTimeout bounds each statement but Insert (the caller's); -1: none. Defaults to 10 s.
 	QueryTimeout time.Duration
 }
 

@@ -57,6 +57,8 @@ const (
 	AuditReplayAll = outboxtype.AuditReplayAll
 	AuditDelete    = outboxtype.AuditDelete
 	AuditDiscard   = outboxtype.AuditDiscard
+	AuditPause     = outboxtype.AuditPause
+	AuditResume    = outboxtype.AuditResume
 )
 
 // Limits on stored fields, in bytes (see [outboxtype.MaxIDLen]).

@@ -35,6 +35,7 @@ type MemoryStore struct {
 	keys  map[string]*memKey // the key table of ordered events
 	clock func() time.Time   // guarded by mu
 	audit []outbox.AuditEntry
+	pause map[string]outbox.Pause // the paused subscriptions
 }
 
 // memKey is one key's counter, as the SQL stores' key table holds it.
@@ -283,7 +284,7 @@ func (s *MemoryStore) Claim(ctx context.Context, p storage.ClaimParams) (storage
 		e := &r.ev
 		if (e.Status == outbox.StatusNew || e.Status == outbox.StatusRetry) &&
 			!e.AvailableAt.After(now) && !e.CreatedAt.After(createdBefore) &&
-			(e.LockedUntil.IsZero() || e.LockedUntil.Before(now)) {
+			(e.LockedUntil.IsZero() || e.LockedUntil.Before(now)) && !pausedIn(e, p.Paused) {
 			rows = append(rows, r)
 		}
 	}
@@ -448,7 +449,7 @@ func (s *MemoryStore) Pending(ctx context.Context, p storage.PendingParams) (sto
 	rows := s.sorted(func(e *outbox.Event) bool {
 		return (e.Status == outbox.StatusNew || e.Status == outbox.StatusRetry) &&
 			!e.AvailableAt.After(now) && !e.CreatedAt.After(createdBefore) &&
-			(p.After.IsZero() || keyAfter(e, after))
+			(p.After.IsZero() || keyAfter(e, after)) && !pausedIn(e, p.Paused)
 	})
 	var b storage.PendingBatch
 	for _, r := range rows[:min(len(rows), p.Limit)] {

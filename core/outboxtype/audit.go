@@ -11,6 +11,8 @@ const (
 	AuditReplayAll = "replay-all" // DEAD events replayed by filter
 	AuditDelete    = "delete"     // DEAD events deleted
 	AuditDiscard   = "discard"    // events discarded
+	AuditPause     = "pause"      // a subscription paused (Target: its name)
+	AuditResume    = "resume"     // a subscription resumed (Target: its name)
 )
 
 // AuditEntry is one row of the audit trail: a change made through outbox.Events.
@@ -18,15 +20,16 @@ type AuditEntry struct {
 	ID     string    // a ULID: entries sort by time
 	At     time.Time // when the change finished
 	Actor  string    // who made it ([WithActor]); "unknown" when nobody was named
-	Action string    // AuditReplay, AuditReplayAll, AuditDelete or AuditDiscard
-	Target string    // the event IDs, comma-separated, or the filter
-	Count  int64     // how many events it changed
+	Action string    // AuditReplay, AuditReplayAll, AuditDelete, AuditDiscard, AuditPause or AuditResume
+	Target string    // the event IDs, comma-separated, the filter, or the subscription
+	Count  int64     // how many events it changed (a pause or resume: 1, or 0 when it changed nothing)
 }
 
 // AuditError is the error of a change of outbox.Events whose audit entry could not be
 // written; errors.As finds it.
 type AuditError struct {
-	// Action is the change: AuditReplay, AuditReplayAll, AuditDelete or AuditDiscard.
+	// Action is the change: AuditReplay, AuditReplayAll, AuditDelete, AuditDiscard,
+	// AuditPause or AuditResume.
 	Action string
 	// Recorded is how many events a replay-all changed, and recorded, in the batches
 	// before the one whose entry failed.
@@ -56,3 +59,12 @@ func (e *AuditError) Error() string {
 
 // Unwrap returns the store's error.
 func (e *AuditError) Unwrap() error { return e.Err }
+
+// Pause is a paused subscription (outbox.Events.Pause): its events stay pending on
+// every process of the table until it is resumed.
+type Pause struct {
+	Listener string    // the subscription's name
+	At       time.Time // when it was paused, by the database clock
+	Actor    string    // who paused it ([WithActor]); "unknown" when nobody was named
+	Reason   string    // why, as given to Pause; may be empty
+}

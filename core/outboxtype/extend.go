@@ -110,13 +110,15 @@ type DispatchInfo struct {
 
 // SubscriptionLoad is one subscription's load in this process: its events queued for a
 // worker and the workers running them, its limits (outbox.Subscription), and whether
-// queued events wait for those limits now (Limited).
+// queued events wait for those limits now (Limited), and whether it is paused (its
+// events then wait in the table, not in the queue: Queued is 0).
 type SubscriptionLoad struct {
 	Listener        string
 	Queued, Running int
 	MaxConcurrency  int
 	RateLimit       float64
 	Limited         bool
+	Paused          bool
 }
 
 // SubscriptionMetrics is a [Metrics] that also takes each subscription's load, reported

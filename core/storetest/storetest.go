@@ -127,6 +127,7 @@ func Run(t *testing.T, f Features, newHarness func(t *testing.T) Harness) {
 		{name: "CountBlockedKeys", fn: testCountBlockedKeys},
 		{name: "Audit", fn: testAudit},
 		{name: "AuditedChange", fn: testAuditedChange},
+		{name: "Pause", fn: testPause},
 		{name: "Purge", fn: testPurge},
 		{name: "PurgeByOutcome", fn: testPurgeByOutcome},
 		{name: "PurgeUndelivered", fn: testPurgeUndelivered},

@@ -149,6 +149,10 @@ func (h *HotPath) DeliverRead(ctx context.Context, events []Event, readAt time.T
 			}
 		case EnqueueDuplicate:
 			h.log.LogAttrs(ctx, slog.LevelDebug, "committed event already queued or delivered", slog.String("event_id", events[i].ID))
+		case EnqueuePaused: // its row waits for Resume; the poller pins it if needed
+			if events[i].LockedBy != "" && h.release != nil {
+				refused = append(refused, events[i])
+			}
 		default:
 			h.metrics.HotDropped()
 			dropped++

@@ -22,6 +22,7 @@ type lane struct {
 	fifo    [2]fifo // by path
 	running int     // workers holding a slot of the lane
 	isReady bool    // in Queues.ready
+	paused  bool    // its subscription is paused: it holds no events (Queues.SetPaused)
 	served  uint64  // Queues.served when a worker last took from the lane; 0: never
 	// A token bucket when the subscription has a rate limit (rate > 0): each event
 	// taken spends a token; tokens come back at rate per second up to burst.
@@ -47,7 +48,18 @@ func (l *lane) load(now time.Time) SubscriptionLoad {
 		limited = l.wait(now) > 0
 	}
 	return SubscriptionLoad{Listener: l.rt.Name, Queued: n, Running: l.running, MaxConcurrency: l.limit,
-		RateLimit: l.rate, Limited: limited}
+		RateLimit: l.rate, Limited: limited, Paused: l.paused}
+}
+
+// laneOf returns rt's lane, made when it has none. The caller holds mu.
+func (q *Queues) laneOf(rt *Route) *lane {
+	l := q.lanes[rt]
+	if l == nil {
+		l = newLane(rt)
+		l.paused = q.paused[rt.Name] && l.isSubscription()
+		q.lanes[rt] = l
+	}
+	return l
 }
 
 // isSubscription reports whether l is a subscription's lane (not the lane of events

@@ -61,6 +61,7 @@ type Queues struct {
 	reads     map[uint64]time.Time // guarded by mu: the open reads, when each began
 	readSeq   uint64               // guarded by mu
 	lanes     map[*Route]*lane     // guarded by mu: every lane, by its subscription's route
+	paused    map[string]bool      // guarded by mu: the paused subscriptions, by name
 	ready     []*lane              // guarded by mu: the lanes with queued events, oldest first
 	served    uint64               // guarded by mu: the stamp of the last take from a lane
 	queued    [2]int               // guarded by mu: queued events by path (PathHot, PathCold)
@@ -198,6 +199,7 @@ const (
 	EnqueueDuplicate               // queued, running, or finished moments ago
 	EnqueueFull                    // queue full or hot path disabled
 	EnqueueStopped                 // Dispatcher not running
+	EnqueuePaused                  // its subscription is paused (Queues.SetPaused)
 )
 
 // BeginRead opens a read of events that may later be enqueued: a poll query, or a write
@@ -269,6 +271,9 @@ func (q *Queues) Enqueue(e Event, path Path, now, readAt time.Time) EnqueueResul
 	case !q.accepting:
 		q.mu.Unlock()
 		return EnqueueStopped
+	case q.paused[key.Name] && key != fanOutLane && key != unroutableLane:
+		q.mu.Unlock()
+		return EnqueuePaused
 	case capacity < 0 || q.queued[path] >= capacity:
 		q.mu.Unlock()
 		return EnqueueFull
@@ -277,11 +282,7 @@ func (q *Queues) Enqueue(e Event, path Path, now, readAt time.Time) EnqueueResul
 		q.mu.Unlock()
 		return EnqueueDuplicate
 	}
-	l := q.lanes[key]
-	if l == nil {
-		l = newLane(key)
-		q.lanes[key] = l
-	}
+	l := q.laneOf(key)
 	l.fifo[path].push(dispatchItem{ev: e, path: path, enqueuedAt: now, lane: l})
 	q.setQueued(path, q.queued[path]+1)
 	if !l.isReady {

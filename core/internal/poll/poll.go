@@ -107,6 +107,8 @@ type Poller struct {
 	// release gives back the claims of claimed events the dispatcher refused; nil
 	// without claims (see refused).
 	release *dispatch.Releaser
+	// pauses is the table's pause set as this process last read it (pause.go).
+	pauses pauses
 }
 
 // New returns a stopped Poller feeding q from store; orders (nil when the store keeps
@@ -138,6 +140,7 @@ func New(store storage.Store, q *dispatch.Queues, orders *order.Orderer, release
 		runner:  startstop.New(),
 	}
 	p.wake = q.ColdDrained(cfg.BatchSize / 2)
+	p.pauses.store, _ = store.(storage.PauseStore)
 	return p, nil
 }
 
@@ -186,6 +189,8 @@ func (p *Poller) loop(r startstop.Run) {
 	// as in flight or just finished, never delivered twice.
 	catchUp := false
 	var swept time.Time // the last sweep of ordered keys
+	pauseTick := time.NewTicker(p.cfg.Interval)
+	defer pauseTick.Stop()
 	for {
 		// A stop requested during the last cycle or the wait wins over a tick that is
 		// ready too (select picks at random among ready cases).
@@ -274,6 +279,8 @@ func (p *Poller) loop(r startstop.Run) {
 				catchUp = true
 				break wait
 			case <-p.q.DueChanged(): // an earlier due time: wait for it instead
+			case <-pauseTick.C: // an idle poller still follows the pause set
+				_ = p.refreshPaused(r.Ctx, false)
 			case <-p.q.CatchUp():
 				catchUp = true
 				interval = p.cfg.Interval
@@ -312,6 +319,7 @@ func (p *Poller) Poll(ctx context.Context) (int, error) {
 // due: the cycle filled the cold queue or used its whole budget on full batches (claim
 // mode: the batch came back full).
 func (p *Poller) poll(ctx context.Context, skipRecent time.Duration) (int, bool, error) {
+	_ = p.refreshPaused(ctx, false) // logged; the last set read holds
 	skip := max(skipRecent, 0)
 	budget := p.q.ColdCapacity()
 	if p.cfg.ClaimTTL > 0 {
@@ -349,7 +357,7 @@ func (p *Poller) pollPending(ctx context.Context, budget int, skip time.Duration
 		// A row finished before readAt is read in its later state; one finished after it,
 		// until the batch is enqueued, is refused as a stale copy.
 		readAt, endRead := p.q.BeginRead()
-		batch, err := p.pending(ctx, storage.PendingParams{Now: now, SkipRecent: skip, Limit: want, After: after})
+		batch, err := p.pending(ctx, storage.PendingParams{Now: now, SkipRecent: skip, Limit: want, After: after, Paused: p.q.Paused()})
 		if err != nil {
 			endRead()
 			return total, false, err
@@ -358,6 +366,7 @@ func (p *Poller) pollPending(ctx context.Context, budget int, skip time.Duration
 			p.markUndecodable(ctx, re, "")
 		}
 		added, full := 0, false
+		var paused []dispatch.PausedEvent
 		for _, ev := range batch.Events {
 			if due := dispatch.EventDueAt(ev); oldestDue.IsZero() || due.Before(oldestDue) {
 				oldestDue = due
@@ -367,6 +376,8 @@ func (p *Poller) pollPending(ctx context.Context, budget int, skip time.Duration
 				added++
 				p.cfg.Metrics.ColdEnqueued()
 			case dispatch.EnqueueDuplicate: // queued, running or just finished: skip
+			case dispatch.EnqueuePaused:
+				paused = append(paused, p.pausedEvent(ev))
 			default:
 				full = true
 			}
@@ -376,6 +387,7 @@ func (p *Poller) pollPending(ctx context.Context, budget int, skip time.Duration
 			after = Cursor{CreatedAt: ev.CreatedAt, ID: ev.ID}
 		}
 		endRead()
+		p.settlePaused(ctx, paused)
 		total += added
 		n := len(batch.Events) + len(batch.Undecodable)
 		read += n
@@ -412,7 +424,7 @@ func (p *Poller) pollClaims(ctx context.Context, budget int, skip time.Duration)
 		// conservative estimate of its end by this process's monotonic clock.
 		start := time.Now()
 		readAt, endRead := p.q.BeginRead()
-		batch, err := p.claim(ctx, storage.ClaimParams{Token: token, TTL: p.cfg.ClaimTTL, SkipRecent: skip, Limit: want})
+		batch, err := p.claim(ctx, storage.ClaimParams{Token: token, TTL: p.cfg.ClaimTTL, SkipRecent: skip, Limit: want, Paused: p.q.Paused()})
 		if err != nil {
 			endRead()
 			return total, false, err
@@ -422,6 +434,7 @@ func (p *Poller) pollClaims(ctx context.Context, budget int, skip time.Duration)
 		}
 		added := 0
 		var refused []Event
+		var paused []dispatch.PausedEvent
 		full := false
 		for _, ev := range batch.Events {
 			if due := dispatch.EventDueAt(ev); oldestDue.IsZero() || due.Before(oldestDue) {
@@ -438,6 +451,8 @@ func (p *Poller) pollClaims(ctx context.Context, budget int, skip time.Duration)
 				p.cfg.Metrics.ColdEnqueued()
 			case dispatch.EnqueueDuplicate:
 				refused = append(refused, ev)
+			case dispatch.EnqueuePaused:
+				paused = append(paused, p.pausedEvent(ev))
 			default:
 				refused = append(refused, ev)
 				full = true
@@ -453,6 +468,7 @@ func (p *Poller) pollClaims(ctx context.Context, budget int, skip time.Duration)
 		if len(refused) > 0 {
 			p.refused(ctx, refused, token)
 		}
+		p.settlePaused(ctx, paused)
 		total += added
 		claimed += len(batch.Events) + len(batch.Undecodable)
 		more = !full && len(batch.Events)+len(batch.Undecodable) == want

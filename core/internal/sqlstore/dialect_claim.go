@@ -11,7 +11,7 @@ import (
 // (dialect.dbNow); the only inputs are durations.
 
 // claimWhere writes the claim predicate: NEW and RETRY rows that are due, not younger
-// than p.SkipRecent, and unclaimed or whose claim expired.
+// than p.SkipRecent, unclaimed or whose claim expired, and of no paused subscription.
 func (b *builder) claimWhere(p storage.ClaimParams) *builder {
 	d := b.d
 	if col := d.dueColumn; col != "" {
@@ -21,7 +21,7 @@ func (b *builder) claimWhere(p storage.ClaimParams) *builder {
 		b.w(" WHERE status IN (", pendingStatuses(), ") AND available_at <= ", d.dbNow)
 	}
 	return b.w(" AND created_at <= ", d.dbTimeOffset(b, -p.SkipRecent),
-		" AND (locked_until IS NULL OR locked_until < ", d.dbNow, ")")
+		" AND (locked_until IS NULL OR locked_until < ", d.dbNow, ")").notPaused(p.Paused)
 }
 
 // claimOrder is the order in which rows are claimed: due longest first. On MySQL it is

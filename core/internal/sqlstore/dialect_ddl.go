@@ -140,7 +140,7 @@ func postgresDDL(d *dialect, t tableName) migration {
 		},
 		down: []ddlStatement{{"Drops the table and its indexes.", "DROP TABLE IF EXISTS " + table}},
 		later: []laterMigration{orderingMigration(d, t), fallbackMigration(d, t), listenerMigration(d, t), adminMigration(d, t),
-			keyIndexMigration(d, t), leaseMigration(d, t)},
+			keyIndexMigration(d, t), leaseMigration(d, t), pauseMigration(d, t)},
 	}
 }
 
@@ -185,7 +185,7 @@ func sqliteDDL(d *dialect, t tableName) migration {
 		},
 		down: []ddlStatement{{"Drops the table and its indexes.", "DROP TABLE IF EXISTS " + table}},
 		later: []laterMigration{orderingMigration(d, t), fallbackMigration(d, t), listenerMigration(d, t), adminMigration(d, t),
-			keyIndexMigration(d, t), keyCarryMigration(d, t), leaseMigration(d, t)},
+			keyIndexMigration(d, t), keyCarryMigration(d, t), leaseMigration(d, t), pauseMigration(d, t)},
 	}
 }
 
@@ -522,6 +522,6 @@ func mysqlDDL(d *dialect, t tableName) migration {
 					", DROP COLUMN " + d.orderOpenColumn + ", DROP COLUMN order_seq, DROP COLUMN order_key"},
 				{"", "DROP TABLE IF EXISTS " + d.qualified(keyTable(t))},
 			},
-		}, fallbackMigration(d, t), listenerMigration(d, t), adminMigration(d, t), keyIndexMigration(d, t), leaseMigration(d, t)},
+		}, fallbackMigration(d, t), listenerMigration(d, t), adminMigration(d, t), keyIndexMigration(d, t), leaseMigration(d, t), pauseMigration(d, t)},
 	}
 }

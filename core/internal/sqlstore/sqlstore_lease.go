@@ -99,6 +99,13 @@ func (s *Store) ReleaseLease(ctx context.Context, holder string) error {
 // leaseError wraps err of a lease statement; when the table has no lease table, the
 // error matches errors.ErrUnsupported and names the migration.
 func (s *Store) leaseError(ctx context.Context, what string, err error) error {
+	return s.sideTableError(ctx, what, leaseTable(s.table), "holder", "lease", err)
+}
+
+// sideTableError wraps err of a statement on the table side beside the outbox table,
+// which the migration named creates; when side lacks column (the table is missing),
+// the error matches errors.ErrUnsupported and names the migration.
+func (s *Store) sideTableError(ctx context.Context, what string, side tableName, column, migration string, err error) error {
 	// A statement cut by its context is no missing table, and a stop must not wait for
 	// the probe.
 	if ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -112,13 +119,13 @@ func (s *Store) leaseError(ctx context.Context, what string, err error) error {
 			cancel()
 		}
 	})()
-	if has, herr := hasColumn(cctx, s.db, s.d, leaseTable(s.table), "holder"); herr == nil && !has {
-		return fmt.Errorf("%s: %s has no lease table %s (run outbox.MigrateTable, or the migration lease from outbox.Migrations): %w (%w)",
-			what, s.table, leaseTable(s.table), errors.ErrUnsupported, err)
+	if has, herr := hasColumn(cctx, s.db, s.d, side, column); herr == nil && !has {
+		return fmt.Errorf("%s: %s has no table %s (run outbox.MigrateTable, or the migration %s from outbox.Migrations): %w (%w)",
+			what, s.table, side, migration, errors.ErrUnsupported, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }
 
-// leaseProbeTimeout bounds the catalog read that tells a missing lease table from
-// another error.
+// leaseProbeTimeout bounds the catalog read that tells a missing lease or pause table
+// from another error.
 const leaseProbeTimeout = 5 * time.Second

@@ -486,10 +486,10 @@ func TestCustomSchemaQualifiedTable(t *testing.T) {
 				"Order_Events_order_idx,Order_Events_pending_idx,Order_Events_state_idx"
 			switch s.name {
 			case "postgres":
-				// The key, audit and lease tables' indexes are in the schema too.
+				// The key, audit, lease and pause tables' indexes are in the schema too.
 				want = "Order_Events_aggregate_idx,Order_Events_audit_pkey,Order_Events_claim_idx,Order_Events_dead_idx," +
 					"Order_Events_finished_idx,Order_Events_key_pkey,Order_Events_lease_pkey,Order_Events_order_idx," +
-					"Order_Events_pending_idx,Order_Events_pkey,Order_Events_state_idx"
+					"Order_Events_pause_pkey,Order_Events_pending_idx,Order_Events_pkey,Order_Events_state_idx"
 			case "mysql":
 				// The pending index serves the claim (see the MySQL DDL), the poll index
 				// the poller's scan (migration 0002), the status index (dead_idx) the
@@ -516,6 +516,15 @@ func TestCustomSchemaQualifiedTable(t *testing.T) {
 			}
 			if e, err := b.store.Get(ctx, "o"); err != nil || e.Status != outbox.StatusNew || e.OrderSeq != 1 {
 				t.Fatalf("ordered event %+v, %v; want NEW with OrderSeq 1", e, err)
+			}
+			// The pause table lives beside the qualified table.
+			ps := b.store.(storage.PauseStore)
+			if _, err := ps.SetPaused(ctx, storage.SetPausedParams{Listener: "mail", Pause: true, Entry: outbox.AuditEntry{
+				ID: "01P", At: t0, Actor: "a", Action: outbox.AuditPause, Target: "mail"}}); err != nil {
+				t.Fatalf("SetPaused: %v", err)
+			}
+			if got, err := ps.Paused(ctx); err != nil || len(got) != 1 || got[0].Listener != "mail" {
+				t.Fatalf("Paused = %+v, %v", got, err)
 			}
 			if got != want {
 				t.Errorf("indexes %s, want %s", got, want)

@@ -1,0 +1,108 @@
+package sqlstore
+
+import (
+	"fmt"
+
+	"github.com/outboxkit/outbox/core/outboxtype"
+	"github.com/outboxkit/outbox/core/storage"
+)
+
+// The pause migration (version 8 on PostgreSQL, 9 on MySQL and SQLite) and the
+// statements of [storage.PauseStore].
+
+// pauseTableSuffix names the pause table beside the outbox table: <table>_pause.
+const pauseTableSuffix = "_pause"
+
+// pauseTable is the pause table beside t.
+func pauseTable(t tableName) tableName {
+	return tableName{schema: t.schema, name: t.indexName(pauseTableSuffix)}
+}
+
+// pauseTableComment explains the pause table.
+const pauseTableComment = "The paused subscriptions (docs/listeners.md, pause): one row per paused subscription,\n" +
+	"by name. Every process that delivers from the table reads them at each poll cycle and\n" +
+	"leaves their events pending (NEW, RETRY) until the row is deleted (Events.Resume).\n" +
+	"Outbox.Start runs on a table that lacks this version, with nothing paused."
+
+// pauseMigration creates the pause table. It is detected by the table's paused_by
+// column, and it is optional: [Outbox.Start] runs on a table without it (see
+// [storage.PauseStore]).
+func pauseMigration(d *dialect, t tableName) laterMigration {
+	pt := d.qualified(pauseTable(t))
+	timeType, reasonType, suffix := "TIMESTAMPTZ", "TEXT", ""
+	switch d.name {
+	case "sqlite":
+		timeType = "TEXT"
+	case "mysql":
+		timeType = "DATETIME(6)"
+		suffix = " ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin"
+	}
+	col := func(name, typ string) string { return fmt.Sprintf("    %-10s%-14sNOT NULL", name, typ) }
+	return laterMigration{
+		name:     "pause",
+		column:   "paused_by",
+		tableOf:  pauseTableSuffix,
+		optional: true,
+		up: []ddlStatement{{pauseTableComment, "CREATE TABLE IF NOT EXISTS " + pt + " (\n" +
+			col("listener", fmt.Sprintf("VARCHAR(%d)", outboxtype.MaxListenerLen)) + " PRIMARY KEY,\n" +
+			col("paused_at", timeType) + ",\n" +
+			col("paused_by", "VARCHAR(255)") + ",\n" +
+			col("reason", reasonType) + "\n" +
+			")" + suffix}},
+		down: []ddlStatement{{"Drops the pause table.", "DROP TABLE IF EXISTS " + pt}},
+	}
+}
+
+// pausedQuery reads the paused subscriptions, by name.
+func (d *dialect) pausedQuery(t tableName) query {
+	return query{SQL: "SELECT listener, paused_at, paused_by, reason FROM " + d.qualified(pauseTable(t)) + " ORDER BY listener"}
+}
+
+// setPausedQuery pauses p.Listener (a row that exists is kept as it is) or resumes it
+// (its row is deleted); either changes one row or none.
+func (d *dialect) setPausedQuery(t tableName, p storage.SetPausedParams) query {
+	b := d.newBuilder()
+	pt := d.qualified(pauseTable(t))
+	if !p.Pause {
+		return b.w("DELETE FROM ", pt, " WHERE listener = ", b.arg(p.Listener)).query()
+	}
+	b.w("INSERT INTO ", pt, " (listener, paused_at, paused_by, reason) VALUES (", b.arg(p.Listener), ", ", d.dbNow, ", ",
+		b.arg(p.Entry.Actor), ", ", b.arg(p.Reason), ")")
+	if d.name == "mysql" {
+		return b.w(" ON DUPLICATE KEY UPDATE listener = listener").query()
+	}
+	return b.w(" ON CONFLICT (listener) DO NOTHING").query()
+}
+
+// pinQueries write p.Listener into the listener column of the pending rows among p.IDs
+// that have none and clear their claim (only of rows p.Token claims, when set), one
+// statement per chunk of IDs.
+func (d *dialect) pinQueries(t tableName, p storage.PinParams) []query {
+	var qs []query
+	for _, chunk := range d.chunkIDs(p.IDs) {
+		b := d.newBuilder()
+		b.w("UPDATE ", d.byID(t), " SET listener = ", b.arg(p.Listener), clearClaim, " WHERE ")
+		b.matchIDs(chunk).w(" AND listener IS NULL AND status IN (", pendingStatuses(), ")")
+		if p.Token != "" {
+			b.w(" AND locked_by = ", b.arg(p.Token))
+		}
+		qs = append(qs, b.query())
+	}
+	return qs
+}
+
+// notPaused leaves out of a scan of pending rows those whose listener is one of names
+// (an event routed by its type has none, and stays in).
+func (b *builder) notPaused(names []string) *builder {
+	if len(names) == 0 {
+		return b
+	}
+	b.w(" AND (listener IS NULL OR listener NOT IN (")
+	for i, n := range names {
+		if i > 0 {
+			b.w(", ")
+		}
+		b.w(b.arg(n))
+	}
+	return b.w("))")
+}
