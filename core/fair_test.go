@@ -206,3 +206,46 @@ func TestSubscribeRejectsBadRateLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestGracefulStopWithABoundedLane: a graceful Stop while a MaxConcurrency-bounded lane
+// holds events behind its running attempt and the other workers wait on the bound
+// returns as soon as the lane is drained, not at its deadline. (The workers waiting on
+// the bound saw Stopping, and nothing woke them once the last event was taken.)
+func TestGracefulStopWithABoundedLane(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		b := setupDispatcher(t, outbox.DispatcherConfig{Workers: 4})
+		release := make(chan struct{})
+		started := make(chan struct{}, 10)
+		l := outbox.ListenerFunc(func(ctx context.Context, _ *outbox.Event) error {
+			started <- struct{}{}
+			select {
+			case <-release:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+		if err := b.reg.Subscribe(outbox.Subscription{EventType: "Bounded", Listener: l, MaxConcurrency: 1}); err != nil {
+			t.Fatal(err)
+		}
+		b.write(t, newEvent("e1", "Bounded"), newEvent("e2", "Bounded"), newEvent("e3", "Bounded"))
+		<-started
+		synctest.Wait() // the three idle workers wait on the bound
+		stopped := make(chan error, 1)
+		begin := time.Now()
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			stopped <- b.d.Stop(ctx)
+		}()
+		synctest.Wait() // they saw Stopping
+		close(release)
+		if err := <-stopped; err != nil {
+			t.Fatalf("graceful Stop = %v after %s, want nil once the lane drained", err, time.Since(begin))
+		}
+		if took := time.Since(begin); took > 0 {
+			t.Fatalf("graceful Stop took %s of the simulated clock, want none (no attempt waits on a timer)", took)
+		}
+	})
+}

@@ -177,8 +177,8 @@ func (q *Queues) take(l *lane) {
 }
 
 // popLane takes the next event of l, of its cold FIFO first when coldFirst, and takes l
-// out of the ready lanes when it is empty after. The caller holds mu and knows l has
-// events.
+// out of the ready lanes when it is empty after, waking a worker when every lane is.
+// The caller holds mu and knows l has events.
 func (q *Queues) popLane(l *lane, coldFirst bool) dispatchItem {
 	first, second := PathHot, PathCold
 	if coldFirst {
@@ -194,6 +194,11 @@ func (q *Queues) popLane(l *lane, coldFirst bool) dispatchItem {
 		l.isReady = false
 		i := slices.Index(q.ready, l)
 		q.ready = slices.Delete(q.ready, i, i+1)
+		if q.queued[PathHot]+q.queued[PathCold] == 0 {
+			// Workers that waited while a bounded lane held the last events look again:
+			// after a graceful stop they return once the lanes are empty (next).
+			q.signal()
+		}
 	}
 	return it
 }

@@ -366,7 +366,10 @@ func (q *Queues) next(r startstop.Run, turn uint) (dispatchItem, bool) {
 			return it, true
 		}
 		if empty && stopping == nil {
-			// Intake closed before Stopping: the lanes are empty for good.
+			// Intake closed before Stopping: the lanes are empty for good. Another
+			// worker may wait on wake alone (it saw Stopping while a bounded lane
+			// still held events): pass the wake-up on.
+			q.signal()
 			return dispatchItem{}, false
 		}
 		var token *time.Timer // a rate-limited lane's next token
