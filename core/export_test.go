@@ -117,8 +117,8 @@ func (d *Dispatcher) EnqueueCold(e Event) bool {
 	return d.q.Enqueue(e, PathCold, d.now(), time.Time{}) == dispatch.EnqueueOK
 }
 
-// ColdCapacity returns how many more events the cold queue can take now.
-func (d *Dispatcher) ColdCapacity() int { return d.q.ColdCapacity() }
+// ColdCapacity returns how many rows the poller's next read may take now.
+func (d *Dispatcher) ColdCapacity() int { return d.q.ReadPlan().Budget }
 
 // QueueDepths returns the number of events waiting in the hot and cold queues.
 func (d *Dispatcher) QueueDepths() (hot, cold int) { return d.q.Depths() }

@@ -249,3 +249,51 @@ func TestGracefulStopWithABoundedLane(t *testing.T) {
 		}
 	})
 }
+
+// TestFairDeliveryFromABacklogLargerThanTheColdQueue: the poller alone (no hot path),
+// 100 due events of a listener that takes 500 ms each, more than the cold queue holds,
+// older than one event of a fast listener. The slow lane may take the cold queue but a
+// tenth; once it is full the poller reads on leaving its rows out, so the fast event is
+// read in the same cycle and delivered within one slow attempt, not after the backlog
+// (25 s with two workers). In both modes: reading, and claiming in batches.
+func TestFairDeliveryFromABacklogLargerThanTheColdQueue(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []outbox.Mode{outbox.SingleNode, outbox.MultiNode} {
+		t.Run(mode.String(), func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				const slowTime = 500 * time.Millisecond
+				slow := outbox.ListenerFunc(func(ctx context.Context, _ *outbox.Event) error {
+					select {
+					case <-time.After(slowTime):
+						return nil
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+				})
+				fast := make(chan time.Time, 1)
+				cfg := outbox.Config{Mode: mode, Workers: 2, HotQueueSize: -1, ColdQueueSize: 20, PollBatchSize: 10,
+					PollInterval: time.Second}
+				if mode == outbox.MultiNode {
+					cfg.ClaimTTL = time.Minute
+				}
+				b := newPauseBundle(t, cfg, outbox.Subscription{Name: "Slow", EventType: "Slow", Listener: slow},
+					outbox.Subscription{Name: "Fast", EventType: "Fast", Listener: outbox.ListenerFunc(
+						func(context.Context, *outbox.Event) error {
+							fast <- time.Now()
+							return nil
+						})})
+				start := time.Now()
+				for i := range 100 {
+					b.put("Slow", fmt.Sprintf("slow-%03d", i))
+				}
+				b.put("Fast", "zz-fast") // created with the others: IDs order it last
+				at := <-fast
+				if waited := at.Sub(start); waited > cfg.PollInterval+slowTime {
+					t.Fatalf("the fast event waited %s behind the backlog, more than a poll and one slow attempt (%s)",
+						waited, cfg.PollInterval+slowTime)
+				}
+			})
+		})
+	}
+}

@@ -138,7 +138,8 @@ func (r *registry) Subscribe(s Subscription) error {
 		}
 		return fmt.Errorf("%w: name %q", ErrDuplicateListener, name)
 	}
-	rt := &dispatch.Route{Name: name, Handle: s.Listener.Handle, MaxAttempts: s.MaxAttempts,
+	rt := &dispatch.Route{Name: name, AggregateType: k.aggregateType, EventType: k.eventType,
+		Handle: s.Listener.Handle, MaxAttempts: s.MaxAttempts,
 		Timeout: s.Timeout, Retryable: s.Retryable, Fallback: s.Fallback, MaxConcurrency: s.MaxConcurrency,
 		RateLimit: s.RateLimit, RateBurst: s.RateBurst}
 	if s.Retry != nil {
@@ -207,6 +208,14 @@ func (r *registry) Resolve(listener, aggregateType, eventType string) (rt *dispa
 }
 
 // loads returns a zero load of every subscription, with its limits, by name.
+// Count returns the number of subscriptions (dispatch.Queues.ReadPlan: whether a
+// subscription besides the full lanes may have rows to read).
+func (r *registry) Count() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.names)
+}
+
 func (r *registry) loads() []SubscriptionLoad {
 	r.mu.RLock()
 	defer r.mu.RUnlock()

@@ -284,7 +284,7 @@ func (s *MemoryStore) Claim(ctx context.Context, p storage.ClaimParams) (storage
 		e := &r.ev
 		if (e.Status == outbox.StatusNew || e.Status == outbox.StatusRetry) &&
 			!e.AvailableAt.After(now) && !e.CreatedAt.After(createdBefore) &&
-			(e.LockedUntil.IsZero() || e.LockedUntil.Before(now)) && !pausedIn(e, p.Paused) {
+			(e.LockedUntil.IsZero() || e.LockedUntil.Before(now)) && !skipped(e, p.Skip) {
 			rows = append(rows, r)
 		}
 	}
@@ -449,7 +449,7 @@ func (s *MemoryStore) Pending(ctx context.Context, p storage.PendingParams) (sto
 	rows := s.sorted(func(e *outbox.Event) bool {
 		return (e.Status == outbox.StatusNew || e.Status == outbox.StatusRetry) &&
 			!e.AvailableAt.After(now) && !e.CreatedAt.After(createdBefore) &&
-			(p.After.IsZero() || keyAfter(e, after)) && !pausedIn(e, p.Paused)
+			(p.After.IsZero() || keyAfter(e, after)) && !skipped(e, p.Skip)
 	})
 	var b storage.PendingBatch
 	for _, r := range rows[:min(len(rows), p.Limit)] {

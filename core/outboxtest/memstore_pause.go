@@ -74,7 +74,10 @@ func (s *MemoryStore) Pin(ctx context.Context, p storage.PinParams) (int64, erro
 	return n, nil
 }
 
-// pausedIn reports whether e's listener is one of paused.
-func pausedIn(e *outbox.Event, paused []string) bool {
-	return e.Listener != "" && slices.Contains(paused, e.Listener)
+// skipped reports whether s leaves e out of a read.
+func skipped(e *outbox.Event, s storage.Skip) bool {
+	if e.Listener != "" {
+		return slices.Contains(s.Listeners, e.Listener)
+	}
+	return slices.Contains(s.Routes, storage.RouteKey{AggregateType: e.AggregateType, EventType: e.Type})
 }

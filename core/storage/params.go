@@ -122,7 +122,7 @@ func (p ClaimParams) Validate() error {
 	if p.Limit <= 0 {
 		return check.Invalid("claim", "Limit must be positive, got %d", p.Limit)
 	}
-	return validPaused("claim", p.Paused)
+	return p.Skip.validate("claim")
 }
 
 // Validate reports whether p can be passed to [Store.Reschedule] (see the fields); the error
@@ -204,7 +204,7 @@ func (p PendingParams) Validate() error {
 	if p.SkipRecent < 0 {
 		return check.Invalid("pending", "SkipRecent is negative: %s", p.SkipRecent)
 	}
-	return validPaused("pending", p.Paused)
+	return p.Skip.validate("pending")
 }
 
 // Validate reports whether p can be passed to [DeadStore.ListDead] (see the fields); the error

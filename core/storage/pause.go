@@ -13,8 +13,8 @@ import (
 // docs/listeners.md). Without it, or on a table without the pause migration, Pause
 // returns an error matching errors.ErrUnsupported and nothing is ever paused.
 //
-// A paused subscription's events stay pending: [PendingParams.Paused] and
-// [ClaimParams.Paused] leave out the rows whose listener column names it, and an event
+// A paused subscription's events stay pending: [PendingParams.Skip] and
+// [ClaimParams.Skip] leave out the rows whose listener column names it, and an event
 // routed by its type (listener empty) that only the paused subscription takes is pinned
 // to it with Pin when the dispatcher refuses it, so that later reads leave it out too.
 type PauseStore interface {
@@ -102,12 +102,35 @@ func ValidListener(op, name string) error {
 	return nil
 }
 
-// validPaused reports whether names can be a [PendingParams.Paused] or
-// [ClaimParams.Paused] list.
-func validPaused(op string, names []string) error {
-	for _, n := range names {
+// Skip leaves rows out of a read of pending rows ([PendingParams], [ClaimParams]): the
+// dispatcher does not take them now. Listeners are subscriptions that are paused or
+// whose queue is full; Routes are routes whose queue is full, for the rows routed by
+// their type alone (no listener) to one subscription.
+type Skip struct {
+	// Listeners leaves out the rows whose listener is one of these names.
+	Listeners []string
+	// Routes leaves out the rows without a listener whose aggregate type and event type
+	// are one of these.
+	Routes []RouteKey
+}
+
+// RouteKey is an aggregate type and an event type, as stored.
+type RouteKey struct{ AggregateType, EventType string }
+
+// IsZero reports whether s leaves nothing out.
+func (s Skip) IsZero() bool { return len(s.Listeners) == 0 && len(s.Routes) == 0 }
+
+// validate reports whether s can be given to op.
+func (s Skip) validate(op string) error {
+	for _, n := range s.Listeners {
 		if err := ValidListener(op, n); err != nil {
 			return err
+		}
+	}
+	for _, r := range s.Routes {
+		if r.EventType == "" || len(r.EventType) > outboxtype.MaxTypeLen || !check.ValidText(r.EventType) ||
+			len(r.AggregateType) > outboxtype.MaxAggregateTypeLen || !check.ValidText(r.AggregateType) {
+			return check.Invalid(op, "route %q/%q is not a stored aggregate type and event type", r.AggregateType, r.EventType)
 		}
 	}
 	return nil

@@ -293,8 +293,8 @@ type PendingParams struct {
 	Limit int
 	// After, unless zero, keeps only rows after it in (created_at, event_id) order.
 	After outboxtype.Cursor
-	// Paused leaves out the rows whose listener is one of these names ([PauseStore]).
-	Paused []string
+	// Skip leaves rows out: of paused subscriptions, or of those whose queue is full.
+	Skip Skip
 }
 
 // ClaimParams are the inputs of [ClaimStore.Claim].
@@ -308,8 +308,8 @@ type ClaimParams struct {
 	SkipRecent time.Duration
 	// Limit bounds the batch. Must be positive.
 	Limit int
-	// Paused leaves out the rows whose listener is one of these names ([PauseStore]).
-	Paused []string
+	// Skip leaves rows out: of paused subscriptions, or of those whose queue is full.
+	Skip Skip
 }
 
 // RenewClaimParams are the inputs of [ClaimStore.RenewClaim].

@@ -93,18 +93,33 @@ func testPause(x *fixture) {
 	x.insert(with("m-1", "mail", 0), with("s-1", "search", time.Second), with("n-1", "", 2*time.Second),
 		with("o-1", "other", 3*time.Second))
 	now := time.Now()
-	b, err := x.store().Pending(x.ctx, storage.PendingParams{Now: now, Limit: 10, Paused: []string{"mail"}})
+	b, err := x.store().Pending(x.ctx, storage.PendingParams{Now: now, Limit: 10, Skip: storage.Skip{Listeners: []string{"mail"}}})
 	if err != nil {
 		x.Fatal(err)
 	}
 	x.wantIDs("Pending without mail", b.Events, "s-1", "n-1", "o-1")
-	b, err = x.store().Pending(x.ctx, storage.PendingParams{Now: now, Limit: 10, Paused: []string{"mail", "search", "other"}})
+	b, err = x.store().Pending(x.ctx, storage.PendingParams{Now: now, Limit: 10, Skip: storage.Skip{Listeners: []string{"mail", "search", "other"}}})
 	if err != nil {
 		x.Fatal(err)
 	}
 	x.wantIDs("Pending without three listeners", b.Events, "n-1")
+	// A route leaves out the rows without a listener of its types alone.
+	b, err = x.store().Pending(x.ctx, storage.PendingParams{Now: now, Limit: 10, Skip: storage.Skip{
+		Routes: []storage.RouteKey{{AggregateType: "Other", EventType: "Created"}, {AggregateType: "Thing", EventType: "Created"}}}})
+	if err != nil {
+		x.Fatal(err)
+	}
+	x.wantIDs("Pending without the route Thing/Created", b.Events, "m-1", "s-1", "o-1")
 	if cs, ok := x.h.Store.(storage.ClaimStore); ok {
-		b, err := cs.Claim(x.ctx, storage.ClaimParams{Token: "node/a", TTL: time.Minute, Limit: 10, Paused: []string{"mail", "search"}})
+		b, err := cs.Claim(x.ctx, storage.ClaimParams{Token: "node/r", TTL: time.Minute, Limit: 10, Skip: storage.Skip{
+			Listeners: []string{"mail", "search", "other"}, Routes: []storage.RouteKey{{AggregateType: "Thing", EventType: "Created"}}}})
+		if err != nil {
+			x.Fatal(err)
+		}
+		x.wantIDs("Claim leaving every row out", b.Events)
+	}
+	if cs, ok := x.h.Store.(storage.ClaimStore); ok {
+		b, err := cs.Claim(x.ctx, storage.ClaimParams{Token: "node/a", TTL: time.Minute, Limit: 10, Skip: storage.Skip{Listeners: []string{"mail", "search"}}})
 		if err != nil {
 			x.Fatal(err)
 		}
@@ -128,7 +143,7 @@ func testPause(x *fixture) {
 			x.Fatalf("pinned n-1: listener %q", e.Listener)
 		}
 	}
-	b, err = x.store().Pending(x.ctx, storage.PendingParams{Now: now, Limit: 10, Paused: []string{"mail"}})
+	b, err = x.store().Pending(x.ctx, storage.PendingParams{Now: now, Limit: 10, Skip: storage.Skip{Listeners: []string{"mail"}}})
 	if err != nil {
 		x.Fatal(err)
 	}
@@ -153,7 +168,7 @@ func testPause(x *fixture) {
 		func() error { _, err := ps.Pin(x.ctx, storage.PinParams{Listener: "mail"}); return err }(),
 		func() error { _, err := ps.Pin(x.ctx, storage.PinParams{IDs: []string{"n-1"}}); return err }(),
 		func() error {
-			_, err := x.store().Pending(x.ctx, storage.PendingParams{Now: now, Limit: 1, Paused: []string{""}})
+			_, err := x.store().Pending(x.ctx, storage.PendingParams{Now: now, Limit: 1, Skip: storage.Skip{Listeners: []string{""}}})
 			return err
 		}(),
 	}

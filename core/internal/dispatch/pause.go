@@ -1,8 +1,15 @@
 package dispatch
 
 import (
+	"cmp"
 	"slices"
+	"strings"
+
+	"github.com/outboxkit/outbox/core/storage"
 )
+
+// anyType is outbox.AnyType: a route's aggregate or event type that matches every value.
+const anyType = "*"
 
 // Paused subscriptions (docs/listeners.md, pause). The set is the table's (the poller
 // reads it at each cycle, Events.Pause and Resume set it at once in their process):
@@ -109,4 +116,106 @@ func (q *Queues) Paused() []string {
 	q.mu.Unlock()
 	slices.Sort(out)
 	return out
+}
+
+// Full lanes (docs/listeners.md, fair delivery). The poller reads due rows oldest first,
+// so a backlog of one subscription larger than the cold queue would fill it and keep
+// the rows of every other subscription unread until the backlog drained. So no lane may
+// take more than laneColdCap cold events (the rest of the queue stays for the other
+// lanes), and Skip leaves out of the poller's reads the rows of the lanes that hold that
+// many events: the paused subscriptions' and the full lanes' own (by listener), and the
+// rows routed by their type alone to a full lane (by its route, when no other
+// subscription's route matches them, and the route has no AnyType: a catch-all's rows
+// cannot be told apart in SQL, so its backlog is not left out).
+
+// laneColdCap is the most cold events one lane may hold: the poller's window (the cold
+// queue, or its batch when it claims) but a tenth, kept for the other lanes' events.
+// The caller holds mu.
+func (q *Queues) laneColdCap() int {
+	w := q.coldWindow
+	if w <= 0 {
+		w = q.coldCap
+	}
+	return w - w/10
+}
+
+// SetColdWindow sets how many cold events the poller keeps queued at most: the cold
+// queue's size when it reads, its batch size when it claims (rows are claimed just in
+// time). Each lane may hold all of it but a tenth (laneColdCap).
+func (q *Queues) SetColdWindow(n int) {
+	q.mu.Lock()
+	q.coldWindow = min(n, q.coldCap)
+	q.mu.Unlock()
+}
+
+// ReadPlan is what the poller's next read may take (Queues.ReadPlan).
+type ReadPlan struct {
+	// Skip is what the read leaves out: the paused subscriptions' rows and the full
+	// lanes' (see above).
+	Skip storage.Skip
+	// Budget is how many rows the read may take: the window's free room, and no more
+	// than the fullest lane that is not full may still take, so that a read of one
+	// subscription's backlog does not take rows its lane would refuse. 0: none now.
+	Budget int
+	// Full reports that some lane is full: the read leaves its rows out, which costs
+	// the database a walk over them (they are the oldest), and Others whether another
+	// subscription, whose lane is not full, may have rows to read. The poller makes such
+	// a read at most once per interval.
+	Full, Others bool
+}
+
+// ReadPlan returns what the poller's next read may take now.
+func (q *Queues) ReadPlan() ReadPlan {
+	var (
+		p    ReadPlan
+		full []*Route // the full lanes
+	)
+	q.mu.Lock()
+	if !q.accepting {
+		q.mu.Unlock()
+		return p // the Dispatcher is not running
+	}
+	w := q.coldWindow
+	if w <= 0 {
+		w = q.coldCap
+	}
+	limit := q.laneColdCap()
+	fullest := 0
+	for n := range q.paused {
+		p.Skip.Listeners = append(p.Skip.Listeners, n)
+	}
+	for rt, l := range q.lanes {
+		switch n := l.size(); {
+		case l.paused:
+		case n >= limit && l.isSubscription():
+			p.Skip.Listeners = append(p.Skip.Listeners, rt.Name)
+			full = append(full, rt)
+		case n >= limit: // the lane of events to split or of unroutable ones
+			fullest = limit
+		case n > fullest:
+			fullest = n
+		}
+	}
+	p.Budget = max(min(w-q.queued[PathCold], limit-fullest), 0)
+	q.mu.Unlock()
+	slices.Sort(p.Skip.Listeners)
+	if len(full) == 0 {
+		return p
+	}
+	p.Full, p.Others = true, true
+	if c, ok := q.routes.(interface{ Count() int }); ok {
+		p.Others = c.Count() > len(full)
+	}
+	for _, rt := range full {
+		if rt.EventType == "" || rt.EventType == anyType || rt.AggregateType == anyType || q.routes == nil {
+			continue
+		}
+		if only, fan := q.routes.Resolve("", rt.AggregateType, rt.EventType); only == rt && fan == nil {
+			p.Skip.Routes = append(p.Skip.Routes, storage.RouteKey{AggregateType: rt.AggregateType, EventType: rt.EventType})
+		}
+	}
+	slices.SortFunc(p.Skip.Routes, func(a, b storage.RouteKey) int {
+		return cmp.Or(strings.Compare(a.AggregateType, b.AggregateType), strings.Compare(a.EventType, b.EventType))
+	})
+	return p
 }

@@ -20,7 +20,7 @@ import (
 //	hot path (HotPath.AfterCommit)  Enqueue(PathHot), HotEnabled, SignalCatchUp
 //	orderer (package order)         BeginRead, HotEnabled, IsAccepting, NoteDue
 //	writer (before pre-claiming)    HotFull
-//	poller (package poll)           Enqueue(PathCold), ColdCapacity, Depths,
+//	poller (package poll)           Enqueue(PathCold), ReadPlan, Depths,
 //	                                InflightCount, MaxInflight, ColdDrained, CatchUp,
 //	                                NextDue, DueReached, DueChanged
 //	workers                         next, more, adopt, done, release, releaseAll, NoteDue
@@ -62,6 +62,9 @@ type Queues struct {
 	readSeq   uint64               // guarded by mu
 	lanes     map[*Route]*lane     // guarded by mu: every lane, by its subscription's route
 	paused    map[string]bool      // guarded by mu: the paused subscriptions, by name
+	// coldWindow is how many cold events the poller keeps queued (SetColdWindow); 0:
+	// coldCap. Guarded by mu.
+	coldWindow int
 	ready     []*lane              // guarded by mu: the lanes with queued events, oldest first
 	served    uint64               // guarded by mu: the stamp of the last take from a lane
 	queued    [2]int               // guarded by mu: queued events by path (PathHot, PathCold)
@@ -200,6 +203,7 @@ const (
 	EnqueueFull                    // queue full or hot path disabled
 	EnqueueStopped                 // Dispatcher not running
 	EnqueuePaused                  // its subscription is paused (Queues.SetPaused)
+	EnqueueLaneFull                // its subscription holds its share of the cold queue (Queues.Skip)
 )
 
 // BeginRead opens a read of events that may later be enqueued: a poll query, or a write
@@ -277,6 +281,9 @@ func (q *Queues) Enqueue(e Event, path Path, now, readAt time.Time) EnqueueResul
 	case capacity < 0 || q.queued[path] >= capacity:
 		q.mu.Unlock()
 		return EnqueueFull
+	case path == PathCold && q.lanes[key] != nil && q.lanes[key].fifo[PathCold].len() >= q.laneColdCap():
+		q.mu.Unlock()
+		return EnqueueLaneFull
 	}
 	if _, ok := q.inflight[e.ID]; ok || q.tombs.blocks(e.ID, e.AvailableAt, readAt, now) {
 		q.mu.Unlock()
@@ -569,17 +576,6 @@ func (q *Queues) DueReached(now time.Time) bool {
 
 // DueChanged is signalled when a due time earlier than every other is remembered.
 func (q *Queues) DueChanged() <-chan struct{} { return q.dueChanges }
-
-// ColdCapacity returns how many more events the cold queue can take now: 0 when the
-// Dispatcher is not running.
-func (q *Queues) ColdCapacity() int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if !q.accepting {
-		return 0
-	}
-	return q.coldCap - q.queued[PathCold]
-}
 
 // ColdDrained makes the workers signal the returned channel whenever they take a cold
 // event and at most low remain queued.

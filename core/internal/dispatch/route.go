@@ -9,6 +9,9 @@ import (
 // per Subscription and resolves events to them ([Routes]).
 type Route struct {
 	Name string
+	// AggregateType and EventType are the subscription's route as events store them
+	// (either may be outbox.AnyType).
+	AggregateType, EventType string
 	// Handle is the listener's Handle.
 	Handle func(ctx context.Context, e *Event) error
 	// HandleBatch is the listener's HandleBatch when it is a batch listener, else nil;

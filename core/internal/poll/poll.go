@@ -109,6 +109,9 @@ type Poller struct {
 	release *dispatch.Releaser
 	// pauses is the table's pause set as this process last read it (pause.go).
 	pauses pauses
+	// leftOutAt is when the last read that left a full lane's rows out began (UnixNano;
+	// see plan).
+	leftOutAt atomic.Int64
 }
 
 // New returns a stopped Poller feeding q from store; orders (nil when the store keeps
@@ -141,6 +144,9 @@ func New(store storage.Store, q *dispatch.Queues, orders *order.Orderer, release
 	}
 	p.wake = q.ColdDrained(cfg.BatchSize / 2)
 	p.pauses.store, _ = store.(storage.PauseStore)
+	if cfg.ClaimTTL > 0 {
+		q.SetColdWindow(cfg.BatchSize) // claims are made just in time (see Poll)
+	}
 	return p, nil
 }
 
@@ -321,24 +327,46 @@ func (p *Poller) Poll(ctx context.Context) (int, error) {
 func (p *Poller) poll(ctx context.Context, skipRecent time.Duration) (int, bool, error) {
 	_ = p.refreshPaused(ctx, false) // logged; the last set read holds
 	skip := max(skipRecent, 0)
-	budget := p.q.ColdCapacity()
-	if p.cfg.ClaimTTL > 0 {
-		_, queued := p.q.Depths()
-		budget = min(budget, p.cfg.BatchSize-queued)
-		if budget <= 0 {
-			return 0, queued > 0, nil // wait for the workers to drain the queue
-		}
-		return p.pollClaims(ctx, budget, skip)
-	}
-	if budget == 0 {
+	if plan := p.q.ReadPlan(); plan.Budget <= 0 || plan.Full && !plan.Others {
 		_, queued := p.q.Depths()
 		return 0, queued > 0, nil // full: wait for the workers to drain the queue
 	}
-	return p.pollPending(ctx, budget, skip)
+	if p.cfg.ClaimTTL > 0 {
+		return p.pollClaims(ctx, skip)
+	}
+	return p.pollPending(ctx, skip)
+}
+
+// plan returns the next read's plan, or false when the cycle reads no more: no room, or
+// only subscriptions whose lanes are full have rows to read, or a read that leaves full
+// lanes out (a walk over their rows, see dispatch.ReadPlan) ran less than an Interval
+// ago and this cycle has not made it. laneFull reports that a lane is full: the loop
+// reads on when the workers drain the queue.
+func (p *Poller) plan(leftOutRead *bool) (plan dispatch.ReadPlan, ok, laneFull bool) {
+	plan = p.q.ReadPlan()
+	if plan.Budget <= 0 {
+		return plan, false, plan.Full
+	}
+	if !plan.Full {
+		return plan, true, false
+	}
+	if !plan.Others {
+		return plan, false, true
+	}
+	if !*leftOutRead {
+		now := time.Now()
+		last := p.leftOutAt.Load()
+		if last != 0 && now.Sub(time.Unix(0, last)) < p.cfg.Interval {
+			return plan, false, true
+		}
+		p.leftOutAt.Store(now.UnixNano())
+		*leftOutRead = true
+	}
+	return plan, true, true
 }
 
 // pollPending is Poll without claims. It reports whether more rows are probably due.
-func (p *Poller) pollPending(ctx context.Context, budget int, skip time.Duration) (int, bool, error) {
+func (p *Poller) pollPending(ctx context.Context, skip time.Duration) (int, bool, error) {
 	now := p.cfg.Now()
 	total := 0
 	var oldestDue time.Time
@@ -347,17 +375,22 @@ func (p *Poller) pollPending(ctx context.Context, budget int, skip time.Duration
 	// outcome to be written) are read once per cycle, not once per batch. The next cycle
 	// starts from the head again: a row committed late with an early created_at is found.
 	var after Cursor
-	// Rows in flight come first and are skipped; at most that many, plus the budget, are
-	// worth reading in one cycle.
-	maxRead := p.q.MaxInflight() + budget
+	// Rows in flight come first and are skipped; at most that many, plus the cold
+	// window, are worth reading in one cycle.
+	maxRead := p.q.MaxInflight() + p.q.ReadPlan().Budget
 	read := 0
-	more := false
-	for total < budget {
-		want := min(p.cfg.BatchSize, budget-total)
+	more, laneFull, leftOutRead := false, false, false
+	for {
+		plan, ok, lf := p.plan(&leftOutRead)
+		laneFull = laneFull || lf
+		if !ok {
+			break
+		}
+		want := min(p.cfg.BatchSize, plan.Budget)
 		// A row finished before readAt is read in its later state; one finished after it,
 		// until the batch is enqueued, is refused as a stale copy.
 		readAt, endRead := p.q.BeginRead()
-		batch, err := p.pending(ctx, storage.PendingParams{Now: now, SkipRecent: skip, Limit: want, After: after, Paused: p.q.Paused()})
+		batch, err := p.pending(ctx, storage.PendingParams{Now: now, SkipRecent: skip, Limit: want, After: after, Skip: plan.Skip})
 		if err != nil {
 			endRead()
 			return total, false, err
@@ -376,6 +409,8 @@ func (p *Poller) pollPending(ctx context.Context, budget int, skip time.Duration
 				added++
 				p.cfg.Metrics.ColdEnqueued()
 			case dispatch.EnqueueDuplicate: // queued, running or just finished: skip
+			case dispatch.EnqueueLaneFull: // read once its lane drains; the next batch leaves it out
+				laneFull = true
 			case dispatch.EnqueuePaused:
 				paused = append(paused, p.pausedEvent(ev))
 			default:
@@ -392,7 +427,7 @@ func (p *Poller) pollPending(ctx context.Context, budget int, skip time.Duration
 		n := len(batch.Events) + len(batch.Undecodable)
 		read += n
 		exhausted := n < want // a short batch holds every pending row after the cursor
-		more = full || !exhausted && total >= budget
+		more = full || !exhausted
 		// A batch of undecodable rows only moves no cursor: they are DEAD now, or, if
 		// that failed, read again by the next cycle.
 		if full || exhausted || len(batch.Events) == 0 || read >= maxRead {
@@ -407,24 +442,32 @@ func (p *Poller) pollPending(ctx context.Context, budget int, skip time.Duration
 	if total > 0 {
 		p.log.LogAttrs(ctx, slog.LevelDebug, "poll queued events", slog.Int("queued", total))
 	}
-	return total, more, nil
+	return total, more || laneFull, nil
 }
 
 // pollClaims is Poll with claims: batches are claimed until budget rows are claimed, a
 // batch comes back short, or the queue refuses an event. It reports whether the last batch
 // came back full.
-func (p *Poller) pollClaims(ctx context.Context, budget int, skip time.Duration) (int, bool, error) {
+func (p *Poller) pollClaims(ctx context.Context, skip time.Duration) (int, bool, error) {
 	total, claimed := 0, 0 // queued; claimed, also undecodable and refused rows
-	more := false
+	_, queued := p.q.Depths()
+	room := p.cfg.BatchSize - queued // claims are made just in time: one batch at most
+	more, laneFull, leftOutRead := false, false, false
 	var oldestDue time.Time
-	for claimed < budget {
-		want := min(p.cfg.BatchSize, budget-claimed)
+	for claimed < room {
+		plan, ok, lf := p.plan(&leftOutRead)
+		laneFull = laneFull || lf
+		if !ok {
+			more = more || laneFull
+			break
+		}
+		want := min(plan.Budget, room-claimed)
 		token := ids.NewClaimToken(p.cfg.NodeID)
 		// The database starts the claim after this moment, so start+ClaimTTL is a
 		// conservative estimate of its end by this process's monotonic clock.
 		start := time.Now()
 		readAt, endRead := p.q.BeginRead()
-		batch, err := p.claim(ctx, storage.ClaimParams{Token: token, TTL: p.cfg.ClaimTTL, SkipRecent: skip, Limit: want, Paused: p.q.Paused()})
+		batch, err := p.claim(ctx, storage.ClaimParams{Token: token, TTL: p.cfg.ClaimTTL, SkipRecent: skip, Limit: want, Skip: plan.Skip})
 		if err != nil {
 			endRead()
 			return total, false, err
@@ -451,6 +494,9 @@ func (p *Poller) pollClaims(ctx context.Context, budget int, skip time.Duration)
 				p.cfg.Metrics.ColdEnqueued()
 			case dispatch.EnqueueDuplicate:
 				refused = append(refused, ev)
+			case dispatch.EnqueueLaneFull: // claimed again once its lane drains
+				refused = append(refused, ev)
+				laneFull = true
 			case dispatch.EnqueuePaused:
 				paused = append(paused, p.pausedEvent(ev))
 			default:
@@ -473,6 +519,8 @@ func (p *Poller) pollClaims(ctx context.Context, budget int, skip time.Duration)
 		claimed += len(batch.Events) + len(batch.Undecodable)
 		more = !full && len(batch.Events)+len(batch.Undecodable) == want
 		if !more {
+			// A full lane's rows are claimed once it drains: the loop waits for that.
+			more = laneFull && !full
 			break
 		}
 	}

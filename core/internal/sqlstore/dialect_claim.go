@@ -21,7 +21,7 @@ func (b *builder) claimWhere(p storage.ClaimParams) *builder {
 		b.w(" WHERE status IN (", pendingStatuses(), ") AND available_at <= ", d.dbNow)
 	}
 	return b.w(" AND created_at <= ", d.dbTimeOffset(b, -p.SkipRecent),
-		" AND (locked_until IS NULL OR locked_until < ", d.dbNow, ")").notPaused(p.Paused)
+		" AND (locked_until IS NULL OR locked_until < ", d.dbNow, ")").skip(p.Skip)
 }
 
 // claimOrder is the order in which rows are claimed: due longest first. On MySQL it is

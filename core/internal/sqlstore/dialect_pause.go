@@ -91,18 +91,29 @@ func (d *dialect) pinQueries(t tableName, p storage.PinParams) []query {
 	return qs
 }
 
-// notPaused leaves out of a scan of pending rows those whose listener is one of names
-// (an event routed by its type has none, and stays in).
-func (b *builder) notPaused(names []string) *builder {
-	if len(names) == 0 {
-		return b
-	}
-	b.w(" AND (listener IS NULL OR listener NOT IN (")
-	for i, n := range names {
-		if i > 0 {
-			b.w(", ")
+// skip leaves out of a scan of pending rows those of s ([storage.Skip]): the rows whose
+// listener is one of s.Listeners, and the rows without one whose aggregate and event
+// types are one of s.Routes. It is a filter on the rows the scan's index walks.
+func (b *builder) skip(s storage.Skip) *builder {
+	if len(s.Listeners) > 0 {
+		b.w(" AND (listener IS NULL OR listener NOT IN (")
+		for i, n := range s.Listeners {
+			if i > 0 {
+				b.w(", ")
+			}
+			b.w(b.arg(n))
 		}
-		b.w(b.arg(n))
+		b.w("))")
 	}
-	return b.w("))")
+	if len(s.Routes) > 0 {
+		b.w(" AND (listener IS NOT NULL OR NOT (")
+		for i, r := range s.Routes {
+			if i > 0 {
+				b.w(" OR ")
+			}
+			b.w("aggregate_type = ", b.arg(r.AggregateType), " AND event_type = ", b.arg(r.EventType))
+		}
+		b.w("))")
+	}
+	return b
 }

@@ -207,7 +207,7 @@ func (d *dialect) pendingQuery(t tableName, p storage.PendingParams) (query, err
 		// walking it stops after the LIMIT, where the due index would sort every due row.
 		b.w(" FORCE INDEX (", d.quote(t.indexName(pollIndexSuffix)), ") WHERE ", col, " <= ", b.arg(createdBefore),
 			" AND ", d.dueColumn, " <= ", b.arg(now))
-		b.notPaused(p.Paused)
+		b.skip(p.Skip)
 		b.keysetAfter(col, after, p.After.ID)
 		b.w(" ORDER BY ", col, ", event_id ").limit(int64(p.Limit))
 		return b.query(), nil
@@ -219,7 +219,7 @@ func (d *dialect) pendingQuery(t tableName, p storage.PendingParams) (query, err
 		b.w(" WHERE status IN (", pendingStatuses(), ") AND available_at <= ", b.arg(now))
 	}
 	b.w(" AND created_at <= ", b.arg(createdBefore))
-	b.notPaused(p.Paused)
+	b.skip(p.Skip)
 	b.keysetAfter("created_at", after, p.After.ID)
 	b.w(" ORDER BY created_at, event_id ").limit(int64(p.Limit))
 	return b.query(), nil
