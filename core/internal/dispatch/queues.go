@@ -62,12 +62,12 @@ type Queues struct {
 	readSeq   uint64               // guarded by mu
 	lanes     map[*Route]*lane     // guarded by mu: every lane, by its subscription's route
 	paused    map[string]bool      // guarded by mu: the paused subscriptions, by name
-	// coldWindow is how many cold events the poller keeps queued (SetColdWindow); 0:
-	// coldCap. Guarded by mu.
-	coldWindow int
 	ready     []*lane              // guarded by mu: the lanes with queued events, oldest first
 	served    uint64               // guarded by mu: the stamp of the last take from a lane
 	queued    [2]int               // guarded by mu: queued events by path (PathHot, PathCold)
+	// coldWindow is how many cold events the poller keeps queued (SetColdWindow); 0:
+	// coldCap. Guarded by mu.
+	coldWindow int
 	// depths mirrors queued for the readers that do not take mu (Depths, HotFull,
 	// tookCold).
 	depths [2]atomic.Int64
