@@ -122,8 +122,9 @@ func (q *Queues) Paused() []string {
 // so a backlog of one subscription larger than the cold queue would fill it and keep
 // the rows of every other subscription unread until the backlog drained. So no lane may
 // take more than laneColdCap cold events (the rest of the queue stays for the other
-// lanes), and Skip leaves out of the poller's reads the rows of the lanes that hold that
-// many events: the paused subscriptions' and the full lanes' own (by listener), and the
+// lanes), and ReadPlan leaves out of the poller's reads the rows of the lanes that hold
+// that many cold events (hot ones are not the poller's: a lane full of them leaves the
+// poller's room alone): the paused subscriptions' and the full lanes' own (by listener), and the
 // rows routed by their type alone to a full lane (by its route, when no other
 // subscription's route matches them, and the route has no AnyType: a catch-all's rows
 // cannot be told apart in SQL, so its backlog is not left out).
@@ -185,7 +186,7 @@ func (q *Queues) ReadPlan() ReadPlan {
 		p.Skip.Listeners = append(p.Skip.Listeners, n)
 	}
 	for rt, l := range q.lanes {
-		switch n := l.size(); {
+		switch n := l.fifo[PathCold].len(); {
 		case l.paused:
 		case n >= limit && l.isSubscription():
 			p.Skip.Listeners = append(p.Skip.Listeners, rt.Name)
