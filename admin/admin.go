@@ -74,8 +74,10 @@ type Source interface {
 	Stats(ctx context.Context) (outbox.Stats, error)
 	CountByType(ctx context.Context) ([]outbox.TypeCount, error)
 	Audit(ctx context.Context, q outbox.AuditQuery) (outbox.AuditPage, error)
-	// The subscriptions' load in the process that serves the admin.
+	// The subscriptions' load in the process that serves the admin, and the paused
+	// subscriptions of the table.
 	Subscriptions(ctx context.Context) ([]outbox.SubscriptionLoad, error)
+	Paused(ctx context.Context) ([]outbox.Pause, error)
 	// Reads of DEAD events (the /api/dead-events routes).
 	ListDead(ctx context.Context, q outbox.DeadQuery) (outbox.DeadPage, error)
 	CountDead(ctx context.Context, f outbox.DeadFilter) (int64, error)
@@ -87,6 +89,9 @@ type Source interface {
 	DiscardIDs(ctx context.Context, ids []string) (int64, error)
 	DeleteIDs(ctx context.Context, ids []string) (int64, error)
 	ReplayAll(ctx context.Context, f outbox.DeadFilter, batchSize int) (int64, error)
+	// Changes of a subscription, recorded in the audit trail too.
+	Pause(ctx context.Context, listener, reason string) error
+	Resume(ctx context.Context, listener string) error
 }
 
 var _ Source = (*outbox.Events)(nil)
@@ -184,6 +189,8 @@ const (
 	patBulkDel   = "POST /api/events/delete"
 	patAudit     = "GET /api/audit"
 	patSubs      = "GET /api/subscriptions"
+	patPause     = "POST /api/subscriptions/pause"
+	patResume    = "POST /api/subscriptions/resume"
 )
 
 // postOnly are the paths of POST routes that a GET pattern with an {id} would match
@@ -219,6 +226,8 @@ func (h *handler) routes() {
 	h.mux.HandleFunc(patBulkDel, h.bulk(bulkDelete))
 	h.mux.HandleFunc(patAudit, h.audit)
 	h.mux.HandleFunc(patSubs, h.subscriptions)
+	h.mux.HandleFunc(patPause, h.pause)
+	h.mux.HandleFunc(patResume, h.resume)
 	for _, p := range postOnly {
 		h.mux.HandleFunc("GET "+p, func(w http.ResponseWriter, r *http.Request) {
 			methodNotAllowed(w, r, []string{http.MethodPost})

@@ -1,7 +1,8 @@
 // Package outboxadmin serves the event admin of an outbox over HTTP: a JSON API that
 // lists the events of every status (pending, retrying, waiting, dead, done, fallback,
 // discarded) with filters, shows one event, replays, discards and deletes events one by
-// one or in bulk, and lists the audit trail of those changes, and a small HTML page on
+// one or in bulk, pauses and resumes subscriptions, and lists the audit trail of those
+// changes, and a small HTML page on
 // top of it, for the on-call engineer who has to see which events are stuck or died,
 // why, and replay them after the fix without writing SQL.
 //
@@ -40,7 +41,11 @@
 //	POST /api/events/delete             delete the DEAD events among the ids for good
 //	GET  /api/audit                     the audit trail, newest first: limit, before
 //	GET  /api/subscriptions             each subscription's load in the serving process:
-//	                                    queued, running, its limits, limited
+//	                                    queued, running, its limits, limited, paused,
+//	                                    and the table's pauses
+//	POST /api/subscriptions/pause       pause a subscription on every process of the
+//	                                    table: {"listener": "...", "reason": "..."}
+//	POST /api/subscriptions/resume      resume it: {"listener": "..."}
 //	GET  /api/dead-events               list of DEAD events: event_type, aggregate_type,
 //	                                    listener, limit, after
 //	GET  /api/dead-events/count         count: event_type, aggregate_type, listener,
@@ -93,23 +98,37 @@
 // "requested": m}: how many events it changed, of how many distinct IDs.
 //
 // GET /api/audit answers {"entries": [{"id", "at", "actor", "action", "target",
-// "count"}], "next": ""}: action is replay, replay-all, discard or delete, target the
-// event IDs (comma-separated) or the filter of a replay-all, count how many events the
-// change touched. Pass next as before for older entries.
+// "count"}], "next": ""}: action is replay, replay-all, discard, delete, pause or
+// resume, target the event IDs (comma-separated), the filter of a replay-all or the
+// subscription, count how many events the change touched (a pause or resume: 1, or 0
+// when the subscription was already so). Pass next as before for older entries.
 //
 // GET /api/subscriptions answers {"subscriptions": [{"listener", "queued", "running",
-// "max_concurrency", "rate_limit", "limited"}]}, by listener: the events of each
-// subscription queued for a worker in the process that serves the admin, the workers
-// running them, its limits (0: none), and whether queued events wait for those limits
-// ([outbox.Events.Subscriptions]). Another process's queues are its own.
+// "max_concurrency", "rate_limit", "limited", "paused", "pause", "registered"}],
+// "pause_supported": true}, by listener: the events of each subscription queued for a
+// worker in the process that serves the admin, the workers running them, its limits (0:
+// none), whether queued events wait for those limits ([outbox.Events.Subscriptions]),
+// and whether this process holds its events paused. Another process's queues are its
+// own. pause is the table's pause of the subscription ([outbox.Events.Paused]):
+// {"since", "actor", "reason"}, or null. A subscription paused in the table that this
+// process does not run is listed too, with "registered": false. pause_supported is
+// false when the table has no pause table (its migration was not run).
+//
+// POST /api/subscriptions/pause {"listener": "Order/OrderPlaced", "reason": "..."}
+// pauses a subscription on every process of the table ([outbox.Events.Pause]; reason is
+// optional) and POST /api/subscriptions/resume {"listener": "..."} resumes it
+// ([outbox.Events.Resume]); both answer {"listener", "paused"}. The name goes in the
+// body because names hold "/". It need not be registered in the serving process. Pausing
+// a paused subscription, or resuming one that is not paused, changes nothing and
+// answers 200. A table without the pause migration answers 501.
 //
 // # Audit
 //
-// Every change (the single-event, bulk and filter routes) runs under
+// Every change (the single-event, bulk, filter, pause and resume routes) runs under
 // [outbox.WithActor] with the actor [Options.Actor] names, "admin <remote address>" by
 // default, so that the audit trail of [outbox.Events] records who made it; the
-// handler also logs an Info line per change with the actor, the IDs or filter and the
-// count to [Options.Logger].
+// handler also logs an Info line per change with the actor, the IDs, filter or
+// subscription and the count to [Options.Logger].
 //
 // Every response is JSON with Content-Type application/json; charset=utf-8 except the
 // page and its two static files, and every response carries X-Content-Type-Options:

@@ -109,36 +109,9 @@ type auditEntry struct {
 	ID     string    `json:"id"`
 	At     time.Time `json:"at"`
 	Actor  string    `json:"actor"`
-	Action string    `json:"action"` // replay, replay-all, delete or discard
-	Target string    `json:"target"` // the event IDs, comma-separated, or the filter of a replay-all
+	Action string    `json:"action"` // replay, replay-all, delete, discard, pause or resume
+	Target string    `json:"target"` // the event IDs, comma-separated, the filter of a replay-all, or the subscription
 	Count  int64     `json:"count"`
-}
-
-// subscriptionLoad is one subscription of GET /api/subscriptions.
-type subscriptionLoad struct {
-	Listener       string  `json:"listener"`
-	Queued         int     `json:"queued"`
-	Running        int     `json:"running"`
-	MaxConcurrency int     `json:"max_concurrency"`
-	RateLimit      float64 `json:"rate_limit"`
-	Limited        bool    `json:"limited"`
-}
-
-// subscriptions answers GET /api/subscriptions: each subscription's load here.
-func (h *handler) subscriptions(w http.ResponseWriter, r *http.Request) {
-	loads, err := h.events.Subscriptions(r.Context())
-	if err != nil {
-		h.fail(w, r, "subscriptions", err)
-		return
-	}
-	resp := struct {
-		Subscriptions []subscriptionLoad `json:"subscriptions"`
-	}{Subscriptions: make([]subscriptionLoad, 0, len(loads))}
-	for _, l := range loads {
-		resp.Subscriptions = append(resp.Subscriptions, subscriptionLoad{Listener: l.Listener, Queued: l.Queued, Running: l.Running,
-			MaxConcurrency: l.MaxConcurrency, RateLimit: l.RateLimit, Limited: l.Limited})
-	}
-	writeJSON(w, http.StatusOK, resp)
 }
 
 // audit lists the audit trail, newest first: GET /api/audit.

@@ -333,7 +333,8 @@
   }
 
   // loadSubscriptions shows each subscription's load in the process serving the page
-  // (GET /api/subscriptions) under the per-type table: queued, running, its limits.
+  // (GET /api/subscriptions) under the per-type table: queued, running, its limits,
+  // whether it is paused (since when, by whom, why), and a Pause or Resume button.
   async function loadSubscriptions() {
     let s;
     try {
@@ -347,13 +348,41 @@
     for (const l of s.subscriptions) {
       const tr = el('tr');
       tr.dataset.listener = l.listener;
-      tr.append(cellText(l.listener, 'mono'), el('td', num(l.queued), 'num'), el('td', num(l.running), 'num'),
+      const paused = !!l.pause || !!l.paused;
+      tr.dataset.state = paused ? 'paused' : 'active';
+      const registered = l.registered !== false;
+      const actions = el('td', null, 'actions');
+      if (s.pause_supported) {
+        actions.append(paused ? button('Resume…', null, 'resume') : button('Pause…', 'danger', 'pause'));
+      }
+      tr.append(cellText(l.listener, 'mono'),
+        el('td', registered ? num(l.queued) : '—', 'num'), el('td', registered ? num(l.running) : '—', 'num'),
         el('td', l.max_concurrency > 0 ? num(l.max_concurrency) : '—', 'num'),
         el('td', l.rate_limit > 0 ? String(l.rate_limit) + '/s' : '—', 'num'),
-        el('td', l.limited ? 'waiting for its limits' : '', 'limited'));
+        subscriptionState(l, registered), actions);
       tbody.append(tr);
     }
     $('subs').hidden = s.subscriptions.length === 0;
+  }
+
+  // subscriptionState is the State cell of a subscription: paused since when, by whom
+  // and why (the table's pause), how this process applies it, or its limits holding it.
+  function subscriptionState(l, registered) {
+    const td = el('td', null, 'state');
+    const parts = [];
+    if (l.pause) {
+      const since = el('span', 'Paused since ' + when(l.pause.since), 'paused');
+      since.title = l.pause.since;
+      parts.push(since, el('span', ' by ' + l.pause.actor, 'by'));
+      if (l.pause.reason) parts.push(el('span', ': ' + l.pause.reason, 'reason'));
+      if (!registered) parts.push(el('span', ' (not run by this process)', 'note'));
+    } else if (l.paused) {
+      // Resumed elsewhere a moment ago: this process reads it at its next poll.
+      parts.push(el('span', 'Resuming', 'paused'));
+    }
+    if (l.limited) parts.push(el('span', (parts.length ? '; ' : '') + 'waiting for its limits', 'limited'));
+    td.append(...parts);
+    return td;
   }
 
   // openHolders opens the list of the events that hold their order key: the Dead tab
@@ -760,12 +789,15 @@
     for (const tr of $('rows').children) tr.classList.remove('selected');
   }
 
-  // ask shows the modal dialog and resolves to true when the user confirms.
-  function ask(title, text, okLabel) {
+  // ask shows the modal dialog and resolves to true when the user confirms. With
+  // withReason, the dialog also has the empty reason field, read by the caller.
+  function ask(title, text, okLabel, withReason) {
     const d = $('confirm');
     $('confirm-title').textContent = title;
     $('confirm-text').textContent = text;
     $('confirm-ok').textContent = okLabel;
+    $('confirm-reason').value = '';
+    $('confirm-reason-label').hidden = !withReason;
     return new Promise((resolve) => {
       const done = (ok) => {
         $('confirm-ok').removeEventListener('click', onOK);
@@ -911,6 +943,40 @@
     setFilter(state.filter);
   }
 
+  // ---- subscriptions: pause and resume ----
+
+  // pauseSubscription asks for confirmation and a reason, pauses the subscription on
+  // every process of the table, and shows its new state.
+  async function pauseSubscription(name) {
+    const ok = await ask('Pause ' + name + '?', 'The events of subscription ' + name + ' stay pending in the table, on ' +
+      'every process of the table, until it is resumed; an attempt running now finishes. The other subscriptions of ' +
+      'the same events go on.', 'Pause', true);
+    if (!ok) return;
+    const reason = $('confirm-reason').value.trim();
+    await changeSubscription('pause', { listener: name, reason }, 'Paused ' + name + ': its events stay pending until it is resumed.');
+  }
+
+  async function resumeSubscription(name) {
+    const ok = await ask('Resume ' + name + '?', 'The pending events of subscription ' + name + ' are delivered again, ' +
+      'oldest first, on every process that runs it.', 'Resume');
+    if (ok) await changeSubscription('resume', { listener: name }, 'Resumed ' + name + '.');
+  }
+
+  // changeSubscription posts a confirmed pause or resume and reloads the subscriptions.
+  async function changeSubscription(action, body, done) {
+    try {
+      await api('api/subscriptions/' + action, 'POST', body);
+      toast(done);
+    } catch (err) {
+      report(err);
+    }
+    try {
+      await loadSubscriptions();
+    } catch (err) {
+      report(err);
+    }
+  }
+
   // ---- audit ----
 
   async function loadAudit(reset) {
@@ -961,6 +1027,13 @@
     else if (b.dataset.action === 'replay') replayOne(id);
     else if (b.dataset.action === 'discard') discardOne(id);
     else if (b.dataset.action === 'delete') deleteOne(id);
+  });
+  $('sub-rows').addEventListener('click', (ev) => {
+    const b = ev.target.closest('button[data-action]');
+    if (!b) return;
+    const name = b.closest('tr').dataset.listener;
+    if (b.dataset.action === 'pause') pauseSubscription(name);
+    else if (b.dataset.action === 'resume') resumeSubscription(name);
   });
   $('select-page').addEventListener('change', () => {
     const on = $('select-page').checked;

@@ -2,7 +2,8 @@
 // (github.com/outboxkit/outbox/admin, package outboxadmin) as mounted on a router: every
 // route, status code, limit, auth and cross-origin case, through real HTTP, over events
 // made by a real [outbox.Outbox] on SQLite, and the replay paths, the lists of every
-// status, the bulk actions and the audit trail on PostgreSQL (and MySQL/MariaDB) too. The
+// status, the bulk actions, the pause and resume of subscriptions and the audit trail
+// on PostgreSQL (and MySQL/MariaDB) too. The
 // admin's tests (internal/roottest/admin) run it on an [net/http.ServeMux], those of the
 // gin and echo packages (internal/integrationtest/middleware/...) on their routers.
 //
@@ -99,6 +100,10 @@ func Run(t *testing.T, mount Mount) {
 		t.Run("PartialPage/"+backend, func(t *testing.T) {
 			t.Parallel()
 			runPartial(t, mount, backend)
+		})
+		t.Run("Pause/"+backend, func(t *testing.T) {
+			t.Parallel()
+			runPause(t, mount, backend)
 		})
 	}
 }

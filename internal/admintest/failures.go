@@ -37,8 +37,8 @@ func runFailures(t *testing.T, mount Mount) {
 }
 
 // failingStore is a store whose every method the admin reaches fails with err: the
-// optional interfaces of lists, bounded counts, discards, stats and the audit trail
-// included, so that each call of outbox.Events gets as far as the store.
+// optional interfaces of lists, bounded counts, discards, stats, the audit trail and
+// pauses included, so that each call of outbox.Events gets as far as the store.
 type failingStore struct {
 	storage.Store // nil: the admin never writes, claims or purges
 	err           error
@@ -88,6 +88,11 @@ func (f failingStore) ListAudit(context.Context, storage.ListAuditParams) ([]out
 func (f failingStore) ChangeAudited(context.Context, storage.AuditedChangeParams) (int64, error) {
 	return 0, f.err
 }
+func (f failingStore) Paused(context.Context) ([]outbox.Pause, error) { return nil, f.err }
+func (f failingStore) SetPaused(context.Context, storage.SetPausedParams) (bool, error) {
+	return false, f.err
+}
+func (f failingStore) Pin(context.Context, storage.PinParams) (int64, error) { return 0, f.err }
 
 // apiRoutes lists one request per API route: method, path, body.
 func apiRoutes() [][3]string {

@@ -66,6 +66,8 @@ type FixtureOptions struct {
 type Fixture struct {
 	DB     *sql.DB
 	Outbox *outbox.Outbox
+	// Table is the outbox table, schema-qualified on PostgreSQL and MySQL.
+	Table string
 
 	mu         sync.Mutex
 	fixed      bool
@@ -96,7 +98,7 @@ func NewFixture(t *testing.T, o FixtureOptions) *Fixture {
 	if err := outbox.MigrateTable(ctx, db, dialect, table); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
-	f := &Fixture{DB: db, reasons: map[string]string{}, retries: map[string]bool{}, deliveries: map[string]int{}}
+	f := &Fixture{DB: db, Table: table, reasons: map[string]string{}, retries: map[string]bool{}, deliveries: map[string]int{}}
 	ob, err := outbox.New(db, outbox.Config{
 		Dialect:      dialect,
 		Table:        table,

@@ -57,6 +57,9 @@ func routesFor(id string) [][3]string {
 		{http.MethodPost, "api/events/discard", `{"ids":["` + id + `"]}`},
 		{http.MethodPost, "api/events/delete", `{"ids":["` + id + `"]}`},
 		{http.MethodGet, "api/audit", ""},
+		{http.MethodGet, "api/subscriptions", ""},
+		{http.MethodPost, "api/subscriptions/pause", `{"listener":"` + RouteListener(AggregateOrder, TypeOrderPlaced) + `"}`},
+		{http.MethodPost, "api/subscriptions/resume", `{"listener":"` + RouteListener(AggregateOrder, TypeOrderPlaced) + `"}`},
 		{http.MethodGet, "api/no-such-route", ""},
 	}
 }
@@ -77,6 +80,7 @@ func testNoAuthorizer(t *testing.T, mount Mount) {
 	if got := e.fx.Status(t, id); got != outbox.StatusDead {
 		t.Errorf("status after rejected replays = %s, want DEAD", got)
 	}
+	e.wantNothingPaused(t)
 	if e.logs.find("WARN", "no Options.Authorize") == "" {
 		t.Error("New logged no warning about the missing authorizer")
 	}
@@ -119,6 +123,7 @@ func testWrongCredentials(t *testing.T, mount Mount) {
 	if got := e.fx.Status(t, id); got != outbox.StatusDead {
 		t.Errorf("status after rejected replays = %s, want DEAD", got)
 	}
+	e.wantNothingPaused(t)
 }
 
 func testAllowAll(t *testing.T, mount Mount) {
@@ -164,6 +169,7 @@ func testCrossSite(t *testing.T, mount Mount) {
 			{"api/dead-events/" + id + "/replay", "{}"}, {"api/dead-events/replay", "{}"},
 			{"api/events/replay", `{"ids":["` + id + `"]}`}, {"api/events/discard", `{"ids":["` + id + `"]}`},
 			{"api/events/delete", `{"ids":["` + id + `"]}`},
+			{"api/subscriptions/pause", `{"listener":"` + RouteListener(AggregateOrder, TypeOrderPlaced) + `"}`},
 		} {
 			req := e.c.request(t, http.MethodPost, r[0], r[1])
 			for k, v := range hdr {
@@ -179,6 +185,7 @@ func testCrossSite(t *testing.T, mount Mount) {
 	if n := e.fx.Deliveries(id); n != 0 {
 		t.Fatalf("%d deliveries after cross-site replays, want 0", n)
 	}
+	e.wantNothingPaused(t)
 	// The same request from the page's own origin goes through.
 	req := e.c.request(t, http.MethodPost, "api/dead-events/"+id+"/replay", "{}")
 	req.Header.Set("Sec-Fetch-Site", "same-origin")
@@ -228,6 +235,9 @@ func testMethods(t *testing.T, mount Mount) {
 		{http.MethodPost, "api/events/" + id, "GET, HEAD"},
 		{http.MethodDelete, "api/events/" + id, "GET, HEAD"},
 		{http.MethodPost, "api/audit", "GET, HEAD"},
+		{http.MethodPost, "api/subscriptions", "GET, HEAD"},
+		{http.MethodGet, "api/subscriptions/pause", "POST"},
+		{http.MethodHead, "api/subscriptions/resume", "POST"},
 	}
 	for _, c := range cases {
 		body := ""

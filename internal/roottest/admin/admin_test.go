@@ -276,8 +276,9 @@ func TestSubscriptionsRoute(t *testing.T) {
 	}
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/subscriptions", nil))
-	want := `{"subscriptions":[{"listener":"audit","queued":0,"running":0,"max_concurrency":0,"rate_limit":0,"limited":false},` +
-		`{"listener":"mailer","queued":0,"running":0,"max_concurrency":2,"rate_limit":5,"limited":false}]}`
+	want := `{"subscriptions":[{"listener":"audit","queued":0,"running":0,"max_concurrency":0,"rate_limit":0,"limited":false,"paused":false,"pause":null,"registered":true},` +
+		`{"listener":"mailer","queued":0,"running":0,"max_concurrency":2,"rate_limit":5,"limited":false,"paused":false,"pause":null,"registered":true}],` +
+		`"pause_supported":true}`
 	if rec.Code != http.StatusOK || strings.TrimSpace(rec.Body.String()) != want {
 		t.Fatalf("GET /api/subscriptions: %d %s, want 200 %s", rec.Code, rec.Body, want)
 	}

@@ -113,14 +113,15 @@ func TestBrowserCappedCounts(t *testing.T) {
 		t.Errorf("By type shows %q DEAD %s events, want 1+", got, admintest.TypeOrderPlaced)
 	}
 	// Under the per-type table, each subscription of the serving process: its load
-	// (nothing queued here: these DEAD rows wait for nobody) and its limits (none).
+	// (nothing queued here: these DEAD rows wait for nobody), its limits (none), no
+	// state (not paused, not limited) and its Pause button.
 	sub := `#sub-rows tr[data-listener="` + admintest.AggregateOrder + "/" + admintest.TypeOrderPlaced + `"]`
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(sub))); err != nil {
 		t.Fatalf("the subscriptions table: %v", err)
 	}
 	// Read by script: the overview's refresh renders the rows again.
-	if got := run(ctx, t, chromedp.Evaluate[string](`document.querySelector('`+sub+`').textContent`)); got != admintest.AggregateOrder+"/"+admintest.TypeOrderPlaced+"00——" {
-		t.Errorf("the subscription's row reads %q, want its name, 0 queued, 0 running and no limits", got)
+	if got := run(ctx, t, chromedp.Evaluate[string](`document.querySelector('`+sub+`').textContent`)); got != admintest.AggregateOrder+"/"+admintest.TypeOrderPlaced+"00——Pause…" {
+		t.Errorf("the subscription's row reads %q, want its name, 0 queued, 0 running, no limits and Pause", got)
 	}
 	screenshot(ctx, t, "admin-capped-counts.png")
 }

@@ -45,6 +45,10 @@ func FuzzAdminRequest(f *testing.F) {
 	f.Add(uint8(1), "/api/events/discard", "", "application/json", []byte(`{"ids":[]}`))
 	f.Add(uint8(1), "/api/events/delete", "", "application/json", []byte(`{"ids":["e3"],"x":1}`))
 	f.Add(uint8(0), "/api/audit", "limit=1&before=01J", "", []byte(nil))
+	f.Add(uint8(0), "/api/subscriptions", "", "", []byte(nil))
+	f.Add(uint8(1), "/api/subscriptions/pause", "", "application/json", []byte(`{"listener":"A/T","reason":"r"}`))
+	f.Add(uint8(1), "/api/subscriptions/pause", "", "application/json", []byte("{\"listener\":\"\xff\"}"))
+	f.Add(uint8(1), "/api/subscriptions/resume", "", "application/json", []byte(`{"listener":"A/T","reason":"r"}`))
 	f.Fuzz(func(t *testing.T, method uint8, path, rawQuery, contentType string, body []byte) {
 		store := outboxtest.NewMemoryStore()
 		ctx := context.Background()
