@@ -1,7 +1,8 @@
 // Command outbox operates an outbox table from a terminal, against PostgreSQL,
 // MySQL/MariaDB or SQLite: apply and show the schema version, count events per status
 // and event type, list the events of any status, show one event, replay, discard or
-// delete events, and list the audit trail of those changes.
+// delete events, pause and resume subscriptions, and list the audit trail of those
+// changes.
 //
 // Usage:
 //
@@ -15,6 +16,9 @@
 //	outbox [flags] replay -all [-type T] [-aggregate A] [-listener L] [-yes]
 //	outbox [flags] discard ID...
 //	outbox [flags] delete ID...
+//	outbox [flags] pause SUBSCRIPTION [-reason TEXT]
+//	outbox [flags] resume SUBSCRIPTION
+//	outbox [flags] paused
 //	outbox [flags] audit [-limit N] [-before ID]
 //
 // Flags (before the command):
@@ -45,9 +49,12 @@
 // in the wrong state); of several IDs they act on those in the right state, 500 to a
 // statement, and print how many of how many changed. replay -all replays every DEAD
 // event that matches the filters: it prints how many that is and needs -yes, or a "y"
-// typed at the terminal. Every change is recorded in the audit trail (the table
-// <table>_audit) with the actor; audit lists it, newest first. Changes and audit need
-// the table at the latest schema version (outbox migrate).
+// typed at the terminal. pause holds a subscription's events pending on every process
+// of the table until resume (the name need not be one this command knows: it runs no
+// listener), and paused lists the paused subscriptions with since when, who and why.
+// Every change is recorded in the audit trail (the table <table>_audit) with the actor;
+// audit lists it, newest first. Changes, paused and audit need the table at the latest
+// schema version (outbox migrate).
 //
 // The command never prints the DSN's password: the usage names $OUTBOX_DSN without its
 // value, and a message shows a DSN redacted (postgres://app:xxxxx@db/app). What it
@@ -128,7 +135,8 @@ func run(args []string, in io.Reader, out, errOut io.Writer) int {
 	fs.Usage = func() {}
 	usage := func() {
 		fmt.Fprintln(errOut, "usage: outbox [flags] migrate [-status] | stats | events list [filters] | events show ID |\n"+
-			"       replay ID... | replay -all [filters] [-yes] | discard ID... | delete ID... | audit [-limit N] [-before ID]")
+			"       replay ID... | replay -all [filters] [-yes] | discard ID... | delete ID... |\n"+
+			"       pause SUBSCRIPTION [-reason TEXT] | resume SUBSCRIPTION | paused | audit [-limit N] [-before ID]")
 		fs.SetOutput(errOut)
 		fs.PrintDefaults()
 		fs.SetOutput(io.Discard)
@@ -252,7 +260,7 @@ func (c *cli) run(ctx context.Context, kind, dsn string, args []string) error {
 	}
 	cmd, rest := args[0], args[1:]
 	switch cmd {
-	case "migrate", "stats", "events", "replay", "discard", "delete", "audit":
+	case "migrate", "stats", "events", "replay", "discard", "delete", "pause", "resume", "paused", "audit":
 	default:
 		return usagef("unknown command %q", redactDSN(cmd)) // a DSN given without -dsn
 	}
@@ -271,6 +279,10 @@ func (c *cli) run(ctx context.Context, kind, dsn string, args []string) error {
 		return c.events(ctx, rest)
 	case "audit":
 		return c.audit(ctx, rest)
+	case "pause", "resume":
+		return c.setPaused(ctx, cmd, rest)
+	case "paused":
+		return c.paused(ctx, rest)
 	default:
 		return c.change(ctx, cmd, rest)
 	}

@@ -216,8 +216,8 @@ func TestAudit(t *testing.T) {
 	})
 }
 
-// TestOldSchema: changes and the audit trail need the admin migration; without it the
-// command changes nothing and says to migrate. The check is the same on every database;
+// TestOldSchema: changes (pause and resume too), paused and the audit trail need the
+// admin migration; without it the command changes nothing and says to migrate. The check is the same on every database;
 // SQLite's down migration makes the old table.
 func TestOldSchema(t *testing.T) {
 	t.Parallel()
@@ -235,7 +235,8 @@ func TestOldSchema(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := fmt.Sprintf("is at schema version 4 of %d (changes and the audit trail need the latest): run outbox migrate", latest)
-		for _, args := range [][]string{{"replay", "d0"}, {"replay", "-all", "-yes"}, {"discard", "d0", "d1"}, {"audit"}} {
+		for _, args := range [][]string{{"replay", "d0"}, {"replay", "-all", "-yes"}, {"discard", "d0", "d1"}, {"audit"},
+			{"pause", "Order/A"}, {"resume", "Order/A"}, {"paused"}} {
 			out, errOut, code := tg.outboxCmd(t, args...)
 			if code != 1 || !strings.Contains(errOut, want) {
 				t.Errorf("%v on schema version 4: exit %d\n%s%s", args, code, out, errOut)
@@ -243,6 +244,10 @@ func TestOldSchema(t *testing.T) {
 		}
 		if got := status(t, store, "d0"); got != outbox.StatusDead {
 			t.Fatalf("d0 is %v", got)
+		}
+		var paused int
+		if err := tg.db.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM outbox_event_pause").Scan(&paused); err != nil || paused != 0 {
+			t.Fatalf("%d subscriptions paused after pause on schema version 4 (%v), want 0", paused, err)
 		}
 		tg.ok(t, "migrate")
 		tg.ok(t, "replay", "d0")
