@@ -200,6 +200,40 @@ func TestDispatchSuccessOnTheHotPath(t *testing.T) {
 	}
 }
 
+// TestDispatchPausedSubscription: a pause (outbox.Events.Pause) sets
+// outbox_subscription_paused of the subscription to 1 while its event stays pending,
+// and a resume sets it back to 0 and lets the poller deliver the event.
+func TestDispatchPausedSubscription(t *testing.T) {
+	t.Parallel()
+	const name = "Order/mailer"
+	b := setupDispatch(t, outbox.Config{}, func(ob *outbox.Outbox) error {
+		return ob.Subscribe(outbox.Subscription{Name: name, AggregateType: "Order", EventType: "OrderPlaced",
+			Listener: outbox.ListenerFunc(func(context.Context, *outbox.Event) error { return nil })})
+	})
+	ctx := context.Background()
+	if err := b.ob.Events().Pause(ctx, name, "smtp down"); err != nil {
+		t.Fatal(err)
+	}
+	waitValue(t, b.reg, 1, "outbox_subscription_paused", "listener", name)
+	id := b.write(t, orderPlaced)
+	b.poll(t)
+	if s := b.status(t, id); s != outbox.StatusNew {
+		t.Fatalf("an event of the paused subscription is %s, want NEW", s)
+	}
+	if q := value(t, b.reg, "outbox_subscription_queued", "listener", name); q != 0 {
+		t.Errorf("outbox_subscription_queued of the paused subscription = %v, want 0", q)
+	}
+	b.wantDispatches(t, nil)
+	if err := b.ob.Events().Resume(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	waitValue(t, b.reg, 0, "outbox_subscription_paused", "listener", name)
+	b.pollUntil(t, "cold", "done", 1)
+	if s := b.status(t, id); s != outbox.StatusDone {
+		t.Fatalf("status after the resume: %s", s)
+	}
+}
+
 // TestDispatchDropOnAFullHotQueue holds the only worker in the listener so that the hot
 // queue (size 1) fills up: the third event is dropped and delivered by the poller.
 func TestDispatchDropOnAFullHotQueue(t *testing.T) {

@@ -111,6 +111,7 @@ type Metrics struct {
 	subQueued      *prometheus.GaugeVec // by listener: SubscriptionLoad
 	subRunning     *prometheus.GaugeVec
 	subLimited     *prometheus.GaugeVec
+	subPaused      *prometheus.GaugeVec
 	subs           sync.Map // listener → *subGauges: each listener's series, looked up once
 	claimsVec      *prometheus.CounterVec
 	claims         [outbox.ClaimTakenOver + 1]prometheus.Counter
@@ -223,6 +224,8 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 		"Workers of this process delivering each subscription's (listener's) events.", labelListener)
 	m.subLimited = m.gaugeVec("subscription_limited",
 		"1 while a subscription's (listener's) queued events wait for its MaxConcurrency or RateLimit in this process, else 0.", labelListener)
+	m.subPaused = m.gaugeVec("subscription_paused",
+		"1 while a subscription (listener) is paused (Events.Pause) and this process holds its events pending, else 0.", labelListener)
 	m.stuck = m.gauge("stuck_attempts",
 		"Listener attempts running past ListenerTimeout (their listener ignored its context); their workers took other events.")
 
@@ -357,26 +360,33 @@ func (m *Metrics) StuckAttempts(n int) { m.stuck.Set(float64(n)) }
 func (m *Metrics) KeysHeld(n int) { m.keysHeld.Set(float64(n)) }
 
 // subGauges are one listener's series of SubscriptionLoad.
-type subGauges struct{ queued, running, limited prometheus.Gauge }
+type subGauges struct{ queued, running, limited, paused prometheus.Gauge }
 
-// SubscriptionLoad sets outbox_subscription_queued, outbox_subscription_running and
-// outbox_subscription_limited of l's listener ([outbox.SubscriptionLoad]). It is called
+// SubscriptionLoad sets outbox_subscription_queued, outbox_subscription_running,
+// outbox_subscription_limited and outbox_subscription_paused of l's listener
+// ([outbox.SubscriptionLoad]). It is called
 // on every change of a lane, several times per event: a listener's series are created
 // and looked up at its first report, then read from a map.
 func (m *Metrics) SubscriptionLoad(l outbox.SubscriptionLoad) {
 	v, ok := m.subs.Load(l.Listener)
 	if !ok {
 		v, _ = m.subs.LoadOrStore(l.Listener, &subGauges{queued: m.subQueued.WithLabelValues(l.Listener),
-			running: m.subRunning.WithLabelValues(l.Listener), limited: m.subLimited.WithLabelValues(l.Listener)})
+			running: m.subRunning.WithLabelValues(l.Listener), limited: m.subLimited.WithLabelValues(l.Listener),
+			paused: m.subPaused.WithLabelValues(l.Listener)})
 	}
 	g := v.(*subGauges)
 	g.queued.Set(float64(l.Queued))
 	g.running.Set(float64(l.Running))
-	limited := 0.0
-	if l.Limited {
-		limited = 1
+	g.limited.Set(oneIf(l.Limited))
+	g.paused.Set(oneIf(l.Paused))
+}
+
+// oneIf is 1 when b is set, else 0: the value of a boolean gauge.
+func oneIf(b bool) float64 {
+	if b {
+		return 1
 	}
-	g.limited.Set(limited)
+	return 0
 }
 
 // Dispatched increments outbox_dispatch_total and observes the attempt's duration in

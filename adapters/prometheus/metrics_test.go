@@ -380,7 +380,7 @@ func TestGatherAndLintFindsNoProblems(t *testing.T) {
 }
 
 // TestSubscriptionLoadGauges: Metrics is a SubscriptionMetrics, and each report sets the
-// listener's queued, running and limited gauges.
+// listener's queued, running, limited and paused gauges.
 func TestSubscriptionLoadGauges(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewPedanticRegistry()
@@ -391,12 +391,17 @@ func TestSubscriptionLoadGauges(t *testing.T) {
 	var sm outboxtype.SubscriptionMetrics = m // a compile-time check too
 	sm.SubscriptionLoad(outbox.SubscriptionLoad{Listener: "mailer", Queued: 7, Running: 2, MaxConcurrency: 2, Limited: true})
 	sm.SubscriptionLoad(outbox.SubscriptionLoad{Listener: "relay", Queued: 1, Running: 1})
+	sm.SubscriptionLoad(outbox.SubscriptionLoad{Listener: "Order/OrderPlaced", Running: 1, Paused: true})
 	for _, c := range []struct {
 		name, listener string
 		want           float64
 	}{
 		{"outbox_subscription_queued", "mailer", 7}, {"outbox_subscription_running", "mailer", 2}, {"outbox_subscription_limited", "mailer", 1},
+		{"outbox_subscription_paused", "mailer", 0},
 		{"outbox_subscription_queued", "relay", 1}, {"outbox_subscription_running", "relay", 1}, {"outbox_subscription_limited", "relay", 0},
+		{"outbox_subscription_paused", "relay", 0},
+		{"outbox_subscription_queued", "Order/OrderPlaced", 0}, {"outbox_subscription_running", "Order/OrderPlaced", 1},
+		{"outbox_subscription_paused", "Order/OrderPlaced", 1},
 	} {
 		if got := value(t, reg, c.name, "listener", c.listener); got != c.want {
 			t.Errorf("%s{listener=%q} = %v, want %v", c.name, c.listener, got, c.want)
@@ -405,6 +410,10 @@ func TestSubscriptionLoadGauges(t *testing.T) {
 	sm.SubscriptionLoad(outbox.SubscriptionLoad{Listener: "mailer"})
 	if q, l := value(t, reg, "outbox_subscription_queued", "listener", "mailer"), value(t, reg, "outbox_subscription_limited", "listener", "mailer"); q != 0 || l != 0 {
 		t.Errorf("after draining: queued %v, limited %v; want 0, 0", q, l)
+	}
+	sm.SubscriptionLoad(outbox.SubscriptionLoad{Listener: "Order/OrderPlaced"})
+	if p := value(t, reg, "outbox_subscription_paused", "listener", "Order/OrderPlaced"); p != 0 {
+		t.Errorf("after the resume: paused %v, want 0", p)
 	}
 }
 
