@@ -190,8 +190,9 @@ func TestPurgerLoop(t *testing.T) {
 		if got := len(b.logs.atLevel(slog.LevelError)); got != 1 {
 			t.Errorf("error logs = %d, want still 1", got)
 		}
-		if got := b.logs.find(slog.LevelInfo, "purged finished events"); len(got) != 1 || got[0].attrs["deleted"] != "3" {
-			t.Errorf("info logs = %+v, want one reporting 3 deleted", got)
+		if got := b.logs.find(slog.LevelInfo, "purged finished events"); len(got) != 1 || got[0].attrs["deleted"] != "3" ||
+			got[0].attrs["took"] == "" {
+			t.Errorf("info logs = %+v, want one reporting 3 deleted and the time it took", got)
 		}
 	})
 }

@@ -538,8 +538,8 @@ func (res result) markdownRow() string {
 		details = append(details, sustainDetails(sr))
 	}
 	for _, sr := range res.SoakRuns {
-		details = append(details, fmt.Sprintf("target %d/s for %s, purge retention %s; p99 last/first %.3g min: commit %.2f ×, commit-to-listener %.2f ×",
-			sr.TargetRate, sr.Duration, sr.Retention, sr.LatencyWindowMin, sr.CommitP99Ratio, sr.ListenerP99Ratio))
+		details = append(details, fmt.Sprintf("target %d/s for %s, purge retention %s; p99 last/first %.3g min: commit %.2f ×, commit-to-listener %.2f ×; purge %.1f µs per row",
+			sr.TargetRate, sr.Duration, sr.Retention, sr.LatencyWindowMin, sr.CommitP99Ratio, sr.ListenerP99Ratio, sr.PurgeMicrosPerRow))
 	}
 	if l := res.Latency; l != nil {
 		what := ""

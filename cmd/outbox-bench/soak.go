@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math"
 	"path/filepath"
 	"runtime"
@@ -76,6 +77,8 @@ type soakSample struct {
 	// parameters) on the sampler's connection; PollRows is how many rows it returned.
 	PollMS   float64 `json:"poll_ms"`
 	PollRows int     `json:"poll_rows"`
+	// Purge is the purge runs so far (cumulative).
+	Purge purgeTotals `json:"purge"`
 	// RSSKiB is the child's VmRSS, Goroutines runtime.NumGoroutine().
 	RSSKiB     int64 `json:"rss_kib"`
 	Goroutines int   `json:"goroutines"`
@@ -127,6 +130,8 @@ type childSoakResult struct {
 	HotDropped   int64         `json:"hot_dropped"`
 	ColdEnqueued int64         `json:"cold_enqueued"`
 	Failures     int64         `json:"failures"`
+	// Purge is what the purge runs deleted and took over the whole run.
+	Purge purgeTotals `json:"purge"`
 	childErr
 }
 
@@ -225,6 +230,8 @@ func childSoak(args []string, res *childSoakResult) error {
 	m := newBenchMetrics(-1)
 	cfg := o.config(t, outbox.SingleNode, m)
 	cfg.PurgeInterval, cfg.PurgeRetention = soakPurgeIntervalFor(p.Retention), p.Retention
+	purges := newPurgeTap(cfg.Logger.Handler())
+	cfg.Logger = slog.New(purges)
 	ob, err := outbox.New(t.db, cfg)
 	if err != nil {
 		return err
@@ -275,7 +282,7 @@ func childSoak(args []string, res *childSoakResult) error {
 		probe.hist.snapshot(&curL)
 		elapsed := time.Since(start).Seconds()
 		s := soakSample{
-			T: math.Round(elapsed*1000) / 1000, Written: written.Load(), Handled: m.done.Load(),
+			T: math.Round(elapsed*1000) / 1000, Written: written.Load(), Handled: m.done.Load(), Purge: purges.totals(),
 			CommitP50: ms(windowQuantile(&prev, &cur, 0.50)), CommitP99: ms(windowQuantile(&prev, &cur, 0.99)),
 			ListenerP50: ms(windowQuantile(&prevL, &curL, 0.50)), ListenerP99: ms(windowQuantile(&prevL, &curL, 0.99)),
 		}
@@ -378,5 +385,6 @@ func childSoak(args []string, res *childSoakResult) error {
 	res.PeakRSSKiB = procStatusKiB("VmHWM")
 	res.Latency = probe.summary(res.Written)
 	res.HotDropped, res.ColdEnqueued, res.Failures = m.hotDropped.Load(), m.coldEnqueued.Load(), m.failures.Load()
+	res.Purge = purges.totals()
 	return nil
 }

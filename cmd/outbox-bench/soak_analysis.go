@@ -21,22 +21,26 @@ type seriesSlope struct {
 
 // soakRun is one soak round as reported.
 type soakRun struct {
-	DB               string  `json:"db"`
-	TargetRate       int     `json:"target_rate_per_s"`
-	Duration         string  `json:"duration"`
-	Retention        string  `json:"purge_retention"`
-	PurgeInterval    string  `json:"purge_interval"`
-	SampleInterval   string  `json:"sample_interval"`
-	Written          int64   `json:"events_written"`
-	AchievedRate     float64 `json:"achieved_rate_per_s"`
-	DrainSeconds     float64 `json:"drain_seconds"`
-	BaseRSSMiB       float64 `json:"rss_before_start_mib"`
-	PeakRSSMiB       float64 `json:"peak_rss_mib"`
-	Latency          latency `json:"latency_ms"`
-	HotDropped       int64   `json:"hot_dropped"`
-	ColdEnqueued     int64   `json:"cold_enqueued"`
-	Failures         int64   `json:"failures"`
-	LatencyWindowMin float64 `json:"latency_window_min"`
+	DB             string  `json:"db"`
+	TargetRate     int     `json:"target_rate_per_s"`
+	Duration       string  `json:"duration"`
+	Retention      string  `json:"purge_retention"`
+	PurgeInterval  string  `json:"purge_interval"`
+	SampleInterval string  `json:"sample_interval"`
+	Written        int64   `json:"events_written"`
+	AchievedRate   float64 `json:"achieved_rate_per_s"`
+	DrainSeconds   float64 `json:"drain_seconds"`
+	// Purge is what the purge runs deleted and took over the run; PurgeMicrosPerRow
+	// their time per row deleted.
+	Purge             purgeTotals `json:"purge"`
+	PurgeMicrosPerRow float64     `json:"purge_us_per_row"`
+	BaseRSSMiB        float64     `json:"rss_before_start_mib"`
+	PeakRSSMiB        float64     `json:"peak_rss_mib"`
+	Latency           latency     `json:"latency_ms"`
+	HotDropped        int64       `json:"hot_dropped"`
+	ColdEnqueued      int64       `json:"cold_enqueued"`
+	Failures          int64       `json:"failures"`
+	LatencyWindowMin  float64     `json:"latency_window_min"`
 	// WindowScaled tells that the run was shorter than twice soakLatencyWindow, so that
 	// its first and last halves were compared instead.
 	WindowScaled      bool          `json:"latency_window_scaled"`
@@ -182,7 +186,7 @@ func analyzeSoak(res childSoakResult, p childSoakParams) soakRun {
 	run := soakRun{
 		TargetRate: p.Rate, Duration: p.Duration.String(), Retention: p.Retention.String(),
 		PurgeInterval: soakPurgeIntervalFor(p.Retention).String(), SampleInterval: p.Sample.String(),
-		Written: res.Written, DrainSeconds: res.DrainSeconds,
+		Written: res.Written, DrainSeconds: res.DrainSeconds, Purge: res.Purge, PurgeMicrosPerRow: res.Purge.MicrosPerRow(),
 		BaseRSSMiB: float64(res.BaseRSSKiB) / 1024, PeakRSSMiB: float64(res.PeakRSSKiB) / 1024,
 		Latency: res.Latency, HotDropped: res.HotDropped, ColdEnqueued: res.ColdEnqueued, Failures: res.Failures,
 		LatencyWindowMin: w.Minutes(), WindowScaled: scaled, First: res.First, Last: res.Last,
@@ -214,10 +218,10 @@ func (s soakRun) String() string {
 	}
 	return fmt.Sprintf("target %d events/s for %s (purge retention %s, every %s), achieved %.0f events/s (%d events), "+
 		"handled %.1fs after the last write; p99 last %.3g min / first %.3g min%s: commit %.2f × (%.3f → %.3f ms), "+
-		"commit-to-listener %.2f × (%.3f → %.3f ms)",
+		"commit-to-listener %.2f × (%.3f → %.3f ms); purge %d runs, %d rows, %.1f µs per row",
 		s.TargetRate, s.Duration, s.Retention, s.PurgeInterval, s.AchievedRate, s.Written, s.DrainSeconds,
 		s.LatencyWindowMin, s.LatencyWindowMin, scaled, s.CommitP99Ratio, s.First.CommitP99, s.Last.CommitP99,
-		s.ListenerP99Ratio, s.First.ListenerP99, s.Last.ListenerP99)
+		s.ListenerP99Ratio, s.First.ListenerP99, s.Last.ListenerP99, s.Purge.Runs, s.Purge.Rows, s.PurgeMicrosPerRow)
 }
 
 // markdownTable is the run's summary table: every series' first, last and largest value

@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"io"
+	"log/slog"
 	"math"
 	"strings"
 	"testing"
@@ -310,5 +311,27 @@ func TestBusyPct(t *testing.T) {
 	}
 	if a.busy == 0 || a.total <= a.busy {
 		t.Errorf("readCPUTimes = %+v: want busy > 0 and below the total", a)
+	}
+}
+
+// TestPurgeTapAddsUpPurgeRuns: the soak's log handler adds up the purge's INFO lines
+// (rows deleted, time taken), passes every record on only at its handler's level, and
+// keeps adding up through loggers derived with With.
+func TestPurgeTapAddsUpPurgeRuns(t *testing.T) {
+	var out bytes.Buffer
+	tap := newPurgeTap(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelError}))
+	log := slog.New(tap).With(slog.String("component", "purger"))
+	log.Info("purged finished events", slog.Int64("deleted", 500), slog.Duration("took", 5*time.Millisecond))
+	log.Info("purged finished events", slog.Int64("deleted", 300), slog.Duration("took", 3*time.Millisecond))
+	log.Info("something else", slog.Int64("deleted", 7))
+	if got := tap.totals(); got.Runs != 2 || got.Rows != 800 || got.Millis != 8 || got.MicrosPerRow() != 10 {
+		t.Fatalf("totals %+v (%.1f µs/row), want 2 runs, 800 rows, 8 ms, 10 µs/row", got, got.MicrosPerRow())
+	}
+	if out.Len() != 0 {
+		t.Fatalf("INFO records passed on to an ERROR handler: %q", out.String())
+	}
+	log.Error("boom")
+	if !strings.Contains(out.String(), "boom") {
+		t.Fatalf("an ERROR record was not passed on: %q", out.String())
 	}
 }

@@ -125,15 +125,17 @@ func (p *Purger) loop(r startstop.Run) {
 			return
 		default:
 		}
+		began := time.Now()
 		n, err := p.run(r.Ctx, r.Stopping)
+		took := slog.Duration("took", time.Since(began))
 		switch {
 		case err != nil && !errors.Is(err, context.Canceled):
 			p.log.LogAttrs(r.Ctx, slog.LevelError, "purge failed",
-				slog.Int64("deleted", n), slog.String("error", err.Error()))
+				slog.Int64("deleted", n), took, slog.String("error", err.Error()))
 		case n > 0 && p.cfg.UndeliveredRetention > 0:
-			p.log.LogAttrs(r.Ctx, slog.LevelInfo, "purged finished and undelivered events", slog.Int64("deleted", n))
+			p.log.LogAttrs(r.Ctx, slog.LevelInfo, "purged finished and undelivered events", slog.Int64("deleted", n), took)
 		case n > 0:
-			p.log.LogAttrs(r.Ctx, slog.LevelInfo, "purged finished events", slog.Int64("deleted", n))
+			p.log.LogAttrs(r.Ctx, slog.LevelInfo, "purged finished events", slog.Int64("deleted", n), took)
 		}
 		select {
 		case <-r.Stopping:
