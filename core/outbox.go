@@ -261,7 +261,8 @@ func New(db *sql.DB, cfg Config) (*Outbox, error) {
 			return nil, err
 		}
 		o.dispatcher, o.poller, o.pollInterval = d, p, pc.Interval
-		lc := lease.Config{Parts: []startstop.Service{d, p}, Hot: hot, Shared: multi,
+		// The pause set is read before the dispatcher takes any event (poll.PauseReader).
+		lc := lease.Config{Parts: []startstop.Service{p.PauseReader(), d, p}, Hot: hot, Shared: multi,
 			TTL: cfg.leaseTTL(), NodeID: nodeID, Logger: logger}
 		if ls, ok := store.(storage.LeaseStore); ok && cfg.LeaseTTL != -1 {
 			lc.Store = ls

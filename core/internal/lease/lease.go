@@ -51,7 +51,7 @@ const (
 // or a table without the lease version) it runs them unconditionally, as before.
 type Leased struct {
 	store  storage.LeaseStore  // nil: no lease
-	parts  []startstop.Service // the dispatcher, then the poller
+	parts  []startstop.Service // the pause set's read, the dispatcher, then the poller
 	hot    *dispatch.HotPath   // nil without a hot path: told when this process stands by
 	shared bool                // MultiNode: the processes hold the lease together
 	ttl    time.Duration
@@ -76,8 +76,8 @@ type Leased struct {
 type Config struct {
 	// Store keeps the lease; nil runs the parts without one.
 	Store storage.LeaseStore
-	// Parts are what runs while this process holds the lease: the dispatcher, then the
-	// poller.
+	// Parts are what runs while this process holds the lease, started in order: the
+	// pause set's read, the dispatcher, then the poller.
 	Parts []startstop.Service
 	// Hot is this process's hot path, told when the process stands by; nil without one.
 	Hot *dispatch.HotPath

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/outboxkit/outbox/core/internal/dispatch"
+	"github.com/outboxkit/outbox/core/internal/startstop"
 	"github.com/outboxkit/outbox/core/outboxtype"
 	"github.com/outboxkit/outbox/core/storage"
 )
@@ -128,3 +129,20 @@ func (p *Poller) settlePaused(ctx context.Context, events []dispatch.PausedEvent
 func (p *Poller) pausedEvent(ev outboxtype.Event) dispatch.PausedEvent {
 	return dispatch.PausedEvent{Event: ev, Listener: p.q.PausedListener(ev)}
 }
+
+// PauseReader returns a service whose Start reads the pause set into the queues
+// (RefreshPaused) and whose Stop does nothing. It is started before the dispatcher, so
+// that a process that starts, or takes the dispatch lease, during a pause takes none of
+// the paused subscription's events before the poller's first cycle (its hot path's
+// included). A failed read is logged and does not fail the start: the poller's cycles
+// read the set again.
+func (p *Poller) PauseReader() startstop.Service { return pauseReader{p} }
+
+type pauseReader struct{ p *Poller }
+
+func (r pauseReader) Start(ctx context.Context) error {
+	_ = r.p.RefreshPaused(ctx)
+	return nil
+}
+
+func (pauseReader) Stop(context.Context) error { return nil }

@@ -248,3 +248,48 @@ func TestPauseMigrationUpgradesATableWithRows(t *testing.T) {
 		}
 	})
 }
+
+// TestPauseHoldsInAProcessStartedDuringIt: a process that starts while a subscription
+// is paused (paused by another process: here directly in the table) reads the pause
+// before it takes any event, so an event its hot path gets at once is not delivered;
+// the poller pins it. (Before, the set was first read by the poller's first cycle, and
+// such events went through: the fault suite's pause check caught it.)
+func TestPauseHoldsInAProcessStartedDuringIt(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		a := setupOutbox(t, b, outbox.Config{PollInterval: 100 * time.Millisecond})
+		got := newDeliveries(nil)
+		if err := a.ob.Register("Order", "Mail", got); err != nil {
+			t.Fatal(err)
+		}
+		s, err := outbox.NewSQLStore(a.db, b.dialect, outbox.SQLStoreConfig{Table: a.table})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.(storage.PauseStore).SetPaused(t.Context(), storage.SetPausedParams{Listener: "Order/Mail", Pause: true,
+			Entry: outbox.AuditEntry{ID: outbox.NewID(), At: time.Now(), Actor: "other process", Action: outbox.AuditPause,
+				Target: "Order/Mail"}}); err != nil {
+			t.Fatal(err)
+		}
+		a.start(t)
+		var id string
+		err = outbox.RunInTx(t.Context(), a.db, func(ctx context.Context, tx *outbox.Tx) error {
+			var err error
+			id, err = a.ob.Writer().Write(ctx, tx, outbox.Envelope{Type: "Mail", AggregateType: "Order", Payload: 1})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the event pinned to the paused subscription", func() bool {
+			e, err := s.Get(t.Context(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return e.Listener == "Order/Mail" || e.Status != outbox.StatusNew
+		})
+		if e, _ := s.Get(t.Context(), id); e.Status != outbox.StatusNew || got.total() != 0 {
+			t.Fatalf("event %s is %v and the listener got %d events; want it NEW and none delivered", id, e.Status, got.total())
+		}
+	})
+}
