@@ -114,6 +114,9 @@ type Report struct {
 	// Order is the order check of a run with ordered events: not computed by Check
 	// (it needs the stall bound), set by the caller from [CheckOrder].
 	Order OrderReport
+	// Pause is the pause check of a run that paused subscriptions: set by the caller
+	// from [CheckPause].
+	Pause PauseReport
 }
 
 // DuplicateCount is the number of extra deliveries.
@@ -559,7 +562,8 @@ func (r Report) GateTimes(tb testing.TB, bound time.Duration, why string) {
 }
 
 // Flagged returns the events a failed gate names: duplicated, lost, phantom,
-// overlapping and stuck ones, sorted, without repeats.
+// overlapping, stuck and out-of-order ones, and those started late under a pause, sorted,
+// without repeats.
 func (r Report) Flagged() []string {
 	var ids []string
 	for id := range r.Duplicates {
@@ -571,18 +575,20 @@ func (r Report) Flagged() []string {
 	ids = append(ids, r.Stuck...)
 	ids = append(ids, r.Order.OutOfOrder...)
 	ids = append(ids, r.Order.SeqAgainstCommit...)
+	ids = append(ids, r.Pause.LateEvents...)
 	slices.Sort(ids)
 	return slices.Compact(ids)
 }
 
 // History is the full story of one event, for a failed gate: its writer's records, every
-// attempt by node (start, end or "no end"), each node's last record of any kind (a
-// killed node was alive until then), the database faults and the faults of the nodes
-// that ran it (down, up, crash and kill records) from window before its first record to
-// window after its last, and its final row. An overlap whose
-// "killed" record comes after the other node's start, while the killed node's last
-// record comes before it, is a fault recorded late; one whose first node still wrote
-// records after the second started is a real overlap.
+// attempt by node (start, end or "no end"), each node's last and first record of any kind
+// (a killed node was alive until then; a node started then), the database faults and the
+// faults of the nodes that ran it (down, up, crash and kill records) from window before
+// its first record to window after its last, the last pause or resume of any
+// subscription before each of its attempts, and its final row. An overlap whose "killed"
+// record comes after the other node's start, while the killed node's last record comes
+// before it, is a fault recorded late; one whose first node still wrote records after
+// the second started is a real overlap.
 func History(records []Record, finals []Final, id string, window time.Duration) string {
 	recs := slices.Clone(records)
 	slices.SortStableFunc(recs, func(a, b Record) int { return a.At.Compare(b.At) })
@@ -630,16 +636,30 @@ func History(records []Record, finals []Final, id string, window time.Duration) 
 		fmt.Fprintf(&b, "\n  attempt %s: %s → no end", n, ts(at))
 	}
 	for n := range nodes {
-		var lastOf time.Time
+		var firstOf, lastOf time.Time
 		for _, r := range recs {
 			if r.Node == n && r.Kind != Fault {
+				if firstOf.IsZero() {
+					firstOf = r.At
+				}
 				lastOf = r.At
 			}
 		}
-		fmt.Fprintf(&b, "\n  node %s: last record of any event at %s", n, ts(lastOf))
+		fmt.Fprintf(&b, "\n  node %s: last record of any event at %s (first at %s)", n, ts(lastOf), ts(firstOf))
 	}
-	for _, r := range recs {
-		if (r.Kind == Fault || r.Kind == Down || r.Kind == Up) && (r.Node == "" || nodes[r.Node]) &&
+	// The pause or resume of any subscription that came last before each attempt.
+	var pause *Record
+	shown := map[*Record]bool{}
+	for i, r := range recs {
+		switch {
+		case r.Kind == Paused || r.Kind == Resuming:
+			pause = &recs[i]
+		case r.Kind == Started && r.Event == id && pause != nil && !shown[pause]:
+			shown[pause] = true
+		}
+	}
+	for i, r := range recs {
+		if shown[&recs[i]] || (r.Kind == Fault || r.Kind == Down || r.Kind == Up) && (r.Node == "" || nodes[r.Node]) &&
 			!r.At.Before(first.Add(-window)) && !r.At.After(last.Add(window)) {
 			fmt.Fprintf(&b, "\n  %s %-10s %s %s", ts(r.At), r.Kind, r.Node, r.Event)
 		}

@@ -69,6 +69,8 @@ type cluster struct {
 	// reaps are the crashed nodes as reaped: when their exit was seen, when the slot
 	// was reaped (where the harness used to record the fault).
 	reaps []reaped
+	// pz pauses and resumes subscriptions during the faults (startPauser), or is nil.
+	pz *pauser
 }
 
 type reaped struct {
@@ -89,6 +91,7 @@ type nodeProc struct {
 	// claimsPath is where the chaos build writes the IDs of the claim it dies holding.
 	claimsPath string
 	killed     atomic.Bool // by the harness (kill, cleanup): no crash record
+	ready      atomic.Bool // its "ready" line was read: its next lines answer commands
 	noted      atomic.Bool // its crash was recorded the moment its exit was seen
 	exitAt     time.Time   // when its exit was seen (set before waited is closed)
 }
@@ -315,6 +318,7 @@ func (c *cluster) start(slot int) *nodeProc {
 	select {
 	case line, ok := <-p.lines:
 		if ok && line == "ready" {
+			p.ready.Store(true)
 			return p
 		}
 		<-p.waited
@@ -625,10 +629,10 @@ func (c *cluster) check(scenario string, faultFree bool, drained time.Duration) 
 		t.Fatalf("read finals: %v", err)
 	}
 	bizFinals := finals
+	var deliveries map[string]string // delivery → its subscription
 	if c.cfg.fanOut > 1 {
-		var deliveries map[string]bool
 		recs, deliveries = fanOutRecords(recs, c.cfg.fanOut)
-		bizFinals = slices.DeleteFunc(slices.Clone(finals), func(f Final) bool { return deliveries[f.Event] })
+		bizFinals = slices.DeleteFunc(slices.Clone(finals), func(f Final) bool { return deliveries[f.Event] != "" })
 	}
 	rep := Check(recs, finals)
 	rep.Gate(t, faultFree)
@@ -638,8 +642,17 @@ func (c *cluster) check(scenario string, faultFree bool, drained time.Duration) 
 	if c.cfg.orderKeys > 0 {
 		tm := Timings[c.cfg.timing]
 		rep.Order = CheckOrder(recs, finals, tm.Listener)
-		rep.Order.GateOrder(t, takeoverBound(c.cfg.timing),
-			"ClaimTTL + 2 × poll interval + 10 s for a node's restart and a loaded 2-core host under -race")
+		bound, why := takeoverBound(c.cfg.timing), "ClaimTTL + 2 × poll interval + 10 s for a node's restart and a loaded 2-core host under -race"
+		if c.pz != nil {
+			// A paused subscription's delivery that a killed node held is taken over once
+			// its subscription is resumed.
+			bound += pauseHeldMax
+			why += ", + the longest pause"
+		}
+		rep.Order.GateOrder(t, bound, why)
+	}
+	if c.pz != nil {
+		rep.Pause = c.pz.check(recs, deliveries)
 	}
 	if len(c.reaps) > 0 {
 		late, maxDelay := lateReapOverlaps(recs, c.reaps)
@@ -664,6 +677,9 @@ func (c *cluster) check(scenario string, faultFree bool, drained time.Duration) 
 		}
 	}
 	res := rep.Result(scenario, c.cfg.dialect)
+	if c.pz != nil {
+		c.pz.fill(&res)
+	}
 	res.Seed, res.Faults = c.cfg.seed, c.faultCount()
 	res.Seconds = time.Since(c.began).Seconds()
 	res.Server = serverVersion(t, c.cfg.db, c.cfg.dialect)
@@ -693,22 +709,22 @@ func takeoverBound(timing string) time.Duration {
 	return tm.ClaimTTL + 2*tm.Poll + 10*time.Second
 }
 
-// torn returns the event IDs present in only one of the business and outbox tables.
 // fanOutRecords turns the writers' records of each event into the same records of each
 // of its fan listeners' deliveries (outbox.DeliveryID), which is what the listeners
-// record, and returns the delivery IDs: the checker then holds every delivery to the
-// rules an event is held to (committed: delivered; rolled back: never; at most the
-// allowed duplicates), and the event rows themselves only have to be finished.
-func fanOutRecords(recs []Record, fan int) ([]Record, map[string]bool) {
+// record, and returns the delivery IDs with their listener's name: the checker then
+// holds every delivery to the rules an event is held to (committed: delivered; rolled
+// back: never; at most the allowed duplicates), and the event rows themselves only have
+// to be finished.
+func fanOutRecords(recs []Record, fan int) ([]Record, map[string]string) {
 	out := make([]Record, 0, len(recs)*fan)
-	deliveries := map[string]bool{}
+	deliveries := map[string]string{}
 	for _, r := range recs {
 		switch r.Kind {
 		case Begun, Committed, Unknown, RolledBack, Aborted:
 			for i := range fan {
 				d := r
 				d.Event = outbox.DeliveryID(r.Event, FanOutListener(i))
-				deliveries[d.Event] = true
+				deliveries[d.Event] = FanOutListener(i)
 				out = append(out, d)
 			}
 		default:
@@ -718,6 +734,7 @@ func fanOutRecords(recs []Record, fan int) ([]Record, map[string]bool) {
 	return out, deliveries
 }
 
+// torn returns the event IDs present in only one of the business and outbox tables.
 func (c *cluster) torn(finals []Final) []string {
 	ctx, cancel := context.WithTimeout(c.t.Context(), 30*time.Second)
 	defer cancel()

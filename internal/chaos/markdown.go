@@ -81,7 +81,7 @@ var ScenarioInfo = map[string]string{
 	"timezone-process":            "Delayed events in a child process whose TZ has a half-hour offset, so time.Local is not UTC.",
 	"listener-failures":           "Ordered events whose listener fails by key: the first attempt of every event of a quarter of the keys (transient, retried), every attempt of one event in five of another quarter (permanent: DEAD after MaxAttempts 3); the nodes run DeadKeySkips, so a key moves past its DEAD events and only then.",
 	"stalled-listener":            "Two MultiNode nodes (one SingleNode process on SQLite) deliver ordered events; the first attempt of two events of every key ignores its context for 2.5 s, longer than the 1 s claim: the claim is taken over, the event delivered again and the key moved on while the stalled attempt runs, its late outcome fenced out. These overlaps, and only these, are counted apart as stalled; on SQLite nothing takes over and nothing overlaps.",
-	"fan-out":                     "Three listeners take every event (fan-out), the last failing each delivery's first attempt, while a random node process is killed with SIGKILL at random times and restarted: every delivery is delivered, none lost.",
+	"fan-out":                     "Three listeners take every event (fan-out), the second limited (MaxConcurrency 1, RateLimit 400/s), the last failing each delivery's first attempt, while a random node process is killed with SIGKILL at random times and restarted; meanwhile the second or the last is paused for 1–5 s and resumed, again and again, through a node picked at random (which may be killed mid-call), and resumed before the drain: every delivery is delivered, none lost, and none of a paused subscription starts past the pause bound.",
 	"nodes-1-3-1":                 "Nodes join and leave while writers write: one node process, then three, then one again (one leaves with a graceful stop, one is killed with SIGKILL and its keys move to the node left).",
 	"timezone-session":            "Delayed events over database sessions whose time zone is not UTC (PostgreSQL Pacific/Chatham, MariaDB +05:45).",
 }
@@ -159,6 +159,11 @@ func (a *aggregate) add(r Result) {
 	a.StalledOverlaps += r.StalledOverlaps
 	a.Takeovers += r.Takeovers
 	a.TakeoverMS = max(a.TakeoverMS, r.TakeoverMS)
+	a.Pauses += r.Pauses
+	a.Resumes += r.Resumes
+	a.PauseCallsCut += r.PauseCallsCut
+	a.PausedMS += r.PausedMS
+	a.PausedLate += r.PausedLate
 	a.Inputs += r.Inputs
 	a.Rejected += r.Rejected
 	a.Crashes += r.Crashes
@@ -296,6 +301,7 @@ func WriteMarkdown(w io.Writer, results []Result, generated time.Time, commit st
 		}
 		p("\n")
 		writeInfra(p, rows, keys)
+		writePauses(p, rows, keys)
 		p("### Scenarios\n\n")
 		writeLegend(p, rows, keys)
 		p("\n")
@@ -376,6 +382,7 @@ func writeOrdered(p func(string, ...any), rows map[string]*aggregate) {
 	}
 	p("\n")
 	writeInfra(p, rows, keys)
+	writePauses(p, rows, keys)
 	p("### Ordered scenarios\n\n")
 	writeLegend(p, rows, keys)
 	p("\n")
@@ -491,6 +498,31 @@ func writeInfra(p func(string, ...any), rows map[string]*aggregate, keys []strin
 	p("Infrastructure failures: runs the gates did not judge, because a database server the\n")
 	p("scenario restarted did not come back (it failed its own crash recovery); their\n")
 	p("figures are not in the table:\n\n")
+	for _, l := range lines {
+		p("%s", l)
+	}
+	p("\n")
+}
+
+// writePauses lists the pauses of rows that paused a subscription, in keys' order.
+func writePauses(p func(string, ...any), rows map[string]*aggregate, keys []string) {
+	var lines []string
+	for _, k := range keys {
+		a := rows[k]
+		if a.Pauses == 0 && a.PausedLate == 0 {
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("- %s on %s: pauses %d, resumes %d, calls cut by a kill or failed %d; paused %s in all; attempts started late under a pause: %d\n",
+			a.Scenario, cmp.Or(databaseNames[a.Database], a.Database), a.Pauses, a.Resumes, a.PauseCallsCut, seconds(a.PausedMS/1000), a.PausedLate))
+	}
+	if len(lines) == 0 {
+		return
+	}
+	p("Pause and resume (`Events.Pause`, `Events.Resume`) during the faults, through a node\n")
+	p("picked at random, which may be killed mid-call. Gated: no attempt of the paused\n")
+	p("subscription starts while the pause is in force later than %s after its Pause\n", PauseOwnBound)
+	p("returned on that node, or than the pause refresh (%s) + 2 × poll interval + 1 s on the\n", pauseRefresh)
+	p("others; the paused deliveries are delivered after the resume (lost and stuck = 0):\n\n")
 	for _, l := range lines {
 		p("%s", l)
 	}

@@ -8,6 +8,9 @@ package chaos
 //
 //   - it prints "ready" once the outbox runs and the writers write;
 //   - a line "quiet" on stdin stops its writers; it prints "quiet" once they returned;
+//   - a line "pause <subscription>" or "resume <subscription>" pauses or resumes that
+//     subscription on every process of the table (Events.Pause, Events.Resume); it
+//     prints "ok" or "error: <why>" once the call returned (see pauseCommand);
 //   - end of stdin stops the outbox gracefully, and the process exits 0 on success.
 
 import (
@@ -248,9 +251,12 @@ func runNode() error {
 
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
-		if sc.Text() == "quiet" {
+		switch cmd, arg, _ := strings.Cut(sc.Text(), " "); cmd {
+		case "quiet":
 			w.quiet()
 			fmt.Println("quiet")
+		case "pause", "resume":
+			fmt.Println(pauseCommand(ob, w, cmd == "pause", arg))
 		}
 	}
 	quietBegan := time.Now()
@@ -384,6 +390,30 @@ func (w *writers) append(r Record) {
 		fmt.Fprintln(os.Stderr, "node: record:", err)
 		os.Exit(3)
 	}
+}
+
+// pauseCommand pauses or resumes the subscription sub on every process of the table and
+// returns the line to print: "ok", or "error: <why>". The records bracket what the
+// checker may assume (CheckPause): a Paused record once Pause returned nil (the pause is
+// committed and in force on this process), a Resuming record before Resume is called
+// (from then on the pause may be over). A node killed mid-call leaves the outcome
+// unknown, and no record that claims more.
+func pauseCommand(ob *outbox.Outbox, w *writers, pause bool, sub string) string {
+	ctx, cancel := context.WithTimeout(outbox.WithActor(context.Background(), "chaos harness via "+w.node), 30*time.Second)
+	defer cancel()
+	var err error
+	if pause {
+		if err = ob.Events().Pause(ctx, sub, "paused by the chaos harness"); err == nil {
+			w.append(Record{Kind: Paused, Event: sub, Node: w.node})
+		}
+	} else {
+		w.append(Record{Kind: Resuming, Event: sub, Node: w.node})
+		err = ob.Events().Resume(ctx, sub)
+	}
+	if err != nil {
+		return "error: " + strings.ReplaceAll(err.Error(), "\n", " ")
+	}
+	return "ok"
 }
 
 // failingListener fails by order key (keys "k<n>"): for n%4 == 1 every event's first

@@ -37,6 +37,12 @@ const (
 	// point killed it (after-claim): the harness appends one per claimed event the moment
 	// it sees the node exit, after the node's Fault record.
 	Claimed Kind = "claimed"
+
+	// Pause records: Event names a subscription, not an event. Paused: a Pause of it
+	// returned nil (the pause is committed and holds from now on). Resuming: a Resume
+	// of it begins (from now on the pause may be over). See CheckPause.
+	Paused   Kind = "paused"
+	Resuming Kind = "resuming"
 )
 
 // Record is one line of a [Log].

@@ -12,6 +12,9 @@ package chaos
 //	 "duplicates":7,"duplicate_causes":{"node killed after delivery":7},
 //	 "restarts":0,"recovery_ms":0,"longest_gap_ms":850,"pass":true,"at":"…"}
 //
+// A scenario that pauses and resumes a subscription adds "pauses", "resumes",
+// "pause_calls_cut", "paused_ms" and "paused_late" (see Result).
+//
 //	{"kind":"badinput","target":"envelope decoding","inputs":120000,"rejected":119000,
 //	 "crashes":0,"seconds":30,"tier":"long","pass":true,"at":"…"}
 //
@@ -98,6 +101,17 @@ type Result struct {
 	Takeovers        int     `json:"takeovers,omitempty"`
 	TakeoverMS       float64 `json:"takeover_ms,omitempty"`
 
+	// Pause figures, for a run that paused and resumed a subscription (see
+	// PauseReport): the Pause and Resume calls that returned nil, those whose outcome
+	// is unknown (the node was killed mid-call, or the call failed), the time pauses were
+	// known to be in force, and the attempts that started past the bound under a pause
+	// (the gate: 0).
+	Pauses        int     `json:"pauses,omitempty"`
+	Resumes       int     `json:"resumes,omitempty"`
+	PauseCallsCut int     `json:"pause_calls_cut,omitempty"`
+	PausedMS      float64 `json:"paused_ms,omitempty"`
+	PausedLate    int     `json:"paused_late,omitempty"`
+
 	// Bad-input figures.
 	Inputs   int `json:"inputs,omitempty"`
 	Rejected int `json:"rejected,omitempty"`
@@ -121,6 +135,8 @@ func (r Report) Result(scenario, database string) Result {
 		OutOfOrder: len(r.Order.OutOfOrder), SeqAgainstCommit: len(r.Order.SeqAgainstCommit),
 		KeyOverlaps: len(r.Order.KeyOverlaps), StalledOverlaps: len(r.Order.StalledOverlaps) + len(r.StalledOverlaps),
 		Takeovers: r.Order.Takeovers, TakeoverMS: ms(r.Order.Takeover),
+
+		PausedMS: ms(r.Pause.Held), PausedLate: len(r.Pause.Late),
 	}
 }
 

@@ -38,6 +38,9 @@ func TestScoreboard(t *testing.T) {
 	f.WriteString(`{"kind":"scenario","scenario":"db-kill-restart","database":"mysql","tier":"short","seed":7,"committed":5,"delivered":5,"pass":true}` + "\n")
 	f.WriteString(`{"kind":"scenario","scenario":"db-kill-restart","database":"mysql","tier":"short","seed":8,"faults":13,` +
 		`"infra":"server failed crash recovery: [ERROR] InnoDB: Unable to apply log to corrupted page [page id: space=5, page number=3]","pass":false}` + "\n")
+	// A run that paused a subscription: its pauses under the table.
+	f.WriteString(`{"kind":"scenario","scenario":"fan-out/kill-random","database":"postgres","tier":"short","committed":4,"delivered":12,` +
+		`"pauses":3,"resumes":4,"pause_calls_cut":1,"paused_ms":7250,"pass":true}` + "\n")
 	f.WriteString(`{"kind":"scenario","scenario":"no-fa`) // torn
 	f.Close()
 
@@ -45,8 +48,8 @@ func TestScoreboard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(results) != 8 || results[1].Kind != KindScenario { // cleanups run last first
-		t.Fatalf("%d results, want 8: %+v", len(results), results)
+	if len(results) != 9 || results[1].Kind != KindScenario { // cleanups run last first
+		t.Fatalf("%d results, want 9: %+v", len(results), results)
 	}
 	if r := results[1]; !r.Pass || r.Tier != "short" || r.Duplicates != 2 || r.Seed != 42 || r.LongestGapMS != 1500 {
 		t.Fatalf("first result %+v", r)
@@ -71,6 +74,8 @@ func TestScoreboard(t *testing.T) {
 		"- **ordered/kill-random**: A random node process is killed",
 		"| db-kill-restart | MariaDB | 2 | 0s | 13 | 5 | 0 | 5 | 0 | 0 | 0 | 0 | 0 | 0 | – | 0s | **INFRA FAILURE** (1 of 2 runs, not the library's) |",
 		"- db-kill-restart on MariaDB, seed 8: server failed crash recovery: [ERROR] InnoDB: Unable to apply log to corrupted page",
+		"| fan-out/kill-random | PostgreSQL | 1 |",
+		"- fan-out/kill-random on PostgreSQL: pauses 3, resumes 4, calls cut by a kill or failed 1; paused 7.3s in all; attempts started late under a pause: 0",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
