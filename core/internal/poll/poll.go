@@ -197,6 +197,18 @@ func (p *Poller) loop(r startstop.Run) {
 	var swept time.Time // the last sweep of ordered keys
 	pauseTick := time.NewTicker(p.cfg.Interval)
 	defer pauseTick.Stop()
+	// pauseCtx bounds the reads of the pause set: they are abandoned when a stop is
+	// requested (the next start reads the set again), so that a graceful stop waits for
+	// no more than the cycle's own queries, on a database that does not answer too.
+	pauseCtx, cancelPause := context.WithCancel(r.Ctx)
+	defer cancelPause()
+	go func() {
+		select {
+		case <-r.Stopping:
+			cancelPause()
+		case <-pauseCtx.Done():
+		}
+	}()
 	for {
 		// A stop requested during the last cycle or the wait wins over a tick that is
 		// ready too (select picks at random among ready cases).
@@ -246,6 +258,12 @@ func (p *Poller) loop(r startstop.Run) {
 		if p.q.DueReached(p.cfg.Now()) {
 			catchUp, skip = true, -1
 		}
+		_ = p.refreshPaused(pauseCtx, false) // logged; the last set read holds
+		select {
+		case <-r.Stopping: // requested during the read: no more queries
+			return
+		default:
+		}
 		n, more, err := p.poll(r.Ctx, skip)
 		if err != nil && !errors.Is(err, context.Canceled) {
 			p.log.LogAttrs(r.Ctx, slog.LevelError, "poll failed", slog.String("error", err.Error()))
@@ -286,7 +304,7 @@ func (p *Poller) loop(r startstop.Run) {
 				break wait
 			case <-p.q.DueChanged(): // an earlier due time: wait for it instead
 			case <-pauseTick.C: // an idle poller still follows the pause set
-				_ = p.refreshPaused(r.Ctx, false)
+				_ = p.refreshPaused(pauseCtx, false)
 			case <-p.q.CatchUp():
 				catchUp = true
 				interval = p.cfg.Interval
@@ -317,6 +335,7 @@ func (p *Poller) loop(r startstop.Run) {
 // batch, instead of waiting for the next tick. A claimed event the queue refuses stays
 // claimed until its claim expires.
 func (p *Poller) Poll(ctx context.Context) (int, error) {
+	_ = p.refreshPaused(ctx, false) // logged; the last set read holds
 	n, _, err := p.poll(ctx, p.cfg.SkipRecent)
 	return n, err
 }
@@ -325,7 +344,6 @@ func (p *Poller) Poll(ctx context.Context) (int, error) {
 // due: the cycle filled the cold queue or used its whole budget on full batches (claim
 // mode: the batch came back full).
 func (p *Poller) poll(ctx context.Context, skipRecent time.Duration) (int, bool, error) {
-	_ = p.refreshPaused(ctx, false) // logged; the last set read holds
 	skip := max(skipRecent, 0)
 	if plan := p.q.ReadPlan(); plan.Budget <= 0 || plan.Full && !plan.Others {
 		_, queued := p.q.Depths()
