@@ -36,14 +36,7 @@ const leaseTableComment = "The dispatch lease (docs/modes.md): one row, name 'di
 // and it is optional: [Outbox.Start] runs on a table without it (see [LeaseStore]).
 func leaseMigration(d *dialect, t tableName) laterMigration {
 	lt := d.qualified(leaseTable(t))
-	timeType, suffix := "TIMESTAMPTZ", ""
-	switch d.name {
-	case "sqlite":
-		timeType = "TEXT"
-	case "mysql":
-		timeType = "DATETIME(6)"
-		suffix = " ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin"
-	}
+	timeType, suffix := d.sideTableTypes()
 	col := func(name, typ string) string { return fmt.Sprintf("    %-12s%-13sNOT NULL", name, typ) }
 	return laterMigration{
 		name:     "lease",
@@ -59,6 +52,19 @@ func leaseMigration(d *dialect, t tableName) laterMigration {
 			")" + suffix}},
 		down: []ddlStatement{{"Drops the lease table.", "DROP TABLE IF EXISTS " + lt}},
 	}
+}
+
+// sideTableTypes returns, for a table the migrations create beside the outbox table
+// (the lease's, the pause's), the column type of a time and what follows the column
+// list: MySQL's engine and binary collation.
+func (d *dialect) sideTableTypes() (timeType, suffix string) {
+	switch d.name {
+	case "sqlite":
+		return "TEXT", ""
+	case "mysql":
+		return "DATETIME(6)", " ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin"
+	}
+	return "TIMESTAMPTZ", ""
 }
 
 // The values of the lease table's holder_mode: the names of the modes that hold an

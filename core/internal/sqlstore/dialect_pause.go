@@ -29,14 +29,7 @@ const pauseTableComment = "The paused subscriptions (docs/listeners.md, pause): 
 // [storage.PauseStore]).
 func pauseMigration(d *dialect, t tableName) laterMigration {
 	pt := d.qualified(pauseTable(t))
-	timeType, reasonType, suffix := "TIMESTAMPTZ", "TEXT", ""
-	switch d.name {
-	case "sqlite":
-		timeType = "TEXT"
-	case "mysql":
-		timeType = "DATETIME(6)"
-		suffix = " ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin"
-	}
+	timeType, suffix := d.sideTableTypes()
 	col := func(name, typ string) string { return fmt.Sprintf("    %-10s%-14sNOT NULL", name, typ) }
 	return laterMigration{
 		name:     "pause",
@@ -47,7 +40,7 @@ func pauseMigration(d *dialect, t tableName) laterMigration {
 			col("listener", fmt.Sprintf("VARCHAR(%d)", outboxtype.MaxListenerLen)) + " PRIMARY KEY,\n" +
 			col("paused_at", timeType) + ",\n" +
 			col("paused_by", "VARCHAR(255)") + ",\n" +
-			col("reason", reasonType) + "\n" +
+			col("reason", "TEXT") + "\n" +
 			")" + suffix}},
 		down: []ddlStatement{{"Drops the pause table.", "DROP TABLE IF EXISTS " + pt}},
 	}
