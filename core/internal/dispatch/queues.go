@@ -271,17 +271,18 @@ func (q *Queues) Enqueue(e Event, path Path, now, readAt time.Time) EnqueueResul
 		key = unroutableLane
 	}
 	q.mu.Lock()
+	l := q.laneOf(key)
 	switch {
 	case !q.accepting:
 		q.mu.Unlock()
 		return EnqueueStopped
-	case q.paused[key.Name] && key != fanOutLane && key != unroutableLane:
+	case l.paused:
 		q.mu.Unlock()
 		return EnqueuePaused
 	case capacity < 0 || q.queued[path] >= capacity:
 		q.mu.Unlock()
 		return EnqueueFull
-	case path == PathCold && q.lanes[key] != nil && q.lanes[key].fifo[PathCold].len() >= q.laneColdCap():
+	case path == PathCold && l.fifo[PathCold].len() >= q.laneColdCap():
 		q.mu.Unlock()
 		return EnqueueLaneFull
 	}
@@ -289,7 +290,6 @@ func (q *Queues) Enqueue(e Event, path Path, now, readAt time.Time) EnqueueResul
 		q.mu.Unlock()
 		return EnqueueDuplicate
 	}
-	l := q.laneOf(key)
 	l.fifo[path].push(dispatchItem{ev: e, path: path, enqueuedAt: now, lane: l})
 	q.setQueued(path, q.queued[path]+1)
 	if !l.isReady {
