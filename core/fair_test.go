@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/outboxtest"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // TestFairDeliveryAcrossSubscriptions is the starvation scene of docs/listeners.md
@@ -296,4 +299,75 @@ func TestFairDeliveryFromABacklogLargerThanTheColdQueue(t *testing.T) {
 			})
 		})
 	}
+}
+
+// leftOutReads counts the poller's reads that leave a full lane's rows out.
+type leftOutReads struct {
+	*outboxtest.MemoryStore
+	mu    sync.Mutex
+	times []time.Time
+}
+
+func (s *leftOutReads) Pending(ctx context.Context, p storage.PendingParams) (storage.PendingBatch, error) {
+	if slices.Contains(p.Skip.Listeners, "Slow") {
+		s.mu.Lock()
+		s.times = append(s.times, time.Now())
+		s.mu.Unlock()
+	}
+	return s.MemoryStore.Pending(ctx, p)
+}
+
+// TestLeftOutReadsAtMostOncePerPollInterval: a read that leaves a full lane's rows out
+// makes the database walk them, so the poller makes one at most once per PollInterval,
+// however often the full lane's draining wakes it (docs/listeners.md, fair delivery).
+func TestLeftOutReadsAtMostOncePerPollInterval(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := &leftOutReads{MemoryStore: outboxtest.NewMemoryStore()}
+		ob, err := outbox.New(nil, outbox.Config{Store: store, Logger: discardLogger(), PurgeInterval: -1, Workers: 2,
+			HotQueueSize: -1, ColdQueueSize: 20, PollBatchSize: 10, PollInterval: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		slow := outbox.ListenerFunc(func(ctx context.Context, _ *outbox.Event) error {
+			select {
+			case <-time.After(50 * time.Millisecond):
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+		for _, s := range []outbox.Subscription{{Name: "Slow", EventType: "Slow", Listener: slow},
+			{Name: "Other", EventType: "Other", Listener: outbox.ListenerFunc(func(context.Context, *outbox.Event) error { return nil })}} {
+			if err := ob.Subscribe(s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range 2000 {
+			e := newEvent(fmt.Sprintf("slow-%04d", i), "Slow")
+			e.CreatedAt = e.CreatedAt.Add(-time.Minute)
+			e.AvailableAt = e.CreatedAt
+			store.Put(e)
+		}
+		start := time.Now()
+		if err := ob.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Second) // the lane drains and is refilled about twenty times
+		synctest.Wait()
+		if err := ob.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		if len(store.times) == 0 {
+			t.Fatal("no read left the full lane out")
+		}
+		for i := 1; i < len(store.times); i++ {
+			if gap := store.times[i].Sub(store.times[i-1]); gap < time.Second {
+				t.Fatalf("left-out reads at %v after the start: %s apart, less than PollInterval",
+					store.times[i-1].Sub(start), gap)
+			}
+		}
+	})
 }
