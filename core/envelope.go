@@ -95,6 +95,11 @@ func encodeEnvelope(env *Envelope, ev *Event, now time.Time, maxPayload int, cod
 			return &EnvelopeError{Field: "AvailableAt", Err: ErrInvalidDelay, Detail: "before OccurredAt"}
 		}
 	}
+	// Due from the write at the earliest, whatever OccurredAt says: the poller's
+	// low-water mark reads a row from its due time (core/internal/poll/lowwater.go).
+	if available.Before(now) {
+		available = now
+	}
 
 	// The narrowest range of the supported databases (MySQL's DATETIME), so that an
 	// envelope is accepted or rejected the same way on all of them, before any SQL.

@@ -114,7 +114,7 @@ func startLeaseProc(t *testing.T, store leaseStore, cfg outbox.Config) *leasePro
 func putPing(store leaseStore, id string) {
 	at := time.Now().Add(-time.Minute)
 	store.Put(outbox.Event{ID: id, Type: "Ping", AggregateType: outbox.GlobalAggregateType, Payload: json.RawMessage(`{}`),
-		Status: outbox.StatusNew, CreatedAt: at, AvailableAt: at})
+		Status: outbox.StatusNew, CreatedAt: at, AvailableAt: time.Now()}) // written a minute ago (past SkipRecent), due from its commit
 }
 
 func newLeaseStore() leaseStore {
@@ -284,7 +284,7 @@ func TestLeaseHardStopLeavesLease(t *testing.T) {
 		})))
 		at := time.Now().Add(-time.Minute)
 		store.Put(outbox.Event{ID: "slow", Type: "Slow", AggregateType: outbox.GlobalAggregateType, Payload: json.RawMessage(`{}`),
-			Status: outbox.StatusNew, CreatedAt: at, AvailableAt: at})
+			Status: outbox.StatusNew, CreatedAt: at, AvailableAt: time.Now()}) // written a minute ago (past SkipRecent), due from its commit
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)

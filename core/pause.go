@@ -19,7 +19,7 @@ func (d *Events) Pause(ctx context.Context, listener, reason string) error {
 	return d.setPaused(ctx, listener, reason, true)
 }
 
-// Resume delivers the paused subscription's events again, oldest first.
+// Resume delivers the paused subscription's events again, due longest first.
 func (d *Events) Resume(ctx context.Context, listener string) error {
 	return d.setPaused(ctx, listener, "", false)
 }

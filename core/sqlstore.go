@@ -14,7 +14,7 @@ import (
 // claim store renews each claim to expire at once.
 var _ dispatch.ClaimReleaser = (*sqlstore.Store)(nil)
 
-// MySQLDSNParams are the DSN parameters the [MySQL] dialect needs, to append to the DSN after "?".
+// MySQLDSNParams are the DSN parameters the [MySQL] dialect needs (after "?").
 const MySQLDSNParams = "parseTime=true&loc=UTC"
 
 // SQLStoreConfig configures [NewSQLStore]. The zero value is ready to use.

@@ -74,9 +74,14 @@ type soakSample struct {
 	// PG holds PostgreSQL's counters from pg_stat_user_tables; nil elsewhere.
 	PG *pgTableStats `json:"pg_stat_user_tables,omitempty"`
 	// PollMS is one execution of the poller's statement (Store.Pending with the poller's
-	// parameters) on the sampler's connection; PollRows is how many rows it returned.
-	PollMS   float64 `json:"poll_ms"`
-	PollRows int     `json:"poll_rows"`
+	// parameters) from the head of the pending index, as the poller reads once a minute,
+	// on the sampler's connection; PollRows is how many rows it returned. PollLowMS is
+	// the statement of the poller's other cycles, from its low-water mark (the sample's
+	// time less SkipRecent and the poller's 10 s margin, the mark when nothing older is
+	// pending).
+	PollMS    float64 `json:"poll_ms"`
+	PollRows  int     `json:"poll_rows"`
+	PollLowMS float64 `json:"poll_low_ms"`
 	// Purge is the purge runs so far (cumulative).
 	Purge purgeTotals `json:"purge"`
 	// RSSKiB is the child's VmRSS, Goroutines runtime.NumGoroutine().
@@ -306,8 +311,8 @@ func childSoak(args []string, res *childSoakResult) error {
 			samples = append(samples, s)
 		}
 		samplesMu.Unlock()
-		progress("soak: %.0fs, %d events written, %d handled, rows %v, poll %.2f ms, RSS %.1f MiB, %d goroutines, CPU %.0f %% busy",
-			s.T, s.Written, s.Handled, s.Rows, s.PollMS, float64(s.RSSKiB)/1024, s.Goroutines, s.CPUBusyPct)
+		progress("soak: %.0fs, %d events written, %d handled, rows %v, poll %.2f ms (from the low-water mark %.2f ms), RSS %.1f MiB, %d goroutines, CPU %.0f %% busy",
+			s.T, s.Written, s.Handled, s.Rows, s.PollMS, s.PollLowMS, float64(s.RSSKiB)/1024, s.Goroutines, s.CPUBusyPct)
 	}
 	samplerWG.Go(func() {
 		tick := time.NewTicker(p.Sample)

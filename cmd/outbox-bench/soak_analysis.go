@@ -100,7 +100,7 @@ func (s soakSample) series() []seriesPoint {
 			seriesPoint{"autovacuum count", "runs", float64(s.PG.Autovacuums)},
 			seriesPoint{"autoanalyze count", "runs", float64(s.PG.Autoanalyzes)})
 	}
-	return append(ps, seriesPoint{"poll statement", "ms", s.PollMS},
+	return append(ps, seriesPoint{"poll statement", "ms", s.PollMS}, seriesPoint{"poll from the low-water mark", "ms", s.PollLowMS},
 		seriesPoint{"RSS", "MiB", float64(s.RSSKiB) / 1024}, seriesPoint{"goroutines", "", float64(s.Goroutines)},
 		seriesPoint{"machine CPU busy", "%", s.CPUBusyPct})
 }

@@ -89,12 +89,20 @@ func (s *soakSampler) poll(ctx context.Context, smp *soakSample, pollBatch int, 
 	// oldest first, at most a poll batch (SkipRecent at the library's default, as the
 	// soak's outbox has it; the batch is -poll-batch or the default).
 	began := time.Now()
-	b, err := s.store.Pending(ctx, storage.PendingParams{Now: time.Now(), SkipRecent: outbox.DefaultSkipRecent, Limit: pollBatch})
+	b, err := s.store.Pending(ctx, storage.PendingParams{Now: began, SkipRecent: outbox.DefaultSkipRecent, Limit: pollBatch})
 	smp.PollMS = ms(time.Since(began))
 	smp.PollRows = len(b.Events) + len(b.Undecodable)
 	if err != nil {
 		smp.Errors = append(smp.Errors, "poll: "+err.Error())
 	}
+	// The same from the low-water mark (core/internal/poll/lowwater.go: SkipRecent and
+	// lowWaterMargin, 10 s, behind the cycle's start).
+	began = time.Now()
+	mark := outbox.Cursor{AvailableAt: began.Add(-outbox.DefaultSkipRecent - 10*time.Second)}
+	if _, err := s.store.Pending(ctx, storage.PendingParams{Now: began, SkipRecent: outbox.DefaultSkipRecent, Limit: pollBatch, After: mark}); err != nil {
+		smp.Errors = append(smp.Errors, "poll from the low-water mark: "+err.Error())
+	}
+	smp.PollLowMS = ms(time.Since(began))
 }
 
 // countByStatus counts the rows per status. It reads every row of the table (no index

@@ -114,7 +114,7 @@ func soakPanels(run soakRun) []svgPanel {
 		panels = append(panels, dead)
 	}
 	return append(panels,
-		svgPanel{title: "poll statement, ms", lines: pick(named("poll statement"))},
+		svgPanel{title: "poll statement from the head and from the low-water mark, ms", lines: pick(named("poll statement", "poll from the low-water mark"))},
 		svgPanel{title: "RSS, MiB", lines: pick(named("RSS"))},
 		svgPanel{title: "goroutines", lines: pick(named("goroutines"))},
 		svgPanel{title: "machine CPU busy, % of all cores", lines: pick(named("machine CPU busy"))})

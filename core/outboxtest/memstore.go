@@ -78,7 +78,7 @@ func (s *MemoryStore) dbNow() time.Time { return canonical(s.clock()) }
 // and WAITING, but the first of a key with nothing left that is not DONE, which is NEW
 // (and the only one claimed); their OrderSeq and Status are set in p.Events. The store
 // has no transactions, so there is no key lock to hold. A zero CreatedAt becomes the current time and a zero AvailableAt becomes
-// CreatedAt. An event with LockedBy set is stored claimed by it until the store's clock
+// the later of CreatedAt and the current time. An event with LockedBy set is stored claimed by it until the store's clock
 // plus p.ClaimTTL. An event whose ID is already stored is skipped and reported in
 // InsertResult.Existing. It returns an error, and inserts nothing, when the params are
 // invalid, an event has no ID or an ID is used twice.
@@ -112,8 +112,8 @@ func newRows(events []outbox.Event) ([]*memRow, error) {
 		if e.CreatedAt.IsZero() {
 			e.CreatedAt = now
 		}
-		if e.AvailableAt.IsZero() {
-			e.AvailableAt = e.CreatedAt
+		if e.AvailableAt.IsZero() { // due from the write, or from CreatedAt if later
+			e.AvailableAt = later(e.CreatedAt, now)
 		}
 		rows[i] = &memRow{ev: normalize(e)}
 	}
@@ -254,6 +254,9 @@ func (s *MemoryStore) Promote(ctx context.Context, p storage.PromoteParams) (sto
 			continue
 		}
 		h.ev.Status = outbox.StatusNew
+		if now := s.dbNow(); h.ev.AvailableAt.Before(now) { // due from the promote, as the SQL store
+			h.ev.AvailableAt = now
+		}
 		if p.Token != "" {
 			h.ev.LockedBy, h.ev.LockedUntil = p.Token, s.dbNow().Add(p.TTL)
 		}
@@ -445,12 +448,13 @@ func (s *MemoryStore) Pending(ctx context.Context, p storage.PendingParams) (sto
 	createdBefore := canonical(p.Now.Add(-p.SkipRecent))
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	after := outbox.Cursor{CreatedAt: canonical(p.After.CreatedAt), ID: p.After.ID}
+	after := outbox.Cursor{AvailableAt: canonical(p.After.AvailableAt), CreatedAt: canonical(p.After.CreatedAt), ID: p.After.ID}
 	rows := s.sorted(func(e *outbox.Event) bool {
 		return (e.Status == outbox.StatusNew || e.Status == outbox.StatusRetry) &&
 			!e.AvailableAt.After(now) && !e.CreatedAt.After(createdBefore) &&
-			(p.After.IsZero() || keyAfter(e, after)) && !skipped(e, p.Skip)
+			(p.After.IsZero() || dueAfter(e, after)) && !skipped(e, p.Skip)
 	})
+	slices.SortStableFunc(rows, func(a, b *memRow) int { return a.ev.AvailableAt.Compare(b.ev.AvailableAt) })
 	var b storage.PendingBatch
 	for _, r := range rows[:min(len(rows), p.Limit)] {
 		if r.undecodable != nil {
@@ -672,6 +676,22 @@ func keyAfter(e *outbox.Event, c outbox.Cursor) bool {
 		return d > 0
 	}
 	return e.ID > c.ID
+}
+
+// dueAfter reports whether e comes after c in the poller's order (available_at,
+// created_at, event_id); a c without CreatedAt and ID is the start of its AvailableAt.
+func dueAfter(e *outbox.Event, c outbox.Cursor) bool {
+	if d := e.AvailableAt.Compare(c.AvailableAt); d != 0 || c.CreatedAt.IsZero() && c.ID == "" {
+		return d >= 0
+	}
+	return keyAfter(e, c)
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func finishedAt(e *outbox.Event) time.Time {

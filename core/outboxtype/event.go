@@ -120,14 +120,19 @@ type DeadFilter struct {
 
 // Cursor is a keyset position in a list's order: (time, event_id), or in a list by
 // [EventFilter.OrderKey] (OrderSeq, event_id). [ListCursor] returns the one after an event.
+// The poller's read (Store.Pending) goes by (AvailableAt, CreatedAt, ID); there a zero
+// CreatedAt and ID stand for the start of AvailableAt.
 type Cursor struct {
-	CreatedAt time.Time
-	ID        string
-	OrderSeq  int64 // in a list by order key, instead of CreatedAt
+	CreatedAt   time.Time
+	ID          string
+	OrderSeq    int64     // in a list by order key, instead of CreatedAt
+	AvailableAt time.Time // in the poller's read, compared first
 }
 
 // IsZero reports whether c is the start position.
-func (c Cursor) IsZero() bool { return c.ID == "" && c.CreatedAt.IsZero() && c.OrderSeq == 0 }
+func (c Cursor) IsZero() bool {
+	return c.ID == "" && c.CreatedAt.IsZero() && c.OrderSeq == 0 && c.AvailableAt.IsZero()
+}
 
 // Stats summarises the table.
 type Stats struct {

@@ -204,6 +204,12 @@ func (p PendingParams) Validate() error {
 	if p.SkipRecent < 0 {
 		return check.Invalid("pending", "SkipRecent is negative: %s", p.SkipRecent)
 	}
+	if !p.After.IsZero() && p.After.AvailableAt.IsZero() {
+		return check.Invalid("pending", "After has no AvailableAt: the read goes by (available_at, created_at, event_id)")
+	}
+	if p.After.CreatedAt.IsZero() != (p.After.ID == "") {
+		return check.Invalid("pending", "After has one of CreatedAt and ID: give both, or neither for the start of AvailableAt")
+	}
 	return p.Skip.validate("pending")
 }
 

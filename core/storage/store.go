@@ -26,8 +26,9 @@ type Store interface {
 	Insert(ctx context.Context, exec outboxtype.Executor, p InsertParams) (InsertResult, error)
 	// Get returns one event by ID, or an error matching [outboxtype.ErrNotFound].
 	Get(ctx context.Context, id string) (outboxtype.Event, error)
-	// Pending returns due NEW and RETRY rows, claimed or not, oldest first (created_at,
-	// event_id); undecodable rows come back in PendingBatch.Undecodable.
+	// Pending returns due NEW and RETRY rows, claimed or not, due longest first
+	// (available_at, created_at, event_id); undecodable rows come back in
+	// PendingBatch.Undecodable.
 	Pending(ctx context.Context, p PendingParams) (PendingBatch, error)
 	// MarkDone moves the rows to DONE, sets done_at and clears the claim, except rows
 	// already DONE or fenced out by p.Token/p.Tokens; it returns the rows changed.
@@ -69,9 +70,10 @@ type ClaimStore interface {
 // transaction ends and stores them WAITING, or NEW (claimed if asked) when nothing of
 // their key is left; Promote makes a key's next event NEW.
 type OrderStore interface {
-	// Promote makes the lowest WAITING event of each key NEW, unless the key has a NEW
-	// or RETRY event, or a DEAD one and p.DeadBlocks. On an error the result holds what
-	// the statements that succeeded did.
+	// Promote makes the lowest WAITING event of each key NEW, due from now (database
+	// clock) unless its available_at is later, unless the key has a NEW or RETRY event,
+	// or a DEAD one and p.DeadBlocks. On an error the result holds what the statements
+	// that succeeded did.
 	Promote(ctx context.Context, p PromoteParams) (PromoteResult, error)
 }
 
@@ -291,7 +293,9 @@ type PendingParams struct {
 	SkipRecent time.Duration
 	// Limit bounds the batch. Must be positive.
 	Limit int
-	// After, unless zero, keeps only rows after it in (created_at, event_id) order.
+	// After, unless zero, keeps only rows after it in (available_at, created_at,
+	// event_id) order: its AvailableAt is required. With CreatedAt and ID zero it keeps
+	// the rows due at or after AvailableAt (the poller's low-water mark).
 	After outboxtype.Cursor
 	// Skip leaves rows out: of paused subscriptions, or of those whose queue is full.
 	Skip Skip

@@ -352,8 +352,9 @@ func testPendingDueAndOrder(x *fixture) {
 	x.markDone(at(time.Minute), "done")
 	x.markDead("dead", "x")
 
+	// Due longest first: by available_at, then created_at and event_id.
 	got := x.pending(now, skip, 100).Events
-	x.wantIDs("Pending", got, "due-now", "oldest", "a-same", "b-same", "retry", "skip-edge")
+	x.wantIDs("Pending", got, "oldest", "a-same", "b-same", "retry", "skip-edge", "due-now")
 	for _, e := range got {
 		if e.Status != outbox.StatusNew && e.Status != outbox.StatusRetry {
 			x.Fatalf("Pending returned %s in status %s", e.ID, e.Status)
@@ -361,9 +362,9 @@ func testPendingDueAndOrder(x *fixture) {
 	}
 	// Without SkipRecent the recent row is due too; later, the not-yet row as well.
 	x.wantIDs("Pending without skip", x.pending(now, 0, 100).Events,
-		"due-now", "oldest", "a-same", "b-same", "retry", "skip-edge", "recent")
+		"oldest", "a-same", "b-same", "retry", "skip-edge", "recent", "due-now")
 	x.wantIDs("Pending later", x.pending(now.Add(time.Second), 0, 100).Events,
-		"due-now", "not-yet", "oldest", "a-same", "b-same", "retry", "skip-edge", "recent")
+		"oldest", "a-same", "b-same", "retry", "skip-edge", "recent", "due-now", "not-yet")
 }
 
 func testPendingLimit(x *fixture) {
@@ -377,11 +378,14 @@ func testPendingLimit(x *fixture) {
 	x.wantIDs("after MarkDone", x.pending(at(time.Hour), 0, 3).Events, all[2:5]...)
 }
 
-// testPendingAfter: a keyset cursor reads on after (created_at, event_id), equal
-// created_at ordered by event_id, and filters as without one.
+// testPendingAfter: a keyset cursor reads on after (available_at, created_at,
+// event_id), equal times ordered by event_id, and filters as without one; a cursor of
+// a due time alone (the poller's low-water mark) reads the rows due at or after it.
 func testPendingAfter(x *fixture) {
+	d := ev("d", at(-time.Minute)) // created first, due between a3 and c
+	d.AvailableAt = at(1500 * time.Millisecond)
 	x.insert(ev("a1", at(0)), ev("a2", at(0)), ev("a3", at(0)), ev("b", at(time.Second)), ev("c", at(2*time.Second)),
-		ev("recent", at(time.Hour)))
+		ev("recent", at(time.Hour)), d)
 	x.retry("b", at(time.Hour+time.Second)) // not due at now
 	now := at(time.Hour)
 	page := func(after outbox.Cursor, limit int) []outbox.Event {
@@ -392,13 +396,21 @@ func testPendingAfter(x *fixture) {
 		}
 		return b.Events
 	}
+	cursor := func(e outbox.Event) outbox.Cursor {
+		return outbox.Cursor{AvailableAt: e.AvailableAt, CreatedAt: e.CreatedAt, ID: e.ID}
+	}
 	first := page(outbox.Cursor{}, 2)
 	x.wantIDs("first page", first, "a1", "a2")
-	last := first[len(first)-1]
-	x.wantIDs("after a2", page(outbox.Cursor{CreatedAt: last.CreatedAt, ID: last.ID}, 2), "a3", "c")
-	x.wantIDs("after a1, same created_at", page(outbox.Cursor{CreatedAt: at(0), ID: "a1"}, 10), "a2", "a3", "c")
-	x.wantIDs("after c", page(outbox.Cursor{CreatedAt: at(2 * time.Second), ID: "c"}, 10))
-	x.wantIDs("after an earlier time", page(outbox.Cursor{CreatedAt: at(-time.Second), ID: "zzz"}, 10), "a1", "a2", "a3", "c")
+	x.wantIDs("after a2", page(cursor(first[len(first)-1]), 2), "a3", "d")
+	x.wantIDs("after a1, same times", page(outbox.Cursor{AvailableAt: at(0), CreatedAt: at(0), ID: "a1"}, 10), "a2", "a3", "d", "c")
+	x.wantIDs("after d", page(outbox.Cursor{AvailableAt: d.AvailableAt, CreatedAt: d.CreatedAt, ID: "d"}, 10), "c")
+	x.wantIDs("after c", page(outbox.Cursor{AvailableAt: at(2 * time.Second), CreatedAt: at(2 * time.Second), ID: "c"}, 10))
+	x.wantIDs("after an earlier time", page(outbox.Cursor{AvailableAt: at(-time.Second), CreatedAt: at(-time.Second), ID: "zzz"}, 10),
+		"a1", "a2", "a3", "d", "c")
+	// A due time alone: the rows due at or after it, whenever they were created.
+	x.wantIDs("from a due time", page(outbox.Cursor{AvailableAt: at(0)}, 10), "a1", "a2", "a3", "d", "c")
+	x.wantIDs("from just after it", page(outbox.Cursor{AvailableAt: at(time.Microsecond)}, 10), "d", "c")
+	x.wantIDs("from d's due time", page(outbox.Cursor{AvailableAt: d.AvailableAt}, 10), "d", "c")
 }
 
 func testBadParams(x *fixture) {
@@ -408,6 +420,14 @@ func testBadParams(x *fixture) {
 	calls := map[string]func() error{
 		"Insert without ID": func() error {
 			_, err := s.Insert(x.ctx, x.exec(), storage.InsertParams{Events: []outbox.Event{{Type: "T", Payload: json.RawMessage(`1`), CreatedAt: base}}})
+			return err
+		},
+		"Pending after a cursor without AvailableAt": func() error {
+			_, err := s.Pending(x.ctx, storage.PendingParams{Now: base, Limit: 1, After: outbox.Cursor{CreatedAt: base, ID: "a"}})
+			return err
+		},
+		"Pending after a cursor with CreatedAt and no ID": func() error {
+			_, err := s.Pending(x.ctx, storage.PendingParams{Now: base, Limit: 1, After: outbox.Cursor{AvailableAt: base, CreatedAt: base}})
 			return err
 		},
 		"MarkDone without IDs": func() error {

@@ -142,7 +142,8 @@ func testReplayByID(x *fixture) {
 	if got := x.get("new"); !reflect.DeepEqual(got, newBefore) {
 		x.Fatalf("NEW row changed by replay: %+v", got)
 	}
-	x.wantIDs("Pending", x.pending(now, 0, 10).Events, "dead", "new", "retry")
+	// Due longest first: the replayed row is due from the replay.
+	x.wantIDs("Pending", x.pending(now, 0, 10).Events, "new", "retry", "dead")
 
 	// Replaying again changes nothing: the row is no longer DEAD.
 	n, err = x.dead().Replay(x.ctx, storage.ReplayParams{IDs: []string{"dead"}, Now: now})

@@ -180,6 +180,28 @@ func testPromoteMovesTheHeadOnly(x *fixture) {
 	x.promote(storage.PromoteParams{Limit: 10}, 0)
 }
 
+// testPromoteDueFromThePromote: a promoted event is due from the promote (database
+// clock), unless it was written due later, so that it sorts among the rows that became
+// pending with it (the poller's low-water mark reads from there).
+func testPromoteDueFromThePromote(x *fixture) {
+	x.orders()
+	later := time.Now().Add(time.Hour).UTC().Truncate(time.Microsecond)
+	f2 := ordered("f2", "F", ago(time.Hour))
+	f2.AvailableAt = later
+	x.insert(ordered("p1", "P", ago(time.Hour)), ordered("p2", "P", ago(time.Hour)), ordered("f1", "F", ago(time.Hour)), f2)
+	if x.headsWait("p1") {
+		x.promote(storage.PromoteParams{Keys: []string{"P", "F"}}, 2)
+	}
+	x.changed("MarkDone of the heads", x.markDone(time.Now(), "p1", "f1"), nil, 2)
+	from := time.Now().Add(-time.Second) // the database's clock against this one's
+	x.promote(storage.PromoteParams{Keys: []string{"P", "F"}}, 2)
+	to := time.Now().Add(time.Second)
+	if got := x.wantStatus("p2", outbox.StatusNew).AvailableAt; got.Before(from) || got.After(to) {
+		x.Fatalf("promoted p2 AvailableAt %v, want the promote's time, within [%v, %v]", got, from, to)
+	}
+	x.wantTime("promoted f2 AvailableAt, written due later", x.wantStatus("f2", outbox.StatusNew).AvailableAt, later)
+}
+
 func testPromoteDeadPolicy(x *fixture) {
 	x.orders()
 	x.insert(ordered("a1", "A", base), ordered("a2", "A", base), ordered("a3", "A", base))

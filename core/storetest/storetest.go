@@ -148,6 +148,7 @@ func Run(t *testing.T, f Features, newHarness func(t *testing.T) Harness) {
 		{name: "OrderedInsertExistingID", fn: testOrderedInsertExistingID},
 		{name: "OrderedInsertClaimed", fn: testOrderedInsertClaimed},
 		{name: "PromoteMovesTheHeadOnly", fn: testPromoteMovesTheHeadOnly},
+		{name: "PromoteDueFromThePromote", fn: testPromoteDueFromThePromote},
 		{name: "PromoteDeadPolicy", fn: testPromoteDeadPolicy},
 		{name: "FallbackReleasesKey", fn: testFallbackReleasesKey},
 		{name: "PurgeForgetsIdleKeys", fn: testPurgeForgetsIdleKeys},

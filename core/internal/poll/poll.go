@@ -77,12 +77,13 @@ func (c Config) validate() error {
 	return nil
 }
 
-// Poller is the fallback path: it periodically reads due NEW and RETRY rows, oldest
-// first, and feeds them to the dispatcher's cold queue. It delivers what the hot path
-// missed: events dropped by a full queue, written while the process was down, retries
-// and deferrals, and replays. It never reads more rows than the cold queue can take and
-// keeps no high-water mark, so a row committed late with an early timestamp is still
-// found. Besides every Interval, it runs a cycle when the workers have drained a cold
+// Poller is the fallback path: it periodically reads due NEW and RETRY rows, due
+// longest first, and feeds them to the dispatcher's cold queue. It delivers what the hot
+// path missed: events dropped by a full queue, written while the process was down,
+// retries and deferrals, and replays. It never reads more rows than the cold queue can
+// take. It keeps no high-water mark; without claims, its cycles start at a low-water
+// mark and read from the head every minute, so a row committed late with an early
+// timestamp is still found (lowwater.go). Besides every Interval, it runs a cycle when the workers have drained a cold
 // queue it filled (a backlog is read as fast as it is delivered), and at once when the
 // hot path dropped events because its queue was full: such catch-up cycles ignore
 // SkipRecent (the dropped rows are committed, and the in-flight set and tombstones
@@ -112,6 +113,8 @@ type Poller struct {
 	// leftOutAt is when the last read that left a full lane's rows out began (UnixNano;
 	// see plan).
 	leftOutAt atomic.Int64
+	// low is where SingleNode cycles start reading (lowwater.go).
+	low lowWater
 }
 
 // New returns a stopped Poller feeding q from store; orders (nil when the store keeps
@@ -390,9 +393,10 @@ func (p *Poller) pollPending(ctx context.Context, skip time.Duration) (int, bool
 	var oldestDue time.Time
 	// Each batch reads on after the last row of the one before (a keyset cursor), so the
 	// events in flight at the head of the table (queued, running, or waiting for their
-	// outcome to be written) are read once per cycle, not once per batch. The next cycle
-	// starts from the head again: a row committed late with an early created_at is found.
-	var after Cursor
+	// outcome to be written) are read once per cycle, not once per batch. The cycle
+	// starts at the low-water mark, or from the head (lowwater.go).
+	after, _ := p.low.start(now)
+	first := true
 	// Rows in flight come first and are skipped; at most that many, plus the cold
 	// window, are worth reading in one cycle.
 	maxRead := p.q.MaxInflight() + p.q.ReadPlan().Budget
@@ -412,6 +416,10 @@ func (p *Poller) pollPending(ctx context.Context, skip time.Duration) (int, bool
 		if err != nil {
 			endRead()
 			return total, false, err
+		}
+		if first {
+			first = false
+			p.low.update(now, p.cfg.SkipRecent, plan.Skip, batch)
 		}
 		for _, re := range batch.Undecodable {
 			p.markUndecodable(ctx, re, "")
@@ -437,7 +445,7 @@ func (p *Poller) pollPending(ctx context.Context, skip time.Duration) (int, bool
 			if full {
 				break
 			}
-			after = Cursor{CreatedAt: ev.CreatedAt, ID: ev.ID}
+			after = Cursor{AvailableAt: ev.AvailableAt, CreatedAt: ev.CreatedAt, ID: ev.ID}
 		}
 		endRead()
 		p.settlePaused(ctx, paused)

@@ -36,6 +36,11 @@ type laterMigration struct {
 	// droppedKeyIndex, when set, is the suffix of an index of the key table that the
 	// version drops: the version is detected by the index being gone.
 	droppedKeyIndex string
+	// droppedIndex is droppedKeyIndex for an index of the outbox table.
+	droppedIndex string
+	// orColumn, when set, is a column of a later version that marks this one applied
+	// too: a version after that dropped this one's column.
+	orColumn string
 	// trigger, when set, is the suffix of a trigger the version creates (SQLite), by
 	// which it is detected.
 	trigger string
@@ -292,6 +297,30 @@ func keyIndexMigration(d *dialect, t tableName) laterMigration {
 	return m
 }
 
+// pollIndexDropComment explains pollIndexMigration.
+const pollIndexDropComment = "Drops the poll index and its column. The poller reads due NEW and RETRY rows in the\n" +
+	"claim's order, due longest first (due_at, created_at, event_id), along pending_idx,\n" +
+	"and so does the purge of undelivered rows; each NEW row cost an entry in both, and\n" +
+	"the poller's walk of the poll index from the oldest row passed rows not due yet.\n" +
+	"Dropping a STORED column rebuilds the table: on a large table, run it when the\n" +
+	"outbox is quiet."
+
+// pollIndexMigration is MySQL's version 10: it drops the poll index and its column,
+// pending_created_at (version 2). The queries use neither, so a table without this
+// version works, paying the index's upkeep on every write until it is migrated.
+// PostgreSQL and SQLite keep their index on (created_at, event_id) of pending rows: the
+// admin's list of NEW events reads it (MySQL's reads the status index).
+func pollIndexMigration(d *dialect, t tableName) laterMigration {
+	table := d.qualified(t)
+	poll := d.quote(t.indexName(pollIndexSuffix))
+	return laterMigration{name: "poll_index_dropped", droppedIndex: pollIndexSuffix,
+		up: []ddlStatement{{pollIndexDropComment, "ALTER TABLE " + table + " DROP INDEX " + poll + ", DROP COLUMN " + d.pollColumn}},
+		down: []ddlStatement{{"Adds the poll index and its column back.", "ALTER TABLE " + table + " ADD COLUMN " + d.pollColumn +
+			" DATETIME(6) AS (CASE WHEN status IN (" + pendingStatuses() + ") THEN created_at END) STORED,\n" +
+			"    ADD INDEX " + poll + " (" + d.pollColumn + ", event_id)"}},
+	}
+}
+
 // orderingMigration is version 2 on PostgreSQL and SQLite.
 func orderingMigration(d *dialect, t tableName) laterMigration {
 	kt := keyTable(t)
@@ -488,6 +517,9 @@ func mysqlDDL(d *dialect, t tableName) migration {
 		later: []laterMigration{{
 			name:   "poll_index",
 			column: d.pollColumn,
+			// Version 10 drops the column again; a table with the next version's column
+			// had this one applied before it.
+			orColumn: "order_key",
 			up: []ddlStatement{{"Poll: the poller's scan of due NEW/RETRY rows walks poll_idx in its order,\n" +
 				"oldest created_at first, and stops after its LIMIT, instead of sorting every due row\n" +
 				"found by pending_idx. pending_created_at is created_at on NEW and RETRY rows and NULL\n" +
@@ -522,6 +554,7 @@ func mysqlDDL(d *dialect, t tableName) migration {
 					", DROP COLUMN " + d.orderOpenColumn + ", DROP COLUMN order_seq, DROP COLUMN order_key"},
 				{"", "DROP TABLE IF EXISTS " + d.qualified(keyTable(t))},
 			},
-		}, fallbackMigration(d, t), listenerMigration(d, t), adminMigration(d, t), keyIndexMigration(d, t), leaseMigration(d, t), pauseMigration(d, t)},
+		}, fallbackMigration(d, t), listenerMigration(d, t), adminMigration(d, t), keyIndexMigration(d, t), leaseMigration(d, t), pauseMigration(d, t),
+			pollIndexMigration(d, t)},
 	}
 }

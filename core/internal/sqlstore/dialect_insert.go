@@ -22,7 +22,7 @@ const insertParamsPerRow = 9
 // insertQueries builds one multi-row INSERT for p.Events, or several when the batch would
 // exceed the dialect's bind-parameter limit or its statement size bound. New rows are
 // NEW with no attempts, whatever the events' Status and Attempts say. A zero CreatedAt
-// becomes now and a zero AvailableAt becomes CreatedAt. When an event has LockedBy set,
+// becomes now and a zero AvailableAt the later of CreatedAt and now. When an event has LockedBy set,
 // the statement also writes locked_by and locked_until: the token and the database's
 // current time plus p.ClaimTTL for claimed rows, NULL for the others.
 func (d *dialect) insertQueries(t tableName, p storage.InsertParams, now time.Time) ([]query, error) {
@@ -143,7 +143,8 @@ type insertRow struct {
 }
 
 // encodeRow encodes e's headers and times for insertRow, a zero CreatedAt as now and a
-// zero AvailableAt as CreatedAt.
+// zero AvailableAt as the later of CreatedAt and now: an event is due from its write,
+// where the poller's low-water mark reads it (core/internal/poll/lowwater.go).
 func (d *dialect) encodeRow(e outboxtype.Event, now time.Time) (insertRow, error) {
 	var r insertRow
 	var err error
@@ -153,8 +154,11 @@ func (d *dialect) encodeRow(e outboxtype.Event, now time.Time) (insertRow, error
 	if e.CreatedAt.IsZero() {
 		e.CreatedAt = now
 	}
-	if e.AvailableAt.IsZero() {
+	if e.AvailableAt.IsZero() { // due from the write, or from CreatedAt if later
 		e.AvailableAt = e.CreatedAt
+		if now.After(e.AvailableAt) {
+			e.AvailableAt = now
+		}
 	}
 	if r.availableAt, err = d.time(e.AvailableAt); err != nil {
 		return r, fmt.Errorf("event %s: AvailableAt: %w", e.ID, err)

@@ -203,10 +203,16 @@ func (b *builder) heads(t tableName, p storage.PromoteParams, force string) {
 	b.w(" ").limit(limit)
 }
 
-// promoteSet writes the assignments of a promote: NEW, and claimed by p.Token for p.TTL
-// when it is set.
+// promoteSet writes the assignments of a promote: NEW, due from now by the database
+// clock unless it is due later, and claimed by p.Token for p.TTL when it is set. The due
+// time moves so that a promoted row enters the pending index at the promote, where the
+// poller's low-water mark (core/internal/poll) reads it, not at its write.
 func (b *builder) promoteSet(p storage.PromoteParams) *builder {
-	b.w(" SET status = ", sqlStatus(outboxtype.StatusNew))
+	greatest := "GREATEST"
+	if b.d.name == "sqlite" {
+		greatest = "MAX"
+	}
+	b.w(" SET status = ", sqlStatus(outboxtype.StatusNew), ", available_at = ", greatest, "(available_at, ", b.d.dbNow, ")")
 	if p.Token != "" {
 		b.w(", locked_by = ", b.arg(p.Token), ", locked_until = ", b.d.dbTimeOffset(b, p.TTL))
 	}

@@ -112,9 +112,9 @@ func (b *builder) purgeByStatus(at string, before, dead any) {
 }
 
 // purgeUndeliveredQuery builds one batch of the undelivered rows created before before
-// (an argument): NEW and RETRY rows along the pending index (MySQL: the poll index, on
-// pending_created_at), or with waiting WAITING rows along the state index (MySQL: the
-// status index, dead_idx), oldest first (created_at, event_id), at most limit rows. Its
+// (an argument): NEW and RETRY rows along the pending index, or with waiting WAITING
+// rows along the state index, oldest first (created_at, event_id), at most limit rows;
+// on MySQL both along the status index (dead_idx), NEW rows before RETRY rows. Its
 // locking is the finished purge's (purgeQuery).
 func (d *dialect) purgeUndeliveredQuery(t tableName, before any, waiting bool, limit int) query {
 	b := d.newBuilder()
@@ -125,8 +125,8 @@ func (d *dialect) purgeUndeliveredQuery(t tableName, before any, waiting bool, l
 			b.w(" ORDER BY created_at, event_id ").limit(int64(limit))
 			return b.query()
 		}
-		// NULL unless the row is NEW or RETRY, so no status test is needed.
-		b.w(" WHERE ", d.pollColumn, " < ", b.arg(before), " ORDER BY ", d.pollColumn, ", event_id ").limit(int64(limit))
+		// The status index in its order: a range per status.
+		b.w(" WHERE status IN (", pendingStatuses(), ") AND created_at < ", b.arg(before), " ORDER BY status, created_at, event_id ").limit(int64(limit))
 		return b.query()
 	}
 	// The subquery writes the partial index's condition (the state index's on

@@ -193,36 +193,56 @@ func (d *dialect) pendingQuery(t tableName, p storage.PendingParams) (query, err
 	if err != nil {
 		return query{}, fmt.Errorf("the Now-SkipRecent time: %w", err)
 	}
-	var after any
-	if !p.After.IsZero() {
-		if after, err = d.time(p.After.CreatedAt); err != nil {
-			return query{}, fmt.Errorf("the After cursor: %w", err)
-		}
-	}
 	b := d.newBuilder()
-	b.w("SELECT ", selectColumns, " FROM ", d.qualified(t))
-	if col := d.pollColumn; col != "" {
-		// Both NULL unless the row is NEW or RETRY, so no status test is needed. The
-		// index on (pollColumn, event_id) is forced: it is the query's order, and
-		// walking it stops after the LIMIT, where the due index would sort every due row.
-		b.w(" FORCE INDEX (", d.quote(t.indexName(pollIndexSuffix)), ") WHERE ", col, " <= ", b.arg(createdBefore),
-			" AND ", d.dueColumn, " <= ", b.arg(now))
-		b.skip(p.Skip)
-		b.keysetAfter(col, after, p.After.ID)
-		b.w(" ORDER BY ", col, ", event_id ").limit(int64(p.Limit))
-		return b.query(), nil
-	}
+	// The pending index (due time, created_at, event_id), which the claims walk too, in
+	// its order: the walk starts at the After cursor and stops after the LIMIT, and rows
+	// not due yet are past its end. MySQL's is on due_at, NULL unless the row is NEW or
+	// RETRY, so no status test is needed there; the index is forced so that the
+	// optimizer never prefers a sort.
+	due := "available_at"
 	if col := d.dueColumn; col != "" {
-		// NULL unless the row is NEW or RETRY, so no status test is needed.
+		due = col
+		b.w("SELECT ", selectColumns, " FROM ", d.qualified(t), " FORCE INDEX (", d.quote(t.indexName(pendingIndexSuffix)), ")")
 		b.w(" WHERE ", col, " <= ", b.arg(now))
 	} else {
+		b.w("SELECT ", selectColumns, " FROM ", d.qualified(t))
 		b.w(" WHERE status IN (", pendingStatuses(), ") AND available_at <= ", b.arg(now))
 	}
 	b.w(" AND created_at <= ", b.arg(createdBefore))
 	b.skip(p.Skip)
-	b.keysetAfter("created_at", after, p.After.ID)
-	b.w(" ORDER BY created_at, event_id ").limit(int64(p.Limit))
+	if err := b.pendingAfter(due, p.After); err != nil {
+		return query{}, err
+	}
+	b.w(" ORDER BY ", due, ", created_at, event_id ").limit(int64(p.Limit))
 	return b.query(), nil
+}
+
+// pendingAfter restricts the poller's read, in (due, created_at, event_id) order, to
+// the rows after c: with c's CreatedAt and ID zero, the rows due at or after its
+// AvailableAt (the poller's low-water mark).
+func (b *builder) pendingAfter(due string, c outboxtype.Cursor) error {
+	if c.IsZero() {
+		return nil
+	}
+	at, err := b.d.time(c.AvailableAt)
+	if err != nil {
+		return fmt.Errorf("the After cursor: %w", err)
+	}
+	if c.CreatedAt.IsZero() {
+		b.w(" AND ", due, " >= ", b.arg(at))
+		return nil
+	}
+	created, err := b.d.time(c.CreatedAt)
+	if err != nil {
+		return fmt.Errorf("the After cursor: %w", err)
+	}
+	if b.d.expandKeyset {
+		b.w(" AND (", due, " > ", b.arg(at), " OR ", due, " = ", b.arg(at), " AND (created_at > ", b.arg(created),
+			" OR created_at = ", b.arg(created), " AND event_id > ", b.arg(c.ID), "))")
+		return nil
+	}
+	b.w(" AND (", due, ", created_at, event_id) > (", b.arg(at), ", ", b.arg(created), ", ", b.arg(c.ID), ")")
+	return nil
 }
 
 // keysetAfter restricts a scan in (col, event_id) order to rows after (after, id); a nil

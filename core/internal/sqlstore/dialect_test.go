@@ -151,28 +151,44 @@ func goldenCases() []goldenCase {
 			build: func(d *dialect) ([]query, error) {
 				return one2(d.pendingQuery(t, storage.PendingParams{Now: goldenT0, SkipRecent: time.Second, Limit: 10}))
 			},
-			pg:     []string{sel + `"outbox_event" WHERE status IN (0, 2) AND available_at <= $1 AND created_at <= $2 ORDER BY created_at, event_id LIMIT $3`},
-			sqlite: []string{sel + `"outbox_event" WHERE status IN (0, 2) AND available_at <= ? AND created_at <= ? ORDER BY created_at, event_id LIMIT 10`},
-			mysql: []string{sel + "`outbox_event` FORCE INDEX (`outbox_event_poll_idx`) WHERE pending_created_at <= ? AND due_at <= ?" +
-				" ORDER BY pending_created_at, event_id LIMIT ?"},
+			pg:     []string{sel + `"outbox_event" WHERE status IN (0, 2) AND available_at <= $1 AND created_at <= $2 ORDER BY available_at, created_at, event_id LIMIT $3`},
+			sqlite: []string{sel + `"outbox_event" WHERE status IN (0, 2) AND available_at <= ? AND created_at <= ? ORDER BY available_at, created_at, event_id LIMIT 10`},
+			mysql: []string{sel + "`outbox_event` FORCE INDEX (`outbox_event_pending_idx`) WHERE due_at <= ? AND created_at <= ?" +
+				" ORDER BY due_at, created_at, event_id LIMIT ?"},
 			pgArgs:  []any{goldenT0U, goldenT0U.Add(-time.Second), int64(10)},
 			sqlArgs: []any{goldenT0S, "2024-05-06T05:08:08.123456Z"},
-			myArgs:  []any{goldenT0U.Add(-time.Second), goldenT0U, int64(10)},
+			myArgs:  []any{goldenT0U, goldenT0U.Add(-time.Second), int64(10)},
 		},
 		{
 			name: "pending after a cursor",
 			build: func(d *dialect) ([]query, error) {
 				return one2(d.pendingQuery(t, storage.PendingParams{Now: goldenT0, SkipRecent: time.Second, Limit: 10,
-					After: outboxtype.Cursor{CreatedAt: goldenT0.Add(-time.Hour), ID: "c"}}))
+					After: outboxtype.Cursor{AvailableAt: goldenT0.Add(-time.Minute), CreatedAt: goldenT0.Add(-time.Hour), ID: "c"}}))
 			},
 			pg: []string{sel + `"outbox_event" WHERE status IN (0, 2) AND available_at <= $1 AND created_at <= $2` +
-				` AND (created_at, event_id) > ($3, $4) ORDER BY created_at, event_id LIMIT $5`},
+				` AND (available_at, created_at, event_id) > ($3, $4, $5) ORDER BY available_at, created_at, event_id LIMIT $6`},
 			sqlite: []string{sel + `"outbox_event" WHERE status IN (0, 2) AND available_at <= ? AND created_at <= ?` +
-				` AND (created_at, event_id) > (?, ?) ORDER BY created_at, event_id LIMIT 10`},
-			mysql: []string{sel + "`outbox_event` FORCE INDEX (`outbox_event_poll_idx`) WHERE pending_created_at <= ? AND due_at <= ?" +
-				" AND (pending_created_at > ? OR (pending_created_at = ? AND event_id > ?)) ORDER BY pending_created_at, event_id LIMIT ?"},
-			pgArgs: []any{goldenT0U, goldenT0U.Add(-time.Second), goldenT0U.Add(-time.Hour), "c", int64(10)},
-			myArgs: []any{goldenT0U.Add(-time.Second), goldenT0U, goldenT0U.Add(-time.Hour), goldenT0U.Add(-time.Hour), "c", int64(10)},
+				` AND (available_at, created_at, event_id) > (?, ?, ?) ORDER BY available_at, created_at, event_id LIMIT 10`},
+			mysql: []string{sel + "`outbox_event` FORCE INDEX (`outbox_event_pending_idx`) WHERE due_at <= ? AND created_at <= ?" +
+				" AND (due_at > ? OR due_at = ? AND (created_at > ? OR created_at = ? AND event_id > ?)) ORDER BY due_at, created_at, event_id LIMIT ?"},
+			pgArgs: []any{goldenT0U, goldenT0U.Add(-time.Second), goldenT0U.Add(-time.Minute), goldenT0U.Add(-time.Hour), "c", int64(10)},
+			myArgs: []any{goldenT0U, goldenT0U.Add(-time.Second), goldenT0U.Add(-time.Minute), goldenT0U.Add(-time.Minute),
+				goldenT0U.Add(-time.Hour), goldenT0U.Add(-time.Hour), "c", int64(10)},
+		},
+		{
+			name: "pending from a low-water mark",
+			build: func(d *dialect) ([]query, error) {
+				return one2(d.pendingQuery(t, storage.PendingParams{Now: goldenT0, SkipRecent: time.Second, Limit: 10,
+					After: outboxtype.Cursor{AvailableAt: goldenT0.Add(-time.Minute)}}))
+			},
+			pg: []string{sel + `"outbox_event" WHERE status IN (0, 2) AND available_at <= $1 AND created_at <= $2` +
+				` AND available_at >= $3 ORDER BY available_at, created_at, event_id LIMIT $4`},
+			sqlite: []string{sel + `"outbox_event" WHERE status IN (0, 2) AND available_at <= ? AND created_at <= ?` +
+				` AND available_at >= ? ORDER BY available_at, created_at, event_id LIMIT 10`},
+			mysql: []string{sel + "`outbox_event` FORCE INDEX (`outbox_event_pending_idx`) WHERE due_at <= ? AND created_at <= ?" +
+				" AND due_at >= ? ORDER BY due_at, created_at, event_id LIMIT ?"},
+			pgArgs: []any{goldenT0U, goldenT0U.Add(-time.Second), goldenT0U.Add(-time.Minute), int64(10)},
+			myArgs: []any{goldenT0U, goldenT0U.Add(-time.Second), goldenT0U.Add(-time.Minute), int64(10)},
 		},
 		{
 			name: "insert claimed",
@@ -429,7 +445,7 @@ func goldenCases() []goldenCase {
 				`DELETE FROM "outbox_event" WHERE event_id = ANY(ARRAY(SELECT event_id FROM "outbox_event" WHERE status = 4 AND created_at IS NOT NULL AND created_at < $1 ORDER BY created_at, event_id LIMIT $2 FOR UPDATE SKIP LOCKED)) AND status = 4 AND created_at < $3`},
 			sqlite: []string{`DELETE FROM "outbox_event" WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE status IN (0, 2) AND created_at < ? ORDER BY created_at, event_id LIMIT 500) AND +status IN (0, 2) AND created_at < ?`,
 				`DELETE FROM "outbox_event" WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE status IN (2, 4) AND status = 4 AND created_at < ? ORDER BY created_at, event_id LIMIT 20) AND +status = 4 AND created_at < ?`},
-			mysql: []string{"DELETE FROM `outbox_event` WHERE pending_created_at < ? ORDER BY pending_created_at, event_id LIMIT ?",
+			mysql: []string{"DELETE FROM `outbox_event` WHERE status IN (0, 2) AND created_at < ? ORDER BY status, created_at, event_id LIMIT ?",
 				"DELETE FROM `outbox_event` WHERE status = 4 AND created_at < ? ORDER BY created_at, event_id LIMIT ?"},
 			pgArgs:  []any{goldenT0U, int64(500), goldenT0U},
 			sqlArgs: []any{goldenT0S, goldenT0S},
@@ -690,11 +706,15 @@ func TestInsertDefaultsTimes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The arrays of available_at and created_at.
+	// The arrays of available_at and created_at: a zero CreatedAt is now, a zero
+	// AvailableAt the later of CreatedAt and now (b was created before now, so it is
+	// due from the write).
 	args := qs[0].Args
-	want := `{"2030-01-01 00:00:00.000000+00","2024-05-06 05:08:09.123456+00"}`
-	if args[7] != want || args[8] != want {
-		t.Errorf("times: %v %v", args[7], args[8])
+	if want := `{"2030-01-01 00:00:00.000000+00","2030-01-01 00:00:00.000000+00"}`; args[7] != want {
+		t.Errorf("available_at: %v, want %v", args[7], want)
+	}
+	if want := `{"2030-01-01 00:00:00.000000+00","2024-05-06 05:08:09.123456+00"}`; args[8] != want {
+		t.Errorf("created_at: %v, want %v", args[8], want)
 	}
 	qs, err = SQLite.insertQueries(goldenTable, storage.InsertParams{Events: []outboxtype.Event{
 		{ID: "a", Payload: json.RawMessage(`1`)},
@@ -705,7 +725,7 @@ func TestInsertDefaultsTimes(t *testing.T) {
 	}
 	args = qs[0].Args
 	nowS := "2030-01-01T00:00:00.000000Z"
-	if args[7] != nowS || args[8] != nowS || args[16] != goldenT0S || args[17] != goldenT0S {
+	if args[7] != nowS || args[8] != nowS || args[16] != nowS || args[17] != goldenT0S {
 		t.Errorf("SQLite times: %v %v %v %v", args[7], args[8], args[16], args[17])
 	}
 }

@@ -121,6 +121,10 @@ func (m laterMigration) applied(ctx context.Context, db *sql.DB, d *dialect, t t
 		has, err := hasIndex(ctx, db, d, keyTable(t), t.indexName(m.droppedKeyIndex))
 		return !has, err
 	}
+	if m.droppedIndex != "" {
+		has, err := hasIndex(ctx, db, d, t, t.indexName(m.droppedIndex))
+		return !has, err
+	}
 	if m.index != "" {
 		return hasIndex(ctx, db, d, t, t.indexName(m.index))
 	}
@@ -130,7 +134,11 @@ func (m laterMigration) applied(ctx context.Context, db *sql.DB, d *dialect, t t
 	if m.tableOf != "" {
 		return hasColumn(ctx, db, d, tableName{schema: t.schema, name: t.indexName(m.tableOf)}, m.column)
 	}
-	return hasColumn(ctx, db, d, t, m.column)
+	has, err := hasColumn(ctx, db, d, t, m.column)
+	if err != nil || has || m.orColumn == "" {
+		return has, err
+	}
+	return hasColumn(ctx, db, d, t, m.orColumn)
 }
 
 // hasTrigger reports whether table t has the named trigger (SQLite: its schema's

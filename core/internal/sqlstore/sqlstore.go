@@ -203,7 +203,7 @@ func (s *Store) checkTable(ctx context.Context) error {
 		return err // no table yet: the first query will say so
 	}
 	for _, m := range later {
-		if m.droppedKeyIndex != "" || m.optional {
+		if m.droppedKeyIndex != "" || m.droppedIndex != "" || m.optional {
 			continue
 		}
 		has, err := m.applied(ctx, s.db, s.d, s.table)

@@ -25,7 +25,7 @@ import (
 // statement (postgresOrder), and on SQLite ordered events given with a *sql.DB or
 // *sql.Conn (outside a transaction) are written in a transaction of Insert's own
 // (sqliteOrder). A zero CreatedAt becomes the current time and a zero AvailableAt
-// becomes CreatedAt. Events with LockedBy set are inserted claimed until the database's
+// becomes the later of CreatedAt and the current time. Events with LockedBy set are inserted claimed until the database's
 // current time at the INSERT statement plus p.ClaimTTL (on PostgreSQL
 // statement_timestamp(), not the start of the caller's transaction). Events whose ID
 // exists are skipped (see dialect.skipExisting); a skipped ordered event leaves a gap in

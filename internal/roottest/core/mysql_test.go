@@ -265,13 +265,17 @@ func TestMySQLQueriesUseIndexes(t *testing.T) {
 		rangeScan bool // the keyset condition must bound the scan, not only filter it
 	}
 	cases := map[string]check{
-		// The poller's scan walks poll_idx in its order: no sort of the due rows.
-		`SELECT event_id FROM ` + b.quoted() + " FORCE INDEX (`outbox_event_poll_idx`) WHERE pending_created_at <= " + t0 +
-			` AND due_at <= ` + t0 + ` ORDER BY pending_created_at, event_id LIMIT 10`: {key: "poll_idx", rangeScan: true},
+		// The poller's scan walks the pending index (the claim's) in its order: no sort of
+		// the due rows.
+		`SELECT event_id FROM ` + b.quoted() + " FORCE INDEX (`outbox_event_pending_idx`) WHERE due_at <= " + t0 +
+			` AND created_at <= ` + t0 + ` ORDER BY due_at, created_at, event_id LIMIT 10`: {key: "pending_idx", rangeScan: true},
 		// The next batch of a poll cycle reads on after the last row of the one before.
-		`SELECT event_id FROM ` + b.quoted() + " FORCE INDEX (`outbox_event_poll_idx`) WHERE pending_created_at <= " + t0 +
-			` AND due_at <= ` + t0 + ` AND (pending_created_at > ` + t0 + ` OR (pending_created_at = ` + t0 +
-			` AND event_id > 'x')) ORDER BY pending_created_at, event_id LIMIT 10`: {key: "poll_idx", rangeScan: true},
+		`SELECT event_id FROM ` + b.quoted() + " FORCE INDEX (`outbox_event_pending_idx`) WHERE due_at <= " + t0 +
+			` AND created_at <= ` + t0 + ` AND (due_at > ` + t0 + ` OR due_at = ` + t0 + ` AND (created_at > ` + t0 +
+			` OR created_at = ` + t0 + ` AND event_id > 'x')) ORDER BY due_at, created_at, event_id LIMIT 10`: {key: "pending_idx", rangeScan: true},
+		// A cycle starts at the low-water mark.
+		`SELECT event_id FROM ` + b.quoted() + " FORCE INDEX (`outbox_event_pending_idx`) WHERE due_at <= " + t0 +
+			` AND created_at <= ` + t0 + ` AND due_at >= ` + t0 + ` ORDER BY due_at, created_at, event_id LIMIT 10`: {key: "pending_idx", rangeScan: true},
 		`SELECT status, COUNT(*), MIN(created_at) FROM ` + b.quoted() + ` GROUP BY status`:                {key: "dead_idx"},
 		`SELECT event_id FROM ` + b.quoted() + ` WHERE status = 3 ORDER BY created_at, event_id LIMIT 10`: {key: "dead_idx"},
 		`SELECT event_id FROM ` + b.quoted() + ` WHERE status = 3 AND (created_at > ` + t0 + ` OR (created_at = ` + t0 +

@@ -162,9 +162,9 @@ func fillUndeliveredSQL(b sqlBundle, n int) string {
 // TestPurgeUndeliveredUsesIndexes: on a table of 20,000 rows, analyzed, each statement
 // of the undelivered purge (as the dialect builds it, see the golden tests, with
 // literals for the arguments) walks its index in its order from the oldest row and stops
-// after its LIMIT: NEW and RETRY rows along the pending index (MySQL/MariaDB: the poll
-// index on pending_created_at), WAITING rows along the state index (MySQL/MariaDB: the
-// status index, dead_idx); no sort, no scan of the table. Then a purge deletes the rows
+// after its LIMIT: NEW and RETRY rows along the pending index, WAITING rows along the
+// state index (MySQL/MariaDB: both along the status index, dead_idx, since migration
+// 0010 dropped the poll index); no sort, no scan of the table. Then a purge deletes the rows
 // up to the cutoff and no other.
 func TestPurgeUndeliveredUsesIndexes(t *testing.T) {
 	t.Parallel()
@@ -217,8 +217,8 @@ func TestPurgeUndeliveredUsesIndexes(t *testing.T) {
 				}
 			default:
 				stmts = map[string]string{
-					`DELETE FROM ` + table + ` WHERE pending_created_at < ` + t0 + ` ORDER BY pending_created_at, event_id LIMIT 500`: "poll_idx",
-					`DELETE FROM ` + table + ` WHERE status = 4 AND created_at < ` + t0 + ` ORDER BY created_at, event_id LIMIT 500`:  "dead_idx",
+					`DELETE FROM ` + table + ` WHERE status IN (0, 2) AND created_at < ` + t0 + ` ORDER BY status, created_at, event_id LIMIT 500`: "dead_idx",
+					`DELETE FROM ` + table + ` WHERE status = 4 AND created_at < ` + t0 + ` ORDER BY created_at, event_id LIMIT 500`:               "dead_idx",
 				}
 			}
 			for q, index := range stmts {

@@ -491,11 +491,11 @@ func TestCustomSchemaQualifiedTable(t *testing.T) {
 					"Order_Events_finished_idx,Order_Events_key_pkey,Order_Events_lease_pkey,Order_Events_order_idx," +
 					"Order_Events_pause_pkey,Order_Events_pending_idx,Order_Events_pkey,Order_Events_state_idx"
 			case "mysql":
-				// The pending index serves the claim (see the MySQL DDL), the poll index
-				// the poller's scan (migration 0002), the status index (dead_idx) the
-				// RETRY and WAITING lists.
+				// The pending index serves the claim and the poller's scan (see the MySQL
+				// DDL; migration 0010 dropped the poll index), the status index
+				// (dead_idx) the RETRY and WAITING lists.
 				want = "Order_Events_aggregate_idx,Order_Events_dead_idx,Order_Events_finished_idx,Order_Events_order_idx," +
-					"Order_Events_pending_idx,Order_Events_poll_idx,PRIMARY"
+					"Order_Events_pending_idx,PRIMARY"
 			}
 			// The audit trail lives beside the qualified table.
 			as := b.store.(storage.AuditStore)
@@ -567,18 +567,22 @@ func TestQueriesUseIndexes(t *testing.T) {
 			type check struct{ use, avoid string }
 			cases := map[string]check{
 				`SELECT event_id FROM ` + b.quoted() + ` WHERE (` + st + ` IN (1, 3) OR ` + st + ` >= 5) AND COALESCE(done_at, created_at) < ` + t0 +
-					` ORDER BY COALESCE(done_at, created_at), event_id LIMIT 10`: {"finished_idx", "pending_idx"},
+					` ORDER BY COALESCE(done_at, created_at), event_id LIMIT 10`: {"finished_idx", "claim_idx"},
 				`SELECT event_id FROM ` + b.quoted() + ` WHERE ` + st + ` = 3 AND (created_at, event_id) > (` + t0 + `, 'x')` +
-					` ORDER BY created_at, event_id LIMIT 10`: {"dead_idx", "pending_idx"},
-				`SELECT event_id FROM ` + b.quoted() + ` WHERE ` + st + ` = 3 AND event_type = 'x' ORDER BY created_at, event_id LIMIT 10`: {"dead_idx", "pending_idx"},
-				// The poller and the claim walk their index in the query's order and stop
+					` ORDER BY created_at, event_id LIMIT 10`: {"dead_idx", "claim_idx"},
+				`SELECT event_id FROM ` + b.quoted() + ` WHERE ` + st + ` = 3 AND event_type = 'x' ORDER BY created_at, event_id LIMIT 10`: {"dead_idx", "claim_idx"},
+				// The poller and the claim walk one index in the query's order and stop
 				// after the LIMIT: no sort of every due row.
 				`SELECT event_id FROM ` + b.quoted() + ` WHERE status IN (0, 2) AND available_at <= ` + t0 +
-					` AND created_at <= ` + t0 + ` ORDER BY created_at, event_id LIMIT 10`: {"pending_idx", sortStep},
+					` AND created_at <= ` + t0 + ` ORDER BY available_at, created_at, event_id LIMIT 10`: {"claim_idx", sortStep},
 				// The next batch of a poll cycle reads on after the last row of the one before.
 				`SELECT event_id FROM ` + b.quoted() + ` WHERE status IN (0, 2) AND available_at <= ` + t0 +
-					` AND created_at <= ` + t0 + ` AND (created_at, event_id) > (` + t0 + `, 'x')` +
-					` ORDER BY created_at, event_id LIMIT 10`: {"pending_idx", sortStep},
+					` AND created_at <= ` + t0 + ` AND (available_at, created_at, event_id) > (` + t0 + `, ` + t0 + `, 'x')` +
+					` ORDER BY available_at, created_at, event_id LIMIT 10`: {"claim_idx", sortStep},
+				// A cycle starts at the low-water mark.
+				`SELECT event_id FROM ` + b.quoted() + ` WHERE status IN (0, 2) AND available_at <= ` + t0 +
+					` AND created_at <= ` + t0 + ` AND available_at >= ` + t0 +
+					` ORDER BY available_at, created_at, event_id LIMIT 10`: {"claim_idx", sortStep},
 				`SELECT event_id FROM ` + b.quoted() + ` WHERE status IN (0, 2) AND available_at <= ` + t0 +
 					` AND created_at <= ` + t0 + ` AND (locked_until IS NULL OR locked_until < ` + t0 + `)` +
 					` ORDER BY available_at, created_at, event_id LIMIT 10`: {"claim_idx", sortStep},
@@ -654,10 +658,10 @@ func TestQueriesUseIndexes(t *testing.T) {
 			}
 			if b.d == outbox.SQLite {
 				cases[`UPDATE `+b.quoted()+` SET status = 0 WHERE event_id IN (SELECT event_id FROM `+b.quoted()+
-					` WHERE +status = 3 ORDER BY created_at, event_id LIMIT 10) AND +status = 3`] = check{"dead_idx", "pending_idx"}
+					` WHERE +status = 3 ORDER BY created_at, event_id LIMIT 10) AND +status = 3`] = check{"dead_idx", "claim_idx"}
 				cases[`DELETE FROM `+b.quoted()+` WHERE event_id IN (SELECT event_id FROM `+b.quoted()+
 					` WHERE (+status IN (1, 3) OR +status >= 5) AND COALESCE(done_at, created_at) < `+t0+` ORDER BY COALESCE(done_at, created_at), event_id LIMIT 10)`+
-					` AND (+status IN (1, 3) OR +status >= 5) AND COALESCE(done_at, created_at) < `+t0] = check{"finished_idx", "pending_idx"}
+					` AND (+status IN (1, 3) OR +status >= 5) AND COALESCE(done_at, created_at) < `+t0] = check{"finished_idx", "claim_idx"}
 			}
 			for q, c := range cases {
 				rows, err := conn.QueryContext(ctx, explain+q)

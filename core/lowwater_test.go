@@ -1,0 +1,134 @@
+package outbox_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/outboxtest"
+	"github.com/outboxkit/outbox/core/storage"
+)
+
+// pendingReads records when the poller read and from where.
+type pendingReads struct {
+	*outboxtest.MemoryStore
+	mu    sync.Mutex
+	reads []pendingRead
+}
+
+type pendingRead struct {
+	at    time.Time
+	after outbox.Cursor
+}
+
+func (s *pendingReads) Pending(ctx context.Context, p storage.PendingParams) (storage.PendingBatch, error) {
+	s.mu.Lock()
+	s.reads = append(s.reads, pendingRead{at: time.Now(), after: p.After})
+	s.mu.Unlock()
+	return s.MemoryStore.Pending(ctx, p)
+}
+
+func (s *pendingReads) since(t time.Time) []pendingRead {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []pendingRead
+	for _, r := range s.reads {
+		if !r.at.Before(t) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// TestPollerReadsFromALowWaterMark: a SingleNode poller's cycles start at the low-water
+// mark (core/internal/poll/lowwater.go), the due time before which nothing is pending,
+// instead of walking the pending index from its head past the entries of delivered
+// rows; it reads from the head once a minute. A row written now is read by the next
+// cycle; a row the mark does not cover (written an hour ago, committed now) is read by
+// the next read from the head, within a minute.
+func TestPollerReadsFromALowWaterMark(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := &pendingReads{MemoryStore: outboxtest.NewMemoryStore()}
+		ob, err := outbox.New(nil, outbox.Config{Store: store, Logger: discardLogger(), PurgeInterval: -1, HotQueueSize: -1,
+			PollInterval: time.Second, PollMaxInterval: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		delivered := map[string]time.Time{}
+		if err := ob.Subscribe(outbox.Subscription{Name: "S", EventType: "T", Listener: outbox.ListenerFunc(func(_ context.Context, e *outbox.Event) error {
+			mu.Lock()
+			delivered[e.ID] = time.Now()
+			mu.Unlock()
+			return nil
+		})}); err != nil {
+			t.Fatal(err)
+		}
+		deliveredAt := func(id string) (time.Time, bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			at, ok := delivered[id]
+			return at, ok
+		}
+		old := newEvent("old", "T")
+		old.CreatedAt = old.CreatedAt.Add(-time.Hour)
+		old.AvailableAt = old.CreatedAt
+		store.Put(old)
+		start := time.Now()
+		if err := ob.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = ob.Stop(context.Background()) })
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if _, ok := deliveredAt("old"); !ok {
+			t.Fatal("the row written before the start was not delivered")
+		}
+		reads := store.since(start)
+		if len(reads) < 4 || !reads[0].after.IsZero() {
+			t.Fatalf("reads %+v: want the first from the head and one a second after it", reads)
+		}
+		for i, r := range reads[1:] {
+			// The mark: the due time of the first row the cycle before found, or that
+			// cycle's start less SkipRecent (1 s) and the margin (10 s).
+			want := reads[i].at.Add(-11 * time.Second)
+			if i == 0 {
+				want = old.AvailableAt.Truncate(time.Microsecond)
+			}
+			if !r.after.AvailableAt.Equal(want) || !r.after.CreatedAt.IsZero() || r.after.ID != "" {
+				t.Fatalf("read %d, %v after the start, started after %+v, want from the due time %v", i+1, r.at.Sub(start), r.after, want)
+			}
+		}
+
+		// Written an hour ago, committed now: behind the mark. And one written now.
+		late := newEvent("late", "T")
+		late.CreatedAt = late.CreatedAt.Add(-time.Hour)
+		late.AvailableAt = late.CreatedAt
+		store.Put(late)
+		store.Put(newEvent("fresh", "T"))
+		put := time.Now()
+		time.Sleep(90 * time.Second)
+		synctest.Wait()
+		if at, ok := deliveredAt("fresh"); !ok || at.Sub(put) > 3*time.Second {
+			t.Fatalf("the row written now: delivered %v after it (%v), want within SkipRecent and a poll", at.Sub(put), ok)
+		}
+		at, ok := deliveredAt("late")
+		if !ok || at.Sub(start) > time.Minute+2*time.Second {
+			t.Fatalf("the row behind the mark: delivered %v after the start (%v), want by the read from the head a minute after the first",
+				at.Sub(start), ok)
+		}
+		var heads []time.Duration
+		for _, r := range store.since(start) {
+			if r.after.IsZero() {
+				heads = append(heads, r.at.Sub(start))
+			}
+		}
+		if len(heads) != 2 || heads[1] < time.Minute || heads[1] > time.Minute+2*time.Second {
+			t.Fatalf("reads from the head at %v after the start, want 0 and one a minute later", heads)
+		}
+	})
+}
