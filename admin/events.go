@@ -2,6 +2,7 @@ package outboxadmin
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -29,6 +30,12 @@ func (h *handler) listEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	page, err := h.events.List(r.Context(), q)
+	if q.AggregateID != "" && errors.Is(err, errors.ErrUnsupported) {
+		// The table has no aggregate index: opt-in, as it costs every write.
+		writeError(w, http.StatusNotImplemented, "no_aggregate_index", "listing by aggregate needs the aggregate index, "+
+			"which the table does not have: create it with outbox.MigrateAggregateIndex or outbox migrate -aggregate-index (docs/databases.md)", "")
+		return
+	}
 	if err != nil {
 		h.fail(w, r, "list events", err)
 		return

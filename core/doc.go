@@ -16,16 +16,8 @@
 // [Outbox.Subscribe], start with [Outbox.Start], write with [Outbox.Writer] inside a
 // transaction from [RunInTx] or [BeginTx], and stop with [Outbox.Stop]. [Outbox.Events]
 // lists, counts, replays and discards events. New and the Outbox methods are the only way
-// in; package outboxtest drives a poll or a purge from a test.
-//
-// # Where to read more
-//
-//   - docs/how-it-works.md: the hot path, the poller, what a listener returns.
-//   - docs/ordering.md: per-key FIFO ([Envelope.OrderKey]).
-//   - docs/modes.md, docs/multinode.md: the modes, the dispatch lease, claims.
-//   - docs/listeners.md: subscriptions, fan-out, batches, fallbacks, codecs.
-//   - docs/configuration.md: every [Config] field and its default.
-//   - docs/databases.md: the dialects, the schema and its migrations.
-//   - docs/operations.md: logs, purge, inspection and replay, shutdown.
-//   - docs/ARCHITECTURE.md: the packages and one event's path through them.
+// in; package outboxtest drives a poll or a purge from a test. The guides are in docs/:
+// how-it-works.md, ordering.md, modes.md, multinode.md, listeners.md, configuration.md
+// (every [Config] field), databases.md, operations.md, and ARCHITECTURE.md (the
+// packages and one event's path through them).
 package outbox

@@ -20,10 +20,11 @@ var migrationFiles embed.FS
 // Migrations returns the golang-migrate files of the default outbox table for d (nil
 // for a nil dialect): 0001_create_outbox_event, then
 // PostgreSQL 0002_ordering, 0003_fallback, 0004_listener, 0005_admin,
-// 0006_key_index_dropped, 0007_lease, 0008_pause; SQLite the same to 0006, then
-// 0007_key_carry, 0008_lease, 0009_pause; MySQL 0002_poll_index, 0003_ordering,
-// 0004_fallback, 0005_listener, 0006_admin, 0007_key_index_dropped, 0008_lease,
-// 0009_pause, 0010_poll_index_dropped.
+// 0006_key_index_dropped, 0007_lease, 0008_pause, 0009_aggregate_index_dropped; SQLite
+// the same to 0006, then 0007_key_carry, 0008_lease, 0009_pause,
+// 0010_aggregate_index_dropped; MySQL 0002_poll_index, 0003_ordering, 0004_fallback,
+// 0005_listener, 0006_admin, 0007_key_index_dropped, 0008_lease, 0009_pause,
+// 0010_poll_index_dropped, 0011_aggregate_index_dropped.
 func Migrations(d Dialect) fs.FS {
 	return subFS("migrations", d)
 }
@@ -60,6 +61,18 @@ func MigrateTable(ctx context.Context, db *sql.DB, d Dialect, table string) erro
 		return &ConfigError{Field: "Dialect", Reason: "nil"}
 	}
 	return sqlstore.MigrateTable(ctx, db, d.sql(), table)
+}
+
+// MigrateAggregateIndex adds the index that lists by EventQuery.AggregateID need to the
+// named outbox table: opt-in, as it costs every write (docs/databases.md).
+func MigrateAggregateIndex(ctx context.Context, db *sql.DB, d Dialect, table string) error {
+	if db == nil {
+		return &ConfigError{Field: "DB", Reason: "nil *sql.DB"}
+	}
+	if d == nil {
+		return &ConfigError{Field: "Dialect", Reason: "nil"}
+	}
+	return sqlstore.CreateAggregateIndex(ctx, db, d.sql(), table)
 }
 
 // SchemaVersion reports the schema version of the named outbox table (have: 0 when it

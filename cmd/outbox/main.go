@@ -6,7 +6,7 @@
 //
 // Usage:
 //
-//	outbox [flags] migrate [-status]
+//	outbox [flags] migrate [-status] [-aggregate-index]
 //	outbox [flags] stats
 //	outbox [flags] events list [-status S] [-type T] [-aggregate A] [-aggregate-id ID]
 //	                           [-listener L] [-error TEXT] [-from TIME] [-to TIME]
@@ -134,7 +134,7 @@ func run(args []string, in io.Reader, out, errOut io.Writer) int {
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	usage := func() {
-		fmt.Fprintln(errOut, "usage: outbox [flags] migrate [-status] | stats | events list [filters] | events show ID |\n"+
+		fmt.Fprintln(errOut, "usage: outbox [flags] migrate [-status] [-aggregate-index] | stats | events list [filters] | events show ID |\n"+
 			"       replay ID... | replay -all [filters] [-yes] | discard ID... | delete ID... |\n"+
 			"       pause SUBSCRIPTION [-reason TEXT] | resume SUBSCRIPTION | paused | audit [-limit N] [-before ID]")
 		fs.SetOutput(errOut)

@@ -8,16 +8,25 @@ import (
 )
 
 func (c *cli) migrate(ctx context.Context, args []string) error {
-	fs := c.flags("migrate", "migrate [-status]")
+	fs := c.flags("migrate", "migrate [-status] [-aggregate-index]")
 	status := fs.Bool("status", false, "show the schema version without changing anything")
+	aggregate := fs.Bool("aggregate-index", false, "also create the opt-in index that lists by aggregate need (docs/databases.md)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usagef("migrate takes no arguments")
 	}
+	if *status && *aggregate {
+		return usagef("-status changes nothing: it cannot be given with -aggregate-index")
+	}
 	if !*status {
 		if err := outbox.MigrateTable(ctx, c.db, c.dialect, c.table); err != nil {
+			return asUsage(err)
+		}
+	}
+	if *aggregate {
+		if err := outbox.MigrateAggregateIndex(ctx, c.db, c.dialect, c.table); err != nil {
 			return asUsage(err)
 		}
 	}

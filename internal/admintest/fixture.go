@@ -98,6 +98,10 @@ func NewFixture(t *testing.T, o FixtureOptions) *Fixture {
 	if err := outbox.MigrateTable(ctx, db, dialect, table); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
+	// The admin's aggregate filter reads the opt-in aggregate index.
+	if err := outbox.MigrateAggregateIndex(ctx, db, dialect, table); err != nil {
+		t.Fatalf("migrate the aggregate index: %v", err)
+	}
 	f := &Fixture{DB: db, Table: table, reasons: map[string]string{}, retries: map[string]bool{}, deliveries: map[string]int{}}
 	ob, err := outbox.New(db, outbox.Config{
 		Dialect:      dialect,

@@ -31,6 +31,9 @@ const (
 	aggregateIndexSuffix = "_aggregate_idx"
 	stateIndexSuffix     = "_state_idx"
 	auditTableSuffix     = "_audit"
+	// aggregateListIndexSuffix is the aggregate index of CreateAggregateIndex, opt-in
+	// since the version that drops the admin version's (aggregateDropMigration).
+	aggregateListIndexSuffix = "_aggregate_list_idx"
 )
 
 // auditTable is the audit trail's table beside t: <table>_audit.
@@ -73,7 +76,11 @@ func adminMigration(d *dialect, t tableName) laterMigration {
 		"    target   TEXT         NOT NULL,\n" +
 		"    affected BIGINT       NOT NULL\n" +
 		")" + suffix}
-	m := laterMigration{name: "admin", index: aggregateIndexSuffix}
+	// A later version drops the aggregate index (aggregateDropMigration): a table with
+	// the audit table has this version too. (On MySQL the audit table comes first: a
+	// version stopped before the index counts as applied, and the later version's end
+	// state, no aggregate index, is what it leaves.)
+	m := laterMigration{name: "admin", index: aggregateIndexSuffix, orTableOf: auditTableSuffix, orColumn: "audit_id"}
 	if d.name == "mysql" {
 		m.up = []ddlStatement{audit, {aggregateIndexComment + "\nThe index comes last: it is what marks the version as applied.",
 			"ALTER TABLE " + table + " ADD INDEX " + d.quote(t.indexName(aggregateIndexSuffix)) + " (aggregate_id, created_at, event_id)"}}
@@ -113,6 +120,55 @@ func adminMigration(d *dialect, t tableName) laterMigration {
 		{"", "DROP INDEX IF EXISTS " + qualifiedName(stateIndexSuffix)},
 	}
 	return m
+}
+
+// aggregateDropComment explains aggregateDropMigration.
+const aggregateDropComment = "Drops the aggregate index. Every event with an aggregate ID wrote an entry in it, and\n" +
+	"its DONE update another (an update that changes the status is never HOT): the lists\n" +
+	"of one aggregate's events cost every write. outbox.MigrateAggregateIndex creates it\n" +
+	"again, under another name, for those who list by aggregate."
+
+// aggregateDropMigration is the version that drops the admin version's aggregate index:
+// 9 on PostgreSQL, 10 on SQLite, 11 on MySQL. The queries use it only to list one
+// aggregate's events, which then need CreateAggregateIndex's index, so a table without
+// this version works, paying the index's upkeep until it is migrated.
+func aggregateDropMigration(d *dialect, t tableName) laterMigration {
+	table := d.qualified(t)
+	index := d.quote(t.indexName(aggregateIndexSuffix))
+	m := laterMigration{name: "aggregate_index_dropped", droppedIndex: aggregateIndexSuffix}
+	if d.name == "mysql" {
+		m.up = []ddlStatement{{aggregateDropComment, "ALTER TABLE " + table + " DROP INDEX " + index}}
+		m.down = []ddlStatement{{aggregateIndexComment, "ALTER TABLE " + table + " ADD INDEX " + index + " (aggregate_id, created_at, event_id)"}}
+		return m
+	}
+	qualifiedIndex, create, on := index, index, table
+	if t.schema != "" {
+		qualifiedIndex = d.quote(t.schema) + "." + index
+	}
+	if d.name == "sqlite" {
+		create, on = qualifiedIndex, d.quote(t.name)
+	}
+	m.up = []ddlStatement{{aggregateDropComment, "DROP INDEX IF EXISTS " + qualifiedIndex}}
+	m.down = []ddlStatement{{aggregateIndexComment, "CREATE INDEX IF NOT EXISTS " + create + " ON " + on +
+		" (aggregate_id, created_at, event_id) WHERE aggregate_id IS NOT NULL"}}
+	return m
+}
+
+// aggregateIndexQuery is CreateAggregateIndex's statement: the admin version's aggregate
+// index under aggregateListIndexSuffix.
+func (d *dialect) aggregateIndexQuery(t tableName) string {
+	index := d.quote(t.indexName(aggregateListIndexSuffix))
+	if d.name == "mysql" {
+		return "ALTER TABLE " + d.qualified(t) + " ADD INDEX " + index + " (aggregate_id, created_at, event_id)"
+	}
+	on := d.qualified(t)
+	if d.name == "sqlite" {
+		on = d.quote(t.name)
+		if t.schema != "" {
+			index = d.quote(t.schema) + "." + index
+		}
+	}
+	return "CREATE INDEX IF NOT EXISTS " + index + " ON " + on + " (aggregate_id, created_at, event_id) WHERE aggregate_id IS NOT NULL"
 }
 
 // listPlan is how one list of [EventStore.ListEvents] reads its index: the index's
@@ -160,7 +216,9 @@ func (d *dialect) readPlan(t tableName, p storage.ListEventsParams, byStatus boo
 			pred: func(b *builder) { b.w(col, " = ", b.arg(p.OrderKey), d.orderOpen("")) }}
 		extraStatus = d.hintedStatus() + " = " + st
 	case p.AggregateID != "":
-		pl = listPlan{force: force(aggregateIndexSuffix), timeCol: "created_at",
+		// The opt-in aggregate index (CreateAggregateIndex); the store checks that the
+		// table has it, or the admin version's, and forces the one it has.
+		pl = listPlan{force: force(aggregateListIndexSuffix), timeCol: "created_at",
 			pred: func(b *builder) { b.w("aggregate_id = ", b.arg(p.AggregateID)) }}
 		extraStatus = d.hintedStatus() + " = " + st
 	case p.EventFilter.ListsByFinish(p.Status) && !(mysql && byStatus):

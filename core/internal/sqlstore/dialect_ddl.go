@@ -39,8 +39,9 @@ type laterMigration struct {
 	// droppedIndex is droppedKeyIndex for an index of the outbox table.
 	droppedIndex string
 	// orColumn, when set, is a column of a later version that marks this one applied
-	// too: a version after that dropped this one's column.
-	orColumn string
+	// too: a version after that dropped this one's column (or index). With orTableOf,
+	// the column is of the table beside the outbox table that this version creates.
+	orColumn, orTableOf string
 	// trigger, when set, is the suffix of a trigger the version creates (SQLite), by
 	// which it is detected.
 	trigger string
@@ -145,7 +146,7 @@ func postgresDDL(d *dialect, t tableName) migration {
 		},
 		down: []ddlStatement{{"Drops the table and its indexes.", "DROP TABLE IF EXISTS " + table}},
 		later: []laterMigration{orderingMigration(d, t), fallbackMigration(d, t), listenerMigration(d, t), adminMigration(d, t),
-			keyIndexMigration(d, t), leaseMigration(d, t), pauseMigration(d, t)},
+			keyIndexMigration(d, t), leaseMigration(d, t), pauseMigration(d, t), aggregateDropMigration(d, t)},
 	}
 }
 
@@ -190,7 +191,7 @@ func sqliteDDL(d *dialect, t tableName) migration {
 		},
 		down: []ddlStatement{{"Drops the table and its indexes.", "DROP TABLE IF EXISTS " + table}},
 		later: []laterMigration{orderingMigration(d, t), fallbackMigration(d, t), listenerMigration(d, t), adminMigration(d, t),
-			keyIndexMigration(d, t), keyCarryMigration(d, t), leaseMigration(d, t), pauseMigration(d, t)},
+			keyIndexMigration(d, t), keyCarryMigration(d, t), leaseMigration(d, t), pauseMigration(d, t), aggregateDropMigration(d, t)},
 	}
 }
 
@@ -555,6 +556,6 @@ func mysqlDDL(d *dialect, t tableName) migration {
 				{"", "DROP TABLE IF EXISTS " + d.qualified(keyTable(t))},
 			},
 		}, fallbackMigration(d, t), listenerMigration(d, t), adminMigration(d, t), keyIndexMigration(d, t), leaseMigration(d, t), pauseMigration(d, t),
-			pollIndexMigration(d, t)},
+			pollIndexMigration(d, t), aggregateDropMigration(d, t)},
 	}
 }

@@ -52,6 +52,20 @@ func MigrateTable(ctx context.Context, db *sql.DB, d *Dialect, table string) (er
 	return nil
 }
 
+// CreateAggregateIndex creates the opt-in index that lists of one aggregate's events
+// read (aggregateIndexQuery) on the outbox table with the given name for d, if it does
+// not exist. The table must exist.
+func CreateAggregateIndex(ctx context.Context, db *sql.DB, d *Dialect, table string) error {
+	t, err := parseTableName(table)
+	if err != nil {
+		return err
+	}
+	if _, err := db.ExecContext(ctx, d.aggregateIndexQuery(t)); err != nil && !isDuplicateIndex(err) {
+		return fmt.Errorf("create the aggregate index of %s: %w", t, err)
+	}
+	return nil
+}
+
 // SchemaVersion reports the schema version of the outbox table with the given name for
 // d: have is 0 when the table does not exist, else 1 plus the later versions of
 // [Migrations] it has; latest is the version this release ships. [MigrateTable] brings
@@ -126,7 +140,11 @@ func (m laterMigration) applied(ctx context.Context, db *sql.DB, d *dialect, t t
 		return !has, err
 	}
 	if m.index != "" {
-		return hasIndex(ctx, db, d, t, t.indexName(m.index))
+		has, err := hasIndex(ctx, db, d, t, t.indexName(m.index))
+		if err != nil || has || m.orColumn == "" {
+			return has, err
+		}
+		return hasColumn(ctx, db, d, tableName{schema: t.schema, name: t.indexName(m.orTableOf)}, m.orColumn)
 	}
 	if m.trigger != "" {
 		return hasTrigger(ctx, db, d, t, t.indexName(m.trigger))
@@ -138,7 +156,11 @@ func (m laterMigration) applied(ctx context.Context, db *sql.DB, d *dialect, t t
 	if err != nil || has || m.orColumn == "" {
 		return has, err
 	}
-	return hasColumn(ctx, db, d, t, m.orColumn)
+	or := t
+	if m.orTableOf != "" {
+		or = tableName{schema: t.schema, name: t.indexName(m.orTableOf)}
+	}
+	return hasColumn(ctx, db, d, or, m.orColumn)
 }
 
 // hasTrigger reports whether table t has the named trigger (SQLite: its schema's

@@ -51,6 +51,9 @@ type Store struct {
 	// packet is the server's max_allowed_packet once the first write has read it
 	// (dialect.packetLimited), else 0; see checkPacket.
 	packet atomic.Int64
+	// aggregateIndexed is set once the table is seen to have CreateAggregateIndex's
+	// index (see aggregateIndex).
+	aggregateIndexed atomic.Bool
 }
 
 var (

@@ -23,6 +23,9 @@ func (s *Store) ListEvents(ctx context.Context, p storage.ListEventsParams) ([]o
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	pl := s.d.listPlan(s.table, p)
+	if err := s.aggregateIndex(ctx, p.AggregateID, &pl); err != nil {
+		return nil, outboxtype.Cursor{}, fmt.Errorf("list events: %w", err)
+	}
 	var bound *outboxtype.Cursor
 	if pl.window {
 		q, err := s.d.listWindowQuery(s.table, pl, p)
@@ -68,6 +71,31 @@ func (s *Store) ListEvents(ctx context.Context, p storage.ListEventsParams) ([]o
 	return events, *bound, nil
 }
 
+// aggregateIndex checks, for a list or count of one aggregate's events (aggregateID
+// set), that the table has an index that finds them: CreateAggregateIndex's, or, on a
+// table without the version that drops it, the admin version's, which pl then forces
+// on MySQL. Without either the list would read the whole table, so it returns an error
+// matching errors.ErrUnsupported that names the fix. The opt-in index, once seen, is
+// not looked for again.
+func (s *Store) aggregateIndex(ctx context.Context, aggregateID string, pl *listPlan) error {
+	if aggregateID == "" || s.aggregateIndexed.Load() {
+		return nil
+	}
+	has, err := hasIndex(ctx, s.db, s.d, s.table, s.table.indexName(aggregateListIndexSuffix))
+	if err != nil || has {
+		s.aggregateIndexed.Store(has)
+		return err
+	}
+	if has, err = hasIndex(ctx, s.db, s.d, s.table, s.table.indexName(aggregateIndexSuffix)); err != nil || has {
+		if has && s.d.name == "mysql" {
+			pl.force = " FORCE INDEX (" + s.d.quote(s.table.indexName(aggregateIndexSuffix)) + ")"
+		}
+		return err
+	}
+	return fmt.Errorf("%s has no aggregate index, and a list of one aggregate's events would read every row: "+
+		"create it with outbox.MigrateAggregateIndex or the command outbox migrate -aggregate-index (docs/databases.md): %w", s.table, errors.ErrUnsupported)
+}
+
 // listPage reads the rows of one statement of a list page (listPageQuery).
 func (s *Store) listPage(ctx context.Context, pl listPlan, p storage.ListEventsParams, bound *outboxtype.Cursor) ([]outboxtype.Event, error) {
 	q, err := s.d.listPageQuery(s.table, pl, p, bound)
@@ -97,6 +125,9 @@ func (s *Store) CountEvents(ctx context.Context, p storage.CountEventsParams) (o
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	pl := s.d.countPlan(s.table, p)
+	if err := s.aggregateIndex(ctx, p.AggregateID, &pl); err != nil {
+		return outboxtype.EventCounts{}, fmt.Errorf("count events: %w", err)
+	}
 	q, err := s.d.countWindowQuery(s.table, pl, p)
 	if err != nil {
 		return outboxtype.EventCounts{}, fmt.Errorf("count events: %w", err)

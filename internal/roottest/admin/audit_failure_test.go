@@ -229,3 +229,37 @@ func withoutAuditRights(t *testing.T, admin *sql.DB, d outbox.Dialect, table str
 	}
 	return db
 }
+
+// TestAggregateFilterWithoutTheIndex: on a table without the opt-in aggregate index, the
+// events list filtered by aggregate ID answers 501 with code no_aggregate_index and the
+// advice to create it, rather than read every row; other lists are not affected.
+func TestAggregateFilterWithoutTheIndex(t *testing.T) {
+	t.Parallel()
+	db, d, table := auditFailureTable(t, "sqlite")
+	ob, err := outbox.New(db, outbox.Config{Dialect: d, Table: table, Mode: outbox.WriterOnly, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := outboxadmin.New(ob.Events(), outboxadmin.Options{Authorize: outboxadmin.AllowAll(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(query string) *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/api/events?"+query, nil))
+		return w
+	}
+	if w := get("status=new&aggregate_id=order-1"); w.Code != http.StatusNotImplemented ||
+		!strings.Contains(w.Body.String(), `"no_aggregate_index"`) || !strings.Contains(w.Body.String(), "outbox migrate -aggregate-index") {
+		t.Fatalf("filtered by aggregate ID: %d %s; want 501 no_aggregate_index naming the fix", w.Code, w.Body)
+	}
+	if w := get("status=new&aggregate_type=Order"); w.Code != http.StatusOK {
+		t.Fatalf("filtered by aggregate type: %d %s; want 200", w.Code, w.Body)
+	}
+	if err := outbox.MigrateAggregateIndex(t.Context(), db, d, table); err != nil {
+		t.Fatal(err)
+	}
+	if w := get("status=new&aggregate_id=order-1"); w.Code != http.StatusOK {
+		t.Fatalf("filtered by aggregate ID with the index: %d %s; want 200", w.Code, w.Body)
+	}
+}

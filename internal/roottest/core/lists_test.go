@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // listCase is one entry of core/internal/sqlstore/testdata/list_queries.json: a statement of the admin's
@@ -92,6 +94,10 @@ func TestEventListsUseIndexes(t *testing.T) {
 			t.Parallel()
 			b := s.setup(t)
 			ctx := t.Context()
+			// The aggregate lists read the opt-in aggregate index.
+			if err := outbox.MigrateAggregateIndex(ctx, b.db, b.d, b.table); err != nil {
+				t.Fatal(err)
+			}
 			n := listRows()
 			start := time.Now()
 			if _, err := b.db.ExecContext(ctx, fillSQL(b, n)); err != nil {
@@ -333,4 +339,112 @@ func asText(v any) string {
 		return string(b)
 	}
 	return fmt.Sprint(v)
+}
+
+// TestAggregateIndexIsOptIn: the schema has no aggregate index (version
+// aggregate_index_dropped dropped the admin version's), so a list or count of one
+// aggregate's events is refused with an error matching errors.ErrUnsupported that
+// names the fix, where it would read every row; MigrateAggregateIndex (idempotent)
+// creates it, and the list reads it. A table migrated before that version, with rows,
+// keeps its lists by aggregate on the old index until MigrateTable drops it.
+func TestAggregateIndexIsOptIn(t *testing.T) {
+	t.Parallel()
+	for _, s := range setups {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			b := s.setup(t)
+			ctx := t.Context()
+			base := time.Now().Add(-time.Hour).UTC().Truncate(time.Microsecond)
+			var events []outbox.Event
+			for i := range 6 {
+				events = append(events, outbox.Event{ID: fmt.Sprintf("a-%d", i), Type: "T", AggregateType: "Order", AggregateID: fmt.Sprint("o-", i%2),
+					Payload: json.RawMessage(`{}`), CreatedAt: base.Add(time.Duration(i) * time.Second)})
+			}
+			if _, err := b.store.Insert(ctx, b.db, storage.InsertParams{Events: events}); err != nil {
+				t.Fatal(err)
+			}
+			ob, err := outbox.New(b.db, outbox.Config{Dialect: b.d, Table: b.table, Mode: outbox.WriterOnly, Logger: discardLogger()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			q := outbox.EventQuery{Status: outbox.StatusNew, EventFilter: outbox.EventFilter{AggregateID: "o-1"}}
+			list := func() (string, error) {
+				page, err := ob.Events().List(ctx, q)
+				var ids []string
+				for _, e := range page.Events {
+					ids = append(ids, e.ID)
+				}
+				return strings.Join(ids, " "), err
+			}
+			if _, err := list(); !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), "outbox.MigrateAggregateIndex") {
+				t.Fatalf("list by aggregate without the index: %v; want errors.ErrUnsupported naming outbox.MigrateAggregateIndex", err)
+			}
+			if _, err := ob.Events().Count(ctx, outbox.EventCountQuery{Status: q.Status, EventFilter: q.EventFilter}); !errors.Is(err, errors.ErrUnsupported) {
+				t.Fatalf("count by aggregate without the index: %v; want errors.ErrUnsupported", err)
+			}
+			// Lists without an aggregate are not affected.
+			if page, err := ob.Events().List(ctx, outbox.EventQuery{Status: outbox.StatusNew}); err != nil || len(page.Events) != 6 {
+				t.Fatalf("list without an aggregate: %d events, %v", len(page.Events), err)
+			}
+			for range 2 {
+				if err := outbox.MigrateAggregateIndex(ctx, b.db, b.d, b.table); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got, err := list(); err != nil || got != "a-1 a-3 a-5" {
+				t.Fatalf("list by aggregate with the index: %q, %v", got, err)
+			}
+			if have, latest, err := outbox.SchemaVersion(ctx, b.db, b.d, b.table); err != nil || have != latest {
+				t.Fatalf("with the opt-in index: version %d of %d, %v", have, latest, err)
+			}
+
+			// A table of the version before, with rows: the admin version's index serves
+			// the lists until MigrateTable drops it.
+			old := b.table + "_old"
+			if err := outbox.MigrateTable(ctx, b.db, b.d, old); err != nil {
+				t.Fatal(err)
+			}
+			create := map[string]string{
+				"postgres": `CREATE INDEX "outbox_event_old_aggregate_idx" ON ` + quoteTable(b.d, old) + ` (aggregate_id, created_at, event_id) WHERE aggregate_id IS NOT NULL`,
+				"sqlite":   `CREATE INDEX "outbox_event_old_aggregate_idx" ON "outbox_event_old" (aggregate_id, created_at, event_id) WHERE aggregate_id IS NOT NULL`,
+				"mysql":    "ALTER TABLE " + quoteTable(b.d, old) + " ADD INDEX `outbox_event_old_aggregate_idx` (aggregate_id, created_at, event_id)",
+			}[b.d.Name()]
+			if b.d == outbox.SQLite && strings.Contains(old, ".") {
+				t.Fatalf("table %s: the SQLite statement assumes no schema", old)
+			}
+			if _, err := b.db.ExecContext(ctx, create); err != nil {
+				t.Fatal(err)
+			}
+			oldStore, err := outbox.NewSQLStore(b.db, b.d, outbox.SQLStoreConfig{Table: old})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := oldStore.Insert(ctx, b.db, storage.InsertParams{Events: events}); err != nil {
+				t.Fatal(err)
+			}
+			have, latest, err := outbox.SchemaVersion(ctx, b.db, b.d, old)
+			if err != nil || have != latest-1 {
+				t.Fatalf("with the admin version's aggregate index: version %d of %d, %v; want %d", have, latest, err, latest-1)
+			}
+			obOld, err := outbox.New(b.db, outbox.Config{Dialect: b.d, Table: old, Mode: outbox.WriterOnly, Logger: discardLogger()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if page, err := obOld.Events().List(ctx, q); err != nil || len(page.Events) != 3 {
+				t.Fatalf("list by aggregate on the old index: %d events, %v", len(page.Events), err)
+			}
+			if err := outbox.MigrateTable(ctx, b.db, b.d, old); err != nil {
+				t.Fatal(err)
+			}
+			if have, latest, err := outbox.SchemaVersion(ctx, b.db, b.d, old); err != nil || have != latest {
+				t.Fatalf("after MigrateTable: version %d of %d, %v", have, latest, err)
+			}
+			if _, err := obOld.Events().List(ctx, q); !errors.Is(err, errors.ErrUnsupported) {
+				t.Fatalf("list by aggregate after the upgrade dropped the index: %v; want errors.ErrUnsupported", err)
+			}
+			if page, err := obOld.Events().List(ctx, outbox.EventQuery{Status: outbox.StatusNew}); err != nil || len(page.Events) != 6 {
+				t.Fatalf("the rows after the upgrade: %d, %v", len(page.Events), err)
+			}
+		})
+	}
 }

@@ -61,6 +61,16 @@ func TestListStatuses(t *testing.T) {
 			{id: "x0", typ: "B", aggType: "Order", aggID: "9", status: outbox.StatusDone, doneAt: base.Add(30 * time.Minute)},
 			{id: "x1", typ: "B", aggType: "Order", aggID: "9", status: outbox.StatusDone, doneAt: base.Add(20 * time.Minute)},
 		})
+		// Lists by aggregate need the opt-in aggregate index: without it, the command
+		// says how to create it, and migrate -aggregate-index does.
+		if _, stderr, code := tg.outboxCmd(t, "events", "list", "-status", "new", "-aggregate-id", "7"); code == 0 ||
+			!strings.Contains(stderr, "migrate -aggregate-index") {
+			t.Fatalf("a list by aggregate without the index: exit %d, stderr %q; want an error naming migrate -aggregate-index", code, stderr)
+		}
+		if _, _, code := tg.outboxCmd(t, "migrate", "-status", "-aggregate-index"); code != 2 {
+			t.Fatalf("migrate -status -aggregate-index: exit %d, want 2 (usage)", code)
+		}
+		tg.ok(t, "migrate", "-aggregate-index")
 
 		for _, c := range []struct {
 			args []string
