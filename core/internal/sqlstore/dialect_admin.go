@@ -141,15 +141,9 @@ func aggregateDropMigration(d *dialect, t tableName) laterMigration {
 		m.down = []ddlStatement{{aggregateIndexComment, "ALTER TABLE " + table + " ADD INDEX " + index + " (aggregate_id, created_at, event_id)"}}
 		return m
 	}
-	qualifiedIndex, create, on := index, index, table
-	if t.schema != "" {
-		qualifiedIndex = d.quote(t.schema) + "." + index
-	}
-	if d.name == "sqlite" {
-		create, on = qualifiedIndex, d.quote(t.name)
-	}
-	m.up = []ddlStatement{{aggregateDropComment, "DROP INDEX IF EXISTS " + qualifiedIndex}}
-	m.down = []ddlStatement{{aggregateIndexComment, "CREATE INDEX IF NOT EXISTS " + create + " ON " + on +
+	drop, create := d.indexDDL(t, t, aggregateIndexSuffix)
+	m.up = []ddlStatement{{aggregateDropComment, "DROP INDEX IF EXISTS " + drop}}
+	m.down = []ddlStatement{{aggregateIndexComment, "CREATE INDEX IF NOT EXISTS " + create +
 		" (aggregate_id, created_at, event_id) WHERE aggregate_id IS NOT NULL"}}
 	return m
 }
@@ -157,18 +151,11 @@ func aggregateDropMigration(d *dialect, t tableName) laterMigration {
 // aggregateIndexQuery is CreateAggregateIndex's statement: the admin version's aggregate
 // index under aggregateListIndexSuffix.
 func (d *dialect) aggregateIndexQuery(t tableName) string {
-	index := d.quote(t.indexName(aggregateListIndexSuffix))
 	if d.name == "mysql" {
-		return "ALTER TABLE " + d.qualified(t) + " ADD INDEX " + index + " (aggregate_id, created_at, event_id)"
+		return "ALTER TABLE " + d.qualified(t) + " ADD INDEX " + d.quote(t.indexName(aggregateListIndexSuffix)) + " (aggregate_id, created_at, event_id)"
 	}
-	on := d.qualified(t)
-	if d.name == "sqlite" {
-		on = d.quote(t.name)
-		if t.schema != "" {
-			index = d.quote(t.schema) + "." + index
-		}
-	}
-	return "CREATE INDEX IF NOT EXISTS " + index + " ON " + on + " (aggregate_id, created_at, event_id) WHERE aggregate_id IS NOT NULL"
+	_, create := d.indexDDL(t, t, aggregateListIndexSuffix)
+	return "CREATE INDEX IF NOT EXISTS " + create + " (aggregate_id, created_at, event_id) WHERE aggregate_id IS NOT NULL"
 }
 
 // listPlan is how one list of [EventStore.ListEvents] reads its index: the index's

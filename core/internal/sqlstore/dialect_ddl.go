@@ -282,20 +282,27 @@ func keyIndexMigration(d *dialect, t tableName) laterMigration {
 		m.down = []ddlStatement{{keyIndexComment, "ALTER TABLE " + d.qualified(kt) + " ADD INDEX " + index + " (updated_at)"}}
 		return m
 	}
-	// PostgreSQL and SQLite qualify a dropped index's name with the schema; PostgreSQL
-	// creates an index in its table's schema, SQLite wants the index name qualified and
-	// the table bare.
-	qualifiedIndex, on := index, d.qualified(kt)
-	if t.schema != "" {
-		qualifiedIndex = d.quote(t.schema) + "." + index
-	}
-	create := index
-	if d.name == "sqlite" {
-		create, on = qualifiedIndex, d.quote(kt.name)
-	}
-	m.up = []ddlStatement{{keyIndexDropComment, "DROP INDEX IF EXISTS " + qualifiedIndex}}
-	m.down = []ddlStatement{{keyIndexComment, "CREATE INDEX IF NOT EXISTS " + create + " ON " + on + " (updated_at)"}}
+	drop, create := d.indexDDL(t, kt, keyIndexSuffix)
+	m.up = []ddlStatement{{keyIndexDropComment, "DROP INDEX IF EXISTS " + drop}}
+	m.down = []ddlStatement{{keyIndexComment, "CREATE INDEX IF NOT EXISTS " + create + " (updated_at)"}}
 	return m
+}
+
+// indexDDL returns, on PostgreSQL and SQLite, how a DROP INDEX names the index of t
+// with suffix, and how a CREATE INDEX names it and the table on (t or a table beside
+// it), up to the column list: both qualify a dropped index's name with the schema;
+// PostgreSQL creates an index in its table's schema and rejects a qualified name,
+// SQLite wants the index name qualified and the table bare.
+func (d *dialect) indexDDL(t, on tableName, suffix string) (drop, create string) {
+	index := d.quote(t.indexName(suffix))
+	drop = index
+	if t.schema != "" {
+		drop = d.quote(t.schema) + "." + index
+	}
+	if d.name == "sqlite" {
+		return drop, drop + " ON " + d.quote(on.name)
+	}
+	return drop, index + " ON " + d.qualified(on)
 }
 
 // pollIndexDropComment explains pollIndexMigration.
