@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -129,6 +130,55 @@ func TestPollerReadsFromALowWaterMark(t *testing.T) {
 		}
 		if len(heads) != 2 || heads[1] < time.Minute || heads[1] > time.Minute+2*time.Second {
 			t.Fatalf("reads from the head at %v after the start, want 0 and one a minute later", heads)
+		}
+	})
+}
+
+// TestPollFromATestReadsFromTheOldestRow: outboxtest.Poll, a test's cycle, reads from
+// the oldest row whatever the running poller's low-water mark, so a row written with an
+// old due time after the mark was set is found by it at once.
+func TestPollFromATestReadsFromTheOldestRow(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := &pendingReads{MemoryStore: outboxtest.NewMemoryStore()}
+		ob, err := outbox.New(nil, outbox.Config{Store: store, Logger: discardLogger(), PurgeInterval: -1, HotQueueSize: -1,
+			PollInterval: time.Second, PollMaxInterval: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		got := map[string]bool{}
+		if err := ob.Subscribe(outbox.Subscription{Name: "S", EventType: "T", Listener: outbox.ListenerFunc(func(_ context.Context, e *outbox.Event) error {
+			mu.Lock()
+			got[e.ID] = true
+			mu.Unlock()
+			return nil
+		})}); err != nil {
+			t.Fatal(err)
+		}
+		if err := ob.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = ob.Stop(context.Background()) })
+		time.Sleep(3 * time.Second) // the running poller has a mark
+		synctest.Wait()
+		late := newEvent("late", "T")
+		late.CreatedAt = late.CreatedAt.Add(-time.Hour)
+		late.AvailableAt = late.CreatedAt
+		store.Put(late)
+		start := time.Now()
+		if n, err := outboxtest.Poll(t.Context(), ob); err != nil || n != 1 {
+			t.Fatalf("Poll = %d, %v; want the row behind the mark", n, err)
+		}
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if !got["late"] {
+			t.Fatal("the row behind the mark was not delivered")
+		}
+		reads := store.since(start)
+		if !slices.ContainsFunc(reads, func(r pendingRead) bool { return r.after.IsZero() }) {
+			t.Fatalf("reads %+v: want Poll's from the oldest row", reads)
 		}
 	})
 }

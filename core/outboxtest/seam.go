@@ -9,9 +9,10 @@ import (
 
 // Poll runs one poll cycle of ob now, instead of waiting for the next interval, and
 // returns the number of events it handed to the dispatcher. The cycle reads due rows
-// exactly as the running poller does (older than Config.SkipRecent; claimed in
-// MultiNode mode), so a test can write events through a transaction without
-// after-commit hooks, call Poll, and wait for its listener. ob must be started for the
+// as the running poller does (older than Config.SkipRecent; claimed in MultiNode mode),
+// from the oldest row, as the running poller does once a minute, so a test can write
+// events, however old their timestamps, through a transaction without after-commit
+// hooks, call Poll, and wait for its listener. ob must be started for the
 // events to be queued (a stopped dispatcher takes none). It returns an error wrapping
 // outbox.ErrInvalidArgument in WriterOnly mode, which runs no poller, and the store's
 // error when a query fails.

@@ -64,6 +64,13 @@ func (w *lowWater) start(now time.Time) (after Cursor, fromHead bool) {
 	return Cursor{AvailableAt: w.mark}, false
 }
 
+// forget drops the mark: the next cycle reads from the head.
+func (w *lowWater) forget() {
+	w.mu.Lock()
+	w.mark = time.Time{}
+	w.mu.Unlock()
+}
+
 // update sets the mark from the first read of a cycle that began at now: its batch,
 // read with skip left out, and the poller's SkipRecent (0 when every row is read).
 func (w *lowWater) update(now time.Time, skipRecent time.Duration, skip storage.Skip, batch storage.PendingBatch) {

@@ -337,8 +337,12 @@ func (p *Poller) loop(r startstop.Run) {
 // claims the next one as soon as the workers have drained the cold queue to half a
 // batch, instead of waiting for the next tick. A claimed event the queue refuses stays
 // claimed until its claim expires.
+//
+// Without claims, Poll reads from the oldest row, whatever the low-water mark
+// (lowwater.go): a test that writes a row with an old timestamp and calls Poll finds it.
 func (p *Poller) Poll(ctx context.Context) (int, error) {
 	_ = p.refreshPaused(ctx, false) // logged; the last set read holds
+	p.low.forget()
 	n, _, err := p.poll(ctx, p.cfg.SkipRecent)
 	return n, err
 }
