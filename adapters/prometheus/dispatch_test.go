@@ -395,7 +395,9 @@ func TestDispatchDelayedSkipsTheHotPath(t *testing.T) {
 }
 
 // TestDispatchColdLatencyAndPollLag: with the hot path disabled, an event that became
-// due an hour ago is found by the poller: the poll lag and the cold latency show the hour.
+// due an hour ago (a row left by a process that was down) is found by the poller: the
+// poll lag and the cold latency show the hour. (An event written now is due from its
+// write, whatever its OccurredAt.)
 func TestDispatchColdLatencyAndPollLag(t *testing.T) {
 	t.Parallel()
 	b := setupDispatch(t, outbox.Config{HotQueueSize: -1}, func(ob *outbox.Outbox) error {
@@ -403,7 +405,11 @@ func TestDispatchColdLatencyAndPollLag(t *testing.T) {
 	})
 	env := orderPlaced
 	env.OccurredAt = time.Now().Add(-time.Hour)
-	b.write(t, env)
+	id := b.write(t, env)
+	due := env.OccurredAt.UTC().Format("2006-01-02T15:04:05.000000Z") // SQLite's time text
+	if _, err := b.db.ExecContext(t.Context(), "UPDATE outbox_event SET available_at = ? WHERE event_id = ?", due, id); err != nil {
+		t.Fatal(err)
+	}
 	if n := b.poll(t); n != 1 {
 		t.Fatalf("poll queued %d", n)
 	}

@@ -204,9 +204,10 @@ func TestWriteSoakSVG(t *testing.T) {
 		t.Fatal(err)
 	}
 	counts := svgElements(t, buf.Bytes())
-	// 4 latencies, 3 statuses, 2 sizes, 1 each for dead tuples, poll, RSS, goroutines, CPU.
-	if counts["polyline"] != 14 {
-		t.Errorf("%d polylines, want 14", counts["polyline"])
+	// 4 latencies, 3 statuses, 2 sizes, 2 polls (from the oldest row, from the
+	// low-water mark), 1 each for dead tuples, RSS, goroutines, CPU.
+	if counts["polyline"] != 15 {
+		t.Errorf("%d polylines, want 15", counts["polyline"])
 	}
 	if counts["g"] != 8 {
 		t.Errorf("%d panels drawn, want 8", counts["g"])
