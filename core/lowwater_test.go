@@ -32,6 +32,60 @@ func (s *pendingReads) Pending(ctx context.Context, p storage.PendingParams) (st
 	return s.MemoryStore.Pending(ctx, p)
 }
 
+// lowWaterOutbox is an outbox over a pendingReads store, polling every second without
+// a hot path, whose one subscription records when each event was delivered.
+type lowWaterOutbox struct {
+	ob    *outbox.Outbox
+	store *pendingReads
+	mu    sync.Mutex
+	at    map[string]time.Time
+}
+
+func newLowWaterOutbox(t *testing.T) *lowWaterOutbox {
+	t.Helper()
+	o := &lowWaterOutbox{store: &pendingReads{MemoryStore: outboxtest.NewMemoryStore()}, at: map[string]time.Time{}}
+	var err error
+	o.ob, err = outbox.New(nil, outbox.Config{Store: o.store, Logger: discardLogger(), PurgeInterval: -1, HotQueueSize: -1,
+		PollInterval: time.Second, PollMaxInterval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.ob.Subscribe(outbox.Subscription{Name: "S", EventType: "T", Listener: outbox.ListenerFunc(func(_ context.Context, e *outbox.Event) error {
+		o.mu.Lock()
+		o.at[e.ID] = time.Now()
+		o.mu.Unlock()
+		return nil
+	})}); err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func (o *lowWaterOutbox) start(t *testing.T) {
+	t.Helper()
+	if err := o.ob.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = o.ob.Stop(context.Background()) })
+}
+
+// putOld stores a row written and due an hour ago, as a late commit or a process that
+// was down leaves one.
+func (o *lowWaterOutbox) putOld(id string) outbox.Event {
+	e := newEvent(id, "T")
+	e.CreatedAt = e.CreatedAt.Add(-time.Hour)
+	e.AvailableAt = e.CreatedAt
+	o.store.Put(e)
+	return e
+}
+
+func (o *lowWaterOutbox) deliveredAt(id string) (time.Time, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	at, ok := o.at[id]
+	return at, ok
+}
+
 func (s *pendingReads) since(t time.Time) []pendingRead {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -53,37 +107,11 @@ func (s *pendingReads) since(t time.Time) []pendingRead {
 func TestPollerReadsFromALowWaterMark(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		store := &pendingReads{MemoryStore: outboxtest.NewMemoryStore()}
-		ob, err := outbox.New(nil, outbox.Config{Store: store, Logger: discardLogger(), PurgeInterval: -1, HotQueueSize: -1,
-			PollInterval: time.Second, PollMaxInterval: time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var mu sync.Mutex
-		delivered := map[string]time.Time{}
-		if err := ob.Subscribe(outbox.Subscription{Name: "S", EventType: "T", Listener: outbox.ListenerFunc(func(_ context.Context, e *outbox.Event) error {
-			mu.Lock()
-			delivered[e.ID] = time.Now()
-			mu.Unlock()
-			return nil
-		})}); err != nil {
-			t.Fatal(err)
-		}
-		deliveredAt := func(id string) (time.Time, bool) {
-			mu.Lock()
-			defer mu.Unlock()
-			at, ok := delivered[id]
-			return at, ok
-		}
-		old := newEvent("old", "T")
-		old.CreatedAt = old.CreatedAt.Add(-time.Hour)
-		old.AvailableAt = old.CreatedAt
-		store.Put(old)
+		o := newLowWaterOutbox(t)
+		store, deliveredAt := o.store, o.deliveredAt
+		old := o.putOld("old")
 		start := time.Now()
-		if err := ob.Start(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = ob.Stop(context.Background()) })
+		o.start(t)
 		time.Sleep(5 * time.Second)
 		synctest.Wait()
 		if _, ok := deliveredAt("old"); !ok {
@@ -106,10 +134,7 @@ func TestPollerReadsFromALowWaterMark(t *testing.T) {
 		}
 
 		// Written an hour ago, committed now: behind the mark. And one written now.
-		late := newEvent("late", "T")
-		late.CreatedAt = late.CreatedAt.Add(-time.Hour)
-		late.AvailableAt = late.CreatedAt
-		store.Put(late)
+		o.putOld("late")
 		store.Put(newEvent("fresh", "T"))
 		put := time.Now()
 		time.Sleep(90 * time.Second)
@@ -140,43 +165,20 @@ func TestPollerReadsFromALowWaterMark(t *testing.T) {
 func TestPollFromATestReadsFromTheOldestRow(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		store := &pendingReads{MemoryStore: outboxtest.NewMemoryStore()}
-		ob, err := outbox.New(nil, outbox.Config{Store: store, Logger: discardLogger(), PurgeInterval: -1, HotQueueSize: -1,
-			PollInterval: time.Second, PollMaxInterval: time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var mu sync.Mutex
-		got := map[string]bool{}
-		if err := ob.Subscribe(outbox.Subscription{Name: "S", EventType: "T", Listener: outbox.ListenerFunc(func(_ context.Context, e *outbox.Event) error {
-			mu.Lock()
-			got[e.ID] = true
-			mu.Unlock()
-			return nil
-		})}); err != nil {
-			t.Fatal(err)
-		}
-		if err := ob.Start(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = ob.Stop(context.Background()) })
+		o := newLowWaterOutbox(t)
+		o.start(t)
 		time.Sleep(3 * time.Second) // the running poller has a mark
 		synctest.Wait()
-		late := newEvent("late", "T")
-		late.CreatedAt = late.CreatedAt.Add(-time.Hour)
-		late.AvailableAt = late.CreatedAt
-		store.Put(late)
+		o.putOld("late")
 		start := time.Now()
-		if n, err := outboxtest.Poll(t.Context(), ob); err != nil || n != 1 {
+		if n, err := outboxtest.Poll(t.Context(), o.ob); err != nil || n != 1 {
 			t.Fatalf("Poll = %d, %v; want the row behind the mark", n, err)
 		}
 		synctest.Wait()
-		mu.Lock()
-		defer mu.Unlock()
-		if !got["late"] {
+		if _, ok := o.deliveredAt("late"); !ok {
 			t.Fatal("the row behind the mark was not delivered")
 		}
-		reads := store.since(start)
+		reads := o.store.since(start)
 		if !slices.ContainsFunc(reads, func(r pendingRead) bool { return r.after.IsZero() }) {
 			t.Fatalf("reads %+v: want Poll's from the oldest row", reads)
 		}

@@ -85,8 +85,7 @@ func (d *dialect) claimReadQuery(t tableName, p storage.ClaimParams, limit int, 
 	b.w("SELECT event_id, ", col, ", created_at FROM ", d.qualified(t), " FORCE INDEX (", d.quote(t.indexName(pendingIndexSuffix)), ")")
 	b.claimWhere(p)
 	if after != nil {
-		b.w(" AND (", col, " > ", b.arg(after.due), " OR ", col, " = ", b.arg(after.due), " AND (created_at > ", b.arg(after.created),
-			" OR created_at = ", b.arg(after.created), " AND event_id > ", b.arg(after.id), "))")
+		b.dueKeysetAfter(col, after.due, after.created, after.id)
 	}
 	b.w(d.claimOrder(), " ").limit(int64(limit))
 	return b.query(), nil

@@ -236,13 +236,21 @@ func (b *builder) pendingAfter(due string, c outboxtype.Cursor) error {
 	if err != nil {
 		return fmt.Errorf("the After cursor: %w", err)
 	}
+	b.dueKeysetAfter(due, at, created, c.ID)
+	return nil
+}
+
+// dueKeysetAfter restricts a walk of the pending index in (due, created_at, event_id)
+// order to the rows after (at, created, id): a row comparison, or on MySQL, whose range
+// optimizer does not turn one into an index range, its expanded form. The poller's
+// reads and MySQL's claim reads write it.
+func (b *builder) dueKeysetAfter(due string, at, created any, id string) {
 	if b.d.expandKeyset {
 		b.w(" AND (", due, " > ", b.arg(at), " OR ", due, " = ", b.arg(at), " AND (created_at > ", b.arg(created),
-			" OR created_at = ", b.arg(created), " AND event_id > ", b.arg(c.ID), "))")
-		return nil
+			" OR created_at = ", b.arg(created), " AND event_id > ", b.arg(id), "))")
+		return
 	}
-	b.w(" AND (", due, ", created_at, event_id) > (", b.arg(at), ", ", b.arg(created), ", ", b.arg(c.ID), ")")
-	return nil
+	b.w(" AND (", due, ", created_at, event_id) > (", b.arg(at), ", ", b.arg(created), ", ", b.arg(id), ")")
 }
 
 // keysetAfter restricts a scan in (col, event_id) order to rows after (after, id); a nil
