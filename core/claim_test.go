@@ -298,3 +298,48 @@ func TestPollerClaimsJustInTime(t *testing.T) {
 		t.Fatalf("%d rows claimed, want 4", claimed)
 	}
 }
+
+// idHook gives the envelopes without an ID one in BeforeWrite.
+type idHook struct{ outbox.NopWriterHook }
+
+func (idHook) BeforeWrite(_ context.Context, envs []outbox.Envelope) ([]outbox.Envelope, error) {
+	for i := range envs {
+		if envs[i].ID == "" {
+			envs[i].ID = "hook-" + strconv.Itoa(i)
+		}
+	}
+	return envs, nil
+}
+
+// TestWriterSaysWhenIDsAreNew: the writer tells the store NewIDs only when it generated
+// every event's ID, so that an ID a caller or a hook chose is still checked for.
+func TestWriterSaysWhenIDsAreNew(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	store := &paramsRecorder{MemoryStore: outboxtest.NewMemoryStore()}
+	w := newWriter(t, store, outbox.WriterConfig{})
+	for _, c := range []struct {
+		name string
+		envs []outbox.Envelope
+		want bool
+	}{
+		{"one generated", []outbox.Envelope{{Type: "T", Payload: 1}}, true},
+		{"all generated", []outbox.Envelope{{Type: "T", Payload: 1}, {Type: "T", Payload: 2}}, true},
+		{"one given", []outbox.Envelope{{ID: "given", Type: "T", Payload: 1}}, false},
+		{"one of two given", []outbox.Envelope{{Type: "T", Payload: 1}, {ID: "given-2", Type: "T", Payload: 2}}, false},
+	} {
+		if _, err := w.WriteAll(ctx, &hookedTx{}, c.envs); err != nil {
+			t.Fatal(err)
+		}
+		if got := store.last().NewIDs; got != c.want {
+			t.Errorf("%s: NewIDs %v, want %v", c.name, got, c.want)
+		}
+	}
+	hooked := newWriter(t, store, outbox.WriterConfig{Hooks: []outbox.WriterHook{idHook{}}})
+	if _, err := hooked.Write(ctx, &hookedTx{}, outbox.Envelope{Type: "T", Payload: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if p := store.last(); p.NewIDs || p.Events[0].ID != "hook-0" {
+		t.Errorf("an ID set by BeforeWrite: NewIDs %v, ID %q; want false, hook-0", p.NewIDs, p.Events[0].ID)
+	}
+}

@@ -14,7 +14,7 @@ import (
 func encodeEnvelopes(envs []Envelope, now time.Time, maxPayload int, codec Codec) ([]Event, error) {
 	events := make([]Event, len(envs))
 	var seen map[string]int
-	if len(envs) > 1 {
+	if len(envs) > 1 && !generatesIDs(envs) { // generated IDs are unique
 		seen = make(map[string]int, len(envs))
 	}
 	now = canonicalTime(now)
@@ -31,6 +31,16 @@ func encodeEnvelopes(envs []Envelope, now time.Time, maxPayload int, codec Codec
 		}
 	}
 	return events, nil
+}
+
+// generatesIDs reports whether every envelope leaves its ID to the writer (NewID).
+func generatesIDs(envs []Envelope) bool {
+	for i := range envs {
+		if envs[i].ID != "" {
+			return false
+		}
+	}
+	return true
 }
 
 func encodeEnvelope(env *Envelope, ev *Event, now time.Time, maxPayload int, codec Codec) *EnvelopeError {

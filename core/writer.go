@@ -197,7 +197,7 @@ func (w *Writer) WriteAllReport(ctx context.Context, tx Executor, envs []Envelop
 	if w.claimTTL > 0 && hooks != nil && (w.hot == nil || !w.hot.HotFull()) {
 		claimTTL = w.preClaim(events)
 	}
-	res, err := w.store.Insert(ctx, tx, storage.InsertParams{Events: events, ClaimTTL: claimTTL})
+	res, err := w.store.Insert(ctx, tx, storage.InsertParams{Events: events, ClaimTTL: claimTTL, NewIDs: generatesIDs(envs)})
 	if err != nil {
 		if errors.Is(err, sql.ErrTxDone) {
 			return nil, fmt.Errorf("outbox: write: %w (%w)", ErrTxDone, err)

@@ -10,7 +10,7 @@ import (
 // Validate reports whether p can be passed to [Store.Insert] (see the fields); the error
 // matches [outboxtype.ErrInvalidArgument].
 func (p InsertParams) Validate() error {
-	if len(p.Events) > 1 {
+	if len(p.Events) > 1 && !p.NewIDs { // generated IDs are unique
 		seen := make(map[string]struct{}, len(p.Events))
 		for i := range p.Events {
 			if _, dup := seen[p.Events[i].ID]; dup {

@@ -225,6 +225,11 @@ type InsertParams struct {
 	// ClaimTTL is how long the events with LockedBy set stay claimed, counted from the
 	// database's current time at the insert. Required when one of them is.
 	ClaimTTL time.Duration
+	// NewIDs says that every event's ID was generated for this insert (the Writer's
+	// own IDs, for envelopes without one), so that no row can hold it yet: a store may
+	// insert without looking for existing IDs, and then a duplicate ID fails the
+	// insert instead of being skipped. A store may also ignore it.
+	NewIDs bool
 }
 
 // InsertResult is what [Store.Insert] did: Existing are the IDs it skipped because

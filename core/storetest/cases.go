@@ -123,6 +123,10 @@ func testInsertExistingID(x *fixture) {
 	if !slices.Equal(res.Existing, []string{"dup"}) {
 		x.Fatalf("Existing = %q, want [dup]", res.Existing)
 	}
+	// One existing event alone (a statement of its own on some stores).
+	if res, err := x.store().Insert(x.ctx, x.exec(), storage.InsertParams{Events: []outbox.Event{changed}}); err != nil || !slices.Equal(res.Existing, []string{"dup"}) {
+		x.Fatalf("Insert of one existing ID = %q, %v; want [dup]", res.Existing, err)
+	}
 	x.wantStatus("fresh", outbox.StatusNew)
 	x.wantStatus("after", outbox.StatusNew)
 	got := x.wantStatus("dup", outbox.StatusRetry)
@@ -159,10 +163,34 @@ func testInsertExistingIDInTx(x *fixture) {
 			}
 		}
 		insert(nil, ev("t1", base))
+		insert([]string{"t1"}, ev("t1", base))
+		insert([]string{"old"}, ev("old", base))
 		insert([]string{"old", "t1"}, ev("old", base), ev("t2", base), ev("t1", base))
 		insert(nil, ev("t3", base))
 	}, true)
 	for _, id := range []string{"old", "t1", "t2", "t3"} {
+		x.wantStatus(id, outbox.StatusNew)
+	}
+}
+
+// testInsertNewIDs: an insert whose IDs were generated for it (NewIDs), of one event
+// and of several, in a transaction and outside one, writes every event NEW and reports
+// none existing.
+func testInsertNewIDs(x *fixture) {
+	insert := func(exec outbox.Executor, events ...outbox.Event) {
+		x.Helper()
+		res, err := x.store().Insert(x.ctx, exec, storage.InsertParams{Events: events, NewIDs: true})
+		if err != nil || len(res.Existing) != 0 {
+			x.Fatalf("Insert with NewIDs = %q, %v; want every event written", res.Existing, err)
+		}
+	}
+	insert(x.exec(), ev("n1", base))
+	insert(x.exec(), ev("n2", base), ev("n3", base), ev("n4", base))
+	x.inTx(func(tx *sql.Tx) {
+		insert(tx, ev("t1", base))
+		insert(tx, ev("t2", base), ev("t3", base))
+	}, true)
+	for _, id := range []string{"n1", "n2", "n3", "n4", "t1", "t2", "t3"} {
 		x.wantStatus(id, outbox.StatusNew)
 	}
 }

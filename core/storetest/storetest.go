@@ -95,6 +95,7 @@ func Run(t *testing.T, f Features, newHarness func(t *testing.T) Harness) {
 		{name: "InsertLargeBatch", fn: func(x *fixture) { testInsertLargeBatch(x, f.LargeBatch) }},
 		{name: "InsertExistingID", fn: testInsertExistingID},
 		{name: "InsertExistingIDInTx", fn: testInsertExistingIDInTx, tx: true},
+		{name: "InsertNewIDs", fn: testInsertNewIDs, tx: true},
 		{name: "InsertRollback", fn: testInsertRollback, tx: true},
 		{name: "InsertCommit", fn: testInsertCommit, tx: true},
 		{name: "GetNotFound", fn: testGetNotFound},

@@ -51,7 +51,7 @@ func (d *dialect) insertQueriesBounded(t tableName, p storage.InsertParams, now 
 		return d.insertArrayQueries(t, p, now, heads, candidates, maxBytes)
 	}
 	events := p.Events
-	returnsStatus := d.skipExisting != "" && (!d.skipOnlyDeciding || len(candidates) > 0)
+	returnsStatus, skipsByCount := d.insertSkips(p, candidates)
 	claims, ordered, listeners := false, false, false
 	for i := range events {
 		claims = claims || events[i].LockedBy != ""
@@ -74,7 +74,7 @@ func (d *dialect) insertQueriesBounded(t tableName, p storage.InsertParams, now 
 		}
 		if b == nil {
 			b = d.newBuilder().w("INSERT INTO ", d.qualified(t), " (", columns, ") VALUES ")
-			b.returnsStatus = returnsStatus
+			b.returnsStatus, b.skipsByCount = returnsStatus, skipsByCount
 			size, first = 0, i
 		} else {
 			b.w(", ")
@@ -89,6 +89,27 @@ func (d *dialect) insertQueriesBounded(t tableName, p storage.InsertParams, now 
 		qs[len(qs)-1].first, qs[len(qs)-1].n = first, len(events)-first
 	}
 	return qs, nil
+}
+
+// insertSkips returns how the event INSERTs of p skip the events whose ID exists, on a
+// dialect with skipExisting: returnsStatus, by returning the rows they insert, which
+// they must when some row decides its status (candidates); skipsByCount, a single
+// event's, by the count of rows it affected, which spares the server a row to return
+// and the client a result to read. Neither skips when p.NewIDs says no ID can exist (a
+// plain INSERT: no conflict check for the server), nor on a dialect without
+// skipExisting (insertSkipping).
+func (d *dialect) insertSkips(p storage.InsertParams, candidates map[string]bool) (returnsStatus, skipsByCount bool) {
+	switch {
+	case d.skipExisting == "":
+		return false, false
+	case len(candidates) > 0:
+		return true, false
+	case p.NewIDs || d.skipOnlyDeciding:
+		return false, false
+	case len(p.Events) == 1:
+		return false, true
+	}
+	return true, false
 }
 
 // encodeInsertRow encodes events[i] = e for an INSERT (encodeRow) and returns the bytes

@@ -40,7 +40,7 @@ const arrayInsertMaxArgs = 16
 // decides, which sees the statement's snapshot (not the rows the statement inserts).
 func (d *dialect) insertArrayQueries(t tableName, p storage.InsertParams, now time.Time, heads, candidates map[string]bool, maxBytes int) ([]query, error) {
 	events := p.Events
-	returnsStatus := d.skipExisting != "" && (!d.skipOnlyDeciding || len(candidates) > 0)
+	returnsStatus, _ := d.insertSkips(p, candidates) // more than one event: never by count
 	var c arrayInsertColumns
 	for i := range events {
 		c.claims = c.claims || events[i].LockedBy != ""

@@ -22,6 +22,10 @@ type query struct {
 	// inserts (dialect.skipExisting): it decides the status of some of its rows (the
 	// candidates of insertQueriesHeads), and it skips rows whose ID exists.
 	returnsStatus bool
+	// skipsByCount marks a one-row INSERT that skips its row when the ID exists
+	// (dialect.skipExisting) without returning it: no row affected means the event
+	// existed.
+	skipsByCount bool
 	// first and n are the events of InsertParams.Events an INSERT writes: n of them
 	// from index first.
 	first, n int
@@ -32,8 +36,8 @@ type builder struct {
 	d    *dialect
 	sb   strings.Builder
 	args []any
-	// returnsStatus: see query.returnsStatus.
-	returnsStatus bool
+	// returnsStatus, skipsByCount: see query.
+	returnsStatus, skipsByCount bool
 }
 
 func (d *dialect) newBuilder() *builder { return &builder{d: d} }
@@ -60,9 +64,12 @@ func (b *builder) limit(n int64) *builder {
 }
 
 func (b *builder) query() query {
-	q := query{SQL: b.sb.String(), Args: b.args, returnsStatus: b.returnsStatus}
-	if q.returnsStatus {
+	q := query{SQL: b.sb.String(), Args: b.args, returnsStatus: b.returnsStatus, skipsByCount: b.skipsByCount}
+	switch {
+	case q.returnsStatus:
 		q.SQL += b.d.skipExisting + " RETURNING event_id, status"
+	case q.skipsByCount:
+		q.SQL += b.d.skipExisting
 	}
 	return q
 }

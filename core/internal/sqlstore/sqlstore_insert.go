@@ -65,6 +65,20 @@ func (s *Store) insertEvents(ctx context.Context, exec outboxtype.Executor, p st
 	var news, existing map[string]bool
 	for _, q := range qs {
 		chunk := p.Events[q.first : q.first+q.n]
+		if q.skipsByCount { // one event
+			res, err := exec.ExecContext(ctx, q.SQL, q.Args...)
+			var n int64
+			if err == nil {
+				n, err = res.RowsAffected()
+			}
+			if err != nil {
+				return storage.InsertResult{}, fmt.Errorf("insert events: %w", err)
+			}
+			if n == 0 {
+				existing = addID(existing, chunk[0].ID)
+			}
+			continue
+		}
 		if q.returnsStatus {
 			written, err := insertReturning(ctx, exec, q)
 			if err != nil {
