@@ -74,7 +74,7 @@ func (d *dialect) insertQueriesBounded(t tableName, p storage.InsertParams, now 
 		}
 		if b == nil {
 			b = d.newBuilder().w("INSERT INTO ", d.qualified(t), " (", columns, ") VALUES ")
-			b.returnsStatus, b.skipsByCount, b.newIDs = returnsStatus, skipsByCount, p.NewIDs
+			b.returnsStatus, b.skipsByCount = returnsStatus, skipsByCount
 			size, first = 0, i
 		} else {
 			b.w(", ")
@@ -96,8 +96,8 @@ func (d *dialect) insertQueriesBounded(t tableName, p storage.InsertParams, now 
 // they must when some row decides its status (candidates); skipsByCount, a single
 // event's, by the count of rows it affected, which spares the server a row to return
 // and the client a result to read. Neither skips when p.NewIDs says no ID can exist (a
-// plain INSERT: no conflict check for the server; one that decides statuses still
-// returns them), nor on a dialect without skipExisting (insertSkipping).
+// plain INSERT: no conflict check for the server), nor on a dialect without
+// skipExisting (insertSkipping).
 func (d *dialect) insertSkips(p storage.InsertParams, candidates map[string]bool) (returnsStatus, skipsByCount bool) {
 	switch {
 	case d.skipExisting == "":

@@ -52,7 +52,7 @@ func (d *dialect) insertArrayQueries(t tableName, p storage.InsertParams, now ti
 	rows := make([]arrayInsertRow, 0, min(len(events), arrayInsertMaxRows))
 	size, first := 0, 0
 	flush := func(end int) {
-		q := d.arrayInsertQuery(t, c, rows, size, p.ClaimTTL, returnsStatus, p.NewIDs)
+		q := d.arrayInsertQuery(t, c, rows, size, p.ClaimTTL, returnsStatus)
 		q.first, q.n = first, end-first
 		qs = append(qs, q)
 		rows, size, first = rows[:0], 0, end
@@ -140,7 +140,7 @@ var arrayInsertArrays = [...]arrayInsertArray{
 
 // arrayInsertQuery builds the array INSERT of rows, whose arguments take about size
 // bytes (insertRowSize), with the columns c.
-func (d *dialect) arrayInsertQuery(t tableName, c arrayInsertColumns, rows []arrayInsertRow, size int, claimTTL time.Duration, returnsStatus, newIDs bool) query {
+func (d *dialect) arrayInsertQuery(t tableName, c arrayInsertColumns, rows []arrayInsertRow, size int, claimTTL time.Duration, returnsStatus bool) query {
 	// Every array literal is a piece of one string, one allocation for them all.
 	var lits strings.Builder
 	lits.Grow(size + size/4 + len(rows)*(2*len(arrayInsertArrays)+2*len(`"2006-01-02 15:04:05.000000+00"`)) + 2*len(arrayInsertArrays))
@@ -163,7 +163,7 @@ func (d *dialect) arrayInsertQuery(t tableName, c arrayInsertColumns, rows []arr
 	columns, _ := insertColumns(c.claims, c.ordered, c.listeners)
 	b := d.newBuilder()
 	b.sb.Grow(1024) // the text's usual length, grown once
-	b.returnsStatus, b.newIDs = returnsStatus, newIDs
+	b.returnsStatus = returnsStatus
 	// blocked is true on a row that decides and whose key has an open event (not DONE,
 	// FALLBACK or DISCARDED), else NULL or false.
 	var blocked string

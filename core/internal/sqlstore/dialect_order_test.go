@@ -116,40 +116,6 @@ func TestHeadInInsertSQL(t *testing.T) {
 	}
 }
 
-// TestNewIDsSkipNothing: IDs the writer generated (NewIDs) need no look for existing
-// rows, so the INSERTs that decide statuses return them without ON CONFLICT, and so
-// does PostgreSQL's one-statement write of ordered events.
-func TestNewIDsSkipNothing(t *testing.T) {
-	t.Parallel()
-	tb := tableName{name: DefaultTable}
-	events := []outboxtype.Event{
-		{ID: "a", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: time.Unix(0, 0), OrderKey: "K", OrderSeq: 7},
-		{ID: "b", Type: "T", AggregateType: "A", Payload: json.RawMessage(`1`), CreatedAt: time.Unix(0, 0), OrderKey: "K", OrderSeq: 8},
-	}
-	for _, d := range []*dialect{Postgres, SQLite} {
-		for _, n := range []int{1, 2} {
-			for _, newIDs := range []bool{false, true} {
-				qs, err := d.insertQueriesHeads(tb, storage.InsertParams{Events: events[:n], NewIDs: newIDs}, time.Time{}, nil, map[string]bool{"a": true})
-				if err != nil || len(qs) != 1 || !qs[0].returnsStatus || !strings.HasSuffix(qs[0].SQL, " RETURNING event_id, status") {
-					t.Fatalf("%s, %d events, NewIDs %v: %v, %+v", d.name, n, newIDs, err, qs)
-				}
-				if got := strings.Contains(qs[0].SQL, "ON CONFLICT"); got == newIDs {
-					t.Errorf("%s, %d events, NewIDs %v: ON CONFLICT %v:\n%s", d.name, n, newIDs, got, qs[0].SQL)
-				}
-			}
-		}
-	}
-	for _, newIDs := range []bool{false, true} {
-		q, fits, err := postgresOrder{}.insertByVersionQuery(Postgres, tb, storage.InsertParams{Events: events, NewIDs: newIDs}, []keyCount{{"K", 2}}, time.Time{})
-		if err != nil || !fits || !strings.HasSuffix(q.SQL, " RETURNING event_id, status, order_seq") {
-			t.Fatalf("insertByVersionQuery, NewIDs %v: %v, fits %v, %s", newIDs, err, fits, q.SQL)
-		}
-		if got := strings.Contains(q.SQL, "ON CONFLICT (event_id)"); got == newIDs {
-			t.Errorf("insertByVersionQuery, NewIDs %v: ON CONFLICT (event_id) %v:\n%s", newIDs, got, q.SQL)
-		}
-	}
-}
-
 func TestOrderGoldenSQL(t *testing.T) {
 	t.Parallel()
 	want := map[string][]string{

@@ -19,9 +19,8 @@ type query struct {
 	SQL  string
 	Args []any
 	// returnsStatus marks an INSERT that returns event_id and status of every row it
-	// inserts: it decides the status of some of its rows (the candidates of
-	// insertQueriesHeads), and it skips rows whose ID exists (dialect.skipExisting)
-	// unless its IDs are new (InsertParams.NewIDs).
+	// inserts (dialect.skipExisting): it decides the status of some of its rows (the
+	// candidates of insertQueriesHeads), and it skips rows whose ID exists.
 	returnsStatus bool
 	// skipsByCount marks a one-row INSERT that skips its row when the ID exists
 	// (dialect.skipExisting) without returning it: no row affected means the event
@@ -39,9 +38,6 @@ type builder struct {
 	args []any
 	// returnsStatus, skipsByCount: see query.
 	returnsStatus, skipsByCount bool
-	// newIDs: the INSERT's IDs are new (InsertParams.NewIDs); a returnsStatus INSERT
-	// then does not skip existing ones.
-	newIDs bool
 }
 
 func (d *dialect) newBuilder() *builder { return &builder{d: d} }
@@ -70,8 +66,6 @@ func (b *builder) limit(n int64) *builder {
 func (b *builder) query() query {
 	q := query{SQL: b.sb.String(), Args: b.args, returnsStatus: b.returnsStatus, skipsByCount: b.skipsByCount}
 	switch {
-	case q.returnsStatus && b.newIDs:
-		q.SQL += " RETURNING event_id, status"
 	case q.returnsStatus:
 		q.SQL += b.d.skipExisting + " RETURNING event_id, status"
 	case q.skipsByCount:

@@ -267,7 +267,7 @@ func (o postgresOrder) insertByVersion(ctx context.Context, s *Store, exec outbo
 // is safe). A row that changed (or appeared) since then is locked but not advanced, and
 // its events are not inserted: the statement returns none of them, and insertLocked
 // writes them. The statement returns event_id, status and order_seq of the rows it
-// inserted, and skips rows whose ID exists (skipExisting) unless p.NewIDs. It reports false, and builds
+// inserted, and skips rows whose ID exists (skipExisting). It reports false, and builds
 // nothing, when the events do not fit one statement.
 func (postgresOrder) insertByVersionQuery(d *dialect, t tableName, p storage.InsertParams, keys []keyCount, now time.Time) (query, bool, error) {
 	if err := p.Validate(); err != nil {
@@ -322,11 +322,7 @@ func (postgresOrder) insertByVersionQuery(d *dialect, t tableName, p storage.Ins
 		first[e.OrderKey] = true
 		b.insertRow(t, e, p.ClaimTTL, r)
 	}
-	skip := d.skipExisting
-	if p.NewIDs { // no row holds them
-		skip = ""
-	}
-	b.w(") AS v (", columns, ") JOIN ks ON ks.order_key = v.order_key", skip, " RETURNING event_id, status, order_seq")
+	b.w(") AS v (", columns, ") JOIN ks ON ks.order_key = v.order_key", d.skipExisting, " RETURNING event_id, status, order_seq")
 	if len(b.args) > d.maxBindParams {
 		return query{}, false, nil
 	}
