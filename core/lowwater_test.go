@@ -184,3 +184,94 @@ func TestPollFromATestReadsFromTheOldestRow(t *testing.T) {
 		}
 	})
 }
+
+// claimReads records when the poller claimed and from which due time.
+type claimReads struct {
+	*outboxtest.MemoryStore
+	mu    sync.Mutex
+	reads []pendingRead // after holds only DueFrom, as AvailableAt
+}
+
+func (s *claimReads) Claim(ctx context.Context, p storage.ClaimParams) (storage.PendingBatch, error) {
+	s.mu.Lock()
+	s.reads = append(s.reads, pendingRead{at: time.Now(), after: outbox.Cursor{AvailableAt: p.DueFrom}})
+	s.mu.Unlock()
+	return s.MemoryStore.Claim(ctx, p)
+}
+
+// TestClaimsStartAtALowWaterMark: MultiNode claims start at the low-water mark too
+// (storage.ClaimParams.DueFrom), and claim from the head every 10 s, so that a row
+// another node held, whose claim expires behind the mark (the node died), is claimed
+// within 10 s of its expiry.
+func TestClaimsStartAtALowWaterMark(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := &claimReads{MemoryStore: outboxtest.NewMemoryStore()}
+		var mu sync.Mutex
+		delivered := map[string]time.Time{}
+		ob, err := outbox.New(nil, outbox.Config{Store: store, Logger: discardLogger(), PurgeInterval: -1, HotQueueSize: -1,
+			Mode: outbox.MultiNode, ClaimTTL: time.Minute, NodeID: "a", PollInterval: time.Second, PollMaxInterval: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ob.Subscribe(outbox.Subscription{Name: "S", EventType: "T", Listener: outbox.ListenerFunc(func(_ context.Context, e *outbox.Event) error {
+			mu.Lock()
+			delivered[e.ID] = time.Now()
+			mu.Unlock()
+			return nil
+		})}); err != nil {
+			t.Fatal(err)
+		}
+		// Written an hour ago and claimed by a node that died: its claim ends in 30 s.
+		held := newEvent("held", "T")
+		held.CreatedAt = held.CreatedAt.Add(-time.Hour)
+		held.AvailableAt = held.CreatedAt
+		held.LockedBy, held.LockedUntil = "b/1", time.Now().Add(30*time.Second)
+		store.Put(held)
+		start := time.Now()
+		if err := ob.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = ob.Stop(context.Background()) })
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		store.mu.Lock()
+		reads := slices.Clone(store.reads)
+		store.mu.Unlock()
+		if len(reads) < 3 || !reads[0].after.IsZero() {
+			t.Fatalf("claims %+v: want the first from the head and later ones from a mark", reads)
+		}
+		for i, r := range reads[1:] {
+			if want := reads[i].at.Add(-11 * time.Second); !r.after.AvailableAt.Equal(want) {
+				t.Fatalf("claim %d, %v after the start, from %v; want from %v", i+1, r.at.Sub(start), r.after.AvailableAt, want)
+			}
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		mu.Lock()
+		at, ok := delivered["held"]
+		mu.Unlock()
+		if !ok || at.Sub(start) > 30*time.Second+claimHeadEvery+2*time.Second {
+			t.Fatalf("the expired claim behind the mark: delivered %v after the start (%v), want within 10 s of its expiry", at.Sub(start), ok)
+		}
+		var heads []time.Duration
+		store.mu.Lock()
+		for _, r := range store.reads {
+			if r.after.IsZero() {
+				heads = append(heads, r.at.Sub(start))
+			}
+		}
+		store.mu.Unlock()
+		for i := 1; i < len(heads); i++ {
+			if d := heads[i] - heads[i-1]; d < claimHeadEvery || d > claimHeadEvery+2*time.Second {
+				t.Fatalf("claims from the head at %v after the start: want one every %v", heads, claimHeadEvery)
+			}
+		}
+		if len(heads) < 6 {
+			t.Fatalf("claims from the head at %v after the start: want one every %v", heads, claimHeadEvery)
+		}
+	})
+}
+
+// claimHeadEvery is how often MultiNode claims start at the head (lowwater.go).
+const claimHeadEvery = 10 * time.Second

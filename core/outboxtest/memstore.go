@@ -286,7 +286,7 @@ func (s *MemoryStore) Claim(ctx context.Context, p storage.ClaimParams) (storage
 	for _, r := range s.rows {
 		e := &r.ev
 		if (e.Status == outbox.StatusNew || e.Status == outbox.StatusRetry) &&
-			!e.AvailableAt.After(now) && !e.CreatedAt.After(createdBefore) &&
+			!e.AvailableAt.After(now) && !e.AvailableAt.Before(p.DueFrom) && !e.CreatedAt.After(createdBefore) &&
 			(e.LockedUntil.IsZero() || e.LockedUntil.Before(now)) && !skipped(e, p.Skip) {
 			rows = append(rows, r)
 		}

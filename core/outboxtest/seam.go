@@ -10,7 +10,7 @@ import (
 // Poll runs one poll cycle of ob now, instead of waiting for the next interval, and
 // returns the number of events it handed to the dispatcher. The cycle reads due rows
 // as the running poller does (older than Config.SkipRecent; claimed in MultiNode mode),
-// from the oldest row, as the running poller does once a minute, so a test can write
+// from the oldest row, as the running poller does now and then, so a test can write
 // events, however old their timestamps, through a transaction without after-commit
 // hooks, call Poll, and wait for its listener. ob must be started for the
 // events to be queued (a stopped dispatcher takes none). It returns an error wrapping

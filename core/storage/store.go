@@ -319,6 +319,10 @@ type ClaimParams struct {
 	Limit int
 	// Skip leaves rows out: of paused subscriptions, or of those whose queue is full.
 	Skip Skip
+	// DueFrom, when set, leaves out rows due before it: the poller's low-water mark,
+	// before which nothing is pending that it has not claimed, so that the claim reads
+	// the pending rows from there, not from the oldest.
+	DueFrom time.Time
 }
 
 // RenewClaimParams are the inputs of [ClaimStore.RenewClaim].

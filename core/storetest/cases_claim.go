@@ -91,6 +91,26 @@ func testClaimDueAndOrder(x *fixture) {
 	x.wantIDs("Pending", x.pending(time.Now(), 0, 10).Events, "b", "a", "c", "retry", "recent")
 }
 
+// testClaimDueFrom: a claim with DueFrom leaves out the rows due before it, whatever
+// their creation, and claims those due at it or later in the claim's order; the rows it
+// left out stay claimable.
+func testClaimDueFrom(x *fixture) {
+	mark := ago(time.Hour).Truncate(time.Millisecond)
+	x.insert(
+		evAt("before", ago(3*time.Hour), mark.Add(-time.Millisecond)),
+		evAt("at", ago(3*time.Hour), mark),
+		evAt("old-created", ago(5*time.Hour), mark.Add(time.Minute)),
+		evAt("after", ago(2*time.Hour), mark.Add(time.Minute)),
+		evAt("future", ago(time.Hour), time.Now().Add(time.Hour)),
+	)
+	b, err := x.claims().Claim(x.ctx, storage.ClaimParams{Token: "n1/from", TTL: time.Hour, Limit: 10, DueFrom: mark})
+	if err != nil {
+		x.Fatalf("Claim with DueFrom: %v", err)
+	}
+	x.wantIDs("Claim with DueFrom", b.Events, "at", "old-created", "after")
+	x.wantIDs("Claim without", x.claim("n1/all", time.Hour, 0, 10).Events, "before")
+}
+
 func testClaimLimitDisjoint(x *fixture) {
 	all := seq("lim-", 25)
 	events := make([]outbox.Event, len(all))

@@ -137,6 +137,7 @@ func Run(t *testing.T, f Features, newHarness func(t *testing.T) Harness) {
 		{name: "CanceledContext", fn: testCanceledContext},
 		{name: "OddIDs", fn: testOddIDs},
 		{name: "ClaimDueAndOrder", fn: testClaimDueAndOrder},
+		{name: "ClaimDueFrom", fn: testClaimDueFrom},
 		{name: "ClaimLimitDisjoint", fn: testClaimLimitDisjoint},
 		{name: "ClaimExpiry", fn: func(x *fixture) { testClaimExpiry(x, !f.NoTakeOverCount) }},
 		{name: "ClaimFencing", fn: testClaimFencing},

@@ -32,6 +32,15 @@ import (
 //
 // A first read that leaves rows out (paused subscriptions, full lanes: storage.Skip)
 // or meets undecodable rows sets no mark: the next cycle reads from the head.
+//
+// MultiNode claims start at a mark too (storage.ClaimParams.DueFrom), from the due
+// times of the rows the cycle's first claim took. Rows other nodes hold are left out
+// of every claim, and some come back before this node's mark: a dead node's claims
+// expire, a node that stops gives back its claims. So claims read from the head every
+// claimFullReadEvery, and those rows wait that much longer at most: a dead node's
+// claims are taken again within ClaimTTL plus claimFullReadEvery, and a stopped node's
+// within claimFullReadEvery, inside the poller's longest idle wait
+// (DefaultPollMaxInterval, 30 s).
 
 // lowWaterMargin is how far behind the cycle's start (less SkipRecent) the mark may
 // be: the longest time from a row's write to its commit, plus the clocks' skew, that a
@@ -42,9 +51,15 @@ const lowWaterMargin = 10 * time.Second
 // mark: the longest a row the mark does not cover waits for the poller.
 const fullReadEvery = time.Minute
 
+// claimFullReadEvery is fullReadEvery for MultiNode claims, which also look for rows
+// that other nodes held (see above).
+const claimFullReadEvery = 10 * time.Second
+
 // lowWater is the mark; its methods are safe for concurrent use (Poll may run beside
 // the loop).
 type lowWater struct {
+	every time.Duration // how often a cycle reads from the head; zero: fullReadEvery
+
 	mu     sync.Mutex
 	mark   time.Time // rows due before it are not pending; zero: no mark
 	fullAt time.Time // when the last cycle from the head began
@@ -52,12 +67,16 @@ type lowWater struct {
 
 // start returns where a cycle that begins at now reads from: the mark as a cursor, or
 // the head (a zero cursor, fromHead set) when there is no mark or the last read from the
-// head is fullReadEvery old (by now, the poller's clock; a clock that went back reads
-// from the head too).
+// head is w.every old (by now, the poller's clock; a clock that went back reads from
+// the head too).
 func (w *lowWater) start(now time.Time) (after Cursor, fromHead bool) {
+	every := w.every
+	if every <= 0 {
+		every = fullReadEvery
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.mark.IsZero() || w.fullAt.IsZero() || now.Sub(w.fullAt) >= fullReadEvery || now.Before(w.fullAt) {
+	if w.mark.IsZero() || w.fullAt.IsZero() || now.Sub(w.fullAt) >= every || now.Before(w.fullAt) {
 		w.fullAt = now
 		return Cursor{}, true
 	}
@@ -72,13 +91,17 @@ func (w *lowWater) forget() {
 }
 
 // update sets the mark from the first read of a cycle that began at now: its batch,
-// read with skip left out, and the poller's SkipRecent (0 when every row is read).
+// read with skip left out, and the poller's SkipRecent (0 when every row is read). The
+// batch's earliest due time counts, in whatever order its rows are (a claim's are in
+// none).
 func (w *lowWater) update(now time.Time, skipRecent time.Duration, skip storage.Skip, batch storage.PendingBatch) {
 	var mark time.Time
 	if skip.IsZero() && len(batch.Undecodable) == 0 {
 		mark = now.Add(-max(skipRecent, 0) - lowWaterMargin)
-		if len(batch.Events) > 0 && batch.Events[0].AvailableAt.Before(mark) {
-			mark = batch.Events[0].AvailableAt
+		for i := range batch.Events {
+			if due := batch.Events[i].AvailableAt; due.Before(mark) {
+				mark = due
+			}
 		}
 	}
 	w.mu.Lock()

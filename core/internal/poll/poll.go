@@ -113,7 +113,7 @@ type Poller struct {
 	// leftOutAt is when the last read that left a full lane's rows out began (UnixNano;
 	// see plan).
 	leftOutAt atomic.Int64
-	// low is where SingleNode cycles start reading (lowwater.go).
+	// low is where cycles start reading or claiming (lowwater.go).
 	low lowWater
 }
 
@@ -149,6 +149,7 @@ func New(store storage.Store, q *dispatch.Queues, orders *order.Orderer, release
 	p.pauses.store, _ = store.(storage.PauseStore)
 	if cfg.ClaimTTL > 0 {
 		q.SetColdWindow(cfg.BatchSize) // claims are made just in time (see Poll)
+		p.low.every = claimFullReadEvery
 	}
 	return p, nil
 }
@@ -338,8 +339,8 @@ func (p *Poller) loop(r startstop.Run) {
 // batch, instead of waiting for the next tick. A claimed event the queue refuses stays
 // claimed until its claim expires.
 //
-// Without claims, Poll reads from the oldest row, whatever the low-water mark
-// (lowwater.go): a test that writes a row with an old timestamp and calls Poll finds it.
+// Poll reads or claims from the oldest row, whatever the low-water mark (lowwater.go):
+// a test that writes a row with an old timestamp and calls Poll finds it.
 func (p *Poller) Poll(ctx context.Context) (int, error) {
 	_ = p.refreshPaused(ctx, false) // logged; the last set read holds
 	p.low.forget()
@@ -484,6 +485,9 @@ func (p *Poller) pollClaims(ctx context.Context, skip time.Duration) (int, bool,
 	room := p.cfg.BatchSize - queued // claims are made just in time: one batch at most
 	more, laneFull, leftOutRead := false, false, false
 	var oldestDue time.Time
+	now := p.cfg.Now()
+	from, _ := p.low.start(now) // the mark, or the head (lowwater.go)
+	first := true
 	for claimed < room {
 		plan, ok, lf := p.plan(&leftOutRead)
 		laneFull = laneFull || lf
@@ -497,10 +501,14 @@ func (p *Poller) pollClaims(ctx context.Context, skip time.Duration) (int, bool,
 		// conservative estimate of its end by this process's monotonic clock.
 		start := time.Now()
 		readAt, endRead := p.q.BeginRead()
-		batch, err := p.claim(ctx, storage.ClaimParams{Token: token, TTL: p.cfg.ClaimTTL, SkipRecent: skip, Limit: want, Skip: plan.Skip})
+		batch, err := p.claim(ctx, storage.ClaimParams{Token: token, TTL: p.cfg.ClaimTTL, SkipRecent: skip, Limit: want, Skip: plan.Skip, DueFrom: from.AvailableAt})
 		if err != nil {
 			endRead()
 			return total, false, err
+		}
+		if first {
+			first = false
+			p.low.update(now, p.cfg.SkipRecent, plan.Skip, batch)
 		}
 		for _, re := range batch.Undecodable {
 			p.markUndecodable(ctx, re, token)

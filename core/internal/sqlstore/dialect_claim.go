@@ -10,18 +10,30 @@ import (
 // Claim statements. Every time they compare or write comes from the database clock
 // (dialect.dbNow); the only inputs are durations.
 
-// claimWhere writes the claim predicate: NEW and RETRY rows that are due, not younger
-// than p.SkipRecent, unclaimed or whose claim expired, and of no paused subscription.
-func (b *builder) claimWhere(p storage.ClaimParams) *builder {
+// claimWhere writes the claim predicate: NEW and RETRY rows that are due, and due at or
+// after p.DueFrom when it is set, not younger than p.SkipRecent, unclaimed or whose
+// claim expired, and of no paused subscription. DueFrom starts the walk of the pending
+// index there instead of at its head (the poller's low-water mark).
+func (b *builder) claimWhere(p storage.ClaimParams) error {
 	d := b.d
+	due := "available_at"
 	if col := d.dueColumn; col != "" {
 		// NULL unless the row is NEW or RETRY, so no status test is needed.
+		due = col
 		b.w(" WHERE ", col, " <= ", d.dbNow)
 	} else {
 		b.w(" WHERE status IN (", pendingStatuses(), ") AND available_at <= ", d.dbNow)
 	}
-	return b.w(" AND created_at <= ", d.dbTimeOffset(b, -p.SkipRecent),
+	if !p.DueFrom.IsZero() {
+		from, err := d.time(p.DueFrom)
+		if err != nil {
+			return fmt.Errorf("the DueFrom time: %w", err)
+		}
+		b.w(" AND ", due, " >= ", b.arg(from))
+	}
+	b.w(" AND created_at <= ", d.dbTimeOffset(b, -p.SkipRecent),
 		" AND (locked_until IS NULL OR locked_until < ", d.dbNow, ")").skip(p.Skip)
+	return nil
 }
 
 // claimOrder is the order in which rows are claimed: due longest first. On MySQL it is
@@ -54,7 +66,10 @@ func (d *dialect) claimQuery(t tableName, p storage.ClaimParams) (query, error) 
 		// The CTE keeps each row's previous claim, which RETURNING gives back in the
 		// place of locked_by (the caller knows the new one): a take-over shows.
 		b.w("WITH claimed AS MATERIALIZED (SELECT event_id, locked_by FROM ", table)
-		b.claimWhere(p).w(d.claimOrder(), " ").limit(int64(p.Limit)).w(" FOR UPDATE SKIP LOCKED) UPDATE ", table,
+		if err := b.claimWhere(p); err != nil {
+			return query{}, err
+		}
+		b.w(d.claimOrder(), " ").limit(int64(p.Limit)).w(" FOR UPDATE SKIP LOCKED) UPDATE ", table,
 			" AS t SET locked_by = ", b.arg(p.Token), ", locked_until = ", d.dbTimeOffset(b, p.TTL),
 			" FROM claimed WHERE t.event_id = claimed.event_id RETURNING ",
 			strings.Replace(prefixedColumns("t."), "t.locked_by", "claimed.locked_by", 1))
@@ -62,7 +77,10 @@ func (d *dialect) claimQuery(t tableName, p storage.ClaimParams) (query, error) 
 	}
 	b.w("UPDATE ", table, " SET locked_by = ", b.arg(p.Token), ", locked_until = ", d.dbTimeOffset(b, p.TTL),
 		" WHERE event_id IN (SELECT event_id FROM ", table)
-	b.claimWhere(p).w(d.claimOrder(), " ").limit(int64(p.Limit)).w(") RETURNING ", selectColumns)
+	if err := b.claimWhere(p); err != nil {
+		return query{}, err
+	}
+	b.w(d.claimOrder(), " ").limit(int64(p.Limit)).w(") RETURNING ", selectColumns)
 	return b.query(), nil
 }
 
@@ -83,7 +101,9 @@ func (d *dialect) claimReadQuery(t tableName, p storage.ClaimParams, limit int, 
 	col := d.dueColumn
 	b := d.newBuilder()
 	b.w("SELECT event_id, ", col, ", created_at FROM ", d.qualified(t), " FORCE INDEX (", d.quote(t.indexName(pendingIndexSuffix)), ")")
-	b.claimWhere(p)
+	if err := b.claimWhere(p); err != nil {
+		return query{}, err
+	}
 	if after != nil {
 		b.dueKeysetAfter(col, after.due, after.created, after.id)
 	}
@@ -109,7 +129,10 @@ func (d *dialect) claimLockQuery(t tableName, p storage.ClaimParams, ids []strin
 	}
 	b := d.newBuilder()
 	b.w("SELECT ", selectColumns, ", ", d.dbTimeOffset(b, p.TTL), " FROM ", d.byID(t))
-	b.claimWhere(p).w(" AND ").matchIDs(ids).w(d.claimOrder(), " FOR UPDATE SKIP LOCKED")
+	if err := b.claimWhere(p); err != nil {
+		return query{}, err
+	}
+	b.w(" AND ").matchIDs(ids).w(d.claimOrder(), " FOR UPDATE SKIP LOCKED")
 	return b.query(), nil
 }
 

@@ -300,6 +300,34 @@ func goldenCases() []goldenCase {
 			myArgs:  []any{int64(-1000000), int64(10)},
 		},
 		{
+			// From a low-water mark: the walk of the pending index starts at DueFrom.
+			name: "claim from a due time",
+			build: func(d *dialect) ([]query, error) {
+				p := storage.ClaimParams{Token: "n1/01J", TTL: 30 * time.Second, Limit: 10, DueFrom: goldenT0}
+				if d.claimInTx {
+					return one2(d.claimReadQuery(t, p, p.Limit, nil))
+				}
+				return one2(d.claimQuery(t, p))
+			},
+			pg: []string{`WITH claimed AS MATERIALIZED (SELECT event_id, locked_by FROM "outbox_event" WHERE status IN (0, 2) AND available_at <= statement_timestamp() ` +
+				`AND available_at >= $1 AND created_at <= statement_timestamp() + CAST($2 AS BIGINT) * INTERVAL '1 microsecond' AND (locked_until IS NULL OR locked_until < statement_timestamp()) ` +
+				`ORDER BY available_at, created_at, event_id LIMIT $3 FOR UPDATE SKIP LOCKED) ` +
+				`UPDATE "outbox_event" AS t SET locked_by = $4, locked_until = statement_timestamp() + CAST($5 AS BIGINT) * INTERVAL '1 microsecond' ` +
+				`FROM claimed WHERE t.event_id = claimed.event_id RETURNING t.event_id, t.event_type, t.aggregate_type, t.aggregate_id, t.tenant_id, t.payload, ` +
+				`t.headers, t.status, t.attempts, t.last_error, t.available_at, t.created_at, t.done_at, claimed.locked_by, t.locked_until, t.order_key, t.order_seq, t.first_attempt_at, t.listener`},
+			sqlite: []string{`UPDATE "outbox_event" SET locked_by = ?, locked_until = strftime('%Y-%m-%dT%H:%M:%f000Z', 'now', ?) WHERE event_id IN (` +
+				`SELECT event_id FROM "outbox_event" WHERE status IN (0, 2) AND available_at <= strftime('%Y-%m-%dT%H:%M:%f000Z', 'now') ` +
+				`AND available_at >= ? AND created_at <= strftime('%Y-%m-%dT%H:%M:%f000Z', 'now', ?) AND (locked_until IS NULL OR locked_until < strftime('%Y-%m-%dT%H:%M:%f000Z', 'now')) ` +
+				`ORDER BY available_at, created_at, event_id LIMIT 10) RETURNING ` + selectColumns},
+			mysql: []string{
+				"SELECT event_id, due_at, created_at FROM `outbox_event` FORCE INDEX (`outbox_event_pending_idx`) " +
+					"WHERE due_at <= UTC_TIMESTAMP(6) AND due_at >= ? AND created_at <= UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND AND (locked_until IS NULL OR locked_until < UTC_TIMESTAMP(6)) " +
+					"ORDER BY due_at, created_at, event_id LIMIT ?"},
+			pgArgs:  []any{goldenT0U, int64(0), int64(10), "n1/01J", int64(30000000)},
+			sqlArgs: []any{"n1/01J", "+30.000000 seconds", goldenT0S, "+0.000000 seconds"},
+			myArgs:  []any{goldenT0U, int64(0), int64(10)},
+		},
+		{
 			name: "renew claim",
 			build: func(d *dialect) ([]query, error) {
 				return one2(d.renewClaimQuery(t, storage.RenewClaimParams{ID: "a", Token: "n1/01J", TTL: 30 * time.Second}))

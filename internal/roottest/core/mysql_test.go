@@ -276,6 +276,9 @@ func TestMySQLQueriesUseIndexes(t *testing.T) {
 		// A cycle starts at the low-water mark.
 		`SELECT event_id FROM ` + b.quoted() + " FORCE INDEX (`outbox_event_pending_idx`) WHERE due_at <= " + t0 +
 			` AND created_at <= ` + t0 + ` AND due_at >= ` + t0 + ` ORDER BY due_at, created_at, event_id LIMIT 10`: {key: "pending_idx", rangeScan: true},
+		// A MultiNode claim's read from the low-water mark (ClaimParams.DueFrom).
+		`SELECT event_id FROM ` + b.quoted() + " FORCE INDEX (`outbox_event_pending_idx`) WHERE due_at <= " + t0 + ` AND due_at >= ` + t0 +
+			` AND created_at <= ` + t0 + ` AND (locked_until IS NULL OR locked_until < ` + t0 + `) ORDER BY due_at, created_at, event_id LIMIT 10`: {key: "pending_idx", rangeScan: true},
 		`SELECT status, COUNT(*), MIN(created_at) FROM ` + b.quoted() + ` GROUP BY status`:                {key: "dead_idx"},
 		`SELECT event_id FROM ` + b.quoted() + ` WHERE status = 3 ORDER BY created_at, event_id LIMIT 10`: {key: "dead_idx"},
 		`SELECT event_id FROM ` + b.quoted() + ` WHERE status = 3 AND (created_at > ` + t0 + ` OR (created_at = ` + t0 +

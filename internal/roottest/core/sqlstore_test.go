@@ -590,6 +590,10 @@ func TestQueriesUseIndexes(t *testing.T) {
 				`SELECT event_id FROM ` + b.quoted() + ` WHERE status IN (0, 2) AND available_at <= ` + t0 +
 					` AND created_at <= ` + t0 + ` AND (locked_until IS NULL OR locked_until < ` + t0 + `)` +
 					` ORDER BY available_at, created_at, event_id LIMIT 10`: {"claim_idx", sortStep},
+				// A MultiNode claim from the low-water mark (ClaimParams.DueFrom).
+				`SELECT event_id FROM ` + b.quoted() + ` WHERE status IN (0, 2) AND available_at <= ` + t0 +
+					` AND available_at >= ` + t0 + ` AND created_at <= ` + t0 + ` AND (locked_until IS NULL OR locked_until < ` + t0 + `)` +
+					` ORDER BY available_at, created_at, event_id LIMIT 10`: {"claim_idx", sortStep},
 			}
 			// Promote reads a key's head and what holds it from the order index, by key
 			// (and, in the sweep, walks it), never the whole table; purge of the key table
