@@ -642,7 +642,7 @@ func (c *cluster) check(scenario string, faultFree bool, drained time.Duration) 
 	if c.cfg.orderKeys > 0 {
 		tm := Timings[c.cfg.timing]
 		rep.Order = CheckOrder(recs, finals, tm.Listener)
-		bound, why := takeoverBound(c.cfg.timing), "ClaimTTL + 2 × poll interval + 10 s for a node's restart and a loaded 2-core host under -race"
+		bound, why := takeoverBound(c.cfg.timing), "ClaimTTL + the shorter of ClaimTTL and 10 s (the claims from the oldest row) + 2 × poll interval + 10 s for a node's restart and a loaded 2-core host under -race"
 		if c.pz != nil {
 			// A paused subscription's delivery that a killed node held is taken over once
 			// its subscription is resumed.
@@ -701,12 +701,13 @@ func (c *cluster) infraFailure(scenario string, ie *InfraError) {
 }
 
 // takeoverBound bounds the time from a node's kill to another node starting an ordered
-// event the dead node had in its listener: its claim expires (ClaimTTL), the next poll
-// takes it (a poll interval), with room for a restarted SingleNode process to start and
-// for a loaded machine.
+// event the dead node had in its listener: its claim expires (ClaimTTL), the next claim
+// from the oldest row takes it (every ClaimTTL or 10 s, whichever is shorter: the row
+// may be behind the claimer's low-water mark) at a poll (a poll interval), with room for
+// a restarted SingleNode process to start and for a loaded machine.
 func takeoverBound(timing string) time.Duration {
 	tm := Timings[timing]
-	return tm.ClaimTTL + 2*tm.Poll + 10*time.Second
+	return tm.ClaimTTL + min(tm.ClaimTTL, 10*time.Second) + 2*tm.Poll + 10*time.Second
 }
 
 // fanOutRecords turns the writers' records of each event into the same records of each

@@ -37,10 +37,11 @@ import (
 // times of the rows the cycle's first claim took. Rows other nodes hold are left out
 // of every claim, and some come back before this node's mark: a dead node's claims
 // expire, a node that stops gives back its claims. So claims read from the head every
-// claimFullReadEvery, and those rows wait that much longer at most: a dead node's
-// claims are taken again within ClaimTTL plus claimFullReadEvery, and a stopped node's
-// within claimFullReadEvery, inside the poller's longest idle wait
-// (DefaultPollMaxInterval, 30 s).
+// claimFullReadEvery, or every ClaimTTL if that is shorter, and those rows wait that
+// much longer at most: a dead node's claims are taken again within ClaimTTL plus the
+// shorter of ClaimTTL and claimFullReadEvery, and a stopped node's within
+// claimFullReadEvery, inside the poller's longest idle wait (DefaultPollMaxInterval,
+// 30 s).
 
 // lowWaterMargin is how far behind the cycle's start (less SkipRecent) the mark may
 // be: the longest time from a row's write to its commit, plus the clocks' skew, that a

@@ -149,7 +149,7 @@ func New(store storage.Store, q *dispatch.Queues, orders *order.Orderer, release
 	p.pauses.store, _ = store.(storage.PauseStore)
 	if cfg.ClaimTTL > 0 {
 		q.SetColdWindow(cfg.BatchSize) // claims are made just in time (see Poll)
-		p.low.every = claimFullReadEvery
+		p.low.every = min(claimFullReadEvery, cfg.ClaimTTL)
 	}
 	return p, nil
 }
