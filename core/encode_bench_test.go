@@ -64,7 +64,7 @@ func BenchmarkEncodeEnvelopes(b *testing.B) {
 			now := time.Now()
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := encodeEnvelopes(envs, now, DefaultMaxPayloadBytes, nil); err != nil {
+				if _, err := encodeEnvelopes(envs, now, DefaultMaxPayloadBytes, nil, false); err != nil {
 					b.Fatal(err)
 				}
 			}

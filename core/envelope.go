@@ -10,11 +10,12 @@ import (
 )
 
 // encodeEnvelopes validates envs and turns them into events ready to insert. now is the
-// write time; maxPayload the payload limit in bytes. Every error is an *EnvelopeError.
-func encodeEnvelopes(envs []Envelope, now time.Time, maxPayload int, codec Codec) ([]Event, error) {
+// write time; maxPayload the payload limit in bytes; newIDs that no envelope has an ID
+// (generatesIDs), so none can be used twice. Every error is an *EnvelopeError.
+func encodeEnvelopes(envs []Envelope, now time.Time, maxPayload int, codec Codec, newIDs bool) ([]Event, error) {
 	events := make([]Event, len(envs))
 	var seen map[string]int
-	if len(envs) > 1 && !generatesIDs(envs) { // generated IDs are unique
+	if len(envs) > 1 && !newIDs { // generated IDs are unique
 		seen = make(map[string]int, len(envs))
 	}
 	now = canonicalTime(now)

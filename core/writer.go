@@ -185,7 +185,8 @@ func (w *Writer) WriteAllReport(ctx context.Context, tx Executor, envs []Envelop
 	if err != nil || len(envs) == 0 {
 		return nil, err
 	}
-	events, err := encodeEnvelopes(envs, w.now(), w.maxPayload, w.codec)
+	newIDs := generatesIDs(envs) // every ID is the writer's: no row can hold one
+	events, err := encodeEnvelopes(envs, w.now(), w.maxPayload, w.codec, newIDs)
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +198,7 @@ func (w *Writer) WriteAllReport(ctx context.Context, tx Executor, envs []Envelop
 	if w.claimTTL > 0 && hooks != nil && (w.hot == nil || !w.hot.HotFull()) {
 		claimTTL = w.preClaim(events)
 	}
-	res, err := w.store.Insert(ctx, tx, storage.InsertParams{Events: events, ClaimTTL: claimTTL, NewIDs: generatesIDs(envs)})
+	res, err := w.store.Insert(ctx, tx, storage.InsertParams{Events: events, ClaimTTL: claimTTL, NewIDs: newIDs})
 	if err != nil {
 		if errors.Is(err, sql.ErrTxDone) {
 			return nil, fmt.Errorf("outbox: write: %w (%w)", ErrTxDone, err)

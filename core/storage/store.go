@@ -22,7 +22,8 @@ type Store interface {
 	// Insert adds p.Events as NEW rows in one statement through exec (the caller's
 	// transaction); an event with LockedBy set is claimed until database now + p.ClaimTTL.
 	// An event whose ID is a row is skipped (the transaction stays usable) and reported,
-	// unless p.NewIDs says none can be. An [OrderStore] stores ordered events WAITING (see there) and sets OrderSeq, Status.
+	// unless p.NewIDs says none can be. An [OrderStore] stores ordered events WAITING
+	// (see there) and sets OrderSeq, Status.
 	Insert(ctx context.Context, exec outboxtype.Executor, p InsertParams) (InsertResult, error)
 	// Get returns one event by ID, or an error matching [outboxtype.ErrNotFound].
 	Get(ctx context.Context, id string) (outboxtype.Event, error)

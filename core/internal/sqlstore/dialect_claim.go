@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/outboxkit/outbox/core/internal/check"
 	"github.com/outboxkit/outbox/core/storage"
 )
 
@@ -26,8 +27,8 @@ func (b *builder) claimWhere(p storage.ClaimParams) error {
 	}
 	if !p.DueFrom.IsZero() {
 		from, err := d.time(p.DueFrom)
-		if err != nil {
-			return fmt.Errorf("the DueFrom time: %w", err)
+		if err != nil { // outside what the database's times hold
+			return check.Invalid("claim", "DueFrom: %v", err)
 		}
 		b.w(" AND ", due, " >= ", b.arg(from))
 	}

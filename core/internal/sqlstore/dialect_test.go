@@ -949,6 +949,24 @@ func TestBuildersRejectBadParams(t *testing.T) {
 	}
 }
 
+// TestClaimDueFromOutOfRange: a DueFrom the database's times cannot hold (MySQL's
+// DATETIME from year 1000, SQLite's text from year 1) is ErrInvalidArgument before any
+// SQL; PostgreSQL's timestamptz holds it.
+func TestClaimDueFromOutOfRange(t *testing.T) {
+	t.Parallel()
+	p := storage.ClaimParams{Token: "n1/01J", TTL: time.Second, Limit: 1, DueFrom: time.Date(999, 1, 1, 0, 0, 0, 0, time.UTC)}
+	if _, err := MySQL.claimReadQuery(goldenTable, p, 1, nil); !errors.Is(err, outboxtype.ErrInvalidArgument) {
+		t.Errorf("MySQL, year 999: %v, want ErrInvalidArgument", err)
+	}
+	p.DueFrom = time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC)
+	if _, err := SQLite.claimQuery(goldenTable, p); !errors.Is(err, outboxtype.ErrInvalidArgument) {
+		t.Errorf("SQLite, year 0: %v, want ErrInvalidArgument", err)
+	}
+	if _, err := Postgres.claimQuery(goldenTable, p); err != nil {
+		t.Errorf("PostgreSQL, year 0: %v", err)
+	}
+}
+
 func TestSQLiteTimeEncoding(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
