@@ -225,16 +225,27 @@ func TestBatchListenerHardStop(t *testing.T) {
 		if err := reg.Subscribe(outbox.Subscription{EventType: "Batch", Listener: rec}); err != nil {
 			t.Fatal(err)
 		}
+		// The only worker is busy while both events are queued, or it could take h0 alone.
+		blocker := newGate()
+		if err := reg.Subscribe(outbox.Subscription{EventType: "Blocker", Listener: blocker}); err != nil {
+			t.Fatal(err)
+		}
 		if err := d.Start(t.Context()); err != nil {
 			t.Fatal(err)
 		}
+		write := func(events ...outbox.Event) {
+			if _, err := store.Insert(t.Context(), nil, storage.InsertParams{Events: events}); err != nil {
+				t.Fatal(err)
+			}
+			if err := d.WriterHook().AfterCommit(t.Context(), events); err != nil {
+				t.Fatal(err)
+			}
+		}
+		write(newEvent("blocker", "Blocker"))
+		synctest.Wait()
 		events := []outbox.Event{newEvent("h0", "Batch"), newEvent("h1", "Batch")}
-		if _, err := store.Insert(t.Context(), nil, storage.InsertParams{Events: events}); err != nil {
-			t.Fatal(err)
-		}
-		if err := d.WriterHook().AfterCommit(t.Context(), events); err != nil {
-			t.Fatal(err)
-		}
+		write(events...)
+		blocker.open()
 		synctest.Wait()
 		if got := rec.got(); len(got) != 1 || len(got[0]) != 2 {
 			t.Fatalf("calls %v, want one batch of both events", got)

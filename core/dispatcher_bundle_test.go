@@ -55,9 +55,13 @@ func (b *dispatchBundle) listen(t *testing.T, typ string, l outbox.Listener) {
 	}
 }
 
-// write stores events and hands them to the hot path, as a committed write would.
+// write stores events and hands them to the hot path, as a committed write would:
+// with a read open from before the rows are visible until the hot path has them, as
+// the Writer holds one from before the commit (this store commits at the INSERT), so that a poller that reads the rows first and delivers them leaves a
+// tombstone that refuses the hot copies.
 func (b *dispatchBundle) write(t *testing.T, events ...outbox.Event) {
 	t.Helper()
+	defer b.d.BeginRead()()
 	if _, err := b.store.Insert(t.Context(), nil, storage.InsertParams{Events: events}); err != nil {
 		t.Fatalf("Insert: %v", err)
 	}

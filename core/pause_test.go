@@ -23,6 +23,17 @@ type pauseBundle struct {
 
 func newPauseBundle(t *testing.T, cfg outbox.Config, subs ...outbox.Subscription) *pauseBundle {
 	t.Helper()
+	b := newStoppedPauseBundle(t, cfg, subs...)
+	b.start(t)
+	return b
+}
+
+// newStoppedPauseBundle is newPauseBundle before Start: a test puts the rows that the
+// poller's first cycle must find, then calls start. Rows put after Start, with their
+// old created_at, may land behind the low-water mark of a cycle that ran before them,
+// and wait for the next read from the head (core/internal/poll/lowwater.go).
+func newStoppedPauseBundle(t *testing.T, cfg outbox.Config, subs ...outbox.Subscription) *pauseBundle {
+	t.Helper()
 	b := &pauseBundle{store: outboxtest.NewMemoryStore(), got: map[string]*outboxtest.RecordingListener{}}
 	cfg.Store, cfg.Logger, cfg.PurgeInterval = b.store, discardLogger(), -1
 	ob, err := outbox.New(nil, cfg)
@@ -39,23 +50,31 @@ func newPauseBundle(t *testing.T, cfg outbox.Config, subs ...outbox.Subscription
 			t.Fatal(err)
 		}
 	}
-	if err := ob.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := ob.Stop(context.Background()); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-	})
 	b.ob = ob
 	return b
 }
 
-// put stores events of typ, created a minute ago (the poller reads them at once).
+// start starts the bundle's Outbox and stops it when the test ends.
+func (b *pauseBundle) start(t *testing.T) {
+	t.Helper()
+	if err := b.ob.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := b.ob.Stop(context.Background()); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	})
+}
+
+// put stores events of typ, created 5 s ago: older than SkipRecent (the poller reads
+// them at once), younger than the low-water mark of any cycle before the put (the
+// cycle's start less SkipRecent and 10 s), which would leave them to the next read
+// from the head.
 func (b *pauseBundle) put(typ string, ids ...string) {
 	for _, id := range ids {
 		e := newEvent(id, typ)
-		e.CreatedAt = e.CreatedAt.Add(-time.Minute)
+		e.CreatedAt = e.CreatedAt.Add(-5 * time.Second)
 		e.AvailableAt = e.CreatedAt
 		b.store.Put(e)
 	}
