@@ -79,7 +79,8 @@
 //	     a second SQL store of the library), its RSS and goroutines. Reported: every
 //	     sample, each series' slope over the second half, and p99 of the last 5 minutes
 //	     over the first 5 (halves of runs under 10 minutes); -soak-svg-dir writes the
-//	     charts as soak-<db>.svg
+//	     charts as soak-<db>.svg. -soak-mode multinode runs the outbox in MultiNode
+//	     mode (its poller claims; one process, ClaimTTL 2 minutes)
 //
 // Every workload is reported as events/s, as a ratio to min (w2 and b2: to min2, their
 // own shape) and, second, as a ratio to ceiling b (w2 to b2) or to its own reference
@@ -148,6 +149,7 @@ type options struct {
 	soakRetention time.Duration
 	soakSample    time.Duration
 	soakSVGDir    string
+	soakMode      string // "singlenode" or "multinode"
 
 	// durabilities are the server settings to run: "fast", "durable" or both, in this
 	// order. durabilityGiven tells whether -durability was on the command line: without
@@ -278,6 +280,7 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.soakRetention, "soak-retention", time.Minute, "soak: Config.PurgeRetention, short so that the table reaches a steady state "+
 		"within the run (the purge runs every 10 s, or every retention when that is shorter)")
 	fs.DurationVar(&o.soakSample, "soak-sample", 10*time.Second, "soak: time between two samples of latencies, rows, sizes, poll statement, RSS and goroutines")
+	fs.StringVar(&o.soakMode, "soak-mode", "singlenode", "soak: the outbox's Config.Mode, singlenode or multinode (claims, one process; ClaimTTL 2 minutes, as docs/multinode.md configures it)")
 	fs.StringVar(&o.soakSVGDir, "soak-svg-dir", "", "soak: write the charts of each database as soak-<db>.svg into this directory (e.g. docs); empty: no files")
 	fs.IntVar(&o.payloadSize, "payload", 64, "approximate payload size in bytes (a JSON object)")
 	fs.IntVar(&o.workers, "workers", 0, "dispatcher workers (0: library default)")
@@ -372,6 +375,8 @@ func (o options) validateSoak() error {
 		return nil
 	}
 	switch {
+	case o.soakMode != "singlenode" && o.soakMode != "multinode":
+		return fmt.Errorf("-soak-mode must be singlenode or multinode, got %q", o.soakMode)
 	case o.soakRate < 1:
 		return fmt.Errorf("-soak-rate must be positive, got %d", o.soakRate)
 	case o.soakDuration <= 0:

@@ -44,6 +44,9 @@ type childSoakParams struct {
 	Timeout    time.Duration `json:"timeout"`
 	Outbox     childOutbox   `json:"outbox"`
 	CPUProfile string        `json:"cpu_profile"`
+	// MultiNode runs the outbox in MultiNode mode (-soak-mode multinode): the poller
+	// claims, with ClaimTTL 2 minutes (docs/multinode.md's configuration, as w1m's).
+	MultiNode bool `json:"multinode"`
 }
 
 // soakSample is what the child records every sample interval. Latencies are over the
@@ -148,7 +151,7 @@ func runSoak(ctx context.Context, o options, t *target, r int) (sample, error) {
 	p := childSoakParams{
 		Kind: t.kind, DSN: t.dsn, Schema: t.schema, Pool: t.pool, Producers: o.producers, Rate: o.soakRate,
 		Duration: o.soakDuration, Retention: o.soakRetention, Sample: o.soakSample,
-		Timeout: o.soakDuration + o.timeout, Outbox: o.childOutbox(),
+		Timeout: o.soakDuration + o.timeout, Outbox: o.childOutbox(), MultiNode: o.soakMode == "multinode",
 	}
 	if o.cpuProfile != "" {
 		var err error
@@ -163,8 +166,11 @@ func runSoak(ctx context.Context, o options, t *target, r int) (sample, error) {
 	}
 	run := analyzeSoak(res, p)
 	run.DB = t.label()
+	if p.MultiNode {
+		run.DB += " MultiNode"
+	}
 	if o.soakSVGDir != "" {
-		path := filepath.Join(o.soakSVGDir, soakSVGName(t, r, o.repeat))
+		path := filepath.Join(o.soakSVGDir, soakSVGName(t, p.MultiNode, r, o.repeat))
 		if err := writeSoakSVGFile(path, run); err != nil {
 			return sample{}, fmt.Errorf("write the SVG: %w", err)
 		}
@@ -178,10 +184,14 @@ func runSoak(ctx context.Context, o options, t *target, r int) (sample, error) {
 	}, nil
 }
 
-// soakSVGName is the SVG's file name: soak-<db>.svg, with -durable for a durable
-// server and the round's number when there are several rounds.
-func soakSVGName(t *target, r, rounds int) string {
+// soakSVGName is the SVG's file name: soak-<db>.svg, with -multinode for a MultiNode
+// outbox, -durable for a durable server and the round's number when there are several
+// rounds.
+func soakSVGName(t *target, multiNode bool, r, rounds int) string {
 	name := "soak-" + t.kind
+	if multiNode {
+		name += "-multinode"
+	}
 	if t.durability == "durable" {
 		name += "-durable"
 	}
@@ -233,7 +243,14 @@ func childSoak(args []string, res *childSoakResult) error {
 	nSamples := int(p.Duration/p.Sample) + 2
 	samples := make([]soakSample, 0, nSamples)
 	m := newBenchMetrics(-1)
-	cfg := o.config(t, outbox.SingleNode, m)
+	mode := outbox.SingleNode
+	if p.MultiNode {
+		mode = outbox.MultiNode
+	}
+	cfg := o.config(t, mode, m)
+	if p.MultiNode {
+		cfg.ClaimTTL = w1mClaimTTL // docs/multinode.md's configuration, as w1m's
+	}
 	cfg.PurgeInterval, cfg.PurgeRetention = soakPurgeIntervalFor(p.Retention), p.Retention
 	purges := newPurgeTap(cfg.Logger.Handler())
 	cfg.Logger = slog.New(purges)

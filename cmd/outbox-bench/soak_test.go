@@ -260,6 +260,8 @@ func TestParseSoakFlags(t *testing.T) {
 		{[]string{"-workloads", "soak", "-tiny"}, "-tiny does not run soak"},
 		{[]string{"-workloads", "w1", "-soak-svg-dir", "docs"}, "soak is not in -workloads"},
 		{[]string{"-workloads", "soak", "-soak-rate", "0"}, "-soak-rate must be positive"},
+		{[]string{"-workloads", "soak", "-soak-mode", "multi"}, "-soak-mode must be singlenode or multinode"},
+		{[]string{"-workloads", "soak", "-soak-mode", "multinode"}, ""},
 		{[]string{"-workloads", "soak", "-soak-duration", "0s"}, "-soak-duration must be positive"},
 		{[]string{"-workloads", "soak", "-soak-retention", "0s"}, "-soak-retention must be at least 1s"},
 		{[]string{"-workloads", "soak", "-soak-sample", "100ms"}, "-soak-sample must be at least 1s"},
