@@ -143,11 +143,12 @@ func delayedEvents(t *testing.T, s *scene, cfg outbox.Config) {
 		case e.AvailableAt.Location() != time.UTC || e.CreatedAt.Location() != time.UTC:
 			badTime = append(badTime, fmt.Sprintf("%s: times in %s and %s", e.ID, e.CreatedAt.Location(), e.AvailableAt.Location()))
 		case w.delay == 0 && (!e.AvailableAt.Equal(w.available) || !e.CreatedAt.Equal(w.created)):
-			badTime = append(badTime, fmt.Sprintf("%s: created %s available %s, written with %s and %s",
-				e.ID, e.CreatedAt, e.AvailableAt, w.created, w.available))
+			// Attempts and LastError say whether a failed attempt moved the due time (a retry).
+			badTime = append(badTime, fmt.Sprintf("%s: created %s available %s, written with %s and %s (attempts %d, last error %q)",
+				e.ID, e.CreatedAt, e.AvailableAt, w.created, w.available, e.Attempts, e.LastError))
 		case w.delay != 0 && (e.AvailableAt.Sub(e.CreatedAt) != w.delay || e.CreatedAt.Before(w.lo) || !w.hi.IsZero() && e.CreatedAt.After(w.hi)):
-			badTime = append(badTime, fmt.Sprintf("%s: created %s available %s, written between %s and %s with a delay of %s",
-				e.ID, e.CreatedAt, e.AvailableAt, w.lo, w.hi, w.delay))
+			badTime = append(badTime, fmt.Sprintf("%s: created %s available %s, written between %s and %s with a delay of %s (attempts %d, last error %q)",
+				e.ID, e.CreatedAt, e.AvailableAt, w.lo, w.hi, w.delay, e.Attempts, e.LastError))
 		}
 		if d := now.Sub(e.AvailableAt); d < -early {
 			earlyN++
