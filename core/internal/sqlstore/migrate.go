@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -14,12 +15,24 @@ import (
 // versions of [Migrations] that the table lacks, so it upgrades a table made by an
 // earlier release, rows and all. Running it again, or on a database migrated with the
 // files from [Migrations], changes nothing. An invalid name returns a *[ConfigError].
-func MigrateTable(ctx context.Context, db *sql.DB, d *Dialect, table string) (err error) {
+func MigrateTable(ctx context.Context, db *sql.DB, d *Dialect, table string) error {
 	t, err := parseTableName(table)
 	if err != nil {
 		return err
 	}
-	dd := d
+	return migrateTable(ctx, db, d, t, false)
+}
+
+// migrateTable is MigrateTable of t; partitioned makes the CREATE TABLE that of a
+// partitioned table (MigratePartitionedTable, PostgreSQL).
+func migrateTable(ctx context.Context, db *sql.DB, dd *dialect, t tableName, partitioned bool) (err error) {
+	up := dd.ddl(dd, t).up
+	if partitioned {
+		up = slices.Clone(up)
+		if up[0], err = partitionedCreate(up[0]); err != nil {
+			return fmt.Errorf("migrate %s: %w", t, err)
+		}
+	}
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("migrate %s: begin: %w", t, err)
@@ -29,7 +42,7 @@ func MigrateTable(ctx context.Context, db *sql.DB, d *Dialect, table string) (er
 			err = errors.Join(err, ignoreDone(tx.Rollback()))
 		}
 	}()
-	for _, s := range dd.ddl(dd, t).up {
+	for _, s := range up {
 		if _, err := tx.ExecContext(ctx, s.sql); err != nil {
 			return fmt.Errorf("migrate %s: %w", t, err)
 		}

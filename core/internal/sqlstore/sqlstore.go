@@ -54,6 +54,9 @@ type Store struct {
 	// aggregateIndexed is set once the table is seen to have CreateAggregateIndex's
 	// index (see aggregateIndex).
 	aggregateIndexed atomic.Bool
+	// parts is what the store last read of its table's partitioning (PostgreSQL), nil
+	// before its first write or check; see checkPartitions.
+	parts atomic.Pointer[partitionSet]
 }
 
 var (
@@ -189,7 +192,17 @@ func (s *Store) CheckConnectionFor(ctx context.Context, maxPayload int) error {
 			return err
 		}
 	}
-	return s.checkTable(ctx)
+	if err := s.checkTable(ctx); err != nil {
+		return err
+	}
+	if s.d == postgresDialect {
+		ps, err := s.loadPartitions(ctx)
+		if err != nil {
+			return err
+		}
+		s.parts.Store(ps)
+	}
+	return nil
 }
 
 // checkTable returns a *[ConfigError] when the table exists but lacks a column or index

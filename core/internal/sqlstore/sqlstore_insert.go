@@ -30,7 +30,8 @@ import (
 // statement_timestamp(), not the start of the caller's transaction). Events whose ID
 // exists are skipped (see dialect.skipExisting); a skipped ordered event leaves a gap in
 // its key's OrderSeq, which order does not mind. A nil exec returns an error wrapping
-// [ErrNoTransaction]; invalid params an error matching [ErrInvalidArgument]; no events
+// [ErrNoTransaction]; invalid params an error matching [ErrInvalidArgument], and so, on a
+// partitioned table, is an ID that no partition holds (checkPartitions); no events
 // is a no-op.
 func (s *Store) Insert(ctx context.Context, exec outboxtype.Executor, p storage.InsertParams) (storage.InsertResult, error) {
 	if len(p.Events) == 0 {
@@ -45,10 +46,21 @@ func (s *Store) Insert(ctx context.Context, exec outboxtype.Executor, p storage.
 	if err := s.checkPacket(ctx, exec, p.Events); err != nil {
 		return storage.InsertResult{}, fmt.Errorf("insert events: %w", err)
 	}
-	if keys := orderKeys(p.Events); len(keys) > 0 {
-		return s.d.order.insert(ctx, s, exec, p, keys)
+	if err := s.checkPartitions(ctx, p.Events); err != nil {
+		return storage.InsertResult{}, fmt.Errorf("insert events: %w", err)
 	}
-	return s.insertEvents(ctx, s.on(exec), p, nil, nil)
+	var res storage.InsertResult
+	var err error
+	if keys := orderKeys(p.Events); len(keys) > 0 {
+		res, err = s.d.order.insert(ctx, s, exec, p, keys)
+	} else {
+		res, err = s.insertEvents(ctx, s.on(exec), p, nil, nil)
+	}
+	if noPartition(err) {
+		s.parts.Store(nil) // read the partitions again at the next write
+		err = fmt.Errorf("%w: %w", err, outboxtype.ErrInvalidArgument)
+	}
+	return res, err
 }
 
 // insertEvents runs the event INSERT of p.Events through exec, after the ordered
