@@ -53,6 +53,9 @@ type PartitionMaintenance struct {
 	// out is reported Busy and tried again at the next run. Defaults to
 	// DefaultPartitionLockTimeout.
 	LockTimeout time.Duration
+	// AfterFreeze, when set, runs after a partition's freeze committed and before its
+	// detach: a test hook, for a write that races the drop.
+	AfterFreeze func(partition string)
 }
 
 // PartitionReport says what one [MaintainPartitions] did, by partition name.
@@ -119,6 +122,9 @@ func MaintainPartitions(ctx context.Context, db *sql.DB, d *Dialect, table strin
 		case !frozen:
 			rep.Kept = append(rep.Kept, p.table.name)
 			continue
+		}
+		if m.AfterFreeze != nil {
+			m.AfterFreeze(p.table.name)
 		}
 		if err := dropPartition(ctx, db, d, t, p.table, false); err != nil {
 			return rep, err
@@ -259,4 +265,6 @@ func dropPartition(ctx context.Context, db *sql.DB, d *dialect, t, pt tableName,
 }
 
 // isLockTimeout reports PostgreSQL's lock_timeout (SQLSTATE 55P03).
-func isLockTimeout(err error) bool { return err != nil && strings.Contains(err.Error(), "SQLSTATE 55P03") }
+func isLockTimeout(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "SQLSTATE 55P03")
+}
