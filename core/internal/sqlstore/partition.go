@@ -135,17 +135,20 @@ func (p partition) overlaps(from, to string) bool {
 }
 
 // isPartitioned reports whether t exists and is a partitioned table.
-func isPartitioned(ctx context.Context, db *sql.DB, d *dialect, t tableName) (bool, error) {
-	var n int
-	err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM pg_partitioned_table WHERE partrelid = to_regclass($1)", d.qualified(t)).Scan(&n)
+func isPartitioned(ctx context.Context, db outboxtype.Executor, d *dialect, t tableName) (bool, error) {
+	rows, err := db.QueryContext(ctx, "SELECT 1 FROM pg_partitioned_table WHERE partrelid = to_regclass($1)", d.qualified(t))
 	if err != nil {
 		return false, fmt.Errorf("look for the partitioning of %s: %w", t, err)
 	}
-	return n > 0, nil
+	found := rows.Next()
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return false, fmt.Errorf("look for the partitioning of %s: %w", t, err)
+	}
+	return found, nil
 }
 
 // partitions lists the partitions of t, by their lower bound.
-func partitions(ctx context.Context, db *sql.DB, d *dialect, t tableName) ([]partition, error) {
+func partitions(ctx context.Context, db outboxtype.Executor, d *dialect, t tableName) ([]partition, error) {
 	rows, err := db.QueryContext(ctx, "SELECT c.relname, pg_get_expr(c.relpartbound, c.oid), i.inhdetachpending"+
 		" FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = to_regclass($1)", d.qualified(t))
 	if err != nil {
@@ -363,15 +366,14 @@ func parentIndexes(ctx context.Context, db *sql.DB, d *dialect, t tableName) ([]
 	return out, rows.Err()
 }
 
-// loadPartitions reads whether the store's table is partitioned, and its partitions.
-func (s *Store) loadPartitions(ctx context.Context) (*partitionSet, error) {
-	ctx, cancel := s.withTimeout(ctx)
-	defer cancel()
-	part, err := isPartitioned(ctx, s.db, s.d, s.table)
+// loadPartitions reads through exec whether the store's table is partitioned, and its
+// partitions.
+func (s *Store) loadPartitions(ctx context.Context, exec outboxtype.Executor) (*partitionSet, error) {
+	part, err := isPartitioned(ctx, exec, s.d, s.table)
 	if err != nil || !part {
 		return &partitionSet{}, err
 	}
-	all, err := partitions(ctx, s.db, s.d, s.table)
+	all, err := partitions(ctx, exec, s.d, s.table)
 	if err != nil {
 		return nil, err
 	}
@@ -387,10 +389,11 @@ func (s *Store) loadPartitions(ctx context.Context) (*partitionSet, error) {
 // checkPartitions refuses, on a partitioned table, the events whose ID no partition
 // holds, before the INSERT, which would fail with SQLSTATE 23514 and abort the
 // caller's transaction: an error wrapping [ErrInvalidArgument]. The store reads the
-// partitions at its first write and again when an ID is in none of those it knows (a
-// partition created since). A partition dropped since it was read is not seen: that
-// INSERT fails (noPartition).
-func (s *Store) checkPartitions(ctx context.Context, events []outboxtype.Event) error {
+// partitions at its connection check and first write, and again when an ID is in none
+// of those it knows (a partition created since), through exec, the caller's executor,
+// so that a write in a transaction needs no second connection. A partition dropped
+// since it was read is not seen: that INSERT fails (noPartition).
+func (s *Store) checkPartitions(ctx context.Context, exec outboxtype.Executor, events []outboxtype.Event) error {
 	if s.d != postgresDialect {
 		return nil
 	}
@@ -402,7 +405,7 @@ func (s *Store) checkPartitions(ctx context.Context, events []outboxtype.Event) 
 		}
 		if !fresh {
 			var err error
-			if ps, err = s.loadPartitions(ctx); err != nil {
+			if ps, err = s.loadPartitions(ctx, exec); err != nil {
 				return err
 			}
 			s.parts.Store(ps)

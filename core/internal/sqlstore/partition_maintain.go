@@ -231,8 +231,8 @@ func freezePartition(ctx context.Context, db *sql.DB, d *dialect, pt tableName, 
 	for _, s := range []string{
 		fmt.Sprintf("SET LOCAL lock_timeout = %d", lockTimeout.Milliseconds()),
 		// A constraint of an earlier run (whose detach did not happen) has older cutoffs.
-		"ALTER TABLE " + d.qualified(pt) + " DROP CONSTRAINT IF EXISTS " + check + ",\n" +
-			"    ADD CONSTRAINT " + check + " CHECK (" + purgeableCondition(p) + ") NOT VALID",
+		"ALTER TABLE " + d.qualified(pt) + " DROP CONSTRAINT IF EXISTS " + check,
+		"ALTER TABLE " + d.qualified(pt) + " ADD CONSTRAINT " + check + " CHECK (" + purgeableCondition(p) + ") NOT VALID",
 	} {
 		if _, err := tx.ExecContext(ctx, s); err != nil {
 			return false, err

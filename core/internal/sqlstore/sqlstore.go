@@ -196,7 +196,7 @@ func (s *Store) CheckConnectionFor(ctx context.Context, maxPayload int) error {
 		return err
 	}
 	if s.d == postgresDialect {
-		ps, err := s.loadPartitions(ctx)
+		ps, err := s.loadPartitions(ctx, s.db)
 		if err != nil {
 			return err
 		}

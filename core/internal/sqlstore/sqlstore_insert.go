@@ -46,7 +46,7 @@ func (s *Store) Insert(ctx context.Context, exec outboxtype.Executor, p storage.
 	if err := s.checkPacket(ctx, exec, p.Events); err != nil {
 		return storage.InsertResult{}, fmt.Errorf("insert events: %w", err)
 	}
-	if err := s.checkPartitions(ctx, p.Events); err != nil {
+	if err := s.checkPartitions(ctx, exec, p.Events); err != nil {
 		return storage.InsertResult{}, fmt.Errorf("insert events: %w", err)
 	}
 	var res storage.InsertResult

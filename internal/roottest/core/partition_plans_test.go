@@ -1,0 +1,163 @@
+package outbox_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
+	"github.com/outboxkit/outbox/internal/testdb"
+)
+
+// TestPartitionedPlans is a measurement, not a check: with OUTBOX_TEST_PARTITION_PLANS
+// set (the rows, default 300000), it fills a partitioned table (4 daily partitions)
+// and a plain one with the same rows, mostly DONE, some NEW, RETRY and DEAD, then runs
+// the store's reads and writes on each through one connection that has auto_explain
+// log every plan, with its actual rows, to the server's log
+// (OUTBOX_TEST_POSTGRES_DIR/server.log), each preceded by SELECT 'MARK <table kind>
+// <operation> <run>'. Each operation runs 7 times, so that the prepared statements
+// that PostgreSQL plans generically from the 6th run on show that plan too.
+func TestPartitionedPlans(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("OUTBOX_TEST_PARTITION_PLANS"))
+	if n <= 0 {
+		t.Skip("set OUTBOX_TEST_PARTITION_PLANS to the number of rows to measure the plans on a partitioned table")
+	}
+	ctx := t.Context()
+	now := time.Now()
+	part := setupPartitioned(t, -3, 1, false)
+	plainDB := testdb.NewPostgresDB(t)
+	plain := setupStore(t, plainDB, outbox.Postgres, testdb.IsolatedTable(t, plainDB, outbox.Postgres.Name()))
+	start := day(now, -3)
+	span := now.Add(-time.Minute).Sub(start)
+	for _, b := range []sqlBundle{part, plain} {
+		for first := 0; first < n; first += 5000 {
+			events := make([]outbox.Event, 0, 5000)
+			for i := first; i < min(first+5000, n); i++ {
+				created := start.Add(span * time.Duration(i) / time.Duration(n))
+				e := testEvent(ulidAt(created, i), created)
+				e.AggregateID = "agg-" + strconv.Itoa(i%5000)
+				events = append(events, e)
+			}
+			if _, err := b.store.Insert(ctx, b.db, storage.InsertParams{Events: events}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, s := range []string{
+			`UPDATE ` + b.quoted() + ` SET status = 1, done_at = created_at + INTERVAL '1 second'`,
+			`UPDATE ` + b.quoted() + ` SET status = 3, done_at = NULL, last_error = 'x' WHERE right(event_id, 3) = '000'`,
+			`UPDATE ` + b.quoted() + ` SET status = 2, done_at = NULL, available_at = created_at + INTERVAL '1 hour' WHERE right(event_id, 3) = '001'`,
+			`UPDATE ` + b.quoted() + ` SET status = 0, done_at = NULL WHERE created_at > (SELECT created_at FROM ` + b.quoted() +
+				` ORDER BY created_at DESC OFFSET 2000 LIMIT 1)`,
+			`VACUUM ANALYZE ` + b.quoted(),
+		} {
+			if _, err := b.db.ExecContext(ctx, s); err != nil {
+				t.Fatalf("%s: %v", s, err)
+			}
+		}
+	}
+	for _, c := range []struct {
+		kind string
+		b    sqlBundle
+	}{{"partitioned", part}, {"plain", plain}} {
+		explainOperations(t, c.kind, c.b, now)
+	}
+}
+
+// explainOperations runs the store's operations on b's table through a store of one
+// connection that logs each plan (see TestPartitionedPlans).
+func explainOperations(t *testing.T, kind string, b sqlBundle, now time.Time) {
+	ctx := t.Context()
+	db, err := sql.Open("pgx", testdb.PostgresDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	for _, s := range []string{"LOAD 'auto_explain'", "SET auto_explain.log_min_duration = 0", "SET auto_explain.log_analyze = on",
+		"SET auto_explain.log_level = warning", "SET auto_explain.log_buffers = on"} {
+		if _, err := db.ExecContext(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	s, err := sqlStore(db, outbox.Postgres, outbox.SQLStoreConfig{Table: b.table, QueryTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dead []outbox.Event
+	if dead, err = s.ListDead(ctx, storage.ListDeadParams{Limit: 20}); err != nil || len(dead) < 7 {
+		t.Fatalf("ListDead = %d, %v", len(dead), err)
+	}
+	ops := []struct {
+		name string
+		run  func(i int) error
+	}{
+		{"pending", func(int) error {
+			_, err := s.Pending(ctx, storage.PendingParams{Now: now, Limit: 100})
+			return err
+		}},
+		{"claim+markdone", func(i int) error {
+			tok := fmt.Sprintf("node/%d", i)
+			batch, err := s.Claim(ctx, storage.ClaimParams{Token: tok, TTL: time.Minute, Limit: 100})
+			if err != nil {
+				return err
+			}
+			claimed := make([]string, len(batch.Events))
+			for j, e := range batch.Events {
+				claimed[j] = e.ID
+			}
+			_, err = s.MarkDone(ctx, storage.MarkDoneParams{IDs: claimed, DoneAt: now, Token: tok})
+			return err
+		}},
+		{"get", func(i int) error {
+			_, err := s.Get(ctx, dead[i].ID)
+			return err
+		}},
+		{"listdead", func(int) error {
+			_, err := s.ListDead(ctx, storage.ListDeadParams{Limit: 50})
+			return err
+		}},
+		{"countdead", func(int) error {
+			_, err := s.CountDead(ctx, outbox.DeadFilter{})
+			return err
+		}},
+		{"list-new", func(int) error { return listEvents(ctx, s, outbox.StatusNew) }},
+		{"list-retry", func(int) error { return listEvents(ctx, s, outbox.StatusRetry) }},
+		{"list-done", func(int) error { return listEvents(ctx, s, outbox.StatusDone) }},
+		{"replay", func(i int) error {
+			_, err := s.Replay(ctx, storage.ReplayParams{IDs: []string{dead[i].ID}, Now: now})
+			return err
+		}},
+		{"purge", func(int) error {
+			_, err := s.Purge(ctx, storage.PurgeParams{Before: now.Add(-2 * testPeriod), Limit: 1000})
+			return err
+		}},
+		{"stats", func(int) error {
+			_, err := s.Stats(ctx)
+			return err
+		}},
+	}
+	for _, op := range ops {
+		for i := range 7 {
+			if _, err := db.ExecContext(ctx, fmt.Sprintf("SELECT 'MARK %s %s %d'", kind, op.name, i+1)); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			if err := op.run(i); err != nil {
+				t.Fatalf("%s %s: %v", kind, op.name, err)
+			}
+			t.Logf("%s %s run %d: %s", kind, op.name, i+1, time.Since(start))
+		}
+	}
+}
+
+// listEvents lists the first page of status's events, as the admin does.
+func listEvents(ctx context.Context, s sqlTestStore, status outbox.Status) error {
+	_, _, err := s.(storage.EventStore).ListEvents(ctx, storage.ListEventsParams{Status: status, Limit: 50, ScanLimit: 1000})
+	return err
+}
