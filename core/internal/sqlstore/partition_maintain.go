@@ -172,10 +172,12 @@ func purgeableCondition(p storage.PurgeParams) string {
 	if !p.DeadBefore.IsZero() {
 		dead = pgTimeLiteral(p.DeadBefore)
 	}
-	cond := "status = 1 AND " + finishedAt + " < " + before +
-		" OR (status = 3 OR status >= 5) AND " + finishedAt + " < " + dead
+	done := sqlStatus(outboxtype.StatusDone)
+	cond := "status = " + done + " AND " + finishedAt + " < " + before +
+		" OR (" + finishedStatus() + ") AND status <> " + done + " AND " + finishedAt + " < " + dead
 	if !p.UndeliveredBefore.IsZero() {
-		cond += " OR status IN (0, 2, 4) AND created_at < " + pgTimeLiteral(p.UndeliveredBefore)
+		cond += " OR status IN (" + sqlStatuses(outboxtype.StatusNew, outboxtype.StatusRetry, outboxtype.StatusWaiting) +
+			") AND created_at < " + pgTimeLiteral(p.UndeliveredBefore)
 	}
 	return cond
 }
@@ -194,14 +196,15 @@ func keptRowsQuery(d *dialect, pt tableName, p storage.PurgeParams) string {
 			first = p.DeadBefore
 		}
 	}
+	done := sqlStatus(outboxtype.StatusDone)
 	undelivered := ""
 	if !p.UndeliveredBefore.IsZero() {
 		undelivered = " AND created_at >= " + pgTimeLiteral(p.UndeliveredBefore)
 	}
 	return "SELECT EXISTS (SELECT 1 FROM " + table + " WHERE status IN (" + pendingStatuses() + ")" + undelivered + ")" +
-		" OR EXISTS (SELECT 1 FROM " + table + " WHERE status = 4 AND created_at IS NOT NULL" + undelivered + ")" +
+		" OR EXISTS (SELECT 1 FROM " + table + " WHERE status = " + sqlStatus(outboxtype.StatusWaiting) + " AND created_at IS NOT NULL" + undelivered + ")" +
 		" OR EXISTS (SELECT 1 FROM " + table + " WHERE (" + finishedStatus() + ") AND " + finishedAt + " >= " + pgTimeLiteral(first) +
-		" AND (status = 1 AND " + finishedAt + " >= " + before + " OR status <> 1 AND " + finishedAt + " >= " + dead + "))"
+		" AND (status = " + done + " AND " + finishedAt + " >= " + before + " OR status <> " + done + " AND " + finishedAt + " >= " + dead + "))"
 }
 
 // pgTimeLiteral writes t as a timestamptz literal, truncated to microseconds as the
