@@ -3,8 +3,10 @@ package outbox_test
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -271,5 +273,100 @@ func TestMaintainPartitions(t *testing.T) {
 	}
 	if left != 2+7 { // -9, -7, then -3 to 3
 		t.Errorf("%d partitions left, want 9", left)
+	}
+}
+
+// TestPartitionedUpgrade: a table made partitioned at version 1, whose partitions hold
+// rows, takes the later versions (ADD COLUMN, CREATE and DROP INDEX on the parent,
+// which pass them on to the partitions); the partitions MaintainPartitions then
+// creates get every index of the parent, named after the partition.
+func TestPartitionedUpgrade(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := testdb.NewPostgresDB(t)
+	table := testdb.IsolatedTable(t, db, outbox.Postgres.Name())
+	q := quoteTable(outbox.Postgres, table)
+	now := time.Now()
+	v1, err := fs.ReadFile(outbox.Migrations(outbox.Postgres), "0001_create_outbox_event.up.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, stmt := range strings.Split(strings.ReplaceAll(string(v1), `"outbox_event"`, q), ";") {
+		stmt = strings.TrimSpace(stripComments(stmt))
+		if stmt == "" {
+			continue
+		}
+		if i == 0 {
+			stmt = strings.Replace(stmt, "VARCHAR(64)  NOT NULL PRIMARY KEY", `VARCHAR(64)  COLLATE "C" NOT NULL PRIMARY KEY`, 1) + " PARTITION BY RANGE (event_id)"
+		}
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			t.Fatalf("version 1, partitioned: %s: %v", stmt, err)
+		}
+	}
+	for d := -1; d <= 1; d++ {
+		part := quoteTable(outbox.Postgres, table+"_old"+strconv.Itoa(d+1))
+		if _, err := db.ExecContext(ctx, `CREATE TABLE `+part+` PARTITION OF `+q+` FOR VALUES FROM ('`+ulidAt(day(now, d), 0)+`') TO ('`+ulidAt(day(now, d+1), 0)+`')`); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			if _, err := db.ExecContext(ctx, `INSERT INTO `+q+` (event_id, event_type, aggregate_type, payload, available_at, created_at) VALUES ($1, 'T', 'A', '{}', $2, $2)`,
+				ulidAt(day(now, d).Add(time.Hour), i), day(now, d).Add(time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := outbox.MigrateTable(ctx, db, outbox.Postgres, table); err != nil {
+		t.Fatalf("MigrateTable on a partitioned version 1 table with rows: %v", err)
+	}
+	if have, latest, err := outbox.SchemaVersion(ctx, db, outbox.Postgres, table); err != nil || have != latest {
+		t.Fatalf("SchemaVersion = %d of %d, %v", have, latest, err)
+	}
+	rep, err := outbox.MaintainPartitions(ctx, db, outbox.Postgres, table, outbox.PartitionMaintenance{
+		Config: outbox.PartitionConfig{Period: testPeriod, Ahead: 3}, Now: now, Purge: storage.PurgeParams{Before: now.Add(-30 * testPeriod)}})
+	if err != nil || len(rep.Created) != 2 {
+		t.Fatalf("MaintainPartitions = %+v, %v; want the days 2 and 3 created", rep, err)
+	}
+	var parentIndexes int
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pg_index WHERE indrelid = to_regclass($1)`, q).Scan(&parentIndexes); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := db.QueryContext(ctx, `SELECT c.relname, (SELECT COUNT(*) FROM pg_index x WHERE x.indrelid = c.oid),
+		(SELECT string_agg(ic.relname, ' ' ORDER BY ic.relname) FROM pg_index x JOIN pg_class ic ON ic.oid = x.indexrelid WHERE x.indrelid = c.oid)
+		FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = to_regclass($1) ORDER BY 1`, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name, names string
+		var n int
+		if err := rows.Scan(&name, &n, &names); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %d indexes: %s", name, n, names)
+		if n != parentIndexes {
+			t.Errorf("partition %s has %d indexes, the table %d", name, n, parentIndexes)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := sqlStore(db, outbox.Postgres, outbox.SQLStoreConfig{Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CheckConnection(ctx); err != nil {
+		t.Fatalf("CheckConnection: %v", err)
+	}
+	id := ulidAt(day(now, 2).Add(time.Hour), 7)
+	if _, err := s.Insert(ctx, db, storage.InsertParams{Events: []outbox.Event{testEvent(id, now.Add(-time.Minute))}}); err != nil {
+		t.Fatalf("Insert into a partition MaintainPartitions created: %v", err)
+	}
+	due := 3 + 1 // yesterday's rows and the new one; today's when due, tomorrow's are not
+	if day(now, 0).Add(time.Hour).Before(now) {
+		due += 3
+	}
+	if b, err := s.Pending(ctx, storage.PendingParams{Now: now, Limit: 100}); err != nil || len(b.Events) != due {
+		t.Fatalf("Pending = %d events, %v; want %d", len(b.Events), err, due)
 	}
 }
