@@ -64,6 +64,9 @@ type PartitionReport struct {
 	Dropped []string // old partitions, detached and dropped
 	Kept    []string // old partitions that hold a row the purge would keep
 	Busy    []string // old partitions whose freeze did not get its lock in time
+	// Skipped is set when another process maintained the table at the time (its
+	// session-level advisory lock was taken): the run did nothing.
+	Skipped bool
 }
 
 // MaintainPartitions creates the missing partitions of the partitioned outbox table
@@ -96,6 +99,27 @@ func MaintainPartitions(ctx context.Context, db *sql.DB, d *Dialect, table strin
 	if part, err := isPartitioned(ctx, db, d, t); err != nil || !part {
 		return rep, errors.Join(err, notPartitioned(t, err))
 	}
+	// One maintainer at a time: two would both try to create the same partition, or to
+	// detach the same one.
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return rep, err
+	}
+	defer conn.Close()
+	lockKey := "outbox partitions " + d.qualified(t)
+	var locked bool
+	if err := conn.QueryRowContext(ctx, "SELECT pg_try_advisory_lock(hashtextextended($1, 0))", lockKey).Scan(&locked); err != nil {
+		return rep, fmt.Errorf("maintain partitions: lock: %w", err)
+	}
+	if !locked {
+		rep.Skipped = true
+		return rep, nil
+	}
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_, _ = conn.ExecContext(uctx, "SELECT pg_advisory_unlock(hashtextextended($1, 0))", lockKey)
+	}()
 	if err := finishDetaches(ctx, db, d, t, &rep); err != nil {
 		return rep, err
 	}
