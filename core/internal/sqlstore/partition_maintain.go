@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"strings"
@@ -118,7 +119,9 @@ func MaintainPartitions(ctx context.Context, db *sql.DB, d *Dialect, table strin
 	defer func() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		_, _ = conn.ExecContext(uctx, "SELECT pg_advisory_unlock(hashtextextended($1, 0))", lockKey)
+		if _, err := conn.ExecContext(uctx, "SELECT pg_advisory_unlock(hashtextextended($1, 0))", lockKey); err != nil {
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn }) // closing the session ends its lock
+		}
 	}()
 	if err := finishDetaches(ctx, db, d, t, &rep); err != nil {
 		return rep, err
