@@ -262,14 +262,15 @@ func MigratePartitionedTable(ctx context.Context, db *sql.DB, d *Dialect, table 
 	if err := migrateTable(ctx, db, d, t, true); err != nil {
 		return err
 	}
-	_, err = ensurePartitions(ctx, db, d, t, cfg, now, 0)
+	_, err = ensurePartitions(ctx, db, d, t, cfg, now, 0, &PartitionReport{})
 	return err
 }
 
 // ensurePartitions creates the partitions of the current period of now and cfg.Ahead
 // periods after it that are missing, each with createPartition, and returns their
-// names. lockTimeout bounds each ATTACH's wait for its lock (0: no bound).
-func ensurePartitions(ctx context.Context, db *sql.DB, d *dialect, t tableName, cfg PartitionConfig, now time.Time, lockTimeout time.Duration) ([]string, error) {
+// names, recording the time each took in rep. lockTimeout bounds each ATTACH's wait
+// for its lock (0: no bound).
+func ensurePartitions(ctx context.Context, db *sql.DB, d *dialect, t tableName, cfg PartitionConfig, now time.Time, lockTimeout time.Duration, rep *PartitionReport) ([]string, error) {
 	have, err := partitions(ctx, db, d, t)
 	if err != nil {
 		return nil, err
@@ -283,9 +284,11 @@ func ensurePartitions(ctx context.Context, db *sql.DB, d *dialect, t tableName, 
 		switch {
 		case i < 0:
 			pt := partitionTable(t, start)
+			began := time.Now()
 			if err := createPartition(ctx, db, d, t, pt, from, to, lockTimeout); err != nil {
 				return created, err
 			}
+			rep.record(pt.name, "create", began)
 			created = append(created, pt.name)
 		case have[i].fromMin || have[i].toMax || have[i].from != from || have[i].to != to:
 			return created, fmt.Errorf("partition %s of %s overlaps the period from %s", have[i].table, t, start.Format(time.RFC3339))

@@ -68,6 +68,22 @@ type PartitionReport struct {
 	// Skipped is set when another process maintained the table at the time (its
 	// session-level advisory lock was taken): the run did nothing.
 	Skipped bool
+	// Steps are the statements' times, in order.
+	Steps []PartitionStep
+}
+
+// PartitionStep is how long one step of [MaintainPartitions] took on one partition:
+// "create" (CREATE TABLE, its indexes and the ATTACH, one transaction), "freeze" (the
+// constraint and the probes, one transaction), "detach" (DETACH … CONCURRENTLY or
+// FINALIZE) or "drop".
+type PartitionStep struct {
+	Partition, Step string
+	Took            time.Duration
+}
+
+// record adds a step that started at start.
+func (r *PartitionReport) record(partition, step string, start time.Time) {
+	r.Steps = append(r.Steps, PartitionStep{Partition: partition, Step: step, Took: time.Since(start)})
 }
 
 // MaintainPartitions creates the missing partitions of the partitioned outbox table
@@ -126,7 +142,7 @@ func MaintainPartitions(ctx context.Context, db *sql.DB, d *Dialect, table strin
 	if err := finishDetaches(ctx, db, d, t, &rep); err != nil {
 		return rep, err
 	}
-	if rep.Created, err = ensurePartitions(ctx, db, d, t, cfg, m.Now, m.LockTimeout); err != nil {
+	if rep.Created, err = ensurePartitions(ctx, db, d, t, cfg, m.Now, m.LockTimeout, &rep); err != nil {
 		return rep, err
 	}
 	parts, err := partitions(ctx, db, d, t)
@@ -139,7 +155,9 @@ func MaintainPartitions(ctx context.Context, db *sql.DB, d *Dialect, table strin
 		if !ok || end.After(current) || end.After(m.Purge.Before) {
 			continue
 		}
+		start := time.Now()
 		frozen, err := freezePartition(ctx, db, d, p.table, m.Purge, m.LockTimeout)
+		rep.record(p.table.name, "freeze", start)
 		switch {
 		case isLockTimeout(err):
 			rep.Busy = append(rep.Busy, p.table.name)
@@ -153,7 +171,7 @@ func MaintainPartitions(ctx context.Context, db *sql.DB, d *Dialect, table strin
 		if m.AfterFreeze != nil {
 			m.AfterFreeze(p.table.name)
 		}
-		if err := dropPartition(ctx, db, d, t, p.table, false); err != nil {
+		if err := dropPartition(ctx, db, d, t, p.table, false, &rep); err != nil {
 			return rep, err
 		}
 		rep.Dropped = append(rep.Dropped, p.table.name)
@@ -181,7 +199,7 @@ func finishDetaches(ctx context.Context, db *sql.DB, d *dialect, t tableName, re
 		if !p.detaching {
 			continue
 		}
-		if err := dropPartition(ctx, db, d, t, p.table, true); err != nil {
+		if err := dropPartition(ctx, db, d, t, p.table, true, rep); err != nil {
 			return err
 		}
 		rep.Dropped = append(rep.Dropped, p.table.name)
@@ -280,17 +298,21 @@ func freezePartition(ctx context.Context, db *sql.DB, d *dialect, pt tableName, 
 
 // dropPartition detaches partition pt from t, CONCURRENTLY or, when pending (a detach
 // left half-way), with FINALIZE, then drops it.
-func dropPartition(ctx context.Context, db *sql.DB, d *dialect, t, pt tableName, pending bool) error {
+func dropPartition(ctx context.Context, db *sql.DB, d *dialect, t, pt tableName, pending bool, rep *PartitionReport) error {
 	how := " CONCURRENTLY"
 	if pending {
 		how = " FINALIZE"
 	}
+	start := time.Now()
 	if _, err := db.ExecContext(ctx, "ALTER TABLE "+d.qualified(t)+" DETACH PARTITION "+d.qualified(pt)+how); err != nil {
 		return fmt.Errorf("detach partition %s: %w", pt, err)
 	}
+	rep.record(pt.name, "detach", start)
+	start = time.Now()
 	if _, err := db.ExecContext(ctx, "DROP TABLE "+d.qualified(pt)); err != nil {
 		return fmt.Errorf("drop partition %s: %w", pt, err)
 	}
+	rep.record(pt.name, "drop", start)
 	return nil
 }
 

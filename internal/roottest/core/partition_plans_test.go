@@ -66,6 +66,20 @@ func TestPartitionedPlans(t *testing.T) {
 	}{{"partitioned", part}, {"plain", plain}} {
 		explainOperations(t, c.kind, c.b, now)
 	}
+	// The two oldest days' rows, all past the cutoffs: their partitions go, each step
+	// timed (no other load on the table).
+	day := testPeriod
+	rep, err := outbox.MaintainPartitions(ctx, part.db, part.d, part.table, outbox.PartitionMaintenance{
+		Config: outbox.PartitionConfig{Period: testPeriod, Ahead: 1}, Now: now,
+		Purge:  storage.PurgeParams{Before: now.Add(-day), DeadBefore: now.Add(-day), UndeliveredBefore: now.Add(-day)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("maintenance: dropped %v, kept %v, busy %v", rep.Dropped, rep.Kept, rep.Busy)
+	for _, st := range rep.Steps {
+		t.Logf("maintenance step %s %s: %s", st.Partition, st.Step, st.Took)
+	}
 }
 
 // explainOperations runs the store's operations on b's table through a store of one
