@@ -98,17 +98,20 @@ type partition struct {
 	fromMin, toMax bool
 	// detaching marks a partition a DETACH PARTITION … CONCURRENTLY left pending.
 	detaching bool
+	// isDefault marks the DEFAULT partition, which holds every ID no other one does
+	// (MigratePartitionedTable makes none: it forbids DETACH … CONCURRENTLY).
+	isDefault bool
 }
 
 // holds reports whether id is in p's range.
 func (p partition) holds(id string) bool {
-	return (p.fromMin || id >= p.from) && (p.toMax || id < p.to)
+	return !p.isDefault && (p.fromMin || id >= p.from) && (p.toMax || id < p.to)
 }
 
 // period returns the start and end of the period p covers, false for a partition whose
 // bounds are not both the lowest ULID of a millisecond.
 func (p partition) period() (start, end time.Time, ok bool) {
-	if p.fromMin || p.toMax || strings.Trim(p.from[min(ids.TimePrefixLen, len(p.from)):], "0") != "" {
+	if p.isDefault || p.fromMin || p.toMax || strings.Trim(p.from[min(ids.TimePrefixLen, len(p.from)):], "0") != "" {
 		return time.Time{}, time.Time{}, false
 	}
 	start, ok1 := ids.Time(p.from)
@@ -120,18 +123,22 @@ func (p partition) period() (start, end time.Time, ok bool) {
 type partitionSet struct {
 	partitioned bool
 	parts       []partition // the attached ones, not detaching, by from
+	hasDefault  bool        // one of parts is the DEFAULT partition
 }
 
 // holds reports whether one of the set's partitions holds id: the last one that starts
-// at or before it (the ranges do not overlap).
+// at or before it (the ranges do not overlap), or the DEFAULT partition.
 func (ps *partitionSet) holds(id string) bool {
-	i := sort.Search(len(ps.parts), func(i int) bool { return !ps.parts[i].fromMin && ps.parts[i].from > id }) - 1
+	if ps.hasDefault {
+		return true
+	}
+	i := sort.Search(len(ps.parts), func(i int) bool { p := ps.parts[i]; return !p.fromMin && !p.isDefault && p.from > id }) - 1
 	return i >= 0 && ps.parts[i].holds(id)
 }
 
 // overlaps reports whether p holds an ID from from (inclusive) to to (exclusive).
 func (p partition) overlaps(from, to string) bool {
-	return (p.fromMin || p.from < to) && (p.toMax || from < p.to)
+	return !p.isDefault && (p.fromMin || p.from < to) && (p.toMax || from < p.to)
 }
 
 // isPartitioned reports whether t exists and is a partitioned table.
@@ -149,24 +156,25 @@ func isPartitioned(ctx context.Context, db outboxtype.Executor, d *dialect, t ta
 
 // partitions lists the partitions of t, by their lower bound.
 func partitions(ctx context.Context, db outboxtype.Executor, d *dialect, t tableName) ([]partition, error) {
-	rows, err := db.QueryContext(ctx, "SELECT c.relname, pg_get_expr(c.relpartbound, c.oid), i.inhdetachpending"+
-		" FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = to_regclass($1)", d.qualified(t))
+	rows, err := db.QueryContext(ctx, "SELECT n.nspname, c.relname, pg_get_expr(c.relpartbound, c.oid), i.inhdetachpending"+
+		" FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_namespace n ON n.oid = c.relnamespace"+
+		" WHERE i.inhparent = to_regclass($1)", d.qualified(t))
 	if err != nil {
 		return nil, fmt.Errorf("list the partitions of %s: %w", t, err)
 	}
 	defer rows.Close()
 	var out []partition
 	for rows.Next() {
-		var name, bound string
+		var schema, name, bound string
 		var detaching bool
-		if err := rows.Scan(&name, &bound, &detaching); err != nil {
+		if err := rows.Scan(&schema, &name, &bound, &detaching); err != nil {
 			return nil, fmt.Errorf("list the partitions of %s: %w", t, err)
 		}
 		p, err := parseBound(bound)
 		if err != nil {
 			return nil, fmt.Errorf("partition %s of %s: %w", name, t, err)
 		}
-		p.table, p.detaching = tableName{schema: t.schema, name: name}, detaching
+		p.table, p.detaching = tableName{schema: schema, name: name}, detaching
 		out = append(out, p)
 	}
 	if err := rows.Err(); err != nil {
@@ -174,9 +182,9 @@ func partitions(ctx context.Context, db outboxtype.Executor, d *dialect, t table
 	}
 	slices.SortFunc(out, func(a, b partition) int {
 		switch {
-		case a.fromMin:
+		case a.fromMin || a.isDefault:
 			return -1
-		case b.fromMin:
+		case b.fromMin || b.isDefault:
 			return 1
 		}
 		return strings.Compare(a.from, b.from)
@@ -187,6 +195,9 @@ func partitions(ctx context.Context, db outboxtype.Executor, d *dialect, t table
 // parseBound reads pg_get_expr's text of a range partition's bound:
 // FOR VALUES FROM ('a') TO ('b'), either side possibly MINVALUE or MAXVALUE.
 func parseBound(s string) (partition, error) {
+	if s == "DEFAULT" {
+		return partition{isDefault: true}, nil
+	}
 	rest, ok := strings.CutPrefix(s, "FOR VALUES FROM (")
 	from, to, ok2 := strings.Cut(rest, ") TO (")
 	to, ok3 := strings.CutSuffix(to, ")")
@@ -384,6 +395,7 @@ func (s *Store) loadPartitions(ctx context.Context, exec outboxtype.Executor) (*
 	for _, p := range all {
 		if !p.detaching {
 			ps.parts = append(ps.parts, p)
+			ps.hasDefault = ps.hasDefault || p.isDefault
 		}
 	}
 	return ps, nil

@@ -21,7 +21,10 @@ func TestParseBound(t *testing.T) {
 			t.Errorf("parseBound(%q) = %+v, %v; want %+v", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"DEFAULT", "FOR VALUES IN ('a')", "FOR VALUES FROM (a) TO ('b')"} {
+	if p, err := parseBound("DEFAULT"); err != nil || !p.isDefault {
+		t.Errorf("parseBound(DEFAULT) = %+v, %v", p, err)
+	}
+	for _, bad := range []string{"FOR VALUES IN ('a')", "FOR VALUES FROM (a) TO ('b')"} {
 		if _, err := parseBound(bad); err == nil {
 			t.Errorf("parseBound(%q) accepted it", bad)
 		}
