@@ -190,7 +190,7 @@ func TestMaintainPartitions(t *testing.T) {
 		}
 	}
 	name := func(d int) string { return partitionName(b.table, day(now, d)) }
-	purge := storage.PurgeParams{Before: now.Add(-3 * testPeriod), DeadBefore: now.Add(-9*testPeriod - testPeriod/2)}
+	purge := storage.PurgeParams{Before: now.Add(-3 * testPeriod), DeadBefore: day(now, -9)}
 
 	var raced error
 	rep, err := outbox.MaintainPartitions(ctx, b.db, b.d, b.table, outbox.PartitionMaintenance{
