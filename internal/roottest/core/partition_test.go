@@ -62,12 +62,16 @@ func setupPartitioned(t *testing.T, first, last int, everyID bool) sqlBundle {
 		t.Fatalf("MigratePartitionedTable: %v", err)
 	}
 	if everyID {
+		// The IDs of the suite ("a1", "d", "e00001", "t1", …) spread over several
+		// partitions, so that its lists and claims read across partitions.
 		q := quoteTable(outbox.Postgres, table)
-		low, high := quoteTable(outbox.Postgres, table+"_low"), quoteTable(outbox.Postgres, table+"_high")
-		for _, s := range []string{
-			`CREATE TABLE ` + low + ` PARTITION OF ` + q + ` FOR VALUES FROM (MINVALUE) TO ('` + ulidAt(day(now, first), 0) + `')`,
-			`CREATE TABLE ` + high + ` PARTITION OF ` + q + ` FOR VALUES FROM ('` + ulidAt(day(now, last+1), 0) + `') TO (MAXVALUE)`,
-		} {
+		bounds := []string{"MINVALUE", "'" + ulidAt(day(now, first), 0) + "'", "'" + ulidAt(day(now, last+1), 0) + "'", "'b'", "'e'", "'n'", "'t'", "MAXVALUE"}
+		for i := range len(bounds) - 1 {
+			if i == 1 {
+				continue // the days
+			}
+			s := `CREATE TABLE ` + quoteTable(outbox.Postgres, table+"_other"+strconv.Itoa(i)) + ` PARTITION OF ` + q +
+				` FOR VALUES FROM (` + bounds[i] + `) TO (` + bounds[i+1] + `)`
 			if _, err := db.ExecContext(ctx, s); err != nil {
 				t.Fatalf("%s: %v", s, err)
 			}
