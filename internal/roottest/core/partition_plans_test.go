@@ -38,7 +38,7 @@ func TestPartitionedPlans(t *testing.T) {
 		for first := 0; first < n; first += 5000 {
 			events := make([]outbox.Event, 0, 5000)
 			for i := first; i < min(first+5000, n); i++ {
-				created := start.Add(span * time.Duration(i) / time.Duration(n))
+				created := start.Add(time.Duration(float64(span) * float64(i) / float64(n)))
 				e := testEvent(ulidAt(created, i), created)
 				e.AggregateID = "agg-" + strconv.Itoa(i%5000)
 				events = append(events, e)
