@@ -21,7 +21,7 @@ import (
 //  1. Freeze, in one transaction under a short lock_timeout: ALTER TABLE <partition>
 //     ADD CONSTRAINT <partition>_frozen CHECK (<the purge's condition, its cutoffs
 //     written as literals>) NOT VALID, which locks the partition ACCESS EXCLUSIVE, then
-//     three EXISTS probes, each along an index of the partition, for a row that breaks
+//     three probes (LIMIT 1), each along an index of the partition, for a row that breaks
 //     the condition (pending, WAITING, finished after its cutoff). A row found rolls the
 //     transaction back, and the partition is kept. Otherwise the commit leaves the
 //     constraint, which every later INSERT or UPDATE of the partition's rows must pass:
@@ -228,9 +228,13 @@ func purgeableCondition(p storage.PurgeParams) string {
 }
 
 // keptRowsQuery reports whether partition pt holds a row that the purge of p keeps: one
-// EXISTS along each partial index of the partition, the pending one, the state one
+// probe along each partial index of the partition, the pending one, the state one
 // (WAITING rows) and the finished one, from the earlier cutoff on. The statuses 0 to 4
-// and 5 and above are all covered.
+// and 5 and above are all covered. Each probe is a scalar subquery in its index's
+// order with LIMIT 1, not an EXISTS: the planner drops an EXISTS's ORDER BY, and
+// without statistics on the cutoffs (a new partition) it estimated a third of the
+// finished rows to match and read the partition whole (Seq Scan) rather than the
+// index, under the freeze's ACCESS EXCLUSIVE lock.
 func keptRowsQuery(d *dialect, pt tableName, p storage.PurgeParams) string {
 	table := d.qualified(pt)
 	before, dead := pgTimeLiteral(p.Before), pgTimeLiteral(p.Before)
@@ -246,10 +250,14 @@ func keptRowsQuery(d *dialect, pt tableName, p storage.PurgeParams) string {
 	if !p.UndeliveredBefore.IsZero() {
 		undelivered = " AND created_at >= " + pgTimeLiteral(p.UndeliveredBefore)
 	}
-	return "SELECT EXISTS (SELECT 1 FROM " + table + " WHERE status IN (" + pendingStatuses() + ")" + undelivered + ")" +
-		" OR EXISTS (SELECT 1 FROM " + table + " WHERE status = " + sqlStatus(outboxtype.StatusWaiting) + " AND created_at IS NOT NULL" + undelivered + ")" +
-		" OR EXISTS (SELECT 1 FROM " + table + " WHERE (" + finishedStatus() + ") AND " + finishedAt + " >= " + pgTimeLiteral(first) +
-		" AND (status = " + done + " AND " + finishedAt + " >= " + before + " OR status <> " + done + " AND " + finishedAt + " >= " + dead + "))"
+	probe := func(where, order string) string {
+		return "(SELECT 1 FROM " + table + " WHERE " + where + " ORDER BY " + order + " LIMIT 1) IS NOT NULL"
+	}
+	return "SELECT " + probe("status IN ("+pendingStatuses()+")"+undelivered, "created_at, event_id") +
+		" OR " + probe("status = "+sqlStatus(outboxtype.StatusWaiting)+" AND created_at IS NOT NULL"+undelivered, "status, created_at, event_id") +
+		" OR " + probe("("+finishedStatus()+") AND "+finishedAt+" >= "+pgTimeLiteral(first)+
+		" AND (status = "+done+" AND "+finishedAt+" >= "+before+" OR status <> "+done+" AND "+finishedAt+" >= "+dead+")",
+		finishedAt+", event_id")
 }
 
 // pgTimeLiteral writes t as a timestamptz literal, truncated to microseconds as the
