@@ -10,6 +10,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	outboxpartition "github.com/outboxkit/outbox/core/partition"
 	"github.com/outboxkit/outbox/core/storage"
 	"github.com/outboxkit/outbox/internal/testdb"
 )
@@ -69,9 +70,9 @@ func TestPartitionedPlans(t *testing.T) {
 	// Cutoffs after every row: the partitions of the days before today go, each step
 	// timed (no other load on the table).
 	cut := time.Now().Add(time.Minute)
-	rep, err := outbox.MaintainPartitions(ctx, part.db, part.d, part.table, outbox.PartitionMaintenance{
-		Config: outbox.PartitionConfig{Period: testPeriod, Ahead: 1}, Now: now,
-		Purge:  storage.PurgeParams{Before: cut, DeadBefore: cut, UndeliveredBefore: cut},
+	rep, err := outboxpartition.Maintain(ctx, part.db, part.table, outboxpartition.Maintenance{
+		Config: outboxpartition.Config{Period: testPeriod, Ahead: 1}, Now: now,
+		Purge: storage.PurgeParams{Before: cut, DeadBefore: cut, UndeliveredBefore: cut},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	outboxpartition "github.com/outboxkit/outbox/core/partition"
 	"github.com/outboxkit/outbox/core/storage"
 	"github.com/outboxkit/outbox/core/storetest"
 	"github.com/outboxkit/outbox/internal/testdb"
@@ -57,8 +58,8 @@ func setupPartitioned(t *testing.T, first, last int, everyID bool) sqlBundle {
 	db := testdb.NewPostgresDB(t)
 	table := testdb.IsolatedTable(t, db, outbox.Postgres.Name())
 	now := time.Now()
-	cfg := outbox.PartitionConfig{Period: testPeriod, Ahead: last - first}
-	if err := outbox.MigratePartitionedTable(ctx, db, outbox.Postgres, table, cfg, day(now, first)); err != nil {
+	cfg := outboxpartition.Config{Period: testPeriod, Ahead: last - first}
+	if err := outboxpartition.Migrate(ctx, db, table, cfg, day(now, first)); err != nil {
 		t.Fatalf("MigratePartitionedTable: %v", err)
 	}
 	if everyID {
@@ -136,8 +137,8 @@ func TestPartitionedWritesRefused(t *testing.T) {
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := outbox.MaintainPartitions(ctx, b.db, b.d, b.table, outbox.PartitionMaintenance{
-		Config: outbox.PartitionConfig{Period: testPeriod, Ahead: 5}, Now: now, Purge: storage.PurgeParams{Before: now.Add(-time.Hour)}})
+	rep, err := outboxpartition.Maintain(ctx, b.db, b.table, outboxpartition.Maintenance{
+		Config: outboxpartition.Config{Period: testPeriod, Ahead: 5}, Now: now, Purge: storage.PurgeParams{Before: now.Add(-time.Hour)}})
 	if err != nil || len(rep.Created) != 4 {
 		t.Fatalf("MaintainPartitions = %+v, %v; want 4 partitions created", rep, err)
 	}
@@ -197,8 +198,8 @@ func TestMaintainPartitions(t *testing.T) {
 	purge := storage.PurgeParams{Before: now.Add(-3 * testPeriod), DeadBefore: day(now, -9)}
 
 	var raced error
-	rep, err := outbox.MaintainPartitions(ctx, b.db, b.d, b.table, outbox.PartitionMaintenance{
-		Config: outbox.PartitionConfig{Period: testPeriod, Ahead: 3}, Now: now, Purge: purge,
+	rep, err := outboxpartition.Maintain(ctx, b.db, b.table, outboxpartition.Maintenance{
+		Config: outboxpartition.Config{Period: testPeriod, Ahead: 3}, Now: now, Purge: purge,
 		AfterFreeze: func(p string) {
 			if p != name(-11) {
 				return
@@ -215,7 +216,7 @@ func TestMaintainPartitions(t *testing.T) {
 	if raced == nil || !strings.Contains(raced.Error(), "23514") {
 		t.Errorf("a replay in a frozen partition = %v, want a check violation (SQLSTATE 23514)", raced)
 	}
-	want := outbox.PartitionReport{
+	want := outboxpartition.Report{
 		Created: []string{name(3)},
 		Dropped: []string{name(-12), name(-11), name(-10), name(-6), name(-5), name(-4)},
 		Kept:    []string{name(-9), name(-8), name(-7)},
@@ -251,8 +252,8 @@ func TestMaintainPartitions(t *testing.T) {
 	if _, err := tx.ExecContext(ctx, `UPDATE `+b.quoted()+` SET attempts = 1 WHERE event_id = $1`, id["pending"]); err != nil {
 		t.Fatal(err)
 	}
-	rep, err = outbox.MaintainPartitions(ctx, b.db, b.d, b.table, outbox.PartitionMaintenance{
-		Config: outbox.PartitionConfig{Period: testPeriod, Ahead: 3}, Now: now, Purge: purge, LockTimeout: 200 * time.Millisecond})
+	rep, err = outboxpartition.Maintain(ctx, b.db, b.table, outboxpartition.Maintenance{
+		Config: outboxpartition.Config{Period: testPeriod, Ahead: 3}, Now: now, Purge: purge, LockTimeout: 200 * time.Millisecond})
 	if err != nil || !slices.Equal(rep.Busy, []string{name(-8)}) || len(rep.Dropped) > 0 {
 		t.Fatalf("MaintainPartitions with the -8 row held = %+v, %v; want it busy, nothing dropped", rep, err)
 	}
@@ -263,8 +264,8 @@ func TestMaintainPartitions(t *testing.T) {
 		t.Fatal(err)
 	}
 	purge.UndeliveredBefore = now.Add(-7 * testPeriod)
-	rep, err = outbox.MaintainPartitions(ctx, b.db, b.d, b.table, outbox.PartitionMaintenance{
-		Config: outbox.PartitionConfig{Period: testPeriod, Ahead: 3}, Now: now, Purge: purge})
+	rep, err = outboxpartition.Maintain(ctx, b.db, b.table, outboxpartition.Maintenance{
+		Config: outboxpartition.Config{Period: testPeriod, Ahead: 3}, Now: now, Purge: purge})
 	if err != nil {
 		t.Fatalf("MaintainPartitions again: %v", err)
 	}
@@ -325,8 +326,8 @@ func TestPartitionedUpgrade(t *testing.T) {
 	if have, latest, err := outbox.SchemaVersion(ctx, db, outbox.Postgres, table); err != nil || have != latest {
 		t.Fatalf("SchemaVersion = %d of %d, %v", have, latest, err)
 	}
-	rep, err := outbox.MaintainPartitions(ctx, db, outbox.Postgres, table, outbox.PartitionMaintenance{
-		Config: outbox.PartitionConfig{Period: testPeriod, Ahead: 3}, Now: now, Purge: storage.PurgeParams{Before: now.Add(-30 * testPeriod)}})
+	rep, err := outboxpartition.Maintain(ctx, db, table, outboxpartition.Maintenance{
+		Config: outboxpartition.Config{Period: testPeriod, Ahead: 3}, Now: now, Purge: storage.PurgeParams{Before: now.Add(-30 * testPeriod)}})
 	if err != nil || len(rep.Created) != 2 {
 		t.Fatalf("MaintainPartitions = %+v, %v; want the days 2 and 3 created", rep, err)
 	}
