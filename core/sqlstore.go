@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/outboxkit/outbox/core/internal/dispatch"
+	"github.com/outboxkit/outbox/core/internal/purge"
 	"github.com/outboxkit/outbox/core/internal/sqlstore"
 	"github.com/outboxkit/outbox/core/storage"
 )
@@ -13,6 +14,10 @@ import (
 // The SQL store gives back refused claims with one statement per chunk, where another
 // claim store renews each claim to expire at once.
 var _ dispatch.ClaimReleaser = (*sqlstore.Store)(nil)
+
+// The SQL store maintains a partitioned table's partitions at each purge
+// (package outboxpartition).
+var _ purge.PartitionMaintainer = (*sqlstore.Store)(nil)
 
 // MySQLDSNParams are the DSN parameters the [MySQL] dialect needs (after "?").
 const MySQLDSNParams = "parseTime=true&loc=UTC"

@@ -153,6 +153,16 @@ func (p *Purger) loop(r startstop.Run) {
 // when a statement fails, the store's error wrapped.
 func (p *Purger) RunOnce(ctx context.Context) (int64, error) { return p.run(ctx, nil) }
 
+// PartitionMaintainer is a store whose table may be partitioned (the SQL store on
+// PostgreSQL, package outboxpartition): each run maintains the partitions before it
+// purges. MaintainPartitions creates the partitions that cover the time up to cover
+// after now, drops the old ones whose rows the purge of p would all delete, and
+// returns what it created, dropped and found busy (its lock not had in time); on a
+// table that is not partitioned it does nothing.
+type PartitionMaintainer interface {
+	MaintainPartitions(ctx context.Context, now time.Time, p storage.PurgeParams, cover time.Duration) (created, dropped, busy []string, err error)
+}
+
 // run is RunOnce that also stops between batches when stop is closed.
 func (p *Purger) run(ctx context.Context, stop <-chan struct{}) (int64, error) {
 	now := p.cfg.Now()
@@ -162,6 +172,9 @@ func (p *Purger) run(ctx context.Context, stop <-chan struct{}) (int64, error) {
 	}
 	if p.cfg.UndeliveredRetention > 0 {
 		params.UndeliveredBefore = now.Add(-p.cfg.UndeliveredRetention)
+	}
+	if m, ok := p.store.(PartitionMaintainer); ok {
+		p.maintain(ctx, m, now, params)
 	}
 	var total int64
 	for {
@@ -192,4 +205,23 @@ func (p *Purger) purgeBatch(ctx context.Context, params storage.PurgeParams) (in
 		return 0, fmt.Errorf("purge: %w", err)
 	}
 	return n, nil
+}
+
+// maintain runs m's partition maintenance, covering two Intervals ahead, so that one
+// failed run leaves the writes a partition. A failure is logged: the purge goes on, and
+// the next run tries again.
+func (p *Purger) maintain(ctx context.Context, m PartitionMaintainer, now time.Time, params storage.PurgeParams) {
+	began := time.Now()
+	created, dropped, busy, err := m.MaintainPartitions(ctx, now, params, 2*p.cfg.Interval)
+	took := slog.Duration("took", time.Since(began))
+	switch {
+	case err != nil && !errors.Is(err, context.Canceled):
+		p.log.LogAttrs(ctx, slog.LevelError, "partition maintenance failed; the next purge tries again",
+			slog.Any("created", created), slog.Any("dropped", dropped), took, slog.String("error", err.Error()))
+	case len(busy) > 0:
+		p.log.LogAttrs(ctx, slog.LevelWarn, "partitions not dropped: their lock was not had in time; the next purge tries again",
+			slog.Any("busy", busy), slog.Any("created", created), slog.Any("dropped", dropped), took)
+	case len(created) > 0 || len(dropped) > 0:
+		p.log.LogAttrs(ctx, slog.LevelInfo, "partitions maintained", slog.Any("created", created), slog.Any("dropped", dropped), took)
+	}
 }

@@ -20,7 +20,10 @@ const finishedAt = "COALESCE(done_at, created_at)"
 // locked with SKIP LOCKED, so that two purgers (MultiNode) never wait for each other:
 // each deletes rows the other has not locked. MySQL's one DELETE … ORDER BY … LIMIT
 // waits for rows another transaction holds; SQLite has one writer at a time.
-func (d *dialect) purgeQuery(t tableName, p storage.PurgeParams) (query, error) {
+//
+// ids, when set (a partitioned table, PostgreSQL), keeps the batch to the IDs of the
+// partitions the partition maintenance looks at and may have kept (idRange).
+func (d *dialect) purgeQuery(t tableName, p storage.PurgeParams, ids idRange) (query, error) {
 	before, dead, upTo, err := d.purgeCutoffs(p)
 	if err != nil {
 		return query{}, err
@@ -28,7 +31,7 @@ func (d *dialect) purgeQuery(t tableName, p storage.PurgeParams) (query, error) 
 	b := d.newBuilder()
 	if d.orderedDML {
 		b.w("DELETE FROM ", d.qualified(t))
-		b.purgeWhere(before, dead, upTo, p.Limit)
+		b.purgeWhere(before, dead, upTo, p.Limit, idRange{})
 		return b.query(), nil
 	}
 	// The outer conditions repeat the subquery's: PostgreSQL does not re-run the
@@ -44,7 +47,7 @@ func (d *dialect) purgeQuery(t tableName, p storage.PurgeParams) (query, error) 
 		b.w("IN (")
 	}
 	b.w("SELECT event_id FROM ", d.qualified(t))
-	b.purgeWhere(before, dead, upTo, p.Limit)
+	b.purgeWhere(before, dead, upTo, p.Limit, ids)
 	if d.skipLocked {
 		b.w(" FOR UPDATE SKIP LOCKED")
 	}
@@ -85,8 +88,8 @@ func (d *dialect) purgeCutoffs(p storage.PurgeParams) (before, dead, upTo any, e
 
 // purgeWhere writes the purge's WHERE, ORDER BY and LIMIT: the finished rows up to upTo
 // in the finished index's order and, with two cutoffs (dead not nil), each row against
-// its status's.
-func (b *builder) purgeWhere(before, dead, upTo any, limit int) {
+// its status's, within ids.
+func (b *builder) purgeWhere(before, dead, upTo any, limit int, ids idRange) {
 	d := b.d
 	if col := d.finishedColumn; col != "" {
 		// NULL unless the row is finished, so no status test is needed.
@@ -97,7 +100,27 @@ func (b *builder) purgeWhere(before, dead, upTo any, limit int) {
 	}
 	b.w(" WHERE (", d.finishedStatus(), ") AND ", finishedAt, " < ", b.arg(upTo))
 	b.purgeByStatus(finishedAt, before, dead)
+	b.idRange(ids)
 	b.w(" ORDER BY ", finishedAt, ", event_id ").limit(int64(limit))
+}
+
+// idRange is the part of a partitioned table's IDs that the purge deletes from
+// (Store.purgeRange): IDs below below, or at or above from when it is set. The zero
+// value is every ID.
+type idRange struct {
+	below, from string
+}
+
+// idRange writes the condition of ids, if any. PostgreSQL prunes the partitions out of
+// it, at planning or, in a generic plan, when the statement starts.
+func (b *builder) idRange(ids idRange) {
+	switch {
+	case ids.below == "":
+	case ids.from == "":
+		b.w(" AND event_id < ", b.arg(ids.below))
+	default:
+		b.w(" AND (event_id < ", b.arg(ids.below), " OR event_id >= ", b.arg(ids.from), ")")
+	}
 }
 
 // purgeByStatus writes, when dead is set, the condition that holds DONE rows to before
@@ -116,7 +139,7 @@ func (b *builder) purgeByStatus(at string, before, dead any) {
 // rows along the state index, oldest first (created_at, event_id), at most limit rows;
 // on MySQL both along the status index (dead_idx), NEW rows before RETRY rows. Its
 // locking is the finished purge's (purgeQuery).
-func (d *dialect) purgeUndeliveredQuery(t tableName, before any, waiting bool, limit int) query {
+func (d *dialect) purgeUndeliveredQuery(t tableName, before any, waiting bool, limit int, ids idRange) query {
 	b := d.newBuilder()
 	b.w("DELETE FROM ", d.qualified(t))
 	if d.orderedDML {
@@ -153,7 +176,9 @@ func (d *dialect) purgeUndeliveredQuery(t tableName, before any, waiting bool, l
 		}
 		outer = d.hintedStatus() + " = " + st
 	}
-	b.w(status, " AND created_at < ", b.arg(before), " ORDER BY created_at, event_id ").limit(int64(limit))
+	b.w(status, " AND created_at < ", b.arg(before))
+	b.idRange(ids)
+	b.w(" ORDER BY created_at, event_id ").limit(int64(limit))
 	if d.skipLocked {
 		b.w(" FOR UPDATE SKIP LOCKED")
 	}

@@ -473,7 +473,7 @@ func goldenCases() []goldenCase {
 		{
 			name: "purge",
 			build: func(d *dialect) ([]query, error) {
-				return one2(d.purgeQuery(t, storage.PurgeParams{Before: goldenT0, Limit: 500}))
+				return one2(d.purgeQuery(t, storage.PurgeParams{Before: goldenT0, Limit: 500}, idRange{}))
 			},
 			pg:      []string{`DELETE FROM "outbox_event" WHERE event_id = ANY(ARRAY(SELECT event_id FROM "outbox_event" WHERE (status IN (1, 3) OR status >= 5) AND COALESCE(done_at, created_at) < $1 ORDER BY COALESCE(done_at, created_at), event_id LIMIT $2 FOR UPDATE SKIP LOCKED)) AND (status IN (1, 3) OR status >= 5) AND COALESCE(done_at, created_at) < $3`},
 			sqlite:  []string{`DELETE FROM "outbox_event" WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE (+status IN (1, 3) OR +status >= 5) AND COALESCE(done_at, created_at) < ? ORDER BY COALESCE(done_at, created_at), event_id LIMIT 500) AND (+status IN (1, 3) OR +status >= 5) AND COALESCE(done_at, created_at) < ?`},
@@ -487,7 +487,7 @@ func goldenCases() []goldenCase {
 			// DONE cutoff, the later one, and each row is held to its own.
 			name: "purge by outcome",
 			build: func(d *dialect) ([]query, error) {
-				return one2(d.purgeQuery(t, storage.PurgeParams{Before: goldenT0, DeadBefore: goldenT0.Add(-time.Hour), Limit: 500}))
+				return one2(d.purgeQuery(t, storage.PurgeParams{Before: goldenT0, DeadBefore: goldenT0.Add(-time.Hour), Limit: 500}, idRange{}))
 			},
 			pg:     []string{`DELETE FROM "outbox_event" WHERE event_id = ANY(ARRAY(SELECT event_id FROM "outbox_event" WHERE (status IN (1, 3) OR status >= 5) AND COALESCE(done_at, created_at) < $1 AND (status = 1 AND COALESCE(done_at, created_at) < $2 OR status <> 1 AND COALESCE(done_at, created_at) < $3) ORDER BY COALESCE(done_at, created_at), event_id LIMIT $4 FOR UPDATE SKIP LOCKED)) AND (status IN (1, 3) OR status >= 5) AND COALESCE(done_at, created_at) < $5 AND (status = 1 AND COALESCE(done_at, created_at) < $6 OR status <> 1 AND COALESCE(done_at, created_at) < $7)`},
 			sqlite: []string{`DELETE FROM "outbox_event" WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE (+status IN (1, 3) OR +status >= 5) AND COALESCE(done_at, created_at) < ? AND (+status = 1 AND COALESCE(done_at, created_at) < ? OR +status <> 1 AND COALESCE(done_at, created_at) < ?) ORDER BY COALESCE(done_at, created_at), event_id LIMIT 500) AND (+status IN (1, 3) OR +status >= 5) AND COALESCE(done_at, created_at) < ? AND (+status = 1 AND COALESCE(done_at, created_at) < ? OR +status <> 1 AND COALESCE(done_at, created_at) < ?)`},
@@ -504,7 +504,7 @@ func goldenCases() []goldenCase {
 				if err != nil {
 					return nil, err
 				}
-				return []query{d.purgeUndeliveredQuery(t, before, false, 500), d.purgeUndeliveredQuery(t, before, true, 20)}, nil
+				return []query{d.purgeUndeliveredQuery(t, before, false, 500, idRange{}), d.purgeUndeliveredQuery(t, before, true, 20, idRange{})}, nil
 			},
 			pg: []string{`DELETE FROM "outbox_event" WHERE event_id = ANY(ARRAY(SELECT event_id FROM "outbox_event" WHERE status IN (0, 2) AND created_at < $1 ORDER BY created_at, event_id LIMIT $2 FOR UPDATE SKIP LOCKED)) AND status IN (0, 2) AND created_at < $3`,
 				`DELETE FROM "outbox_event" WHERE event_id = ANY(ARRAY(SELECT event_id FROM "outbox_event" WHERE status = 4 AND created_at IS NOT NULL AND created_at < $1 ORDER BY created_at, event_id LIMIT $2 FOR UPDATE SKIP LOCKED)) AND status = 4 AND created_at < $3`},
@@ -872,11 +872,11 @@ func TestBuildersRejectBadParams(t *testing.T) {
 			return err
 		},
 		"purge negative limit": func(d *dialect) error {
-			_, err := d.purgeQuery(goldenTable, storage.PurgeParams{Before: t0, Limit: -1})
+			_, err := d.purgeQuery(goldenTable, storage.PurgeParams{Before: t0, Limit: -1}, idRange{})
 			return err
 		},
 		"purge zero before": func(d *dialect) error {
-			_, err := d.purgeQuery(goldenTable, storage.PurgeParams{Limit: 1})
+			_, err := d.purgeQuery(goldenTable, storage.PurgeParams{Limit: 1}, idRange{})
 			return err
 		},
 		"insert without id": func(d *dialect) error {

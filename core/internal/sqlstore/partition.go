@@ -15,7 +15,8 @@ import (
 	"github.com/outboxkit/outbox/core/outboxtype"
 )
 
-// A time-partitioned outbox table (PostgreSQL 14 and later; a prototype). The table is
+// A time-partitioned outbox table (PostgreSQL 14 and later; package outboxpartition is
+// its public face, docs/partitioning.md its guide). The table is
 // PARTITION BY RANGE (event_id): event IDs are ULIDs, whose first 10 characters encode
 // the millisecond they were made at, so byte order is time order and one partition
 // holds the events of one period. event_id is COLLATE "C", so that the ranges compare
@@ -26,23 +27,28 @@ import (
 //
 // A partition covers one period: from the lowest ULID of its first millisecond (its
 // 10 time characters, then 16 '0') to the next period's, and is named
-// <table>_p<YYYYMMDDHH> (UTC) after its start. MaintainPartitions creates the current
+// <table>_p<YYYYMMDDHHMM> (UTC) after its start. MaintainPartitions creates the current
 // period's and the next ones ahead, and drops the old ones whose rows the purge would
-// all delete (partition_maintain.go). There is no DEFAULT partition: an ID in no
-// partition's range is refused (Store.checkPartitions), and DETACH PARTITION
-// CONCURRENTLY is not allowed beside a DEFAULT partition.
+// all delete (partition_maintain.go); the purger runs it (Store.MaintainPartitions). There
+// is no DEFAULT partition: an ID in no partition's range is refused
+// (Store.checkPartitions), and DETACH PARTITION CONCURRENTLY is not allowed beside a
+// DEFAULT partition.
 //
 // The other tables (key, audit, lease, pause) are not partitioned.
 
 // PartitionConfig is the layout of a partitioned outbox table.
 type PartitionConfig struct {
-	// Period is the time one partition covers: a whole number of hours that divides a
-	// day, or a whole number of days. Periods start at the Unix epoch (UTC). Defaults to
-	// a day.
+	// Period is the time one partition covers: a whole number of minutes that divides
+	// an hour, of hours that divides a day, or of days. Periods start at the Unix epoch
+	// (UTC). Defaults to a day.
 	Period time.Duration
 	// Ahead is the number of periods after the current one that MigratePartitionedTable
 	// and MaintainPartitions create in advance. Defaults to 3.
 	Ahead int
+	// From is a time in the first period MigratePartitionedTable creates a partition
+	// for (ConvertToPartitioned: the first period after the converted rows). Defaults to
+	// now. MaintainPartitions does not read it.
+	From time.Time
 }
 
 // The defaults of PartitionConfig.
@@ -58,16 +64,27 @@ func (c PartitionConfig) withDefaults() (PartitionConfig, error) {
 	if c.Ahead == 0 {
 		c.Ahead = defaultPartitionsAhead
 	}
-	day := 24 * time.Hour
+	if err := checkPeriod(c.Period); err != nil {
+		return c, err
+	}
 	switch {
-	case c.Period < time.Hour || c.Period%time.Hour != 0:
-		return c, &outboxtype.ConfigError{Field: "Period", Reason: fmt.Sprintf("%s is not a whole number of hours", c.Period)}
-	case c.Period < day && day%c.Period != 0, c.Period > day && c.Period%day != 0:
-		return c, &outboxtype.ConfigError{Field: "Period", Reason: fmt.Sprintf("%s neither divides a day nor is whole days", c.Period)}
 	case c.Ahead < 0:
 		return c, &outboxtype.ConfigError{Field: "Ahead", Reason: fmt.Sprintf("%d is negative", c.Ahead)}
 	}
 	return c, nil
+}
+
+// checkPeriod returns a *ConfigError unless p is a partition period: whole minutes that
+// divide an hour, whole hours that divide a day, or whole days.
+func checkPeriod(p time.Duration) error {
+	day := 24 * time.Hour
+	switch {
+	case p < time.Minute || p%time.Minute != 0:
+		return &outboxtype.ConfigError{Field: "Period", Reason: fmt.Sprintf("%s is not a whole number of minutes", p)}
+	case p < time.Hour && time.Hour%p != 0, p > time.Hour && p < day && (p%time.Hour != 0 || day%p != 0), p > day && p%day != 0:
+		return &outboxtype.ConfigError{Field: "Period", Reason: fmt.Sprintf("%s is neither minutes that divide an hour, hours that divide a day, nor whole days", p)}
+	}
+	return nil
 }
 
 // periodStart is the start of the period that holds at.
@@ -86,7 +103,7 @@ func lowestID(t time.Time) string { return ids.TimePrefix(t) + strings.Repeat("0
 
 // partitionTable is the partition of t for the period that starts at start.
 func partitionTable(t tableName, start time.Time) tableName {
-	return tableName{schema: t.schema, name: t.indexName("_p" + start.UTC().Format("2006010215"))}
+	return tableName{schema: t.schema, name: t.indexName("_p" + start.UTC().Format("200601021504"))}
 }
 
 // partition is one attached partition of the outbox table, as the catalog has it.
@@ -106,6 +123,18 @@ type partition struct {
 // holds reports whether id is in p's range.
 func (p partition) holds(id string) bool {
 	return !p.isDefault && (p.fromMin || id >= p.from) && (p.toMax || id < p.to)
+}
+
+// end returns the time p's IDs end at: the millisecond of its upper bound, false when
+// that is not the lowest ULID of a millisecond (MAXVALUE, the DEFAULT partition, an
+// ID's range of the user's). The partition ConvertToPartitioned makes, from MINVALUE,
+// has one.
+func (p partition) end() (time.Time, bool) {
+	if p.isDefault || p.toMax {
+		return time.Time{}, false
+	}
+	end, ok := ids.Time(p.to)
+	return end, ok && lowestID(end) == p.to
 }
 
 // period returns the start and end of the period p covers, false for a partition whose
@@ -134,6 +163,11 @@ func (ps *partitionSet) holds(id string) bool {
 	}
 	i := sort.Search(len(ps.parts), func(i int) bool { p := ps.parts[i]; return !p.fromMin && !p.isDefault && p.from > id }) - 1
 	return i >= 0 && ps.parts[i].holds(id)
+}
+
+// covers reports whether p holds every ID from from (inclusive) to to (exclusive).
+func (p partition) covers(from, to string) bool {
+	return !p.isDefault && (p.fromMin || p.from <= from) && (p.toMax || p.to >= to)
 }
 
 // overlaps reports whether p holds an ID from from (inclusive) to to (exclusive).
@@ -243,18 +277,12 @@ func partitionedCreate(s ddlStatement) (ddlStatement, error) {
 // MigratePartitionedTable is [MigrateTable] of a partitioned table (PostgreSQL only):
 // it creates the table partitioned by event_id when it does not exist, applies the
 // later versions to it (they change the parent, which passes each change on to its
-// partitions), then creates the partitions of cfg from the period of now on. On an
-// existing table that is not partitioned it returns a *[ConfigError]: it converts no
-// table.
-func MigratePartitionedTable(ctx context.Context, db *sql.DB, d *Dialect, table string, cfg PartitionConfig, now time.Time) error {
-	t, err := parseTableName(table)
+// partitions), then creates the partitions of cfg from the period of cfg.From on. On
+// an existing table that is not partitioned it returns a *[ConfigError]: it converts
+// no table (ConvertToPartitioned does).
+func MigratePartitionedTable(ctx context.Context, db *sql.DB, d *Dialect, table string, cfg PartitionConfig) error {
+	t, cfg, err := partitionedArgs(d, table, cfg)
 	if err != nil {
-		return err
-	}
-	if d != postgresDialect {
-		return &outboxtype.ConfigError{Field: "Dialect", Reason: "a partitioned table needs PostgreSQL"}
-	}
-	if cfg, err = cfg.withDefaults(); err != nil {
 		return err
 	}
 	exists, err := hasColumn(ctx, db, d, t, "event_id")
@@ -267,21 +295,159 @@ func MigratePartitionedTable(ctx context.Context, db *sql.DB, d *Dialect, table 
 			return err
 		}
 		if !part {
-			return &outboxtype.ConfigError{Field: "Table", Reason: fmt.Sprintf("%s exists and is not partitioned", t)}
+			return &outboxtype.ConfigError{Field: "Table", Reason: fmt.Sprintf("%s exists and is not partitioned; ConvertToPartitioned converts it", t)}
 		}
 	}
 	if err := migrateTable(ctx, db, d, t, true); err != nil {
 		return err
 	}
-	_, err = ensurePartitions(ctx, db, d, t, cfg, now, 0, &PartitionReport{})
+	_, err = ensurePartitions(ctx, db, d, t, cfg, cfg.From, 0, 0, &PartitionReport{})
+	return err
+}
+
+// partitionedArgs checks the arguments of MigratePartitionedTable and
+// ConvertToPartitioned, and fills cfg's defaults.
+func partitionedArgs(d *Dialect, table string, cfg PartitionConfig) (tableName, PartitionConfig, error) {
+	t, err := parseTableName(table)
+	if err != nil {
+		return t, cfg, err
+	}
+	if d != postgresDialect {
+		return t, cfg, &outboxtype.ConfigError{Field: "Dialect", Reason: "a partitioned table needs PostgreSQL"}
+	}
+	if cfg, err = cfg.withDefaults(); err != nil {
+		return t, cfg, err
+	}
+	if cfg.From.IsZero() {
+		cfg.From = time.Now()
+	}
+	return t, cfg, nil
+}
+
+// convertedPartition is the name ConvertToPartitioned gives the table it converts, the
+// partition of the IDs before the first period.
+func convertedPartition(t tableName) tableName {
+	return tableName{schema: t.schema, name: t.indexName("_pconverted")}
+}
+
+// ConvertToPartitioned makes the existing outbox table named table (PostgreSQL) a
+// partitioned one, rows and all: MigrateTable brings it to the latest version first,
+// then one transaction
+//
+//   - locks it ACCESS EXCLUSIVE (every read and write of the table waits until the
+//     commit),
+//   - renames it <table>_pconverted, and its indexes after it,
+//   - makes its event_id COLLATE "C" (PostgreSQL rebuilds the indexes that hold
+//     event_id; the rows are not rewritten),
+//   - creates the partitioned table under the old name with every version applied,
+//   - and attaches the old table as the partition of every ID before the end of
+//     cfg.From's period (from MINVALUE), which reads it once to check the range.
+//
+// It then creates the partitions of cfg.Ahead periods after that one. The rows keep
+// their IDs, and the events written until that period ends go to the converted
+// partition too. MaintainPartitions drops it like any other once every row in it is
+// one the purge would delete. An ID in the table at or after the bound (an ID of a
+// later period, or one that is not a ULID and sorts after the ULIDs, "a…" or a
+// lower-case UUID) returns a *[ConfigError] naming it, and leaves the table as it was.
+// A table that is partitioned already returns a *[ConfigError].
+func ConvertToPartitioned(ctx context.Context, db *sql.DB, d *Dialect, table string, cfg PartitionConfig) (err error) {
+	t, cfg, err := partitionedArgs(d, table, cfg)
+	if err != nil {
+		return err
+	}
+	switch part, err := isPartitioned(ctx, db, d, t); {
+	case err != nil:
+		return err
+	case part:
+		return &outboxtype.ConfigError{Field: "Table", Reason: fmt.Sprintf("%s is partitioned already", t)}
+	}
+	if err := migrateTable(ctx, db, d, t, false); err != nil {
+		return err
+	}
+	indexes, err := parentIndexes(ctx, db, d, t)
+	if err != nil {
+		return err
+	}
+	old := convertedPartition(t)
+	first := cfg.periodStart(cfg.From).Add(cfg.Period)
+	bound := lowestID(first)
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("convert %s: %w", t, err)
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, ignoreDone(tx.Rollback()))
+		}
+	}()
+	exec := func(stmts ...string) error {
+		for _, s := range stmts {
+			if _, err := tx.ExecContext(ctx, s); err != nil {
+				return fmt.Errorf("convert %s: %s: %w", t, s, err)
+			}
+		}
+		return nil
+	}
+	if err := exec("LOCK TABLE "+d.qualified(t)+" IN ACCESS EXCLUSIVE MODE",
+		"ALTER TABLE "+d.qualified(t)+" RENAME TO "+d.quote(old.name)); err != nil {
+		return err
+	}
+	aggregate := false
+	for _, ix := range indexes {
+		suffix, ok := strings.CutPrefix(ix.name, t.name)
+		if !ok {
+			continue // a name of the user's, or one shortened with a hash: it keeps it
+		}
+		aggregate = aggregate || suffix == aggregateListIndexSuffix
+		if err := exec("ALTER INDEX " + d.qualified(tableName{schema: t.schema, name: ix.name}) + " RENAME TO " + d.quote(old.indexName(suffix))); err != nil {
+			return err
+		}
+	}
+	if err := exec("ALTER TABLE " + d.qualified(old) + ` ALTER COLUMN event_id TYPE VARCHAR(64) COLLATE "C"`); err != nil {
+		return err
+	}
+	var last sql.NullString
+	if err := tx.QueryRowContext(ctx, "SELECT MAX(event_id) FROM "+d.qualified(old)).Scan(&last); err != nil {
+		return fmt.Errorf("convert %s: the highest ID: %w", t, err)
+	}
+	if last.Valid && last.String >= bound {
+		return &outboxtype.ConfigError{Field: "Table", Reason: fmt.Sprintf("%s holds the ID %q, which sorts at or after %q, the first ID of the period after %s: "+
+			"the converted table holds the IDs before it (a later From moves the bound; an ID that is not a ULID may sort after every ULID)",
+			t, last.String, bound, cfg.From.UTC().Format(time.RFC3339))}
+	}
+	dd := d.ddl(d, t)
+	create, err := partitionedCreate(dd.up[0])
+	if err != nil {
+		return fmt.Errorf("convert %s: %w", t, err)
+	}
+	stmts := []string{create.sql}
+	for _, s := range dd.up[1:] {
+		stmts = append(stmts, s.sql)
+	}
+	for _, m := range dd.later {
+		for _, s := range m.up {
+			stmts = append(stmts, s.sql)
+		}
+	}
+	stmts = append(stmts, "ALTER TABLE "+d.qualified(t)+" ATTACH PARTITION "+d.qualified(old)+" FOR VALUES FROM (MINVALUE) TO ("+quoteLiteral(bound)+")")
+	if aggregate {
+		stmts = append(stmts, d.aggregateIndexQuery(t))
+	}
+	if err := exec(stmts...); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("convert %s: commit: %w", t, err)
+	}
+	_, err = ensurePartitions(ctx, db, d, t, cfg, first, 0, 0, &PartitionReport{})
 	return err
 }
 
 // ensurePartitions creates the partitions of the current period of now and cfg.Ahead
 // periods after it that are missing, each with createPartition, and returns their
 // names, recording the time each took in rep. lockTimeout bounds each ATTACH's wait
-// for its lock (0: no bound).
-func ensurePartitions(ctx context.Context, db *sql.DB, d *dialect, t tableName, cfg PartitionConfig, now time.Time, lockTimeout time.Duration, rep *PartitionReport) ([]string, error) {
+// for its lock, stepTimeout each partition's transaction (0: no bound).
+func ensurePartitions(ctx context.Context, db *sql.DB, d *dialect, t tableName, cfg PartitionConfig, now time.Time, lockTimeout, stepTimeout time.Duration, rep *PartitionReport) ([]string, error) {
 	have, err := partitions(ctx, db, d, t)
 	if err != nil {
 		return nil, err
@@ -293,15 +459,20 @@ func ensurePartitions(ctx context.Context, db *sql.DB, d *dialect, t tableName, 
 		from, to := lowestID(start), lowestID(end)
 		i := slices.IndexFunc(have, func(p partition) bool { return p.overlaps(from, to) })
 		switch {
+		case i >= 0 && have[i].covers(from, to):
+			// The period's partition, or the one ConvertToPartitioned made.
 		case i < 0:
 			pt := partitionTable(t, start)
 			began := time.Now()
-			if err := createPartition(ctx, db, d, t, pt, from, to, lockTimeout); err != nil {
+			sctx, cancel := stepContext(ctx, stepTimeout)
+			err := createPartition(sctx, db, d, t, pt, from, to, lockTimeout)
+			cancel()
+			if err != nil {
 				return created, err
 			}
 			rep.record(pt.name, "create", began)
 			created = append(created, pt.name)
-		case have[i].fromMin || have[i].toMax || have[i].from != from || have[i].to != to:
+		default:
 			return created, fmt.Errorf("partition %s of %s overlaps the period from %s", have[i].table, t, start.Format(time.RFC3339))
 		}
 		start = end
@@ -440,7 +611,13 @@ func (s *Store) checkPartitions(ctx context.Context, exec outboxtype.Executor, e
 
 // noPartition reports PostgreSQL's "no partition of relation … found for row" (SQLSTATE
 // 23514): an INSERT of an ID whose partition was dropped after the store read the
-// partitions.
+// partitions; or the violation of a frozen partition's constraint (23514 too): an
+// INSERT into a partition that a maintenance is dropping.
 func noPartition(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "no partition of relation")
+	if err == nil {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "no partition of relation") ||
+		strings.Contains(msg, "SQLSTATE 23514") && strings.Contains(msg, `_frozen"`)
 }

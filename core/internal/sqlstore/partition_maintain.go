@@ -54,9 +54,10 @@ type PartitionMaintenance struct {
 	// out is reported Busy and tried again at the next run. Defaults to
 	// DefaultPartitionLockTimeout.
 	LockTimeout time.Duration
-	// AfterFreeze, when set, runs after a partition's freeze committed and before its
-	// detach: a test hook, for a write that races the drop.
-	AfterFreeze func(partition string)
+	// StepTimeout bounds each step on one partition (its create, freeze, detach or
+	// drop). A detach it cancels is left pending, and the next run finishes it. Zero:
+	// no bound.
+	StepTimeout time.Duration
 }
 
 // PartitionReport says what one [MaintainPartitions] did, by partition name.
@@ -92,11 +93,16 @@ func (r *PartitionReport) record(partition, step string, start time.Time) {
 // above). It returns what it did so far and an error on the first failure other than
 // a lock timeout. A table that is not partitioned returns a *[ConfigError].
 func MaintainPartitions(ctx context.Context, db *sql.DB, d *Dialect, table string, m PartitionMaintenance) (PartitionReport, error) {
-	var rep PartitionReport
 	t, err := parseTableName(table)
 	if err != nil {
-		return rep, err
+		return PartitionReport{}, err
 	}
+	return maintainPartitions(ctx, db, d, t, m)
+}
+
+// maintainPartitions is MaintainPartitions of t.
+func maintainPartitions(ctx context.Context, db *sql.DB, d *dialect, t tableName, m PartitionMaintenance) (PartitionReport, error) {
+	var rep PartitionReport
 	cfg, err := m.Config.withDefaults()
 	if err != nil {
 		return rep, err
@@ -139,10 +145,13 @@ func MaintainPartitions(ctx context.Context, db *sql.DB, d *Dialect, table strin
 			_ = conn.Raw(func(any) error { return driver.ErrBadConn }) // closing the session ends its lock
 		}
 	}()
-	if err := finishDetaches(ctx, db, d, t, &rep); err != nil {
+	// The partitions ahead first: the writes need them, and a detach that another
+	// transaction holds up (below) must not keep them from being made. PostgreSQL
+	// attaches a partition beside one whose detach is pending.
+	if rep.Created, err = ensurePartitions(ctx, db, d, t, cfg, m.Now, m.LockTimeout, m.StepTimeout, &rep); err != nil {
 		return rep, err
 	}
-	if rep.Created, err = ensurePartitions(ctx, db, d, t, cfg, m.Now, m.LockTimeout, &rep); err != nil {
+	if err := finishDetaches(ctx, db, d, t, m.StepTimeout, &rep); err != nil {
 		return rep, err
 	}
 	parts, err := partitions(ctx, db, d, t)
@@ -151,12 +160,14 @@ func MaintainPartitions(ctx context.Context, db *sql.DB, d *Dialect, table strin
 	}
 	current := cfg.periodStart(m.Now)
 	for _, p := range parts {
-		_, end, ok := p.period()
-		if !ok || end.After(current) || end.After(m.Purge.Before) {
+		end, ok := p.end()
+		if !ok || p.detaching || end.After(current) || end.After(m.Purge.Before) {
 			continue
 		}
 		start := time.Now()
-		frozen, err := freezePartition(ctx, db, d, p.table, m.Purge, m.LockTimeout)
+		sctx, cancel := stepContext(ctx, m.StepTimeout)
+		frozen, err := freezePartition(sctx, db, d, p.table, m.Purge, m.LockTimeout)
+		cancel()
 		rep.record(p.table.name, "freeze", start)
 		switch {
 		case isLockTimeout(err):
@@ -168,15 +179,20 @@ func MaintainPartitions(ctx context.Context, db *sql.DB, d *Dialect, table strin
 			rep.Kept = append(rep.Kept, p.table.name)
 			continue
 		}
-		if m.AfterFreeze != nil {
-			m.AfterFreeze(p.table.name)
-		}
-		if err := dropPartition(ctx, db, d, t, p.table, false, &rep); err != nil {
+		if err := dropPartition(ctx, db, d, t, p.table, false, m.StepTimeout, &rep); err != nil {
 			return rep, err
 		}
 		rep.Dropped = append(rep.Dropped, p.table.name)
 	}
 	return rep, nil
+}
+
+// stepContext bounds one step of the maintenance by timeout, when positive.
+func stepContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	if timeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, timeout)
 }
 
 // notPartitioned is the error of MaintainPartitions on a table that is not
@@ -190,7 +206,7 @@ func notPartitioned(t tableName, err error) error {
 
 // finishDetaches completes the detach of the partitions of t that one left pending, and
 // drops them.
-func finishDetaches(ctx context.Context, db *sql.DB, d *dialect, t tableName, rep *PartitionReport) error {
+func finishDetaches(ctx context.Context, db *sql.DB, d *dialect, t tableName, stepTimeout time.Duration, rep *PartitionReport) error {
 	parts, err := partitions(ctx, db, d, t)
 	if err != nil {
 		return err
@@ -199,12 +215,70 @@ func finishDetaches(ctx context.Context, db *sql.DB, d *dialect, t tableName, re
 		if !p.detaching {
 			continue
 		}
-		if err := dropPartition(ctx, db, d, t, p.table, true, rep); err != nil {
+		if err := dropPartition(ctx, db, d, t, p.table, true, stepTimeout, rep); err != nil {
 			return err
 		}
 		rep.Dropped = append(rep.Dropped, p.table.name)
 	}
+	orphans, err := detachedPartitions(ctx, db, d, t)
+	if err != nil {
+		return err
+	}
+	for _, pt := range orphans {
+		start := time.Now()
+		sctx, cancel := stepContext(ctx, stepTimeout)
+		_, err := db.ExecContext(sctx, "DROP TABLE "+d.qualified(pt))
+		cancel()
+		if err != nil {
+			return fmt.Errorf("drop detached partition %s: %w", pt, err)
+		}
+		rep.record(pt.name, "drop", start)
+		rep.Dropped = append(rep.Dropped, pt.name)
+	}
 	return nil
+}
+
+// detachedPartitions lists the tables a maintenance of t detached and did not drop (its
+// DROP failed, or the process ended in between): tables of t's schema that are no
+// partition, named as a partition of t is, with the frozen constraint of their name,
+// which only a freeze adds.
+func detachedPartitions(ctx context.Context, db *sql.DB, d *dialect, t tableName) ([]tableName, error) {
+	rows, err := db.QueryContext(ctx, "SELECT c.relname, k.conname FROM pg_class c JOIN pg_constraint k ON k.conrelid = c.oid"+
+		" WHERE c.relnamespace = (SELECT relnamespace FROM pg_class WHERE oid = to_regclass($1))"+
+		" AND c.relkind = 'r' AND NOT c.relispartition AND k.contype = 'c'", d.qualified(t))
+	if err != nil {
+		return nil, fmt.Errorf("look for detached partitions of %s: %w", t, err)
+	}
+	defer rows.Close()
+	var out []tableName
+	for rows.Next() {
+		var name, check string
+		if err := rows.Scan(&name, &check); err != nil {
+			return nil, fmt.Errorf("look for detached partitions of %s: %w", t, err)
+		}
+		pt := tableName{schema: t.schema, name: name}
+		if check == frozenCheck(pt) && isPartitionName(t, name) {
+			out = append(out, pt)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("look for detached partitions of %s: %w", t, err)
+	}
+	return out, nil
+}
+
+// isPartitionName reports whether name is one that partitionTable or
+// convertedPartition gives a partition of t.
+func isPartitionName(t tableName, name string) bool {
+	if name == convertedPartition(t).name {
+		return true
+	}
+	const layout = "200601021504"
+	if len(name) < len(layout) {
+		return false
+	}
+	start, err := time.Parse(layout, name[len(name)-len(layout):])
+	return err == nil && partitionTable(t, start).name == name
 }
 
 // frozenCheck is the name of the constraint that freezes partition pt.
@@ -305,19 +379,24 @@ func freezePartition(ctx context.Context, db *sql.DB, d *dialect, pt tableName, 
 }
 
 // dropPartition detaches partition pt from t, CONCURRENTLY or, when pending (a detach
-// left half-way), with FINALIZE, then drops it.
-func dropPartition(ctx context.Context, db *sql.DB, d *dialect, t, pt tableName, pending bool, rep *PartitionReport) error {
+// left half-way), with FINALIZE, then drops it, each under its own stepTimeout.
+func dropPartition(ctx context.Context, db *sql.DB, d *dialect, t, pt tableName, pending bool, stepTimeout time.Duration, rep *PartitionReport) error {
 	how := " CONCURRENTLY"
 	if pending {
 		how = " FINALIZE"
 	}
 	start := time.Now()
-	if _, err := db.ExecContext(ctx, "ALTER TABLE "+d.qualified(t)+" DETACH PARTITION "+d.qualified(pt)+how); err != nil {
+	sctx, cancel := stepContext(ctx, stepTimeout)
+	_, err := db.ExecContext(sctx, "ALTER TABLE "+d.qualified(t)+" DETACH PARTITION "+d.qualified(pt)+how)
+	cancel()
+	if err != nil {
 		return fmt.Errorf("detach partition %s: %w", pt, err)
 	}
 	rep.record(pt.name, "detach", start)
 	start = time.Now()
-	if _, err := db.ExecContext(ctx, "DROP TABLE "+d.qualified(pt)); err != nil {
+	sctx, cancel = stepContext(ctx, stepTimeout)
+	defer cancel()
+	if _, err := db.ExecContext(sctx, "DROP TABLE "+d.qualified(pt)); err != nil {
 		return fmt.Errorf("drop partition %s: %w", pt, err)
 	}
 	rep.record(pt.name, "drop", start)
@@ -327,4 +406,96 @@ func dropPartition(ctx context.Context, db *sql.DB, d *dialect, t, pt tableName,
 // isLockTimeout reports PostgreSQL's lock_timeout (SQLSTATE 55P03).
 func isLockTimeout(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "SQLSTATE 55P03")
+}
+
+// periodOf is the period of ps's partitions: that of the newest partition whose bounds
+// are a period's, false when none is.
+func (ps *partitionSet) periodOf() (time.Duration, bool) {
+	for i := len(ps.parts) - 1; i >= 0; i-- {
+		if start, end, ok := ps.parts[i].period(); ok && checkPeriod(end.Sub(start)) == nil {
+			return end.Sub(start), true
+		}
+	}
+	return 0, false
+}
+
+// partitionsNow reads whether the store's table is partitioned, and its partitions,
+// keeps them for the writes (checkPartitions), and returns them.
+func (s *Store) partitionsNow(ctx context.Context) (*partitionSet, error) {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	ps, err := s.loadPartitions(ctx, s.db)
+	if err != nil {
+		return nil, err
+	}
+	s.parts.Store(ps)
+	return ps, nil
+}
+
+// MaintainPartitions is the purger's partition maintenance (purge.PartitionMaintainer):
+// on a partitioned outbox table (PostgreSQL) it runs MaintainPartitions with the
+// purge's cutoffs p at now, enough periods ahead to cover cover (the time to the
+// purger's next runs; at least the default 3 periods), each step bounded by the
+// store's QueryTimeout, and returns the partitions it created, dropped, and could not
+// freeze in time (busy). The period is that of the table's newest partition. On any
+// other table it does nothing. Purge then deletes the purgeable rows of the old
+// partitions it kept (purgeRange).
+func (s *Store) MaintainPartitions(ctx context.Context, now time.Time, p storage.PurgeParams, cover time.Duration) (created, dropped, busy []string, err error) {
+	if s.d != postgresDialect {
+		return nil, nil, nil, nil
+	}
+	ps, err := s.partitionsNow(ctx)
+	if err != nil || !ps.partitioned {
+		return nil, nil, nil, err
+	}
+	period, ok := ps.periodOf()
+	if !ok {
+		return nil, nil, nil, fmt.Errorf("maintain partitions: %s has no partition of a period (MigratePartitionedTable makes them)", s.table)
+	}
+	ahead := defaultPartitionsAhead
+	if n := int((cover + period - 1) / period); n > ahead {
+		ahead = n
+	}
+	m := PartitionMaintenance{Config: PartitionConfig{Period: period, Ahead: ahead}, Now: now, Purge: p}
+	if s.timeout > 0 {
+		m.StepTimeout = s.timeout
+	}
+	rep, err := maintainPartitions(ctx, s.db, s.d, s.table, m)
+	if _, rerr := s.partitionsNow(ctx); rerr != nil && err == nil {
+		err = rerr
+	}
+	return rep.Created, rep.Dropped, rep.Busy, err
+}
+
+// purgeRange is the part of the IDs that Purge deletes from: on a partitioned table,
+// the partitions whose period ended before the period of p.Before starts (those
+// MaintainPartitions drops whole, or keeps for a row the purge keeps), and the IDs
+// after the last period's partition (ranges of the user's: IDs that are not ULIDs).
+// Deleting the rows of newer partitions one by one would leave partitions for
+// MaintainPartitions with nothing to drop. On any other table it is every ID.
+func (s *Store) purgeRange(ctx context.Context, p storage.PurgeParams) (idRange, error) {
+	if s.d != postgresDialect {
+		return idRange{}, nil
+	}
+	ps := s.parts.Load()
+	if ps == nil {
+		var err error
+		if ps, err = s.partitionsNow(ctx); err != nil {
+			return idRange{}, err
+		}
+	}
+	if !ps.partitioned {
+		return idRange{}, nil
+	}
+	period, ok := ps.periodOf()
+	if !ok {
+		return idRange{}, nil // no periods: the ranges are the user's; every ID
+	}
+	ids := idRange{below: lowestID(PartitionConfig{Period: period}.periodStart(p.Before))}
+	for _, pt := range ps.parts {
+		if _, end, ok := pt.period(); ok && lowestID(end) > ids.from {
+			ids.from = lowestID(end)
+		}
+	}
+	return ids, nil
 }

@@ -50,13 +50,65 @@ func TestPartitionPeriods(t *testing.T) {
 	if _, _, ok := (partition{fromMin: true, to: p.to}).period(); ok {
 		t.Error("a MINVALUE partition has a period")
 	}
-	if name := partitionTable(tableName{name: "outbox_event"}, start).name; name != "outbox_event_p2026113012" {
-		t.Errorf("partition name %s", name)
+	if end, ok := (partition{fromMin: true, to: p.to}).end(); !ok || !end.Equal(e) {
+		t.Errorf("the end of a MINVALUE partition = %v, %v; want %v", end, ok, e)
 	}
-	for _, bad := range []time.Duration{30 * time.Minute, 5 * time.Hour, 36 * time.Hour} {
+	for _, p := range []partition{{from: p.from, toMax: true}, {isDefault: true}, {from: p.from, to: "b"}} {
+		if _, ok := p.end(); ok {
+			t.Errorf("%+v has an end", p)
+		}
+	}
+	pt := partitionTable(tableName{name: "outbox_event"}, start)
+	if pt.name != "outbox_event_p202611301200" {
+		t.Errorf("partition name %s", pt.name)
+	}
+	tbl := tableName{name: "outbox_event"}
+	for name, want := range map[string]bool{pt.name: true, "outbox_event_pconverted": true, "outbox_event_p202611301299": false, "other_p202611301200": false, "outbox_event": false} {
+		if got := isPartitionName(tbl, name); got != want {
+			t.Errorf("isPartitionName(%s) = %v", name, got)
+		}
+	}
+	for _, good := range []time.Duration{time.Minute, 15 * time.Minute, time.Hour, 8 * time.Hour, 24 * time.Hour, 7 * 24 * time.Hour} {
+		if _, err := (PartitionConfig{Period: good}).withDefaults(); err != nil {
+			t.Errorf("Period %s: %v", good, err)
+		}
+	}
+	for _, bad := range []time.Duration{30 * time.Second, 7 * time.Minute, 90 * time.Minute, 5 * time.Hour, 36 * time.Hour} {
 		if _, err := (PartitionConfig{Period: bad}).withDefaults(); err == nil {
 			t.Errorf("Period %s accepted", bad)
 		}
+	}
+}
+
+func TestPartitionCovers(t *testing.T) {
+	t.Parallel()
+	p := partition{from: "b", to: "d"}
+	for _, c := range []struct {
+		from, to      string
+		covers, overl bool
+	}{{"b", "d", true, true}, {"b", "c", true, true}, {"a", "c", false, true}, {"c", "e", false, true}, {"d", "e", false, false}} {
+		if p.covers(c.from, c.to) != c.covers || p.overlaps(c.from, c.to) != c.overl {
+			t.Errorf("[%s, %s): covers %v, overlaps %v", c.from, c.to, p.covers(c.from, c.to), p.overlaps(c.from, c.to))
+		}
+	}
+	if !(partition{fromMin: true, to: "d"}).covers("a", "c") {
+		t.Error("a MINVALUE partition does not cover what it holds")
+	}
+}
+
+func TestPartitionSetPeriod(t *testing.T) {
+	t.Parallel()
+	day := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	ps := &partitionSet{partitioned: true, parts: []partition{
+		{fromMin: true, to: lowestID(day)},
+		{from: lowestID(day), to: lowestID(day.Add(time.Hour))},
+		{from: lowestID(day.Add(time.Hour)), to: "b"},
+	}}
+	if p, ok := ps.periodOf(); !ok || p != time.Hour {
+		t.Errorf("periodOf = %s, %v; want 1h", p, ok)
+	}
+	if _, ok := (&partitionSet{partitioned: true, parts: ps.parts[2:]}).periodOf(); ok {
+		t.Error("a set with no period's partition has a period")
 	}
 }
 
@@ -104,4 +156,29 @@ func TestPurgeableCondition(t *testing.T) {
 
 func storagePurge(now time.Time) storage.PurgeParams {
 	return storage.PurgeParams{Before: now.Add(-7 * 24 * time.Hour), DeadBefore: now.Add(-14 * 24 * time.Hour), UndeliveredBefore: now.Add(-29 * 24 * time.Hour)}
+}
+
+// TestPurgeQueryIDRange: on a partitioned table the purge's batches keep to the IDs of
+// the partitions the maintenance has looked at (and of the ranges after the periods).
+func TestPurgeQueryIDRange(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	tbl := tableName{name: "outbox_event"}
+	q, err := postgresDialect.purgeQuery(tbl, storage.PurgeParams{Before: at, Limit: 500}, idRange{below: "B", from: "F"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `DELETE FROM "outbox_event" WHERE event_id = ANY(ARRAY(SELECT event_id FROM "outbox_event" WHERE (status IN (1, 3) OR status >= 5)` +
+		` AND COALESCE(done_at, created_at) < $1 AND (event_id < $2 OR event_id >= $3) ORDER BY COALESCE(done_at, created_at), event_id LIMIT $4 FOR UPDATE SKIP LOCKED))` +
+		` AND (status IN (1, 3) OR status >= 5) AND COALESCE(done_at, created_at) < $5`
+	if q.SQL != want {
+		t.Errorf("purge with an ID range:\n%s\nwant\n%s", q.SQL, want)
+	}
+	if len(q.Args) != 5 || q.Args[1] != "B" || q.Args[2] != "F" {
+		t.Errorf("args %v", q.Args)
+	}
+	u := postgresDialect.purgeUndeliveredQuery(tbl, at, false, 20, idRange{below: "B"})
+	if !strings.Contains(u.SQL, "created_at < $1 AND event_id < $2 ORDER BY created_at, event_id LIMIT $3") {
+		t.Errorf("undelivered purge with an ID range: %s", u.SQL)
+	}
 }

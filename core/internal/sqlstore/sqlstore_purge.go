@@ -26,7 +26,11 @@ import (
 // in batches of p.Limit, the rows of the key table whose keys have nothing left that is
 // not DONE and were not written since p.Before.
 func (s *Store) Purge(ctx context.Context, p storage.PurgeParams) (int64, error) {
-	q, err := s.d.purgeQuery(s.table, p)
+	ids, err := s.purgeRange(ctx, p)
+	if err != nil {
+		return 0, fmt.Errorf("purge: %w", err)
+	}
+	q, err := s.d.purgeQuery(s.table, p, ids)
 	if err != nil {
 		return 0, fmt.Errorf("purge: %w", err)
 	}
@@ -57,7 +61,7 @@ func (s *Store) Purge(ctx context.Context, p storage.PurgeParams) (int64, error)
 		if undelivered == nil || n >= int64(p.Limit) {
 			break
 		}
-		k, err := run(ctx, s.d.purgeUndeliveredQuery(s.table, undelivered, waiting, p.Limit-int(n)))
+		k, err := run(ctx, s.d.purgeUndeliveredQuery(s.table, undelivered, waiting, p.Limit-int(n), ids))
 		n += k
 		if err != nil {
 			return n, fmt.Errorf("purge undelivered events: %w", err)

@@ -33,33 +33,8 @@ func TestPartitionedPlans(t *testing.T) {
 	part := setupPartitioned(t, -3, 1, false)
 	plainDB := testdb.NewPostgresDB(t)
 	plain := setupStore(t, plainDB, outbox.Postgres, testdb.IsolatedTable(t, plainDB, outbox.Postgres.Name()))
-	start := day(now, -3)
-	span := now.Add(-time.Minute).Sub(start)
 	for _, b := range []sqlBundle{part, plain} {
-		for first := 0; first < n; first += 5000 {
-			events := make([]outbox.Event, 0, 5000)
-			for i := first; i < min(first+5000, n); i++ {
-				created := start.Add(time.Duration(float64(span) * float64(i) / float64(n)))
-				e := testEvent(ulidAt(created, i), created)
-				e.AggregateID = "agg-" + strconv.Itoa(i%5000)
-				events = append(events, e)
-			}
-			if _, err := b.store.Insert(ctx, b.db, storage.InsertParams{Events: events}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for _, s := range []string{
-			`UPDATE ` + b.quoted() + ` SET status = 1, done_at = created_at + INTERVAL '1 second'`,
-			`UPDATE ` + b.quoted() + ` SET status = 3, done_at = NULL, last_error = 'x' WHERE right(event_id, 3) = '000'`,
-			`UPDATE ` + b.quoted() + ` SET status = 2, done_at = NULL, available_at = created_at + INTERVAL '1 hour' WHERE right(event_id, 3) = '001'`,
-			`UPDATE ` + b.quoted() + ` SET status = 0, done_at = NULL WHERE created_at > (SELECT created_at FROM ` + b.quoted() +
-				` ORDER BY created_at DESC OFFSET 2000 LIMIT 1)`,
-			`VACUUM ANALYZE ` + b.quoted(),
-		} {
-			if _, err := b.db.ExecContext(ctx, s); err != nil {
-				t.Fatalf("%s: %v", s, err)
-			}
-		}
+		fillPlanRows(t, b, n, day(now, -3), now)
 	}
 	for _, c := range []struct {
 		kind string
@@ -83,6 +58,97 @@ func TestPartitionedPlans(t *testing.T) {
 	}
 }
 
+// fillPlanRows writes n events to b's table, created from start to a minute before
+// now, mostly DONE, some NEW (the newest 2,000), RETRY (one in 1,000) and DEAD (one in
+// 1,000), then vacuums and analyzes it.
+func fillPlanRows(t *testing.T, b sqlBundle, n int, start, now time.Time) {
+	t.Helper()
+	ctx := t.Context()
+	span := now.Add(-time.Minute).Sub(start)
+	for first := 0; first < n; first += 5000 {
+		events := make([]outbox.Event, 0, 5000)
+		for i := first; i < min(first+5000, n); i++ {
+			created := start.Add(time.Duration(float64(span) * float64(i) / float64(n)))
+			e := testEvent(ulidAt(created, i), created)
+			e.AggregateID = "agg-" + strconv.Itoa(i%5000)
+			events = append(events, e)
+		}
+		if _, err := b.store.Insert(ctx, b.db, storage.InsertParams{Events: events}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range []string{
+		`UPDATE ` + b.quoted() + ` SET status = 1, done_at = created_at + INTERVAL '1 second'`,
+		`UPDATE ` + b.quoted() + ` SET status = 3, done_at = NULL, last_error = 'x' WHERE right(event_id, 3) = '000'`,
+		`UPDATE ` + b.quoted() + ` SET status = 2, done_at = NULL, available_at = created_at + INTERVAL '1 hour' WHERE right(event_id, 3) = '001'`,
+		`UPDATE ` + b.quoted() + ` SET status = 0, done_at = NULL WHERE created_at > (SELECT created_at FROM ` + b.quoted() +
+			` ORDER BY created_at DESC OFFSET 2000 LIMIT 1)`,
+		`VACUUM ANALYZE ` + b.quoted(),
+	} {
+		if _, err := b.db.ExecContext(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+}
+
+// TestPartitionedOperationsUseIndexes: every read and write of the store on a
+// partitioned table with 200,000 rows in four partitions (the poll, the claim and
+// MarkDone, a read by ID, the DEAD list and count, the admin's lists, a replay, an
+// ordered key's writes and promotion, a fan-out split, the purge), each run 7 times so that PostgreSQL's generic plans run too, reads no row of
+// any partition sequentially. Stats is left out: it counts every row, on a plain table
+// too (one Seq Scan there). The planner may scan an empty partition (the one ahead)
+// sequentially, which reads no row: rows read are counted, not scans. At 40,000 rows
+// (10,000 a partition) the claim's join read every partition sequentially (a hash
+// join), cheaper by the planner's estimate than 100 probes of five primary keys; at
+// 200,000 and 300,000 it probes them.
+func TestPartitionedOperationsUseIndexes(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	now := time.Now()
+	b := setupPartitioned(t, -3, 1, false)
+	fillPlanRows(t, b, 200000, day(now, -3), now)
+	seqRead := func() map[string]int64 {
+		t.Helper()
+		if _, err := b.db.ExecContext(ctx, "SELECT pg_stat_force_next_flush()"); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := b.db.QueryContext(ctx, `SELECT s.relname, s.seq_tup_read FROM pg_stat_user_tables s
+			JOIN pg_inherits i ON i.inhrelid = s.relid WHERE i.inhparent = to_regclass($1)`, b.quoted())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		out := map[string]int64{}
+		for rows.Next() {
+			var name string
+			var n int64
+			if err := rows.Scan(&name, &n); err != nil {
+				t.Fatal(err)
+			}
+			out[name] = n
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	// One connection, so that its statistics are flushed before they are read.
+	b.db.SetMaxOpenConns(1)
+	before := seqRead()
+	runOperations(t, "partitioned", b.db, b, now, func(op string) {
+		after := seqRead()
+		if len(after) != 5 {
+			t.Fatalf("%d partitions, want 5", len(after))
+		}
+		for name, n := range after {
+			if d := n - before[name]; d != 0 && op != "stats" {
+				t.Errorf("%s: %d rows of partition %s read sequentially", op, d, name)
+			}
+		}
+		before = after
+	})
+}
+
 // explainOperations runs the store's operations on b's table through a store of one
 // connection that logs each plan (see TestPartitionedPlans).
 func explainOperations(t *testing.T, kind string, b sqlBundle, now time.Time) {
@@ -100,6 +166,14 @@ func explainOperations(t *testing.T, kind string, b sqlBundle, now time.Time) {
 			t.Fatalf("%s: %v", s, err)
 		}
 	}
+	runOperations(t, kind, db, b, now, nil)
+}
+
+// runOperations runs the store's operations on b's table through db, 7 times each,
+// each preceded by SELECT 'MARK <kind> <operation> <run>', and calls after, when set,
+// after each operation's runs.
+func runOperations(t *testing.T, kind string, db *sql.DB, b sqlBundle, now time.Time, after func(op string)) {
+	ctx := t.Context()
 	s, err := sqlStore(db, outbox.Postgres, outbox.SQLStoreConfig{Table: b.table, QueryTimeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -148,6 +222,39 @@ func explainOperations(t *testing.T, kind string, b sqlBundle, now time.Time) {
 			_, err := s.Replay(ctx, storage.ReplayParams{IDs: []string{dead[i].ID}, Now: now})
 			return err
 		}},
+		{"ordered+promote", func(i int) error {
+			// Three events of a key (the first NEW, the others WAITING), the first
+			// delivered, then the key's next one promoted.
+			key := fmt.Sprintf("key-%d", i)
+			events := make([]outbox.Event, 3)
+			for j := range events {
+				events[j] = testEvent(ulidAt(now.Add(-time.Minute), 1_000_000_000+i*10+j), now.Add(-time.Minute))
+				events[j].OrderKey = key
+			}
+			if _, err := s.Insert(ctx, db, storage.InsertParams{Events: events}); err != nil {
+				return err
+			}
+			if _, err := s.MarkDone(ctx, storage.MarkDoneParams{IDs: []string{events[0].ID}, DoneAt: now}); err != nil {
+				return err
+			}
+			_, err := s.Promote(ctx, storage.PromoteParams{Keys: []string{key}, Limit: 10})
+			return err
+		}},
+		{"fanout", func(i int) error {
+			// An event split into the deliveries of two listeners.
+			e := testEvent(ulidAt(now.Add(-time.Minute), 2_000_000_000+i), now.Add(-time.Minute))
+			if _, err := s.Insert(ctx, db, storage.InsertParams{Events: []outbox.Event{e}}); err != nil {
+				return err
+			}
+			var deliveries []outbox.Event
+			for _, l := range []string{"a", "b"} {
+				d := e
+				d.ID, d.Listener = e.ID+"."+l, l
+				deliveries = append(deliveries, d)
+			}
+			_, err := s.(storage.FanOutStore).FanOut(ctx, storage.FanOutParams{Events: []storage.FanOutEvent{{ID: e.ID, Deliveries: deliveries}}, DoneAt: now})
+			return err
+		}},
 		{"purge", func(int) error {
 			_, err := s.Purge(ctx, storage.PurgeParams{Before: now.Add(-2 * testPeriod), Limit: 1000})
 			return err
@@ -167,6 +274,9 @@ func explainOperations(t *testing.T, kind string, b sqlBundle, now time.Time) {
 				t.Fatalf("%s %s: %v", kind, op.name, err)
 			}
 			t.Logf("%s %s run %d: %s", kind, op.name, i+1, time.Since(start))
+		}
+		if after != nil {
+			after(op.name)
 		}
 	}
 }
