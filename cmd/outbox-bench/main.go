@@ -150,6 +150,9 @@ type options struct {
 	soakSample    time.Duration
 	soakSVGDir    string
 	soakMode      string // "singlenode" or "multinode"
+	// soakPartitions, when positive, makes the soak's PostgreSQL table partitioned
+	// (package outboxpartition) with partitions of that period.
+	soakPartitions time.Duration
 
 	// durabilities are the server settings to run: "fast", "durable" or both, in this
 	// order. durabilityGiven tells whether -durability was on the command line: without
@@ -281,6 +284,8 @@ func parseFlags(args []string) (options, error) {
 		"within the run (the purge runs every 10 s, or every retention when that is shorter)")
 	fs.DurationVar(&o.soakSample, "soak-sample", 10*time.Second, "soak: time between two samples of latencies, rows, sizes, poll statement, RSS and goroutines")
 	fs.StringVar(&o.soakMode, "soak-mode", "singlenode", "soak: the outbox's Config.Mode, singlenode or multinode (claims, one process; ClaimTTL 2 minutes, as docs/multinode.md configures it)")
+	fs.DurationVar(&o.soakPartitions, "soak-partition-period", 0, "soak: 0 for the default table; a period (1m, 1h, …) makes the PostgreSQL table "+
+		"partitioned by event ID with partitions of that period (package outboxpartition), which the purger drops whole")
 	fs.StringVar(&o.soakSVGDir, "soak-svg-dir", "", "soak: write the charts of each database as soak-<db>.svg into this directory (e.g. docs); empty: no files")
 	fs.IntVar(&o.payloadSize, "payload", 64, "approximate payload size in bytes (a JSON object)")
 	fs.IntVar(&o.workers, "workers", 0, "dispatcher workers (0: library default)")
@@ -377,6 +382,10 @@ func (o options) validateSoak() error {
 	switch {
 	case o.soakMode != "singlenode" && o.soakMode != "multinode":
 		return fmt.Errorf("-soak-mode must be singlenode or multinode, got %q", o.soakMode)
+	case o.soakPartitions < 0:
+		return fmt.Errorf("-soak-partition-period must not be negative, got %s", o.soakPartitions)
+	case o.soakPartitions > 0 && !slices.Equal(o.dbs, []string{"postgres"}):
+		return fmt.Errorf("-soak-partition-period partitions a PostgreSQL table: run it with -db postgres alone, not %s", strings.Join(o.dbs, ","))
 	case o.soakRate < 1:
 		return fmt.Errorf("-soak-rate must be positive, got %d", o.soakRate)
 	case o.soakDuration <= 0:

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	outboxpartition "github.com/outboxkit/outbox/core/partition"
 )
 
 // childSoakArg, as the first argument, makes the program run the soak workload as a
@@ -47,6 +48,9 @@ type childSoakParams struct {
 	// MultiNode runs the outbox in MultiNode mode (-soak-mode multinode): the poller
 	// claims, with ClaimTTL 2 minutes (docs/multinode.md's configuration, as w1m's).
 	MultiNode bool `json:"multinode"`
+	// Partitions, when positive, is the period of the partitions of a partitioned
+	// table (-soak-partition-period).
+	Partitions time.Duration `json:"partitions"`
 }
 
 // soakSample is what the child records every sample interval. Latencies are over the
@@ -152,6 +156,7 @@ func runSoak(ctx context.Context, o options, t *target, r int) (sample, error) {
 		Kind: t.kind, DSN: t.dsn, Schema: t.schema, Pool: t.pool, Producers: o.producers, Rate: o.soakRate,
 		Duration: o.soakDuration, Retention: o.soakRetention, Sample: o.soakSample,
 		Timeout: o.soakDuration + o.timeout, Outbox: o.childOutbox(), MultiNode: o.soakMode == "multinode",
+		Partitions: o.soakPartitions,
 	}
 	if o.cpuProfile != "" {
 		var err error
@@ -169,8 +174,11 @@ func runSoak(ctx context.Context, o options, t *target, r int) (sample, error) {
 	if p.MultiNode {
 		run.DB += " MultiNode"
 	}
+	if p.Partitions > 0 {
+		run.DB += " partitioned (" + p.Partitions.String() + ")"
+	}
 	if o.soakSVGDir != "" {
-		path := filepath.Join(o.soakSVGDir, soakSVGName(t, p.MultiNode, r, o.repeat))
+		path := filepath.Join(o.soakSVGDir, soakSVGName(t, p.MultiNode, p.Partitions > 0, r, o.repeat))
 		if err := writeSoakSVGFile(path, run); err != nil {
 			return sample{}, fmt.Errorf("write the SVG: %w", err)
 		}
@@ -185,12 +193,15 @@ func runSoak(ctx context.Context, o options, t *target, r int) (sample, error) {
 }
 
 // soakSVGName is the SVG's file name: soak-<db>.svg, with -multinode for a MultiNode
-// outbox, -durable for a durable server and the round's number when there are several
-// rounds.
-func soakSVGName(t *target, multiNode bool, r, rounds int) string {
+// outbox, -partitioned for a partitioned table, -durable for a durable server and the
+// round's number when there are several rounds.
+func soakSVGName(t *target, multiNode, partitioned bool, r, rounds int) string {
 	name := "soak-" + t.kind
 	if multiNode {
 		name += "-multinode"
+	}
+	if partitioned {
+		name += "-partitioned"
 	}
 	if t.durability == "durable" {
 		name += "-durable"
@@ -252,6 +263,11 @@ func childSoak(args []string, res *childSoakResult) error {
 		cfg.ClaimTTL = w1mClaimTTL // docs/multinode.md's configuration, as w1m's
 	}
 	cfg.PurgeInterval, cfg.PurgeRetention = soakPurgeIntervalFor(p.Retention), p.Retention
+	if p.Partitions > 0 {
+		if err := t.partitionForSoak(ctx, p.Partitions); err != nil {
+			return err
+		}
+	}
 	purges := newPurgeTap(cfg.Logger.Handler())
 	cfg.Logger = slog.New(purges)
 	ob, err := outbox.New(t.db, cfg)
@@ -409,4 +425,29 @@ func childSoak(args []string, res *childSoakResult) error {
 	res.HotDropped, res.ColdEnqueued, res.Failures = m.hotDropped.Load(), m.coldEnqueued.Load(), m.failures.Load()
 	res.Purge = purges.totals()
 	return nil
+}
+
+// partitionForSoak replaces the soak's outbox table (PostgreSQL) with a table
+// partitioned by event ID, one partition per period (package outboxpartition), holding
+// the same history of delivered rows as reset writes, with IDs of the current period
+// (the history's own IDs are not ULIDs, which a partitioned table refuses).
+func (t *target) partitionForSoak(ctx context.Context, period time.Duration) error {
+	if t.kind != "postgres" {
+		return fmt.Errorf("a partitioned table needs PostgreSQL, not %s", t.kind)
+	}
+	table := t.quoteIdent(t.outboxTable())
+	if _, err := t.db.ExecContext(ctx, "DROP TABLE "+table); err != nil {
+		return err
+	}
+	if err := outboxpartition.Migrate(ctx, t.db, t.outboxTable(), outboxpartition.Config{Period: period}); err != nil {
+		return err
+	}
+	prefix := outbox.NewID()[:10] // the time part of a ULID of now
+	if _, err := t.db.ExecContext(ctx, "INSERT INTO "+table+
+		" (event_id, event_type, aggregate_type, aggregate_id, payload, status, attempts, available_at, created_at, done_at)"+
+		" SELECT $1 || lpad(g::text, 16, '0'), 'bench.history', 'bench', g::text, '{}', 1, 1, now(), now(), now()"+
+		" FROM generate_series(1, "+strconv.Itoa(historyRows)+") g", prefix); err != nil {
+		return fmt.Errorf("write history rows: %w", err)
+	}
+	return t.analyze(ctx)
 }

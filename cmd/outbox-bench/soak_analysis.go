@@ -221,7 +221,15 @@ func (s soakRun) String() string {
 		"commit-to-listener %.2f × (%.3f → %.3f ms); purge %d runs, %d rows, %.1f µs per row",
 		s.TargetRate, s.Duration, s.Retention, s.PurgeInterval, s.AchievedRate, s.Written, s.DrainSeconds,
 		s.LatencyWindowMin, s.LatencyWindowMin, scaled, s.CommitP99Ratio, s.First.CommitP99, s.Last.CommitP99,
-		s.ListenerP99Ratio, s.First.ListenerP99, s.Last.ListenerP99, s.Purge.Runs, s.Purge.Rows, s.PurgeMicrosPerRow)
+		s.ListenerP99Ratio, s.First.ListenerP99, s.Last.ListenerP99, s.Purge.Runs, s.Purge.Rows, s.PurgeMicrosPerRow) + s.dropped()
+}
+
+// dropped is what a partitioned table's purger dropped, "" when it dropped nothing.
+func (s soakRun) dropped() string {
+	if s.Purge.PartitionsDropped == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d partitions dropped (maintenance runs that created or dropped one: %.0f ms in all)", s.Purge.PartitionsDropped, s.Purge.DropMillis)
 }
 
 // markdownTable is the run's summary table: every series' first, last and largest value

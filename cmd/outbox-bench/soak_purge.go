@@ -9,16 +9,22 @@ import (
 
 // purgeTap is a slog.Handler that passes every record on to next and adds up the
 // purge runs the outbox logs ("purged finished events": the rows deleted and the time
-// the run took), so that the soak reports what the purge costs per row.
+// the run took), so that the soak reports what the purge costs per row, and, on a
+// partitioned table, the partitions the purger dropped ("partitions maintained").
 type purgeTap struct {
 	next  slog.Handler
 	runs  *atomic.Int64
 	rows  *atomic.Int64
 	nanos *atomic.Int64
+	// dropped and dropNanos add up "partitions maintained": the partitions dropped,
+	// and the time those runs of the maintenance took.
+	dropped   *atomic.Int64
+	dropNanos *atomic.Int64
 }
 
 func newPurgeTap(next slog.Handler) *purgeTap {
-	return &purgeTap{next: next, runs: new(atomic.Int64), rows: new(atomic.Int64), nanos: new(atomic.Int64)}
+	return &purgeTap{next: next, runs: new(atomic.Int64), rows: new(atomic.Int64), nanos: new(atomic.Int64),
+		dropped: new(atomic.Int64), dropNanos: new(atomic.Int64)}
 }
 
 // Enabled takes the purge's INFO records whatever next's level.
@@ -43,6 +49,19 @@ func (h *purgeTap) Handle(ctx context.Context, r slog.Record) error {
 		h.rows.Add(rows)
 		h.nanos.Add(int64(took))
 	}
+	if r.Message == "partitions maintained" {
+		r.Attrs(func(a slog.Attr) bool {
+			switch a.Key {
+			case "dropped":
+				if names, ok := a.Value.Any().([]string); ok {
+					h.dropped.Add(int64(len(names)))
+				}
+			case "took":
+				h.dropNanos.Add(int64(a.Value.Duration()))
+			}
+			return true
+		})
+	}
 	if !h.next.Enabled(ctx, r.Level) {
 		return nil
 	}
@@ -50,11 +69,15 @@ func (h *purgeTap) Handle(ctx context.Context, r slog.Record) error {
 }
 
 func (h *purgeTap) WithAttrs(as []slog.Attr) slog.Handler {
-	return &purgeTap{next: h.next.WithAttrs(as), runs: h.runs, rows: h.rows, nanos: h.nanos}
+	c := *h
+	c.next = h.next.WithAttrs(as)
+	return &c
 }
 
 func (h *purgeTap) WithGroup(name string) slog.Handler {
-	return &purgeTap{next: h.next.WithGroup(name), runs: h.runs, rows: h.rows, nanos: h.nanos}
+	c := *h
+	c.next = h.next.WithGroup(name)
+	return &c
 }
 
 // purgeTotals are the purge runs a soak saw: how many, the rows they deleted and the
@@ -64,11 +87,16 @@ type purgeTotals struct {
 	Runs   int64   `json:"runs"`
 	Rows   int64   `json:"rows"`
 	Millis float64 `json:"ms"`
+	// PartitionsDropped and DropMillis are a partitioned table's: the partitions the
+	// purger dropped, and the time its maintenance runs that created or dropped one took.
+	PartitionsDropped int64   `json:"partitions_dropped,omitempty"`
+	DropMillis        float64 `json:"partition_maintenance_ms,omitempty"`
 }
 
 // totals reads h's sums.
 func (h *purgeTap) totals() purgeTotals {
-	return purgeTotals{Runs: h.runs.Load(), Rows: h.rows.Load(), Millis: float64(h.nanos.Load()) / 1e6}
+	return purgeTotals{Runs: h.runs.Load(), Rows: h.rows.Load(), Millis: float64(h.nanos.Load()) / 1e6,
+		PartitionsDropped: h.dropped.Load(), DropMillis: float64(h.dropNanos.Load()) / 1e6}
 }
 
 // MicrosPerRow is the purge's time per row deleted, 0 when it deleted none.

@@ -69,8 +69,11 @@ func (s *soakSampler) read(ctx context.Context, smp *soakSample, pollBatch int, 
 	if s.t.kind == "postgres" {
 		step("pg_stat_user_tables", func(ctx context.Context) error {
 			var st pgTableStats
-			err := s.db.QueryRowContext(ctx, "SELECT n_dead_tup, n_live_tup, autovacuum_count, autoanalyze_count "+
-				"FROM pg_stat_user_tables WHERE relid = CAST($1 AS regclass)", s.t.quoteIdent(s.t.outboxTable())).
+			// Summed over the partitions of a partitioned table (pg_partition_tree is the
+			// table alone otherwise); a dropped partition's counts go with it.
+			err := s.db.QueryRowContext(ctx, "SELECT COALESCE(SUM(n_dead_tup), 0), COALESCE(SUM(n_live_tup), 0), "+
+				"COALESCE(SUM(autovacuum_count), 0), COALESCE(SUM(autoanalyze_count), 0) FROM pg_stat_user_tables "+
+				"WHERE relid IN (SELECT relid FROM pg_partition_tree(CAST($1 AS regclass)) WHERE isleaf)", s.t.quoteIdent(s.t.outboxTable())).
 				Scan(&st.DeadTuples, &st.LiveTuples, &st.Autovacuums, &st.Autoanalyzes)
 			if err == nil {
 				smp.PG = &st
@@ -130,7 +133,8 @@ func (s *soakSampler) countByStatus(ctx context.Context) (map[string]int64, erro
 // readSizes returns the outbox table's relations and their sizes on disk.
 //
 // PostgreSQL: pg_relation_size of the heap (main fork) and of each index, and
-// pg_total_relation_size of the TOAST table (with its index); exact, read from the files.
+// pg_total_relation_size of the TOAST table (with its index); exact, read from the files;
+// on a partitioned table, the sums over its partitions.
 // MariaDB: information_schema.TABLES' data_length (the clustered primary key, i.e. the
 // rows), index_length and data_free, and each index's size in pages from
 // mysql.innodb_index_stats; both come from InnoDB's persistent statistics, which are
@@ -153,13 +157,17 @@ func (s *soakSampler) readSizes(ctx context.Context) ([]relationSize, error) {
 func (s *soakSampler) postgresSizes(ctx context.Context) ([]relationSize, error) {
 	table := s.t.quoteIdent(s.t.outboxTable())
 	var heap, toast int64
-	err := s.db.QueryRowContext(ctx, "SELECT pg_relation_size(c.oid), COALESCE(pg_total_relation_size(NULLIF(c.reltoastrelid, 0)), 0) "+
-		"FROM pg_class c WHERE c.oid = CAST($1 AS regclass)", table).Scan(&heap, &toast)
+	// A partitioned table's sizes are its partitions' (pg_partition_tree lists a table
+	// that is not partitioned alone), an index's those of its partitions' indexes.
+	err := s.db.QueryRowContext(ctx, "SELECT COALESCE(SUM(pg_relation_size(c.oid)), 0), "+
+		"COALESCE(SUM(COALESCE(pg_total_relation_size(NULLIF(c.reltoastrelid, 0)), 0)), 0) "+
+		"FROM pg_partition_tree(CAST($1 AS regclass)) p JOIN pg_class c ON c.oid = p.relid WHERE p.isleaf", table).Scan(&heap, &toast)
 	if err != nil {
 		return nil, err
 	}
 	out := []relationSize{{Name: "outbox_event", Kind: "heap", Bytes: heap}}
-	rows, err := s.db.QueryContext(ctx, "SELECT ci.relname, pg_relation_size(i.indexrelid) FROM pg_index i "+
+	rows, err := s.db.QueryContext(ctx, "SELECT ci.relname, (SELECT COALESCE(SUM(pg_relation_size(p.relid)), 0) "+
+		"FROM pg_partition_tree(i.indexrelid) p WHERE p.isleaf) FROM pg_index i "+
 		"JOIN pg_class ci ON ci.oid = i.indexrelid WHERE i.indrelid = CAST($1 AS regclass) ORDER BY ci.relname", table)
 	if err != nil {
 		return out, err

@@ -262,6 +262,9 @@ func TestParseSoakFlags(t *testing.T) {
 		{[]string{"-workloads", "soak", "-soak-rate", "0"}, "-soak-rate must be positive"},
 		{[]string{"-workloads", "soak", "-soak-mode", "multi"}, "-soak-mode must be singlenode or multinode"},
 		{[]string{"-workloads", "soak", "-soak-mode", "multinode"}, ""},
+		{[]string{"-workloads", "soak", "-soak-partition-period", "1m"}, "-db postgres alone"},
+		{[]string{"-workloads", "soak", "-db", "postgres", "-soak-partition-period", "1m"}, ""},
+		{[]string{"-workloads", "soak", "-db", "postgres", "-soak-partition-period", "-1m"}, "must not be negative"},
 		{[]string{"-workloads", "soak", "-soak-duration", "0s"}, "-soak-duration must be positive"},
 		{[]string{"-workloads", "soak", "-soak-retention", "0s"}, "-soak-retention must be at least 1s"},
 		{[]string{"-workloads", "soak", "-soak-sample", "100ms"}, "-soak-sample must be at least 1s"},
@@ -327,8 +330,9 @@ func TestPurgeTapAddsUpPurgeRuns(t *testing.T) {
 	log.Info("purged finished events", slog.Int64("deleted", 500), slog.Duration("took", 5*time.Millisecond))
 	log.Info("purged finished events", slog.Int64("deleted", 300), slog.Duration("took", 3*time.Millisecond))
 	log.Info("something else", slog.Int64("deleted", 7))
-	if got := tap.totals(); got.Runs != 2 || got.Rows != 800 || got.Millis != 8 || got.MicrosPerRow() != 10 {
-		t.Fatalf("totals %+v (%.1f µs/row), want 2 runs, 800 rows, 8 ms, 10 µs/row", got, got.MicrosPerRow())
+	log.Info("partitions maintained", slog.Any("created", []string{"p3"}), slog.Any("dropped", []string{"p1", "p2"}), slog.Duration("took", 2*time.Millisecond))
+	if got := tap.totals(); got.Runs != 2 || got.Rows != 800 || got.Millis != 8 || got.MicrosPerRow() != 10 || got.PartitionsDropped != 2 || got.DropMillis != 2 {
+		t.Fatalf("totals %+v (%.1f µs/row), want 2 runs, 800 rows, 8 ms, 10 µs/row, 2 partitions dropped in 2 ms", got, got.MicrosPerRow())
 	}
 	if out.Len() != 0 {
 		t.Fatalf("INFO records passed on to an ERROR handler: %q", out.String())
