@@ -477,22 +477,7 @@ func TestPartitionedPurge(t *testing.T) {
 			t.Errorf("%s: Get = %v, want gone %v", name, err, gone)
 		}
 	}
-	var parts []string
-	rows, err := b.db.QueryContext(ctx, `SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = to_regclass($1) ORDER BY 1`, b.quoted())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var p string
-		if err := rows.Scan(&p); err != nil {
-			t.Fatal(err)
-		}
-		parts = append(parts, p)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	parts := queryStrings(t, b.db, `SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = to_regclass($1) ORDER BY 1`, b.quoted())
 	// Dropped: -6, -4, -3, -2 (ended by the cutoff, nothing kept); kept: -5 (pending);
 	// created: 2 and 3 (three periods ahead cover two hourly purges).
 	var want []string
@@ -547,21 +532,7 @@ func TestConvertToPartitioned(t *testing.T) {
 	}
 	q := quoteTable(outbox.Postgres, table)
 	indexNames := func() []string {
-		t.Helper()
-		rows, err := db.QueryContext(ctx, `SELECT c.relname FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid WHERE x.indrelid = to_regclass($1) ORDER BY 1`, q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		var out []string
-		for rows.Next() {
-			var n string
-			if err := rows.Scan(&n); err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, n)
-		}
-		return out
+		return queryStrings(t, db, `SELECT c.relname FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid WHERE x.indrelid = to_regclass($1) ORDER BY 1`, q)
 	}
 	before := indexNames()
 
@@ -581,19 +552,7 @@ func TestConvertToPartitioned(t *testing.T) {
 	if have, latest, err := outbox.SchemaVersion(ctx, db, outbox.Postgres, table); err != nil || have != latest {
 		t.Errorf("SchemaVersion = %d of %d, %v", have, latest, err)
 	}
-	var bounds []string
-	rows, err := db.QueryContext(ctx, `SELECT c.relname || ' ' || pg_get_expr(c.relpartbound, c.oid) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = to_regclass($1) ORDER BY 1`, q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var b string
-		if err := rows.Scan(&b); err != nil {
-			t.Fatal(err)
-		}
-		bounds = append(bounds, b)
-	}
-	rows.Close()
+	bounds := queryStrings(t, db, `SELECT c.relname || ' ' || pg_get_expr(c.relpartbound, c.oid) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = to_regclass($1) ORDER BY 1`, q)
 	_, bare, _ := strings.Cut(table, ".")
 	wantBounds := []string{
 		fmt.Sprintf("%s FOR VALUES FROM ('%s') TO ('%s')", partitionName(table, day(now, 1)), ulidAt(day(now, 1), 0), ulidAt(day(now, 2), 0)),
@@ -639,24 +598,7 @@ func TestConvertToPartitioned(t *testing.T) {
 	}
 
 	// Everything finished: the converted partition is dropped like the others.
-	var pending []string
-	if err := func() error {
-		rows, err := db.QueryContext(ctx, `SELECT event_id FROM `+q+` WHERE status <> 1`)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				return err
-			}
-			pending = append(pending, id)
-		}
-		return rows.Err()
-	}(); err != nil {
-		t.Fatal(err)
-	}
+	pending := queryStrings(t, db, `SELECT event_id FROM `+q+` WHERE status <> 1`)
 	if _, err := db.ExecContext(ctx, `UPDATE `+q+` SET status = 1, done_at = $1 WHERE event_id = ANY($2)`, now, pending); err != nil {
 		t.Fatal(err)
 	}
@@ -717,20 +659,8 @@ func TestMaintainPartitionsFinishesADetach(t *testing.T) {
 		t.Fatalf("Maintain with a detach held up = %+v, %v; want an error, nothing dropped", rep, err)
 	}
 	t.Logf("held up: %v", err)
-	var pending []string
-	rows, err := b.db.QueryContext(ctx, `SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+	pending := queryStrings(t, b.db, `SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
 		WHERE i.inhparent = to_regclass($1) AND i.inhdetachpending`, b.quoted())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var p string
-		if err := rows.Scan(&p); err != nil {
-			t.Fatal(err)
-		}
-		pending = append(pending, p)
-	}
-	rows.Close()
 	if !slices.Equal(pending, []string{partitionName(b.table, day(now, -3))}) {
 		t.Fatalf("partitions pending detach %v, want the -3 one", pending)
 	}
@@ -746,4 +676,26 @@ func TestMaintainPartitionsFinishesADetach(t *testing.T) {
 	if !slices.Equal(rep.Dropped, want) || !slices.Equal(rep.Created, []string{partitionName(b.table, day(now, 3))}) {
 		t.Errorf("second run %+v; want %v dropped and day 3 created", rep, want)
 	}
+}
+
+// queryStrings returns the first column of q's rows.
+func queryStrings(t *testing.T, db *sql.DB, q string, args ...any) []string {
+	t.Helper()
+	rows, err := db.QueryContext(t.Context(), q, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
