@@ -41,8 +41,12 @@ import (
 	"time"
 
 	"github.com/outboxkit/outbox/core/internal/sqlstore"
+	"github.com/outboxkit/outbox/core/outboxtype"
 	"github.com/outboxkit/outbox/core/storage"
 )
+
+// errNilDB is the *outbox.ConfigError of a nil db, as outbox.MigrateTable's.
+var errNilDB = &outboxtype.ConfigError{Field: "DB", Reason: "nil *sql.DB"}
 
 // Config is the layout of a partitioned outbox table.
 type Config struct {
@@ -111,6 +115,9 @@ type Step struct {
 // again after an upgrade of the library, as MigrateTable. On a table that exists and is
 // not partitioned it returns an *outbox.ConfigError: [Convert] converts one.
 func Migrate(ctx context.Context, db *sql.DB, table string, cfg Config) error {
+	if db == nil {
+		return errNilDB
+	}
 	return sqlstore.MigratePartitionedTable(ctx, db, sqlstore.Postgres, table, cfg.internal())
 }
 
@@ -124,6 +131,9 @@ func Migrate(ctx context.Context, db *sql.DB, table string, cfg Config) error {
 // ULID, or one of a later period) returns an *outbox.ConfigError naming it, and the
 // table is left as it was.
 func Convert(ctx context.Context, db *sql.DB, table string, cfg Config) error {
+	if db == nil {
+		return errNilDB
+	}
 	return sqlstore.ConvertToPartitioned(ctx, db, sqlstore.Postgres, table, cfg.internal())
 }
 
@@ -135,6 +145,9 @@ func Convert(ctx context.Context, db *sql.DB, table string, cfg Config) error {
 // with Skipped set. It returns what it did so far and an error on the first failure
 // other than a lock timeout.
 func Maintain(ctx context.Context, db *sql.DB, table string, m Maintenance) (Report, error) {
+	if db == nil {
+		return Report{}, errNilDB
+	}
 	r, err := sqlstore.MaintainPartitions(ctx, db, sqlstore.Postgres, table, sqlstore.PartitionMaintenance{
 		Config: m.Config.internal(), Now: m.Now, Purge: m.Purge, LockTimeout: m.LockTimeout, StepTimeout: m.StepTimeout,
 	})

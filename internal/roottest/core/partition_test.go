@@ -537,6 +537,15 @@ func TestConvertToPartitioned(t *testing.T) {
 	before := indexNames()
 
 	var cerr *outbox.ConfigError
+	if err := outboxpartition.Migrate(ctx, nil, table, outboxpartition.Config{}); !errors.As(err, &cerr) || cerr.Field != "DB" {
+		t.Errorf("Migrate with a nil db = %v, want a *ConfigError", err)
+	}
+	if err := outboxpartition.Convert(ctx, nil, table, outboxpartition.Config{}); !errors.As(err, &cerr) || cerr.Field != "DB" {
+		t.Errorf("Convert with a nil db = %v, want a *ConfigError", err)
+	}
+	if _, err := outboxpartition.Maintain(ctx, nil, table, outboxpartition.Maintenance{}); !errors.As(err, &cerr) || cerr.Field != "DB" {
+		t.Errorf("Maintain with a nil db = %v, want a *ConfigError", err)
+	}
 	if err := outboxpartition.Migrate(ctx, db, table, outboxpartition.Config{}); !errors.As(err, &cerr) {
 		t.Errorf("Migrate of a table that is not partitioned = %v, want a *ConfigError", err)
 	}
