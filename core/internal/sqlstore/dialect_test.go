@@ -277,7 +277,7 @@ func goldenCases() []goldenCase {
 				`AND created_at <= statement_timestamp() + CAST($1 AS BIGINT) * INTERVAL '1 microsecond' AND (locked_until IS NULL OR locked_until < statement_timestamp()) ` +
 				`ORDER BY available_at, created_at, event_id LIMIT $2 FOR UPDATE SKIP LOCKED) ` +
 				`UPDATE "outbox_event" AS t SET locked_by = $3, locked_until = statement_timestamp() + CAST($4 AS BIGINT) * INTERVAL '1 microsecond' ` +
-				`FROM claimed WHERE t.event_id = claimed.event_id RETURNING t.event_id, t.event_type, t.aggregate_type, t.aggregate_id, t.tenant_id, t.payload, ` +
+				`FROM claimed WHERE t.event_id = ANY(ARRAY(SELECT event_id FROM claimed)) AND t.event_id = claimed.event_id RETURNING t.event_id, t.event_type, t.aggregate_type, t.aggregate_id, t.tenant_id, t.payload, ` +
 				`t.headers, t.status, t.attempts, t.last_error, t.available_at, t.created_at, t.done_at, claimed.locked_by, t.locked_until, t.order_key, t.order_seq, t.first_attempt_at, t.listener`},
 			sqlite: []string{`UPDATE "outbox_event" SET locked_by = ?, locked_until = strftime('%Y-%m-%dT%H:%M:%f000Z', 'now', ?) WHERE event_id IN (` +
 				`SELECT event_id FROM "outbox_event" WHERE status IN (0, 2) AND available_at <= strftime('%Y-%m-%dT%H:%M:%f000Z', 'now') ` +
@@ -313,7 +313,7 @@ func goldenCases() []goldenCase {
 				`AND available_at >= $1 AND created_at <= statement_timestamp() + CAST($2 AS BIGINT) * INTERVAL '1 microsecond' AND (locked_until IS NULL OR locked_until < statement_timestamp()) ` +
 				`ORDER BY available_at, created_at, event_id LIMIT $3 FOR UPDATE SKIP LOCKED) ` +
 				`UPDATE "outbox_event" AS t SET locked_by = $4, locked_until = statement_timestamp() + CAST($5 AS BIGINT) * INTERVAL '1 microsecond' ` +
-				`FROM claimed WHERE t.event_id = claimed.event_id RETURNING t.event_id, t.event_type, t.aggregate_type, t.aggregate_id, t.tenant_id, t.payload, ` +
+				`FROM claimed WHERE t.event_id = ANY(ARRAY(SELECT event_id FROM claimed)) AND t.event_id = claimed.event_id RETURNING t.event_id, t.event_type, t.aggregate_type, t.aggregate_id, t.tenant_id, t.payload, ` +
 				`t.headers, t.status, t.attempts, t.last_error, t.available_at, t.created_at, t.done_at, claimed.locked_by, t.locked_until, t.order_key, t.order_seq, t.first_attempt_at, t.listener`},
 			sqlite: []string{`UPDATE "outbox_event" SET locked_by = ?, locked_until = strftime('%Y-%m-%dT%H:%M:%f000Z', 'now', ?) WHERE event_id IN (` +
 				`SELECT event_id FROM "outbox_event" WHERE status IN (0, 2) AND available_at <= strftime('%Y-%m-%dT%H:%M:%f000Z', 'now') ` +
