@@ -342,3 +342,15 @@ func TestPurgeTapAddsUpPurgeRuns(t *testing.T) {
 		t.Fatalf("an ERROR record was not passed on: %q", out.String())
 	}
 }
+
+func TestWithoutParallelQuery(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"postgres://u@h:5432/db", "postgres://u@h:5432/db?max_parallel_workers_per_gather=0"},
+		{"postgres://u@h/db?sslmode=disable", "postgres://u@h/db?sslmode=disable&max_parallel_workers_per_gather=0"},
+		{"host=h dbname=db", "host=h dbname=db max_parallel_workers_per_gather=0"},
+	} {
+		if got := withoutParallelQuery(c.in); got != c.want {
+			t.Errorf("withoutParallelQuery(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
