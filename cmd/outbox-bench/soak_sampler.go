@@ -96,11 +96,11 @@ func (s *soakSampler) read(ctx context.Context, smp *soakSample, pollBatch int, 
 	if s.t.kind == "postgres" {
 		step("pg_stat_user_tables", func(ctx context.Context) error {
 			var st pgTableStats
-			// Summed over the partitions of a partitioned table (pg_partition_tree is the
-			// table alone otherwise); a dropped partition's counts go with it.
+			// Summed over the partitions of a partitioned table; a dropped partition's
+			// counts go with it.
 			err := s.db.QueryRowContext(ctx, "SELECT COALESCE(SUM(n_dead_tup), 0), COALESCE(SUM(n_live_tup), 0), "+
 				"COALESCE(SUM(autovacuum_count), 0), COALESCE(SUM(autoanalyze_count), 0) FROM pg_stat_user_tables "+
-				"WHERE relid IN (SELECT relid FROM pg_partition_tree(CAST($1 AS regclass)) WHERE isleaf)", s.t.quoteIdent(s.t.outboxTable())).
+				"WHERE relid IN "+pgLeaves("CAST($1 AS regclass)"), s.t.quoteIdent(s.t.outboxTable())).
 				Scan(&st.DeadTuples, &st.LiveTuples, &st.Autovacuums, &st.Autoanalyzes)
 			if err == nil {
 				smp.PG = &st
@@ -180,20 +180,29 @@ func (s *soakSampler) readSizes(ctx context.Context) ([]relationSize, error) {
 	return nil, fmt.Errorf("unknown database %q", s.t.kind)
 }
 
+// pgLeaves is a subquery of the relations that hold the rows of rel, a regclass
+// expression: the leaf partitions of a partitioned table or index, or rel itself.
+// pg_partition_tree returns no row at all for a relation outside a partition tree
+// (PostgreSQL 15), so summing over it alone read 0 bytes for a plain table.
+func pgLeaves(rel string) string {
+	return "(SELECT relid FROM pg_partition_tree(" + rel + ") WHERE isleaf UNION ALL SELECT " + rel +
+		" WHERE NOT EXISTS (SELECT FROM pg_partition_tree(" + rel + ")))"
+}
+
 func (s *soakSampler) postgresSizes(ctx context.Context) ([]relationSize, error) {
 	table := s.t.quoteIdent(s.t.outboxTable())
 	var heap, toast int64
-	// A partitioned table's sizes are its partitions' (pg_partition_tree lists a table
-	// that is not partitioned alone), an index's those of its partitions' indexes.
+	// A partitioned table's sizes are its partitions', an index's those of its
+	// partitions' indexes.
 	err := s.db.QueryRowContext(ctx, "SELECT COALESCE(SUM(pg_relation_size(c.oid)), 0), "+
 		"COALESCE(SUM(COALESCE(pg_total_relation_size(NULLIF(c.reltoastrelid, 0)), 0)), 0) "+
-		"FROM pg_partition_tree(CAST($1 AS regclass)) p JOIN pg_class c ON c.oid = p.relid WHERE p.isleaf", table).Scan(&heap, &toast)
+		"FROM pg_class c WHERE c.oid IN "+pgLeaves("CAST($1 AS regclass)"), table).Scan(&heap, &toast)
 	if err != nil {
 		return nil, err
 	}
 	out := []relationSize{{Name: "outbox_event", Kind: "heap", Bytes: heap}}
-	rows, err := s.db.QueryContext(ctx, "SELECT ci.relname, (SELECT COALESCE(SUM(pg_relation_size(p.relid)), 0) "+
-		"FROM pg_partition_tree(i.indexrelid) p WHERE p.isleaf) FROM pg_index i "+
+	rows, err := s.db.QueryContext(ctx, "SELECT ci.relname, (SELECT COALESCE(SUM(pg_relation_size(l.relid)), 0) "+
+		"FROM "+pgLeaves("CAST(i.indexrelid AS regclass)")+" l (relid)) FROM pg_index i "+
 		"JOIN pg_class ci ON ci.oid = i.indexrelid WHERE i.indrelid = CAST($1 AS regclass) ORDER BY ci.relname", table)
 	if err != nil {
 		return out, err
