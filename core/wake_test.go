@@ -102,6 +102,47 @@ func TestPollerBacksOffWhenIdle(t *testing.T) {
 	})
 }
 
+// While the hot path delivers events, the poller keeps PollInterval though its reads
+// find nothing: each delivered event leaves a dead index entry for the next read to
+// walk (on PostgreSQL), so reads far apart each walk more of them. Once the hot path is
+// quiet, the wait doubles again.
+func TestPollerKeepsItsIntervalWhileTheHotPathDelivers(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := &pollClock{MemoryStore: outboxtest.NewMemoryStore()}
+		l := &outboxtest.RecordingListener{}
+		start := time.Now()
+		ob := startOutbox(t, outbox.Config{Store: store, PollInterval: time.Second, PollMaxInterval: 8 * time.Second},
+			map[string]outbox.Listener{"Thing": l})
+		time.Sleep(14*time.Second + time.Millisecond) // idle: cycles at 0, 2, 6, 14
+		synctest.Wait()
+		// An event a second through the hot path, from 14.5 s to 21.5 s.
+		time.Sleep(500 * time.Millisecond)
+		for range 8 {
+			var tx adapterkit.Callbacks
+			if _, err := ob.Writer().Write(t.Context(), adapterkit.Join(nil, &tx), outbox.Envelope{Type: "Thing", Payload: json.RawMessage(`{}`)}); err != nil {
+				t.Fatal(err)
+			}
+			tx.Committed()
+			time.Sleep(time.Second)
+		}
+		synctest.Wait()
+		if got := len(l.IDs()); got != 8 {
+			t.Fatalf("%d events delivered, want 8", got)
+		}
+		time.Sleep(20 * time.Second) // quiet again
+		synctest.Wait()
+		s := time.Second
+		// Idle to 14 s; the cycle at 14 s found nothing and the hot path had delivered
+		// nothing, so the next waits 8 s, to 22 s; the hot path delivered meanwhile:
+		// 1 s to 23 s; then nothing: 2, 4, 8 s (25, 29, 37).
+		want := []time.Duration{0, 2 * s, 4 * s, 8 * s, 8 * s, s, 2 * s, 4 * s, 8 * s}
+		if got := store.gaps(start); !slices.Equal(got, want) {
+			t.Fatalf("poll gaps %v, want %v", got, want)
+		}
+	})
+}
+
 func TestPollerMaxIntervalMinusOneKeepsTheInterval(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {

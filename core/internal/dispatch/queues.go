@@ -71,6 +71,8 @@ type Queues struct {
 	// depths mirrors queued for the readers that do not take mu (Depths, HotFull,
 	// tookCold).
 	depths [2]atomic.Int64
+	// hotTaken counts the events the hot queue took (HotTaken).
+	hotTaken atomic.Uint64
 	// wake has a token per worker: Enqueue and done put one (never blocking) so that a
 	// waiting worker looks at the lanes again.
 	wake chan struct{}
@@ -301,6 +303,9 @@ func (q *Queues) Enqueue(e Event, path Path, now, readAt time.Time) EnqueueResul
 		q.held++
 	}
 	q.mu.Unlock()
+	if path == PathHot {
+		q.hotTaken.Add(1)
+	}
 	q.signal()
 	q.reportDepths()
 	q.reportLoad(l)
@@ -514,6 +519,11 @@ func (q *Queues) TombstoneCount() int {
 	defer q.mu.Unlock()
 	return len(q.tombs.byID)
 }
+
+// HotTaken is how many events the hot queue has taken since q was made. The poller
+// keeps its base interval while it moves: each delivered event leaves a dead entry in
+// the index the poller reads, which the next read walks (poll.Poller).
+func (q *Queues) HotTaken() uint64 { return q.hotTaken.Load() }
 
 // HotEnabled reports whether the hot path is enabled (HotQueueSize is not -1).
 func (q *Queues) HotEnabled() bool { return q.hotCap >= 0 }

@@ -33,6 +33,13 @@ import (
 // A first read that leaves rows out (paused subscriptions, full lanes: storage.Skip)
 // or meets undecodable rows sets no mark: the next cycle reads from the head.
 //
+// A read marks the dead entries it meets, and later reads skip them without visiting
+// their rows; so the read from the head costs little when reads from the mark have met
+// every entry first. Two things see to that: on PostgreSQL the read from the head walks
+// the index the mark's reads walk (the SQL store's pendingQuery), and cycles stay
+// Interval apart while the hot path delivers (Poller.loop), so that the marks' windows,
+// lowWaterMargin wide, overlap.
+//
 // MultiNode claims start at a mark too (storage.ClaimParams.DueFrom), from the due
 // times of the rows the cycle's first claim took. Rows other nodes hold are left out
 // of every claim, and some come back before this node's mark: a dead node's claims

@@ -25,8 +25,8 @@ type Config struct {
 	// Interval is the time between two poll cycles; the first runs at Start.
 	Interval time.Duration
 	// MaxInterval is the longest wait between two cycles: after each cycle that found
-	// nothing the wait doubles, from Interval up to MaxInterval. At least
-	// Interval.
+	// nothing, while the hot path delivered nothing either, the wait doubles, from
+	// Interval up to MaxInterval. At least Interval.
 	MaxInterval time.Duration
 	// BatchSize bounds the rows read by one query.
 	BatchSize int
@@ -90,7 +90,8 @@ func (c Config) validate() error {
 // refuse a second copy of an event the hot path holds), so a burst larger than the hot
 // queue waits for no time floor. Replays and a Notifier's wake-ups start such cycles
 // too, and so does a retry or deferral of this process falling due (Queues.NoteDue).
-// Each cycle that finds nothing doubles the wait, up to MaxInterval.
+// Each cycle that finds nothing, while the hot path delivers nothing either, doubles
+// the wait, up to MaxInterval.
 type Poller struct {
 	store  storage.Store
 	claims storage.ClaimStore // the store's claims; nil unless ClaimTTL is set
@@ -187,6 +188,7 @@ func (p *Poller) Stop(ctx context.Context) error {
 
 func (p *Poller) loop(r startstop.Run) {
 	interval := p.cfg.Interval
+	hotTaken := p.q.HotTaken() // the hot queue's count at the last back-off decision
 	tick := time.NewTimer(interval)
 	defer tick.Stop()
 	dueTimer := time.NewTimer(time.Hour)
@@ -276,12 +278,20 @@ func (p *Poller) loop(r startstop.Run) {
 			catchUp = false // every due row was seen; a later signal starts again
 		}
 		// Idle back-off: each cycle that found nothing doubles the wait, up to
-		// MaxInterval; one that found events (or failed) returns to Interval.
-		if n > 0 || more || err != nil || promoted > 0 {
+		// MaxInterval; one that found events (or failed) returns to Interval, and so
+		// does one after which the hot path delivered events. A delivered event leaves
+		// a dead entry in the index the reads walk (on PostgreSQL until VACUUM), and
+		// the read that first meets it pays a visit to its row: cycles every Interval
+		// while events flow keep each read to about rate × Interval such visits, where
+		// a wait of MaxInterval left them to pile up for the minute's read from the
+		// head (docs/BENCHMARKS.md, "Soak").
+		hot := p.q.HotTaken()
+		if n > 0 || more || err != nil || promoted > 0 || hot != hotTaken {
 			interval = p.cfg.Interval
 		} else {
 			interval = min(2*interval, p.cfg.MaxInterval)
 		}
+		hotTaken = hot
 		tick.Reset(interval)
 		var wake <-chan struct{}
 		if more {

@@ -188,7 +188,7 @@ func goldenCases() []goldenCase {
 			build: func(d *dialect) ([]query, error) {
 				return one2(d.pendingQuery(t, storage.PendingParams{Now: goldenT0, SkipRecent: time.Second, Limit: 10}))
 			},
-			pg:     []string{sel + `"outbox_event" WHERE status IN (0, 2) AND available_at <= $1 AND created_at <= $2 ORDER BY available_at, created_at, event_id LIMIT $3`},
+			pg:     []string{sel + `"outbox_event" WHERE status IN (0, 2) AND available_at <= $1 AND created_at <= $2 AND available_at >= (SELECT MIN(available_at) FROM "outbox_event" WHERE status IN (0, 2)) ORDER BY available_at, created_at, event_id LIMIT $3`},
 			sqlite: []string{sel + `"outbox_event" WHERE status IN (0, 2) AND available_at <= ? AND created_at <= ? ORDER BY available_at, created_at, event_id LIMIT 10`},
 			mysql: []string{sel + "`outbox_event` FORCE INDEX (`outbox_event_pending_idx`) WHERE due_at <= ? AND created_at <= ?" +
 				" ORDER BY due_at, created_at, event_id LIMIT ?"},
