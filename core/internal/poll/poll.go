@@ -284,7 +284,7 @@ func (p *Poller) loop(r startstop.Run) {
 		// the read that first meets it pays a visit to its row: cycles every Interval
 		// while events flow keep each read to about rate × Interval such visits, where
 		// a wait of MaxInterval left them to pile up for the minute's read from the
-		// head (docs/BENCHMARKS.md, "Soak").
+		// head (docs/BENCHMARKS.md, "The poll statement's dead index entries").
 		hot := p.q.HotTaken()
 		if n > 0 || more || err != nil || promoted > 0 || hot != hotTaken {
 			interval = p.cfg.Interval

@@ -229,9 +229,10 @@ func (d *dialect) pendingQuery(t tableName, p storage.PendingParams) (query, err
 		// the first read that meets one visits its row: the mark's reads have met
 		// those of the claim index already, none of the pending index's, which on a
 		// PostgreSQL soak at 1,500 events/s made the minute's read from the head walk
-		// about 47,000 buffers (docs/BENCHMARKS.md, "Soak"). A lower bound that the
-		// planner cannot estimate, the earliest due time of a pending row, makes it
-		// take the claim index for the range, as it does for the mark's.
+		// about 47,000 buffers (docs/BENCHMARKS.md, "The poll statement's dead index
+		// entries"). A lower bound that the planner cannot estimate, the earliest due
+		// time of a pending row, makes it take the claim index for the range, as it
+		// does for the mark's.
 		b.w(" AND available_at >= (SELECT MIN(available_at) FROM ", d.qualified(t), " WHERE status IN (", pendingStatuses(), "))")
 	}
 	b.w(" ORDER BY ", due, ", created_at, event_id ").limit(int64(p.Limit))
