@@ -29,8 +29,8 @@ type Envelope struct {
 	// OccurredAt is when the event happened, its Event.CreatedAt, which orders delivery.
 	// Defaults to the write's time.
 	OccurredAt time.Time
-	// AvailableAt delays delivery until then, not before OccurredAt nor with DeliverAfter; it
-	// skips the hot path.
+	// AvailableAt delays delivery until then (or the write, if later), not before
+	// OccurredAt nor with DeliverAfter; it skips the hot path.
 	AvailableAt time.Time
 	// DeliverAfter delays delivery by this long after OccurredAt (≥ 0, not with AvailableAt).
 	DeliverAfter time.Duration
