@@ -85,7 +85,7 @@ type Config struct {
 	Interceptors []Interceptor
 	// OnStuck runs on the worker (do not block) when an attempt outlives ListenerTimeout by 1 s.
 	OnStuck func(e Event, running time.Duration)
-	// PollInterval is the time between poller cycles. Defaults to DefaultPollInterval.
+	// PollInterval is the time between poller cycles (less at a high hot-path rate). Defaults to DefaultPollInterval.
 	PollInterval time.Duration
 	// PollMaxInterval caps an idle poller's wait (-1: PollInterval); DefaultPollMaxInterval or more.
 	PollMaxInterval time.Duration

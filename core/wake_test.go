@@ -143,6 +143,65 @@ func TestPollerKeepsItsIntervalWhileTheHotPathDelivers(t *testing.T) {
 	})
 }
 
+// While the hot path delivers more than 1,000 events an interval, the cycles come as
+// often as it takes the hot path to deliver about 1,000 (at most ten an interval), so that
+// no read meets many more delivered events' dead index entries; once the hot path is
+// quiet, the idle back-off starts from PollInterval again.
+func TestPollerReadsMoreOftenAtAHighHotRate(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := &pollClock{MemoryStore: outboxtest.NewMemoryStore()}
+		l := &outboxtest.RecordingListener{}
+		start := time.Now()
+		ob := startOutbox(t, outbox.Config{Store: store, PollInterval: time.Second, PollMaxInterval: 8 * time.Second},
+			map[string]outbox.Listener{"Thing": l})
+		// 2,000 events a second through the hot path, from 0.5 s to 4.5 s.
+		time.Sleep(500 * time.Millisecond)
+		written := 0
+		for range 400 {
+			var tx adapterkit.Callbacks
+			envs := make([]outbox.Envelope, 20)
+			for i := range envs {
+				envs[i] = outbox.Envelope{Type: "Thing", Payload: json.RawMessage(`{}`)}
+			}
+			if _, err := ob.Writer().WriteAll(t.Context(), adapterkit.Join(nil, &tx), envs); err != nil {
+				t.Fatal(err)
+			}
+			tx.Committed()
+			written += len(envs)
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(20 * time.Second) // quiet again
+		synctest.Wait()
+		if got := len(l.IDs()); got != written {
+			t.Fatalf("%d events delivered, want %d", got, written)
+		}
+		// The cycle at 0 found nothing: the next at 2 s; from there every 0.5 s or so
+		// (1,000 events at 2,000/s) to the end of the writes at 4.5 s and one more
+		// while the last were delivered, then 2, 4, 8 s as after a cycle at 1 s.
+		gaps := store.gaps(start)
+		s := time.Second
+		if len(gaps) < 2 || gaps[0] != 0 || gaps[1] != 2*s {
+			t.Fatalf("poll gaps %v: the first two are not 0 and 2 s", gaps)
+		}
+		tail := []time.Duration{2 * s, 4 * s, 8 * s}
+		if len(gaps) < 2+4+len(tail) || !slices.Equal(gaps[len(gaps)-len(tail):], tail) {
+			t.Fatalf("poll gaps %v: fewer than four under load, or not ending in %v", gaps, tail)
+		}
+		hot := gaps[2 : len(gaps)-len(tail)]
+		var at time.Duration = 2 * s
+		for _, g := range hot {
+			at += g
+			if g < s/10 || g > 800*time.Millisecond {
+				t.Fatalf("poll gaps %v: %v at %v, outside [100 ms, 800 ms] under 2,000 events/s", gaps, g, at)
+			}
+		}
+		if at < 4500*time.Millisecond {
+			t.Fatalf("poll gaps %v: the last short one at %v, before the writes ended", gaps, at)
+		}
+	})
+}
+
 func TestPollerMaxIntervalMinusOneKeepsTheInterval(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {

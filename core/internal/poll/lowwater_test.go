@@ -61,3 +61,24 @@ func TestLowWaterMark(t *testing.T) {
 		t.Error("half a minute after the read from the head: from the head again")
 	}
 }
+
+func TestHotInterval(t *testing.T) {
+	s := time.Second
+	for _, c := range []struct {
+		elapsed   time.Duration
+		delivered uint64
+		want      time.Duration
+	}{
+		{5 * s, 7500, 666666666},                // 1,500/s: 1,000 events take 2/3 s
+		{5 * s, 500, 5 * s},                     // fewer than 1,000 an interval: the interval
+		{5 * s, 1000, 5 * s},                    // exactly 1,000
+		{5 * s, 100000, 500 * time.Millisecond}, // 20,000/s: a tenth of the interval at least
+		{5 * s, 0, 5 * s},
+		{0, 100, 5 * s},
+		{30 * s, 3000, 5 * s}, // after a long idle wait: at most the interval
+	} {
+		if got := hotInterval(5*s, c.elapsed, c.delivered); got != c.want {
+			t.Errorf("hotInterval(5s, %v, %d) = %v, want %v", c.elapsed, c.delivered, got, c.want)
+		}
+	}
+}

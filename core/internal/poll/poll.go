@@ -22,7 +22,9 @@ import (
 // Config configures a [Poller]. Every field holds its final value: package outbox
 // translates its Config, defaults included, in one place (core/config.go).
 type Config struct {
-	// Interval is the time between two poll cycles; the first runs at Start.
+	// Interval is the time between two poll cycles; the first runs at Start. While the
+	// hot path delivers more than hotReadRows events an Interval, cycles come as often
+	// as it delivers hotReadRows, at most ten an Interval (hotInterval).
 	Interval time.Duration
 	// MaxInterval is the longest wait between two cycles: after each cycle that found
 	// nothing, while the hot path delivered nothing either, the wait doubles, from
@@ -91,7 +93,8 @@ func (c Config) validate() error {
 // queue waits for no time floor. Replays and a Notifier's wake-ups start such cycles
 // too, and so does a retry or deferral of this process falling due (Queues.NoteDue).
 // Each cycle that finds nothing, while the hot path delivers nothing either, doubles
-// the wait, up to MaxInterval.
+// the wait, up to MaxInterval; while the hot path delivers, cycles come every Interval,
+// or more often at a high rate (hotInterval).
 type Poller struct {
 	store  storage.Store
 	claims storage.ClaimStore // the store's claims; nil unless ClaimTTL is set
@@ -189,6 +192,7 @@ func (p *Poller) Stop(ctx context.Context) error {
 func (p *Poller) loop(r startstop.Run) {
 	interval := p.cfg.Interval
 	hotTaken := p.q.HotTaken() // the hot queue's count at the last back-off decision
+	decided := time.Now()      // when it was read
 	tick := time.NewTimer(interval)
 	defer tick.Stop()
 	dueTimer := time.NewTimer(time.Hour)
@@ -278,20 +282,24 @@ func (p *Poller) loop(r startstop.Run) {
 			catchUp = false // every due row was seen; a later signal starts again
 		}
 		// Idle back-off: each cycle that found nothing doubles the wait, up to
-		// MaxInterval; one that found events (or failed) returns to Interval, and so
-		// does one after which the hot path delivered events. A delivered event leaves
-		// a dead entry in the index the reads walk (on PostgreSQL until VACUUM), and
-		// the read that first meets it pays a visit to its row: cycles every Interval
-		// while events flow keep each read to about rate × Interval such visits, where
-		// a wait of MaxInterval left them to pile up for the minute's read from the
-		// head (docs/BENCHMARKS.md, "The poll statement's dead index entries").
-		hot := p.q.HotTaken()
-		if n > 0 || more || err != nil || promoted > 0 || hot != hotTaken {
+		// MaxInterval; one that found events (or failed) returns to Interval. One after
+		// which the hot path delivered events waits Interval, or less at a high rate
+		// (hotInterval). A delivered event leaves a dead entry in the index the reads
+		// walk (on PostgreSQL until VACUUM), and the read that first meets it pays a
+		// visit to its row: cycles while events flow keep each read to the visits of
+		// the events delivered since the last one, where a wait of MaxInterval left
+		// them to pile up for the minute's read from the head (docs/BENCHMARKS.md,
+		// "The poll statement's dead index entries").
+		hot, now := p.q.HotTaken(), time.Now()
+		switch {
+		case n > 0 || more || err != nil || promoted > 0:
 			interval = p.cfg.Interval
-		} else {
-			interval = min(2*interval, p.cfg.MaxInterval)
+		case hot != hotTaken:
+			interval = hotInterval(p.cfg.Interval, now.Sub(decided), hot-hotTaken)
+		default:
+			interval = min(2*max(interval, p.cfg.Interval), p.cfg.MaxInterval)
 		}
-		hotTaken = hot
+		hotTaken, decided = hot, now
 		tick.Reset(interval)
 		var wake <-chan struct{}
 		if more {
@@ -328,6 +336,24 @@ func (p *Poller) loop(r startstop.Run) {
 			}
 		}
 	}
+}
+
+// hotReadRows is about how many delivered events' dead index entries a poll statement
+// is left to meet while the hot path delivers (hotInterval): on PostgreSQL each costs
+// the read about one buffer, its row's, so about 1,000 buffers, a few milliseconds.
+const hotReadRows = 1000
+
+// hotInterval is the wait after a cycle when the hot path took delivered events in the
+// elapsed time since the previous cycle's decision: the time the hot path takes for
+// hotReadRows events at that rate, from a tenth of interval to interval. A read's cost
+// then stays at about hotReadRows visits whatever the rate (up to ten times hotReadRows
+// an interval), in more reads; the visits in all are the same, one per event.
+func hotInterval(interval, elapsed time.Duration, delivered uint64) time.Duration {
+	if delivered == 0 || elapsed <= 0 {
+		return interval
+	}
+	d := time.Duration(float64(elapsed) * hotReadRows / float64(delivered))
+	return min(interval, max(d, interval/10))
 }
 
 // Poll runs one cycle and returns the number of events it queued. It reads at most as
