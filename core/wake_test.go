@@ -119,11 +119,7 @@ func TestPollerKeepsItsIntervalWhileTheHotPathDelivers(t *testing.T) {
 		// An event a second through the hot path, from 14.5 s to 21.5 s.
 		time.Sleep(500 * time.Millisecond)
 		for range 8 {
-			var tx adapterkit.Callbacks
-			if _, err := ob.Writer().Write(t.Context(), adapterkit.Join(nil, &tx), outbox.Envelope{Type: "Thing", Payload: json.RawMessage(`{}`)}); err != nil {
-				t.Fatal(err)
-			}
-			tx.Committed()
+			writeCommitted(t, ob, 1)
 			time.Sleep(time.Second)
 		}
 		synctest.Wait()
@@ -159,16 +155,8 @@ func TestPollerReadsMoreOftenAtAHighHotRate(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 		written := 0
 		for range 400 {
-			var tx adapterkit.Callbacks
-			envs := make([]outbox.Envelope, 20)
-			for i := range envs {
-				envs[i] = outbox.Envelope{Type: "Thing", Payload: json.RawMessage(`{}`)}
-			}
-			if _, err := ob.Writer().WriteAll(t.Context(), adapterkit.Join(nil, &tx), envs); err != nil {
-				t.Fatal(err)
-			}
-			tx.Committed()
-			written += len(envs)
+			writeCommitted(t, ob, 20)
+			written += 20
 			time.Sleep(10 * time.Millisecond)
 		}
 		time.Sleep(20 * time.Second) // quiet again
@@ -200,6 +188,21 @@ func TestPollerReadsMoreOftenAtAHighHotRate(t *testing.T) {
 			t.Fatalf("poll gaps %v: the last short one at %v, before the writes ended", gaps, at)
 		}
 	})
+}
+
+// writeCommitted writes n events of type Thing in one transaction that commits, so
+// that they take the hot path.
+func writeCommitted(t *testing.T, ob *outbox.Outbox, n int) {
+	t.Helper()
+	var tx adapterkit.Callbacks
+	envs := make([]outbox.Envelope, n)
+	for i := range envs {
+		envs[i] = outbox.Envelope{Type: "Thing", Payload: json.RawMessage(`{}`)}
+	}
+	if _, err := ob.Writer().WriteAll(t.Context(), adapterkit.Join(nil, &tx), envs); err != nil {
+		t.Fatal(err)
+	}
+	tx.Committed()
 }
 
 func TestPollerMaxIntervalMinusOneKeepsTheInterval(t *testing.T) {
