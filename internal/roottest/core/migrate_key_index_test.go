@@ -169,21 +169,5 @@ func TestMigrateDropsTheKeyIndexOfATableWithRows(t *testing.T) {
 // orderKeyRows returns the keys of the rows of table's key table, in order.
 func orderKeyRows(t *testing.T, db *sql.DB, d outbox.Dialect, table string) []string {
 	t.Helper()
-	rows, err := db.QueryContext(t.Context(), "SELECT order_key FROM "+quoteTable(d, table+"_key")+" ORDER BY order_key")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var keys []string
-	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
-			t.Fatal(err)
-		}
-		keys = append(keys, k)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return keys
+	return queryStrings(t, db, "SELECT order_key FROM "+quoteTable(d, table+"_key")+" ORDER BY order_key")
 }

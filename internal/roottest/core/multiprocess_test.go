@@ -405,22 +405,6 @@ func runCluster(t *testing.T, b backend, kill bool) {
 // claimedBy returns the pending rows claimed by node.
 func claimedBy(t *testing.T, c *claimTable, node string) []string {
 	t.Helper()
-	rows, err := c.db.QueryContext(t.Context(), `SELECT event_id FROM `+quoteTable(c.b.dialect, c.table)+
+	return queryStrings(t, c.db, `SELECT event_id FROM `+quoteTable(c.b.dialect, c.table)+
 		` WHERE status IN (0, 2) AND locked_by LIKE '`+node+`/%'`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return ids
 }

@@ -472,20 +472,7 @@ func TestCustomSchemaQualifiedTable(t *testing.T) {
 			if n, err := b.store.Purge(ctx, storage.PurgeParams{Before: t0.Add(time.Second), Limit: 10}); err != nil || n != 1 {
 				t.Fatalf("Purge = %d, %v", n, err)
 			}
-			rows, err := db.QueryContext(ctx, indexQuery)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rows.Close()
-			var names []string
-			for rows.Next() {
-				var n string
-				if err := rows.Scan(&n); err != nil {
-					t.Fatal(err)
-				}
-				names = append(names, n)
-			}
-			got := strings.Join(names, ",")
+			got := strings.Join(queryStrings(t, db, indexQuery), ",")
 			want := "Order_Events_claim_idx,Order_Events_dead_idx,Order_Events_finished_idx," +
 				"Order_Events_order_idx,Order_Events_pending_idx,Order_Events_state_idx"
 			switch s.name {
