@@ -177,7 +177,7 @@ func TestPollerReadsMoreOftenAtAHighHotRate(t *testing.T) {
 			t.Fatalf("poll gaps %v: fewer than four under load, or not ending in %v", gaps, tail)
 		}
 		hot := gaps[2 : len(gaps)-len(tail)]
-		var at time.Duration = 2 * s
+		at := 2 * s
 		for _, g := range hot {
 			at += g
 			if g < s/10 || g > 800*time.Millisecond {

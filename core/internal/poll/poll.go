@@ -192,7 +192,7 @@ func (p *Poller) Stop(ctx context.Context) error {
 func (p *Poller) loop(r startstop.Run) {
 	interval := p.cfg.Interval
 	hotTaken := p.q.HotTaken() // the hot queue's count at the last back-off decision
-	decided := time.Now()      // when it was read
+	decided := time.Now()      // when hotTaken was read
 	tick := time.NewTimer(interval)
 	defer tick.Stop()
 	dueTimer := time.NewTimer(time.Hour)
