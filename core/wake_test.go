@@ -109,11 +109,7 @@ func TestPollerBacksOffWhenIdle(t *testing.T) {
 func TestPollerKeepsItsIntervalWhileTheHotPathDelivers(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		store := &pollClock{MemoryStore: outboxtest.NewMemoryStore()}
-		l := &outboxtest.RecordingListener{}
-		start := time.Now()
-		ob := startOutbox(t, outbox.Config{Store: store, PollInterval: time.Second, PollMaxInterval: 8 * time.Second},
-			map[string]outbox.Listener{"Thing": l})
+		store, l, start, ob := startPollIntervalOutbox(t)
 		time.Sleep(14*time.Second + time.Millisecond) // idle: cycles at 0, 2, 6, 14
 		synctest.Wait()
 		// An event a second through the hot path, from 14.5 s to 21.5 s.
@@ -146,11 +142,7 @@ func TestPollerKeepsItsIntervalWhileTheHotPathDelivers(t *testing.T) {
 func TestPollerReadsMoreOftenAtAHighHotRate(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		store := &pollClock{MemoryStore: outboxtest.NewMemoryStore()}
-		l := &outboxtest.RecordingListener{}
-		start := time.Now()
-		ob := startOutbox(t, outbox.Config{Store: store, PollInterval: time.Second, PollMaxInterval: 8 * time.Second},
-			map[string]outbox.Listener{"Thing": l})
+		store, l, start, ob := startPollIntervalOutbox(t)
 		// 2,000 events a second through the hot path, from 0.5 s to 4.5 s.
 		time.Sleep(500 * time.Millisecond)
 		written := 0
@@ -188,6 +180,19 @@ func TestPollerReadsMoreOftenAtAHighHotRate(t *testing.T) {
 			t.Fatalf("poll gaps %v: the last short one at %v, before the writes ended", gaps, at)
 		}
 	})
+}
+
+// startPollIntervalOutbox starts an outbox over a pollClock store with PollInterval 1 s
+// and PollMaxInterval 8 s and a recording listener for Thing, and returns them with the
+// time it started.
+func startPollIntervalOutbox(t *testing.T) (*pollClock, *outboxtest.RecordingListener, time.Time, *outbox.Outbox) {
+	t.Helper()
+	store := &pollClock{MemoryStore: outboxtest.NewMemoryStore()}
+	l := &outboxtest.RecordingListener{}
+	start := time.Now()
+	ob := startOutbox(t, outbox.Config{Store: store, PollInterval: time.Second, PollMaxInterval: 8 * time.Second},
+		map[string]outbox.Listener{"Thing": l})
+	return store, l, start, ob
 }
 
 // writeCommitted writes n events of type Thing in one transaction that commits, so
