@@ -28,6 +28,10 @@
 #   TESTDB_DURABLE     1: start the server with durable commits instead of the fast
 #                      settings below (benchmarks of a production-like server); unset,
 #                      empty or 0: the fast settings (the tests use these)
+#   TESTDB_POSTGRES_ARGS  more postgres options, given to pg_ctl -o after the script's
+#                      own (for example -c shared_preload_libraries=pg_stat_statements,
+#                      which outbox-bench's soak workload sets on the servers it starts);
+#                      the tests and CI leave it unset
 #   TESTDB_MYSQL_ARGS  more mariadbd options, split on whitespace and given after the
 #                      script's own, for profiling a benchmark's server (for example
 #                      --performance-schema=ON); the tests and CI leave it unset
@@ -148,12 +152,12 @@ start_postgres() {
 	local port attempt started=
 	for attempt in 1 2 3 4 5; do
 		port=$(free_port)
-		log "starting postgres on 127.0.0.1:$port (attempt $attempt, $mode commits)"
+		log "starting postgres on 127.0.0.1:$port (attempt $attempt, $mode commits${TESTDB_POSTGRES_ARGS:+; TESTDB_POSTGRES_ARGS: $TESTDB_POSTGRES_ARGS})"
 		if as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 -s start -o "\
 -c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$dir \
 $durability \
 -c max_connections=200 -c shared_buffers=64MB \
--c log_min_messages=warning -c log_statement=none" >&2; then
+-c log_min_messages=warning -c log_statement=none ${TESTDB_POSTGRES_ARGS:-}" >&2; then
 			started=1
 			break
 		fi

@@ -29,8 +29,11 @@ import (
 // serverSet starts throwaway servers with scripts/testdb.sh and stops them.
 type serverSet struct {
 	script string
-	mu     sync.Mutex
-	dirs   []string
+	// postgresArgs are more options of the PostgreSQL servers it starts
+	// (TESTDB_POSTGRES_ARGS, after any in the environment).
+	postgresArgs string
+	mu           sync.Mutex
+	dirs         []string
 }
 
 // start runs "testdb.sh start <kind>", with durable commits if durable
@@ -50,6 +53,9 @@ func (s *serverSet) start(ctx context.Context, kind string, durable bool) (dsn, 
 	// TESTDB_DURABLE is set either way, so that one in the environment changes nothing.
 	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "TESTDB_DURABLE=") })
 	cmd.Env = append(env, "TESTDB_OWNER_PID="+strconv.Itoa(os.Getpid()), "TESTDB_DURABLE="+map[bool]string{false: "0", true: "1"}[durable])
+	if kind == "postgres" && s.postgresArgs != "" {
+		cmd.Env = append(cmd.Env, "TESTDB_POSTGRES_ARGS="+strings.TrimSpace(os.Getenv("TESTDB_POSTGRES_ARGS")+" "+s.postgresArgs))
+	}
 	if err := cmd.Run(); err != nil {
 		return "", "", fmt.Errorf("%s start %s: %w\n%s", script, kind, err, strings.TrimSpace(stderr.String()))
 	}

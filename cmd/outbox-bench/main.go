@@ -76,9 +76,13 @@
 //	     latency p50/p99 over the interval, the rows per status, the table's, each
 //	     index's and the TOAST table's size, PostgreSQL's dead tuples and autovacuum /
 //	     autoanalyze counts, the time of one poll statement (the poller's own, through
-//	     a second SQL store of the library), its RSS and goroutines. Reported: every
-//	     sample, each series' slope over the second half, and p99 of the last 5 minutes
-//	     over the first 5 (halves of runs under 10 minutes); -soak-svg-dir writes the
+//	     a second SQL store of the library), its RSS and goroutines; on PostgreSQL
+//	     with pg_stat_statements (the servers this program starts for a soak preload
+//	     it), also the server's mean and largest time of every kind of poll statement
+//	     that ran in the interval, the poller's included. Reported: every sample, each
+//	     series' slope over the second half and largest value in the last 5 minutes,
+//	     and p99 of the last 5 minutes over the first 5 (halves of runs under 10
+//	     minutes); -soak-svg-dir writes the
 //	     charts as soak-<db>.svg. -soak-mode multinode runs the outbox in MultiNode
 //	     mode (its poller claims; one process, ClaimTTL 2 minutes)
 //
@@ -218,6 +222,11 @@ func run() int {
 
 	rep := newReport(o)
 	servers := &serverSet{script: o.script}
+	if slices.Contains(o.workloads, "soak") {
+		// The soak's sampler reads the server's own times of the poll statements from
+		// pg_stat_statements (soakSampler.pollServer), which must be preloaded.
+		servers.postgresArgs = "-c shared_preload_libraries=pg_stat_statements"
+	}
 	defer servers.stopAll()
 
 	failed := false

@@ -16,7 +16,9 @@ type seriesSlope struct {
 	First  float64 `json:"first"` // the first sample's value
 	Last   float64 `json:"last"`
 	Max    float64 `json:"max"`
-	PerMin float64 `json:"slope_per_min"`
+	// LastMax is the largest value in the last latency window (the last 5 minutes).
+	LastMax float64 `json:"last_window_max"`
+	PerMin  float64 `json:"slope_per_min"`
 }
 
 // soakRun is one soak round as reported.
@@ -100,16 +102,19 @@ func (s soakSample) series() []seriesPoint {
 			seriesPoint{"autovacuum count", "runs", float64(s.PG.Autovacuums)},
 			seriesPoint{"autoanalyze count", "runs", float64(s.PG.Autoanalyzes)})
 	}
-	return append(ps, seriesPoint{"poll statement", "ms", s.PollMS}, seriesPoint{"poll from the low-water mark", "ms", s.PollLowMS},
-		seriesPoint{"RSS", "MiB", float64(s.RSSKiB) / 1024}, seriesPoint{"goroutines", "", float64(s.Goroutines)},
+	ps = append(ps, seriesPoint{"poll statement", "ms", s.PollMS}, seriesPoint{"poll from the low-water mark", "ms", s.PollLowMS})
+	for _, st := range s.PollServer {
+		ps = append(ps, seriesPoint{"poll " + st.Kind + ", server max", "ms", st.MaxMS}, seriesPoint{"poll " + st.Kind + ", server mean", "ms", st.MeanMS})
+	}
+	return append(ps, seriesPoint{"RSS", "MiB", float64(s.RSSKiB) / 1024}, seriesPoint{"goroutines", "", float64(s.Goroutines)},
 		seriesPoint{"machine CPU busy", "%", s.CPUBusyPct})
 }
 
 // soakSlopes returns, for every series of the samples, its first, last and largest
-// value and its least-squares slope per minute over the samples at or after from
-// seconds. A series missing from a sample (a status with no rows yet) counts as 0
+// value, its largest at or after lastFrom seconds and its least-squares slope per
+// minute over the samples at or after from seconds. A series missing from a sample (a status with no rows yet) counts as 0
 // there, as it is.
-func soakSlopes(samples []soakSample, from float64) []seriesSlope {
+func soakSlopes(samples []soakSample, from, lastFrom float64) []seriesSlope {
 	var order []string
 	units := make(map[string]string)
 	for _, s := range samples {
@@ -122,7 +127,7 @@ func soakSlopes(samples []soakSample, from float64) []seriesSlope {
 	}
 	out := make([]seriesSlope, 0, len(order))
 	for _, name := range order {
-		sl := seriesSlope{Series: name, Unit: units[name], Max: math.Inf(-1)}
+		sl := seriesSlope{Series: name, Unit: units[name], Max: math.Inf(-1), LastMax: math.Inf(-1)}
 		var xs, ys []float64
 		for i, s := range samples {
 			v := 0.0
@@ -139,6 +144,12 @@ func soakSlopes(samples []soakSample, from float64) []seriesSlope {
 			if s.T >= from {
 				xs, ys = append(xs, s.T/60), append(ys, v)
 			}
+			if s.T >= lastFrom {
+				sl.LastMax = max(sl.LastMax, v)
+			}
+		}
+		if math.IsInf(sl.LastMax, -1) {
+			sl.LastMax = 0
 		}
 		sl.PerMin = slope(xs, ys)
 		out = append(out, sl)
@@ -192,7 +203,7 @@ func analyzeSoak(res childSoakResult, p childSoakParams) soakRun {
 		LatencyWindowMin: w.Minutes(), WindowScaled: scaled, First: res.First, Last: res.Last,
 		CommitP99Ratio:   p99Ratio(res.First.CommitP99, res.Last.CommitP99),
 		ListenerP99Ratio: p99Ratio(res.First.ListenerP99, res.Last.ListenerP99),
-		Slopes:           soakSlopes(res.Samples, p.Duration.Seconds()/2),
+		Slopes:           soakSlopes(res.Samples, p.Duration.Seconds()/2, res.Last.From),
 		Samples:          res.Samples,
 	}
 	if res.WriteSeconds > 0 {
@@ -232,13 +243,13 @@ func (s soakRun) dropped() string {
 	return fmt.Sprintf("; %d partitions dropped (maintenance runs that created or dropped one: %.0f ms in all)", s.Purge.PartitionsDropped, s.Purge.DropMillis)
 }
 
-// markdownTable is the run's summary table: every series' first, last and largest value
-// and its slope over the second half.
+// markdownTable is the run's summary table: every series' first, last and largest value,
+// its largest in the last latency window and its slope over the second half.
 func (s soakRun) markdownTable() string {
 	var b bytes.Buffer
-	b.WriteString("| series | unit | first sample | last sample | max | slope, second half (per min) |\n|---|---|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "| series | unit | first sample | last sample | max | max, last %.3g min | slope, second half (per min) |\n|---|---|---:|---:|---:|---:|---:|\n", s.LatencyWindowMin)
 	for _, sl := range s.Slopes {
-		fmt.Fprintf(&b, "| %s | %s | %.4g | %.4g | %.4g | %+.4g |\n", sl.Series, cmp.Or(sl.Unit, "—"), sl.First, sl.Last, sl.Max, sl.PerMin)
+		fmt.Fprintf(&b, "| %s | %s | %.4g | %.4g | %.4g | %.4g | %+.4g |\n", sl.Series, cmp.Or(sl.Unit, "—"), sl.First, sl.Last, sl.Max, sl.LastMax, sl.PerMin)
 	}
 	return b.String()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -24,6 +25,9 @@ type soakSampler struct {
 	// noDBStat is set once SQLite's dbstat table turned out to be missing, after which
 	// only the file's pages are read.
 	noDBStat bool
+	// statements is set on PostgreSQL once pg_stat_statements answered (see
+	// startStatements); dropStatements when the sampler created the extension.
+	statements, dropStatements bool
 }
 
 func newSoakSampler(ctx context.Context, t *target) (*soakSampler, error) {
@@ -40,10 +44,127 @@ func newSoakSampler(ctx context.Context, t *target) (*soakSampler, error) {
 		db.Close()
 		return nil, fmt.Errorf("the sampler's store: %w", err)
 	}
-	return &soakSampler{t: t, db: db, store: store}, nil
+	s := &soakSampler{t: t, db: db, store: store}
+	if t.kind == "postgres" {
+		if err := s.startStatements(ctx); err != nil {
+			progress("%s: soak: no server times of the poll statements (pg_stat_statements: %v); the client's times only", t.kind, err)
+		}
+	}
+	return s, nil
 }
 
-func (s *soakSampler) close() { s.db.Close() }
+func (s *soakSampler) close() {
+	if s.dropStatements {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := s.db.ExecContext(ctx, "DROP EXTENSION IF EXISTS pg_stat_statements"); err != nil {
+			progress("%s: soak: drop the pg_stat_statements extension: %v", s.t.kind, err)
+		}
+	}
+	s.db.Close()
+}
+
+// startStatements makes pg_stat_statements readable in the outbox's database, creating
+// the extension there unless it exists (close drops it again), and clears its counts.
+// It fails unless the server preloads the library (shared_preload_libraries), which the
+// servers outbox-bench starts for a soak do.
+func (s *soakSampler) startStatements(ctx context.Context) error {
+	var exists bool
+	if err := s.db.QueryRowContext(ctx, "SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'pg_stat_statements')").Scan(&exists); err != nil {
+		return err
+	}
+	if !exists {
+		if _, err := s.db.ExecContext(ctx, "CREATE EXTENSION pg_stat_statements"); err != nil {
+			return err
+		}
+		s.dropStatements = true
+	}
+	if _, err := s.db.ExecContext(ctx, "SELECT pg_stat_statements_reset()"); err != nil {
+		return err
+	}
+	s.statements = true
+	return nil
+}
+
+// pollOrder is the ORDER BY of the poller's reads and of the claims on PostgreSQL
+// (core/internal/sqlstore's claimOrder), which tells their statements from the others
+// in pg_stat_statements.
+const pollOrder = "ORDER BY available_at, created_at, event_id"
+
+// pollKinds is the order of the kinds of pollServerStats.
+var pollKinds = []string{"mark", "head", "claim mark", "claim head"}
+
+// pollKind is the kind of a poll statement's text: a claim (MultiNode) or a read, from
+// the oldest pending row (the read's subquery of the earliest due time; a claim without
+// a lower bound on available_at) or from the low-water mark.
+func pollKind(query string) string {
+	if strings.HasPrefix(query, "WITH claimed AS") {
+		if strings.Contains(query, "available_at >= $") {
+			return "claim mark"
+		}
+		return "claim head"
+	}
+	if strings.Contains(query, "MIN(available_at)") {
+		return "head"
+	}
+	return "mark"
+}
+
+// pollServer returns what pg_stat_statements counted of the poll statements since the
+// last call, and clears its counts (a statement that ends between the read and the
+// clearing, well under a millisecond apart, goes uncounted). It fails when it finds
+// none, which would mean that the statements' text changed beyond what pollKind and
+// pollOrder know: the poller runs at least once a PollInterval, and the sampler's own
+// two reads ran just before.
+func (s *soakSampler) pollServer(ctx context.Context) ([]pollServerStats, error) {
+	rows, err := s.db.QueryContext(ctx, "SELECT query, calls, total_exec_time, max_exec_time, shared_blks_hit + shared_blks_read "+
+		"FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND calls > 0 "+
+		"AND query LIKE '%"+pollOrder+"%'")
+	if err != nil {
+		return nil, err
+	}
+	byKind := make(map[string]*pollServerStats)
+	for rows.Next() {
+		var query string
+		var calls, buffers int64
+		var total, maxMS float64
+		if err := rows.Scan(&query, &calls, &total, &maxMS, &buffers); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		kind := pollKind(query)
+		st := byKind[kind]
+		if st == nil {
+			st = &pollServerStats{Kind: kind}
+			byKind[kind] = st
+		}
+		// Sums until the end, then the means.
+		st.Calls += calls
+		st.MeanMS += total
+		st.MaxMS = max(st.MaxMS, maxMS)
+		st.Buffers += float64(buffers)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if _, err := s.db.ExecContext(ctx, "SELECT pg_stat_statements_reset()"); err != nil {
+		return nil, err
+	}
+	var out []pollServerStats
+	for _, kind := range pollKinds {
+		if st := byKind[kind]; st != nil {
+			st.MeanMS = math.Round(st.MeanMS/float64(st.Calls)*1000) / 1000
+			st.MaxMS = math.Round(st.MaxMS*1000) / 1000
+			st.Buffers = math.Round(st.Buffers/float64(st.Calls)*10) / 10
+			out = append(out, *st)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no statement with %q in pg_stat_statements", pollOrder)
+	}
+	return out, nil
+}
 
 // withoutParallelQuery returns the PostgreSQL DSN dsn (a URL or key=value pairs, as pgx
 // reads them) with max_parallel_workers_per_gather=0 as a run-time parameter of the
@@ -79,6 +200,13 @@ func (s *soakSampler) read(ctx context.Context, smp *soakSample, pollBatch int, 
 	// in the wake of the sampler's own full read (and, before withoutParallelQuery,
 	// of its parallel workers).
 	s.poll(ctx, smp, pollBatch, timeout)
+	if s.statements {
+		step("pg_stat_statements", func(ctx context.Context) error {
+			var err error
+			smp.PollServer, err = s.pollServer(ctx)
+			return err
+		})
+	}
 	step("count", func(ctx context.Context) error {
 		began := time.Now()
 		rows, err := s.countByStatus(ctx)

@@ -4,10 +4,12 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
 	outbox "github.com/outboxkit/outbox/core"
+	"github.com/outboxkit/outbox/core/storage"
 )
 
 // TestSoakSamplerReadsPostgresSizes: the sampler reads the heap and every index of a
@@ -71,4 +73,77 @@ func TestSoakSamplerReadsPostgresSizes(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("partitioned")
+}
+
+// TestSoakSamplerReadsPollServerTimes: on a server that preloads pg_stat_statements, as
+// the servers outbox-bench starts for a soak do, the sampler finds every kind of poll
+// statement the library runs (its statements' text is the library's, which pollKind
+// must still recognise), counts only what ran since its last read, and drops the
+// extension it created.
+func TestSoakSamplerReadsPollServerTimes(t *testing.T) {
+	if os.Getenv("OUTBOX_TEST_POSTGRES_DSN") == "" && os.Getenv("CI") == "" {
+		t.Skip("OUTBOX_TEST_POSTGRES_DSN is not set: this machine may have no PostgreSQL for scripts/testdb.sh")
+	}
+	ctx := t.Context()
+	servers := &serverSet{postgresArgs: "-c shared_preload_libraries=pg_stat_statements"}
+	t.Cleanup(servers.stopAll)
+	dsn, _, err := servers.start(ctx, "postgres", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	tg := &target{kind: "postgres", driver: "pgx", dsn: dsn, dialect: outbox.Postgres, db: db, schema: "soak_statements"}
+	if _, err := db.ExecContext(ctx, "CREATE SCHEMA "+tg.schema); err != nil {
+		t.Fatal(err)
+	}
+	if err := tg.reset(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s, err := newSoakSampler(ctx, tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.statements || !s.dropStatements {
+		t.Fatalf("pg_stat_statements not started (%v) or not created by the sampler (%v)", s.statements, s.dropStatements)
+	}
+	var smp soakSample
+	s.poll(ctx, &smp, outbox.DefaultPollBatchSize, 10*time.Second) // from the head, from the mark
+	claims, ok := s.store.(storage.ClaimStore)
+	if !ok {
+		t.Fatal("the SQL store does not claim")
+	}
+	for _, from := range []time.Time{{}, time.Now().Add(-time.Minute)} {
+		if _, err := claims.Claim(ctx, storage.ClaimParams{Token: "n/1", TTL: time.Minute, Limit: 10, DueFrom: from}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.countByStatus(ctx); err != nil { // not a poll statement
+		t.Fatal(err)
+	}
+	stats, err := s.pollServer(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, st := range stats {
+		kinds = append(kinds, st.Kind)
+		if st.Calls != 1 || st.MaxMS <= 0 || st.MeanMS > st.MaxMS {
+			t.Errorf("%s: %+v, want one call of a positive time", st.Kind, st)
+		}
+	}
+	if want := []string{"mark", "head", "claim mark", "claim head"}; !slices.Equal(kinds, want) {
+		t.Errorf("kinds %q, want %q", kinds, want)
+	}
+	if stats, err := s.pollServer(ctx); err == nil {
+		t.Errorf("second read: %+v, want an error: nothing ran since the first", stats)
+	}
+	s.close()
+	var exists bool
+	if err := db.QueryRowContext(ctx, "SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'pg_stat_statements')").Scan(&exists); err != nil || exists {
+		t.Errorf("the extension is still there after close (%v, %v)", exists, err)
+	}
 }

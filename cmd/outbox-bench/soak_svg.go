@@ -47,8 +47,10 @@ const (
 var svgColors = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"}
 
 // soakPanels builds the charts of a run from its samples: latencies, rows per status,
-// sizes, PostgreSQL's dead tuples (with autovacuum runs), the poll statement, RSS and
-// goroutines. A chart without data (dead tuples off PostgreSQL) is left out.
+// sizes, PostgreSQL's dead tuples (with autovacuum runs), the poll statement (and, from
+// pg_stat_statements, the slowest of every kind of poll statement on the server), RSS
+// and goroutines. A chart without data (dead tuples and the server's times off
+// PostgreSQL) is left out.
 func soakPanels(run soakRun) []svgPanel {
 	// pick makes a line of every series that keep accepts, with a point per sample. A
 	// series missing from a sample is a gap, except a status with no rows, which is 0
@@ -113,8 +115,13 @@ func soakPanels(run soakRun) []svgPanel {
 	if len(dead.lines) > 0 {
 		panels = append(panels, dead)
 	}
+	panels = append(panels, svgPanel{title: "poll statement from the head and from the low-water mark, ms", lines: pick(named("poll statement", "poll from the low-water mark"))})
+	server := svgPanel{title: "every poll statement on the server (pg_stat_statements), slowest per interval, ms",
+		lines: pick(func(n, _ string) bool { return strings.HasPrefix(n, "poll ") && strings.HasSuffix(n, ", server max") })}
+	if len(server.lines) > 0 {
+		panels = append(panels, server)
+	}
 	return append(panels,
-		svgPanel{title: "poll statement from the head and from the low-water mark, ms", lines: pick(named("poll statement", "poll from the low-water mark"))},
 		svgPanel{title: "RSS, MiB", lines: pick(named("RSS"))},
 		svgPanel{title: "goroutines", lines: pick(named("goroutines"))},
 		svgPanel{title: "machine CPU busy, % of all cores", lines: pick(named("machine CPU busy"))})

@@ -73,7 +73,8 @@ func TestWindowQuantile(t *testing.T) {
 }
 
 // soakSamples builds a 10-minute run sampled every 10 s: RSS grows 2 MiB a minute, DONE
-// rows stay flat, RETRY rows appear at 5 minutes, autovacuum runs every 2 minutes.
+// rows stay flat, RETRY rows appear at 5 minutes, autovacuum runs every 2 minutes, the
+// slowest poll statement from the mark takes 2 ms but 12 ms at 100 s.
 func soakSamples() []soakSample {
 	var out []soakSample
 	for i := 1; i <= 60; i++ {
@@ -84,6 +85,10 @@ func soakSamples() []soakSample {
 			Sizes:  []relationSize{{Name: "outbox_event", Kind: "heap", Bytes: 8 << 20}, {Name: "outbox_event_pkey", Kind: "index", Bytes: 2 << 20}},
 			PG:     &pgTableStats{DeadTuples: int64(i%12) * 1000, Autovacuums: int64(i / 12)},
 			PollMS: 0.3, RSSKiB: int64((100 + 2*t/60) * 1024), Goroutines: 30, CPUBusyPct: 55,
+			PollServer: []pollServerStats{{Kind: "mark", Calls: 12, MeanMS: 1, MaxMS: 2, Buffers: 40}, {Kind: "head", Calls: 1, MeanMS: 3, MaxMS: 3, Buffers: 900}},
+		}
+		if t == 100 {
+			s.PollServer[0].MaxMS = 12
 		}
 		if t >= 300 {
 			s.Rows["RETRY"] = 5
@@ -95,7 +100,7 @@ func soakSamples() []soakSample {
 
 func TestSoakSlopes(t *testing.T) {
 	t.Parallel()
-	slopes := soakSlopes(soakSamples(), 300)
+	slopes := soakSlopes(soakSamples(), 300, 300)
 	by := make(map[string]seriesSlope)
 	for _, s := range slopes {
 		by[s.Series] = s
@@ -111,7 +116,12 @@ func TestSoakSlopes(t *testing.T) {
 	if s := by["rows RETRY"]; s.First != 0 || s.Last != 5 || s.PerMin != 0 {
 		t.Errorf("rows RETRY = %+v, want 0 first, 5 last, flat over the second half", s)
 	}
-	for _, name := range []string{"commit p99", "listener p99", "heap outbox_event", "index outbox_event_pkey", "dead tuples", "autovacuum count", "poll statement", "goroutines"} {
+	// The largest of the last window (from 300 s) leaves out the 12 ms at 100 s.
+	if s := by["poll mark, server max"]; s.Max != 12 || s.LastMax != 2 || s.Unit != "ms" {
+		t.Errorf("poll mark, server max = %+v, want max 12, max of the last window 2", s)
+	}
+	for _, name := range []string{"commit p99", "listener p99", "heap outbox_event", "index outbox_event_pkey", "dead tuples", "autovacuum count", "poll statement",
+		"poll head, server mean", "goroutines"} {
 		if _, ok := by[name]; !ok {
 			t.Errorf("no series %q in %v", name, slopes)
 		}
@@ -188,8 +198,11 @@ func TestWriteSoakSVG(t *testing.T) {
 	for i, p := range panels {
 		titles[i] = p.title
 	}
-	if len(panels) != 8 {
-		t.Fatalf("%d panels (%q), want 8: latency, rows, sizes, dead tuples, poll, RSS, goroutines, CPU", len(panels), titles)
+	if len(panels) != 9 {
+		t.Fatalf("%d panels (%q), want 9: latency, rows, sizes, dead tuples, poll, poll on the server, RSS, goroutines, CPU", len(panels), titles)
+	}
+	if server := panels[5]; len(server.lines) != 2 || server.lines[0].name != "poll mark, server max" {
+		t.Errorf("the server's poll panel has %d lines, want 2 (the slowest read from the mark, from the head)", len(server.lines))
 	}
 	for _, l := range panels[1].lines {
 		if segs := svgSegments(l, false); len(segs) != 1 || len(segs[0]) != 60 {
@@ -205,12 +218,12 @@ func TestWriteSoakSVG(t *testing.T) {
 	}
 	counts := svgElements(t, buf.Bytes())
 	// 4 latencies, 3 statuses, 2 sizes, 2 polls (from the oldest row, from the
-	// low-water mark), 1 each for dead tuples, RSS, goroutines, CPU.
-	if counts["polyline"] != 15 {
-		t.Errorf("%d polylines, want 15", counts["polyline"])
+	// low-water mark), 2 on the server, 1 each for dead tuples, RSS, goroutines, CPU.
+	if counts["polyline"] != 17 {
+		t.Errorf("%d polylines, want 17", counts["polyline"])
 	}
-	if counts["g"] != 8 {
-		t.Errorf("%d panels drawn, want 8", counts["g"])
+	if counts["g"] != 9 {
+		t.Errorf("%d panels drawn, want 9", counts["g"])
 	}
 	if s := buf.String(); strings.Contains(s, "NaN") || strings.Contains(s, "Inf") {
 		t.Errorf("the SVG holds NaN or Inf coordinates")
