@@ -18,13 +18,13 @@ import (
 var migrationFiles embed.FS
 
 // Migrations returns the golang-migrate files of the default outbox table for d (nil
-// for a nil dialect): 0001_create_outbox_event, then
-// PostgreSQL 0002_ordering, 0003_fallback, 0004_listener, 0005_admin,
-// 0006_key_index_dropped, 0007_lease, 0008_pause, 0009_aggregate_index_dropped; SQLite
-// the same to 0006, then 0007_key_carry, 0008_lease, 0009_pause,
-// 0010_aggregate_index_dropped; MySQL 0002_poll_index, 0003_ordering, 0004_fallback,
-// 0005_listener, 0006_admin, 0007_key_index_dropped, 0008_lease, 0009_pause,
-// 0010_poll_index_dropped, 0011_aggregate_index_dropped.
+// for a nil dialect): 0001_create_outbox_event, then PostgreSQL 0002_ordering,
+// 0003_fallback, 0004_listener, 0005_admin, 0006_key_index_dropped, 0007_lease,
+// 0008_pause, 0009_aggregate_index_dropped, 0010_undelivered_index; SQLite the same
+// to 0006, then 0007_key_carry, 0008_lease, 0009_pause, 0010_aggregate_index_dropped;
+// MySQL 0002_poll_index, 0003_ordering, 0004_fallback, 0005_listener, 0006_admin,
+// 0007_key_index_dropped, 0008_lease, 0009_pause, 0010_poll_index_dropped,
+// 0011_aggregate_index_dropped.
 func Migrations(d Dialect) fs.FS {
 	return subFS("migrations", d)
 }

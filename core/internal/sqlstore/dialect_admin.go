@@ -224,7 +224,7 @@ func (d *dialect) readPlan(t tableName, p storage.ListEventsParams, byStatus boo
 	case p.Status == outboxtype.StatusDead:
 		pl = listPlan{timeCol: "created_at", pred: func(b *builder) { b.w(d.hintedStatus(), " = ", sqlStatus(outboxtype.StatusDead)) }}
 	case p.Status == outboxtype.StatusNew:
-		pl = listPlan{timeCol: "created_at", pred: func(b *builder) { b.w("status IN (", pendingStatuses(), ")") }}
+		pl = listPlan{timeCol: "created_at", pred: func(b *builder) { b.w(d.undeliveredCondition()) }}
 		extraStatus = d.hintedStatus() + " = " + sqlStatus(outboxtype.StatusNew)
 	case d.name == "postgres": // RETRY, WAITING: the state index
 		// status = 2 implies the index's status IN (2, 4); written beside it, the IN

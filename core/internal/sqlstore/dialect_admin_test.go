@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,6 +34,15 @@ type listArg struct {
 	T *time.Time `json:"t,omitempty"`
 }
 
+// undeliveredIndex is use, an index suffix or several joined by "|", with the pending
+// index read as the undelivered index on PostgreSQL, which replaced it there.
+func (d *dialect) undeliveredIndex(use string) string {
+	if d != postgresDialect {
+		return use
+	}
+	return strings.ReplaceAll(use, pendingIndexSuffix, undeliveredIndexSuffix)
+}
+
 // listQueryCases builds every list statement of every dialect for a table of 1 M rows
 // whose created times run from t0 (see the plan test).
 func listQueryCases(t *testing.T) []listQueryCase {
@@ -52,7 +62,9 @@ func listQueryCases(t *testing.T) []listQueryCase {
 		{"new", storage.ListEventsParams{Status: outboxtype.StatusNew}, pendingIndexSuffix, deadIndexSuffix},
 		{"new after", storage.ListEventsParams{Status: outboxtype.StatusNew, After: mid}, pendingIndexSuffix, deadIndexSuffix},
 		// PostgreSQL may walk the pending index (NEW and RETRY rows) in order instead,
-		// filtering status = 2, when its statistics say RETRY rows are common there.
+		// filtering status = 2, when its statistics say RETRY rows are common there (a
+		// table before version 10: the undelivered index that replaced it is not for
+		// queries that do not write its attempts >= 0).
 		{"retry", storage.ListEventsParams{Status: outboxtype.StatusRetry}, stateIndexSuffix + "|" + pendingIndexSuffix, deadIndexSuffix},
 		{"waiting newest", storage.ListEventsParams{Status: outboxtype.StatusWaiting, Newest: true}, stateIndexSuffix, deadIndexSuffix},
 		{"dead type", storage.ListEventsParams{Status: outboxtype.StatusDead, EventFilter: outboxtype.EventFilter{EventType: "T3"}}, deadIndexSuffix, deadIndexSuffix},
@@ -85,6 +97,7 @@ func listQueryCases(t *testing.T) []listQueryCase {
 			if d == mysqlDialect {
 				use = s.useMySQL
 			}
+			use = d.undeliveredIndex(use)
 			pl := d.listPlan(tn, p)
 			add := func(kind string, q query, err error) {
 				if err != nil {
@@ -165,6 +178,7 @@ func listQueryCases(t *testing.T) []listQueryCase {
 			if d == mysqlDialect {
 				use = c.useMySQL
 			}
+			use = d.undeliveredIndex(use)
 			pl := d.countPlan(tn, p)
 			add := func(kind string, q query, err error) {
 				if err != nil {

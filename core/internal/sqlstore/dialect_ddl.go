@@ -105,6 +105,9 @@ const (
 	deadIndexSuffix     = "_dead_idx"
 	finishedIndexSuffix = "_finished_idx"
 	pollIndexSuffix     = "_poll_idx"
+	// undeliveredIndexSuffix is PostgreSQL's index of NEW and RETRY rows in creation
+	// order since version 10, which replaced its pending index (undeliveredIndexMigration).
+	undeliveredIndexSuffix = "_undelivered_idx"
 )
 
 // tableComment heads the CREATE TABLE statement.
@@ -146,7 +149,7 @@ func postgresDDL(d *dialect, t tableName) migration {
 		},
 		down: []ddlStatement{{"Drops the table and its indexes.", "DROP TABLE IF EXISTS " + table}},
 		later: []laterMigration{orderingMigration(d, t), fallbackMigration(d, t), listenerMigration(d, t), adminMigration(d, t),
-			keyIndexMigration(d, t), leaseMigration(d, t), pauseMigration(d, t), aggregateDropMigration(d, t)},
+			keyIndexMigration(d, t), leaseMigration(d, t), pauseMigration(d, t), aggregateDropMigration(d, t), undeliveredIndexMigration(d, t)},
 	}
 }
 
@@ -567,4 +570,48 @@ func mysqlDDL(d *dialect, t tableName) migration {
 		}, fallbackMigration(d, t), listenerMigration(d, t), adminMigration(d, t), keyIndexMigration(d, t), leaseMigration(d, t), pauseMigration(d, t),
 			pollIndexMigration(d, t), aggregateDropMigration(d, t)},
 	}
+}
+
+// undeliveredIndexComment explains undeliveredIndexMigration's index.
+const undeliveredIndexComment = "Undelivered: the admin's list and count of NEW events and the purge of undelivered\n" +
+	"rows walk NEW and RETRY rows in (created_at, event_id) order. It replaces the pending\n" +
+	"index, which held the same rows under the condition of the claim index: now and then,\n" +
+	"right after an autoanalyze, the planner read the poller's rows along it, whose\n" +
+	"entries of delivered events no other read had marked dead, tens of thousands of\n" +
+	"buffers for a read of a few rows. attempts >= 0 is always true: it keeps the planner\n" +
+	"from using this index for the queries that do not write it, the poller's reads and\n" +
+	"the claims, which walk the claim index."
+
+// undeliveredIndexMigration is PostgreSQL's version 10: the undelivered index, which
+// replaces the pending index (created_at, event_id) of NEW and RETRY rows, in one
+// transaction (the index marks the version applied). Optional: the queries are correct on a
+// table without it (Start runs), but its NEW list and undelivered purge, which write
+// the new index's condition, then read the claim index and sort, or the table.
+func undeliveredIndexMigration(d *dialect, t tableName) laterMigration {
+	dropPending, createPending := d.indexDDL(t, t, pendingIndexSuffix)
+	dropUndelivered, createUndelivered := d.indexDDL(t, t, undeliveredIndexSuffix)
+	return laterMigration{name: "undelivered_index", index: undeliveredIndexSuffix, optional: true,
+		up: []ddlStatement{
+			{undeliveredIndexComment, "CREATE INDEX IF NOT EXISTS " + createUndelivered + " (created_at, event_id) WHERE " + d.undeliveredCondition()},
+			{"Drops the pending index, which undelivered_idx replaces. It comes after the build\n" +
+				"so that the DROP's exclusive lock, which the transaction holds to its end, holds\n" +
+				"off the table's reads for a moment only: the build holds off its writes alone.", "DROP INDEX IF EXISTS " + dropPending},
+		},
+		down: []ddlStatement{
+			{pendingIndexComment, "CREATE INDEX IF NOT EXISTS " + createPending + " (created_at, event_id) WHERE status IN (" + pendingStatuses() + ")"},
+			{"", "DROP INDEX IF EXISTS " + dropUndelivered},
+		},
+	}
+}
+
+// undeliveredCondition is the condition of the index that the admin's NEW list and
+// count and the purge of undelivered rows walk, which they write: PostgreSQL's
+// undelivered index's, whose attempts >= 0 (always true) keeps the poller's reads and
+// the claims off it (undeliveredIndexMigration), and SQLite's pending index's.
+func (d *dialect) undeliveredCondition() string {
+	cond := "status IN (" + pendingStatuses() + ")"
+	if d.name == "postgres" {
+		return cond + " AND attempts >= 0"
+	}
+	return cond
 }

@@ -135,10 +135,11 @@ func (b *builder) purgeByStatus(at string, before, dead any) {
 }
 
 // purgeUndeliveredQuery builds one batch of the undelivered rows created before before
-// (an argument): NEW and RETRY rows along the pending index, or with waiting WAITING
-// rows along the state index, oldest first (created_at, event_id), at most limit rows;
-// on MySQL both along the status index (dead_idx), NEW rows before RETRY rows. Its
-// locking is the finished purge's (purgeQuery).
+// (an argument): NEW and RETRY rows along the undelivered index (SQLite: the pending
+// index), or with waiting WAITING rows along the state index, oldest first
+// (created_at, event_id), at most limit rows; on MySQL both along the status index
+// (dead_idx), NEW rows before RETRY rows. Its locking is the finished purge's
+// (purgeQuery).
 func (d *dialect) purgeUndeliveredQuery(t tableName, before any, waiting bool, limit int, ids idRange) query {
 	b := d.newBuilder()
 	b.w("DELETE FROM ", d.qualified(t))
@@ -166,7 +167,7 @@ func (d *dialect) purgeUndeliveredQuery(t tableName, before any, waiting bool, l
 		b.w("IN (")
 	}
 	b.w("SELECT event_id FROM ", d.qualified(t), " WHERE ")
-	status := "status IN (" + pendingStatuses() + ")"
+	status := d.undeliveredCondition()
 	outer := d.hintedStatus() + " IN (" + pendingStatuses() + ")"
 	if waiting {
 		st := sqlStatus(outboxtype.StatusWaiting)

@@ -231,8 +231,10 @@ func (d *dialect) pendingQuery(t tableName, p storage.PendingParams) (query, err
 		// PostgreSQL soak at 1,500 events/s made the minute's read from the head walk
 		// about 47,000 buffers (docs/BENCHMARKS.md, "The poll statement's dead index
 		// entries"). A lower bound that the planner cannot estimate, the earliest due
-		// time of a pending row, makes it take the claim index for the range, as it
-		// does for the mark's.
+		// time of a pending row, makes it take the claim index for the range. (Since
+		// version 10 PostgreSQL's tables have no pending index, and the undelivered
+		// index that replaced it is not for this query; the bound stays for the tables
+		// not migrated yet.)
 		b.w(" AND available_at >= (SELECT MIN(available_at) FROM ", d.qualified(t), " WHERE status IN (", pendingStatuses(), "))")
 	}
 	b.w(" ORDER BY ", due, ", created_at, event_id ").limit(int64(p.Limit))

@@ -506,7 +506,7 @@ func goldenCases() []goldenCase {
 				}
 				return []query{d.purgeUndeliveredQuery(t, before, false, 500, idRange{}), d.purgeUndeliveredQuery(t, before, true, 20, idRange{})}, nil
 			},
-			pg: []string{`DELETE FROM "outbox_event" WHERE event_id = ANY(ARRAY(SELECT event_id FROM "outbox_event" WHERE status IN (0, 2) AND created_at < $1 ORDER BY created_at, event_id LIMIT $2 FOR UPDATE SKIP LOCKED)) AND status IN (0, 2) AND created_at < $3`,
+			pg: []string{`DELETE FROM "outbox_event" WHERE event_id = ANY(ARRAY(SELECT event_id FROM "outbox_event" WHERE status IN (0, 2) AND attempts >= 0 AND created_at < $1 ORDER BY created_at, event_id LIMIT $2 FOR UPDATE SKIP LOCKED)) AND status IN (0, 2) AND created_at < $3`,
 				`DELETE FROM "outbox_event" WHERE event_id = ANY(ARRAY(SELECT event_id FROM "outbox_event" WHERE status = 4 AND created_at IS NOT NULL AND created_at < $1 ORDER BY created_at, event_id LIMIT $2 FOR UPDATE SKIP LOCKED)) AND status = 4 AND created_at < $3`},
 			sqlite: []string{`DELETE FROM "outbox_event" WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE status IN (0, 2) AND created_at < ? ORDER BY created_at, event_id LIMIT 500) AND +status IN (0, 2) AND created_at < ?`,
 				`DELETE FROM "outbox_event" WHERE event_id IN (SELECT event_id FROM "outbox_event" WHERE status IN (2, 4) AND status = 4 AND created_at < ? ORDER BY created_at, event_id LIMIT 20) AND +status = 4 AND created_at < ?`},

@@ -481,7 +481,7 @@ func ensurePartitions(ctx context.Context, db *sql.DB, d *dialect, t tableName, 
 }
 
 // createPartition creates pt as a table of its own, with the columns of t, its primary
-// key and its indexes named after pt (<partition>_pending_idx, …), then attaches it to t
+// key and its indexes named after pt (<partition>_claim_idx, …), then attaches it to t
 // for the IDs from from to to, in one transaction. CREATE TABLE … PARTITION OF would
 // lock t ACCESS EXCLUSIVE; ATTACH PARTITION locks it SHARE UPDATE EXCLUSIVE, which no
 // read or write of events waits for, and finds pt's indexes equal to t's, so that it

@@ -196,8 +196,8 @@ func TestPurgeUndeliveredUsesIndexes(t *testing.T) {
 			case outbox.Postgres:
 				t0 = "'2031-01-01 00:00:15+00'"
 				stmts = map[string]string{
-					`DELETE FROM ` + table + ` WHERE event_id = ANY(ARRAY(SELECT event_id FROM ` + table + ` WHERE status IN (0, 2) AND created_at < ` + t0 +
-						` ORDER BY created_at, event_id LIMIT 500 FOR UPDATE SKIP LOCKED)) AND status IN (0, 2) AND created_at < ` + t0: "pending_idx",
+					`DELETE FROM ` + table + ` WHERE event_id = ANY(ARRAY(SELECT event_id FROM ` + table + ` WHERE status IN (0, 2) AND attempts >= 0 AND created_at < ` + t0 +
+						` ORDER BY created_at, event_id LIMIT 500 FOR UPDATE SKIP LOCKED)) AND status IN (0, 2) AND created_at < ` + t0: "undelivered_idx",
 					`DELETE FROM ` + table + ` WHERE event_id = ANY(ARRAY(SELECT event_id FROM ` + table + ` WHERE status = 4 AND created_at IS NOT NULL AND created_at < ` + t0 +
 						` ORDER BY created_at, event_id LIMIT 500 FOR UPDATE SKIP LOCKED)) AND status = 4 AND created_at < ` + t0: "state_idx",
 					// The finished rows' purge, as purgeQuery builds it. Written with IN (…),

@@ -477,10 +477,11 @@ func TestCustomSchemaQualifiedTable(t *testing.T) {
 				"Order_Events_order_idx,Order_Events_pending_idx,Order_Events_state_idx"
 			switch s.name {
 			case "postgres":
-				// The key, audit, lease and pause tables' indexes are in the schema too.
+				// The key, audit, lease and pause tables' indexes are in the schema too;
+				// the undelivered index replaced the pending index (version 10).
 				want = "Order_Events_audit_pkey,Order_Events_claim_idx,Order_Events_dead_idx," +
 					"Order_Events_finished_idx,Order_Events_key_pkey,Order_Events_lease_pkey,Order_Events_order_idx," +
-					"Order_Events_pause_pkey,Order_Events_pending_idx,Order_Events_pkey,Order_Events_state_idx"
+					"Order_Events_pause_pkey,Order_Events_pkey,Order_Events_state_idx,Order_Events_undelivered_idx"
 			case "mysql":
 				// The pending index serves the claim and the poller's scan (see the MySQL
 				// DDL; migration 0010 dropped the poll index), the status index
