@@ -336,14 +336,34 @@ func IsolatedTable(tb testing.TB, db *sql.DB, dialectName string) string {
 }
 
 // VerifyTestMain is the TestMain of a package whose tests use these databases: it runs
-// the tests, fails the run when goroutines leak (goleak, with opts), stops the
-// throwaway servers the tests started and exits with the run's code.
+// the tests, fails the run when goroutines leak (goleak, with opts), runs what AtExit
+// registered, stops the throwaway servers the tests started and exits with the run's
+// code.
 func VerifyTestMain(m *testing.M, opts ...goleak.Option) {
 	// goleak's Cleanup replaces its os.Exit, so it exits itself with the code goleak
 	// computed (non-zero on a leak).
 	opts = append(opts, goleak.Cleanup(func(exitCode int) {
+		atExitMu.Lock()
+		fns := atExit
+		atExitMu.Unlock()
+		for _, f := range fns {
+			f()
+		}
 		StopAll()
 		os.Exit(exitCode)
 	}))
 	goleak.VerifyTestMain(m, opts...)
+}
+
+var (
+	atExitMu sync.Mutex
+	atExit   []func()
+)
+
+// AtExit registers f to run when VerifyTestMain's tests have run, before it exits: a
+// TestMain's deferred calls never run, since VerifyTestMain exits the process.
+func AtExit(f func()) {
+	atExitMu.Lock()
+	defer atExitMu.Unlock()
+	atExit = append(atExit, f)
 }

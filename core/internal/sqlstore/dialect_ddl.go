@@ -584,9 +584,9 @@ const undeliveredIndexComment = "Undelivered: the admin's list and count of NEW 
 
 // undeliveredIndexMigration is PostgreSQL's version 10: the undelivered index, which
 // replaces the pending index (created_at, event_id) of NEW and RETRY rows, in one
-// transaction (the index marks the version applied). Optional: the queries are correct on a
-// table without it (Start runs), but its NEW list and undelivered purge, which write
-// the new index's condition, then read the claim index and sort, or the table.
+// transaction (the index marks the version applied). Optional: the queries are correct
+// on a table without it (Start runs), but its NEW list and undelivered purge, which
+// write the new index's condition, then read the claim index and sort, or the table.
 func undeliveredIndexMigration(d *dialect, t tableName) laterMigration {
 	dropPending, createPending := d.indexDDL(t, t, pendingIndexSuffix)
 	dropUndelivered, createUndelivered := d.indexDDL(t, t, undeliveredIndexSuffix)

@@ -33,12 +33,15 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// Removed at the end (VerifyTestMain exits, so a deferred RemoveAll never ran and
+	// each run left its directory and binary behind).
+	testdb.AtExit(func() { os.RemoveAll(dir) })
 	binary = filepath.Join(dir, "outbox")
 	if out, err := exec.Command("go", "build", "-o", binary, command).CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		os.RemoveAll(dir)
 		os.Exit(1)
 	}
-	defer os.RemoveAll(dir)
 	testdb.VerifyTestMain(m)
 }
 
