@@ -60,22 +60,8 @@ func TestMigrateDropsTheKeyIndexOfATableWithRows(t *testing.T) {
 			done("o-00", "o-01", "o-02", "o-03", "o-04", "o-05", "o-06")
 			done("o-07", "o-08", "o-09", "o-10", "o-11")
 
-			// Back to the version before: its down file names the tables without a
-			// schema, so run it in the table's schema (PostgreSQL) or database (MySQL).
-			conn, err := db.Conn(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			if schema, _, ok := strings.Cut(table, "."); ok {
-				use := `SET search_path TO "` + schema + `"`
-				if s.d == outbox.MySQL {
-					use = "USE `" + schema + "`"
-				}
-				if _, err := conn.ExecContext(ctx, use); err != nil {
-					t.Fatal(err)
-				}
-			}
+			// Back to the version before.
+			conn := schemaConn(t, db, s.d, table)
 			downs, err := fs.Glob(outbox.Migrations(s.d), "*.down.sql")
 			if err != nil {
 				t.Fatal(err)
@@ -85,15 +71,7 @@ func TestMigrateDropsTheKeyIndexOfATableWithRows(t *testing.T) {
 			slices.Sort(downs)
 			undone := 0
 			for i := len(downs) - 1; i >= 0; i-- {
-				text, err := fs.ReadFile(outbox.Migrations(s.d), downs[i])
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, stmt := range splitMigration(string(text)) {
-					if _, err := conn.ExecContext(ctx, stmt); err != nil {
-						t.Fatalf("%s: %v", downs[i], err)
-					}
-				}
+				runMigrationFile(t, conn, s.d, downs[i])
 				undone++
 				if strings.Contains(downs[i], "key_index_dropped") {
 					break
@@ -170,4 +148,41 @@ func TestMigrateDropsTheKeyIndexOfATableWithRows(t *testing.T) {
 func orderKeyRows(t *testing.T, db *sql.DB, d outbox.Dialect, table string) []string {
 	t.Helper()
 	return queryStrings(t, db, "SELECT order_key FROM "+quoteTable(d, table+"_key")+" ORDER BY order_key")
+}
+
+// schemaConn returns a connection of db on which the unqualified names are those of
+// table's schema (PostgreSQL) or database (MySQL), where the shipped migration files,
+// which name the default table without a schema, apply to table. It is closed at the
+// test's end, or by the caller.
+func schemaConn(t *testing.T, db *sql.DB, d outbox.Dialect, table string) *sql.Conn {
+	t.Helper()
+	conn, err := db.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if schema, _, ok := strings.Cut(table, "."); ok {
+		use := `SET search_path TO "` + schema + `"`
+		if d == outbox.MySQL {
+			use = "USE `" + schema + "`"
+		}
+		if _, err := conn.ExecContext(t.Context(), use); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return conn
+}
+
+// runMigrationFile runs d's shipped migration file name on conn, statement by statement.
+func runMigrationFile(t *testing.T, conn *sql.Conn, d outbox.Dialect, name string) {
+	t.Helper()
+	text, err := fs.ReadFile(outbox.Migrations(d), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range splitMigration(string(text)) {
+		if _, err := conn.ExecContext(t.Context(), stmt); err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, stmt)
+		}
+	}
 }

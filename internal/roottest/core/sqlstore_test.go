@@ -318,18 +318,7 @@ func TestShippedMigrationFiles(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			run := func(name string) {
-				t.Helper()
-				text, err := fs.ReadFile(outbox.Migrations(s.d), name)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, stmt := range splitMigration(string(text)) {
-					if _, err := conn.ExecContext(t.Context(), stmt); err != nil {
-						t.Fatalf("%s: %v\n%s", name, err, stmt)
-					}
-				}
-			}
+			run := func(name string) { t.Helper(); runMigrationFile(t, conn, s.d, name) }
 			run("0001_create_outbox_event.up.sql")
 			run("0001_create_outbox_event.down.sql")
 			run("0001_create_outbox_event.up.sql")

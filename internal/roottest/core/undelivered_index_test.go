@@ -2,7 +2,6 @@ package outbox_test
 
 import (
 	"fmt"
-	"io/fs"
 	"strings"
 	"testing"
 	"time"
@@ -58,24 +57,10 @@ func TestUndeliveredIndexMigrationUpgradesATableWithRows(t *testing.T) {
 		}
 	}
 
-	// Back to the version before: its down file names the table without a schema.
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.ExecContext(ctx, `SET search_path TO "`+schema+`"`); err != nil {
-		t.Fatal(err)
-	}
+	// Back to the version before, on the pool's one connection, given back after.
+	conn := schemaConn(t, db, outbox.Postgres, table)
 	v := versionOf(t, outbox.Postgres, "undelivered_index")
-	down, err := fs.ReadFile(outbox.Migrations(outbox.Postgres), fmt.Sprintf("%04d_undelivered_index.down.sql", v))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, stmt := range splitMigration(string(down)) {
-		if _, err := conn.ExecContext(ctx, stmt); err != nil {
-			t.Fatalf("%s: %v", stmt, err)
-		}
-	}
+	runMigrationFile(t, conn, outbox.Postgres, fmt.Sprintf("%04d_undelivered_index.down.sql", v))
 	if _, err := conn.ExecContext(ctx, `SET search_path TO DEFAULT`); err != nil {
 		t.Fatal(err)
 	}
