@@ -16,8 +16,9 @@ import (
 )
 
 // TestPartitionedPlans is a measurement, not a check: with OUTBOX_TEST_PARTITION_PLANS
-// set (the rows, default 300000), it fills a partitioned table (4 daily partitions)
-// and a plain one with the same rows, mostly DONE, some NEW, RETRY and DEAD, then runs
+// set (the rows, default 300000), it fills a partitioned table (the three days before
+// today, see planNow; today's and tomorrow's partitions empty) and a plain one with the
+// same rows, mostly DONE, some NEW, RETRY and DEAD, then runs
 // the store's reads and writes on each through one connection that has auto_explain
 // log every plan, with its actual rows, to the server's log
 // (OUTBOX_TEST_POSTGRES_DIR/server.log), each preceded by SELECT 'MARK <table kind>
@@ -29,12 +30,12 @@ func TestPartitionedPlans(t *testing.T) {
 		t.Skip("set OUTBOX_TEST_PARTITION_PLANS to the number of rows to measure the plans on a partitioned table")
 	}
 	ctx := t.Context()
-	now := time.Now()
+	now := planNow()
 	part := setupPartitioned(t, -3, 1, false)
 	plainDB := testdb.NewPostgresDB(t)
 	plain := setupStore(t, plainDB, outbox.Postgres, testdb.IsolatedTable(t, plainDB, outbox.Postgres.Name()))
 	for _, b := range []sqlBundle{part, plain} {
-		fillPlanRows(t, b, n, day(now, -3), now)
+		fillPlanRows(t, b, n, day(time.Now(), -3), now)
 	}
 	for _, c := range []struct {
 		kind string
@@ -57,6 +58,13 @@ func TestPartitionedPlans(t *testing.T) {
 		t.Logf("maintenance step %s %s: %s", st.Partition, st.Step, st.Took)
 	}
 }
+
+// planNow is the time the plan tests take as now: an hour before today's partition
+// begins, so that their rows, and the rows their operations write, lie in the three
+// full partitions of the days before today whatever the time of day, and today's and
+// tomorrow's partitions stay empty. With the real time, a run just after midnight put a
+// few hundred rows in today's partition, which the planner rightly read sequentially.
+func planNow() time.Time { return day(time.Now(), 0).Add(-time.Hour) }
 
 // fillPlanRows writes n events to b's table, created from start to a minute before
 // now, mostly DONE, some NEW (the newest 2,000), RETRY (one in 1,000) and DEAD (one in
@@ -92,13 +100,15 @@ func fillPlanRows(t *testing.T, b sqlBundle, n int, start, now time.Time) {
 }
 
 // TestPartitionedOperationsUseIndexes: every read and write of the store on a
-// partitioned table with 200,000 rows in four partitions (the poll, the claim and
+// partitioned table with 200,000 rows in three partitions (the poll, the claim and
 // MarkDone, a read by ID, the DEAD list and count, the admin's lists, a replay, an
 // ordered key's writes and promotion, a fan-out split, the purge), each run 7 times so that PostgreSQL's generic plans run too, reads no row of
 // any partition sequentially. Stats is left out: it counts every row, on a plain table
 // too (one Seq Scan there). The planner may scan an empty partition (the one ahead)
-// sequentially, which reads no row: rows read are counted, not scans. It runs at
-// 40,000 rows (10,000 a partition) and at 200,000: at 40,000 the claim's join read every
+// sequentially, which reads no row: rows read are counted, not scans. The rows and
+// the operations' writes are in the days before today (planNow), so that no partition
+// that holds rows is small whatever the hour. It runs at 40,000 rows (about 13,000 a
+// partition) and at 200,000: at 40,000 the claim's join read every
 // partition sequentially (a hash join, cheaper by the planner's estimate than 100 probes
 // of five primary keys) until the claim found its rows by an array of their IDs.
 func TestPartitionedOperationsUseIndexes(t *testing.T) {
@@ -113,9 +123,9 @@ func TestPartitionedOperationsUseIndexes(t *testing.T) {
 
 func partitionedOperationsUseIndexes(t *testing.T, n int) {
 	ctx := t.Context()
-	now := time.Now()
+	now := planNow()
 	b := setupPartitioned(t, -3, 1, false)
-	fillPlanRows(t, b, n, day(now, -3), now)
+	fillPlanRows(t, b, n, day(time.Now(), -3), now)
 	seqRead := func() map[string]int64 {
 		t.Helper()
 		if _, err := b.db.ExecContext(ctx, "SELECT pg_stat_force_next_flush()"); err != nil {
