@@ -64,6 +64,9 @@
     auditNext: '',
     seq: 0, // the latest list request; older answers are dropped
     countSeq: 0, // the latest dead-event count request, likewise
+    overviewSeq: 0, // the latest overview request, likewise
+    subsSeq: 0, // the latest subscriptions request, likewise
+    refreshSeq: 0, // the latest refresh: it alone ends the busy state
   };
 
   function emptyFilter() {
@@ -272,7 +275,9 @@
   // ---- overview: the chips in the bar, the tabs' counts, the per-type table ----
 
   async function loadOverview() {
+    const seq = ++state.overviewSeq;
     const o = await api('api/overview');
+    if (seq !== state.overviewSeq) return; // a later request owns the overview
     state.overview = o;
     const ul = $('overview');
     ul.replaceChildren();
@@ -336,6 +341,7 @@
   // (GET /api/subscriptions) under the per-type table: queued, running, its limits,
   // whether it is paused (since when, by whom, why), and a Pause or Resume button.
   async function loadSubscriptions() {
+    const seq = ++state.subsSeq;
     let s;
     try {
       s = await api('api/subscriptions');
@@ -343,6 +349,7 @@
       if (e instanceof APIError && e.status === 404) return; // an older server
       throw e;
     }
+    if (seq !== state.subsSeq) return; // a later request owns the table
     const tbody = $('sub-rows');
     tbody.replaceChildren();
     for (const l of s.subscriptions) {
@@ -647,20 +654,27 @@
 
   // refresh reloads the overview and the current view. Until the first load returns,
   // the page shows a loading state; a failure shows an error that says what to do,
-  // with a Retry button.
+  // with a Retry button. Refreshes may overlap (a tab clicked while the page loads):
+  // each part drops an answer older than one it already drew, and only the latest
+  // refresh says how it ended and clears the busy state.
   async function refresh() {
+    const seq = ++state.refreshSeq;
     if ($('app').hidden && $('login').hidden) showStatus('Loading events…', false);
     $('refresh').disabled = true;
     $('app').setAttribute('aria-busy', 'true');
     try {
       await Promise.all([loadOverview(), loadView()]);
+      if (seq !== state.refreshSeq) return;
       hideStatus();
       showApp();
     } catch (err) {
+      if (seq !== state.refreshSeq) return;
       if (!(err instanceof APIError && err.status === 401)) showStatus(explain(err), true);
     } finally {
-      $('refresh').disabled = false;
-      $('app').removeAttribute('aria-busy');
+      if (seq === state.refreshSeq) {
+        $('refresh').disabled = false;
+        $('app').removeAttribute('aria-busy');
+      }
     }
   }
 

@@ -3,10 +3,14 @@ package outboxadmin_test
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,6 +67,9 @@ func TestBrowserPause(t *testing.T) {
 		chromedp.Click(chromedp.ID("tab-types")),
 		chromedp.WaitVisible(chromedp.CSS(row(placed)+` button[data-action="pause"]`)),
 		chromedp.WaitVisible(chromedp.CSS(row(elsewhere))),
+		// The page's first refresh and the tab's overlap: the later answer redraws
+		// the rows.
+		settled(),
 	)
 	if err != nil {
 		t.Fatalf("open By type: %v", err)
@@ -189,4 +196,103 @@ func pausedNames(t *testing.T, fx *admintest.Fixture) string {
 		names = append(names, p.Listener)
 	}
 	return strings.Join(names, ",")
+}
+
+// TestBrowserOverlappingRefreshes: an answer older than one the page already drew is
+// dropped. The page's first load asks for the subscriptions, and that answer (taken
+// while the subscription was active) is held back; the subscription is paused, a
+// second refresh draws it paused, and then the held answer reaches the page: the row
+// must not say active again. Before the page numbered its overview requests, a slow
+// first answer could undo a pause on screen.
+func TestBrowserOverlappingRefreshes(t *testing.T) {
+	t.Parallel()
+	execPath := chromium(t)
+	fx := admintest.NewFixture(t, admintest.FixtureOptions{Backend: "postgres", PollInterval: 50 * time.Millisecond})
+	fx.Fix()
+	placed := admintest.RouteListener(admintest.AggregateOrder, admintest.TypeOrderPlaced)
+	h, err := outboxadmin.New(fx.Outbox.Events(), outboxadmin.Options{
+		Authorize: outboxadmin.AllowAll(),
+		Logger:    slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first GET of api/subscriptions is answered at once into a recorder, and the
+	// answer is written to the page when release closes.
+	var first atomic.Bool
+	taken, release, written := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	mux := http.NewServeMux()
+	mux.Handle("/outbox/admin/", http.StripPrefix("/outbox/admin", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet || r.URL.Path != "/api/subscriptions" || !first.CompareAndSwap(false, true) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		close(taken)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		maps.Copy(w.Header(), rec.Header())
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
+		close(written)
+	})))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	var releaseOnce sync.Once
+	releaseHeld := func() { releaseOnce.Do(func() { close(release) }) }
+	defer releaseHeld() // before srv.Close, which waits for the held request
+	bctx := newBrowser(t, execPath)
+
+	if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/outbox/admin/")); err != nil {
+		t.Fatalf("open the page: %v", err)
+	}
+	select {
+	case <-taken:
+	case <-bctx.Done():
+		t.Fatal("the page never asked for the subscriptions")
+	}
+	if err := fx.Outbox.Events().Pause(context.Background(), placed, "held answer"); err != nil {
+		t.Fatal(err)
+	}
+	row := `#sub-rows tr[data-listener="` + placed + `"]`
+	// The page is still loading (the held answer), so By type is opened from script: a
+	// second refresh, whose answer comes at once.
+	err = chromedp.Do(bctx,
+		chromedp.Evaluate[chromedp.Void](`document.getElementById('tab-types').click()`),
+		chromedp.WaitVisible(chromedp.CSS(row+`[data-state="paused"]`)),
+		settled(),
+		// Every redraw of the table from now on records the row's state.
+		chromedp.Evaluate[chromedp.Void](`window.drawn = [];
+			new MutationObserver(() => {
+				const r = document.querySelector('`+row+`');
+				window.drawn.push(r ? r.dataset.state : 'none');
+			}).observe(document.getElementById('sub-rows'), { childList: true })`),
+	)
+	if err != nil {
+		t.Fatalf("open By type while the first answer is held: %v", err)
+	}
+	releaseHeld()
+	select {
+	case <-written:
+	case <-bctx.Done():
+		t.Fatal("the held answer was never written")
+	}
+	// A third refresh (its button pressed from script, like the tab), asked after the
+	// held answer was written, so that the page has handled that answer before it draws
+	// this one.
+	err = chromedp.Do(bctx,
+		chromedp.Evaluate[chromedp.Void](`document.getElementById('refresh').click()`),
+		chromedp.Poll[chromedp.Void](`window.drawn.length > 0 && !document.getElementById('app').hasAttribute('aria-busy')`,
+			chromedp.WithPollingTimeout(60*time.Second)),
+	)
+	if err != nil {
+		t.Fatalf("refresh after the held answer: %v", err)
+	}
+	drawn := run(bctx, t, chromedp.Evaluate[[]string](`window.drawn`))
+	if slices.Contains(drawn, "active") || drawn[len(drawn)-1] != "paused" {
+		t.Errorf("the row's states drawn after the held answer was released: %q, want paused alone", drawn)
+	}
 }

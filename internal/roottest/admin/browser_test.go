@@ -257,6 +257,14 @@ func newBrowserFor(t *testing.T, execPath string, d time.Duration) context.Conte
 	return ctx
 }
 
+// settled waits until no refresh of the page is in flight (#app loses aria-busy). A
+// click is aimed at a node: an answer that lands in between redraws the table under
+// it, and the click fails on a node that no longer exists.
+func settled() chromedp.Action[chromedp.Void] {
+	return chromedp.Poll[chromedp.Void](`!document.getElementById('app').hasAttribute('aria-busy')`,
+		chromedp.WithPollingTimeout(60*time.Second))
+}
+
 // run runs an action that returns a value, failing the test on error.
 func run[T any](ctx context.Context, t *testing.T, a chromedp.Action[T]) T {
 	t.Helper()
