@@ -279,6 +279,7 @@ func TestBrowserBlockedKeysChip(t *testing.T) {
 		chromedp.WaitVisible(chip),
 		chromedp.Click(chromedp.CSS(`#tabs [data-view="waiting"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#rows tr[data-id="r1"]`)),
+		settled(), // the tab's refresh draws the chip again
 		chromedp.Click(chip),
 		chromedp.WaitNotPresent(chromedp.CSS(`#rows tr[data-id="r1"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#rows tr[data-id="e0"]`)),
@@ -302,6 +303,7 @@ func TestBrowserBlockedKeysChip(t *testing.T) {
 	err = chromedp.Do(bctx,
 		chromedp.Click(chromedp.CSS(`#tabs [data-view="types"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#types-summary button[data-action="holders"]`)),
+		settled(), // drawn by the last refresh, then again by the tab's
 		chromedp.Click(chromedp.CSS(`#types-summary button[data-action="holders"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#rows tr[data-id="r0"]`)),
 	)
