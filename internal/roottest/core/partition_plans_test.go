@@ -104,7 +104,7 @@ func fillPlanRows(t *testing.T, b sqlBundle, n int, start, now time.Time) {
 // MarkDone, a read by ID, the DEAD list and count, the admin's lists, a replay, an
 // ordered key's writes and promotion, a fan-out split, the purge), each run 7 times so that PostgreSQL's generic plans run too, reads no row of
 // any partition sequentially. Stats is left out: it counts every row, on a plain table
-// too (one Seq Scan there). The planner may scan an empty partition (the one ahead)
+// too (one Seq Scan there). The planner may scan an empty partition (today's, the one ahead)
 // sequentially, which reads no row: rows read are counted, not scans. The rows and
 // the operations' writes are in the days before today (planNow), so that no partition
 // that holds rows is small whatever the hour. It runs at 40,000 rows (about 13,000 a
