@@ -280,9 +280,9 @@ func TestBrowserOverlappingRefreshes(t *testing.T) {
 	case <-bctx.Done():
 		t.Fatal("the held answer was never written")
 	}
-	// A third refresh (its button pressed from script, like the tab), asked after the
-	// held answer was written, so that the page has handled that answer before it draws
-	// this one.
+	// A third refresh, asked after the held answer was written, so that the page has
+	// handled that answer before it draws this one. The Refresh button sits in the
+	// lists' filter bar, hidden on By type, so it is pressed from script.
 	err = chromedp.Do(bctx,
 		chromedp.Evaluate[chromedp.Void](`document.getElementById('refresh').click()`),
 		chromedp.Poll[chromedp.Void](`window.drawn.length > 0 && !document.getElementById('app').hasAttribute('aria-busy')`,
