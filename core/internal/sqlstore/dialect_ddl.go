@@ -308,12 +308,13 @@ func (d *dialect) indexDDL(t, on tableName, suffix string) (drop, create string)
 	return drop, index + " ON " + d.qualified(on)
 }
 
-// pollIndexDropComment explains pollIndexMigration.
+// pollIndexDropComment explains pollIndexMigration. It is the text of a migration
+// already on main, kept as it was written: its "so does the purge of undelivered rows"
+// is not so, that purge walks the status index (dead_idx, purgeUndeliveredQuery).
 const pollIndexDropComment = "Drops the poll index and its column. The poller reads due NEW and RETRY rows in the\n" +
 	"claim's order, due longest first (due_at, created_at, event_id), along pending_idx,\n" +
-	"and the purge of undelivered rows walks the status index (dead_idx); each NEW row\n" +
-	"cost an entry in both pending indexes, and the poller's walk of the poll index from\n" +
-	"the oldest row passed rows not due yet.\n" +
+	"and so does the purge of undelivered rows; each NEW row cost an entry in both, and\n" +
+	"the poller's walk of the poll index from the oldest row passed rows not due yet.\n" +
 	"Dropping a STORED column rebuilds the table: on a large table, run it when the\n" +
 	"outbox is quiet."
 
